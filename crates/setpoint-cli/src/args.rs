@@ -1,0 +1,189 @@
+//! The command line, as clap types. They stay in this crate; `into_spec` turns them into the
+//! validated types of setpoint-sim.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use setpoint_core::ControllerKind;
+use setpoint_sim::{parse_deaths, Death, Limit, ScenarioSpec};
+
+/// setpoint: a lab for reconciliation loops that converge without overshoot.
+#[derive(Debug, Parser)]
+#[command(name = "setpoint", version, about)]
+#[command(after_help = "Exit codes: 0 success, 1 failure, 2 bad input.")]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the lesson's tables exactly as the lesson prints them.
+    Lesson {
+        /// Which block: `loop` (the metric tables), `relation` (the period scan); both if omitted.
+        #[arg(value_enum)]
+        part: Option<LessonPart>,
+    },
+    /// Simulate one scenario and print its metrics.
+    Run(RunArgs),
+    /// Scan report delay against loop period and test the lesson's relation on every cell.
+    Relation(RelationArgs),
+}
+
+/// A block of the lesson's output.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LessonPart {
+    /// The metric tables for both controllers.
+    Loop,
+    /// The period scan and the overshoot table.
+    Relation,
+}
+
+/// Output formats of `run`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum RunFormat {
+    /// The lesson's table layout: header and one row.
+    Table,
+    /// One JSON object.
+    Json,
+    /// A header and one row.
+    Csv,
+}
+
+/// Output formats of `relation`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum TableFormat {
+    /// Text tables.
+    Table,
+    /// One JSON object.
+    Json,
+}
+
+/// Settings every simulation command shares.
+#[derive(Debug, Args)]
+pub struct WorldArgs {
+    /// Declared copies.
+    #[arg(long, default_value = "6", value_name = "N", value_parser = desired, allow_negative_numbers = true)]
+    pub desired: u64,
+    /// Startup time B: seconds from creation to running.
+    #[arg(short = 'B', long, default_value = "5", value_name = "SECONDS", value_parser = startup, allow_negative_numbers = true)]
+    pub startup: u64,
+    /// The last second of the run (seconds 0 to DURATION are simulated).
+    #[arg(long, default_value = "900", value_name = "SECONDS", value_parser = duration, allow_negative_numbers = true)]
+    pub duration: u64,
+    /// Scripted deaths: at second AT the COUNT oldest live copies die; `none` for none.
+    #[arg(long, default_value = "300:2", value_name = "AT:COUNT[,AT:COUNT...]",
+          value_parser = deaths, allow_hyphen_values = true)]
+    pub deaths: DeathList,
+    /// The controller that runs each pass.
+    #[arg(long, default_value = "ledger", value_parser = controller)]
+    pub controller: ControllerKind,
+}
+
+/// `setpoint run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Loop period U: seconds between rounds.
+    #[arg(short = 'U', long, default_value = "15", value_name = "SECONDS", value_parser = period, allow_negative_numbers = true)]
+    pub period: u64,
+    /// Report delay G: seconds the ledger lags the world.
+    #[arg(short = 'G', long, default_value = "0", value_name = "SECONDS", value_parser = delay, allow_negative_numbers = true)]
+    pub delay: u64,
+    /// Everything else about the world.
+    #[command(flatten)]
+    pub world: WorldArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: RunFormat,
+}
+
+/// `setpoint relation`.
+#[derive(Debug, Args)]
+pub struct RelationArgs {
+    /// Report delays G to scan (rows), comma-separated seconds.
+    #[arg(long, default_value = "0,10,20,30,45,60,90", value_name = "LIST", value_parser = delays, allow_negative_numbers = true)]
+    pub delays: SecondsList,
+    /// Loop periods U to scan (columns), comma-separated seconds.
+    #[arg(long, default_value = "5,10,15,20,30,45,60,90", value_name = "LIST", value_parser = periods, allow_negative_numbers = true)]
+    pub periods: SecondsList,
+    /// Everything else about the world.
+    #[command(flatten)]
+    pub world: WorldArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: TableFormat,
+}
+
+/// A parsed `--deaths` list. A newtype, so that clap takes the whole list as one value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeathList(pub Vec<Death>);
+
+/// A comma-separated list of numbers, each inside one [`Limit`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecondsList(pub Vec<u64>);
+
+/// The longest list one flag accepts.
+const MAX_LIST: usize = 10_000;
+
+impl WorldArgs {
+    /// The raw scenario with the given delay and period.
+    pub fn spec(&self, delay: u64, period: u64) -> ScenarioSpec {
+        ScenarioSpec {
+            desired: self.desired,
+            period,
+            delay,
+            startup: self.startup,
+            duration: self.duration,
+            deaths: self.deaths.0.clone(),
+            controller: self.controller,
+        }
+    }
+}
+
+fn limited(limit: Limit) -> impl Fn(&str) -> Result<u64, String> {
+    move |s| limit.parse(s).map_err(|e| e.to_string())
+}
+
+fn desired(s: &str) -> Result<u64, String> {
+    limited(Limit::DESIRED)(s)
+}
+fn period(s: &str) -> Result<u64, String> {
+    limited(Limit::PERIOD)(s)
+}
+fn delay(s: &str) -> Result<u64, String> {
+    limited(Limit::DELAY)(s)
+}
+fn startup(s: &str) -> Result<u64, String> {
+    limited(Limit::STARTUP)(s)
+}
+fn duration(s: &str) -> Result<u64, String> {
+    limited(Limit::DURATION)(s)
+}
+fn deaths(s: &str) -> Result<DeathList, String> {
+    parse_deaths(s).map(DeathList).map_err(|e| e.to_string())
+}
+fn controller(s: &str) -> Result<ControllerKind, String> {
+    s.parse()
+        .map_err(|e: setpoint_core::UnknownController| e.to_string())
+}
+
+fn list(limit: Limit, s: &str) -> Result<SecondsList, String> {
+    let items: Vec<&str> = s.split(',').collect();
+    if items.len() > MAX_LIST {
+        return Err(format!(
+            "a list of {} values is too long: accepted at most {MAX_LIST}",
+            items.len()
+        ));
+    }
+    let values = items
+        .into_iter()
+        .map(|item| limit.parse(item).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(SecondsList(values))
+}
+fn delays(s: &str) -> Result<SecondsList, String> {
+    list(Limit::DELAY, s)
+}
+fn periods(s: &str) -> Result<SecondsList, String> {
+    list(Limit::PERIOD, s)
+}

@@ -1,0 +1,48 @@
+//! setpoint-core: the I/O-free heart of setpoint's reconciliation loops.
+//!
+//! A reconciliation pass is a pure function of four things: the desired state, the observed
+//! ledger (a view that lags the world), the controller's own memory, and the current time. It
+//! returns actions. It owns no clock, does no I/O and spawns nothing, so the same code runs under
+//! the deterministic simulator (`setpoint-sim`) on virtual time and, later, under the real runtime
+//! against real processes.
+//!
+//! Actions are phrased as *targets*, never as increments: an [`Action`] says "reach `target`
+//! copies, having counted `counted`", and the number of copies to create or delete follows from
+//! those two. A pass that is repeated on the same view therefore asks for the same thing again,
+//! rather than "one more".
+//!
+//! # Layout
+//! - [`view`]: what a pass may look at: [`LedgerView`], copy identities ([`CopyId`]) and the
+//!   [`Batch`]es a pass creates.
+//! - [`action`]: what a pass returns: [`Action`].
+//! - [`controller`]: the controllers ([`ControllerKind`]) and their memory ([`Controller`]).
+//!
+//! # Example
+//! ```
+//! use setpoint_core::{Action, Batch, Controller, ControllerKind, CopyId, Desired, LedgerView};
+//!
+//! /// A ledger that shows 4 copies and nothing in flight.
+//! struct Four;
+//! impl LedgerView for Four {
+//!     fn now(&self) -> u64 { 0 }
+//!     fn on_ledger(&self) -> u64 { 4 }
+//!     fn in_flight(&self, _batch: Batch) -> u64 { 0 }
+//!     fn next_copy(&self) -> CopyId { CopyId(4) }
+//! }
+//!
+//! let mut controller = Controller::new(ControllerKind::Ledger);
+//! let action = controller.pass(Desired { copies: 6 }, &Four);
+//! assert_eq!(action, Some(Action::Create {
+//!     target: 6,
+//!     counted: 4,
+//!     batch: Batch { first: CopyId(4), count: 2 },
+//! }));
+//! ```
+
+pub mod action;
+pub mod controller;
+pub mod view;
+
+pub use action::Action;
+pub use controller::{Controller, ControllerKind, UnknownController};
+pub use view::{Batch, CopyId, Desired, LedgerView, Time};

@@ -1,0 +1,68 @@
+//! What a reconciliation pass may look at.
+//!
+//! The view is deliberately narrow. A pass sees how many copies the ledger shows, which is the
+//! lagging picture built from node reports, and, for batches it created itself, how many of those
+//! copies still exist without having reached the ledger. It does not see the world.
+
+use std::fmt;
+
+/// A point in time, in whole ticks of the driver's clock. The simulator's tick is one second.
+pub type Time = u64;
+
+/// The declared state of one workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Desired {
+    /// How many copies should run, as a count of copies.
+    pub copies: u64,
+}
+
+/// The deterministic identity of one copy: the position of the copy in its workload's creation
+/// order, starting at 0. A driver names the copy `{workload}-{n}`, so a repeated creation of the
+/// same identity is a lookup that finds it already present, never a second copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CopyId(pub u64);
+
+impl fmt::Display for CopyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The copies one pass created: identities `first`, `first + 1`, …, `first + count − 1`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Batch {
+    /// The identity of the first copy of the batch.
+    pub first: CopyId,
+    /// How many copies the batch holds.
+    pub count: u64,
+}
+
+impl Batch {
+    /// The identity one past the last copy of the batch.
+    pub fn end(&self) -> u64 {
+        self.first.0 + self.count
+    }
+}
+
+/// The observed state a pass reads: a ledger that lags the world.
+///
+/// Implementations must keep one promise that controllers rely on: once a copy stops being in
+/// flight (it reached the ledger, or it is gone), it never becomes in flight again. That lets a
+/// controller forget a batch as soon as none of it is in flight.
+pub trait LedgerView {
+    /// The time of this pass, in the driver's ticks.
+    fn now(&self) -> Time;
+
+    /// How many copies the ledger shows now: copies whose start has been reported and whose end
+    /// has not been reported yet. A copy that has already died but whose death has not reached the
+    /// ledger is still counted: that is the staleness the lesson measures.
+    fn on_ledger(&self) -> u64;
+
+    /// How many copies of `batch` still exist and have not yet reached the ledger: work in
+    /// flight. A copy that died or was deleted before reaching the ledger is not in flight.
+    fn in_flight(&self, batch: Batch) -> u64;
+
+    /// The identity the next created copy will receive. A pass that creates copies names them
+    /// from here, so the identities are decided by the pass, not by whoever carries it out.
+    fn next_copy(&self) -> CopyId;
+}

@@ -1,0 +1,455 @@
+//! The event-driven engine of the lesson's world.
+//!
+//! # Why a few counters are enough
+//! In the lesson's world the delay is the same for every report, so copies reach the ledger in
+//! the order they were created. Scripted deaths kill the oldest live copies and delete commands
+//! go to the oldest copies on the ledger, so the copies that have died always form a *prefix* of
+//! creation order, and their death times never decrease along it. Every set the rules talk about
+//! is then an interval of creation order, bounded by counters that only move forward:
+//!
+//! | counter | copies `[0, counter)` are those that … |
+//! | --- | --- |
+//! | `created` | were ever created |
+//! | `ready` | are running in the world (`ready ≤ t`) |
+//! | `visible` | have reached the ledger (`ready + G ≤ t`) |
+//! | `dead` | have died or been deleted |
+//! | `gone` | have died, and the ledger has heard of it (`death + G ≤ t`) |
+//!
+//! Live copies are `[dead, ready)`, the ledger shows `[gone, visible)`, and work in flight is
+//! `[max(dead, visible), created)`. The engine keeps the creation batches that have not reached
+//! the ledger (their ready times move the `ready` and `visible` counters) and the runs of deaths
+//! the ledger has not heard of (they move `gone`). Neither grows with the copy count.
+//!
+//! # Why it can jump
+//! A pass reads only the ledger and the work in flight. A round whose inputs did not change since
+//! the last pass, after a pass that changed nothing (no creation, no copy actually deleted), does
+//! exactly what that pass did again. So the engine visits only the seconds at which something
+//! changes, and accounts for the identical rounds between them in one step. Its cost is
+//! O(acting rounds + batches + deaths), independent of the duration and of the copy count.
+
+use std::collections::VecDeque;
+
+use setpoint_core::{Action, Batch, Controller, CopyId, Desired, LedgerView, Time};
+
+use crate::metrics::Metrics;
+use crate::scenario::Scenario;
+
+/// Copies created in one round: `[previous batch's end, end)`, all running at `ready`.
+#[derive(Debug, Clone, Copy)]
+struct Cohort {
+    ready: Time,
+    end: u64,
+}
+
+/// Copies that died at the same second: `[previous run's end, end)`, dead at `at`.
+#[derive(Debug, Clone, Copy)]
+struct DeadRun {
+    at: Time,
+    end: u64,
+}
+
+/// The state of the world, as forward-only counters over creation order.
+#[derive(Debug, Default)]
+struct World {
+    /// Batches that have not reached the ledger yet, oldest first.
+    unseen: VecDeque<Cohort>,
+    /// How many of `unseen` are already running (`ready ≤ t`).
+    unseen_ready: usize,
+    /// Deaths the ledger has not heard of yet, oldest first.
+    unheard: VecDeque<DeadRun>,
+    created: u64,
+    ready: u64,
+    visible: u64,
+    dead: u64,
+    gone: u64,
+}
+
+impl World {
+    /// Moves the counters that depend only on time up to `t`. Returns whether anything a pass
+    /// can see changed.
+    fn advance(&mut self, t: Time, delay: Time) -> bool {
+        let before = (self.visible, self.gone);
+        while let Some(c) = self.unseen.get(self.unseen_ready) {
+            if c.ready > t {
+                break;
+            }
+            self.ready = c.end;
+            self.unseen_ready += 1;
+        }
+        while let Some(c) = self.unseen.front() {
+            if c.ready + delay > t {
+                break;
+            }
+            self.visible = c.end;
+            self.unseen.pop_front();
+            self.unseen_ready -= 1;
+        }
+        while let Some(r) = self.unheard.front() {
+            if r.at + delay > t {
+                break;
+            }
+            self.gone = r.end;
+            self.unheard.pop_front();
+        }
+        before != (self.visible, self.gone)
+    }
+
+    /// Kills every copy in `[dead, end)` at `t`. Returns how many died.
+    fn kill_until(&mut self, end: u64, t: Time) -> u64 {
+        if end <= self.dead {
+            return 0;
+        }
+        let killed = end - self.dead;
+        self.dead = end;
+        match self.unheard.back_mut() {
+            Some(last) if last.at == t => last.end = end,
+            _ => self.unheard.push_back(DeadRun { at: t, end }),
+        }
+        killed
+    }
+
+    fn live(&self) -> u64 {
+        self.ready - self.dead
+    }
+
+    /// The next second after `t` at which a counter moves by itself.
+    fn next_change(&self, delay: Time) -> Option<Time> {
+        let ready = self.unseen.get(self.unseen_ready).map(|c| c.ready);
+        let visible = self.unseen.front().map(|c| c.ready + delay);
+        let gone = self.unheard.front().map(|r| r.at + delay);
+        [ready, visible, gone].into_iter().flatten().min()
+    }
+}
+
+/// What a pass sees of the [`World`] at one round.
+struct View<'w> {
+    world: &'w World,
+    now: Time,
+}
+
+impl LedgerView for View<'_> {
+    fn now(&self) -> Time {
+        self.now
+    }
+
+    fn on_ledger(&self) -> u64 {
+        self.world.visible - self.world.gone
+    }
+
+    fn in_flight(&self, batch: Batch) -> u64 {
+        let lo = batch.first.0.max(self.world.dead).max(self.world.visible);
+        let hi = batch.end().min(self.world.created);
+        hi.saturating_sub(lo)
+    }
+
+    fn next_copy(&self) -> CopyId {
+        CopyId(self.world.created)
+    }
+}
+
+/// Running totals, in the units of [`Metrics`].
+#[derive(Debug, Default)]
+struct Tally {
+    rounds: u64,
+    created: u64,
+    commands: u64,
+    deleted: u64,
+    died: u64,
+    overshoot: u64,
+    peak_live: u64,
+    copy_seconds_above: u64,
+    last_drift: Option<Time>,
+}
+
+impl Tally {
+    /// Records that `live` copies ran at the end of every second in `[from, to]`.
+    fn hold(&mut self, live: u64, desired: u64, from: Time, to: Time) {
+        self.peak_live = self.peak_live.max(live);
+        if live > desired {
+            let above = live - desired;
+            self.overshoot = self.overshoot.max(above);
+            let seconds = to - from + 1;
+            self.copy_seconds_above = self
+                .copy_seconds_above
+                .saturating_add(above.saturating_mul(seconds));
+        }
+        if live != desired {
+            self.last_drift = Some(to);
+        }
+    }
+}
+
+/// Runs `scenario` and returns its metrics. Deterministic: the same scenario always gives the
+/// same metrics.
+pub fn simulate(scenario: &Scenario) -> Metrics {
+    let spec = scenario.spec();
+    let (period, delay, startup, duration) = (spec.period, spec.delay, spec.startup, spec.duration);
+    let desired = Desired {
+        copies: spec.desired,
+    };
+    let mut controller = Controller::new(spec.controller);
+    let mut world = World::default();
+    let mut tally = Tally::default();
+    let mut deaths = spec.deaths.iter().peekable();
+
+    // Whether a pass could decide differently from the last one. While it is false, every round
+    // repeats the last pass, which sent `repeat_commands` delete commands and changed nothing.
+    let mut dirty = true;
+    let mut repeat_commands = 0u64;
+
+    let mut t: Time = 0;
+    loop {
+        dirty |= world.advance(t, delay);
+
+        // CA23: scripted deaths come first in a second, and strike the oldest live copies.
+        let mut toll = 0u64;
+        while let Some(d) = deaths.next_if(|d| d.at == t) {
+            toll = toll.saturating_add(d.count);
+        }
+        if toll > 0 {
+            let killed = world.kill_until(world.dead + toll.min(world.live()), t);
+            tally.died += killed;
+            dirty |= killed > 0;
+        }
+
+        // CA22: a round at every multiple of the period.
+        if t % period == 0 {
+            tally.rounds += 1;
+            if dirty {
+                // A death at t with no delay is on the ledger at t already.
+                world.advance(t, delay);
+                let action = controller.pass(
+                    desired,
+                    &View {
+                        world: &world,
+                        now: t,
+                    },
+                );
+                let changed = apply(action, &mut world, &mut tally, t, startup);
+                dirty = changed;
+                repeat_commands = match action {
+                    Some(a @ Action::Delete { .. }) if !changed => a.size(),
+                    _ => 0,
+                };
+            } else {
+                tally.commands += repeat_commands;
+            }
+        }
+
+        // Copies created with no startup time are running now, and with no delay a death or a
+        // creation of this second is on the ledger now. After this, every pending change of the
+        // world lies strictly after t.
+        dirty |= world.advance(t, delay);
+
+        // The next second at which anything can change; the live count holds until then.
+        let next_round = if dirty {
+            Some((t / period + 1) * period)
+        } else {
+            None
+        };
+        let next_death = deaths.peek().map(|d| d.at);
+        let next = [world.next_change(delay), next_death, next_round]
+            .into_iter()
+            .flatten()
+            .min()
+            .map_or(duration + 1, |n| n.min(duration + 1));
+        tally.hold(world.live(), desired.copies, t, next - 1);
+
+        // Rounds strictly between t and next repeat the last pass.
+        let skipped = (next - 1) / period - t / period;
+        tally.rounds += skipped;
+        tally.commands = tally
+            .commands
+            .saturating_add(skipped.saturating_mul(repeat_commands));
+
+        if next > duration {
+            break;
+        }
+        t = next;
+    }
+
+    finish(scenario, &tally)
+}
+
+/// Carries out one action on the world. Returns whether the world changed.
+fn apply(
+    action: Option<Action>,
+    world: &mut World,
+    tally: &mut Tally,
+    t: Time,
+    startup: Time,
+) -> bool {
+    match action {
+        None => false,
+        Some(Action::Create { batch, .. }) => {
+            debug_assert_eq!(batch.first.0, world.created);
+            world.created += batch.count;
+            tally.created += batch.count;
+            world.unseen.push_back(Cohort {
+                ready: t + startup,
+                end: world.created,
+            });
+            true
+        }
+        Some(a @ Action::Delete { .. }) => {
+            // CA25: commands go to the oldest copies the ledger shows; those already dead
+            // absorb a command and delete nothing. More commands than copies shown reach no one.
+            let commands = a.size();
+            tally.commands += commands;
+            let shown = world.visible - world.gone;
+            let reached = world.gone + commands.min(shown);
+            let deleted = world.kill_until(reached, t);
+            tally.deleted += deleted;
+            deleted > 0
+        }
+    }
+}
+
+fn finish(scenario: &Scenario, tally: &Tally) -> Metrics {
+    let spec = scenario.spec();
+    let required = i128::from(spec.desired) + i128::from(tally.died);
+    Metrics {
+        rounds: tally.rounds,
+        work_per_round: (tally.created + tally.commands) as f64 / tally.rounds as f64,
+        created: tally.created,
+        unneeded: (i128::from(tally.created) - required) as i64,
+        delete_commands: tally.commands,
+        deleted: tally.deleted,
+        overshoot: tally.overshoot,
+        stable: match tally.last_drift {
+            None => Some(0),
+            Some(t) if t == spec.duration => None,
+            Some(t) => Some(t + 1),
+        },
+        died: tally.died,
+        peak_live: tally.peak_live,
+        copy_seconds_above: tally.copy_seconds_above,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{Death, ScenarioSpec};
+    use setpoint_core::ControllerKind::{Intent, Ledger};
+
+    fn run(spec: ScenarioSpec) -> Metrics {
+        simulate(&Scenario::new(spec).unwrap())
+    }
+
+    #[test]
+    fn lesson_row_g60_ledger_matches_the_lesson() {
+        let m = simulate(&Scenario::lesson(60, Ledger));
+        assert_eq!(m.rounds, 61);
+        assert_eq!(
+            (
+                m.created,
+                m.unneeded,
+                m.delete_commands,
+                m.deleted,
+                m.overshoot
+            ),
+            (40, 32, 128, 32, 24)
+        );
+        assert_eq!(m.stable, Some(495));
+        assert_eq!(m.peak_live, 30);
+    }
+
+    #[test]
+    fn intent_controller_never_overshoots_in_the_lesson() {
+        for g in [0, 5, 10, 20, 30, 60] {
+            let m = simulate(&Scenario::lesson(g, Intent));
+            assert_eq!(
+                (m.created, m.overshoot, m.delete_commands),
+                (8, 0, 0),
+                "G={g}"
+            );
+        }
+    }
+
+    #[test]
+    fn delete_command_to_dead_copy_counts_but_deletes_nothing() {
+        // G = 60: the two copies that die at 300 stay on the ledger until 360, and the ledger
+        // loop's surplus commands reach them first.
+        let m = simulate(&Scenario::lesson(60, Ledger));
+        assert!(m.delete_commands > m.deleted);
+        assert_eq!(m.delete_commands - m.deleted, 96);
+    }
+
+    #[test]
+    fn deaths_strike_only_live_copies_not_starting_ones() {
+        // At t = 2 the six copies are still starting (B = 5), so nothing dies.
+        let m = run(ScenarioSpec {
+            deaths: vec![Death { at: 2, count: 3 }],
+            ..ScenarioSpec::default()
+        });
+        assert_eq!(m.died, 0);
+        assert_eq!(m.created, 6);
+    }
+
+    #[test]
+    fn deaths_after_the_run_ends_never_happen_and_owe_nothing() {
+        let m = run(ScenarioSpec {
+            deaths: vec![Death { at: 5000, count: 2 }],
+            ..ScenarioSpec::default()
+        });
+        assert_eq!((m.died, m.created, m.unneeded), (0, 6, 0));
+    }
+
+    #[test]
+    fn deaths_beyond_the_live_count_kill_everyone_and_count_only_victims() {
+        let m = run(ScenarioSpec {
+            deaths: vec![Death { at: 300, count: 50 }],
+            ..ScenarioSpec::default()
+        });
+        assert_eq!(m.died, 6);
+        assert_eq!(m.created, 12);
+        assert_eq!(m.unneeded, 0);
+    }
+
+    #[test]
+    fn desired_zero_never_drifts_and_is_stable_from_second_zero() {
+        let m = run(ScenarioSpec {
+            desired: 0,
+            ..ScenarioSpec::default()
+        });
+        assert_eq!((m.created, m.unneeded, m.stable), (0, 0, Some(0)));
+    }
+
+    #[test]
+    fn run_ending_before_replacement_owes_copies_as_negative_unneeded() {
+        let m = run(ScenarioSpec {
+            delay: 5,
+            deaths: vec![Death { at: 896, count: 2 }],
+            ..ScenarioSpec::default()
+        });
+        assert_eq!(m.unneeded, -2);
+        assert_eq!(m.stable, None);
+    }
+
+    #[test]
+    fn repeated_wasted_commands_between_changes_are_all_counted() {
+        // With G = 60 and U = 1, the ledger shows dead copies for 60 seconds; every round in
+        // between sends commands that reach only those.
+        let m = run(ScenarioSpec {
+            period: 1,
+            delay: 60,
+            ..ScenarioSpec::default()
+        });
+        assert_eq!(m.rounds, 901);
+        assert!(m.delete_commands > m.deleted);
+    }
+
+    #[test]
+    fn cost_does_not_grow_with_duration_when_nothing_happens() {
+        // Ten million seconds, a million copies: the engine visits a handful of seconds.
+        let m = run(ScenarioSpec {
+            desired: 1_000_000,
+            duration: 10_000_000,
+            delay: 60,
+            ..ScenarioSpec::default()
+        });
+        assert_eq!(m.rounds, 10_000_000 / 15 + 1);
+        assert!(m.stable.is_some());
+    }
+}
