@@ -125,6 +125,7 @@ impl World {
 struct View<'w> {
     world: &'w World,
     now: Time,
+    delay: Time,
 }
 
 impl LedgerView for View<'_> {
@@ -144,6 +145,20 @@ impl LedgerView for View<'_> {
 
     fn next_copy(&self) -> CopyId {
         CopyId(self.world.created)
+    }
+
+    fn shows(&self, copy: CopyId) -> bool {
+        (self.world.gone..self.world.visible).contains(&copy.0)
+    }
+
+    fn oldest_on_ledger(&self, n: u64) -> Vec<CopyId> {
+        let end = self.world.visible.min(self.world.gone.saturating_add(n));
+        (self.world.gone..end).map(CopyId).collect()
+    }
+
+    fn reported_before(&self) -> Time {
+        // A change at s reaches the ledger at s + G, so every change before now + 1 − G is on it.
+        (self.now + 1).saturating_sub(self.delay)
     }
 }
 
@@ -223,14 +238,16 @@ pub fn simulate(scenario: &Scenario) -> Metrics {
                     &View {
                         world: &world,
                         now: t,
+                        delay,
                     },
                 );
-                let changed = apply(action, &mut world, &mut tally, t, startup);
-                dirty = changed;
-                repeat_commands = match action {
-                    Some(a @ Action::Delete { .. }) if !changed => a.size(),
+                let commands = match &action {
+                    Some(a @ Action::Delete { .. }) => a.size(),
                     _ => 0,
                 };
+                let changed = apply(action, &mut world, &mut tally, t, startup);
+                dirty = changed;
+                repeat_commands = if changed { 0 } else { commands };
             } else {
                 tally.commands += repeat_commands;
             }
@@ -290,6 +307,9 @@ fn apply(
                 end: world.created,
             });
             true
+        }
+        Some(Action::Named { .. }) => {
+            unreachable!("Scenario::new accepts only the lesson's controllers")
         }
         Some(a @ Action::Delete { .. }) => {
             // CA25: commands go to the oldest copies the ledger shows; those already dead

@@ -25,11 +25,14 @@
 //! assert_eq!((m.created, m.unneeded, m.overshoot, m.stable), (16, 8, 6, Some(375)));
 //! ```
 
+pub mod delay;
 pub mod engine;
 pub mod format;
+pub mod lab;
 pub mod lesson;
 pub mod metrics;
 pub mod scenario;
+pub mod world;
 
 pub use engine::simulate;
 pub use metrics::Metrics;
