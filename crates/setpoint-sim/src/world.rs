@@ -231,12 +231,20 @@ struct Engine<'s> {
     /// Reports on their way, by the time they were made.
     in_transit: BTreeMap<Time, u64>,
     total_created: u64,
+    /// The most copies the run may create.
+    budget: u64,
 }
 
 /// Runs `scenario` on the general engine with the world's generator seeded by `seed`.
 pub fn run_general(scenario: &LabScenario, seed: u64) -> Result<LabOutcome, LabError> {
+    run_with_budget(scenario, seed, MAX_LAB_COPIES)
+}
+
+/// [`run_general`], stopping with an error once more than `budget` copies were created.
+fn run_with_budget(scenario: &LabScenario, seed: u64, budget: u64) -> Result<LabOutcome, LabError> {
     let spec = scenario.spec();
     let mut engine = Engine::new(spec, seed);
+    engine.budget = budget;
     let duration = spec.duration;
     let period = spec.period;
     let mut t: Time = 0;
@@ -339,6 +347,7 @@ impl<'s> Engine<'s> {
             rng: WorldRng::new(seed),
             in_transit: BTreeMap::new(),
             total_created: 0,
+            budget: MAX_LAB_COPIES,
         };
         let mut windows: Vec<Vec<(Time, Time)>> = vec![Vec::new(); spec.workloads.len()];
         for (i, e) in spec.events.iter().enumerate() {
@@ -639,7 +648,7 @@ impl<'s> Engine<'s> {
             Some(a @ Action::Delete { .. }) => {
                 for i in 0..a.size() {
                     let target = targets.get(i as usize).copied();
-                    self.command(w, t, |engine| match target {
+                    self.command(w, |engine| match target {
                         Some(CopyId(id)) => u64::from(engine.kill(w, id, t)),
                         None => 0,
                     });
@@ -655,7 +664,7 @@ impl<'s> Engine<'s> {
                     }
                 }
                 for name in delete {
-                    self.command(w, t, |engine| {
+                    self.command(w, |engine| {
                         let ids: Vec<u64> = engine.works[w]
                             .existing_names
                             .get(&name)
@@ -673,7 +682,7 @@ impl<'s> Engine<'s> {
 
     /// One delete command of workload `w`: lost if a loss is armed, otherwise carried out by
     /// `deliver`, which returns how many copies it deleted.
-    fn command(&mut self, w: usize, _t: Time, deliver: impl FnOnce(&mut Self) -> u64) {
+    fn command(&mut self, w: usize, deliver: impl FnOnce(&mut Self) -> u64) {
         self.works[w].tally.commands += 1;
         if self.works[w].lost_armed > 0 {
             self.works[w].lost_armed -= 1;
@@ -686,8 +695,8 @@ impl<'s> Engine<'s> {
 
     fn create(&mut self, w: usize, name: Option<Name>, t: Time) -> Result<(), LabError> {
         self.total_created += 1;
-        if self.total_created > MAX_LAB_COPIES {
-            return Err(LabError::TooManyCopies(MAX_LAB_COPIES));
+        if self.total_created > self.budget {
+            return Err(LabError::TooManyCopies(self.budget));
         }
         let work = &mut self.works[w];
         let id = work.copies.len() as u64;
@@ -739,6 +748,179 @@ mod tests {
                 assert_eq!(general(&s), simulate(&s), "G={delay} {controller}");
             }
         }
+    }
+
+    use crate::delay::DelayModel;
+    use crate::lab::{ControllerSpec, LabSpec, TimedEvent, Workload};
+
+    fn lab(spec: LabSpec, seed: u64) -> LabOutcome {
+        run_general(&LabScenario::new(spec).unwrap(), seed).unwrap()
+    }
+
+    fn event(at: Time, workload: Option<&str>, event: Event) -> TimedEvent {
+        TimedEvent {
+            at,
+            workload: workload.map(str::to_owned),
+            event,
+        }
+    }
+
+    #[test]
+    fn per_report_delays_bring_copies_to_the_ledger_out_of_order() {
+        let spec = LabSpec {
+            controller: ControllerSpec::new(ControllerKind::Intent),
+            delay: DelayModel::Uniform {
+                min: 0,
+                max: 60_000,
+            },
+            workloads: vec![Workload {
+                name: "w".into(),
+                desired: 20,
+                startup: 0,
+            }],
+            ..LabSpec::default()
+        };
+        let mut engine = Engine::new(&spec, 5);
+        engine.second(0).unwrap();
+        let mut out_of_order = false;
+        for t in 1..=60 {
+            engine.second(t).unwrap();
+            let shown = &engine.works[0].shown;
+            let prefix = shown.iter().enumerate().all(|(i, &id)| i as u64 == id);
+            out_of_order |= !prefix;
+        }
+        assert!(out_of_order);
+        assert_eq!(engine.works[0].shown.len(), 20, "all arrived by 60 s");
+    }
+
+    #[test]
+    fn an_outage_holds_every_report_until_it_ends() {
+        // No delay, but no report reaches the ledger before 100: a ledger-only loop creates six
+        // copies at each of the rounds 0, 15, …, 90.
+        let m = lab(
+            LabSpec {
+                events: vec![event(0, None, Event::Outage { seconds: 100 })],
+                ..LabSpec::default()
+            },
+            1,
+        );
+        assert_eq!(m.workloads[0].metrics.created, 42);
+        assert_eq!(m.workloads[0].metrics.overshoot, 36);
+        assert_eq!(m.seed, None, "a fixed delay draws no random number");
+    }
+
+    #[test]
+    fn a_death_fraction_rounds_down() {
+        let m = lab(
+            LabSpec {
+                workloads: vec![Workload {
+                    name: "w".into(),
+                    desired: 5,
+                    startup: 5,
+                }],
+                events: vec![event(
+                    300,
+                    None,
+                    Event::Deaths(Toll::PartsPerMillion(500_000)),
+                )],
+                ..LabSpec::default()
+            },
+            1,
+        );
+        assert_eq!(m.workloads[0].metrics.died, 2);
+    }
+
+    #[test]
+    fn events_for_one_workload_leave_the_others_alone() {
+        let m = lab(
+            LabSpec {
+                workloads: vec![
+                    Workload {
+                        name: "api".into(),
+                        desired: 6,
+                        startup: 5,
+                    },
+                    Workload {
+                        name: "db".into(),
+                        desired: 3,
+                        startup: 10,
+                    },
+                ],
+                events: vec![
+                    event(300, Some("db"), Event::Deaths(Toll::Count(2))),
+                    event(400, Some("api"), Event::Scale { desired: 8 }),
+                ],
+                ..LabSpec::default()
+            },
+            1,
+        );
+        let (api, db) = (&m.workloads[0], &m.workloads[1]);
+        assert_eq!((api.workload.as_str(), db.workload.as_str()), ("api", "db"));
+        assert_eq!((api.metrics.died, api.metrics.created), (0, 8));
+        assert_eq!((db.metrics.died, db.metrics.created), (2, 5));
+        assert_eq!(
+            api.metrics.unneeded, 0,
+            "a scale-up is needed, not unneeded"
+        );
+    }
+
+    #[test]
+    fn a_scale_down_is_measured_against_the_new_desired_count() {
+        let m = lab(
+            LabSpec {
+                controller: ControllerSpec::new(ControllerKind::Intent),
+                events: vec![event(301, None, Event::Scale { desired: 2 })],
+                ..LabSpec::default()
+            },
+            1,
+        );
+        let m = m.workloads[0].metrics;
+        assert_eq!((m.deleted, m.delete_commands), (4, 4));
+        assert_eq!(m.stable, Some(315), "deleted at the round of 315");
+        assert_eq!(
+            m.copy_seconds_above,
+            4 * 14,
+            "four too many from 301 to 314"
+        );
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_run_and_another_seed_another() {
+        let spec = || LabSpec {
+            delay: DelayModel::lesson_chain(),
+            period: 5,
+            duration: 2000,
+            ..LabSpec::default()
+        };
+        let a = lab(spec(), 9);
+        assert_eq!(a, lab(spec(), 9));
+        assert_eq!(a.seed, Some(9));
+        let differs = (10..20).any(|seed| lab(spec(), seed).workloads != a.workloads);
+        assert!(differs);
+    }
+
+    #[test]
+    fn a_runaway_run_stops_with_an_error_instead_of_exhausting_memory() {
+        let err = run_with_budget(
+            &LabScenario::new(LabSpec {
+                period: 1,
+                duration: 100_000,
+                delay: DelayModel::fixed_seconds(100_000),
+                workloads: vec![Workload {
+                    name: "w".into(),
+                    desired: 1000,
+                    startup: 0,
+                }],
+                controller: ControllerSpec::new(ControllerKind::Ledger),
+                events: vec![event(0, None, Event::Restart)],
+                ..LabSpec::default()
+            })
+            .unwrap(),
+            1,
+            10_000,
+        )
+        .unwrap_err();
+        assert_eq!(err, LabError::TooManyCopies(10_000));
     }
 
     mod equivalence {
