@@ -1,8 +1,13 @@
 //! The command line, as clap types. They stay in this crate; `into_spec` turns them into the
 //! validated types of setpoint-sim.
 
+use std::path::PathBuf;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use setpoint_core::ControllerKind;
+use setpoint_sim::delay::{parse_delay_model, DelayModel};
+use setpoint_sim::lab::{BURST, TTL};
+use setpoint_sim::montecarlo::RUNS;
 use setpoint_sim::{parse_deaths, Death, Limit, ScenarioSpec};
 
 /// setpoint: a lab for reconciliation loops that converge without overshoot.
@@ -24,7 +29,8 @@ pub enum Command {
         #[arg(value_enum)]
         part: Option<LessonPart>,
     },
-    /// Simulate one scenario and print its metrics.
+    /// Simulate one scenario and print its metrics: the lesson's world from flags, or a scenario
+    /// file (TOML) whose settings the flags given override.
     Run(RunArgs),
     /// Scan report delay against loop period and test the lesson's relation on every cell.
     Relation(RelationArgs),
@@ -95,6 +101,29 @@ pub struct RunArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: RunFormat,
+    /// A scenario file (TOML, see `scenarios/`). Flags given on the command line override its
+    /// settings; --desired and --startup then set every workload, --deaths replaces its deaths.
+    #[arg(value_name = "SCENARIO.toml")]
+    pub scenario: Option<PathBuf>,
+    /// Seed of the world's random number generator [default: the file's, else 1].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Monte Carlo: run N seeds (SEED, SEED+1, ...) and print mean, p50, p95 and max of every
+    /// metric.
+    #[arg(long, value_name = "N", value_parser = runs, allow_negative_numbers = true)]
+    pub runs: Option<u64>,
+    /// Report-delay model: fixed:S, uniform:MIN:MAX or lesson-chain (seconds, to the
+    /// millisecond). Replaces --delay.
+    #[arg(long, value_name = "MODEL", value_parser = delay_model, conflicts_with = "delay")]
+    pub delay_model: Option<DelayModel>,
+    /// TTL of the expectations controller: seconds after which an unmet expectation counts as
+    /// satisfied [default: 300].
+    #[arg(long, value_name = "SECONDS", value_parser = ttl, allow_negative_numbers = true)]
+    pub ttl: Option<u64>,
+    /// Burst limit of the expectations controller: most copies one pass creates or deletes
+    /// [default: 500].
+    #[arg(long, value_name = "N", value_parser = burst, allow_negative_numbers = true)]
+    pub burst: Option<u64>,
 }
 
 /// `setpoint relation`.
@@ -158,6 +187,18 @@ fn startup(s: &str) -> Result<u64, String> {
 }
 fn duration(s: &str) -> Result<u64, String> {
     limited(Limit::DURATION)(s)
+}
+fn runs(s: &str) -> Result<u64, String> {
+    limited(RUNS)(s)
+}
+fn ttl(s: &str) -> Result<u64, String> {
+    limited(TTL)(s)
+}
+fn burst(s: &str) -> Result<u64, String> {
+    limited(BURST)(s)
+}
+fn delay_model(s: &str) -> Result<DelayModel, String> {
+    parse_delay_model(s)
 }
 fn deaths(s: &str) -> Result<DeathList, String> {
     parse_deaths(s).map(DeathList).map_err(|e| e.to_string())

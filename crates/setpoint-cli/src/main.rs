@@ -4,29 +4,37 @@
 //! Exit codes: 0 success (a closed output pipe counts as success), 1 failure, 2 bad input.
 
 mod args;
+mod lab;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use serde::Serialize;
+use setpoint_sim::lab::LabError;
 use setpoint_sim::lesson::{self, RelationGrid, RelationScan};
 use setpoint_sim::{simulate, Scenario, ScenarioError};
 
 use args::{Cli, Command, LessonPart, RelationArgs, RunArgs, RunFormat, TableFormat};
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // The matches say which flags the command line gave, which a scenario file needs to know.
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => return clap_exit(e),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => return clap_exit(e),
     };
-    match execute(cli) {
+    match execute(cli, &matches) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<ScenarioError>().is_some() {
+            if e.downcast_ref::<ScenarioError>().is_some() || e.downcast_ref::<LabError>().is_some()
+            {
                 ExitCode::from(2)
             } else {
                 ExitCode::FAILURE
@@ -65,13 +73,19 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-fn execute(cli: Cli) -> anyhow::Result<()> {
+fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let text = match cli.command {
         Command::Lesson { part } => match part {
             None => lesson::lesson_all(),
             Some(LessonPart::Loop) => lesson::lesson_loop(),
             Some(LessonPart::Relation) => lesson::lesson_relation(),
         },
+        Command::Run(args) if lab::wanted(&args) => {
+            let sub = matches
+                .subcommand_matches("run")
+                .context("the run subcommand's matches")?;
+            lab::run(&args, sub)?
+        }
         Command::Run(args) => run(&args)?,
         Command::Relation(args) => relation(&args)?,
     };

@@ -192,6 +192,53 @@ impl DelayModel {
     }
 }
 
+/// Parses a delay model as the command line writes it: `fixed:S`, `uniform:MIN:MAX` or
+/// `lesson-chain`, with seconds whole or to the millisecond (`fixed:0.5`).
+pub fn parse_delay_model(text: &str) -> Result<DelayModel, String> {
+    let accepted =
+        "accepted: fixed:S, uniform:MIN:MAX or lesson-chain, in seconds to the millisecond";
+    let secs = |s: &str| -> Result<Millis, String> {
+        let s = s.trim();
+        let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
+        let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+        if whole.is_empty() || !digits(whole) || !digits(frac) || frac.len() > 3 {
+            return Err(format!(
+                "'{s}' is not a number of seconds to the millisecond"
+            ));
+        }
+        let ms = whole
+            .parse::<u64>()
+            .ok()
+            .and_then(|w| w.checked_mul(1000))
+            .and_then(|w| w.checked_add(format!("{frac:0<3}").parse::<u64>().unwrap_or(0)))
+            .filter(|&ms| ms <= MAX_DELAY_MS)
+            .ok_or_else(|| {
+                format!(
+                    "'{s}' is out of range: accepted 0 to {} seconds",
+                    MAX_DELAY_MS / 1000
+                )
+            })?;
+        Ok(ms)
+    };
+    let parts: Vec<&str> = text.trim().split(':').collect();
+    let model = match parts.as_slice() {
+        ["lesson-chain"] => DelayModel::lesson_chain(),
+        ["fixed", s] => DelayModel::Fixed(secs(s).map_err(|e| format!("{e}; {accepted}"))?),
+        ["uniform", lo, hi] => {
+            let (min, max) = (
+                secs(lo).map_err(|e| format!("{e}; {accepted}"))?,
+                secs(hi).map_err(|e| format!("{e}; {accepted}"))?,
+            );
+            if min > max {
+                return Err(format!("uniform min {lo} is above max {hi}; {accepted}"));
+            }
+            DelayModel::Uniform { min, max }
+        }
+        _ => return Err(format!("unknown delay model '{text}'; {accepted}")),
+    };
+    Ok(model)
+}
+
 /// Milliseconds as seconds, with no trailing zeros: 20000 → "20", 26360 → "26.36".
 pub fn seconds(ms: Millis) -> String {
     if ms % 1000 == 0 {
@@ -265,6 +312,33 @@ mod tests {
         let mut c = WorldRng::new(43);
         let zs: Vec<_> = (0..100).map(|_| chain.sample(&mut c)).collect();
         assert_ne!(xs, zs);
+    }
+
+    #[test]
+    fn delay_models_parse_from_the_command_line() {
+        assert_eq!(parse_delay_model("fixed:20"), Ok(DelayModel::Fixed(20_000)));
+        assert_eq!(parse_delay_model("fixed:0.5"), Ok(DelayModel::Fixed(500)));
+        assert_eq!(
+            parse_delay_model("uniform:5:30.25"),
+            Ok(DelayModel::Uniform {
+                min: 5000,
+                max: 30_250
+            })
+        );
+        assert_eq!(
+            parse_delay_model("lesson-chain"),
+            Ok(DelayModel::lesson_chain())
+        );
+        for bad in [
+            "fixed",
+            "fixed:-1",
+            "fixed:1.0001",
+            "uniform:9:3",
+            "gamma:1",
+            "fixed:1e3",
+        ] {
+            assert!(parse_delay_model(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

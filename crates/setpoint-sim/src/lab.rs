@@ -43,6 +43,15 @@ pub enum LabError {
         /// The name as given.
         name: String,
     },
+    /// A setting of one controller given for another. Drop it, or pick the controller it
+    /// belongs to.
+    #[error("{setting} applies only to controller 'expectations', not '{controller}'")]
+    DoesNotApply {
+        /// The setting, as given (such as `--ttl`).
+        setting: String,
+        /// The controller in use.
+        controller: ControllerKind,
+    },
     /// A delay model that cannot be drawn from. The message says what is wrong.
     #[error("delay model: {0}")]
     BadDelay(String),
@@ -417,7 +426,7 @@ impl LabScenario {
     }
 }
 
-fn check_workload_name(name: &str) -> Result<(), LabError> {
+pub(crate) fn check_workload_name(name: &str) -> Result<(), LabError> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name

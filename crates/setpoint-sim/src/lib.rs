@@ -31,7 +31,10 @@ pub mod format;
 pub mod lab;
 pub mod lesson;
 pub mod metrics;
+pub mod montecarlo;
+pub mod report;
 pub mod scenario;
+pub mod scenario_file;
 pub mod world;
 
 pub use engine::simulate;
