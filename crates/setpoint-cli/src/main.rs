@@ -45,17 +45,29 @@ fn clap_exit(e: clap::Error) -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("error: bad command line");
             match e.kind() {
                 ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => eprintln!(
                     "error: a subcommand is required: lesson, run or relation (see 'setpoint --help')"
                 ),
-                _ => eprintln!("{first} (see 'setpoint --help')"),
+                _ => eprintln!("{} (see 'setpoint --help')", one_line(&e.to_string())),
             }
             ExitCode::from(2)
         }
     }
+}
+
+/// Folds clap's multi-line message into one line: the error itself, plus the accepted values
+/// and tips that clap prints below it, without the usage block.
+fn one_line(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut out = lines.next().unwrap_or("error: bad command line").to_owned();
+    for l in lines {
+        if l.starts_with('[') || l.starts_with("tip:") {
+            out.push_str(if l.starts_with('[') { " " } else { "; " });
+            out.push_str(l);
+        }
+    }
+    out
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
