@@ -14,6 +14,7 @@
 //! - [`engine`]: [`simulate`], the event-driven engine.
 //! - [`metrics`]: [`Metrics`], what a run measures.
 //! - [`lesson`]: the lesson's tables, byte for byte, and the relation scan.
+//! - [`predict`]: [`predict::predict`], the exact overshoot predictor and closed forms.
 //! - [`format`]: JavaScript-compatible number formatting for those tables.
 //!
 //! # Example
@@ -29,6 +30,7 @@ pub mod engine;
 pub mod format;
 pub mod lesson;
 pub mod metrics;
+pub mod predict;
 pub mod scenario;
 
 pub use engine::simulate;
