@@ -15,6 +15,7 @@
 //! - [`metrics`]: [`Metrics`], what a run measures.
 //! - [`lesson`]: the lesson's tables, byte for byte, and the relation scan.
 //! - [`predict`]: [`predict::predict`], the exact overshoot predictor and closed forms.
+//! - [`boundary`]: where the lesson's relation holds and fails, region by region.
 //! - [`format`]: JavaScript-compatible number formatting for those tables.
 //!
 //! # Example
@@ -26,6 +27,7 @@
 //! assert_eq!((m.created, m.unneeded, m.overshoot, m.stable), (16, 8, 6, Some(375)));
 //! ```
 
+pub mod boundary;
 pub mod engine;
 pub mod format;
 pub mod lesson;
