@@ -15,6 +15,7 @@
 //! - [`metrics`]: [`Metrics`], what a run measures.
 //! - [`lesson`]: the lesson's tables, byte for byte, and the relation scan.
 //! - [`format`]: JavaScript-compatible number formatting for those tables.
+//! - [`sweep`]: grids of scenarios ([`Grid`]), run in parallel and reported in cell order.
 //!
 //! # Example
 //! ```
@@ -30,7 +31,9 @@ pub mod format;
 pub mod lesson;
 pub mod metrics;
 pub mod scenario;
+pub mod sweep;
 
 pub use engine::simulate;
 pub use metrics::Metrics;
 pub use scenario::{parse_deaths, Death, Limit, Scenario, ScenarioError, ScenarioSpec};
+pub use sweep::{Axis, Grid, GridError, GridSpec, RowFormat, Summary, SweepRow};
