@@ -28,6 +28,8 @@ pub enum Command {
     Run(RunArgs),
     /// Scan report delay against loop period and test the lesson's relation on every cell.
     Relation(RelationArgs),
+    /// Run a grid of scenarios in parallel: one row per cell, or only the counts.
+    Sweep(crate::sweep::SweepArgs),
 }
 
 /// A block of the lesson's output.

@@ -4,6 +4,7 @@
 //! Exit codes: 0 success (a closed output pipe counts as success), 1 failure, 2 bad input.
 
 mod args;
+mod sweep;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -26,7 +27,9 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<ScenarioError>().is_some() {
+            if e.downcast_ref::<ScenarioError>().is_some()
+                || e.downcast_ref::<setpoint_sim::GridError>().is_some()
+            {
                 ExitCode::from(2)
             } else {
                 ExitCode::FAILURE
@@ -47,7 +50,7 @@ fn clap_exit(e: clap::Error) -> ExitCode {
         _ => {
             match e.kind() {
                 ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => eprintln!(
-                    "error: a subcommand is required: lesson, run or relation (see 'setpoint --help')"
+                    "error: a subcommand is required: lesson, run, relation or sweep (see 'setpoint --help')"
                 ),
                 _ => eprintln!("{} (see 'setpoint --help')", one_line(&e.to_string())),
             }
@@ -86,6 +89,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         },
         Command::Run(args) => run(&args)?,
         Command::Relation(args) => relation(&args)?,
+        Command::Sweep(args) => return sweep::run(args),
     };
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())

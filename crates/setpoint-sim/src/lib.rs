@@ -17,6 +17,7 @@
 //! - [`predict`]: [`predict::predict`], the exact overshoot predictor and closed forms.
 //! - [`boundary`]: where the lesson's relation holds and fails, region by region.
 //! - [`format`]: JavaScript-compatible number formatting for those tables.
+//! - [`sweep`]: grids of scenarios ([`Grid`]), run in parallel and reported in cell order.
 //!
 //! # Example
 //! ```
@@ -34,7 +35,9 @@ pub mod lesson;
 pub mod metrics;
 pub mod predict;
 pub mod scenario;
+pub mod sweep;
 
 pub use engine::simulate;
 pub use metrics::Metrics;
 pub use scenario::{parse_deaths, Death, Limit, Scenario, ScenarioError, ScenarioSpec};
+pub use sweep::{Axis, Grid, GridError, GridSpec, RowFormat, Summary, SweepRow};
