@@ -115,8 +115,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         match args.format {
             SweepFormat::Csv => writeln!(
                 out,
-                "cells,mismatched,overshooting\n{},{},{}",
-                s.cells, s.mismatched, s.overshooting
+                "cells,mismatched,overshooting,prediction_mismatched\n{},{},{},{}",
+                s.cells, s.mismatched, s.overshooting, s.prediction_mismatched
             ),
             SweepFormat::Jsonl => writeln!(out, "{}", serde_json::to_string(&s)?),
         }

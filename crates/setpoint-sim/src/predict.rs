@@ -339,46 +339,50 @@ fn walk(spec: &ScenarioSpec, shape: &Shape) -> u64 {
     };
     let mut best = 0u64;
     let mut next_death = 0usize;
+    // The next created batch whose second of becoming live has not been visited yet.
+    let mut next_live = 0usize;
     let mut m: u64 = 0;
     let mut quiet_rounds = 0u64;
     loop {
         let t = m * u;
-        // Seconds strictly before this round: deaths, and batches becoming live.
-        let prev = if m == 0 { None } else { Some((m - 1) * u) };
-        let mut seconds: Vec<u64> = Vec::new();
-        while let Some(&(at, _)) = deaths.get(next_death) {
-            if at > t {
-                break;
+        // Seconds strictly before this round, in time order: deaths, and batches becoming live
+        // (live copies rise only then). Deaths of second t itself come just before the round.
+        loop {
+            let death = deaths.get(next_death).map(|e| e.0).filter(|&at| at <= t);
+            let live = created
+                .get(next_live)
+                .map(|&(r, _)| r * u + b)
+                .filter(|&s| s < t);
+            let s = match (death, live) {
+                (None, None) => break,
+                (Some(a), None) => a,
+                (None, Some(l)) => l,
+                (Some(a), Some(l)) => a.min(l),
+            };
+            if live == Some(s) {
+                next_live += 1;
             }
-            seconds.push(at);
-            next_death += 1;
-        }
-        // Live copies rise only when a batch becomes live: at r·U + B for created rounds r.
-        for &(r, _) in &created {
-            let s = r * u + b;
-            if prev.is_none_or(|p| s > p) && s < t {
-                seconds.push(s);
-            }
-        }
-        seconds.sort_unstable();
-        seconds.dedup();
-        for s in seconds {
             if s > end {
-                break;
-            }
-            let mut dn = dead.last().unwrap().1;
-            for &(_, c) in deaths.iter().filter(|e| e.0 == s) {
-                dn = (dn + c).min(running(&created, s)).max(dn);
-            }
-            if s == t {
-                // Deaths of the round's own second are handled with the round below.
-                dead.push((s, dn));
+                // Nothing later is inside the run; the round check below ends the walk.
+                if death == Some(s) {
+                    next_death += 1;
+                }
                 continue;
             }
-            if dn != dead.last().unwrap().1 {
+            let before = dead.last().unwrap().1;
+            let mut dn = before;
+            if death == Some(s) {
+                dn = (dn + deaths[next_death].1)
+                    .min(running(&created, s))
+                    .max(dn);
+                next_death += 1;
+            }
+            if dn != before || s == t {
                 dead.push((s, dn));
             }
-            best = best.max(running(&created, s).saturating_sub(dn));
+            if s < t {
+                best = best.max(running(&created, s).saturating_sub(dn));
+            }
         }
         if t > end {
             break;
@@ -404,27 +408,28 @@ fn walk(spec: &ScenarioSpec, shape: &Shape) -> u64 {
                 changed = true;
             }
         }
+        // A batch created now with B = 0 is live at t itself.
+        while created.get(next_live).is_some_and(|&(r, _)| r * u + b <= t) {
+            next_live += 1;
+        }
         best = best.max(running(&created, t).saturating_sub(dead.last().unwrap().1));
         quiet_rounds = if changed { 0 } else { quiet_rounds + 1 };
         // Settled: nothing changed for K + lag rounds, every creation is on the ledger and every
-        // death has left it, and nothing in flight can make a batch live later.
+        // death has left it, and every batch is live.
         let all_created = created.last().map_or(0, |c| c.1);
-        let last_live = created.last().map_or(0, |c| c.0 * u + b);
         let settled = quiet_rounds > k + shape.lag
             && visible == all_created
             && gone == dead.last().unwrap().1
-            && last_live <= t;
-        m = if settled {
+            && next_live == created.len();
+        if settled {
+            quiet_rounds = 0;
             match deaths.get(next_death) {
                 // Jump to the last round before the next death.
-                Some(&(at, _)) => (at / u).max(m + 1),
+                Some(&(at, _)) => m = (at / u).max(m + 1),
                 None => break,
             }
         } else {
-            m + 1
-        };
-        if settled {
-            quiet_rounds = 0;
+            m += 1;
         }
     }
     best.saturating_sub(d)

@@ -21,6 +21,7 @@ use thiserror::Error;
 use crate::engine::simulate;
 use crate::lesson::lesson_prediction;
 use crate::metrics::Metrics;
+use crate::predict::predict;
 use crate::scenario::{Death, Limit, Scenario, ScenarioError, ScenarioSpec};
 
 /// The largest grid a sweep accepts, in cells. A cell costs well under a microsecond on the
@@ -404,7 +405,9 @@ impl Grid {
     /// Simulates cell `index` and returns its row.
     pub fn row(&self, index: u64) -> SweepRow {
         let cell = self.cell(index);
-        let metrics = simulate(&self.scenario(cell));
+        let scenario = self.scenario(cell);
+        let metrics = simulate(&scenario);
+        let exact = predict(scenario.spec()).overshoot;
         let prediction = lesson_prediction(cell.desired, cell.delay, cell.startup, cell.period);
         SweepRow {
             desired: cell.desired,
@@ -416,6 +419,8 @@ impl Grid {
             metrics,
             lesson_prediction: prediction,
             lesson_match: i128::from(metrics.overshoot) == prediction,
+            prediction: exact,
+            prediction_match: metrics.overshoot == exact,
         }
     }
 
@@ -471,6 +476,11 @@ pub struct SweepRow {
     pub lesson_prediction: i128,
     /// Whether the measured overshoot equals `lesson_prediction`.
     pub lesson_match: bool,
+    /// The exact predictor's overshoot ([`crate::predict::predict`], `docs/relation.md`), in
+    /// copies: 0 for `intent`, which counts its own work in flight and never overshoots.
+    pub prediction: u64,
+    /// Whether the measured overshoot equals `prediction`.
+    pub prediction_match: bool,
 }
 
 fn controller_name<S: Serializer>(c: &ControllerKind, s: S) -> Result<S::Ok, S::Error> {
@@ -481,7 +491,7 @@ impl SweepRow {
     /// The CSV header, without a newline.
     pub fn csv_header() -> String {
         format!(
-            "desired,period,delay,startup,duration,controller,{},lesson_prediction,lesson_match",
+            "desired,period,delay,startup,duration,controller,{},lesson_prediction,lesson_match,prediction,prediction_match",
             Metrics::CSV_HEADER
         )
     }
@@ -493,7 +503,7 @@ impl SweepRow {
                 // Writing into a String cannot fail.
                 let _ = writeln!(
                     out,
-                    "{},{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{}",
                     self.desired,
                     self.period,
                     self.delay,
@@ -502,7 +512,9 @@ impl SweepRow {
                     self.controller.name(),
                     self.metrics.csv_row(),
                     self.lesson_prediction,
-                    self.lesson_match
+                    self.lesson_match,
+                    self.prediction,
+                    self.prediction_match
                 );
             }
             RowFormat::Jsonl => {
@@ -533,6 +545,8 @@ pub struct Summary {
     pub mismatched: u64,
     /// Cells whose overshoot is above zero.
     pub overshooting: u64,
+    /// Cells whose measured overshoot differs from the exact predictor (0 is the claim).
+    pub prediction_mismatched: u64,
 }
 
 impl Summary {
@@ -541,6 +555,7 @@ impl Summary {
             cells: self.cells + other.cells,
             mismatched: self.mismatched + other.mismatched,
             overshooting: self.overshooting + other.overshooting,
+            prediction_mismatched: self.prediction_mismatched + other.prediction_mismatched,
         }
     }
 }
@@ -562,6 +577,7 @@ fn summarize_split(grid: &Grid, progress: &(dyn Fn(u64) + Sync), split: Split) -
                 s.cells += 1;
                 s.mismatched += u64::from(!row.lesson_match);
                 s.overshooting += u64::from(row.metrics.overshoot > 0);
+                s.prediction_mismatched += u64::from(!row.prediction_match);
             }
             progress(cells.end - cells.start);
             s
@@ -830,7 +846,7 @@ mod tests {
         g.row(0).write_to(RowFormat::Csv, &mut csv);
         assert_eq!(
             csv,
-            "6,15,20,5,900,ledger,61,0.5245901639344263,16,8,16,8,6,375,2,12,200,6,true\n"
+            "6,15,20,5,900,ledger,61,0.5245901639344263,16,8,16,8,6,375,2,12,200,6,true,6,true\n"
         );
         let mut json = String::new();
         g.row(0).write_to(RowFormat::Jsonl, &mut json);
@@ -897,6 +913,7 @@ mod tests {
             cells: g.cells(),
             mismatched: rows.iter().filter(|r| !r.lesson_match).count() as u64,
             overshooting: rows.iter().filter(|r| r.metrics.overshoot > 0).count() as u64,
+            prediction_mismatched: rows.iter().filter(|r| !r.prediction_match).count() as u64,
         };
         for threads in [1, 2] {
             let pool = rayon::ThreadPoolBuilder::new()
