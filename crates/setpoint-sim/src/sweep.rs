@@ -855,7 +855,7 @@ mod tests {
             "{\"desired\":6,\"period\":15,\"delay\":20,\"startup\":5,\"duration\":900,\"controller\":\"ledger\",\
              \"rounds\":61,\"work_per_round\":0.5245901639344263,\"created\":16,\"unneeded\":8,\
              \"delete_commands\":16,\"deleted\":8,\"overshoot\":6,\"stable\":375,\"died\":2,\
-             \"peak_live\":12,\"copy_seconds_above\":200,\"lesson_prediction\":6,\"lesson_match\":true}\n"
+             \"peak_live\":12,\"copy_seconds_above\":200,\"lesson_prediction\":6,\"lesson_match\":true,\"prediction\":6,\"prediction_match\":true}\n"
         );
     }
 
