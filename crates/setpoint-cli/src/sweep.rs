@@ -82,7 +82,7 @@ fn delay_axis(s: &str) -> Result<Axis, String> {
 fn startup_axis(s: &str) -> Result<Axis, String> {
     axis(Limit::STARTUP, s)
 }
-fn controllers(s: &str) -> Result<ControllerList, String> {
+pub(crate) fn controllers(s: &str) -> Result<ControllerList, String> {
     parse_controllers(s)
         .map(ControllerList)
         .map_err(|e| e.to_string())

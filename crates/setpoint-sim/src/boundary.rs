@@ -6,7 +6,10 @@ use setpoint_core::ControllerKind;
 
 use crate::lesson::lesson_prediction;
 use crate::predict::{predict, Regime};
+use rayon::prelude::*;
+
 use crate::scenario::ScenarioSpec;
+use crate::sweep::Grid;
 use crate::{simulate, Scenario, ScenarioError};
 
 /// Why the lesson's relation mispredicts a cell, the first reason that applies, in this order.
@@ -172,6 +175,26 @@ impl BoundaryReport {
         ));
         out
     }
+}
+
+/// Scans every cell of `grid` on the current rayon pool. The counts do not depend on the number
+/// of threads. `progress` is told how many cells each finished chunk held.
+pub fn scan_grid(grid: &Grid, progress: &(dyn Fn(u64) + Sync)) -> BoundaryReport {
+    const CHUNK: u64 = 4096;
+    (0..grid.cells().div_ceil(CHUNK))
+        .into_par_iter()
+        .map(|k| {
+            let cells = (k * CHUNK)..((k + 1) * CHUNK).min(grid.cells());
+            let mut report = BoundaryReport::default();
+            for i in cells.clone() {
+                let scenario = grid.scenario(grid.cell(i));
+                let m = simulate(&scenario);
+                report.add(scenario.spec(), m.overshoot);
+            }
+            progress(cells.end - cells.start);
+            report
+        })
+        .reduce(BoundaryReport::default, BoundaryReport::merge)
 }
 
 /// The first reason the lesson's relation can fail on `spec`, or `None` if none applies.
