@@ -5,18 +5,19 @@
 
 mod args;
 mod lab;
+mod relation;
+mod sweep;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches};
-use serde::Serialize;
 use setpoint_sim::lab::LabError;
-use setpoint_sim::lesson::{self, RelationGrid, RelationScan};
+use setpoint_sim::lesson;
 use setpoint_sim::{simulate, Scenario, ScenarioError};
 
-use args::{Cli, Command, LessonPart, RelationArgs, RunArgs, RunFormat, TableFormat};
+use args::{Cli, Command, LessonPart, RunArgs, RunFormat};
 
 fn main() -> ExitCode {
     // The matches say which flags the command line gave, which a scenario file needs to know.
@@ -33,7 +34,10 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<ScenarioError>().is_some() || e.downcast_ref::<LabError>().is_some()
+            if e.downcast_ref::<ScenarioError>().is_some()
+                || e.downcast_ref::<setpoint_sim::GridError>().is_some()
+                || e.downcast_ref::<BadInput>().is_some()
+                || e.downcast_ref::<LabError>().is_some()
             {
                 ExitCode::from(2)
             } else {
@@ -42,6 +46,19 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// Input the command line parsed but that does not make sense together, such as a list where
+/// one value is needed. Exits with 2, like every bad input.
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
 
 /// Help and version go to stdout with status 0; any other parse error becomes one line on
 /// stderr with status 2.
@@ -53,17 +70,29 @@ fn clap_exit(e: clap::Error) -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("error: bad command line");
             match e.kind() {
                 ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => eprintln!(
-                    "error: a subcommand is required: lesson, run or relation (see 'setpoint --help')"
+                    "error: a subcommand is required: lesson, run, relation or sweep (see 'setpoint --help')"
                 ),
-                _ => eprintln!("{first} (see 'setpoint --help')"),
+                _ => eprintln!("{} (see 'setpoint --help')", one_line(&e.to_string())),
             }
             ExitCode::from(2)
         }
     }
+}
+
+/// Folds clap's multi-line message into one line: the error itself, plus the accepted values
+/// and tips that clap prints below it, without the usage block.
+fn one_line(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut out = lines.next().unwrap_or("error: bad command line").to_owned();
+    for l in lines {
+        if l.starts_with('[') || l.starts_with("tip:") {
+            out.push_str(if l.starts_with('[') { " " } else { "; " });
+            out.push_str(l);
+        }
+    }
+    out
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -87,7 +116,8 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
             lab::run(&args, sub)?
         }
         Command::Run(args) => run(&args)?,
-        Command::Relation(args) => relation(&args)?,
+        Command::Relation(args) => relation::run(&args)?,
+        Command::Sweep(args) => return sweep::run(args),
     };
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())
@@ -107,52 +137,5 @@ fn run(args: &RunArgs) -> anyhow::Result<String> {
         ),
         RunFormat::Json => format!("{}\n", serde_json::to_string(&m)?),
         RunFormat::Csv => format!("{}\n{}\n", setpoint_sim::Metrics::CSV_HEADER, m.csv_row()),
-    })
-}
-
-/// The JSON form of a relation scan.
-#[derive(Serialize)]
-struct RelationJson<'a> {
-    desired: u64,
-    startup: u64,
-    duration: u64,
-    controller: &'a str,
-    cells: &'a [lesson::RelationCell],
-    cell_count: usize,
-    mismatched: usize,
-}
-
-fn relation(args: &RelationArgs) -> anyhow::Result<String> {
-    let grid = RelationGrid {
-        base: args.world.spec(0, 1),
-        delays: args.delays.0.clone(),
-        periods: args.periods.0.clone(),
-    };
-    let scan = RelationScan::try_run(&grid)?;
-    let w = &args.world;
-    Ok(match args.format {
-        TableFormat::Json => format!(
-            "{}\n",
-            serde_json::to_string(&RelationJson {
-                desired: w.desired,
-                startup: w.startup,
-                duration: w.duration,
-                controller: w.controller.name(),
-                cells: &scan.cells,
-                cell_count: scan.cells.len(),
-                mismatched: scan.mismatched(),
-            })?
-        ),
-        TableFormat::Table => format!(
-            "measured overshoot (row: report delay G, column: loop period U); desired {}, B={} sec, {} sec run, controller {}\n{}\nlesson's prediction: desired x (ceil((G+B)/U) - 1)\n{}\nrelation: overshoot = desired x (ceil((G+B)/U) - 1); {} cells, {} mismatched\n",
-            w.desired,
-            w.startup,
-            w.duration,
-            w.controller,
-            scan.overshoot_table(5),
-            scan.prediction_table(5),
-            scan.cells.len(),
-            scan.mismatched()
-        ),
     })
 }

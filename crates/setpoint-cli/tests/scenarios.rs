@@ -61,15 +61,10 @@ fn metrics(w: &Value) -> Metrics {
     }
 }
 
-/// The lesson's first table, from the reference model's folder beside the repository (or
-/// `$SETPOINT_REFERENCE`).
+/// The lesson's first table, byte for byte (the golden copy the CLI tests pin).
 fn lesson_loop_reference() -> String {
-    let folder = std::env::var_os("SETPOINT_REFERENCE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared/reference"));
-    let path = folder.join("lesson-loop.txt");
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; set SETPOINT_REFERENCE", path.display()))
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/lesson-loop.txt");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 #[test]

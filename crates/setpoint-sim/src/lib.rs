@@ -14,7 +14,10 @@
 //! - [`engine`]: [`simulate`], the event-driven engine.
 //! - [`metrics`]: [`Metrics`], what a run measures.
 //! - [`lesson`]: the lesson's tables, byte for byte, and the relation scan.
+//! - [`predict`]: [`predict::predict`], the exact overshoot predictor and closed forms.
+//! - [`boundary`]: where the lesson's relation holds and fails, region by region.
 //! - [`format`]: JavaScript-compatible number formatting for those tables.
+//! - [`sweep`]: grids of scenarios ([`Grid`]), run in parallel and reported in cell order.
 //!
 //! # Example
 //! ```
@@ -25,6 +28,7 @@
 //! assert_eq!((m.created, m.unneeded, m.overshoot, m.stable), (16, 8, 6, Some(375)));
 //! ```
 
+pub mod boundary;
 pub mod delay;
 pub mod engine;
 pub mod format;
@@ -32,11 +36,14 @@ pub mod lab;
 pub mod lesson;
 pub mod metrics;
 pub mod montecarlo;
+pub mod predict;
 pub mod report;
 pub mod scenario;
 pub mod scenario_file;
+pub mod sweep;
 pub mod world;
 
 pub use engine::simulate;
 pub use metrics::Metrics;
 pub use scenario::{parse_deaths, Death, Limit, Scenario, ScenarioError, ScenarioSpec};
+pub use sweep::{Axis, Grid, GridError, GridSpec, RowFormat, Summary, SweepRow};
