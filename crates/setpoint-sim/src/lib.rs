@@ -19,6 +19,16 @@
 //! - [`format`]: JavaScript-compatible number formatting for those tables.
 //! - [`sweep`]: grids of scenarios ([`Grid`]), run in parallel and reported in cell order.
 //!
+//! Beyond the lesson's world (several workloads, random per-report delays, faults, every
+//! controller):
+//! - [`lab`]: the validated lab scenario ([`lab::LabScenario`]), its events, and [`lab::run`],
+//!   which takes the fast engine when the lesson's world can express the scenario.
+//! - [`world`]: the general engine, one record per copy and a time-ordered event queue.
+//! - [`delay`]: report-delay models and the world's seeded generator ([`delay::WorldRng`]).
+//! - [`scenario_file`]: scenario files in TOML, with file, line and key in every error.
+//! - [`montecarlo`]: one scenario over many seeds: mean, p50, p95 and max of every metric.
+//! - [`report`]: the text and CSV forms of lab runs and summaries.
+//!
 //! # Example
 //! ```
 //! use setpoint_sim::{simulate, Scenario, ScenarioSpec};

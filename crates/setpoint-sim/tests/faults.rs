@@ -89,6 +89,22 @@ fn spec(kind: ControllerKind, delay: DelayModel, events: Vec<TimedEvent>) -> Lab
 #[test]
 fn every_controller_converges_to_desired_once_the_faults_stop() {
     for delay in delays() {
+        // The matrix `docs/controllers.md` quotes: overshoot / unneeded / stable, seed 1.
+        println!("faults x controllers, report delay {}", delay.describe());
+        print!("{:20}", "fault");
+        for kind in ControllerKind::ALL {
+            print!("{:>15}", kind.name());
+        }
+        println!();
+        for (fault, events) in faults() {
+            print!("{fault:20}");
+            for kind in ControllerKind::ALL {
+                let m = one(spec(kind, delay.clone(), events.clone()), 1).metrics;
+                let stable = m.stable.map_or("none".into(), |s| s.to_string());
+                print!("{:>15}", format!("{}/{} @{stable}", m.overshoot, m.unneeded));
+            }
+            println!();
+        }
         for kind in ControllerKind::ALL {
             for (fault, events) in faults() {
                 for seed in [1, 2, 3] {
