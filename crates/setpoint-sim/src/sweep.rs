@@ -268,8 +268,14 @@ pub fn parse_controllers(text: &str) -> Result<Vec<ControllerKind>, GridError> {
             if name.contains("..") {
                 return Err(bad("controllers take a list, not a range".into()));
             }
-            name.parse::<ControllerKind>()
-                .map_err(|_| bad(format!("unknown controller '{name}'")))
+            match name.parse::<ControllerKind>() {
+                Ok(kind) if kind.is_lesson() => Ok(kind),
+                // The lab's controllers need the general engine, which sweeps do not drive.
+                Ok(kind) => Err(bad(format!(
+                    "controller '{kind}' runs only in `setpoint run`"
+                ))),
+                Err(_) => Err(bad(format!("unknown controller '{name}'"))),
+            }
         })
         .collect()
 }
@@ -341,6 +347,9 @@ impl Grid {
             deaths: spec.deaths.clone(),
             ..ScenarioSpec::default()
         })?;
+        if let Some(&kind) = spec.controller.iter().find(|k| !k.is_lesson()) {
+            return Err(ScenarioError::NotALessonController(kind).into());
+        }
         let cells = [
             spec.desired.len(),
             spec.period.len(),
@@ -739,12 +748,25 @@ mod tests {
     }
 
     #[test]
+    fn grids_refuse_the_labs_controllers_instead_of_panicking_in_a_cell() {
+        let err = Grid::new(GridSpec {
+            controller: vec![Ledger, ControllerKind::Named],
+            ..GridSpec::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("runs only in the general engine"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn controllers_parse_as_a_list_and_refuse_ranges_and_unknown_names() {
         assert_eq!(
             parse_controllers("intent,ledger").unwrap(),
             vec![Intent, Ledger]
         );
-        for bad in ["", "ledger,", "ledger..=intent", "pid"] {
+        for bad in ["", "ledger,", "ledger..=intent", "pid", "ledger,named"] {
             let msg = parse_controllers(bad).unwrap_err().to_string();
             assert!(
                 msg.contains("accepted: a list of ledger, intent"),

@@ -101,7 +101,10 @@ fn every_controller_converges_to_desired_once_the_faults_stop() {
             for kind in ControllerKind::ALL {
                 let m = one(spec(kind, delay.clone(), events.clone()), 1).metrics;
                 let stable = m.stable.map_or("none".into(), |s| s.to_string());
-                print!("{:>15}", format!("{}/{} @{stable}", m.overshoot, m.unneeded));
+                print!(
+                    "{:>15}",
+                    format!("{}/{} @{stable}", m.overshoot, m.unneeded)
+                );
             }
             println!();
         }
