@@ -28,6 +28,9 @@ pub enum Command {
     Run(RunArgs),
     /// Scan report delay against loop period and test the lesson's relation on every cell.
     Relation(crate::relation::RelationArgs),
+    /// Draw pictures as SVG: a run's timeline, or a heatmap of overshoot over G x U.
+    #[command(subcommand)]
+    Plot(crate::plot::PlotCommand),
     /// Run a grid of scenarios in parallel: one row per cell, or only the counts.
     Sweep(crate::sweep::SweepArgs),
 }
@@ -88,6 +91,10 @@ pub struct RunArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: RunFormat,
+    /// Also write one CSV row per second to FILE: t, desired, live, seen, pending, created,
+    /// delete commands, deletions and deaths.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
 }
 
 /// A parsed `--deaths` list. A newtype, so that clap takes the whole list as one value.
