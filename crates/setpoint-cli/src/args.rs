@@ -31,6 +31,9 @@ pub enum Command {
     /// Draw pictures as SVG: a run's timeline, or a heatmap of overshoot over G x U.
     #[command(subcommand)]
     Plot(crate::plot::PlotCommand),
+    /// Write one self-contained HTML page: the lesson's tables, a run's metrics and prediction,
+    /// its timeline and the overshoot heatmap.
+    Report(crate::report::ReportArgs),
     /// Run a grid of scenarios in parallel: one row per cell, or only the counts.
     Sweep(crate::sweep::SweepArgs),
 }

@@ -6,6 +6,7 @@
 mod args;
 mod plot;
 mod relation;
+mod report;
 mod sweep;
 
 use std::io::{self, Write};
@@ -105,6 +106,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run(&args)?,
         Command::Relation(args) => relation::run(&args)?,
         Command::Plot(command) => plot::run(&command)?,
+        Command::Report(args) => report::run(&args)?,
         Command::Sweep(args) => return sweep::run(args),
     };
     let mut out = io::stdout().lock();
