@@ -84,16 +84,16 @@ pub fn page(scenario: &Scenario) -> anyhow::Result<String> {
         .stable
         .map_or_else(|| "never".to_owned(), |t| format!("{t} s"));
     let mut h = String::new();
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-<title>setpoint report: G={} U={} B={}</title><style>{STYLE}</style></head><body>\n",
+<title>setpoint report: G={} U={} B={}</title><style>{STYLE}</style></head><body>",
         s.delay, s.period, s.startup
     );
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<h1>setpoint report</h1>\n<p>Report delay G = {} s, loop period U = {} s, startup B = {} s, \
-desired {} copies, controller <b>{}</b>, deaths: {}, {} s run.</p>\n",
+desired {} copies, controller <b>{}</b>, deaths: {}, {} s run.</p>",
         s.delay, s.period, s.startup, s.desired, s.controller, esc(&deaths), s.duration
     );
     h.push_str("<h2>This run</h2>\n<table><tr>");
@@ -111,17 +111,17 @@ desired {} copies, controller <b>{}</b>, deaths: {}, {} s run.</p>\n",
     ] {
         let _ = write!(h, "<th>{k}</th>");
     }
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "</tr><tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>\n",
+        "</tr><tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>",
         m.rounds, setpoint_sim::format::js_to_fixed2(m.work_per_round), m.created, m.unneeded, m.delete_commands, m.deleted,
         m.overshoot, stable, m.peak_live, m.copy_seconds_above
     );
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<p>Blind rounds K = max(1, &lceil;(G+B)/U&rceil;) = {}. The lesson's relation \
 desired &times; (&lceil;(G+B)/U&rceil; &minus; 1) predicts an overshoot of <b>{lesson}</b>; the exact \
-predictor (docs/relation.md) predicts <b>{}</b> ({}); the simulation measured <b>{}</b>.</p>\n",
+predictor (docs/relation.md) predicts <b>{}</b> ({}); the simulation measured <b>{}</b>.</p>",
         p.blind_rounds,
         p.overshoot,
         match p.regime {
@@ -132,30 +132,30 @@ predictor (docs/relation.md) predicts <b>{}</b> ({}); the simulation measured <b
         },
         m.overshoot
     );
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<h2>Timeline</h2>\n<p class=\"note\">Live copies (blue) against what the ledger shows \
 (orange, dashed) and desired (green). Ticks on the time axis are rounds; triangles mark rounds \
-that created copies, crosses rounds that sent delete commands.</p>\n{}\n",
+that created copies, crosses rounds that sent delete commands.</p>\n{}",
         strip_xml_header(&timeline)
     );
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<h2>Overshoot over report delay and loop period</h2>\n<p class=\"note\">Every cell is a run \
 with this page's other settings. The black line is the lesson's boundary U = G + B; the dashed \
-blue line is the measured one; dots mark cells where the lesson's relation mispredicts.</p>\n{}\n",
+blue line is the measured one; dots mark cells where the lesson's relation mispredicts.</p>\n{}",
         strip_xml_header(&heatmap)
     );
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<h2>The lesson's tables</h2>\n<p class=\"note\">As the lesson printed them, reproduced byte \
-for byte by <code>setpoint lesson</code>.</p>\n<pre>{}</pre>\n",
+for byte by <code>setpoint lesson</code>.</p>\n<pre>{}</pre>",
         esc(&lesson_all())
     );
-    let _ = write!(
+    let _ = writeln!(
         h,
         "<p class=\"note\">Made by setpoint {}. The run is deterministic: the same settings give \
-the same page.</p>\n</body></html>\n",
+the same page.</p>\n</body></html>",
         env!("CARGO_PKG_VERSION")
     );
     Ok(h)
