@@ -29,6 +29,9 @@ pub fn wanted(args: &RunArgs) -> bool {
 /// Runs `setpoint run` in the lab. `matches` tells which flags the command line gave.
 pub fn run(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<String> {
     let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    if args.trace.is_some() {
+        return Err(lab::LabError::NotInLab("--trace".into()).into());
+    }
     let (label, mut spec) = match &args.scenario {
         Some(path) => (path.display().to_string(), scenario_file::load(path)?),
         None => (

@@ -314,4 +314,15 @@ fn settings_for_another_controller_and_bad_models_exit_2() {
     assert!(err.contains("uniform min 9 is above max 3"), "{err}");
     let (code, _) = failure(&setpoint(&["run", "scenarios/missing.toml"]));
     assert_eq!(code, 2);
+    let (code, err) = failure(&setpoint(&[
+        "run",
+        "scenarios/lesson.toml",
+        "--trace",
+        "/dev/null",
+    ]));
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with("error: --trace works only for the lesson's world"),
+        "{err}"
+    );
 }

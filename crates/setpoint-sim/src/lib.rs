@@ -53,7 +53,7 @@ pub mod scenario_file;
 pub mod sweep;
 pub mod world;
 
-pub use engine::simulate;
+pub use engine::{simulate, simulate_traced, TraceRow};
 pub use metrics::Metrics;
 pub use scenario::{parse_deaths, Death, Limit, Scenario, ScenarioError, ScenarioSpec};
 pub use sweep::{Axis, Grid, GridError, GridSpec, RowFormat, Summary, SweepRow};
