@@ -1,0 +1,155 @@
+//! The ledger as a pass sees it: one workload's share of a [`Snapshot`].
+//!
+//! - **On the ledger**: copies that a live node's last report shows `running`, owned by this
+//!   workload (same name and uid). A copy that died, or whose assignment was deleted, stays on
+//!   the ledger until a report says otherwise: that is the lag the lesson measures.
+//! - **In flight**: assignments of the workload that exist, sit on a live node, and whose copy
+//!   has neither reached the ledger nor been reported exited.
+//! - **Next copy**: the workload's counter, which only grows.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use setpoint_core::{Batch, CopyId, LedgerView, Time};
+
+use crate::model::{Assignment, Phase, Snapshot, Stored, WorkloadSpec};
+use crate::store::Revision;
+
+/// One workload's ledger, built from a snapshot.
+#[derive(Clone, Debug)]
+pub struct WorkloadView<'s> {
+    now_ms: u64,
+    /// The declaration.
+    pub spec: &'s Stored<WorkloadSpec>,
+    /// Copy numbers on the ledger, each with the node that reported it.
+    ledger: BTreeMap<u64, &'s str>,
+    /// Copy numbers reported exited by a live node.
+    exited: BTreeSet<u64>,
+    /// The workload's assignments by copy number, with their keys.
+    assigned: BTreeMap<u64, (&'s str, &'s Stored<Assignment>)>,
+    /// Nodes whose reports are recent enough to believe.
+    live_nodes: BTreeSet<&'s str>,
+    next: u64,
+}
+
+impl<'s> WorkloadView<'s> {
+    /// The view of workload `name`, or `None` if it is not declared. A node that has not
+    /// reported within `node_timeout_ms` is treated as lost: its copies are neither on the
+    /// ledger nor in flight.
+    pub fn new(snapshot: &'s Snapshot, name: &str, node_timeout_ms: u64) -> Option<Self> {
+        let spec = snapshot.workloads.get(name)?;
+        let uid = spec.create_revision;
+        let live_nodes: BTreeSet<&str> = snapshot
+            .reports
+            .keys()
+            .filter(|n| snapshot.node_live(n, node_timeout_ms))
+            .map(String::as_str)
+            .collect();
+        let mut ledger = BTreeMap::new();
+        let mut exited = BTreeSet::new();
+        for node in &live_nodes {
+            for c in &snapshot.reports[*node].value.copies {
+                if c.workload != name || c.owner_uid != uid {
+                    continue;
+                }
+                match c.phase {
+                    Phase::Running => {
+                        ledger.insert(c.n, *node);
+                    }
+                    Phase::Exited => {
+                        exited.insert(c.n);
+                    }
+                    Phase::Starting => {}
+                }
+            }
+        }
+        let assigned = snapshot
+            .assignments_of(name)
+            .filter(|(_, a)| a.value.owner_uid == uid)
+            .map(|(k, a)| (a.value.n, (k.as_str(), a)))
+            .collect();
+        let next = snapshot.counters.get(name).map_or(0, |c| c.value.next);
+        Some(Self {
+            now_ms: snapshot.now_ms,
+            spec,
+            ledger,
+            exited,
+            assigned,
+            live_nodes,
+            next,
+        })
+    }
+
+    /// The workload's uid: the owner link its assignments carry.
+    pub fn uid(&self) -> Revision {
+        self.spec.create_revision
+    }
+
+    /// The copy numbers on the ledger, oldest first: where delete commands go.
+    pub fn ledger_copies(&self) -> impl Iterator<Item = u64> + '_ {
+        self.ledger.keys().copied()
+    }
+
+    /// The copy numbers that have an assignment: every copy commanded to run and not yet
+    /// commanded to stop.
+    pub fn assigned_copies(&self) -> impl Iterator<Item = u64> + '_ {
+        self.assigned.keys().copied()
+    }
+
+    /// The assignment of copy `n` and its key, if it has one.
+    pub fn assignment(&self, n: u64) -> Option<(&'s str, &'s Stored<Assignment>)> {
+        self.assigned.get(&n).copied()
+    }
+
+    /// Assignments whose copy a live node reported exited: their work is over.
+    pub fn exited_assignments(
+        &self,
+    ) -> impl Iterator<Item = (&'s str, &'s Stored<Assignment>)> + '_ {
+        self.assigned
+            .iter()
+            .filter(|(n, _)| self.exited.contains(n))
+            .map(|(_, &a)| a)
+    }
+
+    fn is_in_flight(&self, n: u64, a: &Assignment) -> bool {
+        self.live_nodes.contains(a.node.as_str())
+            && !self.ledger.contains_key(&n)
+            && !self.exited.contains(&n)
+    }
+
+    /// Copies created and not yet on the ledger (all of them, not only one controller's).
+    pub fn pending_creates(&self) -> u64 {
+        self.assigned
+            .iter()
+            .filter(|(&n, (_, a))| self.is_in_flight(n, &a.value))
+            .count() as u64
+    }
+
+    /// Copies on the ledger whose assignment is gone: commanded to stop, stop not yet reported.
+    pub fn pending_deletes(&self) -> u64 {
+        self.ledger
+            .keys()
+            .filter(|n| !self.assigned.contains_key(n))
+            .count() as u64
+    }
+}
+
+impl LedgerView for WorkloadView<'_> {
+    fn now(&self) -> Time {
+        self.now_ms
+    }
+
+    fn on_ledger(&self) -> u64 {
+        self.ledger.len() as u64
+    }
+
+    fn in_flight(&self, batch: Batch) -> u64 {
+        self.assigned
+            .range(batch.first.0..batch.end())
+            .filter(|(&n, (_, a))| self.is_in_flight(n, &a.value))
+            .count() as u64
+    }
+
+    fn next_copy(&self) -> CopyId {
+        CopyId(self.next)
+    }
+}
