@@ -159,6 +159,18 @@ impl Cluster {
         }
     }
 
+    /// Kills `n` real copies and waits until their processes are gone.
+    async fn kill(&self, n: u64) -> Vec<String> {
+        let killed = ops::kill(&self.state_dir(), "w", n).unwrap();
+        assert_eq!(killed.len() as u64, n);
+        self.until("the killed copies are gone", |c| {
+            let p = c.processes();
+            killed.iter().all(|k| !p.contains_key(k))
+        })
+        .await;
+        killed
+    }
+
     /// Waits until exactly `n` copies run, each once, live and on the ledger.
     async fn converged(&self, n: u64) {
         self.until(&format!("{n} live copies"), |c| {
@@ -194,8 +206,7 @@ async fn apply_converges_then_kills_are_replaced_and_scaling_follows_the_declara
     assert_eq!(c.created(), 4, "intent creates each copy once");
 
     // Kill two real copies: two replacements, with new identities.
-    let killed = ops::kill(&c.state_dir(), "w", 2).unwrap();
-    assert_eq!(killed, ["w-0", "w-1"]);
+    assert_eq!(c.kill(2).await, ["w-0", "w-1"]);
     c.converged(4).await;
     assert_eq!(c.created(), 6);
     assert!(!c.processes().contains_key("w-0"));
@@ -257,7 +268,7 @@ async fn a_crashed_agent_restarts_adopting_its_copies_with_no_orphan_and_no_dupl
     assert_eq!(c.created(), 4, "nothing was created twice");
 
     // An adopted copy that dies is noticed through /proc and replaced.
-    ops::kill(&c.state_dir(), "w", 1).unwrap();
+    c.kill(1).await;
     c.converged(4).await;
     assert_eq!(c.created(), 5);
 
@@ -301,7 +312,7 @@ async fn two_controllers_elect_one_leader_create_nothing_twice_and_fail_over_wit
     );
 
     // And it acts: a killed copy is replaced once.
-    ops::kill(&c.state_dir(), "w", 1).unwrap();
+    c.kill(1).await;
     c.converged(4).await;
     c.holds(4, Duration::from_millis(400)).await;
     assert_eq!(c.created(), 5);
