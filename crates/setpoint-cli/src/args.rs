@@ -28,6 +28,9 @@ pub enum Command {
     Run(RunArgs),
     /// Scan report delay against loop period and test the lesson's relation on every cell.
     Relation(RelationArgs),
+    /// The real runtime's commands.
+    #[command(flatten)]
+    Runtime(crate::runtime::RuntimeCommand),
 }
 
 /// A block of the lesson's output.

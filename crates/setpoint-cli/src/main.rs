@@ -4,6 +4,7 @@
 //! Exit codes: 0 success (a closed output pipe counts as success), 1 failure, 2 bad input.
 
 mod args;
+mod runtime;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -26,7 +27,7 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<ScenarioError>().is_some() {
+            if e.downcast_ref::<ScenarioError>().is_some() || runtime::is_bad_input(&e) {
                 ExitCode::from(2)
             } else {
                 ExitCode::FAILURE
@@ -86,6 +87,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         },
         Command::Run(args) => run(&args)?,
         Command::Relation(args) => relation(&args)?,
+        Command::Runtime(cmd) => runtime::execute(cmd)?,
     };
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())
