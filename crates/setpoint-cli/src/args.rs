@@ -27,7 +27,9 @@ pub enum Command {
     /// Simulate one scenario and print its metrics.
     Run(RunArgs),
     /// Scan report delay against loop period and test the lesson's relation on every cell.
-    Relation(RelationArgs),
+    Relation(crate::relation::RelationArgs),
+    /// Run a grid of scenarios in parallel: one row per cell, or only the counts.
+    Sweep(crate::sweep::SweepArgs),
     /// The real runtime's commands.
     #[command(flatten)]
     Runtime(crate::runtime::RuntimeCommand),
@@ -51,15 +53,6 @@ pub enum RunFormat {
     Json,
     /// A header and one row.
     Csv,
-}
-
-/// Output formats of `relation`.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum TableFormat {
-    /// Text tables.
-    Table,
-    /// One JSON object.
-    Json,
 }
 
 /// Settings every simulation command shares.
@@ -100,33 +93,9 @@ pub struct RunArgs {
     pub format: RunFormat,
 }
 
-/// `setpoint relation`.
-#[derive(Debug, Args)]
-pub struct RelationArgs {
-    /// Report delays G to scan (rows), comma-separated seconds.
-    #[arg(long, default_value = "0,10,20,30,45,60,90", value_name = "LIST", value_parser = delays, allow_negative_numbers = true)]
-    pub delays: SecondsList,
-    /// Loop periods U to scan (columns), comma-separated seconds.
-    #[arg(long, default_value = "5,10,15,20,30,45,60,90", value_name = "LIST", value_parser = periods, allow_negative_numbers = true)]
-    pub periods: SecondsList,
-    /// Everything else about the world.
-    #[command(flatten)]
-    pub world: WorldArgs,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: TableFormat,
-}
-
 /// A parsed `--deaths` list. A newtype, so that clap takes the whole list as one value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeathList(pub Vec<Death>);
-
-/// A comma-separated list of numbers, each inside one [`Limit`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SecondsList(pub Vec<u64>);
-
-/// The longest list one flag accepts.
-const MAX_LIST: usize = 10_000;
 
 impl WorldArgs {
     /// The raw scenario with the given delay and period.
@@ -168,25 +137,4 @@ fn deaths(s: &str) -> Result<DeathList, String> {
 fn controller(s: &str) -> Result<ControllerKind, String> {
     s.parse()
         .map_err(|e: setpoint_core::UnknownController| e.to_string())
-}
-
-fn list(limit: Limit, s: &str) -> Result<SecondsList, String> {
-    let items: Vec<&str> = s.split(',').collect();
-    if items.len() > MAX_LIST {
-        return Err(format!(
-            "a list of {} values is too long: accepted at most {MAX_LIST}",
-            items.len()
-        ));
-    }
-    let values = items
-        .into_iter()
-        .map(|item| limit.parse(item).map_err(|e| e.to_string()))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(SecondsList(values))
-}
-fn delays(s: &str) -> Result<SecondsList, String> {
-    list(Limit::DELAY, s)
-}
-fn periods(s: &str) -> Result<SecondsList, String> {
-    list(Limit::PERIOD, s)
 }

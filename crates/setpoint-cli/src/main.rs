@@ -4,18 +4,19 @@
 //! Exit codes: 0 success (a closed output pipe counts as success), 1 failure, 2 bad input.
 
 mod args;
+mod relation;
 mod runtime;
+mod sweep;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use serde::Serialize;
-use setpoint_sim::lesson::{self, RelationGrid, RelationScan};
+use setpoint_sim::lesson;
 use setpoint_sim::{simulate, Scenario, ScenarioError};
 
-use args::{Cli, Command, LessonPart, RelationArgs, RunArgs, RunFormat, TableFormat};
+use args::{Cli, Command, LessonPart, RunArgs, RunFormat};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -27,7 +28,11 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<ScenarioError>().is_some() || runtime::is_bad_input(&e) {
+            if e.downcast_ref::<ScenarioError>().is_some()
+                || e.downcast_ref::<setpoint_sim::GridError>().is_some()
+                || e.downcast_ref::<BadInput>().is_some()
+                || runtime::is_bad_input(&e)
+            {
                 ExitCode::from(2)
             } else {
                 ExitCode::FAILURE
@@ -35,6 +40,19 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// Input the command line parsed but that does not make sense together, such as a list where
+/// one value is needed. Exits with 2, like every bad input.
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
 
 /// Help and version go to stdout with status 0; any other parse error becomes one line on
 /// stderr with status 2.
@@ -48,7 +66,7 @@ fn clap_exit(e: clap::Error) -> ExitCode {
         _ => {
             match e.kind() {
                 ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => eprintln!(
-                    "error: a subcommand is required: lesson, run or relation (see 'setpoint --help')"
+                    "error: a subcommand is required: lesson, run, relation or sweep (see 'setpoint --help')"
                 ),
                 _ => eprintln!("{} (see 'setpoint --help')", one_line(&e.to_string())),
             }
@@ -86,7 +104,8 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
             Some(LessonPart::Relation) => lesson::lesson_relation(),
         },
         Command::Run(args) => run(&args)?,
-        Command::Relation(args) => relation(&args)?,
+        Command::Relation(args) => relation::run(&args)?,
+        Command::Sweep(args) => return sweep::run(args),
         Command::Runtime(cmd) => runtime::execute(cmd)?,
     };
     let mut out = io::stdout().lock();
@@ -107,52 +126,5 @@ fn run(args: &RunArgs) -> anyhow::Result<String> {
         ),
         RunFormat::Json => format!("{}\n", serde_json::to_string(&m)?),
         RunFormat::Csv => format!("{}\n{}\n", setpoint_sim::Metrics::CSV_HEADER, m.csv_row()),
-    })
-}
-
-/// The JSON form of a relation scan.
-#[derive(Serialize)]
-struct RelationJson<'a> {
-    desired: u64,
-    startup: u64,
-    duration: u64,
-    controller: &'a str,
-    cells: &'a [lesson::RelationCell],
-    cell_count: usize,
-    mismatched: usize,
-}
-
-fn relation(args: &RelationArgs) -> anyhow::Result<String> {
-    let grid = RelationGrid {
-        base: args.world.spec(0, 1),
-        delays: args.delays.0.clone(),
-        periods: args.periods.0.clone(),
-    };
-    let scan = RelationScan::try_run(&grid)?;
-    let w = &args.world;
-    Ok(match args.format {
-        TableFormat::Json => format!(
-            "{}\n",
-            serde_json::to_string(&RelationJson {
-                desired: w.desired,
-                startup: w.startup,
-                duration: w.duration,
-                controller: w.controller.name(),
-                cells: &scan.cells,
-                cell_count: scan.cells.len(),
-                mismatched: scan.mismatched(),
-            })?
-        ),
-        TableFormat::Table => format!(
-            "measured overshoot (row: report delay G, column: loop period U); desired {}, B={} sec, {} sec run, controller {}\n{}\nlesson's prediction: desired x (ceil((G+B)/U) - 1)\n{}\nrelation: overshoot = desired x (ceil((G+B)/U) - 1); {} cells, {} mismatched\n",
-            w.desired,
-            w.startup,
-            w.duration,
-            w.controller,
-            scan.overshoot_table(5),
-            scan.prediction_table(5),
-            scan.cells.len(),
-            scan.mismatched()
-        ),
     })
 }

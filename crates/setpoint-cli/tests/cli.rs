@@ -160,6 +160,43 @@ fn relation_json_counts_mismatches_outside_the_lessons_grid() {
 }
 
 #[test]
+fn relation_boundary_counts_regions_and_the_predictor_has_no_mismatch() {
+    let text = stdout(&[
+        "relation",
+        "--boundary",
+        "--delay",
+        "0..=30:5",
+        "--period",
+        "1..=20",
+        "--startup",
+        "0..=12:3",
+    ]);
+    assert!(text.starts_with("cells: 700\n"), "{text}");
+    assert!(text.contains("U <= B/2"), "{text}");
+    assert!(text.contains("G + B = 0"), "{text}");
+    assert!(
+        text.contains("exact predictor (docs/relation.md): 0 mismatches"),
+        "{text}"
+    );
+    assert!(!text.contains("unexplained"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&stdout(&[
+        "relation",
+        "--boundary",
+        "--delay",
+        "0..=30:5",
+        "--period",
+        "1..=20",
+        "--startup",
+        "0..=12:3",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(json["cells"], 700);
+    assert_eq!(json["predictor_mismatches"], 0);
+}
+
+#[test]
 fn long_runs_with_many_copies_work() {
     let text = stdout(&[
         "run",
@@ -224,11 +261,31 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
         (&["run", "--bogus"], &["--bogus"]),
         (
             &["relation", "--periods", "5,0"],
-            &["--periods", "accepted 1 to"],
+            &["--periods", "values 1 to 1000000000"],
+        ),
+        (&["relation", "--delays", "1,,2"], &["--delays", "empty"]),
+        (
+            &["relation", "--desired", "1,2"],
+            &["--desired", "one value", "--boundary"],
         ),
         (
-            &["relation", "--delays", "1,,2"],
-            &["--delays", "not a whole number"],
+            &["relation", "--deaths", "1:1;2:2"],
+            &["--deaths", "one value"],
+        ),
+        (
+            &["relation", "--boundary", "--deaths", "300:2;x"],
+            &["--deaths", "AT:COUNT"],
+        ),
+        (
+            &[
+                "relation",
+                "--boundary",
+                "--delay",
+                "0..=99999",
+                "--period",
+                "1..=99999",
+            ],
+            &["cells", "narrow a range"],
         ),
         (&["lesson", "everything"], &["everything", "loop"]),
         (&[], &["subcommand"]),

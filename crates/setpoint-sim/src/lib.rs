@@ -14,7 +14,10 @@
 //! - [`engine`]: [`simulate`], the event-driven engine.
 //! - [`metrics`]: [`Metrics`], what a run measures.
 //! - [`lesson`]: the lesson's tables, byte for byte, and the relation scan.
+//! - [`predict`]: [`predict::predict`], the exact overshoot predictor and closed forms.
+//! - [`boundary`]: where the lesson's relation holds and fails, region by region.
 //! - [`format`]: JavaScript-compatible number formatting for those tables.
+//! - [`sweep`]: grids of scenarios ([`Grid`]), run in parallel and reported in cell order.
 //!
 //! # Example
 //! ```
@@ -25,12 +28,16 @@
 //! assert_eq!((m.created, m.unneeded, m.overshoot, m.stable), (16, 8, 6, Some(375)));
 //! ```
 
+pub mod boundary;
 pub mod engine;
 pub mod format;
 pub mod lesson;
 pub mod metrics;
+pub mod predict;
 pub mod scenario;
+pub mod sweep;
 
 pub use engine::simulate;
 pub use metrics::Metrics;
 pub use scenario::{parse_deaths, Death, Limit, Scenario, ScenarioError, ScenarioSpec};
+pub use sweep::{Axis, Grid, GridError, GridSpec, RowFormat, Summary, SweepRow};

@@ -20,6 +20,22 @@ proptest! {
         prop_assert_eq!(fast, slow, "scenario {:?}", spec);
     }
 
+    /// The predictor's overshoot equals the engine's on every scenario, and its closed forms,
+    /// where it gives them, equal the engine's metrics.
+    #[test]
+    fn predictor_agrees_with_the_engine(spec in generators::scenario(40)) {
+        let m = simulate(&Scenario::new(spec.clone()).unwrap());
+        let p = setpoint_sim::predict::predict(&spec);
+        prop_assert_eq!(p.overshoot, m.overshoot, "scenario {:?} regime {:?}", spec, p.regime);
+        if let Some(c) = p.closed {
+            prop_assert_eq!(
+                (c.created, c.unneeded, c.delete_commands, c.deleted, c.stable),
+                (m.created, m.unneeded, m.delete_commands, m.deleted, m.stable),
+                "scenario {:?}", spec
+            );
+        }
+    }
+
     /// Running the same scenario twice gives the same metrics.
     #[test]
     fn engine_is_deterministic(spec in generators::scenario(40)) {

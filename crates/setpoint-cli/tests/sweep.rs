@@ -1,0 +1,298 @@
+//! `setpoint sweep`, run as the real binary: rows, summaries, determinism across thread counts,
+//! and one-line errors with exit status 2.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn setpoint(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_setpoint"));
+    cmd.args(args);
+    cmd
+}
+
+fn run(args: &[&str]) -> Output {
+    setpoint(args).output().expect("the binary runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    assert!(
+        out.stderr.is_empty(),
+        "stderr is not a terminal, so no progress bar: {out:?}"
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+const PARAMS: [&str; 6] = [
+    "desired",
+    "period",
+    "delay",
+    "startup",
+    "duration",
+    "controller",
+];
+
+#[test]
+fn csv_header_names_parameters_metrics_and_the_relation() {
+    let text = ok(&["sweep"]);
+    let header = text.lines().next().unwrap();
+    // The keys of `run --format json` in their printed order (its values hold no comma).
+    let run_keys: Vec<String> = ok(&["run", "--format", "json"])
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .split(',')
+        .map(|pair| pair.split(':').next().unwrap().trim_matches('"').to_owned())
+        .collect();
+    let mut expected: Vec<String> = PARAMS.iter().map(|s| s.to_string()).collect();
+    expected.extend(run_keys);
+    expected.push("lesson_prediction".into());
+    expected.push("lesson_match".into());
+    expected.push("prediction".into());
+    expected.push("prediction_match".into());
+    assert_eq!(header.split(',').collect::<Vec<_>>(), expected);
+    assert_eq!(text.lines().count(), 2, "the default grid is one cell");
+}
+
+#[test]
+fn jsonl_rows_carry_what_run_measures_for_the_same_cell() {
+    let text = ok(&[
+        "sweep",
+        "--delay",
+        "0,20,60",
+        "--period",
+        "5..=35:15",
+        "--startup",
+        "0,5",
+        "--controller",
+        "ledger,intent",
+        "--duration",
+        "1200",
+        "--deaths",
+        "300:2,700:1",
+        "--format",
+        "jsonl",
+    ]);
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 3 * 3 * 2 * 2);
+    for row in rows.iter().step_by(5) {
+        let get = |k: &str| row[k].to_string();
+        let ran: Value = serde_json::from_str(&ok(&[
+            "run",
+            "--format",
+            "json",
+            "-G",
+            &get("delay"),
+            "-U",
+            &get("period"),
+            "-B",
+            &get("startup"),
+            "--desired",
+            &get("desired"),
+            "--controller",
+            row["controller"].as_str().unwrap(),
+            "--duration",
+            "1200",
+            "--deaths",
+            "300:2,700:1",
+        ]))
+        .unwrap();
+        for (key, value) in ran.as_object().unwrap() {
+            assert_eq!(&row[key], value, "{key} in {row}");
+        }
+        assert_eq!(row["duration"], 1200);
+        let (d, g, b, u) = (
+            row["desired"].as_i64().unwrap(),
+            row["delay"].as_i64().unwrap(),
+            row["startup"].as_i64().unwrap(),
+            row["period"].as_i64().unwrap(),
+        );
+        let prediction = d * (((g + b) + u - 1) / u - 1);
+        assert_eq!(row["lesson_prediction"], prediction);
+        assert_eq!(
+            row["lesson_match"],
+            row["overshoot"].as_i64().unwrap() == prediction
+        );
+    }
+}
+
+#[test]
+fn rows_come_out_in_cell_order_with_controller_fastest() {
+    let text = ok(&[
+        "sweep",
+        "-G",
+        "30,0",
+        "-U",
+        "15",
+        "--controller",
+        "intent,ledger",
+    ]);
+    let cells: Vec<(String, String)> = text
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[2].to_owned(), f[5].to_owned())
+        })
+        .collect();
+    let expected = [
+        ("30", "intent"),
+        ("30", "ledger"),
+        ("0", "intent"),
+        ("0", "ledger"),
+    ];
+    assert_eq!(
+        cells,
+        expected.map(|(g, c)| (g.to_owned(), c.to_owned())).to_vec()
+    );
+}
+
+#[test]
+fn summary_of_the_lessons_grid_finds_no_mismatch() {
+    let grid = [
+        "sweep",
+        "--delay",
+        "0,10,20,30,45,60,90",
+        "--period",
+        "5,10,15,20,30,45,60,90",
+        "--summary",
+    ];
+    assert_eq!(
+        ok(&grid),
+        "cells,mismatched,overshooting,prediction_mismatched\n56,0,32,0\n",
+        "32 nonzero cells in the lesson's overshoot table"
+    );
+    let mut jsonl = grid.to_vec();
+    jsonl.extend(["--format", "jsonl"]);
+    assert_eq!(
+        ok(&jsonl),
+        "{\"cells\":56,\"mismatched\":0,\"overshooting\":32,\"prediction_mismatched\":0}\n"
+    );
+}
+
+#[test]
+fn output_is_byte_identical_on_one_thread_and_on_two() {
+    // 14,000 cells: seven chunks, shared out differently on one thread and on two. (The
+    // library's tests split a grid into many blocks, too.)
+    let args = [
+        "sweep",
+        "--delay",
+        "0..=199:2",
+        "--period",
+        "1..=70",
+        "--startup",
+        "0,49",
+        "--controller",
+        "ledger",
+    ];
+    let on = |threads: &str, extra: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(extra);
+        let out = setpoint(&all)
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        out.stdout
+    };
+    let one = on("1", &[]);
+    assert_eq!(one.iter().filter(|&&b| b == b'\n').count(), 14_001);
+    assert!(one == on("2", &[]), "csv differs between 1 and 2 threads");
+    assert_eq!(on("1", &["--summary"]), on("2", &["--summary"]));
+}
+
+#[test]
+fn a_closed_output_pipe_ends_the_sweep_quietly() {
+    let mut child = setpoint(&["sweep", "--delay", "0..=199", "--period", "1..=100"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("desired,period,"));
+    // The reader is dropped here, closing the pipe.
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+}
+
+fn refused(args: &[&str]) -> String {
+    let out = run(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+    assert!(out.stdout.is_empty(), "{args:?}: nothing runs");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    err
+}
+
+#[test]
+fn bad_grid_specs_get_one_line_naming_the_flag_and_the_accepted_form() {
+    for (flag, spec, says) in [
+        ("--delay", "", "the list is empty"),
+        ("--delay", "5..=1", "runs backwards"),
+        ("--delay", "0..=10:0", "is zero"),
+        ("--delay", "0..10", "not an inclusive range"),
+        ("--period", "ten", "not a whole number"),
+        ("--period", "0..=5", "period 0 is out of range"),
+        ("--startup", "1,,2", "an item of the list is empty"),
+        ("--desired", "-1", "out of range"),
+        ("--desired", "0..=200000000", "out of range"),
+        ("-G", "2000000000", "out of range"),
+    ] {
+        let err = refused(&["sweep", flag, spec]);
+        let long = match flag {
+            "-G" => "--delay",
+            f => f,
+        };
+        assert!(err.contains(&format!("'{long} <GRID>'")), "{err}");
+        assert!(err.contains(says), "{flag} {spec}: {err}");
+        assert!(
+            err.contains("accepted: a list like 0,5,10, an inclusive range like 0..=120, or a stepped range like 0..=120:5"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn bad_controller_lists_name_the_accepted_controllers() {
+    for spec in ["pid", "ledger,", "ledger..=intent"] {
+        let err = refused(&["sweep", "--controller", spec]);
+        assert!(err.contains("'--controller <LIST>'"), "{err}");
+        assert!(err.contains("accepted: a list of ledger, intent"), "{err}");
+    }
+}
+
+#[test]
+fn a_grid_too_large_is_refused_before_any_work() {
+    let err = refused(&[
+        "sweep",
+        "--delay",
+        "0..=1000000000",
+        "--period",
+        "1..=1000000000",
+        "--startup",
+        "0..=1000000000",
+    ]);
+    assert!(err.starts_with("error: the grid has "), "{err}");
+    assert!(
+        err.contains("more than the 100000000 a sweep accepts"),
+        "{err}"
+    );
+}
+
+#[test]
+fn shared_flags_keep_their_run_checks() {
+    let err = refused(&["sweep", "--deaths", "300"]);
+    assert!(err.contains("'--deaths"), "{err}");
+    let err = refused(&["sweep", "--format", "table"]);
+    assert!(err.contains("'--format"), "{err}");
+}

@@ -1,0 +1,92 @@
+//! Benchmarks of the engine: the lesson's scenario, the big scenario of issue 3, a slice of the
+//! million-cell sweep, and the same run at growing `desired` (whose cost must stay flat).
+//!
+//! Run with `cargo bench -p setpoint-sim`; `scripts/compare-reference.sh` measures the whole
+//! process against the reference model instead.
+
+// criterion_group! defines an undocumented public function.
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use setpoint_core::ControllerKind;
+use setpoint_sim::sweep::summarize;
+use setpoint_sim::{simulate, Axis, Death, Grid, GridSpec, Limit, Scenario, ScenarioSpec};
+
+/// `setpoint run --desired 10000 --duration 86400 -G 60 -U 15 -B 5 --deaths 300:3333`.
+fn big(desired: u64) -> Scenario {
+    Scenario::new(ScenarioSpec {
+        desired,
+        period: 15,
+        delay: 60,
+        startup: 5,
+        duration: 86_400,
+        deaths: vec![Death {
+            at: 300,
+            count: desired / 3,
+        }],
+        controller: ControllerKind::Ledger,
+    })
+    .expect("valid")
+}
+
+fn lesson(c: &mut Criterion) {
+    let scenario = Scenario::lesson(60, ControllerKind::Ledger);
+    c.bench_function("lesson/ledger_g60", |b| {
+        b.iter(|| simulate(black_box(&scenario)))
+    });
+    c.bench_function("lesson/both_blocks", |b| {
+        b.iter(setpoint_sim::lesson::lesson_all)
+    });
+}
+
+fn big_scenario(c: &mut Criterion) {
+    let scenario = big(10_000);
+    c.bench_function("big/desired_10000_duration_86400", |b| {
+        b.iter(|| simulate(black_box(&scenario)))
+    });
+}
+
+fn desired_scan(c: &mut Criterion) {
+    let mut group = c.benchmark_group("desired");
+    for desired in [6, 10_000, 1_000_000, 100_000_000] {
+        let scenario = big(desired);
+        group.bench_with_input(BenchmarkId::from_parameter(desired), &scenario, |b, s| {
+            b.iter(|| simulate(black_box(s)))
+        });
+    }
+    group.finish();
+}
+
+/// Every startup and period of the million-cell sweep at delays 0, 50, 100, 150 and 199: 25,000
+/// cells spread over the whole range of blind windows, on one thread.
+fn sweep_slice(c: &mut Criterion) {
+    let grid = Grid::new(GridSpec {
+        delay: Axis::parse(Limit::DELAY, "0,50,100,150,199").expect("valid"),
+        period: Axis::parse(Limit::PERIOD, "1..=100").expect("valid"),
+        startup: Axis::parse(Limit::STARTUP, "0..=49").expect("valid"),
+        ..GridSpec::default()
+    })
+    .expect("valid");
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("a pool");
+    let mut group = c.benchmark_group("sweep");
+    group.throughput(Throughput::Elements(grid.cells()));
+    group.bench_function("slice_25000_cells_1_thread", |b| {
+        b.iter(|| pool.install(|| summarize(black_box(&grid), &|_| {})))
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    targets = lesson, big_scenario, desired_scan, sweep_slice
+}
+criterion_main!(benches);
