@@ -322,3 +322,83 @@ async fn two_controllers_elect_one_leader_create_nothing_twice_and_fail_over_wit
     assert_eq!(c.leader(), None, "a clean stop gives the lease up");
     agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_gates_the_ledger_and_a_copy_ignoring_sigterm_is_killed_after_its_grace() {
+    let mut c = Cluster::new();
+    let agent = c.agent("n1");
+    let ctl = c.controller("solo", Duration::from_secs(2));
+    let flags = c.dir.path().join("ready");
+    std::fs::create_dir_all(&flags).unwrap();
+    let w = WorkloadSpec {
+        name: "w".into(),
+        // Ignores SIGTERM (and so does the sleep it becomes), so only SIGKILL stops it.
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            "trap '' TERM; exec sleep 60".into(),
+        ],
+        copies: 1,
+        controller: ControllerKind::Intent,
+        period_ms: 200,
+        startup_ms: 0,
+        readiness: Some(vec![
+            "sh".into(),
+            "-c".into(),
+            format!("test -f {}/$SETPOINT_COPY", flags.display()),
+        ]),
+        grace_ms: 400,
+    };
+    ops::apply(&*c.store, &[w]).unwrap();
+    c.until("the copy runs", |c| c.processes().len() == 1).await;
+    // Not ready: it runs, but it is in flight, not on the ledger, however long it waits.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let g = &ops::get(&*c.store, Some("w"), 3_000, Some(&c.state_dir())).unwrap()[0];
+    assert_eq!((g.on_ledger, g.pending_create, g.live), (0, 1, Some(0)));
+    std::fs::write(flags.join("w-0"), "").unwrap();
+    c.converged(1).await;
+    assert_eq!(
+        c.created(),
+        1,
+        "a copy waiting for readiness is not created again"
+    );
+
+    ops::delete(&*c.store, "w").unwrap();
+    let asked = Instant::now();
+    c.until("the copy is gone", |c| c.processes().is_empty())
+        .await;
+    assert!(
+        asked.elapsed() >= Duration::from_millis(400),
+        "SIGTERM was ignored, so only SIGKILL after the grace period ends it"
+    );
+    ctl.stop().await;
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_lags_by_the_added_report_delay() {
+    let mut c = Cluster::new();
+    // An agent whose reports reach the store 600ms after it observes its copies.
+    c.nodes.push("slow".into());
+    let mut cfg = AgentConfig::new("slow", c.state_dir());
+    cfg.report_every = Duration::from_millis(50);
+    cfg.report_delay = Duration::from_millis(600);
+    let (trigger, shutdown) = shutdown_pair();
+    let store = Arc::clone(&c.store);
+    let task = tokio::spawn(async move { run_agent(store, cfg, shutdown).await.unwrap() });
+    let agent = Running { trigger, task };
+    let ctl = c.controller("solo", Duration::from_secs(2));
+    c.apply(2, ControllerKind::Intent);
+    c.until("the copies run", |c| c.live() == 2).await;
+    let ready = Instant::now();
+    c.converged(2).await;
+    assert!(
+        ready.elapsed() >= Duration::from_millis(450),
+        "the ledger showed the copies {:?} after they were ready",
+        ready.elapsed()
+    );
+    let lag = ops::status(&*c.store, 3_000).unwrap().nodes[0].report_lag_ms;
+    assert!(lag >= 600, "report lag {lag}ms");
+    ctl.stop().await;
+    agent.stop().await;
+}
