@@ -76,6 +76,9 @@ impl AgentConfig {
 pub struct CopyRecord {
     /// The assignment it runs: identity, owner and what to run.
     pub assignment: Assignment,
+    /// The assignment's `create_revision`: which incarnation of the name this copy is.
+    #[serde(default)]
+    pub incarnation: Revision,
     /// Its process (and process group) id; 0 if it never started.
     pub pid: u32,
     /// The process's start time in clock ticks since boot.
@@ -234,7 +237,7 @@ impl Agent {
         format!("agent {}", self.cfg.node)
     }
 
-    fn start(&mut self, a: Assignment, now: u64) {
+    fn start(&mut self, a: Assignment, incarnation: Revision, now: u64) {
         let log_path = self
             .cfg
             .state_dir
@@ -250,6 +253,7 @@ impl Agent {
         });
         let mut record = CopyRecord {
             assignment: a,
+            incarnation,
             pid: 0,
             start_ticks: 0,
             started_ms: now,
@@ -342,14 +346,14 @@ impl Agent {
     }
 
     /// Starts what is assigned and not started; stops what runs and is no longer assigned.
-    fn sync(&mut self, assigned: BTreeMap<String, Assignment>, now: u64) {
+    fn sync(&mut self, assigned: BTreeMap<String, (Assignment, Revision)>, now: u64) {
         let unwanted: Vec<(String, bool, u64)> = self
             .copies
             .iter()
             .filter(|(copy, l)| {
                 assigned
                     .get(*copy)
-                    .is_none_or(|a| a.owner_uid != l.record.assignment.owner_uid)
+                    .is_none_or(|(_, inc)| *inc != l.record.incarnation)
             })
             .map(|(c, l)| (c.clone(), l.exited(), l.record.assignment.grace_ms))
             .collect();
@@ -361,9 +365,10 @@ impl Agent {
                 self.begin_stop(&copy, grace, now);
             }
         }
-        for (copy, a) in assigned {
+        // A name assigned again waits until its earlier copy has stopped and been forgotten.
+        for (copy, (a, incarnation)) in assigned {
             if !self.copies.contains_key(&copy) {
-                self.start(a, now);
+                self.start(a, incarnation, now);
             }
         }
     }
@@ -379,6 +384,7 @@ impl Agent {
                     workload: r.assignment.workload.clone(),
                     owner_uid: r.assignment.owner_uid,
                     n: r.assignment.n,
+                    incarnation: r.incarnation,
                     phase: r.phase,
                     pid: r.pid,
                     start_ticks: r.start_ticks,
@@ -431,17 +437,17 @@ fn ready(l: &mut Local, now: u64) -> bool {
     false
 }
 
-/// Reads the assignments of `node`, by copy identity.
+/// Reads the assignments of `node`, by copy identity, each with its incarnation.
 fn assignments_of(
     store: &dyn Store,
     node: &str,
-) -> Result<BTreeMap<String, Assignment>, StoreError> {
+) -> Result<BTreeMap<String, (Assignment, Revision)>, StoreError> {
     let read = store.read(&[ASSIGNMENTS])?;
     let mut out = BTreeMap::new();
     for e in &read.entries {
         let a: Assignment = decode(e)?.value;
         if a.node == node {
-            out.insert(a.copy.clone(), a);
+            out.insert(a.copy.clone(), (a, e.create_revision));
         }
     }
     Ok(out)
@@ -602,7 +608,7 @@ pub async fn run_agent(
 /// exited records, and processes nobody recorded are adopted or reaped.
 fn recover(
     agent: &mut Agent,
-    assigned: &BTreeMap<String, Assignment>,
+    assigned: &BTreeMap<String, (Assignment, Revision)>,
     last_report: Option<&crate::store::Entry>,
     now: u64,
 ) -> Result<(), AgentError> {
@@ -637,13 +643,14 @@ fn recover(
             continue;
         }
         match assigned.get(&m.copy) {
-            Some(a) if !agent.copies.contains_key(&m.copy) => {
+            Some((a, incarnation)) if !agent.copies.contains_key(&m.copy) => {
                 log(
                     &who,
                     format!("adopted unrecorded {} (pid {})", m.copy, m.pid),
                 );
                 let record = CopyRecord {
                     assignment: a.clone(),
+                    incarnation: *incarnation,
                     pid: m.pid,
                     start_ticks: m.start_ticks,
                     started_ms: now,
@@ -680,10 +687,14 @@ fn recover(
             .into_iter()
             .filter(|c| c.phase == Phase::Exited)
         {
-            if let (Some(a), false) = (assigned.get(&c.copy), agent.copies.contains_key(&c.copy)) {
+            let Some((a, incarnation)) = assigned.get(&c.copy) else {
+                continue;
+            };
+            if *incarnation == c.incarnation && !agent.copies.contains_key(&c.copy) {
                 let mut l = Local::new(
                     CopyRecord {
                         assignment: a.clone(),
+                        incarnation: *incarnation,
                         pid: 0,
                         start_ticks: 0,
                         started_ms: c.started_ms,

@@ -320,7 +320,7 @@ fn spawn_worker(
             controller = c;
             match result {
                 Ok(r) => {
-                    let what = match r.action {
+                    let what = match &r.action {
                         Some(Action::Create {
                             target, counted, ..
                         }) if !r.created.is_empty() => Some(format!(

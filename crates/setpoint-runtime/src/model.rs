@@ -151,6 +151,10 @@ pub struct CopyReport {
     pub owner_uid: Revision,
     /// The copy's number.
     pub n: u64,
+    /// The `create_revision` of the assignment the copy runs: it tells this copy from an
+    /// earlier one of the same name (a name can be assigned again after its copy is gone).
+    #[serde(default)]
+    pub incarnation: Revision,
     /// Its phase when observed.
     pub phase: Phase,
     /// The process id, which is also its process group id.

@@ -122,10 +122,9 @@ pub fn plan_pass(
         },
         &view,
     );
-    report.action = action;
-    match action {
+    match action.as_ref() {
         None => {}
-        Some(Action::Create { batch, .. }) => {
+        Some(&Action::Create { batch, .. }) => {
             let nodes = place(snapshot, batch.count, settings.node_timeout_ms);
             if nodes.is_empty() {
                 // Nothing can run the copies: write nothing, and let the controller forget
@@ -169,6 +168,7 @@ pub fn plan_pass(
             }
         }
     }
+    report.action = action;
     for (key, stored) in view.exited_assignments() {
         if !report.deleted.contains(&stored.value.copy) {
             txn = txn.expect(key, stored.mod_revision).delete(key);
@@ -324,6 +324,13 @@ mod tests {
             .unwrap()
             .unwrap()
             .create_revision;
+        // Each copy runs the incarnation of its name that is assigned now.
+        let incarnation = |n| {
+            store
+                .get(&assignment_key("w", n))
+                .unwrap()
+                .map_or(0, |e| e.create_revision)
+        };
         let r = NodeReport {
             node: node.into(),
             observed_ms: store.now_ms(),
@@ -336,6 +343,7 @@ mod tests {
                     workload: "w".into(),
                     owner_uid: uid,
                     n,
+                    incarnation: incarnation(n),
                     phase,
                     pid: 0,
                     start_ticks: 0,

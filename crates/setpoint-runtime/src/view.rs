@@ -20,10 +20,12 @@ pub struct WorkloadView<'s> {
     now_ms: u64,
     /// The declaration.
     pub spec: &'s Stored<WorkloadSpec>,
-    /// Copy numbers on the ledger, each with the node that reported it.
-    ledger: BTreeMap<u64, &'s str>,
-    /// Copy numbers reported exited by a live node.
-    exited: BTreeSet<u64>,
+    /// Copy numbers on the ledger, each with the incarnation reported running.
+    ledger: BTreeMap<u64, Revision>,
+    /// Copies (number, incarnation) reported exited by a live node.
+    exited: BTreeSet<(u64, Revision)>,
+    /// The oldest observation among the live nodes' last reports, in store milliseconds.
+    reported_before: u64,
     /// The workload's assignments by copy number, with their keys.
     assigned: BTreeMap<u64, (&'s str, &'s Stored<Assignment>)>,
     /// Nodes whose reports are recent enough to believe.
@@ -46,17 +48,20 @@ impl<'s> WorkloadView<'s> {
             .collect();
         let mut ledger = BTreeMap::new();
         let mut exited = BTreeSet::new();
+        let mut reported_before = snapshot.now_ms;
         for node in &live_nodes {
-            for c in &snapshot.reports[*node].value.copies {
+            let report = &snapshot.reports[*node].value;
+            reported_before = reported_before.min(report.observed_ms);
+            for c in &report.copies {
                 if c.workload != name || c.owner_uid != uid {
                     continue;
                 }
                 match c.phase {
                     Phase::Running => {
-                        ledger.insert(c.n, *node);
+                        ledger.insert(c.n, c.incarnation);
                     }
                     Phase::Exited => {
-                        exited.insert(c.n);
+                        exited.insert((c.n, c.incarnation));
                     }
                     Phase::Starting => {}
                 }
@@ -73,6 +78,7 @@ impl<'s> WorkloadView<'s> {
             spec,
             ledger,
             exited,
+            reported_before,
             assigned,
             live_nodes,
             next,
@@ -100,27 +106,54 @@ impl<'s> WorkloadView<'s> {
         self.assigned.get(&n).copied()
     }
 
-    /// Assignments whose copy a live node reported exited: their work is over.
+    /// Assignments whose copy (this incarnation of it) a live node reported exited: their work
+    /// is over.
     pub fn exited_assignments(
         &self,
     ) -> impl Iterator<Item = (&'s str, &'s Stored<Assignment>)> + '_ {
         self.assigned
             .iter()
-            .filter(|(n, _)| self.exited.contains(n))
+            .filter(|(&n, (_, a))| self.exited.contains(&(n, a.create_revision)))
             .map(|(_, &a)| a)
     }
 
-    fn is_in_flight(&self, n: u64, a: &Assignment) -> bool {
-        self.live_nodes.contains(a.node.as_str())
-            && !self.ledger.contains_key(&n)
-            && !self.exited.contains(&n)
+    /// Whether the ledger shows copy `n` (the counterpart of `LedgerView::shows`).
+    pub fn shows(&self, n: u64) -> bool {
+        self.ledger.contains_key(&n)
+    }
+
+    /// The `k` oldest copies on the ledger, where `k` delete commands go (the counterpart of
+    /// `LedgerView::oldest_on_ledger`).
+    pub fn oldest_on_ledger(&self, k: u64) -> Vec<u64> {
+        self.ledger.keys().take(k as usize).copied().collect()
+    }
+
+    /// Every change observed before this time (store milliseconds) is on the ledger: the
+    /// oldest observation among the live nodes' last reports (the counterpart of
+    /// `LedgerView::reported_before`).
+    pub fn reported_before(&self) -> u64 {
+        self.reported_before
+    }
+
+    /// Whether a copy named `n` exists and has not reached the ledger: a named creation in
+    /// flight (the counterpart of `LedgerView::name_in_flight`).
+    pub fn name_in_flight(&self, n: u64) -> bool {
+        self.assigned
+            .get(&n)
+            .is_some_and(|(_, a)| self.is_in_flight(n, a))
+    }
+
+    fn is_in_flight(&self, n: u64, a: &Stored<Assignment>) -> bool {
+        self.live_nodes.contains(a.value.node.as_str())
+            && self.ledger.get(&n) != Some(&a.create_revision)
+            && !self.exited.contains(&(n, a.create_revision))
     }
 
     /// Copies created and not yet on the ledger (all of them, not only one controller's).
     pub fn pending_creates(&self) -> u64 {
         self.assigned
             .iter()
-            .filter(|(&n, (_, a))| self.is_in_flight(n, &a.value))
+            .filter(|(&n, (_, a))| self.is_in_flight(n, a))
             .count() as u64
     }
 
@@ -145,7 +178,7 @@ impl LedgerView for WorkloadView<'_> {
     fn in_flight(&self, batch: Batch) -> u64 {
         self.assigned
             .range(batch.first.0..batch.end())
-            .filter(|(&n, (_, a))| self.is_in_flight(n, &a.value))
+            .filter(|(&n, (_, a))| self.is_in_flight(n, a))
             .count() as u64
     }
 

@@ -402,3 +402,48 @@ async fn the_ledger_lags_by_the_added_report_delay() {
     ctl.stop().await;
     agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_assigned_again_after_its_copy_exited_starts_a_new_copy_exactly_once() {
+    use setpoint_runtime::model::{assignment_key, encode, Assignment};
+    use setpoint_runtime::store::Txn;
+    // What the `named` controller will do: give the name w-0 again once its copy is gone. The
+    // agent must tell the new incarnation from the exited one, and start it once.
+    let mut c = Cluster::new();
+    let agent = c.agent("n1");
+    let a = Assignment {
+        copy: "w-0".into(),
+        workload: "w".into(),
+        owner_uid: 1,
+        n: 0,
+        node: "n1".into(),
+        command: vec!["sleep".into(), "60".into()],
+        startup_ms: 0,
+        readiness: None,
+        grace_ms: 100,
+        created_ms: 0,
+    };
+    let key = assignment_key("w", 0);
+    c.store
+        .commit(&Txn::new().expect(&key, 0).put(&key, encode(&a)))
+        .unwrap();
+    c.until("w-0 runs", |c| c.processes().len() == 1).await;
+    let first = c.processes()["w-0"][0];
+    ops::kill(&c.state_dir(), "w", 1).unwrap();
+    // Replace the assignment in one transaction: a new incarnation of the same name.
+    let old = c.store.get(&key).unwrap().unwrap().mod_revision;
+    c.store
+        .commit(
+            &Txn::new()
+                .expect(&key, old)
+                .delete(&key)
+                .put(&key, encode(&a)),
+        )
+        .unwrap();
+    c.until("a new w-0 runs", |c| {
+        c.processes().get("w-0").is_some_and(|p| p[0] != first)
+    })
+    .await;
+    c.holds(1, Duration::from_millis(400)).await;
+    agent.stop().await;
+}
