@@ -28,6 +28,12 @@ pub enum Command {
     Run(RunArgs),
     /// Scan report delay against loop period and test the lesson's relation on every cell.
     Relation(crate::relation::RelationArgs),
+    /// Draw pictures as SVG: a run's timeline, or a heatmap of overshoot over G x U.
+    #[command(subcommand)]
+    Plot(crate::plot::PlotCommand),
+    /// Write one self-contained HTML page: the lesson's tables, a run's metrics and prediction,
+    /// its timeline and the overshoot heatmap.
+    Report(crate::report::ReportArgs),
     /// Run a grid of scenarios in parallel: one row per cell, or only the counts.
     Sweep(crate::sweep::SweepArgs),
     /// The real runtime's commands.
@@ -91,6 +97,10 @@ pub struct RunArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: RunFormat,
+    /// Also write one CSV row per second to FILE: t, desired, live, seen, pending, created,
+    /// delete commands, deletions and deaths.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
 }
 
 /// A parsed `--deaths` list. A newtype, so that clap takes the whole list as one value.

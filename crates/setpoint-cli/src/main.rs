@@ -4,7 +4,9 @@
 //! Exit codes: 0 success (a closed output pipe counts as success), 1 failure, 2 bad input.
 
 mod args;
+mod plot;
 mod relation;
+mod report;
 mod runtime;
 mod sweep;
 
@@ -14,7 +16,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use setpoint_sim::lesson;
-use setpoint_sim::{simulate, Scenario, ScenarioError};
+use setpoint_sim::{simulate, simulate_traced, Scenario, ScenarioError, TraceRow};
 
 use args::{Cli, Command, LessonPart, RunArgs, RunFormat};
 
@@ -105,6 +107,8 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         },
         Command::Run(args) => run(&args)?,
         Command::Relation(args) => relation::run(&args)?,
+        Command::Plot(command) => plot::run(&command)?,
+        Command::Report(args) => report::run(&args)?,
         Command::Sweep(args) => return sweep::run(args),
         Command::Runtime(cmd) => runtime::execute(cmd)?,
     };
@@ -115,9 +119,34 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Simulates `scenario`, writing its per-second trace to `path` as CSV.
+fn write_trace(
+    scenario: &Scenario,
+    path: &std::path::Path,
+) -> anyhow::Result<setpoint_sim::Metrics> {
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("cannot create the trace file {}", path.display()))?;
+    let mut out = io::BufWriter::new(file);
+    let mut failed = writeln!(out, "{}", TraceRow::CSV_HEADER).err();
+    let m = simulate_traced(scenario, &mut |row| {
+        if failed.is_none() {
+            failed = writeln!(out, "{}", row.csv()).err();
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e).with_context(|| format!("writing the trace file {}", path.display()));
+    }
+    out.flush()
+        .with_context(|| format!("writing the trace file {}", path.display()))?;
+    Ok(m)
+}
+
 fn run(args: &RunArgs) -> anyhow::Result<String> {
     let scenario = Scenario::new(args.world.spec(args.delay, args.period))?;
-    let m = simulate(&scenario);
+    let m = match &args.trace {
+        None => simulate(&scenario),
+        Some(path) => write_trace(&scenario, path)?,
+    };
     Ok(match args.format {
         RunFormat::Table => format!(
             "{}\n{}\n",

@@ -196,6 +196,74 @@ fn relation_boundary_counts_regions_and_the_predictor_has_no_mismatch() {
     assert_eq!(json["predictor_mismatches"], 0);
 }
 
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("setpoint-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn plot_timeline_and_heatmap_write_svg_files() {
+    let dir = temp_dir("plot");
+    let tl = dir.join("run.svg");
+    let hm = dir.join("overshoot.svg");
+    stdout(&["plot", "timeline", "-G", "60", "-o", tl.to_str().unwrap()]);
+    stdout(&[
+        "plot",
+        "heatmap",
+        "--delays",
+        "0..=30:10",
+        "--periods",
+        "1..=20",
+        "-o",
+        hm.to_str().unwrap(),
+    ]);
+    let tl = std::fs::read_to_string(tl).unwrap();
+    let hm = std::fs::read_to_string(hm).unwrap();
+    assert!(tl.starts_with("<svg") && tl.contains("overshoot 24, peak 30, stable at 495 s"));
+    assert!(hm.starts_with("<svg") && hm.contains("boundary U = G + B (B = 5)"));
+    let out = setpoint(&[
+        "plot",
+        "heatmap",
+        "--delays",
+        "0..=1000",
+        "--periods",
+        "1..=1000",
+        "-o",
+        "/dev/null",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("accepted at most 200000"));
+}
+
+#[test]
+fn report_is_one_self_contained_page() {
+    let dir = temp_dir("report");
+    let page = dir.join("report.html");
+    stdout(&["report", "-G", "20", "-o", page.to_str().unwrap()]);
+    let html = std::fs::read_to_string(page).unwrap();
+    for needle in [
+        "<!DOCTYPE html>",
+        "This run",
+        "Timeline",
+        "<svg",
+        "measured boundary",
+    ] {
+        assert!(html.contains(needle), "missing {needle}");
+    }
+    // The lesson's tables, escaped for HTML but otherwise as printed.
+    assert!(html.contains(&golden("lesson-loop.txt")));
+    // Nothing that would make the browser fetch anything.
+    for fetch in [
+        "src=", "href=", "url(", "@import", "<script", "<link", "<iframe",
+    ] {
+        assert!(
+            !html.contains(fetch),
+            "the page would fetch something: {fetch}"
+        );
+    }
+}
+
 #[test]
 fn long_runs_with_many_copies_work() {
     let text = stdout(&[

@@ -192,6 +192,62 @@ impl Tally {
 /// Runs `scenario` and returns its metrics. Deterministic: the same scenario always gives the
 /// same metrics.
 pub fn simulate(scenario: &Scenario) -> Metrics {
+    run(scenario, None)
+}
+
+/// One second of a run: the state at the end of second `t` and what happened during it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct TraceRow {
+    /// The second.
+    pub t: Time,
+    /// Declared copies.
+    pub desired: u64,
+    /// Copies running at the end of the second.
+    pub live: u64,
+    /// Copies the ledger shows at the end of the second.
+    pub seen: u64,
+    /// Copies created and alive that have not reached the ledger yet (work in flight), whether or
+    /// not the controller counts them.
+    pub pending: u64,
+    /// Copies created during the second.
+    pub created: u64,
+    /// Delete commands sent during the second.
+    pub delete_commands: u64,
+    /// Copies deleted by those commands.
+    pub deleted: u64,
+    /// Copies killed by scripted deaths during the second.
+    pub died: u64,
+}
+
+impl TraceRow {
+    /// The CSV header of a trace.
+    pub const CSV_HEADER: &'static str =
+        "t,desired,live,seen,pending,created,delete_commands,deleted,died";
+
+    /// The row as CSV, without a newline.
+    pub fn csv(&self) -> String {
+        format!(
+            "{},{},{},{},{},{},{},{},{}",
+            self.t,
+            self.desired,
+            self.live,
+            self.seen,
+            self.pending,
+            self.created,
+            self.delete_commands,
+            self.deleted,
+            self.died
+        )
+    }
+}
+
+/// Runs `scenario` like [`simulate`] and hands `observer` one [`TraceRow`] per second, in order,
+/// from 0 to the duration. The metrics are the same as [`simulate`]'s.
+pub fn simulate_traced(scenario: &Scenario, observer: &mut dyn FnMut(&TraceRow)) -> Metrics {
+    run(scenario, Some(observer))
+}
+
+fn run(scenario: &Scenario, mut observer: Option<&mut dyn FnMut(&TraceRow)>) -> Metrics {
     let spec = scenario.spec();
     let (period, delay, startup, duration) = (spec.period, spec.delay, spec.startup, spec.duration);
     let desired = Desired {
@@ -209,6 +265,7 @@ pub fn simulate(scenario: &Scenario) -> Metrics {
 
     let mut t: Time = 0;
     loop {
+        let before = (tally.created, tally.commands, tally.deleted, tally.died);
         dirty |= world.advance(t, delay);
 
         // CA23: scripted deaths come first in a second, and strike the oldest live copies.
@@ -261,6 +318,27 @@ pub fn simulate(scenario: &Scenario) -> Metrics {
         let next = earliest(earliest(world.next_change(delay), next_death), next_round)
             .map_or(duration + 1, |n| n.min(duration + 1));
         tally.hold(world.live(), desired.copies, t, next - 1);
+        if let Some(observe) = observer.as_mut() {
+            let mut row = TraceRow {
+                t,
+                desired: desired.copies,
+                live: world.live(),
+                seen: world.visible - world.gone,
+                pending: world.created - world.dead.max(world.visible),
+                created: tally.created - before.0,
+                delete_commands: tally.commands - before.1,
+                deleted: tally.deleted - before.2,
+                died: tally.died - before.3,
+            };
+            observe(&row);
+            // Until `next` nothing changes but the identical rounds' wasted commands.
+            (row.created, row.deleted, row.died) = (0, 0, 0);
+            for s in t + 1..next {
+                row.t = s;
+                row.delete_commands = if s % period == 0 { repeat_commands } else { 0 };
+                observe(&row);
+            }
+        }
 
         // Rounds strictly between t and next repeat the last pass.
         let skipped = (next - 1) / period - t / period;
@@ -445,6 +523,36 @@ mod tests {
         });
         assert_eq!(m.rounds, 901);
         assert!(m.delete_commands > m.deleted);
+    }
+
+    #[test]
+    fn trace_has_one_row_per_second_and_adds_up_to_the_metrics() {
+        for (g, controller) in [(60, Ledger), (20, Intent), (0, Ledger)] {
+            let s = Scenario::lesson(g, controller);
+            let mut rows = Vec::new();
+            let m = simulate_traced(&s, &mut |r| rows.push(*r));
+            assert_eq!(m, simulate(&s));
+            assert_eq!(rows.len(), 901);
+            assert!(rows.iter().enumerate().all(|(i, r)| r.t == i as u64));
+            assert_eq!(rows.iter().map(|r| r.created).sum::<u64>(), m.created);
+            assert_eq!(
+                rows.iter().map(|r| r.delete_commands).sum::<u64>(),
+                m.delete_commands
+            );
+            assert_eq!(rows.iter().map(|r| r.deleted).sum::<u64>(), m.deleted);
+            assert_eq!(rows.iter().map(|r| r.died).sum::<u64>(), m.died);
+            assert_eq!(rows.iter().map(|r| r.live).max(), Some(m.peak_live));
+        }
+    }
+
+    #[test]
+    fn trace_shows_the_stale_ledger_at_g60() {
+        // At second 64 four batches of six run, but the first reaches the ledger only at 65.
+        let mut rows = Vec::new();
+        simulate_traced(&Scenario::lesson(60, Ledger), &mut |r| rows.push(*r));
+        assert_eq!((rows[64].live, rows[64].seen), (6 * 4, 0));
+        assert_eq!(rows[65].seen, 6);
+        assert_eq!(rows[0].pending, 6);
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub mod predict;
 pub mod scenario;
 pub mod sweep;
 
-pub use engine::simulate;
+pub use engine::{simulate, simulate_traced, TraceRow};
 pub use metrics::Metrics;
 pub use scenario::{parse_deaths, Death, Limit, Scenario, ScenarioError, ScenarioSpec};
 pub use sweep::{Axis, Grid, GridError, GridSpec, RowFormat, Summary, SweepRow};

@@ -36,6 +36,16 @@ proptest! {
         }
     }
 
+    /// The engine's per-second trace equals the oracle's, second by second.
+    #[test]
+    fn engine_trace_agrees_with_the_oracle(spec in generators::scenario(20)) {
+        let scenario = Scenario::new(spec).unwrap();
+        let mut rows = Vec::new();
+        setpoint_sim::simulate_traced(&scenario, &mut |r| rows.push(*r));
+        let (_, want) = oracle::run_traced(scenario.spec());
+        prop_assert_eq!(rows, want);
+    }
+
     /// Running the same scenario twice gives the same metrics.
     #[test]
     fn engine_is_deterministic(spec in generators::scenario(40)) {

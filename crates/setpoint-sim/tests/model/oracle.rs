@@ -5,7 +5,7 @@
 //! scripted deaths actually killed, and a run that never drifts is stable from second 0.
 
 use setpoint_core::ControllerKind;
-use setpoint_sim::{Metrics, ScenarioSpec};
+use setpoint_sim::{Metrics, ScenarioSpec, TraceRow};
 
 #[derive(Clone, Copy)]
 struct Copy {
@@ -14,6 +14,12 @@ struct Copy {
 }
 
 pub fn run(s: &ScenarioSpec) -> Metrics {
+    run_traced(s).0
+}
+
+/// The metrics and one row per second.
+pub fn run_traced(s: &ScenarioSpec) -> (Metrics, Vec<TraceRow>) {
+    let mut rows = Vec::new();
     let mut copies: Vec<Copy> = Vec::new();
     let (g, b, u) = (s.delay, s.startup, s.period);
     let (mut rounds, mut created, mut commands, mut deleted, mut died) = (0u64, 0, 0, 0, 0);
@@ -22,6 +28,7 @@ pub fn run(s: &ScenarioSpec) -> Metrics {
     let alive = |c: &Copy, t: u64| c.ready <= t && c.death.is_none_or(|d| d > t);
     let seen = |c: &Copy, t: u64| c.ready + g <= t && c.death.is_none_or(|d| d + g > t);
     for t in 0..=s.duration {
+        let before = (created, commands, deleted, died);
         for d in &s.deaths {
             if d.at == t {
                 let mut left = d.count;
@@ -76,8 +83,22 @@ pub fn run(s: &ScenarioSpec) -> Metrics {
         if live != s.desired {
             last_drift = Some(t);
         }
+        rows.push(TraceRow {
+            t,
+            desired: s.desired,
+            live,
+            seen: copies.iter().filter(|c| seen(c, t)).count() as u64,
+            pending: copies
+                .iter()
+                .filter(|c| c.death.is_none() && c.ready + g > t)
+                .count() as u64,
+            created: created - before.0,
+            delete_commands: commands - before.1,
+            deleted: deleted - before.2,
+            died: died - before.3,
+        });
     }
-    Metrics {
+    let m = Metrics {
         rounds,
         work_per_round: (created + commands) as f64 / rounds as f64,
         created,
@@ -93,5 +114,6 @@ pub fn run(s: &ScenarioSpec) -> Metrics {
         died,
         peak_live: peak,
         copy_seconds_above: above,
-    }
+    };
+    (m, rows)
 }
