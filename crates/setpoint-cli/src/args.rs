@@ -42,6 +42,9 @@ pub enum Command {
     Report(crate::report::ReportArgs),
     /// Run a grid of scenarios in parallel: one row per cell, or only the counts.
     Sweep(crate::sweep::SweepArgs),
+    /// The real runtime's commands.
+    #[command(flatten)]
+    Runtime(crate::runtime::RuntimeCommand),
 }
 
 /// A block of the lesson's output.

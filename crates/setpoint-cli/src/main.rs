@@ -8,6 +8,7 @@ mod lab;
 mod plot;
 mod relation;
 mod report;
+mod runtime;
 mod sweep;
 
 use std::io::{self, Write};
@@ -40,6 +41,7 @@ fn main() -> ExitCode {
                 || e.downcast_ref::<setpoint_sim::GridError>().is_some()
                 || e.downcast_ref::<BadInput>().is_some()
                 || e.downcast_ref::<LabError>().is_some()
+                || runtime::is_bad_input(&e)
             {
                 ExitCode::from(2)
             } else {
@@ -122,6 +124,7 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         Command::Plot(command) => plot::run(&command)?,
         Command::Report(args) => report::run(&args)?,
         Command::Sweep(args) => return sweep::run(args),
+        Command::Runtime(cmd) => runtime::execute(cmd)?,
     };
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())
