@@ -45,6 +45,9 @@ pub enum Command {
     /// The real runtime's commands.
     #[command(flatten)]
     Runtime(crate::runtime::RuntimeCommand),
+    /// Model against reality: measure real runs, run the lab's scenarios on real processes.
+    #[command(flatten)]
+    Reality(crate::reality::RealityCommand),
 }
 
 /// A block of the lesson's output.

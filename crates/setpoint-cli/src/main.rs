@@ -6,6 +6,7 @@
 mod args;
 mod lab;
 mod plot;
+mod reality;
 mod relation;
 mod report;
 mod runtime;
@@ -125,6 +126,7 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         Command::Report(args) => report::run(&args)?,
         Command::Sweep(args) => return sweep::run(args),
         Command::Runtime(cmd) => runtime::execute(cmd)?,
+        Command::Reality(cmd) => reality::execute(cmd)?,
     };
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())

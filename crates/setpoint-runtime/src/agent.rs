@@ -28,6 +28,7 @@ use std::time::Duration;
 use rustix::process::Signal;
 use serde::{Deserialize, Serialize};
 
+use crate::events::{self, CopyEvent, CopyEventKind};
 use crate::model::{
     decode, encode, report_key, Assignment, CopyReport, NodeReport, Phase, ASSIGNMENTS,
 };
@@ -37,7 +38,7 @@ use crate::store::{Revision, Store, StoreError, Txn};
 
 /// How often a failed readiness command is run again.
 const READINESS_RETRY_MS: u64 = 100;
-/// How often the agent looks at its processes.
+/// How often the agent looks at its processes, unless configured otherwise.
 const TICK: Duration = Duration::from_millis(25);
 /// The grace period given to a copy found running with no record of its assignment.
 const UNKNOWN_GRACE_MS: u64 = 1_000;
@@ -55,11 +56,14 @@ pub struct AgentConfig {
     pub report_delay: Duration,
     /// How often the agent reads its assignments.
     pub sync_every: Duration,
+    /// How often the agent looks at its processes: readiness, exits and stops are noticed up to
+    /// one tick late, and reports and assignment reads happen on ticks.
+    pub tick: Duration,
 }
 
 impl AgentConfig {
     /// An agent for `node` keeping state in `state_dir`: R = 1s, no added delay, assignments
-    /// read every 100ms.
+    /// read every 100ms, a tick every 25ms.
     pub fn new(node: impl Into<String>, state_dir: impl Into<PathBuf>) -> Self {
         Self {
             node: node.into(),
@@ -67,6 +71,7 @@ impl AgentConfig {
             report_every: Duration::from_secs(1),
             report_delay: Duration::ZERO,
             sync_every: Duration::from_millis(100),
+            tick: TICK,
         }
     }
 }
@@ -207,6 +212,11 @@ struct Agent {
     dirty: bool,
     report_rev: Revision,
     queue: VecDeque<(u64, NodeReport)>,
+    /// Event-log entries not written yet (key, value).
+    events: Vec<(String, String)>,
+    /// What the last report written showed running, (workload, n) → incarnation: the ledger's
+    /// view of this node.
+    shown: BTreeMap<(String, u64), Revision>,
 }
 
 impl Agent {
@@ -235,6 +245,55 @@ impl Agent {
 
     fn who(&self) -> String {
         format!("agent {}", self.cfg.node)
+    }
+
+    /// Queues an event-log entry for copy `r`.
+    fn log_event(&mut self, kind: CopyEventKind, r: &CopyRecord, at_ms: u64) {
+        let event = CopyEvent {
+            at_ms,
+            node: self.cfg.node.clone(),
+            pid: (kind == CopyEventKind::Start).then_some(r.pid),
+            commanded: kind == CopyEventKind::Exit && r.stopping,
+            how: if kind == CopyEventKind::Exit {
+                r.exit.clone()
+            } else {
+                None
+            },
+        };
+        let key =
+            events::copy_event_key(&r.assignment.workload, kind, r.assignment.n, r.incarnation);
+        self.events.push((key, encode(&event)));
+    }
+
+    /// After `report` was written at `now`: logs the copies it brought onto the ledger and those
+    /// it took off.
+    fn log_ledger_changes(&mut self, report: &NodeReport, now: u64) {
+        let shown: BTreeMap<(String, u64), Revision> = report
+            .copies
+            .iter()
+            .filter(|c| c.phase == Phase::Running)
+            .map(|c| ((c.workload.clone(), c.n), c.incarnation))
+            .collect();
+        let event = encode(&CopyEvent {
+            at_ms: now,
+            node: self.cfg.node.clone(),
+            pid: None,
+            commanded: false,
+            how: None,
+        });
+        for ((w, n), inc) in &shown {
+            if self.shown.get(&(w.clone(), *n)) != Some(inc) {
+                let key = events::copy_event_key(w, CopyEventKind::Seen, *n, *inc);
+                self.events.push((key, event.clone()));
+            }
+        }
+        for ((w, n), inc) in &self.shown {
+            if shown.get(&(w.clone(), *n)) != Some(inc) {
+                let key = events::copy_event_key(w, CopyEventKind::Unseen, *n, *inc);
+                self.events.push((key, event.clone()));
+            }
+        }
+        self.shown = shown;
     }
 
     fn start(&mut self, a: Assignment, incarnation: Revision, now: u64) {
@@ -266,6 +325,7 @@ impl Agent {
         let copy = record.assignment.copy.clone();
         let local = match spawned {
             Ok((child, start_ticks)) => {
+                crate::failpoint::hit("agent-after-spawn");
                 record.pid = child.id();
                 record.start_ticks = start_ticks;
                 log(&self.who(), format!("started {copy} (pid {})", record.pid));
@@ -278,10 +338,16 @@ impl Agent {
                 l
             }
         };
+        let record = local.record.clone();
         self.copies.insert(copy, local);
         self.dirty = true;
         // Record the pid before anything else can go wrong.
         self.save();
+        crate::failpoint::hit("agent-after-record");
+        self.log_event(CopyEventKind::Start, &record, now);
+        if record.phase == Phase::Exited {
+            self.log_event(CopyEventKind::Exit, &record, now);
+        }
     }
 
     fn begin_stop(&mut self, copy: &str, grace_ms: u64, now: u64) {
@@ -303,6 +369,7 @@ impl Agent {
     fn watch(&mut self, now: u64) {
         let who = self.who();
         let mut gone = Vec::new();
+        let mut happened = Vec::new();
         for (copy, l) in &mut self.copies {
             if l.exited() {
                 continue;
@@ -319,6 +386,7 @@ impl Agent {
             if let Some(how) = ended {
                 log(&who, format!("{copy} ended: {how}"));
                 l.mark_exited(now, how);
+                happened.push((CopyEventKind::Exit, l.record.clone()));
                 self.dirty = true;
                 if l.record.stopping {
                     gone.push(copy.clone());
@@ -336,8 +404,12 @@ impl Agent {
             if l.record.phase == Phase::Starting && ready(l, now) {
                 l.record.phase = Phase::Running;
                 l.record.ready_ms = Some(now);
+                happened.push((CopyEventKind::Ready, l.record.clone()));
                 self.dirty = true;
             }
+        }
+        for (kind, record) in happened {
+            self.log_event(kind, &record, now);
         }
         // A copy stopped because its assignment is gone has nothing left to report.
         for copy in gone {
@@ -493,6 +565,8 @@ pub async fn run_agent(
         dirty: true,
         report_rev: 0,
         queue: VecDeque::new(),
+        events: Vec::new(),
+        shown: BTreeMap::new(),
         cfg,
     };
     let who = agent.who();
@@ -507,13 +581,22 @@ pub async fn run_agent(
     .await?;
     let now = store.now_ms();
     agent.report_rev = last_report.as_ref().map_or(0, |e| e.mod_revision);
+    if let Some(e) = &last_report {
+        // The ledger still shows what the last agent reported.
+        let before = decode::<NodeReport>(e)?.value;
+        agent.log_ledger_changes(&before, now);
+        agent.events.clear();
+    }
     recover(&mut agent, &assigned, last_report.as_ref(), now)?;
     agent.sync(assigned, now);
     agent.save();
     let first = agent.observe(now);
     let node = agent.cfg.node.clone();
     let rev = agent.report_rev;
+    let written = first.clone();
     agent.report_rev = blocking(&store, move |s| publish(s, &node, rev, &first)).await?;
+    agent.log_ledger_changes(&written, now);
+    flush_events(&store, &mut agent).await;
     log(&who, format!("ready with {} copies", agent.copies.len()));
 
     let report_every = agent.cfg.report_every.as_millis() as u64;
@@ -521,7 +604,7 @@ pub async fn run_agent(
     let delay = agent.cfg.report_delay.as_millis() as u64;
     let mut next_sync = now + sync_every;
     let mut next_report = now + report_every;
-    let mut tick = tokio::time::interval(TICK);
+    let mut tick = tokio::time::interval(agent.cfg.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -551,11 +634,17 @@ pub async fn run_agent(
             report.reported_ms = now;
             let node = agent.cfg.node.clone();
             let rev = agent.report_rev;
+            let written = report.clone();
             match blocking(&store, move |s| publish(s, &node, rev, &report)).await {
-                Ok(r) => agent.report_rev = r,
+                Ok(r) => {
+                    crate::failpoint::hit("agent-after-report");
+                    agent.report_rev = r;
+                    agent.log_ledger_changes(&written, now);
+                }
                 Err(e) => log(&who, format!("cannot report: {e}")),
             }
         }
+        flush_events(&store, &mut agent).await;
     }
 
     // Shutdown: stop every copy, wait for them, report at once.
@@ -593,14 +682,32 @@ pub async fn run_agent(
     }
     agent.dirty = true;
     agent.save();
-    let last = agent.observe(store.now_ms());
+    let now = store.now_ms();
+    let last = agent.observe(now);
     let node = agent.cfg.node.clone();
     let rev = agent.report_rev;
-    if let Err(e) = blocking(&store, move |s| publish(s, &node, rev, &last)).await {
-        log(&who, format!("cannot write the last report: {e}"));
+    let written = last.clone();
+    match blocking(&store, move |s| publish(s, &node, rev, &last)).await {
+        Ok(_) => agent.log_ledger_changes(&written, now),
+        Err(e) => log(&who, format!("cannot write the last report: {e}")),
     }
+    flush_events(&store, &mut agent).await;
     log(&who, "stopped");
     Ok(())
+}
+
+/// Writes the agent's queued event-log entries in one transaction; on failure keeps them for the
+/// next tick.
+async fn flush_events(store: &Arc<dyn Store>, agent: &mut Agent) {
+    if agent.events.is_empty() {
+        return;
+    }
+    let batch = std::mem::take(&mut agent.events);
+    let kept = batch.clone();
+    if let Err(e) = blocking(store, move |s| events::append_all(s, batch)).await {
+        log(&agent.who(), format!("cannot write the event log: {e}"));
+        agent.events = kept;
+    }
 }
 
 /// Rebuilds the agent's copies from its state file, the processes carrying its mark and its
@@ -630,6 +737,8 @@ fn recover(
             let mut l = Local::new(record, None);
             if !l.exited() {
                 l.mark_exited(now, "ended while the agent was down".into());
+                let r = l.record.clone();
+                agent.log_event(CopyEventKind::Exit, &r, now);
             }
             agent.copies.insert(copy, l);
         }

@@ -304,7 +304,10 @@ fn spawn_worker(
         let who = format!("loop {name}");
         let mut controller = runtime_controller(key.kind);
         let mut every = tokio::time::interval(Duration::from_millis(key.period_ms));
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Rounds stay on the grid `start + k·U`, as the lesson's rounds sit at multiples of U: a
+        // pass that overruns skips the rounds it missed rather than shifting every later round
+        // (measured by `setpoint experiment lesson --real`, docs/model-vs-reality.md).
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             tokio::select! {
                 _ = stopped.wait() => return,

@@ -11,15 +11,19 @@
 //!   cannot both win;
 //! - `Delete`: the assignments of the oldest copies on the ledger are removed, each only if
 //!   unchanged. A command to a copy whose assignment is already gone counts and does nothing;
-//! - garbage: assignments whose copy a node reported exited are removed.
+//! - garbage: assignments whose copy a node reported exited are removed;
+//! - the event log ([`crate::events`]): the pass's round, each creation and each removal by a
+//!   delete command, each created only if absent, in the same transaction. A pass that does
+//!   nothing else still writes its round.
 
 use std::collections::BTreeMap;
 
 use setpoint_core::{Action, Controller, Desired, LedgerView};
 
+use crate::events::{self, CopyEvent, CopyEventKind, RoundEvent};
 use crate::model::{
     assignment_key, copy_name, counter_key, encode, workload_key, Assignment, Counter, Snapshot,
-    LEADER,
+    Stored, LEADER,
 };
 use crate::store::{Revision, Store, StoreError, Txn};
 use crate::view::WorkloadView;
@@ -122,6 +126,7 @@ pub fn plan_pass(
         },
         &view,
     );
+    let mut commanded = Vec::new();
     match action.as_ref() {
         None => {}
         Some(&Action::Create { batch, .. }) => {
@@ -138,6 +143,7 @@ pub fn plan_pass(
                     .put(counter_key(name), encode(&Counter { next: batch.end() }));
                 for (i, node) in (batch.first.0..batch.end()).zip(nodes) {
                     let key = assignment_key(name, i);
+                    txn = log_copy(txn, name, CopyEventKind::Create, i, snapshot, &node);
                     let a = new_assignment(name, i, node, &view, snapshot.now_ms);
                     report.created.push(a.copy.clone());
                     txn = txn.expect(key.clone(), 0).put(key, encode(&a));
@@ -166,6 +172,7 @@ pub fn plan_pass(
                     .expect(counter_key(name), counter.map_or(0, |c| c.mod_revision))
                     .put(counter_key(name), encode(&Counter { next }));
                 for (k, node) in fresh.iter().copied().zip(nodes) {
+                    txn = log_copy(txn, name, CopyEventKind::Create, k, snapshot, &node);
                     let a = new_assignment(name, k, node, &view, snapshot.now_ms);
                     report.created.push(a.copy.clone());
                     let key = assignment_key(name, k);
@@ -174,7 +181,9 @@ pub fn plan_pass(
             }
             report.delete_commands = delete.len() as u64;
             for k in delete {
+                commanded.push(k.0);
                 if let Some((key, stored)) = view.assignment(k.0) {
+                    txn = log_removal(txn, name, snapshot, stored);
                     txn = txn.expect(key, stored.mod_revision).delete(key);
                     report.deleted.push(stored.value.copy.clone());
                 }
@@ -186,7 +195,9 @@ pub fn plan_pass(
             report.delete_commands = a.size();
             let targets: Vec<u64> = view.ledger_copies().take(a.size() as usize).collect();
             for n in targets {
+                commanded.push(n);
                 if let Some((key, stored)) = view.assignment(n) {
+                    txn = log_removal(txn, name, snapshot, stored);
                     txn = txn.expect(key, stored.mod_revision).delete(key);
                     report.deleted.push(stored.value.copy.clone());
                 }
@@ -200,7 +211,60 @@ pub fn plan_pass(
             report.collected.push(stored.value.copy.clone());
         }
     }
+    let round = RoundEvent {
+        at_ms: snapshot.now_ms,
+        desired: spec.copies,
+        on_ledger: view.on_ledger(),
+        in_flight: view.pending_creates(),
+        created: report.created.len() as u64,
+        delete_commands: report.delete_commands,
+        commanded,
+    };
+    txn = events::append(
+        txn,
+        events::round_key(name, snapshot.now_ms, snapshot.revision),
+        encode(&round),
+    );
     Ok(Plan { txn, report })
+}
+
+/// Adds copy `n`'s event of `kind`, tagged with the revision the pass read, to `txn`.
+fn log_copy(
+    txn: Txn,
+    name: &str,
+    kind: CopyEventKind,
+    n: u64,
+    snapshot: &Snapshot,
+    node: &str,
+) -> Txn {
+    let event = CopyEvent {
+        at_ms: snapshot.now_ms,
+        node: node.to_owned(),
+        pid: None,
+        commanded: false,
+        how: None,
+    };
+    events::append(
+        txn,
+        events::copy_event_key(name, kind, n, snapshot.revision),
+        encode(&event),
+    )
+}
+
+/// Adds the removal of `a`'s assignment by a delete command to `txn`'s log entries.
+fn log_removal(txn: Txn, name: &str, snapshot: &Snapshot, a: &Stored<Assignment>) -> Txn {
+    let event = CopyEvent {
+        at_ms: snapshot.now_ms,
+        node: a.value.node.clone(),
+        pid: None,
+        commanded: true,
+        how: None,
+    };
+    events::append(
+        txn,
+        events::copy_event_key(name, CopyEventKind::Delete, a.value.n, a.create_revision),
+        encode(&event),
+    )
 }
 
 /// The assignment of copy `n` of workload `name` to `node`, owned by the workload.
@@ -274,8 +338,10 @@ pub fn run_pass(
         if txn.ops.is_empty() {
             return Ok(report);
         }
+        crate::failpoint::hit("pass-before-commit");
         match store.commit(&txn) {
             Ok(rev) => {
+                crate::failpoint::hit("pass-after-commit");
                 report.revision = rev;
                 return Ok(report);
             }
@@ -315,8 +381,12 @@ pub fn collect_orphans(
     if gone.is_empty() {
         return Ok(gone);
     }
+    crate::failpoint::hit("gc-before-commit");
     match store.commit(&txn) {
-        Ok(_) => Ok(gone),
+        Ok(_) => {
+            crate::failpoint::hit("gc-after-commit");
+            Ok(gone)
+        }
         Err(StoreError::Conflict { key, .. }) if key == LEADER => Err(PassError::NotLeader),
         // Someone else changed an assignment meanwhile: the next sweep sees it.
         Err(e) if e.is_conflict() => Ok(Vec::new()),

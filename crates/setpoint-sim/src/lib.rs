@@ -13,6 +13,8 @@
 //! - [`scenario`]: the validated input ([`Scenario`], [`ScenarioSpec`], [`Death`]) and its limits.
 //! - [`engine`]: [`simulate`], the event-driven engine.
 //! - [`metrics`]: [`Metrics`], what a run measures.
+//! - [`series`]: [`metrics_from_series`], the same metrics from a per-second series (the engine's
+//!   trace, or a real run's measurement).
 //! - [`lesson`]: the lesson's tables, byte for byte, and the relation scan.
 //! - [`predict`]: [`predict::predict`], the exact overshoot predictor and closed forms.
 //! - [`boundary`]: where the lesson's relation holds and fails, region by region.
@@ -50,10 +52,12 @@ pub mod predict;
 pub mod report;
 pub mod scenario;
 pub mod scenario_file;
+pub mod series;
 pub mod sweep;
 pub mod world;
 
 pub use engine::{simulate, simulate_traced, TraceRow};
 pub use metrics::Metrics;
 pub use scenario::{parse_deaths, Death, Limit, Scenario, ScenarioError, ScenarioSpec};
+pub use series::metrics_from_series;
 pub use sweep::{Axis, Grid, GridError, GridSpec, RowFormat, Summary, SweepRow};
