@@ -322,6 +322,9 @@ impl Agent {
             exit: None,
             stopping: false,
         };
+        // A tick that starts many copies takes a while: each records when it really started.
+        let now = crate::store::wall_ms().max(now);
+        record.started_ms = now;
         let copy = record.assignment.copy.clone();
         let local = match spawned {
             Ok((child, start_ticks)) => {
