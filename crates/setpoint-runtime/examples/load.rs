@@ -163,7 +163,12 @@ async fn main() {
     };
     ops::apply(&*pass_store, &[spec]).expect("apply");
     // Every agent reports before the first pass, so placement spreads the copies.
-    while ops::status(&*pass_store, 10_000).expect("status").nodes.len() < agents as usize {
+    while ops::status(&*pass_store, 10_000)
+        .expect("status")
+        .nodes
+        .len()
+        < agents as usize
+    {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let settings = PassSettings {

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::events::{self, CopyEvent, CopyEventKind};
 use crate::model::{
-    decode, encode, report_key, Assignment, CopyReport, NodeReport, Phase, ASSIGNMENTS,
+    decode, encode, placements_of, report_key, Assignment, CopyReport, NodeReport, Phase,
 };
 use crate::process::{self, Launch};
 use crate::rt::{blocking, log, Shutdown};
@@ -512,12 +512,14 @@ fn ready(l: &mut Local, now: u64) -> bool {
     false
 }
 
-/// Reads the assignments of `node`, by copy identity, each with its incarnation.
+/// Reads the assignments of `node`, by copy identity, each with its incarnation. It reads the
+/// node's index only: with A agents and N copies, every agent reading every assignment cost
+/// A·N keys per read (`docs/performance-runtime.md`).
 fn assignments_of(
     store: &dyn Store,
     node: &str,
 ) -> Result<BTreeMap<String, (Assignment, Revision)>, StoreError> {
-    let read = store.read(&[ASSIGNMENTS])?;
+    let read = store.read(&[&placements_of(node)])?;
     let mut out = BTreeMap::new();
     for e in &read.entries {
         let a: Assignment = decode(e)?.value;

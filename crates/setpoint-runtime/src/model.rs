@@ -5,6 +5,7 @@
 //! | `/workloads/{name}` | [`WorkloadSpec`] | `apply`, `delete` |
 //! | `/counters/{name}` | [`Counter`]: the next copy number of the workload | the controller's passes |
 //! | `/assignments/{name}/{n:012}` | [`Assignment`]: copy `{name}-{n}` placed on a node | the controller's passes and garbage collection |
+//! | `/placements/{node}/{name}/{n:012}` | the same [`Assignment`], indexed by node: what that node's agent reads | written and removed in the same transactions as the assignment |
 //! | `/reports/{node}` | [`NodeReport`]: the node's copies and their phases | the node's agent |
 //! | `/leader` | [`Leader`], under the leader's lease | the controller holding the lease |
 //!
@@ -17,7 +18,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use setpoint_core::ControllerKind;
 
-use crate::store::{Entry, Revision, Store, StoreError};
+use crate::store::{Entry, Revision, Store, StoreError, Txn};
 
 /// The key prefix of workload declarations.
 pub const WORKLOADS: &str = "/workloads/";
@@ -25,6 +26,8 @@ pub const WORKLOADS: &str = "/workloads/";
 pub const COUNTERS: &str = "/counters/";
 /// The key prefix of copy assignments.
 pub const ASSIGNMENTS: &str = "/assignments/";
+/// The key prefix of the per-node index of assignments: an agent reads only its node's.
+pub const PLACEMENTS: &str = "/placements/";
 /// The key prefix of node reports.
 pub const REPORTS: &str = "/reports/";
 /// The key of the leader record.
@@ -44,6 +47,34 @@ pub fn counter_key(name: &str) -> String {
 /// order.
 pub fn assignment_key(workload: &str, n: u64) -> String {
     format!("{ASSIGNMENTS}{workload}/{n:012}")
+}
+
+/// The key of copy `n` of `workload` in the index of `node`'s assignments.
+pub fn placement_key(node: &str, workload: &str, n: u64) -> String {
+    format!("{PLACEMENTS}{node}/{workload}/{n:012}")
+}
+
+/// The prefix of `node`'s placements.
+pub fn placements_of(node: &str) -> String {
+    format!("{PLACEMENTS}{node}/")
+}
+
+/// Adds the creation of assignment `a` at `key` to `txn`, only if `key` is absent, with its
+/// entry in the node index. Both keys get the same revision, so the index entry's
+/// `create_revision` is the assignment's incarnation.
+pub fn put_assignment(txn: Txn, key: &str, a: &Assignment) -> Txn {
+    let value = encode(a);
+    txn.expect(key, 0)
+        .put(key, value.clone())
+        .put(placement_key(&a.node, &a.workload, a.n), value)
+}
+
+/// Adds the removal of assignment `a` at `key`, only if it is unchanged, and of its entry in
+/// the node index, to `txn`.
+pub fn remove_assignment(txn: Txn, key: &str, a: &Stored<Assignment>) -> Txn {
+    txn.expect(key, a.mod_revision)
+        .delete(key)
+        .delete(placement_key(&a.value.node, &a.value.workload, a.value.n))
 }
 
 /// The key of a node's report.

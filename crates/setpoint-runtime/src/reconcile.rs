@@ -22,8 +22,8 @@ use setpoint_core::{Action, Controller, Desired, LedgerView};
 
 use crate::events::{self, CopyEvent, CopyEventKind, RoundEvent};
 use crate::model::{
-    assignment_key, copy_name, counter_key, encode, workload_key, Assignment, Counter, Snapshot,
-    Stored, LEADER,
+    assignment_key, copy_name, counter_key, encode, put_assignment, remove_assignment,
+    workload_key, Assignment, Counter, Snapshot, Stored, LEADER,
 };
 use crate::store::{Revision, Store, StoreError, Txn};
 use crate::view::WorkloadView;
@@ -146,7 +146,7 @@ pub fn plan_pass(
                     txn = log_copy(txn, name, CopyEventKind::Create, i, snapshot, &node);
                     let a = new_assignment(name, i, node, &view, snapshot.now_ms);
                     report.created.push(a.copy.clone());
-                    txn = txn.expect(key.clone(), 0).put(key, encode(&a));
+                    txn = put_assignment(txn, &key, &a);
                 }
             }
         }
@@ -176,7 +176,7 @@ pub fn plan_pass(
                     let a = new_assignment(name, k, node, &view, snapshot.now_ms);
                     report.created.push(a.copy.clone());
                     let key = assignment_key(name, k);
-                    txn = txn.expect(key.clone(), 0).put(key, encode(&a));
+                    txn = put_assignment(txn, &key, &a);
                 }
             }
             report.delete_commands = delete.len() as u64;
@@ -184,7 +184,7 @@ pub fn plan_pass(
                 commanded.push(k.0);
                 if let Some((key, stored)) = view.assignment(k.0) {
                     txn = log_removal(txn, name, snapshot, stored);
-                    txn = txn.expect(key, stored.mod_revision).delete(key);
+                    txn = remove_assignment(txn, key, stored);
                     report.deleted.push(stored.value.copy.clone());
                 }
             }
@@ -198,7 +198,7 @@ pub fn plan_pass(
                 commanded.push(n);
                 if let Some((key, stored)) = view.assignment(n) {
                     txn = log_removal(txn, name, snapshot, stored);
-                    txn = txn.expect(key, stored.mod_revision).delete(key);
+                    txn = remove_assignment(txn, key, stored);
                     report.deleted.push(stored.value.copy.clone());
                 }
             }
@@ -207,7 +207,7 @@ pub fn plan_pass(
     report.action = action;
     for (key, stored) in view.exited_assignments() {
         if !report.deleted.contains(&stored.value.copy) {
-            txn = txn.expect(key, stored.mod_revision).delete(key);
+            txn = remove_assignment(txn, key, stored);
             report.collected.push(stored.value.copy.clone());
         }
     }
@@ -374,7 +374,7 @@ pub fn collect_orphans(
     for (key, a) in &snapshot.assignments {
         let owner = snapshot.workloads.get(&a.value.workload);
         if owner.is_none_or(|w| w.create_revision != a.value.owner_uid) {
-            txn = txn.expect(key, a.mod_revision).delete(key);
+            txn = remove_assignment(txn, key, a);
             gone.push(a.value.copy.clone());
         }
     }
@@ -517,6 +517,44 @@ mod tests {
             run_pass(&store, "w", &mut c, &SETTINGS).unwrap().action,
             None
         );
+    }
+
+    #[test]
+    fn each_assignment_is_indexed_under_its_node_and_leaves_the_index_with_it() {
+        let store = MemoryStore::new();
+        declare(&store, 3);
+        report(&store, "a", &[]);
+        report(&store, "b", &[]);
+        let mut c = Controller::new(ControllerKind::Ledger);
+        run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        let placed = |node: &str| -> Vec<(String, u64)> {
+            store
+                .read(&[&crate::model::placements_of(node)])
+                .unwrap()
+                .entries
+                .into_iter()
+                .map(|e| (e.key, e.create_revision))
+                .collect()
+        };
+        let a = placed("a");
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[0].0, crate::model::placement_key("a", "w", 0));
+        // The index entry's create revision is the assignment's incarnation.
+        let inc = store
+            .get(&assignment_key("w", 0))
+            .unwrap()
+            .unwrap()
+            .create_revision;
+        assert_eq!(a[0].1, inc);
+        assert_eq!(placed("b").len(), 1);
+        // Copies exit and are collected; a scale-down deletes; the index follows.
+        report(&store, "a", &[(0, Phase::Exited), (2, Phase::Running)]);
+        report(&store, "b", &[(1, Phase::Running)]);
+        declare(&store, 1);
+        run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        let left: Vec<String> = names(&store);
+        let indexed = placed("a").len() + placed("b").len();
+        assert_eq!(indexed, left.len(), "{left:?}");
     }
 
     #[test]

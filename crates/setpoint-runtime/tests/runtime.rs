@@ -405,7 +405,9 @@ async fn the_ledger_lags_by_the_added_report_delay() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_assigned_again_after_its_copy_exited_starts_a_new_copy_exactly_once() {
-    use setpoint_runtime::model::{assignment_key, encode, Assignment};
+    use setpoint_runtime::model::{
+        assignment_key, encode, placement_key, put_assignment, Assignment,
+    };
     use setpoint_runtime::store::Txn;
     // What the `named` controller will do: give the name w-0 again once its copy is gone. The
     // agent must tell the new incarnation from the exited one, and start it once.
@@ -425,19 +427,23 @@ async fn a_name_assigned_again_after_its_copy_exited_starts_a_new_copy_exactly_o
     };
     let key = assignment_key("w", 0);
     c.store
-        .commit(&Txn::new().expect(&key, 0).put(&key, encode(&a)))
+        .commit(&put_assignment(Txn::new(), &key, &a))
         .unwrap();
     c.until("w-0 runs", |c| c.processes().len() == 1).await;
     let first = c.processes()["w-0"][0];
     ops::kill(&c.state_dir(), "w", 1).unwrap();
-    // Replace the assignment in one transaction: a new incarnation of the same name.
+    // Replace the assignment (and its node index entry) in one transaction: a new incarnation
+    // of the same name.
     let old = c.store.get(&key).unwrap().unwrap().mod_revision;
+    let placed = placement_key("n1", "w", 0);
     c.store
         .commit(
             &Txn::new()
                 .expect(&key, old)
                 .delete(&key)
-                .put(&key, encode(&a)),
+                .delete(&placed)
+                .put(&key, encode(&a))
+                .put(&placed, encode(&a)),
         )
         .unwrap();
     c.until("a new w-0 runs", |c| {
