@@ -541,7 +541,7 @@ fn an_agent_killed_at_each_failpoint_while_starting_copies_adopts_or_reaps_them_
     for fp in [
         "agent-after-spawn=sigkill@2",
         "agent-after-record=sigkill@2",
-        "agent-after-report=sigkill@4",
+        "agent-after-report=sigkill@10",
     ] {
         let mut c = Cluster::new();
         c.agent("a", "0", &[(FAILPOINTS, fp)]);
