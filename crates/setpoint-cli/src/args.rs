@@ -40,6 +40,9 @@ pub enum Command {
     /// Write one self-contained HTML page: the lesson's tables, a run's metrics and prediction,
     /// its timeline and the overshoot heatmap.
     Report(crate::report::ReportArgs),
+    /// Recommend a loop period and a controller for a report delay and a startup time, with the
+    /// reasoning.
+    Advise(crate::advise::AdviseArgs),
     /// Run a grid of scenarios in parallel: one row per cell, or only the counts.
     Sweep(crate::sweep::SweepArgs),
     /// The real runtime's commands.

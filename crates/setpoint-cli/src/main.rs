@@ -3,6 +3,7 @@
 //!
 //! Exit codes: 0 success (a closed output pipe counts as success), 1 failure, 2 bad input.
 
+mod advise;
 mod args;
 mod lab;
 mod plot;
@@ -42,6 +43,10 @@ fn main() -> ExitCode {
                 || e.downcast_ref::<BadInput>().is_some()
                 || e.downcast_ref::<LabError>().is_some()
                 || runtime::is_bad_input(&e)
+                || matches!(
+                    e.downcast_ref::<setpoint_sim::advise::AdviceError>(),
+                    Some(setpoint_sim::advise::AdviceError::Input(_))
+                )
             {
                 ExitCode::from(2)
             } else {
@@ -123,6 +128,7 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         Command::Relation(args) => relation::run(&args)?,
         Command::Plot(command) => plot::run(&command)?,
         Command::Report(args) => report::run(&args)?,
+        Command::Advise(args) => advise::run(&args)?,
         Command::Sweep(args) => return sweep::run(args),
         Command::Runtime(cmd) => runtime::execute(cmd)?,
     };

@@ -265,6 +265,52 @@ fn report_is_one_self_contained_page() {
 }
 
 #[test]
+fn advise_recommends_a_period_past_the_blind_window_and_explains_it() {
+    let text = stdout(&["advise", "-G", "30", "-B", "5"]);
+    assert!(
+        text.contains("recommended: controller named, loop period U = 45 s"),
+        "{text}"
+    );
+    assert!(
+        text.contains("overshoots by 12 copies"),
+        "the lesson's U=15, G=30 cell: {text}"
+    );
+    let first = stdout(&[
+        "advise",
+        "-G",
+        "lesson-chain",
+        "--runs",
+        "50",
+        "--format",
+        "json",
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(json["recommended_period"], 45);
+    assert_eq!(json["worst_delay_s"], 27);
+    assert_eq!(json["seed"], 1);
+    let again = stdout(&[
+        "advise",
+        "-G",
+        "lesson-chain",
+        "--runs",
+        "50",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(first, again, "same seed, same advice, byte for byte");
+    let other = stdout(&[
+        "advise",
+        "-G",
+        "uniform:0:40",
+        "--runs",
+        "50",
+        "--seed",
+        "7",
+    ]);
+    assert!(other.contains("seeds 7..56"), "{other}");
+}
+
+#[test]
 fn long_runs_with_many_copies_work() {
     let text = stdout(&[
         "run",
@@ -356,6 +402,18 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
             &["cells", "narrow a range"],
         ),
         (&["lesson", "everything"], &["everything", "loop"]),
+        (
+            &["advise", "-G", "soon"],
+            &["--delay", "lesson-chain", "whole number"],
+        ),
+        (
+            &["advise", "-G", "5", "--runs", "0"],
+            &["--runs", "accepted 1 to"],
+        ),
+        (
+            &["advise", "-G", "5", "--periods", "0,5"],
+            &["--periods", "accepted 1 to"],
+        ),
         (&[], &["subcommand"]),
     ];
     for (args, needles) in cases {
