@@ -126,8 +126,13 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         }
         Command::Run(args) => run(&args)?,
         Command::Relation(args) => relation::run(&args)?,
-        Command::Plot(command) => plot::run(&command)?,
-        Command::Report(args) => report::run(&args)?,
+        Command::Plot(command) => plot::run(
+            &command,
+            matches
+                .subcommand_matches("plot")
+                .and_then(|m| m.subcommand_matches("timeline")),
+        )?,
+        Command::Report(args) => report::run(&args, matches.subcommand_matches("report"))?,
         Command::Advise(args) => advise::run(&args)?,
         Command::Sweep(args) => return sweep::run(args),
         Command::Runtime(cmd) => runtime::execute(cmd)?,
@@ -138,6 +143,9 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         .context("writing to stdout")?;
     Ok(())
 }
+
+/// The lesson's workload, by the name the lesson gives it.
+const LESSON_WORKLOAD: &str = "collector";
 
 /// Simulates `scenario`, writing its per-second trace to `path` as CSV.
 fn write_trace(
@@ -150,7 +158,7 @@ fn write_trace(
     let mut failed = writeln!(out, "{}", TraceRow::CSV_HEADER).err();
     let m = simulate_traced(scenario, &mut |row| {
         if failed.is_none() {
-            failed = writeln!(out, "{}", row.csv()).err();
+            failed = writeln!(out, "{}", row.csv(LESSON_WORKLOAD)).err();
         }
     });
     if let Some(e) = failed {

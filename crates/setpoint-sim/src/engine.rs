@@ -235,14 +235,14 @@ pub struct TraceRow {
 }
 
 impl TraceRow {
-    /// The CSV header of a trace.
+    /// The CSV header of a trace: the workload's name, then the row's fields.
     pub const CSV_HEADER: &'static str =
-        "t,desired,live,seen,pending,created,delete_commands,deleted,died";
+        "workload,t,desired,live,seen,pending,created,delete_commands,deleted,died";
 
-    /// The row as CSV, without a newline.
-    pub fn csv(&self) -> String {
+    /// The row as CSV for `workload`, without a newline.
+    pub fn csv(&self, workload: &str) -> String {
         format!(
-            "{},{},{},{},{},{},{},{},{}",
+            "{workload},{},{},{},{},{},{},{},{},{}",
             self.t,
             self.desired,
             self.live,

@@ -533,6 +533,32 @@ pub fn run(scenario: &LabScenario, seed: u64) -> Result<LabOutcome, LabError> {
     }
 }
 
+/// [`run`], handing `observer` one [`TraceRow`] per workload (by index) per second: from the
+/// fast engine when the lesson's world can express the scenario, from the general one otherwise.
+pub fn run_traced(
+    scenario: &LabScenario,
+    seed: u64,
+    observer: &mut dyn FnMut(usize, &crate::TraceRow),
+) -> Result<LabOutcome, LabError> {
+    match scenario.as_lesson() {
+        Some(lesson) => {
+            let metrics = crate::simulate_traced(&lesson, &mut |r| observer(0, r));
+            Ok(LabOutcome {
+                seed: None,
+                engine: "fast",
+                workloads: vec![WorkloadMetrics {
+                    workload: scenario.spec.workloads[0].name.clone(),
+                    metrics,
+                    duplicate_names: 0,
+                    absorbed_creates: 0,
+                    lost_deletes: 0,
+                }],
+            })
+        }
+        None => crate::world::run_general_traced(scenario, seed, observer),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
