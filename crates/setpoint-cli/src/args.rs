@@ -91,9 +91,10 @@ pub struct WorldArgs {
     pub controller: ControllerKind,
 }
 
-/// `setpoint run`.
+/// The lesson's world on the command line: the loop period, the report delay and the rest.
+/// `run`, `plot timeline` and `report` share it.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct LessonArgs {
     /// Loop period U: seconds between rounds.
     #[arg(short = 'U', long, default_value = "15", value_name = "SECONDS", value_parser = period, allow_negative_numbers = true)]
     pub period: u64,
@@ -103,6 +104,21 @@ pub struct RunArgs {
     /// Everything else about the world.
     #[command(flatten)]
     pub world: WorldArgs,
+}
+
+impl LessonArgs {
+    /// The raw scenario these flags describe.
+    pub fn spec(&self) -> ScenarioSpec {
+        self.world.spec(self.delay, self.period)
+    }
+}
+
+/// `setpoint run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The lesson's world.
+    #[command(flatten)]
+    pub lesson: LessonArgs,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: RunFormat,

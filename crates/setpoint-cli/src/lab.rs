@@ -24,7 +24,7 @@ pub fn wanted(args: &RunArgs) -> bool {
         || args.delay_model.is_some()
         || args.ttl.is_some()
         || args.burst.is_some()
-        || !args.world.controller.is_lesson()
+        || !args.lesson.world.controller.is_lesson()
 }
 
 /// Runs `setpoint run` in the lab. `matches` tells which flags the command line gave.
@@ -95,9 +95,9 @@ pub fn build(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<(String, La
     };
     // Without a file every flag counts, defaults included: they are the lesson's settings.
     let set = |id: &str| args.scenario.is_none() || given(id);
-    let w = &args.world;
+    let w = &args.lesson.world;
     if set("period") {
-        spec.period = args.period;
+        spec.period = args.lesson.period;
     }
     if set("duration") {
         spec.duration = w.duration;
@@ -105,7 +105,7 @@ pub fn build(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<(String, La
     if let Some(model) = &args.delay_model {
         spec.delay = model.clone();
     } else if set("delay") {
-        spec.delay = DelayModel::fixed_seconds(args.delay);
+        spec.delay = DelayModel::fixed_seconds(args.lesson.delay);
     }
     if args.scenario.is_none() {
         spec.workloads = vec![Workload {

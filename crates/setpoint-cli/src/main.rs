@@ -170,7 +170,7 @@ fn write_trace(
 }
 
 fn run(args: &RunArgs) -> anyhow::Result<String> {
-    let scenario = Scenario::new(args.world.spec(args.delay, args.period))?;
+    let scenario = Scenario::new(args.lesson.spec())?;
     let m = match &args.trace {
         None => simulate(&scenario),
         Some(path) => write_trace(&scenario, path)?,
@@ -179,7 +179,7 @@ fn run(args: &RunArgs) -> anyhow::Result<String> {
         RunFormat::Table => format!(
             "{}\n{}\n",
             lesson::LOOP_HEADER,
-            lesson::loop_row(args.delay, &m)
+            lesson::loop_row(args.lesson.delay, &m)
         ),
         RunFormat::Json => format!("{}\n", serde_json::to_string(&m)?),
         RunFormat::Csv => format!("{}\n{}\n", setpoint_sim::Metrics::CSV_HEADER, m.csv_row()),

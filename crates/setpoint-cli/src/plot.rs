@@ -8,9 +8,10 @@ use setpoint_plot::{heatmap_svg, timeline_svg, Heatmap, Marker, Timeline};
 use setpoint_sim::lab::{self, Event, LabScenario, Toll};
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
 use setpoint_sim::scenario_file;
-use setpoint_sim::{simulate_traced, Axis, Limit, Scenario, ScenarioSpec};
+use setpoint_sim::{simulate_traced, Axis, Scenario, ScenarioSpec};
 
-use crate::args::WorldArgs;
+use crate::args::{LessonArgs, WorldArgs};
+use crate::sweep::{delay_axis, period_axis};
 use crate::BadInput;
 
 /// `setpoint plot`.
@@ -35,15 +36,9 @@ pub struct TimelineArgs {
     /// With a scenario file: the seed of the world's random numbers (default: the file's).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Loop period U: seconds between rounds.
-    #[arg(short = 'U', long, default_value = "15", value_name = "SECONDS", value_parser = period, allow_negative_numbers = true)]
-    pub period: u64,
-    /// Report delay G: seconds the ledger lags the world.
-    #[arg(short = 'G', long, default_value = "0", value_name = "SECONDS", value_parser = delay, allow_negative_numbers = true)]
-    pub delay: u64,
-    /// Everything else about the world.
+    /// The lesson's world, when no scenario file is given.
     #[command(flatten)]
-    pub world: WorldArgs,
+    pub lesson: LessonArgs,
     /// The SVG file to write.
     #[arg(short = 'o', long, value_name = "FILE.svg")]
     pub output: PathBuf,
@@ -66,19 +61,6 @@ pub struct HeatmapArgs {
     /// The SVG file to write.
     #[arg(short = 'o', long, value_name = "FILE.svg")]
     pub output: PathBuf,
-}
-
-fn period(s: &str) -> Result<u64, String> {
-    Limit::PERIOD.parse(s).map_err(|e| e.to_string())
-}
-fn delay(s: &str) -> Result<u64, String> {
-    Limit::DELAY.parse(s).map_err(|e| e.to_string())
-}
-fn delay_axis(s: &str) -> Result<Axis, String> {
-    Axis::parse(Limit::DELAY, s).map_err(|e| e.to_string())
-}
-fn period_axis(s: &str) -> Result<Axis, String> {
-    Axis::parse(Limit::PERIOD, s).map_err(|e| e.to_string())
 }
 
 /// The most cells a heatmap draws: beyond this the SVG gets too heavy to open.
@@ -107,7 +89,7 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
                         )
                         .into());
                     }
-                    timeline_of(&Scenario::new(a.world.spec(a.delay, a.period))?)?
+                    timeline_of(&Scenario::new(a.lesson.spec())?)?
                 }
             };
             write(&a.output, &svg)?;

@@ -13,7 +13,7 @@ use setpoint_sim::predict::predict;
 use setpoint_sim::report as sim_report;
 use setpoint_sim::{simulate, Axis, Limit, Scenario};
 
-use crate::args::WorldArgs;
+use crate::args::LessonArgs;
 use crate::plot::{file_sets_the_world, heatmap_of, load_lab, timeline_of, timeline_of_lab};
 
 /// `setpoint report`: a scenario file or the flags of `setpoint run`, and where to write the page.
@@ -25,25 +25,12 @@ pub struct ReportArgs {
     /// With a scenario file: the seed of the world's random numbers (default: the file's).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Loop period U: seconds between rounds.
-    #[arg(short = 'U', long, default_value = "15", value_name = "SECONDS", value_parser = period, allow_negative_numbers = true)]
-    pub period: u64,
-    /// Report delay G: seconds the ledger lags the world.
-    #[arg(short = 'G', long, default_value = "0", value_name = "SECONDS", value_parser = delay, allow_negative_numbers = true)]
-    pub delay: u64,
-    /// Everything else about the world.
+    /// The lesson's world, when no scenario file is given.
     #[command(flatten)]
-    pub world: WorldArgs,
+    pub lesson: LessonArgs,
     /// The HTML file to write.
     #[arg(short = 'o', long, value_name = "FILE.html")]
     pub output: PathBuf,
-}
-
-fn period(s: &str) -> Result<u64, String> {
-    Limit::PERIOD.parse(s).map_err(|e| e.to_string())
-}
-fn delay(s: &str) -> Result<u64, String> {
-    Limit::DELAY.parse(s).map_err(|e| e.to_string())
 }
 
 /// Escapes text for HTML.
@@ -75,7 +62,7 @@ pub fn run(args: &ReportArgs, matches: Option<&clap::ArgMatches>) -> anyhow::Res
                 )
                 .into());
             }
-            page(&Scenario::new(args.world.spec(args.delay, args.period))?)?
+            page(&Scenario::new(args.lesson.spec())?)?
         }
     };
     std::fs::write(&args.output, page)

@@ -67,19 +67,19 @@ pub enum SweepFormat {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControllerList(pub Vec<ControllerKind>);
 
-fn axis(limit: Limit, s: &str) -> Result<Axis, String> {
+pub(crate) fn axis(limit: Limit, s: &str) -> Result<Axis, String> {
     Axis::parse(limit, s).map_err(|e| e.to_string())
 }
-fn desired_axis(s: &str) -> Result<Axis, String> {
+pub(crate) fn desired_axis(s: &str) -> Result<Axis, String> {
     axis(Limit::DESIRED, s)
 }
-fn period_axis(s: &str) -> Result<Axis, String> {
+pub(crate) fn period_axis(s: &str) -> Result<Axis, String> {
     axis(Limit::PERIOD, s)
 }
-fn delay_axis(s: &str) -> Result<Axis, String> {
+pub(crate) fn delay_axis(s: &str) -> Result<Axis, String> {
     axis(Limit::DELAY, s)
 }
-fn startup_axis(s: &str) -> Result<Axis, String> {
+pub(crate) fn startup_axis(s: &str) -> Result<Axis, String> {
     axis(Limit::STARTUP, s)
 }
 pub(crate) fn controllers(s: &str) -> Result<ControllerList, String> {

@@ -52,10 +52,6 @@ pub enum LabError {
         /// The controller in use.
         controller: ControllerKind,
     },
-    /// A command-line option that only the lesson's world supports, given for a lab run. Drop
-    /// it, or run the lesson's world (no scenario file, seed, Monte Carlo or lab controller).
-    #[error("{0} works only for the lesson's world: not with a scenario file, --seed, --runs, --delay-model, --ttl, --burst or a controller beyond ledger and intent")]
-    NotInLab(String),
     /// A delay model that cannot be drawn from. The message says what is wrong.
     #[error("delay model: {0}")]
     BadDelay(String),
