@@ -40,6 +40,9 @@ pub enum Command {
     /// Write one self-contained HTML page: the lesson's tables, a run's metrics and prediction,
     /// its timeline and the overshoot heatmap.
     Report(crate::report::ReportArgs),
+    /// Recommend a loop period and a controller for a report delay and a startup time, with the
+    /// reasoning.
+    Advise(crate::advise::AdviseArgs),
     /// Run a grid of scenarios in parallel: one row per cell, or only the counts.
     Sweep(crate::sweep::SweepArgs),
     /// The real runtime's commands.
@@ -91,9 +94,10 @@ pub struct WorldArgs {
     pub controller: ControllerKind,
 }
 
-/// `setpoint run`.
+/// The lesson's world on the command line: the loop period, the report delay and the rest.
+/// `run`, `plot timeline` and `report` share it.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct LessonArgs {
     /// Loop period U: seconds between rounds.
     #[arg(short = 'U', long, default_value = "15", value_name = "SECONDS", value_parser = period, allow_negative_numbers = true)]
     pub period: u64,
@@ -103,6 +107,21 @@ pub struct RunArgs {
     /// Everything else about the world.
     #[command(flatten)]
     pub world: WorldArgs,
+}
+
+impl LessonArgs {
+    /// The raw scenario these flags describe.
+    pub fn spec(&self) -> ScenarioSpec {
+        self.world.spec(self.delay, self.period)
+    }
+}
+
+/// `setpoint run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The lesson's world.
+    #[command(flatten)]
+    pub lesson: LessonArgs,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: RunFormat,

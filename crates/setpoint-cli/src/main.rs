@@ -3,6 +3,7 @@
 //!
 //! Exit codes: 0 success (a closed output pipe counts as success), 1 failure, 2 bad input.
 
+mod advise;
 mod args;
 mod lab;
 mod plot;
@@ -43,6 +44,10 @@ fn main() -> ExitCode {
                 || e.downcast_ref::<BadInput>().is_some()
                 || e.downcast_ref::<LabError>().is_some()
                 || runtime::is_bad_input(&e)
+                || matches!(
+                    e.downcast_ref::<setpoint_sim::advise::AdviceError>(),
+                    Some(setpoint_sim::advise::AdviceError::Input(_))
+                )
             {
                 ExitCode::from(2)
             } else {
@@ -122,8 +127,14 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         }
         Command::Run(args) => run(&args)?,
         Command::Relation(args) => relation::run(&args)?,
-        Command::Plot(command) => plot::run(&command)?,
-        Command::Report(args) => report::run(&args)?,
+        Command::Plot(command) => plot::run(
+            &command,
+            matches
+                .subcommand_matches("plot")
+                .and_then(|m| m.subcommand_matches("timeline")),
+        )?,
+        Command::Report(args) => report::run(&args, matches.subcommand_matches("report"))?,
+        Command::Advise(args) => advise::run(&args)?,
         Command::Sweep(args) => return sweep::run(args),
         Command::Runtime(cmd) => runtime::execute(cmd)?,
         Command::Reality(cmd) => reality::execute(cmd)?,
@@ -134,6 +145,9 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         .context("writing to stdout")?;
     Ok(())
 }
+
+/// The lesson's workload, by the name the lesson gives it.
+const LESSON_WORKLOAD: &str = "collector";
 
 /// Simulates `scenario`, writing its per-second trace to `path` as CSV.
 fn write_trace(
@@ -146,7 +160,7 @@ fn write_trace(
     let mut failed = writeln!(out, "{}", TraceRow::CSV_HEADER).err();
     let m = simulate_traced(scenario, &mut |row| {
         if failed.is_none() {
-            failed = writeln!(out, "{}", row.csv()).err();
+            failed = writeln!(out, "{}", row.csv(LESSON_WORKLOAD)).err();
         }
     });
     if let Some(e) = failed {
@@ -158,7 +172,7 @@ fn write_trace(
 }
 
 fn run(args: &RunArgs) -> anyhow::Result<String> {
-    let scenario = Scenario::new(args.world.spec(args.delay, args.period))?;
+    let scenario = Scenario::new(args.lesson.spec())?;
     let m = match &args.trace {
         None => simulate(&scenario),
         Some(path) => write_trace(&scenario, path)?,
@@ -167,7 +181,7 @@ fn run(args: &RunArgs) -> anyhow::Result<String> {
         RunFormat::Table => format!(
             "{}\n{}\n",
             lesson::LOOP_HEADER,
-            lesson::loop_row(args.delay, &m)
+            lesson::loop_row(args.lesson.delay, &m)
         ),
         RunFormat::Json => format!("{}\n", serde_json::to_string(&m)?),
         RunFormat::Csv => format!("{}\n{}\n", setpoint_sim::Metrics::CSV_HEADER, m.csv_row()),

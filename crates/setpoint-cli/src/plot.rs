@@ -5,10 +5,13 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use setpoint_plot::{heatmap_svg, timeline_svg, Heatmap, Marker, Timeline};
+use setpoint_sim::lab::{self, Event, LabScenario, Toll};
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
-use setpoint_sim::{simulate_traced, Axis, Limit, Scenario, ScenarioSpec};
+use setpoint_sim::scenario_file;
+use setpoint_sim::{simulate_traced, Axis, Scenario, ScenarioSpec};
 
-use crate::args::WorldArgs;
+use crate::args::{LessonArgs, WorldArgs};
+use crate::sweep::{delay_axis, period_axis};
 use crate::BadInput;
 
 /// `setpoint plot`.
@@ -21,18 +24,21 @@ pub enum PlotCommand {
     Heatmap(HeatmapArgs),
 }
 
-/// `setpoint plot timeline`: the flags of `setpoint run`.
+/// `setpoint plot timeline`: a scenario file, or the flags of `setpoint run`.
 #[derive(Debug, Args)]
 pub struct TimelineArgs {
-    /// Loop period U: seconds between rounds.
-    #[arg(short = 'U', long, default_value = "15", value_name = "SECONDS", value_parser = period, allow_negative_numbers = true)]
-    pub period: u64,
-    /// Report delay G: seconds the ledger lags the world.
-    #[arg(short = 'G', long, default_value = "0", value_name = "SECONDS", value_parser = delay, allow_negative_numbers = true)]
-    pub delay: u64,
-    /// Everything else about the world.
+    /// A scenario file (TOML, see `scenarios/`). It sets the whole world; only --seed and
+    /// --workload may accompany it. Without it, the flags below describe the lesson's world.
+    pub scenario: Option<PathBuf>,
+    /// With a scenario file: which workload to draw (default: the first).
+    #[arg(long, value_name = "NAME")]
+    pub workload: Option<String>,
+    /// With a scenario file: the seed of the world's random numbers (default: the file's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// The lesson's world, when no scenario file is given.
     #[command(flatten)]
-    pub world: WorldArgs,
+    pub lesson: LessonArgs,
     /// The SVG file to write.
     #[arg(short = 'o', long, value_name = "FILE.svg")]
     pub output: PathBuf,
@@ -57,28 +63,35 @@ pub struct HeatmapArgs {
     pub output: PathBuf,
 }
 
-fn period(s: &str) -> Result<u64, String> {
-    Limit::PERIOD.parse(s).map_err(|e| e.to_string())
-}
-fn delay(s: &str) -> Result<u64, String> {
-    Limit::DELAY.parse(s).map_err(|e| e.to_string())
-}
-fn delay_axis(s: &str) -> Result<Axis, String> {
-    Axis::parse(Limit::DELAY, s).map_err(|e| e.to_string())
-}
-fn period_axis(s: &str) -> Result<Axis, String> {
-    Axis::parse(Limit::PERIOD, s).map_err(|e| e.to_string())
-}
-
 /// The most cells a heatmap draws: beyond this the SVG gets too heavy to open.
 const MAX_HEATMAP_CELLS: u64 = 200_000;
 
-/// Runs `plot` and returns the line it prints.
-pub fn run(command: &PlotCommand) -> anyhow::Result<String> {
+/// Runs `plot` and returns the line it prints. `matches` are the subcommand's, to refuse run
+/// flags typed next to a scenario file.
+pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow::Result<String> {
     match command {
         PlotCommand::Timeline(a) => {
-            let scenario = Scenario::new(a.world.spec(a.delay, a.period))?;
-            let svg = timeline_of(&scenario)?;
+            file_sets_the_world(matches, a.scenario.is_some())?;
+            let svg = match &a.scenario {
+                Some(path) => {
+                    let (scenario, seed) = load_lab(path, a.seed)?;
+                    timeline_of_lab(
+                        &scenario,
+                        &path.display().to_string(),
+                        a.workload.as_deref(),
+                        seed,
+                    )?
+                }
+                None => {
+                    if a.workload.is_some() || a.seed.is_some() {
+                        return Err(BadInput(
+                            "--workload and --seed go with a scenario file; accepted: setpoint plot timeline SCENARIO.toml --workload NAME --seed N".into(),
+                        )
+                        .into());
+                    }
+                    timeline_of(&Scenario::new(a.lesson.spec())?)?
+                }
+            };
             write(&a.output, &svg)?;
             Ok(format!("wrote {}\n", a.output.display()))
         }
@@ -122,6 +135,119 @@ pub fn timeline_of(scenario: &Scenario) -> anyhow::Result<String> {
         title,
         rows: &rows,
         period: s.period,
+        events: &events,
+    })?)
+}
+
+/// Loads a scenario file, with `seed` (if given) in place of the file's.
+pub fn load_lab(path: &Path, seed: Option<u64>) -> anyhow::Result<(LabScenario, u64)> {
+    let mut spec = scenario_file::load(path)?;
+    if let Some(seed) = seed {
+        spec.seed = seed;
+    }
+    let scenario = LabScenario::new(spec)?;
+    let seed = scenario.spec().seed;
+    Ok((scenario, seed))
+}
+
+/// Refuses run flags typed next to a scenario file: the file sets the world.
+pub fn file_sets_the_world(
+    matches: Option<&clap::ArgMatches>,
+    has_file: bool,
+) -> Result<(), BadInput> {
+    let Some(m) = matches.filter(|_| has_file) else {
+        return Ok(());
+    };
+    for id in [
+        "period",
+        "delay",
+        "desired",
+        "startup",
+        "duration",
+        "deaths",
+        "controller",
+    ] {
+        if m.value_source(id) == Some(clap::parser::ValueSource::CommandLine) {
+            return Err(BadInput(format!(
+                "--{id} cannot change a scenario file here: the file sets the world; accepted alongside a file: --seed, --workload, -o (or use 'setpoint run FILE --{id} ...')"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A short label for a timeline event.
+fn event_label(e: &Event) -> String {
+    match e {
+        Event::Deaths(Toll::Count(n)) => format!("{n} die"),
+        Event::Deaths(Toll::PartsPerMillion(p)) => format!("{}% die", *p as f64 / 10_000.0),
+        Event::Scale { desired } => format!("scale to {desired}"),
+        Event::Outage { seconds } => format!("outage {seconds} s"),
+        Event::Restart => "restart".to_owned(),
+        Event::Stale { seconds } => format!("stale {seconds} s"),
+        Event::LoseDeletes { count } => format!("lose {count} deletes"),
+    }
+}
+
+/// The timeline SVG of one workload of a lab scenario, run with `seed`.
+pub fn timeline_of_lab(
+    scenario: &LabScenario,
+    label: &str,
+    workload: Option<&str>,
+    seed: u64,
+) -> anyhow::Result<String> {
+    let spec = scenario.spec();
+    let index = match workload {
+        None => 0,
+        Some(name) => spec
+            .workloads
+            .iter()
+            .position(|w| w.name == name)
+            .ok_or_else(|| {
+                BadInput(format!(
+                    "no workload '{name}' in {label}; accepted: {}",
+                    spec.workloads
+                        .iter()
+                        .map(|w| w.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?,
+    };
+    let name = &spec.workloads[index].name;
+    let mut rows = Vec::new();
+    let outcome = lab::run_traced(scenario, seed, &mut |w, r| {
+        if w == index {
+            rows.push(*r);
+        }
+    })?;
+    let m = &outcome.workloads[index].metrics;
+    let events: Vec<Marker> = spec
+        .events
+        .iter()
+        .filter(|e| e.at <= spec.duration && e.workload.as_deref().is_none_or(|w| w == name))
+        .map(|e| Marker {
+            t: e.at,
+            label: event_label(&e.event),
+        })
+        .collect();
+    let stable = m
+        .stable
+        .map_or_else(|| "never".to_owned(), |t| format!("at {t} s"));
+    let seeded = outcome
+        .seed
+        .map_or_else(String::new, |s| format!(", seed {s}"));
+    let file = Path::new(label)
+        .file_name()
+        .map_or(label.to_owned(), |f| f.to_string_lossy().into_owned());
+    let title = format!(
+        "{file}: {name}, {}, U={}: overshoot {}, peak {}, stable {stable}{seeded}",
+        spec.controller.kind, spec.period, m.overshoot, m.peak_live
+    );
+    Ok(timeline_svg(&Timeline {
+        title,
+        rows: &rows,
+        period: spec.period,
         events: &events,
     })?)
 }

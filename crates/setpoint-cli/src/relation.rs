@@ -10,7 +10,9 @@ use setpoint_sim::boundary::{scan_grid, BoundaryReport};
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
 use setpoint_sim::{parse_deaths, Axis, Death, Grid, GridSpec, Limit, ScenarioSpec};
 
-use crate::sweep::{controllers, ControllerList};
+use crate::sweep::{
+    axis, controllers, delay_axis, desired_axis, period_axis, startup_axis, ControllerList,
+};
 use crate::BadInput;
 
 /// `setpoint relation`.
@@ -66,21 +68,6 @@ pub enum RelationFormat {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeathSets(pub Vec<Vec<Death>>);
 
-fn axis(limit: Limit, s: &str) -> Result<Axis, String> {
-    Axis::parse(limit, s).map_err(|e| e.to_string())
-}
-fn delay_axis(s: &str) -> Result<Axis, String> {
-    axis(Limit::DELAY, s)
-}
-fn period_axis(s: &str) -> Result<Axis, String> {
-    axis(Limit::PERIOD, s)
-}
-fn desired_axis(s: &str) -> Result<Axis, String> {
-    axis(Limit::DESIRED, s)
-}
-fn startup_axis(s: &str) -> Result<Axis, String> {
-    axis(Limit::STARTUP, s)
-}
 fn duration_axis(s: &str) -> Result<Axis, String> {
     axis(Limit::DURATION, s)
 }

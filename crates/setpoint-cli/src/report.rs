@@ -7,35 +7,30 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
+use setpoint_sim::lab::{self, LabScenario};
 use setpoint_sim::lesson::{lesson_all, lesson_prediction};
 use setpoint_sim::predict::predict;
+use setpoint_sim::report as sim_report;
 use setpoint_sim::{simulate, Axis, Limit, Scenario};
 
-use crate::args::WorldArgs;
-use crate::plot::{heatmap_of, timeline_of};
+use crate::args::LessonArgs;
+use crate::plot::{file_sets_the_world, heatmap_of, load_lab, timeline_of, timeline_of_lab};
 
-/// `setpoint report`: the flags of `setpoint run`, and where to write the page.
+/// `setpoint report`: a scenario file or the flags of `setpoint run`, and where to write the page.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Loop period U: seconds between rounds.
-    #[arg(short = 'U', long, default_value = "15", value_name = "SECONDS", value_parser = period, allow_negative_numbers = true)]
-    pub period: u64,
-    /// Report delay G: seconds the ledger lags the world.
-    #[arg(short = 'G', long, default_value = "0", value_name = "SECONDS", value_parser = delay, allow_negative_numbers = true)]
-    pub delay: u64,
-    /// Everything else about the world.
+    /// A scenario file (TOML, see `scenarios/`). It sets the whole world; only --seed may
+    /// accompany it. Without it, the flags below describe the lesson's world.
+    pub scenario: Option<PathBuf>,
+    /// With a scenario file: the seed of the world's random numbers (default: the file's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// The lesson's world, when no scenario file is given.
     #[command(flatten)]
-    pub world: WorldArgs,
+    pub lesson: LessonArgs,
     /// The HTML file to write.
     #[arg(short = 'o', long, value_name = "FILE.html")]
     pub output: PathBuf,
-}
-
-fn period(s: &str) -> Result<u64, String> {
-    Limit::PERIOD.parse(s).map_err(|e| e.to_string())
-}
-fn delay(s: &str) -> Result<u64, String> {
-    Limit::DELAY.parse(s).map_err(|e| e.to_string())
 }
 
 /// Escapes text for HTML.
@@ -53,9 +48,23 @@ table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .7em;tex
 th{background:#f0f0f0}.note{color:#555;font-size:.92em}svg{max-width:100%;height:auto}";
 
 /// Writes the report and returns the line to print.
-pub fn run(args: &ReportArgs) -> anyhow::Result<String> {
-    let scenario = Scenario::new(args.world.spec(args.delay, args.period))?;
-    let page = page(&scenario)?;
+pub fn run(args: &ReportArgs, matches: Option<&clap::ArgMatches>) -> anyhow::Result<String> {
+    file_sets_the_world(matches, args.scenario.is_some())?;
+    let page = match &args.scenario {
+        Some(path) => {
+            let (scenario, seed) = load_lab(path, args.seed)?;
+            lab_page(&scenario, &path.display().to_string(), seed)?
+        }
+        None => {
+            if args.seed.is_some() {
+                return Err(crate::BadInput(
+                    "--seed goes with a scenario file; accepted: setpoint report SCENARIO.toml --seed N -o FILE".into(),
+                )
+                .into());
+            }
+            page(&Scenario::new(args.lesson.spec())?)?
+        }
+    };
     std::fs::write(&args.output, page)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
     Ok(format!("wrote {}\n", args.output.display()))
@@ -157,6 +166,82 @@ for byte by <code>setpoint lesson</code>.</p>\n<pre>{}</pre>",
         "<p class=\"note\">Made by setpoint {}. The run is deterministic: the same settings give \
 the same page.</p>\n</body></html>",
         env!("CARGO_PKG_VERSION")
+    );
+    Ok(h)
+}
+
+/// The page for a lab scenario: its per-workload table, one timeline per workload, the heatmap
+/// around its first workload in the lesson's world, and the lesson's tables.
+pub fn lab_page(scenario: &LabScenario, label: &str, seed: u64) -> anyhow::Result<String> {
+    let spec = scenario.spec();
+    let outcome = lab::run(scenario, seed)?;
+    let mut h = String::new();
+    let _ = writeln!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>setpoint report: {}</title><style>{STYLE}</style></head><body>",
+        esc(label)
+    );
+    let _ = writeln!(
+        h,
+        "<h1>setpoint report</h1>\n<p>Scenario <code>{}</code>: {}.</p>",
+        esc(label),
+        esc(&sim_report::describe(scenario))
+    );
+    let _ = writeln!(
+        h,
+        "<h2>This run</h2>\n<pre>{}</pre>",
+        esc(&sim_report::outcome_table(label, scenario, &outcome))
+    );
+    let predicted = match scenario.as_lesson() {
+        Some(lesson) => {
+            let p = predict(lesson.spec());
+            format!(
+                "This scenario is in the lesson's world, where the exact predictor (docs/relation.md) gives an overshoot of <b>{}</b>.",
+                p.overshoot
+            )
+        }
+        None => format!(
+            "This scenario runs on the general engine ({}); the exact predictor covers the lesson's world only (fixed delay, deaths only, ledger or intent).",
+            outcome.engine
+        ),
+    };
+    let _ = writeln!(h, "<p>{predicted}</p>");
+    for w in &spec.workloads {
+        let svg = timeline_of_lab(scenario, label, Some(&w.name), seed)?;
+        let _ = writeln!(
+            h,
+            "<h2>Timeline: {}</h2>\n<p class=\"note\">Live copies (blue) against what the ledger shows (orange, dashed) and desired (green); red lines are the scenario's events.</p>\n{}",
+            esc(&w.name),
+            strip_xml_header(&svg)
+        );
+    }
+    let first = &spec.workloads[0];
+    let base = setpoint_sim::ScenarioSpec {
+        desired: first.desired,
+        startup: first.startup,
+        duration: spec.duration,
+        controller: setpoint_core::ControllerKind::Ledger,
+        ..setpoint_sim::ScenarioSpec::default()
+    };
+    let heat = heatmap_of(
+        &base,
+        &Axis::parse(Limit::DELAY, "0..=90")?,
+        &Axis::parse(Limit::PERIOD, "1..=60")?,
+    )?;
+    let _ = writeln!(
+        h,
+        "<h2>Overshoot over report delay and loop period</h2>\n<p class=\"note\">The lesson's world around workload {} (desired {}, B = {} s, ledger controller, 2 deaths at second 300): the black line is the lesson's boundary U = G + B, the dashed blue line the measured one; dots mark cells where the lesson's relation mispredicts.</p>\n{}",
+        esc(&first.name),
+        first.desired,
+        first.startup,
+        strip_xml_header(&heat)
+    );
+    let _ = writeln!(
+        h,
+        "<h2>The lesson's tables</h2>\n<pre>{}</pre>\n<p class=\"note\">Made by setpoint {}{}. The same file and seed give the same page.</p>\n</body></html>",
+        esc(&lesson_all()),
+        env!("CARGO_PKG_VERSION"),
+        outcome.seed.map_or_else(String::new, |s| format!(", seed {s}"))
     );
     Ok(h)
 }

@@ -67,19 +67,19 @@ pub enum SweepFormat {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControllerList(pub Vec<ControllerKind>);
 
-fn axis(limit: Limit, s: &str) -> Result<Axis, String> {
+pub(crate) fn axis(limit: Limit, s: &str) -> Result<Axis, String> {
     Axis::parse(limit, s).map_err(|e| e.to_string())
 }
-fn desired_axis(s: &str) -> Result<Axis, String> {
+pub(crate) fn desired_axis(s: &str) -> Result<Axis, String> {
     axis(Limit::DESIRED, s)
 }
-fn period_axis(s: &str) -> Result<Axis, String> {
+pub(crate) fn period_axis(s: &str) -> Result<Axis, String> {
     axis(Limit::PERIOD, s)
 }
-fn delay_axis(s: &str) -> Result<Axis, String> {
+pub(crate) fn delay_axis(s: &str) -> Result<Axis, String> {
     axis(Limit::DELAY, s)
 }
-fn startup_axis(s: &str) -> Result<Axis, String> {
+pub(crate) fn startup_axis(s: &str) -> Result<Axis, String> {
     axis(Limit::STARTUP, s)
 }
 pub(crate) fn controllers(s: &str) -> Result<ControllerList, String> {
@@ -108,7 +108,13 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     })?;
     let bar = progress_bar(grid.cells());
     let tick = |n: u64| bar.inc(n);
-    let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout());
+    let mut out = io::BufWriter::with_capacity(
+        1 << 16,
+        AroundBar {
+            bar: &bar,
+            inner: io::stdout(),
+        },
+    );
     let result = if args.summary {
         let s = sweep::summarize(&grid, &tick);
         bar.finish_and_clear();
@@ -133,6 +139,27 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     result.context("writing to stdout")
 }
 
+/// Standard output that lifts the progress bar while it writes, so that rows printed to the same
+/// terminal are never overdrawn by it.
+struct AroundBar<'a, W> {
+    bar: &'a ProgressBar,
+    inner: W,
+}
+
+impl<W: Write> Write for AroundBar<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.bar.suspend(|| self.inner.write(buf))
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.bar.suspend(|| self.inner.write_all(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// A bar on stderr when stderr is a terminal; otherwise one that draws nothing.
 fn progress_bar(cells: u64) -> ProgressBar {
     if !io::stderr().is_terminal() {
@@ -141,7 +168,7 @@ fn progress_bar(cells: u64) -> ProgressBar {
     let bar = ProgressBar::new(cells);
     bar.set_style(
         ProgressStyle::with_template(
-            "{spinner} sweep [{bar:40}] {human_pos}/{human_len} cells, {per_sec}, eta {eta}",
+            "{spinner} sweep [{bar:40}] {human_pos}/{human_len} cells, {elapsed} elapsed, eta {eta}",
         )
         .expect("the template is valid")
         .progress_chars("=> "),

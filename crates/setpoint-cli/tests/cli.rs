@@ -265,6 +265,193 @@ fn report_is_one_self_contained_page() {
 }
 
 #[test]
+fn advise_recommends_a_period_past_the_blind_window_and_explains_it() {
+    let text = stdout(&["advise", "-G", "30", "-B", "5"]);
+    assert!(
+        text.contains("recommended: controller named, loop period U = 45 s"),
+        "{text}"
+    );
+    assert!(
+        text.contains("overshoots by 12 copies"),
+        "the lesson's U=15, G=30 cell: {text}"
+    );
+    let first = stdout(&[
+        "advise",
+        "-G",
+        "lesson-chain",
+        "--runs",
+        "50",
+        "--format",
+        "json",
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(json["recommended_period"], 45);
+    assert_eq!(json["worst_delay_s"], 27);
+    assert_eq!(json["seed"], 1);
+    let again = stdout(&[
+        "advise",
+        "-G",
+        "lesson-chain",
+        "--runs",
+        "50",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(first, again, "same seed, same advice, byte for byte");
+    let other = stdout(&[
+        "advise",
+        "-G",
+        "uniform:0:40",
+        "--runs",
+        "50",
+        "--seed",
+        "7",
+    ]);
+    assert!(other.contains("seeds 7..56"), "{other}");
+}
+
+fn scenario(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn scenario_runs_trace_every_workload_every_second() {
+    let dir = temp_dir("lab-trace");
+    let trace = dir.join("faults.csv");
+    stdout(&[
+        "run",
+        &scenario("faults.toml"),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("workload,t,desired,live,seen,pending,created,delete_commands,deleted,died")
+    );
+    let rows: Vec<&str> = lines.collect();
+    // Two workloads, seconds 0 to 3000.
+    assert_eq!(rows.len(), 2 * 3001);
+    assert!(rows[0].starts_with("api,0,6,"));
+    assert!(rows[1].starts_with("db,0,3,"));
+    // The same seed gives the same trace, byte for byte.
+    let again = dir.join("again.csv");
+    stdout(&[
+        "run",
+        &scenario("faults.toml"),
+        "--trace",
+        again.to_str().unwrap(),
+    ]);
+    assert_eq!(std::fs::read_to_string(again).unwrap(), text);
+    // The lesson's scenario file traces exactly as the flags do.
+    let (a, b) = (dir.join("a.csv"), dir.join("b.csv"));
+    stdout(&[
+        "run",
+        &scenario("lesson.toml"),
+        "-G",
+        "60",
+        "--trace",
+        a.to_str().unwrap(),
+    ]);
+    stdout(&["run", "-G", "60", "--trace", b.to_str().unwrap()]);
+    assert_eq!(
+        std::fs::read_to_string(a).unwrap(),
+        std::fs::read_to_string(b).unwrap()
+    );
+}
+
+#[test]
+fn plot_and_report_take_a_scenario_file() {
+    let dir = temp_dir("lab-plot");
+    let svg = dir.join("api.svg");
+    stdout(&[
+        "plot",
+        "timeline",
+        &scenario("faults.toml"),
+        "--workload",
+        "api",
+        "-o",
+        svg.to_str().unwrap(),
+    ]);
+    let svg = std::fs::read_to_string(svg).unwrap();
+    for label in [
+        "faults.toml: api, named",
+        "restart",
+        "outage 90 s",
+        "stale 120 s",
+    ] {
+        assert!(svg.contains(label), "missing {label}");
+    }
+    let page = dir.join("faults.html");
+    stdout(&[
+        "report",
+        &scenario("faults.toml"),
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(html.contains("Timeline: api") && html.contains("Timeline: db"));
+    for fetch in ["src=", "href=", "url(", "<script", "<link"] {
+        assert!(
+            !html.contains(fetch),
+            "the page would fetch something: {fetch}"
+        );
+    }
+    for (args, needle) in [
+        (
+            vec![
+                "plot",
+                "timeline",
+                &scenario("faults.toml") as &str,
+                "-G",
+                "5",
+                "-o",
+                "/dev/null",
+            ],
+            "--delay cannot change a scenario file",
+        ),
+        (
+            vec![
+                "plot",
+                "timeline",
+                &scenario("faults.toml"),
+                "--workload",
+                "nope",
+                "-o",
+                "/dev/null",
+            ],
+            "no workload 'nope'",
+        ),
+        (
+            vec!["plot", "timeline", "--seed", "3", "-o", "/dev/null"],
+            "go with a scenario file",
+        ),
+        (
+            vec![
+                "run",
+                &scenario("faults.toml"),
+                "--runs",
+                "3",
+                "--trace",
+                "/dev/null",
+            ],
+            "--trace writes the seconds of one run",
+        ),
+    ] {
+        let out = setpoint(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
 fn long_runs_with_many_copies_work() {
     let text = stdout(&[
         "run",
@@ -356,6 +543,18 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
             &["cells", "narrow a range"],
         ),
         (&["lesson", "everything"], &["everything", "loop"]),
+        (
+            &["advise", "-G", "soon"],
+            &["--delay", "lesson-chain", "whole number"],
+        ),
+        (
+            &["advise", "-G", "5", "--runs", "0"],
+            &["--runs", "accepted 1 to"],
+        ),
+        (
+            &["advise", "-G", "5", "--periods", "0,5"],
+            &["--periods", "accepted 1 to"],
+        ),
         (&[], &["subcommand"]),
     ];
     for (args, needles) in cases {

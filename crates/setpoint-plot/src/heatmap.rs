@@ -2,7 +2,7 @@
 
 use plotters::prelude::*;
 
-use crate::{draw_err, PlotError};
+use crate::{draw_err, whole, PlotError};
 
 /// What a heatmap shows.
 #[derive(Debug, Clone)]
@@ -121,8 +121,8 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
         chart
             .configure_mesh()
             .disable_mesh()
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| format!("{y:.0}"))
+            .x_label_formatter(&whole)
+            .y_label_formatter(&whole)
             .x_desc("loop period U (seconds)")
             .y_desc("report delay G (seconds)")
             .draw()

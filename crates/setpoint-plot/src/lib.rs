@@ -39,6 +39,16 @@ pub enum PlotError {
     Draw(String),
 }
 
+/// Labels whole numbers only: counts of copies and seconds have no fractions, and a tick at a
+/// fraction would print a repeated, rounded label.
+fn whole(v: &f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        String::new()
+    }
+}
+
 /// Turns a plotters error into a [`PlotError`].
 fn draw_err<E: std::fmt::Debug>(e: E) -> PlotError {
     PlotError::Draw(format!("{e:?}"))

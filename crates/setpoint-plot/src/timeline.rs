@@ -3,7 +3,7 @@
 use plotters::prelude::*;
 use setpoint_sim::TraceRow;
 
-use crate::{draw_err, PlotError};
+use crate::{draw_err, whole, PlotError};
 
 /// A labelled moment on a timeline, such as a scripted death.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,8 +80,8 @@ pub fn timeline_svg(timeline: &Timeline) -> Result<String, PlotError> {
             .map_err(draw_err)?;
         chart
             .configure_mesh()
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| format!("{y:.0}"))
+            .x_label_formatter(&whole)
+            .y_label_formatter(&whole)
             .x_desc("second")
             .y_desc("copies")
             .light_line_style(WHITE.mix(0.0))
@@ -122,9 +122,25 @@ pub fn timeline_svg(timeline: &Timeline) -> Result<String, PlotError> {
             .label("round that sent delete commands")
             .legend(|(x, y)| Cross::new((x + 8, y), 5, EVENT.stroke_width(2)));
 
-        // Events: labelled vertical lines.
-        for e in timeline.events {
+        // Events: labelled vertical lines. Labels of events close in time go on lower rows so
+        // they do not print over each other.
+        let span = x_end - first.t as f64;
+        let mut row_ends: Vec<f64> = Vec::new();
+        let mut events: Vec<&Marker> = timeline.events.iter().collect();
+        events.sort_by_key(|e| e.t);
+        for e in events {
             let x = e.t as f64;
+            // A label is about 7 px a character on a ~1000 px wide plot.
+            let width = span * (e.label.len() as f64 * 7.5 + 8.0) / 1000.0;
+            let row = row_ends
+                .iter()
+                .position(|&end| x > end)
+                .unwrap_or(row_ends.len());
+            if row == row_ends.len() {
+                row_ends.push(0.0);
+            }
+            row_ends[row] = x + width;
+            let label_y = y_end * (0.91 - 0.055 * row as f64);
             chart
                 .draw_series(std::iter::once(PathElement::new(
                     vec![(x, 0.0), (x, y_end * 0.9)],
@@ -134,7 +150,7 @@ pub fn timeline_svg(timeline: &Timeline) -> Result<String, PlotError> {
             chart
                 .draw_series(std::iter::once(Text::new(
                     e.label.clone(),
-                    (x, y_end * 0.91),
+                    (x, label_y),
                     ("sans-serif", 14).into_font().color(&EVENT),
                 )))
                 .map_err(draw_err)?;

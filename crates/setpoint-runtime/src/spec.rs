@@ -5,7 +5,7 @@
 //! name = "collector"              # lowercase letters, digits, '-'; starts with a letter
 //! command = ["sleep", "3600"]     # or one string, run with `sh -c`
 //! copies = 6
-//! controller = "intent"           # default "intent"; or "ledger"
+//! controller = "intent"           # default "intent"; or ledger, expectations, named, gated
 //! period = "15s"                  # loop period U, default 15s
 //! startup = "5s"                  # startup time B, default 5s
 //! readiness = ["test", "-f", "/tmp/ready"]  # optional; replaces the startup time

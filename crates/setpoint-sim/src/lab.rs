@@ -52,10 +52,6 @@ pub enum LabError {
         /// The controller in use.
         controller: ControllerKind,
     },
-    /// A command-line option that only the lesson's world supports, given for a lab run. Drop
-    /// it, or run the lesson's world (no scenario file, seed, Monte Carlo or lab controller).
-    #[error("{0} works only for the lesson's world: not with a scenario file, --seed, --runs, --delay-model, --ttl, --burst or a controller beyond ledger and intent")]
-    NotInLab(String),
     /// A delay model that cannot be drawn from. The message says what is wrong.
     #[error("delay model: {0}")]
     BadDelay(String),
@@ -530,6 +526,32 @@ pub fn run(scenario: &LabScenario, seed: u64) -> Result<LabOutcome, LabError> {
             })
         }
         None => crate::world::run_general(scenario, seed),
+    }
+}
+
+/// [`run`], handing `observer` one [`TraceRow`] per workload (by index) per second: from the
+/// fast engine when the lesson's world can express the scenario, from the general one otherwise.
+pub fn run_traced(
+    scenario: &LabScenario,
+    seed: u64,
+    observer: &mut dyn FnMut(usize, &crate::TraceRow),
+) -> Result<LabOutcome, LabError> {
+    match scenario.as_lesson() {
+        Some(lesson) => {
+            let metrics = crate::simulate_traced(&lesson, &mut |r| observer(0, r));
+            Ok(LabOutcome {
+                seed: None,
+                engine: "fast",
+                workloads: vec![WorkloadMetrics {
+                    workload: scenario.spec.workloads[0].name.clone(),
+                    metrics,
+                    duplicate_names: 0,
+                    absorbed_creates: 0,
+                    lost_deletes: 0,
+                }],
+            })
+        }
+        None => crate::world::run_general_traced(scenario, seed, observer),
     }
 }
 

@@ -17,6 +17,7 @@
 //!   trace, or a real run's measurement).
 //! - [`lesson`]: the lesson's tables, byte for byte, and the relation scan.
 //! - [`predict`]: [`predict::predict`], the exact overshoot predictor and closed forms.
+//! - [`advise`]: the advisor: a loop period and a controller for a delay and a startup time.
 //! - [`boundary`]: where the lesson's relation holds and fails, region by region.
 //! - [`format`]: JavaScript-compatible number formatting for those tables.
 //! - [`sweep`]: grids of scenarios ([`Grid`]), run in parallel and reported in cell order.
@@ -40,6 +41,7 @@
 //! assert_eq!((m.created, m.unneeded, m.overshoot, m.stable), (16, 8, 6, Some(375)));
 //! ```
 
+pub mod advise;
 pub mod boundary;
 pub mod delay;
 pub mod engine;

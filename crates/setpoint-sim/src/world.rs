@@ -26,6 +26,7 @@ use setpoint_core::{
 };
 
 use crate::delay::{whole_seconds, WorldRng};
+use crate::engine::TraceRow;
 use crate::lab::{
     Event, LabError, LabOutcome, LabScenario, LabSpec, Toll, WorkloadMetrics, MAX_LAB_COPIES,
 };
@@ -237,11 +238,56 @@ struct Engine<'s> {
 
 /// Runs `scenario` on the general engine with the world's generator seeded by `seed`.
 pub fn run_general(scenario: &LabScenario, seed: u64) -> Result<LabOutcome, LabError> {
-    run_with_budget(scenario, seed, MAX_LAB_COPIES)
+    run_with_budget(scenario, seed, MAX_LAB_COPIES, None)
+}
+
+/// [`run_general`], handing `observer` one [`TraceRow`] per workload per second, in order of
+/// time, then of workload.
+pub fn run_general_traced(
+    scenario: &LabScenario,
+    seed: u64,
+    observer: &mut dyn FnMut(usize, &TraceRow),
+) -> Result<LabOutcome, LabError> {
+    run_with_budget(scenario, seed, MAX_LAB_COPIES, Some(observer))
+}
+
+/// Receives one [`TraceRow`] per workload (by index) per second.
+pub type LabObserver<'a> = dyn FnMut(usize, &TraceRow) + 'a;
+
+/// What a workload had done before a second: created, commands, deleted, died.
+fn counts(w: &Work) -> [u64; 4] {
+    let t = &w.tally;
+    [t.created, t.commands, t.deleted, t.died]
+}
+
+/// The state of a workload at the end of second `t`, with what happened since `before`.
+fn trace_row(w: &Work, t: Time, before: [u64; 4]) -> TraceRow {
+    let now = counts(w);
+    TraceRow {
+        t,
+        desired: w.desired,
+        live: w.live.len() as u64,
+        seen: w.shown.len() as u64,
+        pending: w
+            .copies
+            .iter()
+            .enumerate()
+            .filter(|(id, c)| !c.dead && !w.shown.contains(&(*id as u64)))
+            .count() as u64,
+        created: now[0] - before[0],
+        delete_commands: now[1] - before[1],
+        deleted: now[2] - before[2],
+        died: now[3] - before[3],
+    }
 }
 
 /// [`run_general`], stopping with an error once more than `budget` copies were created.
-fn run_with_budget(scenario: &LabScenario, seed: u64, budget: u64) -> Result<LabOutcome, LabError> {
+fn run_with_budget(
+    scenario: &LabScenario,
+    seed: u64,
+    budget: u64,
+    mut observer: Option<&mut LabObserver>,
+) -> Result<LabOutcome, LabError> {
     let spec = scenario.spec();
     let mut engine = Engine::new(spec, seed);
     engine.budget = budget;
@@ -249,6 +295,10 @@ fn run_with_budget(scenario: &LabScenario, seed: u64, budget: u64) -> Result<Lab
     let period = spec.period;
     let mut t: Time = 0;
     loop {
+        let before: Vec<[u64; 4]> = match observer {
+            Some(_) => engine.works.iter().map(counts).collect(),
+            None => Vec::new(),
+        };
         engine.second(t)?;
         let next_round = engine.next_round(t);
         let next_event = engine.queue.keys().next().map(|k| k.0);
@@ -261,6 +311,15 @@ fn run_with_budget(scenario: &LabScenario, seed: u64, budget: u64) -> Result<Lab
         for w in &mut engine.works {
             let live = w.live.len() as u64;
             w.record(live, t, next - 1);
+        }
+        if let Some(observe) = observer.as_mut() {
+            // Until `next` nothing happens: no round acts and no event is due.
+            for s in t..next {
+                for (i, w) in engine.works.iter().enumerate() {
+                    let since = if s == t { before[i] } else { counts(w) };
+                    observe(i, &trace_row(w, s, since));
+                }
+            }
         }
         if next > duration {
             break;
@@ -900,6 +959,22 @@ mod tests {
     }
 
     #[test]
+    fn general_trace_equals_the_fast_engines_trace_on_the_lessons_world() {
+        for (g, controller) in [(60, ControllerKind::Ledger), (20, ControllerKind::Intent)] {
+            let lesson = Scenario::lesson(g, controller);
+            let mut fast = Vec::new();
+            crate::simulate_traced(&lesson, &mut |r| fast.push(*r));
+            let mut general = Vec::new();
+            run_general_traced(&LabScenario::from_lesson(&lesson), 1, &mut |w, r| {
+                assert_eq!(w, 0);
+                general.push(*r);
+            })
+            .unwrap();
+            assert_eq!(general, fast, "G={g} {controller}");
+        }
+    }
+
+    #[test]
     fn a_runaway_run_stops_with_an_error_instead_of_exhausting_memory() {
         let err = run_with_budget(
             &LabScenario::new(LabSpec {
@@ -918,6 +993,7 @@ mod tests {
             .unwrap(),
             1,
             10_000,
+            None,
         )
         .unwrap_err();
         assert_eq!(err, LabError::TooManyCopies(10_000));
@@ -986,6 +1062,12 @@ mod tests {
             fn general_engine_equals_fast_engine_on_the_lessons_world(spec in lesson_world()) {
                 let s = Scenario::new(spec).unwrap();
                 prop_assert_eq!(general(&s), simulate(&s));
+                let mut fast = Vec::new();
+                crate::simulate_traced(&s, &mut |r| fast.push(*r));
+                let mut slow = Vec::new();
+                run_general_traced(&LabScenario::from_lesson(&s), 1, &mut |_, r| slow.push(*r))
+                    .unwrap();
+                prop_assert_eq!(slow, fast, "per-second traces differ");
             }
         }
     }
