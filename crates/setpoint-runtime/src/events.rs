@@ -27,8 +27,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{decode, encode};
-use crate::store::{Op, Revision, Store, StoreError, Txn};
+use crate::model::decode;
+use crate::store::{Revision, Store, StoreError, Txn};
 
 /// The key prefix of the event log.
 pub const EVENTS: &str = "/events/";
@@ -165,13 +165,6 @@ pub fn append_all(
     }
 }
 
-/// Whether a transaction writes nothing but event entries (a pass that did nothing else).
-pub fn only_events(txn: &Txn) -> bool {
-    txn.ops.iter().all(|op| match op {
-        Op::Put { key, .. } | Op::Delete { key } => key.starts_with(EVENTS),
-    })
-}
-
 /// One entry of the log as read back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Logged {
@@ -243,14 +236,10 @@ pub fn logged_workloads(store: &dyn Store) -> Result<Vec<String>, StoreError> {
     Ok(names)
 }
 
-/// Encodes an event for the log.
-pub fn encode_event<T: Serialize>(value: &T) -> String {
-    encode(value)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::encode;
     use crate::store::MemoryStore;
 
     fn ev(at_ms: u64) -> String {
