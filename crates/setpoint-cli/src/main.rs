@@ -81,9 +81,28 @@ fn clap_exit(e: clap::Error) -> ExitCode {
         }
         _ => {
             match e.kind() {
-                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => eprintln!(
-                    "error: a subcommand is required: lesson, run, relation or sweep (see 'setpoint --help')"
-                ),
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    // Walk to the command the user named, and list its subcommands as clap
+                    // knows them, so the list cannot go stale.
+                    let mut cmd = <Cli as clap::CommandFactory>::command();
+                    let mut path = vec!["setpoint".to_owned()];
+                    for arg in std::env::args().skip(1) {
+                        match cmd.find_subcommand(&arg) {
+                            Some(sub) => {
+                                path.push(arg.clone());
+                                cmd = sub.clone();
+                            }
+                            None => break,
+                        }
+                    }
+                    let names: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).collect();
+                    eprintln!(
+                        "error: '{}' needs a subcommand: {} (see '{} --help')",
+                        path.join(" "),
+                        names.join(", "),
+                        path.join(" ")
+                    )
+                }
                 _ => eprintln!("{} (see 'setpoint --help')", one_line(&e.to_string())),
             }
             ExitCode::from(2)

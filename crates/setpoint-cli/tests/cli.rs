@@ -555,7 +555,11 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
             &["advise", "-G", "5", "--periods", "0,5"],
             &["--periods", "accepted 1 to"],
         ),
-        (&[], &["subcommand"]),
+        (&[], &["subcommand", "lesson", "experiment"]),
+        (
+            &["plot"],
+            &["'setpoint plot' needs a subcommand: timeline, heatmap"],
+        ),
     ];
     for (args, needles) in cases {
         let out = setpoint(args);
