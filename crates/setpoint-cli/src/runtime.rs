@@ -50,6 +50,14 @@ impl StoreArgs {
         Ok(Arc::new(store))
     }
 
+    /// Opens the store for a command that only reads or changes what is there (`get`,
+    /// `status`, `delete`): a data directory without a store is a mistake in `--data-dir`, not
+    /// a reason to create an empty store.
+    fn open_existing(&self) -> anyhow::Result<Arc<dyn Store>> {
+        require_store(&self.data_dir)?;
+        self.open()
+    }
+
     fn state_dir(&self) -> PathBuf {
         self.data_dir.join("nodes")
     }
@@ -223,6 +231,18 @@ pub struct StatusArgs {
 pub struct BadInput(String);
 
 /// Whether `e` is the user's to fix (exit code 2) rather than a failure (exit code 1).
+/// Refuses a data directory that holds no store.
+pub fn require_store(dir: &std::path::Path) -> Result<(), BadInput> {
+    if dir.join(setpoint_runtime::store::sqlite::DB_FILE).is_file() {
+        Ok(())
+    } else {
+        Err(BadInput(format!(
+            "no store in {}: accepted a --data-dir that 'setpoint up', 'apply' or 'controller' has used",
+            dir.display()
+        )))
+    }
+}
+
 pub fn is_bad_input(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.is::<BadInput>()
@@ -289,7 +309,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             Ok(text)
         }
         RuntimeCommand::Get(a) => {
-            let store = a.store.open()?;
+            let store = a.store.open_existing()?;
             let all = ops::get(
                 &*store,
                 a.workload.as_deref(),
@@ -305,7 +325,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             })
         }
         RuntimeCommand::Delete(a) => {
-            ops::delete(&*a.store.open()?, &a.workload)?;
+            ops::delete(&*a.store.open_existing()?, &a.workload)?;
             Ok(format!("workload {} deleted\n", a.workload))
         }
         RuntimeCommand::Kill(a) => {
@@ -320,7 +340,10 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             Ok(killed.iter().map(|k| format!("killed {k}\n")).collect())
         }
         RuntimeCommand::Status(a) => {
-            let s = ops::status(&*a.store.open()?, a.node_timeout.as_millis() as u64)?;
+            let s = ops::status(
+                &*a.store.open_existing()?,
+                a.node_timeout.as_millis() as u64,
+            )?;
             Ok(match a.format {
                 Format::Json => format!("{}\n", serde_json::to_string(&s)?),
                 Format::Table => status_table(&s),
