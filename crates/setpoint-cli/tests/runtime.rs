@@ -331,8 +331,9 @@ fn runtime_bad_input_gets_one_line_and_exit_code_2() {
             vec!["apply", "-f", "/nonexistent.toml"],
             "reading /nonexistent.toml",
         ),
-        (vec!["get", "nope"], "no workload named 'nope'"),
-        (vec!["delete", "nope"], "no workload named 'nope'"),
+        // No command has made a store here yet: read commands refuse instead of creating one.
+        (vec!["get", "nope"], "no store in"),
+        (vec!["delete", "nope"], "no store in"),
         (vec!["up", "--lease-ttl", "5"], "the unit is missing"),
         (vec!["agent", "--node", "Bad_Name"], "not a valid name"),
     ] {
@@ -349,12 +350,27 @@ fn runtime_bad_input_gets_one_line_and_exit_code_2() {
         "[[workload]]\nname = \"good\"\ncommand = [\"true\"]\ncopies = 1\n[[workload]]\nname = \"bad\"\ncommand = [\"true\"]\ncopies = -3\n",
     )
     .unwrap();
+    // A workload already stored must survive the rejected file untouched.
+    let keep = c.dir.path().join("keep.toml");
+    std::fs::write(
+        &keep,
+        "[[workload]]\nname = \"keep\"\ncommand = [\"true\"]\ncopies = 2\n",
+    )
+    .unwrap();
+    c.ok(&["apply", "-f", keep.to_str().unwrap()]);
+    let before = c.ok(&["get", "--format", "json"]);
     assert_eq!(
         c.run(&["apply", "-f", ok.to_str().unwrap()]).status.code(),
         Some(2)
     );
-    assert_eq!(
-        c.ok(&["get", "--format", "json"]).trim(),
-        r#"{"workloads":[]}"#
+    let after = c.ok(&["get", "--format", "json"]);
+    assert!(
+        after.contains(r#""name":"keep""#) || after.contains(r#""workload":"keep""#),
+        "{after}"
     );
+    assert!(
+        !after.contains("good") && !after.contains("\"bad\""),
+        "{after}"
+    );
+    assert_eq!(before, after, "the rejected file changed nothing");
 }
