@@ -275,16 +275,18 @@ $DI_ROWS
   takes microseconds inside the process; the whole-process times above are mostly the loader.
 - **The engine's cost depends on the events of a run, not on \`desired\` or the duration.** Copies
   live as creation batches with counts, and the world is a handful of counters over creation order
-  (see \`crates/setpoint-sim/src/engine.rs\`). A run with 100,000,000 copies visits the same seconds
-  as one with 6, and rounds that would repeat the last pass are skipped in one step.
-- **What still costs:** with the \`ledger\` controller, every round inside the blind window
-  \`(G + B) / U\` creates a new batch, so a run visits about that many rounds per oscillation, and
-  holds that many batches at once. The cost and memory of a run therefore grow with \`(G + B) / U\`
-  (about 20 ns a visited second); on the sweep's grid a cell visits 49 seconds on average.
-- **Measured with a temporary visit counter in the engine (not in the tree):** the seconds a run
-  visits are the same for desired 6, 7, 10,000, 1,000,000 and 100,000,000, with deaths of 2 copies,
-  of a third of the copies, or of a third and then a seventh; and the same for durations 86,400
-  and 10,000,000 (ledger, G 60, U 15: 47 visits with one death, 73 with two; intent: 11 and 19).
+  (see \`crates/setpoint-sim/src/engine.rs\`). Rounds that would repeat the last pass are skipped
+  in one step. Measured with a temporary visit counter in the engine (not in the tree): the
+  seconds a run visits are the same for desired 6, 7, 10,000, 1,000,000 and 100,000,000, with
+  deaths of 2 copies, of a third of the copies, or of a third and then a seventh, and the same
+  for durations 86,400 and 10,000,000 (ledger, G 60, U 15: 47 visits with one death, 73 with
+  two; intent: 11 and 19). The in-process table above shows the same: no trend with desired.
+- **What still costs:** the cost and memory of a \`ledger\` run grow with its blind window
+  \`(G + B) / U\`: it holds about one batch per round of the window, and once the batches reach the
+  ledger every round sees a different count and acts. \`setpoint run -G 10000000 -U 1 --duration
+  20000000 --format json\` took 2.9 s and 307 MiB before the changes below, 0.74 s and 308 MiB
+  after them (\`/usr/bin/time\`, measured during development): holding a blind window of ten
+  million rounds as one arithmetic run of batches would make that constant too.
 - **Profile, first pass (perf record on the 1,000,000-cell sweep, one thread).** 93% of the time
   was inside \`simulate\` (the grid, scenario building and counting were under 5%), and the two
   hottest instructions, 27% of all samples, were the reloads of a three-element array that
@@ -293,27 +295,31 @@ $DI_ROWS
   one thread, hyperfine, measured during development).
 - **Profile, second pass (perf record on \`cases --repeat 300\` over the sample).** The divisions by
   the period that placed rounds (\`t % period\`, \`t / period\` for the next round and for the
-  rounds skipped) took about a quarter of the samples, and indexing the batch queues about a
-  sixth. The engine now keeps the next round time by addition and divides only when it jumps over
-  rounds (about 8% faster on the sample, \`perf stat\` task-clock, fastest of 5).
-- **Visits, counted with a temporary counter (not in the tree).** On the 1,000,000-cell grid a
-  cell visited 49 seconds on average: 28 rounds, 13.4 seconds at which only a report reached the
-  ledger, 6.8 at which only a batch started, 0.8 with a death. Of the 28 passes, 15 sent deletes,
-  8.4 repeated the previous creation on an unchanged ledger, 1.7 created anew and 3 did nothing. A
-  report changes only what the next pass sees, so the engine now goes from it straight to the
-  first round at or after it instead of stopping at it: about 18% faster on the sample. Folding
-  batch starts into the accounting the same way gained nothing measurable and was left out; a
-  queue-scan shortcut in \`advance\` gained about 3% and was left out too.
+  rounds skipped) took about a quarter of the samples. The engine now keeps the next round time
+  by addition and divides only when it jumps over rounds: about 8% faster on the sample.
+- **Visits, counted with a temporary counter.** On the 1,000,000-cell grid a cell visited 49
+  seconds on average: 28 rounds, 13.4 seconds at which only a report reached the ledger, 6.8 at
+  which only a batch started, 0.8 with a death. Of the 28 passes, 15 sent deletes, 8.4 repeated
+  the previous creation on an unchanged ledger, 1.7 created anew and 3 did nothing. Two changes
+  followed, each measured with \`perf stat\` task-clock on the sample (fastest of 5):
+  - a report changes only what the next pass sees, so the engine goes from it straight to the
+    first round at or after it instead of stopping at it: about 18% faster;
+  - a \`ledger\` pass reads only the ledger, so after it creates a batch, every round until the next
+    report or death creates the same batch again; the engine now creates those batches at once,
+    without their passes (the issue's "a round that changes nothing repeats"): about 19% faster.
+    Sizing the batch queue for the blind window once, instead of growing it, took off another 7%
+    (allocation had risen to a tenth of the samples).
+  Tried and left out: folding batch starts into the accounting (no measurable gain) and a
+  shortcut for the queue scans of \`advance\` (about 3%).
 - **Checks of each engine change:** the outputs of the engine before the changes and after them
   are byte for byte the same on three sweeps (2,000,000 + 44,352 + 14,520 cells, both
   controllers, several death lists, durations 77 to 5,000), and \`cases\` agrees with the reference
   on 1,500 random scenarios (both controllers, desired 1–12, U 1–60, G 0–90, B 0–30, 0–3 deaths,
   durations 0–700), besides the sample above.
-- **What would go further:** the repeated creations of the \`ledger\` controller inside a blind
-  window (8.4 passes a cell here, and every batch they create) could be held as one arithmetic
-  run of batches, as the issue's prototype suggests; that is a larger change to the engine's
-  state and was not made here. Allocation (malloc, free, realloc) is about 5%: the deaths list
-  cloned per cell and the batch queues growing.
+- **What would go further:** the deletes that follow the arrivals (15 passes a cell here) each
+  see a different ledger, so the engine acts on every one; only a closed form of that phase would
+  remove them. Per visit the engine spends about 20 ns, spread over queue scans, branches and
+  bookkeeping, with no single hot spot left.
 EOF
 say "wrote $OUT"
 cat "$OUT"

@@ -29,7 +29,7 @@
 
 use std::collections::VecDeque;
 
-use setpoint_core::{Action, Batch, Controller, CopyId, Desired, LedgerView, Time};
+use setpoint_core::{Action, Batch, Controller, ControllerKind, CopyId, Desired, LedgerView, Time};
 
 use crate::metrics::Metrics;
 use crate::scenario::Scenario;
@@ -92,6 +92,15 @@ impl World {
             self.unheard.pop_front();
         }
         before != (self.visible, self.gone)
+    }
+
+    /// Creates `count` copies that start running at `ready`.
+    fn create(&mut self, count: u64, ready: Time) {
+        self.created += count;
+        self.unseen.push_back(Cohort {
+            ready,
+            end: self.created,
+        });
     }
 
     /// Kills every copy in `[dead, end)` at `t`. Returns how many died.
@@ -202,7 +211,15 @@ pub fn simulate(scenario: &Scenario) -> Metrics {
         copies: spec.desired,
     };
     let mut controller = Controller::new(spec.controller);
-    let mut world = World::default();
+    // A `ledger` pass reads nothing but the ledger, so it repeats while the ledger holds still.
+    let reads_only_ledger = spec.controller == ControllerKind::Ledger;
+    // A ledger-only loop holds about one batch per round of its blind window in flight: size the
+    // queue for that once instead of growing it (perf, issue 3: allocation was a tenth of a sweep).
+    let blind_rounds = (delay.saturating_add(startup) / period).min(1 << 12) as usize;
+    let mut world = World {
+        unseen: VecDeque::with_capacity(blind_rounds + 2),
+        ..World::default()
+    };
     let mut tally = Tally::default();
     let mut deaths = spec.deaths.iter().peekable();
 
@@ -249,6 +266,19 @@ pub fn simulate(scenario: &Scenario) -> Metrics {
                     Some(a @ Action::Delete { .. }) if !changed => a.size(),
                     _ => 0,
                 };
+                // Until a report reaches the ledger or a death strikes, every later round of a
+                // ledger-only loop creates this batch again: create those batches now, without
+                // their passes (perf, issue 3: a third of a sweep's passes were such repeats).
+                if let (true, Some(Action::Create { batch, .. })) = (reads_only_ledger, action) {
+                    let horizon = earliest(world.next_report(delay), deaths.peek().map(|d| d.at))
+                        .map_or(duration + 1, |h| h.min(duration + 1));
+                    while round_at < horizon {
+                        world.create(batch.count, round_at + startup);
+                        tally.created += batch.count;
+                        tally.rounds += 1;
+                        round_at += period;
+                    }
+                }
             } else {
                 tally.commands += repeat_commands;
             }
@@ -306,12 +336,8 @@ fn apply(
         None => false,
         Some(Action::Create { batch, .. }) => {
             debug_assert_eq!(batch.first.0, world.created);
-            world.created += batch.count;
+            world.create(batch.count, t + startup);
             tally.created += batch.count;
-            world.unseen.push_back(Cohort {
-                ready: t + startup,
-                end: world.created,
-            });
             true
         }
         Some(a @ Action::Delete { .. }) => {
@@ -461,6 +487,31 @@ mod tests {
         });
         assert_eq!(m.rounds, 901);
         assert!(m.delete_commands > m.deleted);
+    }
+
+    #[test]
+    fn repeated_blind_creations_stop_at_a_death_and_at_the_end_of_the_run() {
+        // Figures from the reference model (run-case.mjs) for the same scenarios.
+        let m = run(ScenarioSpec {
+            period: 5,
+            delay: 30,
+            duration: 300,
+            deaths: vec![Death { at: 12, count: 2 }],
+            ..ScenarioSpec::default()
+        });
+        assert_eq!((m.rounds, m.created, m.delete_commands), (61, 42, 206));
+        assert_eq!((m.deleted, m.overshoot, m.stable), (34, 34, Some(65)));
+        let m = run(ScenarioSpec {
+            period: 5,
+            delay: 30,
+            duration: 22,
+            deaths: vec![],
+            ..ScenarioSpec::default()
+        });
+        assert_eq!(
+            (m.rounds, m.created, m.overshoot, m.stable),
+            (5, 30, 18, None)
+        );
     }
 
     #[test]
