@@ -259,7 +259,7 @@ simulation work only.
 
 Sweep of 1,000,000 cells on one thread (\`RAYON_NUM_THREADS=1\`): $(ms "$(mean sweep_sp1)") ms ± $(ms "$(stddev sweep_sp1)"), that is
 $(us "$CELL_SWEEP1") µs a cell including the grid and counting; on $(nproc) threads it is $(calc "($(mean sweep_sp1) / $(mean sweep_sp)).toFixed(2)")× faster
-(the second thread gains little while other work keeps the other core busy: see the load column).
+(a second thread gains little while other work keeps the other core busy: see the load column).
 
 The cost of a run does not grow with \`desired\`. Whole process,
 \`setpoint run --desired D --duration 10000000 -G 60 --deaths 300:2 --format json\`:
@@ -316,8 +316,8 @@ $DI_ROWS
   - a \`ledger\` pass reads only the ledger, so after it creates a batch, every round until the next
     report or death creates the same batch again; the engine now creates those batches at once,
     without their passes (the issue's "a round that changes nothing repeats"): about 19% faster.
-    Sizing the batch queue for the blind window once, instead of growing it, took off another 7%
-    (allocation had risen to a tenth of the samples).
+    Sizing the batch queues for the blind window once, instead of growing them, took off another
+    7% and then 3% (allocation had risen to a tenth of the samples).
   After the changes, a cell of the grid visits 29.9 seconds on average instead of 49.
   Tried and left out: folding batch starts into the accounting (no measurable gain) and a
   shortcut for the queue scans of \`advance\` (3% once, slower after the other changes).

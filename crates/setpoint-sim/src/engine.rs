@@ -215,9 +215,11 @@ pub fn simulate(scenario: &Scenario) -> Metrics {
     let reads_only_ledger = spec.controller == ControllerKind::Ledger;
     // A ledger-only loop holds about one batch per round of its blind window in flight: size the
     // queue for that once instead of growing it (perf, issue 3: allocation was a tenth of a sweep).
+    // Deletes it sends while their reports travel are bounded the same way.
     let blind_rounds = (delay.saturating_add(startup) / period).min(1 << 12) as usize;
     let mut world = World {
         unseen: VecDeque::with_capacity(blind_rounds + 2),
+        unheard: VecDeque::with_capacity(blind_rounds + 2),
         ..World::default()
     };
     let mut tally = Tally::default();
