@@ -230,6 +230,11 @@ $(ms "$(cpu sweep_sp)") ms of CPU on 2 threads; per cell $(us "$CELL_SP_CPU") µ
 wall-clock means: $(us "$CELL_SP_MEAN") µs against $(us "$CELL_REF_MEAN") µs ($(times_ "$(calc "$CELL_REF_MEAN / $CELL_SP_MEAN")")×); from the fastest runs:
 $(us "$CELL_SP_MIN") µs against $(us "$CELL_REF_MIN") µs ($(times_ "$(calc "$CELL_REF_MIN / $CELL_SP_MIN")")×).
 
+The per-cell row's margin is thin. In the quiet runs made while closing issue 3 (load at most
+1.1) it measured between about 290× and 330× on medians and means, depending on the moment and on
+the commit (each engine change in the list below moved it): read it as "at the target", not
+comfortably above it. The other rows have wide margins.
+
 Answers checked in the same run:
 - big scenario: $BIG_SAME of 1 result differs from the reference's in any key.
 - per-cell sample: $SAMPLE_MISMATCHED of $SAMPLE_CELLS cells differ from the reference in any key.
