@@ -231,9 +231,9 @@ wall-clock means: $(us "$CELL_SP_MEAN") µs against $(us "$CELL_REF_MEAN") µs (
 $(us "$CELL_SP_MIN") µs against $(us "$CELL_REF_MIN") µs ($(times_ "$(calc "$CELL_REF_MIN / $CELL_SP_MIN")")×).
 
 The per-cell row's margin is thin. In the quiet runs made while closing issue 3 (load at most
-1.1) it measured between about 290× and 330× on medians and means, depending on the moment and on
-the commit (each engine change in the list below moved it): read it as "at the target", not
-comfortably above it. The other rows have wide margins.
+1.1) it measured between about 290× and 330× on medians and means before main's wider
+controllers were merged, and lower after (see the list below): read it as "at the target" at
+best, not comfortably above it. The other rows have wide margins.
 
 Answers checked in the same run:
 - big scenario: $BIG_SAME of 1 result differs from the reference's in any key.
@@ -331,6 +331,15 @@ $DI_ROWS
   controllers, several death lists, durations 77 to 5,000), and \`cases\` agrees with the reference
   on 1,500 random scenarios (both controllers, desired 1–12, U 1–60, G 0–90, B 0–30, 0–3 deaths,
   durations 0–700), besides the sample above.
+- **After merging main (the lab's five controllers, traces, the exact predictor).** Each sweep
+  cell now also runs \`predict\` for its \`prediction\` column: perf put it at 42% of the
+  1,000,000-cell sweep on one thread, and the engine at 40%. The engine itself became about a
+  quarter slower per cell (perf stat on the sample: medians of 10 runs about 670 ms before the
+  merge and 1,150 ms right after it, per 1,000,000 simulations): \`Controller::pass\` now
+  dispatches over five controllers and \`Action\` carries name lists, and the untraced loop paid
+  for the trace's bookkeeping. The engine's run now takes whether it is traced as a compile-time
+  constant, which brought it back to about 950 ms; the rest is the wider controller and action
+  types, which live in setpoint-core.
 - **What would go further:** the deletes that follow the arrivals (15 passes a cell here) each
   see a different ledger, so the engine acts on every one; only a closed form of that phase would
   remove them. Per visit the engine spends about 20 ns, spread over queue scans, branches and

@@ -1,8 +1,13 @@
 //! The command line, as clap types. They stay in this crate; `into_spec` turns them into the
 //! validated types of setpoint-sim.
 
+use std::path::PathBuf;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use setpoint_core::ControllerKind;
+use setpoint_sim::delay::{parse_delay_model, DelayModel};
+use setpoint_sim::lab::{BURST, TTL};
+use setpoint_sim::montecarlo::RUNS;
 use setpoint_sim::{parse_deaths, Death, Limit, ScenarioSpec};
 
 /// setpoint: a lab for reconciliation loops that converge without overshoot.
@@ -24,12 +29,28 @@ pub enum Command {
         #[arg(value_enum)]
         part: Option<LessonPart>,
     },
-    /// Simulate one scenario and print its metrics.
+    /// Simulate one scenario and print its metrics: the lesson's world from flags, or a scenario
+    /// file (TOML) whose settings the flags given override.
     Run(RunArgs),
     /// Scan report delay against loop period and test the lesson's relation on every cell.
-    Relation(RelationArgs),
+    Relation(crate::relation::RelationArgs),
+    /// Draw pictures as SVG: a run's timeline, or a heatmap of overshoot over G x U.
+    #[command(subcommand)]
+    Plot(crate::plot::PlotCommand),
+    /// Write one self-contained HTML page: the lesson's tables, a run's metrics and prediction,
+    /// its timeline and the overshoot heatmap.
+    Report(crate::report::ReportArgs),
+    /// Recommend a loop period and a controller for a report delay and a startup time, with the
+    /// reasoning.
+    Advise(crate::advise::AdviseArgs),
     /// Run a grid of scenarios in parallel: one row per cell, or only the counts.
     Sweep(crate::sweep::SweepArgs),
+    /// The real runtime's commands.
+    #[command(flatten)]
+    Runtime(crate::runtime::RuntimeCommand),
+    /// Model against reality: measure real runs, run the lab's scenarios on real processes.
+    #[command(flatten)]
+    Reality(crate::reality::RealityCommand),
 }
 
 /// A block of the lesson's output.
@@ -50,15 +71,6 @@ pub enum RunFormat {
     Json,
     /// A header and one row.
     Csv,
-}
-
-/// Output formats of `relation`.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum TableFormat {
-    /// Text tables.
-    Table,
-    /// One JSON object.
-    Json,
 }
 
 /// Settings every simulation command shares.
@@ -82,9 +94,10 @@ pub struct WorldArgs {
     pub controller: ControllerKind,
 }
 
-/// `setpoint run`.
+/// The lesson's world on the command line: the loop period, the report delay and the rest.
+/// `run`, `plot timeline` and `report` share it.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct LessonArgs {
     /// Loop period U: seconds between rounds.
     #[arg(short = 'U', long, default_value = "15", value_name = "SECONDS", value_parser = period, allow_negative_numbers = true)]
     pub period: u64,
@@ -94,38 +107,56 @@ pub struct RunArgs {
     /// Everything else about the world.
     #[command(flatten)]
     pub world: WorldArgs,
+}
+
+impl LessonArgs {
+    /// The raw scenario these flags describe.
+    pub fn spec(&self) -> ScenarioSpec {
+        self.world.spec(self.delay, self.period)
+    }
+}
+
+/// `setpoint run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The lesson's world.
+    #[command(flatten)]
+    pub lesson: LessonArgs,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: RunFormat,
-}
-
-/// `setpoint relation`.
-#[derive(Debug, Args)]
-pub struct RelationArgs {
-    /// Report delays G to scan (rows), comma-separated seconds.
-    #[arg(long, default_value = "0,10,20,30,45,60,90", value_name = "LIST", value_parser = delays, allow_negative_numbers = true)]
-    pub delays: SecondsList,
-    /// Loop periods U to scan (columns), comma-separated seconds.
-    #[arg(long, default_value = "5,10,15,20,30,45,60,90", value_name = "LIST", value_parser = periods, allow_negative_numbers = true)]
-    pub periods: SecondsList,
-    /// Everything else about the world.
-    #[command(flatten)]
-    pub world: WorldArgs,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: TableFormat,
+    /// A scenario file (TOML, see `scenarios/`). Flags given on the command line override its
+    /// settings; --desired and --startup then set every workload, --deaths replaces its deaths.
+    #[arg(value_name = "SCENARIO.toml")]
+    pub scenario: Option<PathBuf>,
+    /// Seed of the world's random number generator [default: the file's, else 1].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Monte Carlo: run N seeds (SEED, SEED+1, ...) and print mean, p50, p95 and max of every
+    /// metric.
+    #[arg(long, value_name = "N", value_parser = runs, allow_negative_numbers = true)]
+    pub runs: Option<u64>,
+    /// Report-delay model: fixed:S, uniform:MIN:MAX or lesson-chain (seconds, to the
+    /// millisecond). Replaces --delay.
+    #[arg(long, value_name = "MODEL", value_parser = delay_model, conflicts_with = "delay")]
+    pub delay_model: Option<DelayModel>,
+    /// TTL of the expectations controller: seconds after which an unmet expectation counts as
+    /// satisfied [default: 300].
+    #[arg(long, value_name = "SECONDS", value_parser = ttl, allow_negative_numbers = true)]
+    pub ttl: Option<u64>,
+    /// Burst limit of the expectations controller: most copies one pass creates or deletes
+    /// [default: 500].
+    #[arg(long, value_name = "N", value_parser = burst, allow_negative_numbers = true)]
+    pub burst: Option<u64>,
+    /// Also write one CSV row per second to FILE: t, desired, live, seen, pending, created,
+    /// delete commands, deletions and deaths.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
 }
 
 /// A parsed `--deaths` list. A newtype, so that clap takes the whole list as one value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeathList(pub Vec<Death>);
-
-/// A comma-separated list of numbers, each inside one [`Limit`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SecondsList(pub Vec<u64>);
-
-/// The longest list one flag accepts.
-const MAX_LIST: usize = 10_000;
 
 impl WorldArgs {
     /// The raw scenario with the given delay and period.
@@ -161,31 +192,22 @@ fn startup(s: &str) -> Result<u64, String> {
 fn duration(s: &str) -> Result<u64, String> {
     limited(Limit::DURATION)(s)
 }
+fn runs(s: &str) -> Result<u64, String> {
+    limited(RUNS)(s)
+}
+fn ttl(s: &str) -> Result<u64, String> {
+    limited(TTL)(s)
+}
+fn burst(s: &str) -> Result<u64, String> {
+    limited(BURST)(s)
+}
+fn delay_model(s: &str) -> Result<DelayModel, String> {
+    parse_delay_model(s)
+}
 fn deaths(s: &str) -> Result<DeathList, String> {
     parse_deaths(s).map(DeathList).map_err(|e| e.to_string())
 }
 fn controller(s: &str) -> Result<ControllerKind, String> {
     s.parse()
         .map_err(|e: setpoint_core::UnknownController| e.to_string())
-}
-
-fn list(limit: Limit, s: &str) -> Result<SecondsList, String> {
-    let items: Vec<&str> = s.split(',').collect();
-    if items.len() > MAX_LIST {
-        return Err(format!(
-            "a list of {} values is too long: accepted at most {MAX_LIST}",
-            items.len()
-        ));
-    }
-    let values = items
-        .into_iter()
-        .map(|item| limit.parse(item).map_err(|e| e.to_string()))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(SecondsList(values))
-}
-fn delays(s: &str) -> Result<SecondsList, String> {
-    list(Limit::DELAY, s)
-}
-fn periods(s: &str) -> Result<SecondsList, String> {
-    list(Limit::PERIOD, s)
 }

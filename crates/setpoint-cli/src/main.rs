@@ -3,32 +3,51 @@
 //!
 //! Exit codes: 0 success (a closed output pipe counts as success), 1 failure, 2 bad input.
 
+mod advise;
 mod args;
+mod lab;
+mod plot;
+mod reality;
+mod relation;
+mod report;
+mod runtime;
 mod sweep;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Parser;
-use serde::Serialize;
-use setpoint_sim::lesson::{self, RelationGrid, RelationScan};
-use setpoint_sim::{simulate, Scenario, ScenarioError};
+use clap::{CommandFactory, FromArgMatches};
+use setpoint_sim::lab::LabError;
+use setpoint_sim::lesson;
+use setpoint_sim::{simulate, simulate_traced, Scenario, ScenarioError, TraceRow};
 
-use args::{Cli, Command, LessonPart, RelationArgs, RunArgs, RunFormat, TableFormat};
+use args::{Cli, Command, LessonPart, RunArgs, RunFormat};
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // The matches say which flags the command line gave, which a scenario file needs to know.
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => return clap_exit(e),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => return clap_exit(e),
     };
-    match execute(cli) {
+    match execute(cli, &matches) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             if e.downcast_ref::<ScenarioError>().is_some()
                 || e.downcast_ref::<setpoint_sim::GridError>().is_some()
+                || e.downcast_ref::<BadInput>().is_some()
+                || e.downcast_ref::<LabError>().is_some()
+                || runtime::is_bad_input(&e)
+                || matches!(
+                    e.downcast_ref::<setpoint_sim::advise::AdviceError>(),
+                    Some(setpoint_sim::advise::AdviceError::Input(_))
+                )
             {
                 ExitCode::from(2)
             } else {
@@ -37,6 +56,19 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// Input the command line parsed but that does not make sense together, such as a list where
+/// one value is needed. Exits with 2, like every bad input.
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
 
 /// Help and version go to stdout with status 0; any other parse error becomes one line on
 /// stderr with status 2.
@@ -48,17 +80,48 @@ fn clap_exit(e: clap::Error) -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("error: bad command line");
             match e.kind() {
-                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => eprintln!(
-                    "error: a subcommand is required: lesson, run, relation or sweep (see 'setpoint --help')"
-                ),
-                _ => eprintln!("{first} (see 'setpoint --help')"),
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    // Walk to the command the user named, and list its subcommands as clap
+                    // knows them, so the list cannot go stale.
+                    let mut cmd = <Cli as clap::CommandFactory>::command();
+                    let mut path = vec!["setpoint".to_owned()];
+                    for arg in std::env::args().skip(1) {
+                        match cmd.find_subcommand(&arg) {
+                            Some(sub) => {
+                                path.push(arg.clone());
+                                cmd = sub.clone();
+                            }
+                            None => break,
+                        }
+                    }
+                    let names: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).collect();
+                    eprintln!(
+                        "error: '{}' needs a subcommand: {} (see '{} --help')",
+                        path.join(" "),
+                        names.join(", "),
+                        path.join(" ")
+                    )
+                }
+                _ => eprintln!("{} (see 'setpoint --help')", one_line(&e.to_string())),
             }
             ExitCode::from(2)
         }
     }
+}
+
+/// Folds clap's multi-line message into one line: the error itself, plus the accepted values
+/// and tips that clap prints below it, without the usage block.
+fn one_line(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut out = lines.next().unwrap_or("error: bad command line").to_owned();
+    for l in lines {
+        if l.starts_with('[') || l.starts_with("tip:") {
+            out.push_str(if l.starts_with('[') { " " } else { "; " });
+            out.push_str(l);
+        }
+    }
+    out
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -68,16 +131,32 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-fn execute(cli: Cli) -> anyhow::Result<()> {
+fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
     let text = match cli.command {
         Command::Lesson { part } => match part {
             None => lesson::lesson_all(),
             Some(LessonPart::Loop) => lesson::lesson_loop(),
             Some(LessonPart::Relation) => lesson::lesson_relation(),
         },
+        Command::Run(args) if lab::wanted(&args) => {
+            let sub = matches
+                .subcommand_matches("run")
+                .context("the run subcommand's matches")?;
+            lab::run(&args, sub)?
+        }
         Command::Run(args) => run(&args)?,
-        Command::Relation(args) => relation(&args)?,
+        Command::Relation(args) => relation::run(&args)?,
+        Command::Plot(command) => plot::run(
+            &command,
+            matches
+                .subcommand_matches("plot")
+                .and_then(|m| m.subcommand_matches("timeline")),
+        )?,
+        Command::Report(args) => report::run(&args, matches.subcommand_matches("report"))?,
+        Command::Advise(args) => advise::run(&args)?,
         Command::Sweep(args) => return sweep::run(args),
+        Command::Runtime(cmd) => runtime::execute(cmd)?,
+        Command::Reality(cmd) => reality::execute(cmd)?,
     };
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())
@@ -86,63 +165,44 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The lesson's workload, by the name the lesson gives it.
+const LESSON_WORKLOAD: &str = "collector";
+
+/// Simulates `scenario`, writing its per-second trace to `path` as CSV.
+fn write_trace(
+    scenario: &Scenario,
+    path: &std::path::Path,
+) -> anyhow::Result<setpoint_sim::Metrics> {
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("cannot create the trace file {}", path.display()))?;
+    let mut out = io::BufWriter::new(file);
+    let mut failed = writeln!(out, "{}", TraceRow::CSV_HEADER).err();
+    let m = simulate_traced(scenario, &mut |row| {
+        if failed.is_none() {
+            failed = writeln!(out, "{}", row.csv(LESSON_WORKLOAD)).err();
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e).with_context(|| format!("writing the trace file {}", path.display()));
+    }
+    out.flush()
+        .with_context(|| format!("writing the trace file {}", path.display()))?;
+    Ok(m)
+}
+
 fn run(args: &RunArgs) -> anyhow::Result<String> {
-    let scenario = Scenario::new(args.world.spec(args.delay, args.period))?;
-    let m = simulate(&scenario);
+    let scenario = Scenario::new(args.lesson.spec())?;
+    let m = match &args.trace {
+        None => simulate(&scenario),
+        Some(path) => write_trace(&scenario, path)?,
+    };
     Ok(match args.format {
         RunFormat::Table => format!(
             "{}\n{}\n",
             lesson::LOOP_HEADER,
-            lesson::loop_row(args.delay, &m)
+            lesson::loop_row(args.lesson.delay, &m)
         ),
         RunFormat::Json => format!("{}\n", serde_json::to_string(&m)?),
         RunFormat::Csv => format!("{}\n{}\n", setpoint_sim::Metrics::CSV_HEADER, m.csv_row()),
-    })
-}
-
-/// The JSON form of a relation scan.
-#[derive(Serialize)]
-struct RelationJson<'a> {
-    desired: u64,
-    startup: u64,
-    duration: u64,
-    controller: &'a str,
-    cells: &'a [lesson::RelationCell],
-    cell_count: usize,
-    mismatched: usize,
-}
-
-fn relation(args: &RelationArgs) -> anyhow::Result<String> {
-    let grid = RelationGrid {
-        base: args.world.spec(0, 1),
-        delays: args.delays.0.clone(),
-        periods: args.periods.0.clone(),
-    };
-    let scan = RelationScan::try_run(&grid)?;
-    let w = &args.world;
-    Ok(match args.format {
-        TableFormat::Json => format!(
-            "{}\n",
-            serde_json::to_string(&RelationJson {
-                desired: w.desired,
-                startup: w.startup,
-                duration: w.duration,
-                controller: w.controller.name(),
-                cells: &scan.cells,
-                cell_count: scan.cells.len(),
-                mismatched: scan.mismatched(),
-            })?
-        ),
-        TableFormat::Table => format!(
-            "measured overshoot (row: report delay G, column: loop period U); desired {}, B={} sec, {} sec run, controller {}\n{}\nlesson's prediction: desired x (ceil((G+B)/U) - 1)\n{}\nrelation: overshoot = desired x (ceil((G+B)/U) - 1); {} cells, {} mismatched\n",
-            w.desired,
-            w.startup,
-            w.duration,
-            w.controller,
-            scan.overshoot_table(5),
-            scan.prediction_table(5),
-            scan.cells.len(),
-            scan.mismatched()
-        ),
     })
 }

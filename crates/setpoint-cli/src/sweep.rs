@@ -67,22 +67,22 @@ pub enum SweepFormat {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControllerList(pub Vec<ControllerKind>);
 
-fn axis(limit: Limit, s: &str) -> Result<Axis, String> {
+pub(crate) fn axis(limit: Limit, s: &str) -> Result<Axis, String> {
     Axis::parse(limit, s).map_err(|e| e.to_string())
 }
-fn desired_axis(s: &str) -> Result<Axis, String> {
+pub(crate) fn desired_axis(s: &str) -> Result<Axis, String> {
     axis(Limit::DESIRED, s)
 }
-fn period_axis(s: &str) -> Result<Axis, String> {
+pub(crate) fn period_axis(s: &str) -> Result<Axis, String> {
     axis(Limit::PERIOD, s)
 }
-fn delay_axis(s: &str) -> Result<Axis, String> {
+pub(crate) fn delay_axis(s: &str) -> Result<Axis, String> {
     axis(Limit::DELAY, s)
 }
-fn startup_axis(s: &str) -> Result<Axis, String> {
+pub(crate) fn startup_axis(s: &str) -> Result<Axis, String> {
     axis(Limit::STARTUP, s)
 }
-fn controllers(s: &str) -> Result<ControllerList, String> {
+pub(crate) fn controllers(s: &str) -> Result<ControllerList, String> {
     parse_controllers(s)
         .map(ControllerList)
         .map_err(|e| e.to_string())
@@ -121,8 +121,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         match args.format {
             SweepFormat::Csv => writeln!(
                 out,
-                "cells,mismatched,overshooting\n{},{},{}",
-                s.cells, s.mismatched, s.overshooting
+                "cells,mismatched,overshooting,prediction_mismatched\n{},{},{},{}",
+                s.cells, s.mismatched, s.overshooting, s.prediction_mismatched
             ),
             SweepFormat::Jsonl => writeln!(out, "{}", serde_json::to_string(&s)?),
         }

@@ -51,6 +51,8 @@ fn csv_header_names_parameters_metrics_and_the_relation() {
     expected.extend(run_keys);
     expected.push("lesson_prediction".into());
     expected.push("lesson_match".into());
+    expected.push("prediction".into());
+    expected.push("prediction_match".into());
     assert_eq!(header.split(',').collect::<Vec<_>>(), expected);
     assert_eq!(text.lines().count(), 2, "the default grid is one cell");
 }
@@ -163,14 +165,14 @@ fn summary_of_the_lessons_grid_finds_no_mismatch() {
     ];
     assert_eq!(
         ok(&grid),
-        "cells,mismatched,overshooting\n56,0,32\n",
+        "cells,mismatched,overshooting,prediction_mismatched\n56,0,32,0\n",
         "32 nonzero cells in the lesson's overshoot table"
     );
     let mut jsonl = grid.to_vec();
     jsonl.extend(["--format", "jsonl"]);
     assert_eq!(
         ok(&jsonl),
-        "{\"cells\":56,\"mismatched\":0,\"overshooting\":32}\n"
+        "{\"cells\":56,\"mismatched\":0,\"overshooting\":32,\"prediction_mismatched\":0}\n"
     );
 }
 

@@ -1,6 +1,6 @@
 //! What a reconciliation pass returns.
 
-use crate::view::Batch;
+use crate::view::{Batch, Name};
 
 /// One correction, phrased as a target rather than an increment.
 ///
@@ -8,7 +8,7 @@ use crate::view::Batch;
 /// already there. The size of the correction is their difference. Whoever carries the action out
 /// can therefore tell a stale action from a fresh one, and a pass repeated on the same view asks
 /// for the same end state again instead of "one more".
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Bring the workload up to `target` copies: create the copies of `batch`, whose size is
     /// `target − counted`.
@@ -30,14 +30,30 @@ pub enum Action {
         /// The copies the pass counted as existing.
         counted: u64,
     },
+    /// Bring a workload of named copies to exactly the names `0 … target − 1`: create each name
+    /// of `create` and send one delete command to each name of `delete`. Where copies run, a
+    /// creation under a name that already exists (starting or running) does nothing, and a
+    /// delete command reaches the copies of that name that exist, if any.
+    Named {
+        /// The number of names the pass wants running.
+        target: u64,
+        /// The wanted names the pass counted as existing (on the ledger or commanded earlier).
+        counted: u64,
+        /// The names to create, ascending.
+        create: Vec<Name>,
+        /// The names to delete, ascending.
+        delete: Vec<Name>,
+    },
 }
 
 impl Action {
-    /// How many copies the action creates, or how many delete commands it sends.
+    /// How many copies the action creates, or how many delete commands it sends (for
+    /// [`Action::Named`], both together).
     pub fn size(&self) -> u64 {
-        match *self {
+        match self {
             Action::Create { batch, .. } => batch.count,
             Action::Delete { target, counted } => counted - target,
+            Action::Named { create, delete, .. } => (create.len() + delete.len()) as u64,
         }
     }
 }

@@ -6,13 +6,23 @@
 //! - `intent` also counts its own work in flight: the copies it created that have not reached the
 //!   ledger yet. That one record removes the overshoot the lesson measures, at the price of
 //!   memory that a restart loses.
-
+//! - `expectations` ([`crate::expectations`]) follows Kubernetes' ReplicaSet controller: it sits
+//!   out passes until its last writes are observed, or until they expire.
+//! - `named` ([`crate::named`]) gives copies deterministic names, so a repeated creation is a
+//!   no-op where copies run and a restart cannot duplicate anything.
+//! - `gated` ([`crate::gated`]) reads its own writes: it skips passes until the ledger has caught
+//!   up with its last write.
+//!
+//! `docs/controllers.md` compares them.
 use std::collections::VecDeque;
 use std::fmt;
 use std::str::FromStr;
 
 use crate::action::Action;
-use crate::view::{Batch, Desired, LedgerView};
+use crate::expectations::{Expectations, ExpectationsConfig};
+use crate::gated::Gated;
+use crate::named::Named;
+use crate::view::{Batch, Desired, LedgerView, Time};
 
 /// The closed set of controllers setpoint provides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -21,26 +31,54 @@ pub enum ControllerKind {
     Ledger,
     /// Looks at the ledger plus its own pending creations.
     Intent,
+    /// Kubernetes ReplicaSet style: waits for its expected creations and deletions to be
+    /// observed, or to expire after a TTL.
+    Expectations,
+    /// Deterministic names `0 … n − 1`: creates only names neither on the ledger nor commanded.
+    Named,
+    /// Read-your-writes: skips passes until the ledger has caught up with its last write.
+    Gated,
 }
 
 impl ControllerKind {
     /// Every controller, in a fixed order.
-    pub const ALL: [ControllerKind; 2] = [ControllerKind::Ledger, ControllerKind::Intent];
+    pub const ALL: [ControllerKind; 5] = [
+        ControllerKind::Ledger,
+        ControllerKind::Intent,
+        ControllerKind::Expectations,
+        ControllerKind::Named,
+        ControllerKind::Gated,
+    ];
+
+    /// The lesson's two controllers (CA24), in the order of its tables.
+    pub const LESSON: [ControllerKind; 2] = [ControllerKind::Ledger, ControllerKind::Intent];
 
     /// The name used on the command line and in outputs.
     pub fn name(self) -> &'static str {
         match self {
             ControllerKind::Ledger => "ledger",
             ControllerKind::Intent => "intent",
+            ControllerKind::Expectations => "expectations",
+            ControllerKind::Named => "named",
+            ControllerKind::Gated => "gated",
         }
     }
 
-    /// The lesson's description, as its tables print it.
+    /// The lesson's description, as its tables print it; a description in the same style for
+    /// the controllers the lesson does not have.
     pub fn lesson_title(self) -> &'static str {
         match self {
             ControllerKind::Ledger => "ledger only",
             ControllerKind::Intent => "ledger + its own pending actions",
+            ControllerKind::Expectations => "ledger + expectations that expire after a TTL",
+            ControllerKind::Named => "ledger + deterministic names",
+            ControllerKind::Gated => "ledger, read after its own last write",
         }
+    }
+
+    /// Whether the controller is one of the lesson's two ([`Self::LESSON`]).
+    pub fn is_lesson(self) -> bool {
+        Self::LESSON.contains(&self)
     }
 }
 
@@ -52,7 +90,7 @@ impl fmt::Display for ControllerKind {
 
 /// A controller name that setpoint does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown controller '{0}': accepted are ledger, intent")]
+#[error("unknown controller '{0}': accepted are ledger, intent, expectations, named, gated")]
 pub struct UnknownController(pub String);
 
 impl FromStr for ControllerKind {
@@ -66,7 +104,7 @@ impl FromStr for ControllerKind {
     }
 }
 
-/// A controller together with its memory between passes.
+/// A controller together with its settings and its memory between passes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Controller {
     /// See [`ControllerKind::Ledger`]. It remembers nothing.
@@ -76,16 +114,27 @@ pub enum Controller {
         /// The batches this controller created that may still be in flight, oldest first.
         batches: VecDeque<Batch>,
     },
+    /// See [`ControllerKind::Expectations`].
+    Expectations(Expectations),
+    /// See [`ControllerKind::Named`].
+    Named(Named),
+    /// See [`ControllerKind::Gated`].
+    Gated(Gated),
 }
 
 impl Controller {
-    /// A controller of the given kind with empty memory.
+    /// A controller of the given kind with its default settings and empty memory.
     pub fn new(kind: ControllerKind) -> Self {
         match kind {
             ControllerKind::Ledger => Controller::Ledger,
             ControllerKind::Intent => Controller::Intent {
                 batches: VecDeque::new(),
             },
+            ControllerKind::Expectations => {
+                Controller::Expectations(Expectations::new(ExpectationsConfig::default()))
+            }
+            ControllerKind::Named => Controller::Named(Named::default()),
+            ControllerKind::Gated => Controller::Gated(Gated::default()),
         }
     }
 
@@ -94,44 +143,58 @@ impl Controller {
         match self {
             Controller::Ledger => ControllerKind::Ledger,
             Controller::Intent { .. } => ControllerKind::Intent,
+            Controller::Expectations(_) => ControllerKind::Expectations,
+            Controller::Named(_) => ControllerKind::Named,
+            Controller::Gated(_) => ControllerKind::Gated,
         }
     }
 
-    /// Loses everything held in memory, as a process restart does.
+    /// Loses everything held in memory, as a process restart does. Settings survive: they come
+    /// from configuration, not memory.
     pub fn restart(&mut self) {
-        *self = Controller::new(self.kind());
+        match self {
+            Controller::Ledger => {}
+            Controller::Intent { batches } => batches.clear(),
+            Controller::Expectations(e) => e.restart(),
+            Controller::Named(n) => n.restart(),
+            Controller::Gated(g) => g.restart(),
+        }
     }
 
-    /// One reconciliation pass: compares `desired` with what `view` shows (plus, for `intent`,
-    /// its own work in flight) and returns the correction, or `None` when the two agree.
-    pub fn pass<V: LedgerView>(&mut self, desired: Desired, view: &V) -> Option<Action> {
-        let counted = view.on_ledger() + self.pending(view);
-        let target = desired.copies;
-        if target > counted {
-            let batch = Batch {
-                first: view.next_copy(),
-                count: target - counted,
-            };
-            if let Controller::Intent { batches } = self {
-                batches.push_back(batch);
-            }
-            Some(Action::Create {
-                target,
-                counted,
-                batch,
-            })
-        } else if target < counted {
-            Some(Action::Delete { target, counted })
-        } else {
-            None
+    /// The earliest time at which a pass could decide differently although the view has not
+    /// changed; `None` when only a change of the view can change its decision. A driver may
+    /// skip the passes before it on an unchanged view, after a pass that returned nothing.
+    pub fn wake_at(&self) -> Option<Time> {
+        match self {
+            Controller::Expectations(e) => e.wake_at(),
+            _ => None,
         }
+    }
+
+    /// One reconciliation pass: compares `desired` with what `view` shows (plus whatever the
+    /// controller remembers of its own work) and returns the correction, or `None` when there is
+    /// nothing to do or the controller sits this pass out.
+    pub fn pass<V: LedgerView>(&mut self, desired: Desired, view: &V) -> Option<Action> {
+        match self {
+            Controller::Ledger | Controller::Intent { .. } => {}
+            Controller::Expectations(e) => return e.pass(desired, view),
+            Controller::Named(n) => return n.pass(desired, view),
+            Controller::Gated(g) => return g.pass(desired, view),
+        }
+        let counted = view.on_ledger() + self.pending(view);
+        let action = toward(desired.copies, counted, view);
+        if let (Controller::Intent { batches }, Some(Action::Create { batch, .. })) =
+            (self, &action)
+        {
+            batches.push_back(*batch);
+        }
+        action
     }
 
     /// The controller's own work in flight, as far as it remembers it. Batches with nothing in
     /// flight are forgotten: by the view's promise they never come back.
     fn pending<V: LedgerView>(&mut self, view: &V) -> u64 {
         match self {
-            Controller::Ledger => 0,
             Controller::Intent { batches } => {
                 let mut pending = 0;
                 batches.retain(|&b| {
@@ -141,44 +204,38 @@ impl Controller {
                 });
                 pending
             }
+            _ => 0,
         }
+    }
+}
+
+/// The plain correction from `counted` toward `target`: create the shortfall, or send one delete
+/// command per surplus copy.
+pub(crate) fn toward<V: LedgerView>(target: u64, counted: u64, view: &V) -> Option<Action> {
+    if target > counted {
+        Some(Action::Create {
+            target,
+            counted,
+            batch: Batch {
+                first: view.next_copy(),
+                count: target - counted,
+            },
+        })
+    } else if target < counted {
+        Some(Action::Delete { target, counted })
+    } else {
+        None
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake::Fake;
     use crate::view::CopyId;
-    use std::collections::BTreeMap;
 
-    /// A hand-set view: `ledger` copies shown, and per batch start the copies in flight.
-    struct Fixed {
-        ledger: u64,
-        in_flight: BTreeMap<u64, u64>,
-        next: u64,
-    }
-
-    impl LedgerView for Fixed {
-        fn now(&self) -> u64 {
-            0
-        }
-        fn on_ledger(&self) -> u64 {
-            self.ledger
-        }
-        fn in_flight(&self, batch: Batch) -> u64 {
-            self.in_flight.get(&batch.first.0).copied().unwrap_or(0)
-        }
-        fn next_copy(&self) -> CopyId {
-            CopyId(self.next)
-        }
-    }
-
-    fn view(ledger: u64, next: u64) -> Fixed {
-        Fixed {
-            ledger,
-            in_flight: BTreeMap::new(),
-            next,
-        }
+    fn view(ledger: u64, next: u64) -> Fake {
+        Fake::new(ledger, next)
     }
 
     #[test]
@@ -233,7 +290,7 @@ mod tests {
         assert_eq!(c.pass(Desired { copies: 6 }, &v), None);
         match &c {
             Controller::Intent { batches } => assert!(batches.is_empty()),
-            Controller::Ledger => unreachable!(),
+            other => unreachable!("{other:?}"),
         }
     }
 
@@ -269,7 +326,7 @@ mod tests {
         let err = "pid".parse::<ControllerKind>().unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown controller 'pid': accepted are ledger, intent"
+            "unknown controller 'pid': accepted are ledger, intent, expectations, named, gated"
         );
     }
 }

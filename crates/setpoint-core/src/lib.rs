@@ -16,6 +16,8 @@
 //!   [`Batch`]es a pass creates.
 //! - [`action`]: what a pass returns: [`Action`].
 //! - [`controller`]: the controllers ([`ControllerKind`]) and their memory ([`Controller`]).
+//! - [`expectations`], [`named`], [`gated`]: the three controllers beyond the lesson's two,
+//!   each with its memory and its pass.
 //!
 //! # Example
 //! ```
@@ -28,6 +30,9 @@
 //!     fn on_ledger(&self) -> u64 { 4 }
 //!     fn in_flight(&self, _batch: Batch) -> u64 { 0 }
 //!     fn next_copy(&self) -> CopyId { CopyId(4) }
+//!     fn shows(&self, copy: CopyId) -> bool { copy.0 < 4 }
+//!     fn oldest_on_ledger(&self, n: u64) -> Vec<CopyId> { (0..n.min(4)).map(CopyId).collect() }
+//!     fn reported_before(&self) -> u64 { 1 }
 //! }
 //!
 //! let mut controller = Controller::new(ControllerKind::Ledger);
@@ -41,8 +46,16 @@
 
 pub mod action;
 pub mod controller;
+pub mod expectations;
+#[cfg(test)]
+mod fake;
+pub mod gated;
+pub mod named;
 pub mod view;
 
 pub use action::Action;
 pub use controller::{Controller, ControllerKind, UnknownController};
-pub use view::{Batch, CopyId, Desired, LedgerView, Time};
+pub use expectations::{Expectations, ExpectationsConfig};
+pub use gated::Gated;
+pub use named::Named;
+pub use view::{Batch, CopyId, Desired, LedgerView, Name, Time};

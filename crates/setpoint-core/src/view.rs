@@ -3,6 +3,12 @@
 //! The view is deliberately narrow. A pass sees how many copies the ledger shows, which is the
 //! lagging picture built from node reports, and, for batches it created itself, how many of those
 //! copies still exist without having reached the ledger. It does not see the world.
+//!
+//! The controllers beyond the lesson's two need a little more, all of it still the ledger's
+//! picture: which copies it shows ([`LedgerView::shows`], [`LedgerView::oldest_on_ledger`]), how far
+//! it has caught up with the world ([`LedgerView::reported_before`]), and, for copies with
+//! deterministic names, which names it shows and whether a name is still on its way
+//! ([`LedgerView::names_on_ledger`], [`LedgerView::name_in_flight`]).
 
 use std::fmt;
 
@@ -23,6 +29,18 @@ pub struct Desired {
 pub struct CopyId(pub u64);
 
 impl fmt::Display for CopyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The deterministic name of a copy: the `k` of `{workload}-{k}`. The `named` controller wants
+/// exactly the names `0 … n − 1` to run; a copy created under a name that already runs is not
+/// created again where copies run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Name(pub u64);
+
+impl fmt::Display for Name {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
     }
@@ -65,4 +83,31 @@ pub trait LedgerView {
     /// The identity the next created copy will receive. A pass that creates copies names them
     /// from here, so the identities are decided by the pass, not by whoever carries it out.
     fn next_copy(&self) -> CopyId;
+
+    /// Whether the ledger shows `copy` now. A copy the ledger has not heard of yet, or whose end it
+    /// has heard of, is not shown.
+    fn shows(&self, copy: CopyId) -> bool;
+
+    /// The copies that `n` delete commands would reach: the `n` oldest (lowest [`CopyId`]) copies
+    /// the ledger shows, oldest first; fewer when the ledger shows fewer (CA25).
+    fn oldest_on_ledger(&self, n: u64) -> Vec<CopyId>;
+
+    /// How far the ledger has caught up with the world: every change of the world (a copy
+    /// starting or ending) that happened at a time before the returned time is on the ledger.
+    /// With a fixed report delay `G` this is `now + 1 − G`; an outage or a stale view holds it
+    /// back.
+    fn reported_before(&self) -> Time;
+
+    /// The names the ledger shows, ascending and without repeats. Views of copies without names
+    /// show none, which is the default.
+    fn names_on_ledger(&self) -> Vec<Name> {
+        Vec::new()
+    }
+
+    /// Whether a copy called `name` still exists without having reached the ledger: a named
+    /// creation in flight. Views of copies without names have none, which is the default.
+    fn name_in_flight(&self, name: Name) -> bool {
+        let _ = name;
+        false
+    }
 }

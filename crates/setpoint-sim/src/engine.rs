@@ -148,6 +148,7 @@ fn earliest(a: Option<Time>, b: Option<Time>) -> Option<Time> {
 struct View<'w> {
     world: &'w World,
     now: Time,
+    delay: Time,
 }
 
 impl LedgerView for View<'_> {
@@ -167,6 +168,20 @@ impl LedgerView for View<'_> {
 
     fn next_copy(&self) -> CopyId {
         CopyId(self.world.created)
+    }
+
+    fn shows(&self, copy: CopyId) -> bool {
+        (self.world.gone..self.world.visible).contains(&copy.0)
+    }
+
+    fn oldest_on_ledger(&self, n: u64) -> Vec<CopyId> {
+        let end = self.world.visible.min(self.world.gone.saturating_add(n));
+        (self.world.gone..end).map(CopyId).collect()
+    }
+
+    fn reported_before(&self) -> Time {
+        // A change at s reaches the ledger at s + G, so every change before now + 1 − G is on it.
+        (self.now + 1).saturating_sub(self.delay)
     }
 }
 
@@ -205,6 +220,67 @@ impl Tally {
 /// Runs `scenario` and returns its metrics. Deterministic: the same scenario always gives the
 /// same metrics.
 pub fn simulate(scenario: &Scenario) -> Metrics {
+    run::<false>(scenario, None)
+}
+
+/// One second of a run: the state at the end of second `t` and what happened during it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct TraceRow {
+    /// The second.
+    pub t: Time,
+    /// Declared copies.
+    pub desired: u64,
+    /// Copies running at the end of the second.
+    pub live: u64,
+    /// Copies the ledger shows at the end of the second.
+    pub seen: u64,
+    /// Copies created and alive that have not reached the ledger yet (work in flight), whether or
+    /// not the controller counts them.
+    pub pending: u64,
+    /// Copies created during the second.
+    pub created: u64,
+    /// Delete commands sent during the second.
+    pub delete_commands: u64,
+    /// Copies deleted by those commands.
+    pub deleted: u64,
+    /// Copies killed by scripted deaths during the second.
+    pub died: u64,
+}
+
+impl TraceRow {
+    /// The CSV header of a trace: the workload's name, then the row's fields.
+    pub const CSV_HEADER: &'static str =
+        "workload,t,desired,live,seen,pending,created,delete_commands,deleted,died";
+
+    /// The row as CSV for `workload`, without a newline.
+    pub fn csv(&self, workload: &str) -> String {
+        format!(
+            "{workload},{},{},{},{},{},{},{},{},{}",
+            self.t,
+            self.desired,
+            self.live,
+            self.seen,
+            self.pending,
+            self.created,
+            self.delete_commands,
+            self.deleted,
+            self.died
+        )
+    }
+}
+
+/// Runs `scenario` like [`simulate`] and hands `observer` one [`TraceRow`] per second, in order,
+/// from 0 to the duration. The metrics are the same as [`simulate`]'s.
+pub fn simulate_traced(scenario: &Scenario, observer: &mut dyn FnMut(&TraceRow)) -> Metrics {
+    run::<true>(scenario, Some(observer))
+}
+
+/// `TRACED` is whether `observer` is given. As a constant it compiles the untraced run without
+/// any of the tracing (perf, issue 3: the untraced loop had become a quarter slower).
+fn run<const TRACED: bool>(
+    scenario: &Scenario,
+    mut observer: Option<&mut dyn FnMut(&TraceRow)>,
+) -> Metrics {
     let spec = scenario.spec();
     let (period, delay, startup, duration) = (spec.period, spec.delay, spec.startup, spec.duration);
     let desired = Desired {
@@ -213,6 +289,9 @@ pub fn simulate(scenario: &Scenario) -> Metrics {
     let mut controller = Controller::new(spec.controller);
     // A `ledger` pass reads nothing but the ledger, so it repeats while the ledger holds still.
     let reads_only_ledger = spec.controller == ControllerKind::Ledger;
+    // The shortcuts below skip seconds and rounds whose effects a trace shows second by second:
+    // only an untraced run takes them.
+    let fast = !TRACED;
     // A ledger-only loop holds about one batch per round of its blind window in flight: size the
     // queue for that once instead of growing it (perf, issue 3: allocation was a tenth of a sweep).
     // Deletes it sends while their reports travel are bounded the same way.
@@ -235,6 +314,7 @@ pub fn simulate(scenario: &Scenario) -> Metrics {
     // sweep's time (perf, issue 3).
     let mut round_at: Time = 0;
     loop {
+        let before = (tally.created, tally.commands, tally.deleted, tally.died);
         dirty |= world.advance(t, delay);
 
         // CA23: scripted deaths come first in a second, and strike the oldest live copies.
@@ -260,23 +340,31 @@ pub fn simulate(scenario: &Scenario) -> Metrics {
                     &View {
                         world: &world,
                         now: t,
+                        delay,
                     },
                 );
-                let changed = apply(action, &mut world, &mut tally, t, startup);
-                dirty = changed;
-                repeat_commands = match action {
-                    Some(a @ Action::Delete { .. }) if !changed => a.size(),
+                let commands = match &action {
+                    Some(a @ Action::Delete { .. }) => a.size(),
                     _ => 0,
                 };
                 // Until a report reaches the ledger or a death strikes, every later round of a
                 // ledger-only loop creates this batch again: create those batches now, without
                 // their passes (perf, issue 3: a third of a sweep's passes were such repeats).
-                if let (true, Some(Action::Create { batch, .. })) = (reads_only_ledger, action) {
+                let repeat_create = match &action {
+                    Some(Action::Create { batch, .. }) if fast && reads_only_ledger => {
+                        Some(batch.count)
+                    }
+                    _ => None,
+                };
+                let changed = apply(action, &mut world, &mut tally, t, startup);
+                dirty = changed;
+                repeat_commands = if changed { 0 } else { commands };
+                if let Some(count) = repeat_create {
                     let horizon = earliest(world.next_report(delay), deaths.peek().map(|d| d.at))
                         .map_or(duration + 1, |h| h.min(duration + 1));
                     while round_at < horizon {
-                        world.create(batch.count, round_at + startup);
-                        tally.created += batch.count;
+                        world.create(count, round_at + startup);
+                        tally.created += count;
                         tally.rounds += 1;
                         round_at += period;
                     }
@@ -297,15 +385,43 @@ pub fn simulate(scenario: &Scenario) -> Metrics {
         // a quarter of a sweep's visits).
         let next_round = if dirty {
             Some(round_at)
-        } else {
+        } else if fast {
             world
                 .next_report(delay)
                 .map(|r| round_at + r.saturating_sub(round_at).div_ceil(period) * period)
+        } else {
+            None
         };
+        // A traced run stops at every report, so that each second's row shows the ledger.
+        let next_report = if fast { None } else { world.next_report(delay) };
         let next_death = deaths.peek().map(|d| d.at);
-        let next = earliest(earliest(world.next_start(), next_death), next_round)
-            .map_or(duration + 1, |n| n.min(duration + 1));
+        let next = earliest(
+            earliest(world.next_start(), next_death),
+            earliest(next_round, next_report),
+        )
+        .map_or(duration + 1, |n| n.min(duration + 1));
         tally.hold(world.live(), desired.copies, t, next - 1);
+        if let Some(observe) = observer.as_mut().filter(|_| TRACED) {
+            let mut row = TraceRow {
+                t,
+                desired: desired.copies,
+                live: world.live(),
+                seen: world.visible - world.gone,
+                pending: world.created - world.dead.max(world.visible),
+                created: tally.created - before.0,
+                delete_commands: tally.commands - before.1,
+                deleted: tally.deleted - before.2,
+                died: tally.died - before.3,
+            };
+            observe(&row);
+            // Until `next` nothing changes but the identical rounds' wasted commands.
+            (row.created, row.deleted, row.died) = (0, 0, 0);
+            for s in t + 1..next {
+                row.t = s;
+                row.delete_commands = if s % period == 0 { repeat_commands } else { 0 };
+                observe(&row);
+            }
+        }
 
         // Rounds strictly between t and next repeat the last pass. `round_at` is past t now.
         if next > round_at {
@@ -341,6 +457,9 @@ fn apply(
             world.create(batch.count, t + startup);
             tally.created += batch.count;
             true
+        }
+        Some(Action::Named { .. }) => {
+            unreachable!("Scenario::new accepts only the lesson's controllers")
         }
         Some(a @ Action::Delete { .. }) => {
             // CA25: commands go to the oldest copies the ledger shows; those already dead
@@ -514,6 +633,36 @@ mod tests {
             (m.rounds, m.created, m.overshoot, m.stable),
             (5, 30, 18, None)
         );
+    }
+
+    #[test]
+    fn trace_has_one_row_per_second_and_adds_up_to_the_metrics() {
+        for (g, controller) in [(60, Ledger), (20, Intent), (0, Ledger)] {
+            let s = Scenario::lesson(g, controller);
+            let mut rows = Vec::new();
+            let m = simulate_traced(&s, &mut |r| rows.push(*r));
+            assert_eq!(m, simulate(&s));
+            assert_eq!(rows.len(), 901);
+            assert!(rows.iter().enumerate().all(|(i, r)| r.t == i as u64));
+            assert_eq!(rows.iter().map(|r| r.created).sum::<u64>(), m.created);
+            assert_eq!(
+                rows.iter().map(|r| r.delete_commands).sum::<u64>(),
+                m.delete_commands
+            );
+            assert_eq!(rows.iter().map(|r| r.deleted).sum::<u64>(), m.deleted);
+            assert_eq!(rows.iter().map(|r| r.died).sum::<u64>(), m.died);
+            assert_eq!(rows.iter().map(|r| r.live).max(), Some(m.peak_live));
+        }
+    }
+
+    #[test]
+    fn trace_shows_the_stale_ledger_at_g60() {
+        // At second 64 four batches of six run, but the first reaches the ledger only at 65.
+        let mut rows = Vec::new();
+        simulate_traced(&Scenario::lesson(60, Ledger), &mut |r| rows.push(*r));
+        assert_eq!((rows[64].live, rows[64].seen), (6 * 4, 0));
+        assert_eq!(rows[65].seen, 6);
+        assert_eq!(rows[0].pending, 6);
     }
 
     #[test]

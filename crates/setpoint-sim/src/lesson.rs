@@ -51,7 +51,7 @@ pub fn lesson_loop() -> String {
     let mut out = String::from(
         "U=15 sec loop, B=5 sec startup, desired 6 copies, 2 deaths at sec 300, 900 sec run\n",
     );
-    for controller in ControllerKind::ALL {
+    for controller in ControllerKind::LESSON {
         out.push_str(&format!("\ncontroller: {}\n", controller.lesson_title()));
         out.push_str(LOOP_HEADER);
         out.push('\n');

@@ -13,9 +13,24 @@
 //! - [`scenario`]: the validated input ([`Scenario`], [`ScenarioSpec`], [`Death`]) and its limits.
 //! - [`engine`]: [`simulate`], the event-driven engine.
 //! - [`metrics`]: [`Metrics`], what a run measures.
+//! - [`series`]: [`metrics_from_series`], the same metrics from a per-second series (the engine's
+//!   trace, or a real run's measurement).
 //! - [`lesson`]: the lesson's tables, byte for byte, and the relation scan.
+//! - [`predict`]: [`predict::predict`], the exact overshoot predictor and closed forms.
+//! - [`advise`]: the advisor: a loop period and a controller for a delay and a startup time.
+//! - [`boundary`]: where the lesson's relation holds and fails, region by region.
 //! - [`format`]: JavaScript-compatible number formatting for those tables.
 //! - [`sweep`]: grids of scenarios ([`Grid`]), run in parallel and reported in cell order.
+//!
+//! Beyond the lesson's world (several workloads, random per-report delays, faults, every
+//! controller):
+//! - [`lab`]: the validated lab scenario ([`lab::LabScenario`]), its events, and [`lab::run`],
+//!   which takes the fast engine when the lesson's world can express the scenario.
+//! - [`world`]: the general engine, one record per copy and a time-ordered event queue.
+//! - [`delay`]: report-delay models and the world's seeded generator ([`delay::WorldRng`]).
+//! - [`scenario_file`]: scenario files in TOML, with file, line and key in every error.
+//! - [`montecarlo`]: one scenario over many seeds: mean, p50, p95 and max of every metric.
+//! - [`report`]: the text and CSV forms of lab runs and summaries.
 //!
 //! # Example
 //! ```
@@ -26,14 +41,25 @@
 //! assert_eq!((m.created, m.unneeded, m.overshoot, m.stable), (16, 8, 6, Some(375)));
 //! ```
 
+pub mod advise;
+pub mod boundary;
+pub mod delay;
 pub mod engine;
 pub mod format;
+pub mod lab;
 pub mod lesson;
 pub mod metrics;
+pub mod montecarlo;
+pub mod predict;
+pub mod report;
 pub mod scenario;
+pub mod scenario_file;
+pub mod series;
 pub mod sweep;
+pub mod world;
 
-pub use engine::simulate;
+pub use engine::{simulate, simulate_traced, TraceRow};
 pub use metrics::Metrics;
 pub use scenario::{parse_deaths, Death, Limit, Scenario, ScenarioError, ScenarioSpec};
+pub use series::metrics_from_series;
 pub use sweep::{Axis, Grid, GridError, GridSpec, RowFormat, Summary, SweepRow};

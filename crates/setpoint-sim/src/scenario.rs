@@ -46,6 +46,10 @@ pub enum ScenarioError {
         /// The largest accepted count in one entry.
         max_count: u64,
     },
+    /// A controller beyond the lesson's two, where only they are accepted. `setpoint run` (and a
+    /// [`crate::lab::LabScenario`]) runs every controller.
+    #[error("controller '{0}' runs only in the general engine: accepted here are ledger, intent; `setpoint run` accepts every controller")]
+    NotALessonController(ControllerKind),
 }
 
 /// The accepted range of one numeric setting. The command line and the scenario constructor check
@@ -217,7 +221,9 @@ impl Default for ScenarioSpec {
     }
 }
 
-/// A validated scenario: every setting is inside its [`Limit`], and deaths are sorted by time.
+/// A validated scenario of the lesson's world: every setting is inside its [`Limit`], deaths are
+/// sorted by time, and the controller is one of the lesson's two. [`crate::lab::LabScenario`]
+/// describes everything beyond it.
 ///
 /// ## Warning
 /// A loop period below `delay + startup` is accepted, because that is what the lab is for, but it
@@ -248,6 +254,9 @@ impl Scenario {
         for d in &spec.deaths {
             DEATH_AT.check(d.at)?;
             DEATH_COUNT.check(d.count)?;
+        }
+        if !spec.controller.is_lesson() {
+            return Err(ScenarioError::NotALessonController(spec.controller));
         }
         spec.deaths.sort_by_key(|d| d.at);
         Ok(Scenario { spec })

@@ -21,6 +21,7 @@ use thiserror::Error;
 use crate::engine::simulate;
 use crate::lesson::lesson_prediction;
 use crate::metrics::Metrics;
+use crate::predict::predict;
 use crate::scenario::{Death, Limit, Scenario, ScenarioError, ScenarioSpec};
 
 /// The largest grid a sweep accepts, in cells. A cell costs well under a microsecond on the
@@ -267,8 +268,14 @@ pub fn parse_controllers(text: &str) -> Result<Vec<ControllerKind>, GridError> {
             if name.contains("..") {
                 return Err(bad("controllers take a list, not a range".into()));
             }
-            name.parse::<ControllerKind>()
-                .map_err(|_| bad(format!("unknown controller '{name}'")))
+            match name.parse::<ControllerKind>() {
+                Ok(kind) if kind.is_lesson() => Ok(kind),
+                // The lab's controllers need the general engine, which sweeps do not drive.
+                Ok(kind) => Err(bad(format!(
+                    "controller '{kind}' runs only in `setpoint run`"
+                ))),
+                Err(_) => Err(bad(format!("unknown controller '{name}'"))),
+            }
         })
         .collect()
 }
@@ -340,6 +347,9 @@ impl Grid {
             deaths: spec.deaths.clone(),
             ..ScenarioSpec::default()
         })?;
+        if let Some(&kind) = spec.controller.iter().find(|k| !k.is_lesson()) {
+            return Err(ScenarioError::NotALessonController(kind).into());
+        }
         let cells = [
             spec.desired.len(),
             spec.period.len(),
@@ -404,7 +414,9 @@ impl Grid {
     /// Simulates cell `index` and returns its row.
     pub fn row(&self, index: u64) -> SweepRow {
         let cell = self.cell(index);
-        let metrics = simulate(&self.scenario(cell));
+        let scenario = self.scenario(cell);
+        let metrics = simulate(&scenario);
+        let exact = predict(scenario.spec()).overshoot;
         let prediction = lesson_prediction(cell.desired, cell.delay, cell.startup, cell.period);
         SweepRow {
             desired: cell.desired,
@@ -416,6 +428,8 @@ impl Grid {
             metrics,
             lesson_prediction: prediction,
             lesson_match: i128::from(metrics.overshoot) == prediction,
+            prediction: exact,
+            prediction_match: metrics.overshoot == exact,
         }
     }
 
@@ -471,6 +485,11 @@ pub struct SweepRow {
     pub lesson_prediction: i128,
     /// Whether the measured overshoot equals `lesson_prediction`.
     pub lesson_match: bool,
+    /// The exact predictor's overshoot ([`crate::predict::predict`], `docs/relation.md`), in
+    /// copies: 0 for `intent`, which counts its own work in flight and never overshoots.
+    pub prediction: u64,
+    /// Whether the measured overshoot equals `prediction`.
+    pub prediction_match: bool,
 }
 
 fn controller_name<S: Serializer>(c: &ControllerKind, s: S) -> Result<S::Ok, S::Error> {
@@ -481,7 +500,7 @@ impl SweepRow {
     /// The CSV header, without a newline.
     pub fn csv_header() -> String {
         format!(
-            "desired,period,delay,startup,duration,controller,{},lesson_prediction,lesson_match",
+            "desired,period,delay,startup,duration,controller,{},lesson_prediction,lesson_match,prediction,prediction_match",
             Metrics::CSV_HEADER
         )
     }
@@ -493,7 +512,7 @@ impl SweepRow {
                 // Writing into a String cannot fail.
                 let _ = writeln!(
                     out,
-                    "{},{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{}",
                     self.desired,
                     self.period,
                     self.delay,
@@ -502,7 +521,9 @@ impl SweepRow {
                     self.controller.name(),
                     self.metrics.csv_row(),
                     self.lesson_prediction,
-                    self.lesson_match
+                    self.lesson_match,
+                    self.prediction,
+                    self.prediction_match
                 );
             }
             RowFormat::Jsonl => {
@@ -533,6 +554,8 @@ pub struct Summary {
     pub mismatched: u64,
     /// Cells whose overshoot is above zero.
     pub overshooting: u64,
+    /// Cells whose measured overshoot differs from the exact predictor (0 is the claim).
+    pub prediction_mismatched: u64,
 }
 
 impl Summary {
@@ -541,6 +564,7 @@ impl Summary {
             cells: self.cells + other.cells,
             mismatched: self.mismatched + other.mismatched,
             overshooting: self.overshooting + other.overshooting,
+            prediction_mismatched: self.prediction_mismatched + other.prediction_mismatched,
         }
     }
 }
@@ -562,6 +586,7 @@ fn summarize_split(grid: &Grid, progress: &(dyn Fn(u64) + Sync), split: Split) -
                 s.cells += 1;
                 s.mismatched += u64::from(!row.lesson_match);
                 s.overshooting += u64::from(row.metrics.overshoot > 0);
+                s.prediction_mismatched += u64::from(!row.prediction_match);
             }
             progress(cells.end - cells.start);
             s
@@ -723,12 +748,25 @@ mod tests {
     }
 
     #[test]
+    fn grids_refuse_the_labs_controllers_instead_of_panicking_in_a_cell() {
+        let err = Grid::new(GridSpec {
+            controller: vec![Ledger, ControllerKind::Named],
+            ..GridSpec::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("runs only in the general engine"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn controllers_parse_as_a_list_and_refuse_ranges_and_unknown_names() {
         assert_eq!(
             parse_controllers("intent,ledger").unwrap(),
             vec![Intent, Ledger]
         );
-        for bad in ["", "ledger,", "ledger..=intent", "pid"] {
+        for bad in ["", "ledger,", "ledger..=intent", "pid", "ledger,named"] {
             let msg = parse_controllers(bad).unwrap_err().to_string();
             assert!(
                 msg.contains("accepted: a list of ledger, intent"),
@@ -830,7 +868,7 @@ mod tests {
         g.row(0).write_to(RowFormat::Csv, &mut csv);
         assert_eq!(
             csv,
-            "6,15,20,5,900,ledger,61,0.5245901639344263,16,8,16,8,6,375,2,12,200,6,true\n"
+            "6,15,20,5,900,ledger,61,0.5245901639344263,16,8,16,8,6,375,2,12,200,6,true,6,true\n"
         );
         let mut json = String::new();
         g.row(0).write_to(RowFormat::Jsonl, &mut json);
@@ -839,7 +877,7 @@ mod tests {
             "{\"desired\":6,\"period\":15,\"delay\":20,\"startup\":5,\"duration\":900,\"controller\":\"ledger\",\
              \"rounds\":61,\"work_per_round\":0.5245901639344263,\"created\":16,\"unneeded\":8,\
              \"delete_commands\":16,\"deleted\":8,\"overshoot\":6,\"stable\":375,\"died\":2,\
-             \"peak_live\":12,\"copy_seconds_above\":200,\"lesson_prediction\":6,\"lesson_match\":true}\n"
+             \"peak_live\":12,\"copy_seconds_above\":200,\"lesson_prediction\":6,\"lesson_match\":true,\"prediction\":6,\"prediction_match\":true}\n"
         );
     }
 
@@ -897,6 +935,7 @@ mod tests {
             cells: g.cells(),
             mismatched: rows.iter().filter(|r| !r.lesson_match).count() as u64,
             overshooting: rows.iter().filter(|r| r.metrics.overshoot > 0).count() as u64,
+            prediction_mismatched: rows.iter().filter(|r| !r.prediction_match).count() as u64,
         };
         for threads in [1, 2] {
             let pool = rayon::ThreadPoolBuilder::new()

@@ -1,0 +1,219 @@
+//! `setpoint run` beyond the lesson's world: scenario files, delay models, seeds, Monte Carlo
+//! and every controller.
+
+use anyhow::Context;
+use clap::parser::ValueSource;
+use clap::ArgMatches;
+use serde::Serialize;
+use setpoint_sim::delay::DelayModel;
+use setpoint_sim::lab::{
+    self, ControllerSpec, Event, LabScenario, LabSpec, TimedEvent, Toll, Workload,
+};
+use setpoint_sim::montecarlo::monte_carlo;
+use setpoint_sim::report;
+use setpoint_sim::scenario_file;
+
+use crate::args::{RunArgs, RunFormat};
+
+/// Whether `run` needs the lab: a scenario file, a lab-only flag, or a controller beyond the
+/// lesson's two. Otherwise `run` prints the lesson's table exactly as before.
+pub fn wanted(args: &RunArgs) -> bool {
+    args.scenario.is_some()
+        || args.seed.is_some()
+        || args.runs.is_some()
+        || args.delay_model.is_some()
+        || args.ttl.is_some()
+        || args.burst.is_some()
+        || !args.lesson.world.controller.is_lesson()
+}
+
+/// Runs `setpoint run` in the lab. `matches` tells which flags the command line gave.
+pub fn run(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<String> {
+    if args.trace.is_some() && args.runs.is_some() {
+        return Err(crate::BadInput(
+            "--trace writes the seconds of one run; accepted: --trace without --runs, or --runs without --trace".into(),
+        )
+        .into());
+    }
+    let (label, scenario) = build(args, matches)?;
+    let seed = scenario.spec().seed;
+    match args.runs {
+        None => {
+            let outcome = match &args.trace {
+                None => lab::run(&scenario, seed)?,
+                Some(path) => write_trace(&scenario, seed, path)?,
+            };
+            single(args, &label, &scenario, &outcome)
+        }
+        Some(runs) => summary(args, &label, &scenario, runs, seed),
+    }
+}
+
+/// Runs one seed of `scenario`, writing every workload's seconds to `path` as CSV.
+fn write_trace(
+    scenario: &LabScenario,
+    seed: u64,
+    path: &std::path::Path,
+) -> anyhow::Result<lab::LabOutcome> {
+    use std::io::Write;
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("cannot create the trace file {}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    let names: Vec<&str> = scenario
+        .spec()
+        .workloads
+        .iter()
+        .map(|w| w.name.as_str())
+        .collect();
+    let mut failed = writeln!(out, "{}", setpoint_sim::TraceRow::CSV_HEADER).err();
+    let outcome = lab::run_traced(scenario, seed, &mut |w, row| {
+        if failed.is_none() {
+            failed = writeln!(out, "{}", row.csv(names[w])).err();
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e).with_context(|| format!("writing the trace file {}", path.display()));
+    }
+    out.flush()
+        .with_context(|| format!("writing the trace file {}", path.display()))?;
+    Ok(outcome)
+}
+
+/// The lab scenario that `run`'s arguments describe: the file, if one is given, with the flags
+/// typed on the command line on top; otherwise the flags alone. Returns a label for outputs too.
+pub fn build(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<(String, LabScenario)> {
+    let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    let (label, mut spec) = match &args.scenario {
+        Some(path) => (path.display().to_string(), scenario_file::load(path)?),
+        None => (
+            "(command line)".to_owned(),
+            LabSpec {
+                events: Vec::new(),
+                ..LabSpec::default()
+            },
+        ),
+    };
+    // Without a file every flag counts, defaults included: they are the lesson's settings.
+    let set = |id: &str| args.scenario.is_none() || given(id);
+    let w = &args.lesson.world;
+    if set("period") {
+        spec.period = args.lesson.period;
+    }
+    if set("duration") {
+        spec.duration = w.duration;
+    }
+    if let Some(model) = &args.delay_model {
+        spec.delay = model.clone();
+    } else if set("delay") {
+        spec.delay = DelayModel::fixed_seconds(args.lesson.delay);
+    }
+    if args.scenario.is_none() {
+        spec.workloads = vec![Workload {
+            name: "collector".into(),
+            desired: w.desired,
+            startup: w.startup,
+        }];
+    } else {
+        for workload in &mut spec.workloads {
+            if given("desired") {
+                workload.desired = w.desired;
+            }
+            if given("startup") {
+                workload.startup = w.startup;
+            }
+        }
+    }
+    if set("deaths") {
+        spec.events.retain(|e| !matches!(e.event, Event::Deaths(_)));
+        spec.events.extend(w.deaths.0.iter().map(|d| TimedEvent {
+            at: d.at,
+            workload: None,
+            event: Event::Deaths(Toll::Count(d.count)),
+        }));
+    }
+    if set("controller") {
+        spec.controller = ControllerSpec {
+            kind: w.controller,
+            ..spec.controller
+        };
+    }
+    for (value, flag) in [(args.ttl, "--ttl"), (args.burst, "--burst")] {
+        if value.is_some() && spec.controller.kind != setpoint_core::ControllerKind::Expectations {
+            return Err(lab::LabError::DoesNotApply {
+                setting: flag.to_owned(),
+                controller: spec.controller.kind,
+            }
+            .into());
+        }
+    }
+    if let Some(ttl) = args.ttl {
+        spec.controller.expectations.ttl = ttl;
+    }
+    if let Some(burst) = args.burst {
+        spec.controller.expectations.burst = burst;
+    }
+    if let Some(seed) = args.seed {
+        spec.seed = seed;
+    }
+    Ok((label, LabScenario::new(spec)?))
+}
+
+fn single(
+    args: &RunArgs,
+    label: &str,
+    scenario: &LabScenario,
+    outcome: &lab::LabOutcome,
+) -> anyhow::Result<String> {
+    Ok(match args.format {
+        RunFormat::Table => report::outcome_table(label, scenario, outcome),
+        RunFormat::Csv => report::outcome_csv(outcome),
+        RunFormat::Json => format!(
+            "{}\n",
+            serde_json::to_string(&RunJson {
+                scenario: label,
+                setup: report::describe(scenario),
+                outcome,
+            })?
+        ),
+    })
+}
+
+fn summary(
+    args: &RunArgs,
+    label: &str,
+    scenario: &LabScenario,
+    runs: u64,
+    seed: u64,
+) -> anyhow::Result<String> {
+    let summary = monte_carlo(scenario, seed, runs)?;
+    Ok(match args.format {
+        RunFormat::Table => report::summary_table(label, scenario, &summary),
+        RunFormat::Csv => report::summary_csv(&summary),
+        RunFormat::Json => format!(
+            "{}\n",
+            serde_json::to_string(&SummaryJson {
+                scenario: label,
+                setup: report::describe(scenario),
+                summary: &summary,
+            })?
+        ),
+    })
+}
+
+/// The JSON form of one lab run.
+#[derive(Serialize)]
+struct RunJson<'a> {
+    scenario: &'a str,
+    setup: String,
+    #[serde(flatten)]
+    outcome: &'a lab::LabOutcome,
+}
+
+/// The JSON form of a Monte Carlo summary.
+#[derive(Serialize)]
+struct SummaryJson<'a> {
+    scenario: &'a str,
+    setup: String,
+    #[serde(flatten)]
+    summary: &'a setpoint_sim::montecarlo::Summary,
+}

@@ -1,0 +1,470 @@
+//! Model against reality: `setpoint measure` (the lesson's metrics of a real run, from the event
+//! log) and `setpoint experiment lesson --real` (the lesson's scenario on real processes, next to
+//! the lab's table). The clap types live here; the work is done by setpoint-runtime.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use setpoint_core::ControllerKind;
+use setpoint_runtime::experiment::{self, CellOutcome, ExperimentError, RealLesson};
+use setpoint_runtime::measure::{self, Measurement, Spread, WindowSpec};
+use setpoint_runtime::model::{decode, workload_key, WorkloadSpec};
+use setpoint_runtime::{events, parse_duration, SqliteStore, Store};
+use setpoint_sim::format::js_to_fixed2;
+use setpoint_sim::lesson::{loop_row, LOOP_HEADER};
+use setpoint_sim::{simulate, Metrics, Scenario, ScenarioSpec};
+
+use crate::BadInput;
+
+/// The commands that hold the model against reality.
+#[derive(Debug, Subcommand)]
+pub enum RealityCommand {
+    /// Compute the lesson's metrics of a real run from the store's event log.
+    Measure(MeasureArgs),
+    /// Run a scenario of the lab on the real runtime and compare.
+    #[command(subcommand)]
+    Experiment(ExperimentCommand),
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Format {
+    /// Text tables.
+    Table,
+    /// JSON.
+    Json,
+}
+
+/// `setpoint measure`.
+#[derive(Debug, Args)]
+pub struct MeasureArgs {
+    /// The data directory whose store holds the log.
+    #[arg(long, default_value = ".setpoint", value_name = "DIR")]
+    data_dir: PathBuf,
+    /// Only this workload (default: every workload with a log).
+    #[arg(value_name = "WORKLOAD")]
+    workload: Option<String>,
+    /// Virtual second 0: a duration ago (`10m`), or store milliseconds since the Unix epoch.
+    /// Default: the workload's first logged pass.
+    #[arg(long, value_name = "T")]
+    since: Option<String>,
+    /// Real milliseconds per virtual second, divided by 1000: 1 measures real seconds.
+    #[arg(long, default_value = "1", value_name = "SCALE")]
+    time_scale: f64,
+    /// The last virtual second measured (default: the last complete second).
+    #[arg(long, value_name = "SECONDS")]
+    last: Option<u64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+}
+
+/// `setpoint experiment …`.
+#[derive(Debug, Subcommand)]
+pub enum ExperimentCommand {
+    /// The lesson's first table (6 copies, U = 15, B = 5, 2 deaths at second 300, 900 seconds)
+    /// for every G and both controllers; with --real, also on real processes.
+    Lesson(LessonArgs),
+}
+
+/// `setpoint experiment lesson`.
+#[derive(Debug, Args)]
+pub struct LessonArgs {
+    /// Run the cells on the embedded runtime with real processes (`sleep`) and compressed time.
+    #[arg(long)]
+    real: bool,
+    /// Real milliseconds per virtual second, divided by 1000: at 0.01 a 900-second run takes 9 s.
+    #[arg(long, default_value = "0.01", value_name = "SCALE")]
+    time_scale: f64,
+    /// How many cells run at once.
+    #[arg(long, default_value = "6", value_name = "N")]
+    jobs: usize,
+    /// Where the cells' data directories go (one per cell, replaced on every run).
+    #[arg(long, default_value = ".setpoint-experiment", value_name = "DIR")]
+    data_dir: PathBuf,
+    /// The report delays G, in seconds, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0,5,10,20,30,60",
+        value_name = "G,..."
+    )]
+    delays: Vec<u64>,
+    /// The controllers, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ledger,intent",
+        value_name = "NAME,..."
+    )]
+    controllers: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+}
+
+/// Runs one command; returns what to print.
+pub fn execute(cmd: RealityCommand) -> anyhow::Result<String> {
+    match cmd {
+        RealityCommand::Measure(a) => measure_cmd(&a),
+        RealityCommand::Experiment(ExperimentCommand::Lesson(a)) => lesson(&a),
+    }
+}
+
+fn measure_cmd(a: &MeasureArgs) -> anyhow::Result<String> {
+    if !(a.time_scale > 0.0 && a.time_scale <= 1e6) {
+        anyhow::bail!(BadInput(format!(
+            "--time-scale {} is out of range: accepted above 0, up to 1000000",
+            a.time_scale
+        )));
+    }
+    let store = SqliteStore::open(&a.data_dir)
+        .with_context(|| format!("opening the store in {}", a.data_dir.display()))?;
+    let now_ms = store.now_ms();
+    let since_ms = match &a.since {
+        None => None,
+        Some(t) => Some(parse_since(t, now_ms)?),
+    };
+    let names = match &a.workload {
+        Some(w) => vec![w.clone()],
+        None => events::logged_workloads(&store)?,
+    };
+    let mut all = Vec::new();
+    for name in &names {
+        let period_ms = store
+            .get(&workload_key(name))?
+            .map(|e| decode::<WorkloadSpec>(&e).map(|w| w.value.period_ms))
+            .transpose()?;
+        let spec = WindowSpec {
+            since_ms,
+            last: a.last,
+            time_scale: a.time_scale,
+            period_ms,
+            now_ms,
+        };
+        match measure::measure(&store, name, &spec) {
+            Ok(m) => all.push(m),
+            Err(e @ measure::MeasureError::NoEvents(_)) if a.workload.is_some() => {
+                return Err(BadInput(e.to_string()).into())
+            }
+            Err(measure::MeasureError::NoEvents(_)) => {}
+            Err(e @ measure::MeasureError::EmptyWindow) => {
+                return Err(BadInput(e.to_string()).into())
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(match a.format {
+        Format::Json => format!(
+            "{}\n",
+            serde_json::to_string(&serde_json::json!({ "workloads": all }))?
+        ),
+        Format::Table => measure_table(&all),
+    })
+}
+
+/// `10m` (that long ago) or an integer (store milliseconds).
+fn parse_since(t: &str, now_ms: u64) -> anyhow::Result<u64> {
+    if let Ok(ms) = t.parse::<u64>() {
+        return Ok(ms);
+    }
+    let ago = parse_duration(t).map_err(|e| {
+        BadInput(format!(
+            "--since '{t}': {e}; accepted a duration ago (10m) or store milliseconds"
+        ))
+    })?;
+    Ok(now_ms.saturating_sub(ago.as_millis() as u64))
+}
+
+fn measure_table(all: &[Measurement]) -> String {
+    let mut t = String::new();
+    for m in all {
+        let x = &m.metrics;
+        let _ = writeln!(
+            t,
+            "workload {}: seconds 0 to {} from {} ms, time scale {} (1 s = {} ms)",
+            m.workload,
+            m.last_second,
+            m.origin_ms,
+            m.time_scale,
+            m.window.second_ms()
+        );
+        let _ = writeln!(
+            t,
+            "rounds work/round created unneeded delete commands deleted overshoot stable(sec) died peak live copy-sec above"
+        );
+        let _ = writeln!(
+            t,
+            "{:>6} {:>10} {:>7} {:>8} {:>15} {:>7} {:>9} {:>11} {:>4} {:>9} {:>14}",
+            x.rounds,
+            js_to_fixed2(x.work_per_round),
+            x.created,
+            x.unneeded,
+            x.delete_commands,
+            x.deleted,
+            x.overshoot,
+            x.stable.map_or("none".into(), |s| s.to_string()),
+            x.died,
+            x.peak_live,
+            x.copy_seconds_above
+        );
+        t.push_str(&jitter_lines(m));
+        t.push('\n');
+    }
+    t
+}
+
+fn spread_ms(s: &Spread) -> String {
+    if s.count == 0 {
+        return "-".into();
+    }
+    format!("{}/{}/{}/{} ms (n={})", s.min, s.p50, s.p99, s.max, s.count)
+}
+
+fn jitter_lines(m: &Measurement) -> String {
+    let j = &m.jitter;
+    let mut t = String::from("real delays, min/p50/p99/max:\n");
+    for (what, s) in [
+        ("ready to ledger", &j.ready_to_ledger),
+        ("exit to ledger", &j.exit_to_ledger),
+        ("create to start", &j.create_to_start),
+        ("start to ready", &j.start_to_ready),
+        ("round timing error", &j.round_error),
+    ] {
+        let _ = writeln!(t, "  {what:<19} {}", spread_ms(s));
+    }
+    t
+}
+
+fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
+    let controllers = a
+        .controllers
+        .iter()
+        .map(|c| {
+            c.parse::<ControllerKind>()
+                .ok()
+                .filter(|k| ControllerKind::LESSON.contains(k))
+                .ok_or_else(|| {
+                    BadInput(format!(
+                        "--controllers '{c}': accepted ledger or intent (the lesson's controllers)"
+                    ))
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(&g) = a.delays.iter().find(|&&g| g > 3600) {
+        anyhow::bail!(BadInput(format!(
+            "--delays {g}: out of range: accepted 0 to 3600 seconds"
+        )));
+    }
+    let mut cfg = RealLesson::new(&a.data_dir);
+    cfg.time_scale = a.time_scale;
+    cfg.jobs = a.jobs;
+    cfg.delays = a.delays.clone();
+    cfg.controllers = controllers;
+    cfg.validate().map_err(|e| BadInput(e.to_string()))?;
+    if !a.real {
+        return Ok(lesson_table(&cfg, None));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let cells = rt
+        .block_on(experiment::run_all(&cfg))
+        .map_err(|e| match e {
+            ExperimentError::BadInput(m) => anyhow::Error::new(BadInput(m)),
+            other => anyhow::Error::new(other),
+        })
+        .context("the real lesson run failed")?;
+    // The copies the agents stopped may take a moment to be reaped by the runtime's threads.
+    rt.shutdown_timeout(Duration::from_secs(2));
+    Ok(match a.format {
+        Format::Json => format!(
+            "{}\n",
+            serde_json::to_string(&serde_json::json!({
+                "time_scale": cfg.time_scale,
+                "cells": cells,
+            }))?
+        ),
+        Format::Table => lesson_table(&cfg, Some(&cells)),
+    })
+}
+
+/// The lab's table, and with real cells, each measured row under its simulated one, the lab's
+/// row for the measured delays, and the jitter.
+fn lesson_table(cfg: &RealLesson, cells: Option<&[CellOutcome]>) -> String {
+    let mut out = String::from(
+        "U=15 sec loop, B=5 sec startup, desired 6 copies, 2 deaths at sec 300, 900 sec run\n",
+    );
+    if cells.is_some() {
+        let half = cfg.second_ms() / 2.0;
+        let _ = writeln!(
+            out,
+            "real: time scale {} (1 sec = {} ms: U = {} ms, B = {} ms, G = {} ms per sec); one agent, \
+             tick, assignment read and report every {} ms; copies run `{}`",
+            cfg.time_scale,
+            cfg.second_ms(),
+            15.0 * cfg.second_ms(),
+            5.0 * cfg.second_ms(),
+            cfg.second_ms(),
+            half.max(1.0),
+            cfg.program.join(" ")
+        );
+        out.push_str(
+            "rows: lab = the lab's prediction; real = measured (differences named after it);\n      \
+             lab+d = the lab with G and B lengthened by the measured pipeline (whole seconds)\n",
+        );
+    }
+    for &controller in &cfg.controllers {
+        let _ = write!(out, "\ncontroller: {}\n", controller.lesson_title());
+        let lead = if cells.is_some() { "      " } else { "" };
+        let _ = writeln!(out, "{lead}{LOOP_HEADER}");
+        for &g in &cfg.delays {
+            let lab =
+                simulate(&Scenario::new(experiment::lesson_spec(g, controller)).expect("valid"));
+            let Some(cells) = cells else {
+                let _ = writeln!(out, "{}", loop_row(g, &lab));
+                continue;
+            };
+            let Some(cell) = cells
+                .iter()
+                .find(|c| c.delay == g && c.controller == controller)
+            else {
+                continue;
+            };
+            let real = &cell.measured.metrics;
+            let _ = writeln!(out, "lab   {}", loop_row(g, &lab));
+            let _ = writeln!(
+                out,
+                "real  {}{}",
+                loop_row(g, real),
+                differences(real, &lab)
+            );
+            let (gd, bd) = calibrated(cell);
+            let fitted = simulate(
+                &Scenario::new(ScenarioSpec {
+                    delay: gd,
+                    startup: bd,
+                    ..experiment::lesson_spec(g, controller)
+                })
+                .expect("valid"),
+            );
+            let _ = writeln!(
+                out,
+                "lab+d {}{}   (G = {gd}, B = {bd})",
+                loop_row(g, &fitted),
+                differences(real, &fitted)
+            );
+        }
+    }
+    if let Some(cells) = cells {
+        out.push_str(&jitter_table(cfg, cells));
+    }
+    out
+}
+
+/// The lab's G and B lengthened by the measured pipeline (medians), in whole virtual seconds:
+/// B by the whole seconds a copy took beyond B to become ready after its pass (the live count is
+/// taken at whole seconds), and G by the rest of the way to the ledger, rounded up and at least
+/// 1: a real report always takes some time, so a real ledger never shows a change in the second
+/// it happened, as the lab's ledger does when the change falls on a round.
+pub fn calibrated(cell: &CellOutcome) -> (u64, u64) {
+    let m = &cell.measured;
+    let j = &m.jitter;
+    let sec = m.window.second_ms();
+    let world = experiment::lesson_spec(cell.delay, cell.controller);
+    let beyond_b =
+        (j.create_to_start.p50 + j.start_to_ready.p50) as f64 / sec - world.startup as f64;
+    let beyond_g = j.ready_to_ledger.p50 as f64 / sec - world.delay as f64;
+    let b_extra = beyond_b.floor().max(0.0);
+    let g_extra = ((beyond_b + beyond_g - b_extra).ceil() as u64).max(1);
+    (world.delay + g_extra, world.startup + b_extra as u64)
+}
+
+/// `  <- differs: overshoot 6 (lab 0), …`, or nothing.
+fn differences(real: &Metrics, lab: &Metrics) -> String {
+    let stable = |m: &Metrics| m.stable.map_or("none".into(), |s| s.to_string());
+    let pairs = [
+        (
+            "work/round",
+            js_to_fixed2(real.work_per_round),
+            js_to_fixed2(lab.work_per_round),
+        ),
+        ("created", real.created.to_string(), lab.created.to_string()),
+        (
+            "unneeded",
+            real.unneeded.to_string(),
+            lab.unneeded.to_string(),
+        ),
+        (
+            "delete commands",
+            real.delete_commands.to_string(),
+            lab.delete_commands.to_string(),
+        ),
+        ("deleted", real.deleted.to_string(), lab.deleted.to_string()),
+        (
+            "overshoot",
+            real.overshoot.to_string(),
+            lab.overshoot.to_string(),
+        ),
+        ("stable", stable(real), stable(lab)),
+    ];
+    let diff: Vec<String> = pairs
+        .iter()
+        .filter(|(_, r, l)| r != l)
+        .map(|(what, _, l)| format!("{what} (lab {l})"))
+        .collect();
+    if diff.is_empty() {
+        String::new()
+    } else {
+        format!("  <- differs: {}", diff.join(", "))
+    }
+}
+
+fn jitter_table(cfg: &RealLesson, cells: &[CellOutcome]) -> String {
+    let sec = cfg.second_ms();
+    let vs = |ms: i64| format!("{:.2}", ms as f64 / sec);
+    let mut out = format!(
+        "\nreal jitter, in virtual seconds (1 sec = {sec} ms): p50/p99/max\n\
+         controller  G  ready->ledger minus G    create->ready minus B    exit->ledger minus G     round error     rounds  kill late\n"
+    );
+    for c in cells {
+        let j = &c.measured.jitter;
+        let g_ms = (c.delay as f64 * sec).round() as i64;
+        let b_ms = (5.0 * sec).round() as i64;
+        let minus = |s: &Spread, by: i64| {
+            if s.count == 0 {
+                "-".to_owned()
+            } else {
+                format!("{}/{}/{}", vs(s.p50 - by), vs(s.p99 - by), vs(s.max - by))
+            }
+        };
+        let to_ready = Spread {
+            count: j.create_to_start.count.min(j.start_to_ready.count),
+            min: j.create_to_start.min + j.start_to_ready.min,
+            p50: j.create_to_start.p50 + j.start_to_ready.p50,
+            p99: j.create_to_start.p99 + j.start_to_ready.p99,
+            max: j.create_to_start.max + j.start_to_ready.max,
+        };
+        let _ = writeln!(
+            out,
+            "{:<10} {:>3}  {:<23}  {:<23}  {:<23}  {:<14} {:>6}  {:>8}",
+            c.controller.name(),
+            c.delay,
+            minus(&j.ready_to_ledger, g_ms),
+            minus(&to_ready, b_ms),
+            minus(&j.exit_to_ledger, g_ms),
+            minus(&j.round_error, 0),
+            c.measured.metrics.rounds,
+            vs(c.kill_late_ms),
+        );
+    }
+    out.push_str(
+        "(create->ready sums the p50s, p99s and maxima of create->start and start->ready)\n",
+    );
+    out
+}

@@ -1,0 +1,456 @@
+//! The runtime's commands: `controller`, `agent`, `up`, `apply`, `get`, `delete`, `kill` and
+//! `status`. The clap types live here; the work is done by setpoint-runtime.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use setpoint_runtime::ops::{self, OpError};
+use setpoint_runtime::{
+    format_duration, parse_duration, run_agent, run_controller, shutdown_pair, AgentConfig,
+    ControllerConfig, SpecError, SqliteStore, Store,
+};
+
+/// The runtime's subcommands.
+#[derive(Debug, Subcommand)]
+pub enum RuntimeCommand {
+    /// Run the controller: leader election, then one reconcile loop per workload.
+    Controller(ControllerArgs),
+    /// Run a node agent: start the node's assigned copies as real processes and report them.
+    Agent(AgentArgs),
+    /// Run a controller and N agents in one process: the one-command cluster.
+    Up(UpArgs),
+    /// Declare the workloads of a TOML file: all of them, or on any error none.
+    Apply(ApplyArgs),
+    /// Show workloads: desired, live, on the ledger, pending.
+    Get(GetArgs),
+    /// Remove a workload's declaration; its copies are stopped.
+    Delete(DeleteArgs),
+    /// Kill COUNT running copies of a workload with SIGKILL, oldest first (fault injection).
+    Kill(KillArgs),
+    /// Show the leader, the nodes and the time since each node last reported.
+    Status(StatusArgs),
+}
+
+/// Where the store lives.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// The data directory: the SQLite store and the agents' state files.
+    #[arg(long, default_value = ".setpoint", value_name = "DIR")]
+    pub data_dir: PathBuf,
+}
+
+impl StoreArgs {
+    fn open(&self) -> anyhow::Result<Arc<dyn Store>> {
+        let store = SqliteStore::open(&self.data_dir)
+            .with_context(|| format!("opening the store in {}", self.data_dir.display()))?;
+        Ok(Arc::new(store))
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.data_dir.join("nodes")
+    }
+}
+
+/// Settings of the controller.
+#[derive(Debug, Args)]
+pub struct ControllerFlags {
+    /// The leader lease's time to live: a dead leader is replaced within it.
+    #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = duration)]
+    pub lease_ttl: Duration,
+    /// A node silent for this long is lost: its copies leave the ledger.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
+    pub node_timeout: Duration,
+    /// Also run a workload's pass as soon as its declaration changes, not only every period.
+    #[arg(long)]
+    pub wake_on_change: bool,
+}
+
+impl ControllerFlags {
+    fn config(&self) -> anyhow::Result<ControllerConfig> {
+        if self.lease_ttl < Duration::from_millis(100) {
+            anyhow::bail!(BadInput(format!(
+                "--lease-ttl {} is too short: accepted at least 100ms",
+                format_duration(self.lease_ttl)
+            )));
+        }
+        let mut c = ControllerConfig::new(setpoint_runtime::default_holder());
+        c.lease_ttl = self.lease_ttl;
+        c.node_timeout = self.node_timeout;
+        c.wake_on_change = self.wake_on_change;
+        c.poll = (self.lease_ttl / 10).min(Duration::from_millis(100));
+        Ok(c)
+    }
+}
+
+/// Settings of an agent.
+#[derive(Debug, Args)]
+pub struct AgentFlags {
+    /// The reporting period R.
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = positive_duration)]
+    pub report_every: Duration,
+    /// Added delay between observing the copies and writing the report (emulates a longer
+    /// reporting chain).
+    #[arg(long, default_value = "0", value_name = "DURATION", value_parser = duration)]
+    pub report_delay: Duration,
+    /// How often the agent reads its assignments.
+    #[arg(long, default_value = "100ms", value_name = "DURATION", value_parser = positive_duration)]
+    pub sync_every: Duration,
+}
+
+impl AgentFlags {
+    fn config(&self, node: &str, state_dir: &Path) -> AgentConfig {
+        let mut c = AgentConfig::new(node, state_dir);
+        c.report_every = self.report_every;
+        c.report_delay = self.report_delay;
+        c.sync_every = self.sync_every;
+        c
+    }
+}
+
+/// `setpoint controller`.
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    flags: ControllerFlags,
+}
+
+/// `setpoint agent`.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The node's name.
+    #[arg(long, value_name = "NAME", value_parser = node_name)]
+    node: String,
+    #[command(flatten)]
+    flags: AgentFlags,
+}
+
+/// `setpoint up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// How many agents to run, as nodes node-1 … node-N.
+    #[arg(long, default_value = "3", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    nodes: u32,
+    #[command(flatten)]
+    controller: ControllerFlags,
+    #[command(flatten)]
+    agent: AgentFlags,
+}
+
+/// `setpoint apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The workloads file (TOML, `[[workload]]` tables).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    file: PathBuf,
+}
+
+/// Output formats of `get` and `status`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Format {
+    /// A text table.
+    Table,
+    /// One JSON object.
+    Json,
+}
+
+/// `setpoint get`.
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Only this workload.
+    #[arg(value_name = "WORKLOAD")]
+    workload: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+    /// A node silent for this long is lost: its copies are not on the ledger.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
+    node_timeout: Duration,
+}
+
+/// `setpoint delete`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The workload to remove.
+    #[arg(value_name = "WORKLOAD")]
+    workload: String,
+}
+
+/// `setpoint kill`.
+#[derive(Debug, Args)]
+pub struct KillArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The workload whose copies die.
+    #[arg(value_name = "WORKLOAD")]
+    workload: String,
+    /// How many copies to kill.
+    #[arg(value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    count: u64,
+}
+
+/// `setpoint status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+    /// A node silent for this long is shown as lost.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
+    node_timeout: Duration,
+}
+
+/// An input the user can fix: exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(String);
+
+/// Whether `e` is the user's to fix (exit code 2) rather than a failure (exit code 1).
+pub fn is_bad_input(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.is::<BadInput>()
+            || c.is::<SpecError>()
+            || c.downcast_ref::<OpError>()
+                .is_some_and(|o| matches!(o, OpError::NotFound(_)))
+    })
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match duration(s)? {
+        d if d.is_zero() => Err("0 is out of range: accepted at least 1ms".into()),
+        d => Ok(d),
+    }
+}
+
+fn node_name(s: &str) -> Result<String, String> {
+    setpoint_runtime::spec::check_name(s).map(|()| s.to_owned())
+}
+
+/// Runs one runtime command; returns what to print on stdout.
+pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
+    match cmd {
+        RuntimeCommand::Controller(a) => {
+            let cfg = a.flags.config()?;
+            let store = a.store.open()?;
+            serve(|shutdown| async move {
+                run_controller(store, cfg, shutdown).await?;
+                Ok(())
+            })?;
+            Ok(String::new())
+        }
+        RuntimeCommand::Agent(a) => {
+            let cfg = a.flags.config(&a.node, &a.store.state_dir());
+            let store = a.store.open()?;
+            serve(|shutdown| async move {
+                run_agent(store, cfg, shutdown).await?;
+                Ok(())
+            })?;
+            Ok(String::new())
+        }
+        RuntimeCommand::Up(a) => up(&a),
+        RuntimeCommand::Apply(a) => {
+            let text = std::fs::read_to_string(&a.file)
+                .with_context(|| format!("reading {}", a.file.display()))
+                .map_err(|e| BadInput(format!("{e:#}")))?;
+            let specs = setpoint_runtime::parse_workloads(&text)
+                .with_context(|| format!("{} was not applied", a.file.display()))?;
+            let out = ops::apply(&*a.store.open()?, &specs)?;
+            let mut text = String::new();
+            for (verb, names) in [
+                ("created", &out.created),
+                ("updated", &out.updated),
+                ("unchanged", &out.unchanged),
+            ] {
+                for n in names {
+                    writeln!(text, "workload {n} {verb}")?;
+                }
+            }
+            Ok(text)
+        }
+        RuntimeCommand::Get(a) => {
+            let store = a.store.open()?;
+            let all = ops::get(
+                &*store,
+                a.workload.as_deref(),
+                a.node_timeout.as_millis() as u64,
+                Some(&a.store.state_dir()),
+            )?;
+            Ok(match a.format {
+                Format::Json => format!(
+                    "{}\n",
+                    serde_json::to_string(&serde_json::json!({ "workloads": all }))?
+                ),
+                Format::Table => get_table(&all),
+            })
+        }
+        RuntimeCommand::Delete(a) => {
+            ops::delete(&*a.store.open()?, &a.workload)?;
+            Ok(format!("workload {} deleted\n", a.workload))
+        }
+        RuntimeCommand::Kill(a) => {
+            let killed =
+                ops::kill(&a.store.state_dir(), &a.workload, a.count).context("killing copies")?;
+            if killed.is_empty() {
+                anyhow::bail!(
+                    "no running copy of '{}' was found on this machine",
+                    a.workload
+                );
+            }
+            Ok(killed.iter().map(|k| format!("killed {k}\n")).collect())
+        }
+        RuntimeCommand::Status(a) => {
+            let s = ops::status(&*a.store.open()?, a.node_timeout.as_millis() as u64)?;
+            Ok(match a.format {
+                Format::Json => format!("{}\n", serde_json::to_string(&s)?),
+                Format::Table => status_table(&s),
+            })
+        }
+    }
+}
+
+fn get_table(all: &[ops::WorkloadStatus]) -> String {
+    let mut t = format!(
+        "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}\n",
+        "WORKLOAD", "CONTROLLER", "PERIOD", "DESIRED", "LIVE", "LEDGER", "CREATING", "DELETING"
+    );
+    for w in all {
+        let _ = writeln!(
+            t,
+            "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}",
+            w.name,
+            w.controller,
+            format_duration(Duration::from_millis(w.period_ms)),
+            w.desired,
+            w.live.map_or("-".to_owned(), |l| l.to_string()),
+            w.on_ledger,
+            w.pending_create,
+            w.pending_delete
+        );
+    }
+    t
+}
+
+fn seconds(ms: u64) -> String {
+    format!("{:.1}s", ms as f64 / 1000.0)
+}
+
+fn status_table(s: &ops::Status) -> String {
+    let mut t = match &s.leader {
+        Some(l) => format!(
+            "leader: {} (for {}, lease ttl {})\n",
+            l.holder,
+            seconds(l.held_ms),
+            format_duration(Duration::from_millis(l.ttl_ms))
+        ),
+        None => "leader: none\n".to_owned(),
+    };
+    let _ = writeln!(
+        t,
+        "workloads: {}, store revision {}",
+        s.workloads, s.revision
+    );
+    let _ = writeln!(
+        t,
+        "{:<20} {:<5} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
+        "NODE", "LIVE", "LAST REPORT", "LAG", "STARTING", "RUNNING", "EXITED", "ASSIGNED"
+    );
+    for n in &s.nodes {
+        let _ = writeln!(
+            t,
+            "{:<20} {:<5} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
+            n.node,
+            if n.live { "yes" } else { "lost" },
+            format!("{} ago", seconds(n.since_report_ms)),
+            format!("{}ms", n.report_lag_ms),
+            n.starting,
+            n.running,
+            n.exited,
+            n.assigned
+        );
+    }
+    t
+}
+
+fn up(a: &UpArgs) -> anyhow::Result<String> {
+    let ccfg = a.controller.config()?;
+    let store = a.store.open()?;
+    let state_dir = a.store.state_dir();
+    let agents: Vec<AgentConfig> = (1..=a.nodes)
+        .map(|i| a.agent.config(&format!("node-{i}"), &state_dir))
+        .collect();
+    eprintln!(
+        "setpoint up: a controller and {} agents on {}; Ctrl-C stops everything",
+        a.nodes,
+        a.store.data_dir.display()
+    );
+    serve(|shutdown| async move {
+        let mut tasks = tokio::task::JoinSet::new();
+        for cfg in agents {
+            let (store, shutdown) = (Arc::clone(&store), shutdown.clone());
+            tasks.spawn(async move {
+                run_agent(store, cfg, shutdown)
+                    .await
+                    .map_err(anyhow::Error::from)
+            });
+        }
+        tasks.spawn(async move {
+            run_controller(store, ccfg, shutdown)
+                .await
+                .map_err(anyhow::Error::from)
+        });
+        while let Some(done) = tasks.join_next().await {
+            done??;
+        }
+        Ok(())
+    })?;
+    Ok(String::new())
+}
+
+/// Runs `body` on a tokio runtime until it ends; Ctrl-C or SIGTERM fires its shutdown signal
+/// and waits for it to finish cleanly.
+fn serve<F, Fut>(body: F) -> anyhow::Result<()>
+where
+    F: FnOnce(setpoint_runtime::Shutdown) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let (trigger, shutdown) = shutdown_pair();
+        let mut work = tokio::spawn(body(shutdown));
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("installing the SIGTERM handler")?;
+        tokio::select! {
+            done = &mut work => return done.context("the runtime task failed")?,
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("setpoint: shutting down");
+        trigger.fire();
+        work.await.context("the runtime task failed")?
+    })
+}

@@ -1,0 +1,287 @@
+//! Overshoot over report delay × loop period.
+
+use plotters::prelude::*;
+
+use crate::{draw_err, whole, PlotError};
+
+/// What a heatmap shows.
+#[derive(Debug, Clone)]
+pub struct Heatmap<'a> {
+    /// The title over the chart.
+    pub title: String,
+    /// Report delays G, in seconds, ascending: the rows (vertical axis).
+    pub delays: &'a [u64],
+    /// Loop periods U, in seconds, ascending: the columns (horizontal axis).
+    pub periods: &'a [u64],
+    /// Measured overshoot, one per cell, row by row (all periods of the first delay first).
+    pub overshoot: &'a [u64],
+    /// Startup time B, in seconds, for the lesson's boundary `U = G + B`.
+    pub startup: u64,
+    /// Per cell, in the order of `overshoot`: whether the lesson's relation mispredicts it.
+    /// Empty to mark none.
+    pub lesson_wrong: &'a [bool],
+}
+
+const LESSON: RGBColor = RGBColor(20, 20, 20);
+const MEASURED: RGBColor = RGBColor(0, 150, 200);
+
+/// Colour stops from "no overshoot" to "the most overshoot in the picture".
+const STOPS: [(f64, (u8, u8, u8)); 5] = [
+    (0.0, (255, 247, 188)),
+    (0.25, (254, 196, 79)),
+    (0.5, (236, 112, 20)),
+    (0.75, (204, 40, 40)),
+    (1.0, (102, 0, 40)),
+];
+
+/// The colour of an overshoot: pale grey for 0, then a log scale up to `max`.
+fn colour(v: u64, max: u64) -> RGBColor {
+    if v == 0 {
+        return RGBColor(238, 238, 238);
+    }
+    let f = ((1.0 + v as f64).ln() / (1.0 + max.max(1) as f64).ln()).clamp(0.0, 1.0);
+    let i = STOPS
+        .iter()
+        .position(|s| s.0 >= f)
+        .unwrap_or(STOPS.len() - 1)
+        .max(1);
+    let (f0, a) = STOPS[i - 1];
+    let (f1, b) = STOPS[i];
+    let w = if f1 > f0 { (f - f0) / (f1 - f0) } else { 1.0 };
+    let mix = |x: u8, y: u8| (f64::from(x) + (f64::from(y) - f64::from(x)) * w).round() as u8;
+    RGBColor(mix(a.0, b.0), mix(a.1, b.1), mix(a.2, b.2))
+}
+
+/// The span a value's cell covers: halfway to each neighbour.
+fn spans(values: &[u64]) -> Vec<(f64, f64)> {
+    let v: Vec<f64> = values.iter().map(|&x| x as f64).collect();
+    (0..v.len())
+        .map(|i| {
+            let lo = if i == 0 {
+                v[0] - if v.len() > 1 {
+                    (v[1] - v[0]) / 2.0
+                } else {
+                    0.5
+                }
+            } else {
+                (v[i - 1] + v[i]) / 2.0
+            };
+            let hi = if i + 1 == v.len() {
+                v[i] + if i > 0 { (v[i] - v[i - 1]) / 2.0 } else { 0.5 }
+            } else {
+                (v[i] + v[i + 1]) / 2.0
+            };
+            (lo, hi)
+        })
+        .collect()
+}
+
+/// For each delay, the smallest period from which every larger period in the grid has zero
+/// overshoot; `None` where even the largest period overshoots.
+pub fn measured_boundary(h: &Heatmap) -> Vec<Option<u64>> {
+    let n = h.periods.len();
+    (0..h.delays.len())
+        .map(|row| {
+            let cells = &h.overshoot[row * n..(row + 1) * n];
+            let zeros = cells.iter().rev().take_while(|&&v| v == 0).count();
+            (zeros > 0).then(|| h.periods[n - zeros])
+        })
+        .collect()
+}
+
+/// Draws `heatmap` as an SVG document.
+pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
+    if h.delays.is_empty() || h.periods.is_empty() {
+        return Err(PlotError::Empty("the grid has no cells"));
+    }
+    if h.overshoot.len() != h.delays.len() * h.periods.len() {
+        return Err(PlotError::Shape {
+            cells: h.overshoot.len(),
+            delays: h.delays.len(),
+            periods: h.periods.len(),
+        });
+    }
+    let max = h.overshoot.iter().copied().max().unwrap_or(0);
+    let xs = spans(h.periods);
+    let ys = spans(h.delays);
+    let x_range = xs[0].0..xs[xs.len() - 1].1;
+    let y_range = ys[0].0..ys[ys.len() - 1].1;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1000, 700)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let (main, legend) = root.split_horizontally(870);
+        let mut chart = ChartBuilder::on(&main)
+            .caption(&h.title, ("sans-serif", 19))
+            .margin(12)
+            .x_label_area_size(42)
+            .y_label_area_size(56)
+            .build_cartesian_2d(x_range.clone(), y_range.clone())
+            .map_err(draw_err)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_label_formatter(&whole)
+            .y_label_formatter(&whole)
+            .x_desc("loop period U (seconds)")
+            .y_desc("report delay G (seconds)")
+            .draw()
+            .map_err(draw_err)?;
+        let n = h.periods.len();
+        chart
+            .draw_series(h.overshoot.iter().enumerate().map(|(i, &v)| {
+                let (row, col) = (i / n, i % n);
+                Rectangle::new(
+                    [(xs[col].0, ys[row].0), (xs[col].1, ys[row].1)],
+                    colour(v, max).filled(),
+                )
+            }))
+            .map_err(draw_err)?;
+
+        // Cells where the lesson's relation mispredicts: a dot each.
+        chart
+            .draw_series(
+                h.lesson_wrong
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &wrong)| wrong)
+                    .map(|(i, _)| {
+                        let (row, col) = (i / n, i % n);
+                        let x = (xs[col].0 + xs[col].1) / 2.0;
+                        let y = (ys[row].0 + ys[row].1) / 2.0;
+                        Circle::new((x, y), 2, LESSON.filled())
+                    }),
+            )
+            .map_err(draw_err)?
+            .label("lesson's relation mispredicts this cell")
+            .legend(|(x, y)| Circle::new((x + 9, y), 3, LESSON.filled()));
+
+        // The lesson's boundary U = G + B, clipped to the picture (plotters would clamp).
+        let b = h.startup as f64;
+        let g_lo = y_range.start.max(x_range.start - b);
+        let g_hi = y_range.end.min(x_range.end - b);
+        let lesson = if g_lo < g_hi {
+            vec![(g_lo + b, g_lo), (g_hi + b, g_hi)]
+        } else {
+            Vec::new()
+        };
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                lesson,
+                LESSON.stroke_width(2),
+            )))
+            .map_err(draw_err)?
+            .label(format!("lesson's boundary U = G + B (B = {})", h.startup))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], LESSON.stroke_width(2)));
+
+        // The measured boundary: left edge of each row's zero run, drawn as steps.
+        let mut path = Vec::new();
+        for (row, b) in measured_boundary(h).iter().enumerate() {
+            let x = match b {
+                Some(u) => {
+                    xs[h.periods
+                        .iter()
+                        .position(|p| p == u)
+                        .expect("a grid period")]
+                    .0
+                }
+                None => x_range.end,
+            };
+            path.push((x, ys[row].0));
+            path.push((x, ys[row].1));
+        }
+        chart
+            .draw_series(DashedLineSeries::new(path, 8, 5, MEASURED.stroke_width(3)))
+            .map_err(draw_err)?
+            .label("measured boundary (overshoot 0 to its right)")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], MEASURED.stroke_width(3)));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK.mix(0.4))
+            .label_font(("sans-serif", 13))
+            .draw()
+            .map_err(draw_err)?;
+
+        // The colour scale.
+        legend
+            .draw(&Text::new(
+                "overshoot",
+                (10, 40),
+                ("sans-serif", 14).into_font(),
+            ))
+            .map_err(draw_err)?;
+        let steps = 10u64;
+        for k in 0..=steps {
+            let v = if k == 0 {
+                0
+            } else {
+                // Log-spaced labels between 1 and max.
+                ((1.0 + max as f64).powf(k as f64 / steps as f64) - 1.0).round() as u64
+            };
+            let y = 60 + (k as i32) * 52;
+            legend
+                .draw(&Rectangle::new(
+                    [(12, y), (42, y + 40)],
+                    colour(v, max).filled(),
+                ))
+                .map_err(draw_err)?;
+            legend
+                .draw(&Text::new(
+                    v.to_string(),
+                    (50, y + 14),
+                    ("sans-serif", 13).into_font(),
+                ))
+                .map_err(draw_err)?;
+        }
+        root.present().map_err(draw_err)?;
+    }
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grid<'a>(delays: &'a [u64], periods: &'a [u64], overshoot: &'a [u64]) -> Heatmap<'a> {
+        Heatmap {
+            title: "t".into(),
+            delays,
+            periods,
+            overshoot,
+            startup: 5,
+            lesson_wrong: &[],
+        }
+    }
+
+    #[test]
+    fn measured_boundary_is_where_the_zero_run_starts() {
+        let h = grid(&[0, 10], &[5, 10, 15], &[0, 0, 0, 12, 6, 0]);
+        assert_eq!(measured_boundary(&h), vec![Some(5), Some(15)]);
+        let h = grid(&[90], &[5, 10], &[3, 1]);
+        assert_eq!(measured_boundary(&h), vec![None]);
+    }
+
+    #[test]
+    fn cells_span_halfway_to_their_neighbours() {
+        assert_eq!(
+            spans(&[5, 10, 20]),
+            vec![(2.5, 7.5), (7.5, 15.0), (15.0, 25.0)]
+        );
+        assert_eq!(spans(&[7]), vec![(6.5, 7.5)]);
+    }
+
+    #[test]
+    fn colour_scale_runs_from_grey_to_dark_red() {
+        assert_eq!(colour(0, 10), RGBColor(238, 238, 238));
+        assert_eq!(colour(10, 10), RGBColor(102, 0, 40));
+        assert_ne!(colour(1, 10), colour(5, 10));
+    }
+
+    #[test]
+    fn a_misshapen_grid_is_refused() {
+        let h = grid(&[0, 10], &[5], &[0]);
+        assert!(matches!(heatmap_svg(&h), Err(PlotError::Shape { .. })));
+    }
+}

@@ -1,0 +1,378 @@
+//! The lesson's scenario on the real runtime: real processes, a real SQLite store, the real
+//! controller and agent, on compressed time; measured with [`crate::measure`] and set against the
+//! lab's prediction.
+//!
+//! One **cell** is one report delay G and one controller. It runs the lesson's world (6 copies,
+//! U = 15 s, B = 5 s, 2 copies killed at second 300, 900 seconds) with every duration multiplied
+//! by the time scale: at 0.01, U is 150 ms, B 50 ms, G = 60 s is 600 ms, and the run lasts 9 s.
+//! The agent's added report delay is G; it reports, reads its assignments and looks at its
+//! processes every half virtual second (5 ms at 0.01), so the ledger lags the world by G plus
+//! that pipeline, which the measurement's [`Jitter`](crate::measure::Jitter) quantifies.
+//!
+//! A cell's clock starts at its loop's first pass (virtual second 0). The kill at second 300 is
+//! `SIGKILL` to the process groups of the two oldest copies that the agent has running (ready).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use setpoint_core::ControllerKind;
+use setpoint_sim::{simulate, Metrics, Scenario, ScenarioSpec};
+
+use crate::agent::{read_all_node_states, run_agent, AgentConfig};
+use crate::controller::{run_controller, ControllerConfig};
+use crate::events::EVENTS;
+use crate::measure::{measure, MeasureError, Measurement, WindowSpec};
+use crate::model::{report_key, Phase, WorkloadSpec};
+use crate::ops;
+use crate::process;
+use crate::rt::{blocking, shutdown_pair};
+use crate::store::{SqliteStore, Store, StoreError};
+
+/// How far apart cells that run at once start, in real milliseconds.
+const STAGGER_MS: u64 = 97;
+
+/// The workload's name in every cell.
+pub const WORKLOAD: &str = "collector";
+
+/// The settings of a real lesson run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RealLesson {
+    /// Real milliseconds per virtual second, divided by 1000. Default 0.01.
+    pub time_scale: f64,
+    /// Each cell gets its own data directory below this one: `{controller}-g{G}`.
+    pub data_dir: PathBuf,
+    /// What each copy runs. Default `sleep 100000`.
+    pub program: Vec<String>,
+    /// The report delays G, in virtual seconds. Default the lesson's 0, 5, 10, 20, 30, 60.
+    pub delays: Vec<u64>,
+    /// The controllers. Default `ledger` and `intent`.
+    pub controllers: Vec<ControllerKind>,
+    /// How many cells run at once. Default 6.
+    pub jobs: usize,
+}
+
+impl RealLesson {
+    /// The lesson's cells at time scale 0.01 in `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            time_scale: 0.01,
+            data_dir: data_dir.into(),
+            program: vec!["sleep".into(), "100000".into()],
+            delays: setpoint_sim::lesson::LESSON_DELAYS.to_vec(),
+            controllers: ControllerKind::LESSON.to_vec(),
+            jobs: 6,
+        }
+    }
+
+    /// One virtual second in real milliseconds.
+    pub fn second_ms(&self) -> f64 {
+        1000.0 * self.time_scale
+    }
+
+    /// `seconds` of virtual time as a real duration.
+    pub fn real(&self, seconds: u64) -> Duration {
+        Duration::from_secs_f64(seconds as f64 * self.time_scale)
+    }
+
+    /// Checks the settings: the scale must make every lesson duration at least 1 ms long.
+    pub fn validate(&self) -> Result<(), ExperimentError> {
+        if !(0.001..=10.0).contains(&self.time_scale) {
+            return Err(ExperimentError::BadInput(format!(
+                "--time-scale {} is out of range: accepted 0.001 to 10",
+                self.time_scale
+            )));
+        }
+        if self.program.is_empty() {
+            return Err(ExperimentError::BadInput("the program is empty".into()));
+        }
+        if self.jobs == 0 {
+            return Err(ExperimentError::BadInput(
+                "--jobs 0 is out of range: accepted at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why a real run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// A setting is out of range; the message names it.
+    #[error("{0}")]
+    BadInput(String),
+    /// A data directory could not be prepared; check permissions and disk space.
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// The runtime did not do what the experiment waited for (say, the agent never reported);
+    /// the message says what.
+    #[error("{0}")]
+    Stalled(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The run could not be measured.
+    #[error(transparent)]
+    Measure(#[from] MeasureError),
+    /// The agent failed.
+    #[error(transparent)]
+    Agent(#[from] crate::agent::AgentError),
+}
+
+/// One cell's outcome.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CellOutcome {
+    /// Report delay G, in virtual seconds.
+    pub delay: u64,
+    /// The controller.
+    #[serde(serialize_with = "kind_name")]
+    pub controller: ControllerKind,
+    /// What the lab predicts for the lesson's world.
+    pub simulated: Metrics,
+    /// What the real run measured.
+    pub measured: Measurement,
+    /// The copies killed at second 300.
+    pub killed: Vec<String>,
+    /// How late the kill came after its place at second 300, in real milliseconds.
+    pub kill_late_ms: i64,
+}
+
+fn kind_name<S: serde::Serializer>(k: &ControllerKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(k.name())
+}
+
+/// The lesson's world (defaults of [`ScenarioSpec`]), for a cell.
+pub fn lesson_spec(delay: u64, controller: ControllerKind) -> ScenarioSpec {
+    ScenarioSpec {
+        delay,
+        controller,
+        ..ScenarioSpec::default()
+    }
+}
+
+/// Runs one cell on real processes and measures it.
+pub async fn run_cell(
+    cfg: &RealLesson,
+    delay: u64,
+    controller: ControllerKind,
+) -> Result<CellOutcome, ExperimentError> {
+    let world = lesson_spec(delay, controller);
+    let scaled = |s: u64| (s as f64 * cfg.second_ms()).round() as u64;
+    let dir = cfg.data_dir.join(format!("{}-g{delay}", controller.name()));
+    let dir_err = |source| ExperimentError::DataDir {
+        path: dir.clone(),
+        source,
+    };
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(dir_err(e)),
+        _ => {}
+    }
+    std::fs::create_dir_all(&dir).map_err(dir_err)?;
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir)?);
+    let spec = WorkloadSpec {
+        name: WORKLOAD.into(),
+        command: cfg.program.clone(),
+        copies: world.desired,
+        controller,
+        period_ms: scaled(world.period).max(1),
+        startup_ms: scaled(world.startup),
+        readiness: None,
+        grace_ms: 1_000,
+    };
+    ops::apply(&*store, std::slice::from_ref(&spec)).map_err(|e| match e {
+        ops::OpError::Store(s) => ExperimentError::Store(s),
+        other => ExperimentError::Stalled(other.to_string()),
+    })?;
+
+    let half = Duration::from_secs_f64((cfg.time_scale / 2.0).max(0.001));
+    let mut acfg = AgentConfig::new("node-1", dir.join("nodes"));
+    acfg.report_every = half;
+    acfg.sync_every = half;
+    acfg.tick = half;
+    acfg.report_delay = Duration::from_millis(scaled(delay));
+    let state_dir = acfg.state_dir.clone();
+    let (agent_stop, agent_shutdown) = shutdown_pair();
+    let agent = tokio::spawn(run_agent(Arc::clone(&store), acfg, agent_shutdown));
+    let result = drive(cfg, &store, &world, &spec, &state_dir).await;
+    agent_stop.fire();
+    let stopped = agent.await;
+    let outcome = result?;
+    if let Ok(Err(e)) = stopped {
+        return Err(e.into());
+    }
+    let (measured, killed, kill_late_ms) = outcome;
+    Ok(CellOutcome {
+        delay,
+        controller,
+        simulated: simulate(
+            &Scenario::new(world).map_err(|e| ExperimentError::BadInput(e.to_string()))?,
+        ),
+        measured,
+        killed,
+        kill_late_ms,
+    })
+}
+
+/// Waits for the agent, runs the controller for the whole scenario, kills at the scripted
+/// seconds, and measures before the agent stops the copies.
+async fn drive(
+    cfg: &RealLesson,
+    store: &Arc<dyn Store>,
+    world: &ScenarioSpec,
+    spec: &WorkloadSpec,
+    state_dir: &std::path::Path,
+) -> Result<(Measurement, Vec<String>, i64), ExperimentError> {
+    // The first pass must find a live node, as the lesson's first round creates at once.
+    wait_for(store, "the agent's first report", |s| {
+        Ok(s.get(&report_key("node-1"))?.is_some())
+    })
+    .await?;
+    let mut ccfg = ControllerConfig::new(crate::controller::default_holder());
+    ccfg.poll = Duration::from_millis(10);
+    let (controller_stop, controller_shutdown) = shutdown_pair();
+    let controller = tokio::spawn(run_controller(Arc::clone(store), ccfg, controller_shutdown));
+    let first_round = format!("{EVENTS}{WORKLOAD}/round/");
+    let origin = wait_for_value(store, "the loop's first pass", move |s| {
+        let read = s.read(&[&first_round])?;
+        Ok(read.entries.first().and_then(|e| {
+            serde_json::from_str::<crate::events::RoundEvent>(&e.value)
+                .ok()
+                .map(|r| r.at_ms)
+        }))
+    })
+    .await;
+    let origin = match origin {
+        Ok(o) => o,
+        Err(e) => {
+            controller_stop.fire();
+            let _ = controller.await;
+            return Err(e);
+        }
+    };
+    let at_real = |second: u64| origin + (second as f64 * cfg.second_ms()).round() as u64;
+
+    let mut killed = Vec::new();
+    let mut kill_late_ms = 0;
+    let mut deaths = world.deaths.clone();
+    deaths.sort_by_key(|d| d.at);
+    for d in deaths.iter().filter(|d| d.at <= world.duration) {
+        sleep_until(store, at_real(d.at)).await;
+        let now = store.now_ms();
+        kill_late_ms = now as i64 - at_real(d.at) as i64;
+        killed.extend(kill_ready(state_dir, &spec.name, d.count));
+    }
+    // The end of the last second, then one more tick for the agent's last events.
+    sleep_until(store, at_real(world.duration + 1) + 20).await;
+    controller_stop.fire();
+    let _ = controller.await;
+    let period_ms = spec.period_ms;
+    let (duration, scale) = (world.duration, cfg.time_scale);
+    let measured = blocking(store, move |s| {
+        measure(
+            s,
+            WORKLOAD,
+            &WindowSpec {
+                since_ms: Some(origin),
+                last: Some(duration),
+                time_scale: scale,
+                period_ms: Some(period_ms),
+                now_ms: s.now_ms(),
+            },
+        )
+    })
+    .await?;
+    Ok((measured, killed, kill_late_ms))
+}
+
+/// SIGKILLs the `count` oldest copies of `workload` that run and are ready, as the lesson's
+/// deaths strike the oldest live copies. Returns their identities.
+pub fn kill_ready(state_dir: &std::path::Path, workload: &str, count: u64) -> Vec<String> {
+    let mut ready: Vec<(u64, String, u32, u64)> = read_all_node_states(state_dir)
+        .into_iter()
+        .flat_map(|s| s.copies)
+        .filter(|r| r.assignment.workload == workload && r.phase == Phase::Running && !r.stopping)
+        .map(|r| (r.assignment.n, r.assignment.copy, r.pid, r.start_ticks))
+        .collect();
+    ready.sort();
+    ready
+        .into_iter()
+        .take(count as usize)
+        .filter(|(_, _, pid, start)| process::kill_verified(*pid, *start).unwrap_or(false))
+        .map(|(_, copy, _, _)| copy)
+        .collect()
+}
+
+async fn sleep_until(store: &Arc<dyn Store>, at_ms: u64) {
+    let now = store.now_ms();
+    if at_ms > now {
+        tokio::time::sleep(Duration::from_millis(at_ms - now)).await;
+    }
+}
+
+async fn wait_for(
+    store: &Arc<dyn Store>,
+    what: &str,
+    ready: impl Fn(&dyn Store) -> Result<bool, StoreError> + Send + Sync + Clone + 'static,
+) -> Result<(), ExperimentError> {
+    wait_for_value(store, what, move |s| Ok(ready(s)?.then_some(()))).await
+}
+
+async fn wait_for_value<T: Send + 'static>(
+    store: &Arc<dyn Store>,
+    what: &str,
+    probe: impl Fn(&dyn Store) -> Result<Option<T>, StoreError> + Send + Sync + Clone + 'static,
+) -> Result<T, ExperimentError> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let p = probe.clone();
+        if let Some(v) = blocking(store, move |s| p(s)).await? {
+            return Ok(v);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(ExperimentError::Stalled(format!(
+                "timed out after 30s waiting for {what}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Runs every cell of `cfg`, `cfg.jobs` at a time, and returns them in the order of
+/// `cfg.controllers`, then `cfg.delays`.
+pub async fn run_all(cfg: &RealLesson) -> Result<Vec<CellOutcome>, ExperimentError> {
+    cfg.validate()?;
+    let cells: Vec<(ControllerKind, u64)> = cfg
+        .controllers
+        .iter()
+        .flat_map(|&c| cfg.delays.iter().map(move |&g| (c, g)))
+        .collect();
+    let mut out = Vec::with_capacity(cells.len());
+    for chunk in cells.chunks(cfg.jobs) {
+        let mut set = tokio::task::JoinSet::new();
+        for (i, &(c, g)) in chunk.iter().enumerate() {
+            let cfg = cfg.clone();
+            // Staggered starts, so that the cells' first batches of copies do not all spawn in
+            // the same milliseconds.
+            let stagger = Duration::from_millis(STAGGER_MS * i as u64);
+            set.spawn(async move {
+                tokio::time::sleep(stagger).await;
+                (i, run_cell(&cfg, g, c).await)
+            });
+        }
+        let mut done: Vec<(usize, Result<CellOutcome, ExperimentError>)> = Vec::new();
+        while let Some(r) = set.join_next().await {
+            done.push(r.map_err(|e| ExperimentError::Stalled(format!("a cell panicked: {e}")))?);
+        }
+        done.sort_by_key(|d| d.0);
+        for (_, r) in done {
+            out.push(r?);
+        }
+    }
+    Ok(out)
+}

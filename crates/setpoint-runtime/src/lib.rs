@@ -1,0 +1,61 @@
+//! setpoint-runtime: setpoint-core's controllers, unchanged, keep real processes running from
+//! real, delayed node reports, on a durable store.
+//!
+//! It follows the principles of a reconciliation loop that converges without overshoot:
+//! - **passes set targets**: each pass calls a [`setpoint_core::Controller`] synchronously on a
+//!   fresh [`Snapshot`] and writes the target-phrased action it returns;
+//! - **in-flight work counts as existing**: the [`WorkloadView`] shows assignments not yet on
+//!   the ledger, so the `intent` controller counts them;
+//! - **deterministic identities and ownership links**: copy `n` of workload `w` is `w-n`,
+//!   numbered by a counter that only grows; each assignment carries its owner's uid;
+//! - **at most one pass per workload in flight**: one loop task per workload, one leader;
+//! - **conflict detection on write**: every write is a compare-and-set on revisions
+//!   ([`Store::commit`]); a pass that loses reruns on fresh state;
+//! - **crashes recovered by re-deriving**: the controller keeps nothing it cannot rebuild from the
+//!   store, and an agent adopts or reaps the processes it left behind;
+//! - **side effects keyed**: starting a copy is keyed by its identity, so a repeat is harmless.
+//!
+//! # Layout
+//! - [`store`]: the [`Store`] trait (revisions, compare-and-set transactions, leases, poll-watch),
+//!   [`MemoryStore`] and [`SqliteStore`].
+//! - [`model`]: the keys and records the store holds, and a typed [`Snapshot`].
+//! - [`spec`]: the workloads file of `setpoint apply`.
+//! - [`view`]: the ledger a pass reads ([`WorkloadView`], a [`setpoint_core::LedgerView`]).
+//! - [`reconcile`]: one pass: plan, compare-and-set, retry ([`run_pass`]); garbage collection.
+//! - [`controller`]: leader election and the per-workload loops ([`run_controller`]).
+//! - [`agent`]: the node agent ([`run_agent`]).
+//! - [`process`]: process groups, signals, `/proc` checks.
+//! - [`ops`]: `apply`, `get`, `delete`, `kill`, `status`.
+//! - [`events`]: the event log in the store (append-only, each entry created only if absent).
+//! - [`measure`]: the lesson's metrics of a real run, computed from the event log.
+//! - [`experiment`]: the lesson's scenario on real processes and compressed time.
+//! - [`failpoint`]: named crash points for tests (compiled out of release builds).
+//! - [`duration`]: durations with units (`150ms`, `15s`, `2m`).
+//! - [`rt`]: shutdown signal, blocking store calls, log lines.
+
+pub mod agent;
+pub mod controller;
+pub mod duration;
+pub mod events;
+pub mod experiment;
+pub mod failpoint;
+pub mod measure;
+pub mod model;
+pub mod ops;
+pub mod process;
+pub mod reconcile;
+pub mod rt;
+pub mod spec;
+pub mod store;
+pub mod view;
+
+pub use agent::{run_agent, AgentConfig, AgentError};
+pub use controller::{default_holder, run_controller, ControllerConfig};
+pub use duration::{format_duration, parse_duration, DurationError};
+pub use model::{Snapshot, WorkloadSpec};
+pub use ops::OpError;
+pub use reconcile::{run_pass, PassError, PassReport, PassSettings};
+pub use rt::{shutdown_pair, Shutdown, ShutdownTrigger};
+pub use spec::{parse_workloads, SpecError};
+pub use store::{MemoryStore, SqliteStore, Store, StoreError};
+pub use view::WorkloadView;

@@ -1,0 +1,570 @@
+//! The lesson's metrics of a real run, computed from the event log ([`crate::events`]).
+//!
+//! # How real time becomes the lab's seconds
+//! The lab counts whole seconds; a real run happens in continuous time. A measurement has an
+//! **origin** (store milliseconds; by default the workload's first logged pass) and a **time
+//! scale** `s`: one second of the experiment's virtual clock lasts `1000 · s` real milliseconds
+//! (`s = 1` measures in real seconds; the compressed lesson runs at `s = 0.01`). An event at real
+//! time `x` happens in virtual second `⌊(x − origin) / (1000 · s)⌋`, and the per-second series is
+//! the state **at the end of each second**, as the lab counts it after the second's round:
+//!
+//! - a copy is **live** in second `k` when its `ready` event falls in second `k` or earlier and its
+//!   `exit` event (if any) in a later second;
+//! - `created` counts the `create` events of the second, `delete commands` the commands of the
+//!   rounds of the second, `deleted` the assignments those commands removed from copies that had
+//!   not exited yet, and `died` the exits nobody commanded;
+//! - `rounds` counts the passes whose start falls in seconds `0 ..= last`;
+//! - `desired`, `seen` and `pending` are those of the last pass at or before the second.
+//!
+//! The series then goes through [`setpoint_sim::metrics_from_series`], the same definitions the
+//! lab's engine is checked against, so a real run and a simulated one are measured alike.
+//!
+//! Besides the metrics, a measurement gives the run's real jitter ([`Jitter`]): how long a copy
+//! took to reach the ledger after it became ready, how late each round ran, and so on.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use setpoint_sim::{metrics_from_series, Metrics, TraceRow};
+
+use crate::events::{read_log, CopyEvent, CopyEventKind, Logged, RoundEvent};
+use crate::store::{Revision, Store, StoreError};
+
+/// The span of a measurement and its clock.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Window {
+    /// Virtual second 0 starts here, in store milliseconds.
+    pub origin_ms: u64,
+    /// Real milliseconds per virtual second, divided by 1000 (1 = real seconds).
+    pub time_scale: f64,
+    /// The last virtual second measured; seconds `0 ..= last` are.
+    pub last: u64,
+}
+
+impl Window {
+    /// The real length of one virtual second, in milliseconds.
+    pub fn second_ms(&self) -> f64 {
+        1000.0 * self.time_scale
+    }
+
+    /// The virtual second in which real time `at_ms` falls (negative before the origin).
+    pub fn second_of(&self, at_ms: u64) -> i64 {
+        ((at_ms as f64 - self.origin_ms as f64) / self.second_ms()).floor() as i64
+    }
+
+    /// Real milliseconds as virtual seconds.
+    pub fn virtual_seconds(&self, ms: f64) -> f64 {
+        ms / self.second_ms()
+    }
+}
+
+/// The spread of one kind of latency, in real milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Spread {
+    /// How many samples.
+    pub count: u64,
+    /// The smallest.
+    pub min: i64,
+    /// The median (nearest rank).
+    pub p50: i64,
+    /// The 99th percentile (nearest rank).
+    pub p99: i64,
+    /// The largest.
+    pub max: i64,
+}
+
+impl Spread {
+    /// The spread of `samples` (nearest-rank percentiles: `pXX` is the smallest sample that at
+    /// least XX % of the samples do not exceed).
+    pub fn of(mut samples: Vec<i64>) -> Self {
+        samples.sort_unstable();
+        let rank = |p: usize| samples[(p * samples.len()).div_ceil(100).max(1) - 1];
+        match (samples.first(), samples.last()) {
+            (Some(&min), Some(&max)) => Spread {
+                count: samples.len() as u64,
+                min,
+                p50: rank(50),
+                p99: rank(99),
+                max,
+            },
+            _ => Spread::default(),
+        }
+    }
+}
+
+/// The real delays of a run, in real milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Jitter {
+    /// From a copy becoming ready to the report that put it on the ledger being written. It
+    /// includes the emulated report delay G, the wait for the next report and the tick.
+    pub ready_to_ledger: Spread,
+    /// From a copy's exit being seen to the report that took it off the ledger.
+    pub exit_to_ledger: Spread,
+    /// From the pass that created a copy to its process being spawned (the agent's assignment
+    /// read).
+    pub create_to_start: Spread,
+    /// From spawn to ready: the startup time B plus up to one tick.
+    pub start_to_ready: Spread,
+    /// How far each pass started from its place on the period grid `first pass + k · U`
+    /// (negative: early).
+    pub round_error: Spread,
+}
+
+/// What `measure` found for one workload.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Measurement {
+    /// The workload.
+    pub workload: String,
+    /// The window measured.
+    #[serde(skip)]
+    pub window: Window,
+    /// Virtual second 0, in store milliseconds.
+    pub origin_ms: u64,
+    /// The time scale.
+    pub time_scale: f64,
+    /// The last virtual second measured.
+    pub last_second: u64,
+    /// The lesson's metrics, defined as the lab defines them.
+    pub metrics: Metrics,
+    /// Real delays.
+    pub jitter: Jitter,
+    /// The per-second series the metrics come from.
+    #[serde(skip)]
+    pub series: Vec<TraceRow>,
+}
+
+/// Why a measurement could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MeasureError {
+    /// The workload has no event log: it never ran a pass, or the name is wrong.
+    #[error("no events logged for workload '{0}' (see 'setpoint get')")]
+    NoEvents(String),
+    /// The window holds no second: `--since` is in the future, or too little time has passed.
+    #[error("nothing to measure: the window holds no complete second")]
+    EmptyWindow,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Everything the log says about one incarnation of one copy, in store milliseconds.
+#[derive(Clone, Debug, Default)]
+struct CopyLife {
+    create: Option<u64>,
+    delete: Option<u64>,
+    start: Option<u64>,
+    ready: Option<u64>,
+    exit: Option<(u64, bool)>,
+    seen: Option<u64>,
+    unseen: Option<u64>,
+}
+
+/// How to choose the window of [`measure`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WindowSpec {
+    /// Virtual second 0; `None`: the workload's first logged pass.
+    pub since_ms: Option<u64>,
+    /// The last virtual second; `None`: the last complete second before `now_ms`.
+    pub last: Option<u64>,
+    /// Real milliseconds per virtual second, divided by 1000.
+    pub time_scale: f64,
+    /// The loop period U in real milliseconds, for the round timing error; `None` leaves it out.
+    pub period_ms: Option<u64>,
+    /// The store's clock now.
+    pub now_ms: u64,
+}
+
+/// Measures workload `workload` from its event log.
+pub fn measure(
+    store: &dyn Store,
+    workload: &str,
+    spec: &WindowSpec,
+) -> Result<Measurement, MeasureError> {
+    let log = read_log(store, workload)?;
+    let rounds: Vec<&RoundEvent> = log
+        .iter()
+        .filter_map(|l| match l {
+            Logged::Round(r) => Some(r),
+            Logged::Copy { .. } => None,
+        })
+        .collect();
+    let first_round = rounds
+        .first()
+        .ok_or_else(|| MeasureError::NoEvents(workload.to_owned()))?;
+    let origin_ms = spec.since_ms.unwrap_or(first_round.at_ms);
+    let mut window = Window {
+        origin_ms,
+        time_scale: spec.time_scale,
+        last: 0,
+    };
+    window.last = match spec.last {
+        Some(l) => l,
+        None => {
+            let complete = window.second_of(spec.now_ms);
+            if complete < 1 {
+                return Err(MeasureError::EmptyWindow);
+            }
+            complete as u64 - 1
+        }
+    };
+    Ok(from_log(workload, &log, window, spec.period_ms))
+}
+
+/// The measurement of `log` over `window`.
+pub fn from_log(
+    workload: &str,
+    log: &[Logged],
+    window: Window,
+    period_ms: Option<u64>,
+) -> Measurement {
+    let mut copies: BTreeMap<(u64, Revision), CopyLife> = BTreeMap::new();
+    let mut rounds: Vec<&RoundEvent> = Vec::new();
+    for l in log {
+        match l {
+            Logged::Round(r) => rounds.push(r),
+            Logged::Copy {
+                kind,
+                n,
+                incarnation,
+                event,
+            } => record(copies.entry((*n, *incarnation)).or_default(), *kind, event),
+        }
+    }
+    rounds.sort_by_key(|r| r.at_ms);
+
+    let len = window.last as usize + 1;
+    let mut rows: Vec<TraceRow> = (0..len)
+        .map(|t| TraceRow {
+            t: t as u64,
+            desired: 0,
+            live: 0,
+            seen: 0,
+            pending: 0,
+            created: 0,
+            delete_commands: 0,
+            deleted: 0,
+            died: 0,
+        })
+        .collect();
+    let index = |at_ms: u64| -> Option<usize> {
+        let s = window.second_of(at_ms);
+        (0..len as i64).contains(&s).then_some(s as usize)
+    };
+    // Live copies as +1 at the ready second and −1 at the exit second.
+    let mut change = vec![0i64; len + 1];
+    let clamp = |s: i64| s.clamp(0, len as i64) as usize;
+    for life in copies.values() {
+        if let Some(at) = life.create.and_then(index) {
+            rows[at].created += 1;
+        }
+        if let Some(del) = life.delete {
+            // A command reaches a dead copy when the copy ended by itself before it.
+            let already_dead = life
+                .exit
+                .is_some_and(|(x, commanded)| !commanded && x <= del);
+            if let (false, Some(at)) = (already_dead, index(del)) {
+                rows[at].deleted += 1;
+            }
+        }
+        if let Some((x, false)) = life.exit {
+            if let Some(at) = index(x) {
+                rows[at].died += 1;
+            }
+        }
+        let Some(ready) = life.ready else { continue };
+        let from = clamp(window.second_of(ready));
+        let to = life.exit.map_or(len, |(x, _)| clamp(window.second_of(x)));
+        if from < to {
+            change[from] += 1;
+            change[to] -= 1;
+        }
+    }
+    let mut live = 0i64;
+    for (row, c) in rows.iter_mut().zip(&change) {
+        live += c;
+        row.live = live.max(0) as u64;
+    }
+    // Desired, seen and pending: those of the last pass at or before each second.
+    let mut counted_rounds = 0u64;
+    let mut next = rounds.iter().peekable();
+    let mut current: Option<&RoundEvent> = rounds.first().copied();
+    for (k, row) in rows.iter_mut().enumerate() {
+        while let Some(r) = next.next_if(|r| window.second_of(r.at_ms) <= k as i64) {
+            if window.second_of(r.at_ms) >= 0 {
+                counted_rounds += 1;
+                row.delete_commands += r.delete_commands;
+            }
+            current = Some(r);
+        }
+        if let Some(r) = current {
+            (row.desired, row.seen, row.pending) = (r.desired, r.on_ledger, r.in_flight);
+        }
+    }
+    let metrics = metrics_from_series(&rows, counted_rounds);
+    let jitter = jitter(&copies, &rounds, &window, period_ms);
+    Measurement {
+        workload: workload.to_owned(),
+        window,
+        origin_ms: window.origin_ms,
+        time_scale: window.time_scale,
+        last_second: window.last,
+        metrics,
+        jitter,
+        series: rows,
+    }
+}
+
+fn record(life: &mut CopyLife, kind: CopyEventKind, e: &CopyEvent) {
+    let at = Some(e.at_ms);
+    match kind {
+        CopyEventKind::Create => life.create = at,
+        CopyEventKind::Delete => life.delete = at,
+        CopyEventKind::Start => life.start = at,
+        CopyEventKind::Ready => life.ready = at,
+        CopyEventKind::Exit => life.exit = Some((e.at_ms, e.commanded)),
+        CopyEventKind::Seen => life.seen = at,
+        CopyEventKind::Unseen => life.unseen = at,
+    }
+}
+
+/// The real delays of the copies and rounds whose events fall in `window`.
+fn jitter(
+    copies: &BTreeMap<(u64, Revision), CopyLife>,
+    rounds: &[&RoundEvent],
+    window: &Window,
+    period_ms: Option<u64>,
+) -> Jitter {
+    let inside = |at: u64| (0..=window.last as i64).contains(&window.second_of(at));
+    let gap = |from: Option<u64>, to: Option<u64>| match (from, to) {
+        (Some(a), Some(b)) if inside(a) => Some(b as i64 - a as i64),
+        _ => None,
+    };
+    let spread =
+        |f: &dyn Fn(&CopyLife) -> Option<i64>| Spread::of(copies.values().filter_map(f).collect());
+    let mut j = Jitter {
+        ready_to_ledger: spread(&|c| gap(c.ready, c.seen)),
+        exit_to_ledger: spread(&|c| {
+            // Only copies that were on the ledger can leave it.
+            c.seen?;
+            gap(c.exit.map(|e| e.0), c.unseen)
+        }),
+        create_to_start: spread(&|c| gap(c.create, c.start)),
+        start_to_ready: spread(&|c| gap(c.start, c.ready)),
+        round_error: Spread::default(),
+    };
+    if let Some(u) = period_ms.filter(|&u| u > 0) {
+        let inside_rounds: Vec<u64> = rounds
+            .iter()
+            .map(|r| r.at_ms)
+            .filter(|&a| inside(a))
+            .collect();
+        if let Some(&first) = inside_rounds.first() {
+            let u = u as f64;
+            j.round_error = Spread::of(
+                inside_rounds
+                    .iter()
+                    .map(|&a| {
+                        let d = (a - first) as f64;
+                        (d - (d / u).round() * u).round() as i64
+                    })
+                    .collect(),
+            );
+        }
+    }
+    j
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn copy(kind: CopyEventKind, n: u64, at_ms: u64, commanded: bool) -> Logged {
+        Logged::Copy {
+            kind,
+            n,
+            incarnation: 1,
+            event: CopyEvent {
+                at_ms,
+                node: "a".into(),
+                pid: None,
+                commanded,
+                how: None,
+            },
+        }
+    }
+
+    fn round(at_ms: u64, desired: u64, created: u64, delete_commands: u64) -> Logged {
+        Logged::Round(RoundEvent {
+            at_ms,
+            desired,
+            on_ledger: 0,
+            in_flight: 0,
+            created,
+            delete_commands,
+            commanded: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn events_fall_in_the_virtual_second_of_their_real_time_and_are_counted_at_its_end() {
+        // Time scale 0.01: a virtual second is 10 ms. Origin 1000.
+        use CopyEventKind::*;
+        let log = vec![
+            round(1000, 1, 1, 0),
+            copy(Create, 0, 1000, false),
+            copy(Start, 0, 1003, false),
+            // Ready at 1054.9 ms → virtual second 5.
+            copy(Ready, 0, 1054, false),
+            round(1150, 1, 0, 0),
+            // Died (nobody commanded it) in second 20, replaced at the round of second 30.
+            copy(Exit, 0, 1209, false),
+            round(1300, 1, 1, 0),
+            copy(Create, 1, 1300, false),
+            copy(Ready, 1, 1351, false),
+            round(1450, 1, 0, 0),
+        ];
+        let w = Window {
+            origin_ms: 1000,
+            time_scale: 0.01,
+            last: 50,
+        };
+        let m = from_log("w", &log, w, Some(150));
+        let live: Vec<u64> = m.series.iter().map(|r| r.live).collect();
+        assert_eq!(&live[..6], [0, 0, 0, 0, 0, 1]);
+        assert_eq!((live[19], live[20], live[34], live[35]), (1, 0, 0, 1));
+        let x = m.metrics;
+        assert_eq!((x.rounds, x.created, x.died, x.unneeded), (4, 2, 1, 0));
+        assert_eq!((x.overshoot, x.stable), (0, Some(35)));
+        assert_eq!(m.jitter.round_error.max, 0);
+    }
+
+    #[test]
+    fn a_delete_command_to_a_copy_already_dead_counts_but_deletes_nothing() {
+        use CopyEventKind::*;
+        let log = vec![
+            round(0, 0, 0, 2),
+            copy(Ready, 0, 0, false),
+            copy(Ready, 1, 0, false),
+            copy(Exit, 0, 0, false),
+            copy(Delete, 0, 0, true),
+            copy(Delete, 1, 0, true),
+            copy(Exit, 1, 5, true),
+        ];
+        let w = Window {
+            origin_ms: 0,
+            time_scale: 1.0,
+            last: 3,
+        };
+        let x = from_log("w", &log, w, None).metrics;
+        assert_eq!((x.delete_commands, x.deleted, x.died), (2, 1, 1));
+    }
+
+    /// The lesson's world written out literally, one copy record at a time, emitting the events
+    /// the runtime would log at whole seconds (time scale 1, origin 0).
+    fn lesson_log(spec: &setpoint_sim::ScenarioSpec) -> Vec<Logged> {
+        use setpoint_core::ControllerKind;
+        use CopyEventKind::*;
+        struct Copy {
+            ready: u64,
+            death: Option<u64>,
+            commanded: bool,
+        }
+        let (u, g, b) = (spec.period, spec.delay, spec.startup);
+        let intent = spec.controller == ControllerKind::Intent;
+        let mut copies: Vec<Copy> = Vec::new();
+        let mut log = Vec::new();
+        let ms = |t: u64| t * 1000;
+        for t in 0..=spec.duration {
+            for d in spec.deaths.iter().filter(|d| d.at == t) {
+                let mut left = d.count;
+                for c in copies.iter_mut() {
+                    if left > 0 && c.ready <= t && c.death.is_none() {
+                        c.death = Some(t);
+                        left -= 1;
+                    }
+                }
+            }
+            if t % u == 0 {
+                let seen: Vec<usize> = (0..copies.len())
+                    .filter(|&i| {
+                        let c = &copies[i];
+                        c.ready + g <= t && c.death.is_none_or(|d| d + g > t)
+                    })
+                    .collect();
+                let pending = if intent {
+                    copies
+                        .iter()
+                        .filter(|c| c.death.is_none() && c.ready + g > t)
+                        .count()
+                } else {
+                    0
+                };
+                let diff = spec.desired as i64 - seen.len() as i64 - pending as i64;
+                let mut commands = 0;
+                if diff > 0 {
+                    for _ in 0..diff {
+                        let n = copies.len() as u64;
+                        log.push(copy(Create, n, ms(t), false));
+                        log.push(copy(Ready, n, ms(t + b), false));
+                        copies.push(Copy {
+                            ready: t + b,
+                            death: None,
+                            commanded: false,
+                        });
+                    }
+                } else if diff < 0 {
+                    commands = (-diff) as u64;
+                    for &i in seen.iter().take(commands as usize) {
+                        let c = &mut copies[i];
+                        if c.death.is_none() {
+                            c.death = Some(t);
+                            c.commanded = true;
+                            log.push(copy(Delete, i as u64, ms(t), true));
+                        }
+                    }
+                }
+                log.push(round(ms(t), spec.desired, diff.max(0) as u64, commands));
+            }
+        }
+        for (n, c) in copies.iter().enumerate() {
+            if let Some(d) = c.death {
+                log.push(copy(Exit, n as u64, ms(d), c.commanded));
+            }
+        }
+        log
+    }
+
+    #[test]
+    fn a_log_of_events_at_whole_seconds_measures_exactly_what_the_lab_computes() {
+        use setpoint_core::ControllerKind;
+        use setpoint_sim::{simulate, Scenario, ScenarioSpec};
+        for controller in ControllerKind::LESSON {
+            for delay in setpoint_sim::lesson::LESSON_DELAYS {
+                for (period, startup) in [(15, 5), (5, 5), (20, 0), (35, 5)] {
+                    let spec = ScenarioSpec {
+                        delay,
+                        period,
+                        startup,
+                        controller,
+                        ..ScenarioSpec::default()
+                    };
+                    let w = Window {
+                        origin_ms: 0,
+                        time_scale: 1.0,
+                        last: spec.duration,
+                    };
+                    let measured = from_log("w", &lesson_log(&spec), w, Some(period * 1000));
+                    let lab = simulate(&Scenario::new(spec.clone()).unwrap());
+                    assert_eq!(measured.metrics, lab, "{spec:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn spreads_use_nearest_rank_percentiles() {
+        let s = Spread::of((1..=100).collect());
+        assert_eq!((s.min, s.p50, s.p99, s.max, s.count), (1, 50, 99, 100, 100));
+        assert_eq!(Spread::of(vec![]), Spread::default());
+    }
+}

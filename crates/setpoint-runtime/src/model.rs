@@ -1,0 +1,367 @@
+//! What the store holds, key by key, and a typed consistent snapshot of it.
+//!
+//! | key | value | written by |
+//! | --- | --- | --- |
+//! | `/workloads/{name}` | [`WorkloadSpec`] | `apply`, `delete` |
+//! | `/counters/{name}` | [`Counter`]: the next copy number of the workload | the controller's passes |
+//! | `/assignments/{name}/{n:012}` | [`Assignment`]: copy `{name}-{n}` placed on a node | the controller's passes and garbage collection |
+//! | `/placements/{node}/{name}/{n:012}` | the same [`Assignment`], indexed by node: what that node's agent reads | written and removed in the same transactions as the assignment |
+//! | `/reports/{node}` | [`NodeReport`]: the node's copies and their phases | the node's agent |
+//! | `/leader` | [`Leader`], under the leader's lease | the controller holding the lease |
+//!
+//! A workload's *uid* is the `create_revision` of its key: deleting a workload and applying it
+//! again gives a new uid, so assignments left by the old one are recognised as orphans.
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use setpoint_core::ControllerKind;
+
+use crate::store::{Entry, Revision, Store, StoreError, Txn};
+
+/// The key prefix of workload declarations.
+pub const WORKLOADS: &str = "/workloads/";
+/// The key prefix of copy-number counters.
+pub const COUNTERS: &str = "/counters/";
+/// The key prefix of copy assignments.
+pub const ASSIGNMENTS: &str = "/assignments/";
+/// The key prefix of the per-node index of assignments: an agent reads only its node's.
+pub const PLACEMENTS: &str = "/placements/";
+/// The key prefix of node reports.
+pub const REPORTS: &str = "/reports/";
+/// The key of the leader record.
+pub const LEADER: &str = "/leader";
+
+/// The key of a workload's declaration.
+pub fn workload_key(name: &str) -> String {
+    format!("{WORKLOADS}{name}")
+}
+
+/// The key of a workload's copy counter.
+pub fn counter_key(name: &str) -> String {
+    format!("{COUNTERS}{name}")
+}
+
+/// The key of copy `n` of a workload. The number is zero-padded so that key order is creation
+/// order.
+pub fn assignment_key(workload: &str, n: u64) -> String {
+    format!("{ASSIGNMENTS}{workload}/{n:012}")
+}
+
+/// The key of copy `n` of `workload` in the index of `node`'s assignments.
+pub fn placement_key(node: &str, workload: &str, n: u64) -> String {
+    format!("{PLACEMENTS}{node}/{workload}/{n:012}")
+}
+
+/// The prefix of `node`'s placements.
+pub fn placements_of(node: &str) -> String {
+    format!("{PLACEMENTS}{node}/")
+}
+
+/// Adds the creation of assignment `a` at `key` to `txn`, only if `key` is absent, with its
+/// entry in the node index. Both keys get the same revision, so the index entry's
+/// `create_revision` is the assignment's incarnation.
+pub fn put_assignment(txn: Txn, key: &str, a: &Assignment) -> Txn {
+    let value = encode(a);
+    txn.expect(key, 0)
+        .put(key, value.clone())
+        .put(placement_key(&a.node, &a.workload, a.n), value)
+}
+
+/// Adds the removal of assignment `a` at `key`, only if it is unchanged, and of its entry in
+/// the node index, to `txn`.
+pub fn remove_assignment(txn: Txn, key: &str, a: &Stored<Assignment>) -> Txn {
+    txn.expect(key, a.mod_revision)
+        .delete(key)
+        .delete(placement_key(&a.value.node, &a.value.workload, a.value.n))
+}
+
+/// The key of a node's report.
+pub fn report_key(node: &str) -> String {
+    format!("{REPORTS}{node}")
+}
+
+/// The deterministic identity of copy `n` of `workload`, as the copy sees it in
+/// `SETPOINT_COPY`.
+pub fn copy_name(workload: &str, n: u64) -> String {
+    format!("{workload}-{n}")
+}
+
+/// A declared workload: what to run and how many copies.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadSpec {
+    /// The workload's name: lowercase letters, digits and `-`, starting with a letter.
+    pub name: String,
+    /// The program and its arguments, run once per copy.
+    pub command: Vec<String>,
+    /// How many copies should run.
+    pub copies: u64,
+    /// The controller whose passes keep the copies, by name.
+    #[serde(with = "kind_name")]
+    pub controller: ControllerKind,
+    /// The loop period U, in milliseconds.
+    pub period_ms: u64,
+    /// The startup time B, in milliseconds: a copy counts as running this long after it
+    /// started, unless a readiness command is given.
+    pub startup_ms: u64,
+    /// A command that exits 0 once the copy is ready; replaces the startup time.
+    pub readiness: Option<Vec<String>>,
+    /// How long a copy may take to stop after SIGTERM before it gets SIGKILL, in milliseconds.
+    pub grace_ms: u64,
+}
+
+mod kind_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use setpoint_core::ControllerKind;
+
+    pub fn serialize<S: Serializer>(k: &ControllerKind, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(k.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ControllerKind, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The next copy number of a workload. It only grows, and it survives the workload's deletion,
+/// so an identity is never given twice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counter {
+    /// The number the next created copy gets.
+    pub next: u64,
+}
+
+/// One copy placed on one node. Written once by a pass, never changed, removed when the copy
+/// should stop (a delete command, or garbage collection).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignment {
+    /// The copy's identity, `{workload}-{n}`.
+    pub copy: String,
+    /// The owning workload's name.
+    pub workload: String,
+    /// The owner link: the owning workload's uid (its key's create revision).
+    pub owner_uid: Revision,
+    /// The copy's number within its workload, in creation order.
+    pub n: u64,
+    /// The node that runs it.
+    pub node: String,
+    /// The program and its arguments, copied from the declaration at creation.
+    pub command: Vec<String>,
+    /// Startup time B, in milliseconds.
+    pub startup_ms: u64,
+    /// The readiness command, if any.
+    pub readiness: Option<Vec<String>>,
+    /// SIGTERM-to-SIGKILL grace period, in milliseconds.
+    pub grace_ms: u64,
+    /// When the pass created it, in store milliseconds.
+    pub created_ms: u64,
+}
+
+/// A copy's phase as its agent reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// The process runs but is not ready yet.
+    Starting,
+    /// The process is ready: this is what the ledger counts.
+    Running,
+    /// The process has ended.
+    Exited,
+}
+
+/// One copy in a node report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyReport {
+    /// The copy's identity.
+    pub copy: String,
+    /// The owning workload.
+    pub workload: String,
+    /// The owning workload's uid.
+    pub owner_uid: Revision,
+    /// The copy's number.
+    pub n: u64,
+    /// The `create_revision` of the assignment the copy runs: it tells this copy from an
+    /// earlier one of the same name (a name can be assigned again after its copy is gone).
+    #[serde(default)]
+    pub incarnation: Revision,
+    /// Its phase when observed.
+    pub phase: Phase,
+    /// The process id, which is also its process group id.
+    pub pid: u32,
+    /// The process's start time in clock ticks since boot (`/proc/PID/stat` field 22), which
+    /// tells this process from a later one that reuses its pid.
+    pub start_ticks: u64,
+    /// When it was started, in store milliseconds.
+    pub started_ms: u64,
+    /// When it became ready.
+    pub ready_ms: Option<u64>,
+    /// When it was seen to have ended.
+    pub exited_ms: Option<u64>,
+    /// How it ended (`exit status 0`, `signal 9`, …).
+    pub exit: Option<String>,
+    /// Whether the agent is stopping it (its assignment is gone).
+    pub stopping: bool,
+}
+
+/// What one node's agent last reported.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeReport {
+    /// The node's name.
+    pub node: String,
+    /// When the copies were observed, in store milliseconds.
+    pub observed_ms: u64,
+    /// When the report was written; later than `observed_ms` by the emulated reporting delay.
+    pub reported_ms: u64,
+    /// The agent's process id.
+    pub agent_pid: u32,
+    /// Every copy the agent knows, ordered by identity.
+    pub copies: Vec<CopyReport>,
+}
+
+/// The record of the controller that holds the leader lease.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Leader {
+    /// Who holds it: `{hostname-ish}/{pid}/{nonce}`.
+    pub holder: String,
+    /// When it was acquired, in store milliseconds.
+    pub acquired_ms: u64,
+    /// The lease's time to live, in milliseconds.
+    pub ttl_ms: u64,
+}
+
+/// A decoded value with its revisions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored<T> {
+    /// The value.
+    pub value: T,
+    /// The revision that created the key.
+    pub create_revision: Revision,
+    /// The revision that last wrote it: what a compare-and-set compares.
+    pub mod_revision: Revision,
+}
+
+/// Decodes one entry's JSON value.
+pub fn decode<T: DeserializeOwned>(e: &Entry) -> Result<Stored<T>, StoreError> {
+    let value = serde_json::from_str(&e.value).map_err(|err| StoreError::Corrupt {
+        key: e.key.clone(),
+        reason: err.to_string(),
+    })?;
+    Ok(Stored {
+        value,
+        create_revision: e.create_revision,
+        mod_revision: e.mod_revision,
+    })
+}
+
+/// Encodes a value as JSON.
+pub fn encode<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("setpoint's records always serialize")
+}
+
+/// Everything a pass or an operation reads, at one revision.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// The store revision of the read.
+    pub revision: Revision,
+    /// The store's clock at the read, in milliseconds.
+    pub now_ms: u64,
+    /// Declarations by name.
+    pub workloads: BTreeMap<String, Stored<WorkloadSpec>>,
+    /// Counters by workload name.
+    pub counters: BTreeMap<String, Stored<Counter>>,
+    /// Assignments by key, so by workload and then creation order.
+    pub assignments: BTreeMap<String, Stored<Assignment>>,
+    /// Reports by node name.
+    pub reports: BTreeMap<String, Stored<NodeReport>>,
+    /// The leader record, while a controller holds the lease.
+    pub leader: Option<Stored<Leader>>,
+}
+
+impl Snapshot {
+    /// Reads the whole runtime state at one revision.
+    pub fn load(store: &dyn Store) -> Result<Self, StoreError> {
+        let now_ms = store.now_ms();
+        let read = store.read(&[WORKLOADS, COUNTERS, ASSIGNMENTS, REPORTS, LEADER])?;
+        let mut s = Snapshot {
+            revision: read.revision,
+            now_ms,
+            ..Snapshot::default()
+        };
+        for e in &read.entries {
+            if let Some(name) = e.key.strip_prefix(WORKLOADS) {
+                s.workloads.insert(name.to_owned(), decode(e)?);
+            } else if let Some(name) = e.key.strip_prefix(COUNTERS) {
+                s.counters.insert(name.to_owned(), decode(e)?);
+            } else if e.key.starts_with(ASSIGNMENTS) {
+                s.assignments.insert(e.key.clone(), decode(e)?);
+            } else if let Some(node) = e.key.strip_prefix(REPORTS) {
+                s.reports.insert(node.to_owned(), decode(e)?);
+            } else if e.key == LEADER {
+                s.leader = Some(decode(e)?);
+            }
+        }
+        Ok(s)
+    }
+
+    /// Whether `node` reported within `timeout_ms` of the read.
+    pub fn node_live(&self, node: &str, timeout_ms: u64) -> bool {
+        self.reports
+            .get(node)
+            .is_some_and(|r| r.value.reported_ms.saturating_add(timeout_ms) >= self.now_ms)
+    }
+
+    /// The assignments of workload `name`, in creation order.
+    pub fn assignments_of(
+        &self,
+        name: &str,
+    ) -> impl Iterator<Item = (&String, &Stored<Assignment>)> + '_ {
+        let prefix = format!("{ASSIGNMENTS}{name}/");
+        self.assignments
+            .range(prefix.clone()..)
+            .take_while(move |(k, _)| k.starts_with(&prefix))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assignment_keys_sort_in_creation_order() {
+        let mut keys = [
+            assignment_key("w", 10),
+            assignment_key("w", 9),
+            assignment_key("w", 100),
+        ];
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                assignment_key("w", 9),
+                assignment_key("w", 10),
+                assignment_key("w", 100)
+            ]
+        );
+        assert_eq!(copy_name("collector", 3), "collector-3");
+    }
+
+    #[test]
+    fn a_workload_spec_round_trips_through_json_with_its_controller_by_name() {
+        let w = WorkloadSpec {
+            name: "collector".into(),
+            command: vec!["sleep".into(), "60".into()],
+            copies: 6,
+            controller: ControllerKind::Intent,
+            period_ms: 15_000,
+            startup_ms: 5_000,
+            readiness: None,
+            grace_ms: 2_000,
+        };
+        let text = encode(&w);
+        assert!(text.contains(r#""controller":"intent""#), "{text}");
+        let back: WorkloadSpec = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, w);
+    }
+}

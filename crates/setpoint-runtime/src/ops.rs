@@ -1,0 +1,318 @@
+//! The operations behind `setpoint apply`, `get`, `delete`, `kill` and `status`: short,
+//! synchronous calls on a store.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::agent::read_all_node_states;
+use crate::model::{encode, workload_key, Phase, Snapshot, WorkloadSpec, WORKLOADS};
+use crate::process;
+use crate::store::{Revision, Store, StoreError, Txn};
+use crate::view::WorkloadView;
+use setpoint_core::LedgerView;
+
+/// Why an operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpError {
+    /// No workload has that name; `setpoint get` lists them.
+    #[error("no workload named '{0}' (see 'setpoint get')")]
+    NotFound(String),
+    /// Others kept changing the declarations; try again.
+    #[error("the declarations kept changing during the write; try again")]
+    Contended,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What `apply` changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ApplyOutcome {
+    /// Workloads declared for the first time.
+    pub created: Vec<String>,
+    /// Workloads whose declaration changed.
+    pub updated: Vec<String>,
+    /// Workloads declared exactly as before.
+    pub unchanged: Vec<String>,
+}
+
+/// Declares `specs` in one transaction: all of them or, on any failure, none.
+pub fn apply(store: &dyn Store, specs: &[WorkloadSpec]) -> Result<ApplyOutcome, OpError> {
+    for _ in 0..5 {
+        let read = store.read(&[WORKLOADS])?;
+        let mut txn = Txn::new();
+        let mut out = ApplyOutcome::default();
+        for w in specs {
+            let key = workload_key(&w.name);
+            let value = encode(w);
+            match read.entries.iter().find(|e| e.key == key) {
+                Some(e) if e.value == value => out.unchanged.push(w.name.clone()),
+                Some(e) => {
+                    txn = txn.expect(&key, e.mod_revision).put(&key, value);
+                    out.updated.push(w.name.clone());
+                }
+                None => {
+                    txn = txn.expect(&key, 0).put(&key, value);
+                    out.created.push(w.name.clone());
+                }
+            }
+        }
+        match store.commit(&txn) {
+            Ok(_) => return Ok(out),
+            Err(e) if e.is_conflict() => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(OpError::Contended)
+}
+
+/// Removes a workload's declaration. The controller then collects its assignments and the
+/// agents stop its copies.
+pub fn delete(store: &dyn Store, name: &str) -> Result<(), OpError> {
+    let key = workload_key(name);
+    let entry = store
+        .get(&key)?
+        .ok_or_else(|| OpError::NotFound(name.to_owned()))?;
+    match store.commit(&Txn::new().expect(&key, entry.mod_revision).delete(&key)) {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_conflict() => delete(store, name),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// One copy as `get` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CopyStatus {
+    /// Its identity.
+    pub copy: String,
+    /// Its node, if an assignment or a report names one.
+    pub node: Option<String>,
+    /// Whether its assignment exists (it is commanded to run).
+    pub assigned: bool,
+    /// Its phase in its node's last report, if reported.
+    pub reported: Option<Phase>,
+    /// Whether its process is running and ready right now, checked on this machine; `None`
+    /// when no local state says.
+    pub live: Option<bool>,
+}
+
+/// One workload as `get` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WorkloadStatus {
+    /// The name.
+    pub name: String,
+    /// The controller's name.
+    pub controller: String,
+    /// The loop period U, in milliseconds.
+    pub period_ms: u64,
+    /// Declared copies.
+    pub desired: u64,
+    /// Copies running and ready right now, checked on this machine (agents' state files and
+    /// `/proc`). `None` if no agent state was found.
+    pub live: Option<u64>,
+    /// Copies on the ledger: reported running.
+    pub on_ledger: u64,
+    /// Copies created and not on the ledger yet.
+    pub pending_create: u64,
+    /// Copies commanded to stop and still on the ledger.
+    pub pending_delete: u64,
+    /// Every copy with an assignment or in a report, by identity order.
+    pub copies: Vec<CopyStatus>,
+}
+
+/// What `get` shows: every workload, or one.
+pub fn get(
+    store: &dyn Store,
+    name: Option<&str>,
+    node_timeout_ms: u64,
+    state_dir: Option<&Path>,
+) -> Result<Vec<WorkloadStatus>, OpError> {
+    let snapshot = Snapshot::load(store)?;
+    if let Some(n) = name {
+        if !snapshot.workloads.contains_key(n) {
+            return Err(OpError::NotFound(n.to_owned()));
+        }
+    }
+    let states = state_dir.map(read_all_node_states);
+    let mut out = Vec::new();
+    for (wname, w) in &snapshot.workloads {
+        if name.is_some_and(|n| n != wname) {
+            continue;
+        }
+        let v = WorkloadView::new(&snapshot, wname, node_timeout_ms).expect("declared");
+        let uid = w.create_revision;
+        let mut copies: std::collections::BTreeMap<u64, CopyStatus> = Default::default();
+        for (_, a) in snapshot
+            .assignments_of(wname)
+            .filter(|(_, a)| a.value.owner_uid == uid)
+        {
+            copies.insert(
+                a.value.n,
+                CopyStatus {
+                    copy: a.value.copy.clone(),
+                    node: Some(a.value.node.clone()),
+                    assigned: true,
+                    reported: None,
+                    live: None,
+                },
+            );
+        }
+        for r in snapshot.reports.values() {
+            for c in r
+                .value
+                .copies
+                .iter()
+                .filter(|c| c.workload == *wname && c.owner_uid == uid)
+            {
+                let s = copies.entry(c.n).or_insert_with(|| CopyStatus {
+                    copy: c.copy.clone(),
+                    node: Some(r.value.node.clone()),
+                    assigned: false,
+                    reported: None,
+                    live: None,
+                });
+                s.reported = Some(c.phase);
+            }
+        }
+        let mut live = None;
+        if let Some(states) = &states {
+            let mut count = 0;
+            for st in states {
+                for rec in &st.copies {
+                    let a = &rec.assignment;
+                    if a.workload != *wname || a.owner_uid != uid {
+                        continue;
+                    }
+                    let is_live =
+                        rec.phase == Phase::Running && process::is_alive(rec.pid, rec.start_ticks);
+                    count += u64::from(is_live);
+                    if let Some(s) = copies.get_mut(&a.n) {
+                        s.live = Some(is_live);
+                    }
+                }
+            }
+            live = Some(count);
+        }
+        out.push(WorkloadStatus {
+            name: wname.clone(),
+            controller: w.value.controller.name().to_owned(),
+            period_ms: w.value.period_ms,
+            desired: w.value.copies,
+            live,
+            on_ledger: v.on_ledger(),
+            pending_create: v.pending_creates(),
+            pending_delete: v.pending_deletes(),
+            copies: copies.into_values().collect(),
+        });
+    }
+    Ok(out)
+}
+
+/// Kills `count` running copies of workload `name` with SIGKILL to their process groups,
+/// oldest first, for fault injection. Copies are found through the agents' state files under
+/// `state_dir`, and each pid is checked against its recorded start time first. Returns the
+/// identities killed.
+pub fn kill(state_dir: &Path, name: &str, count: u64) -> std::io::Result<Vec<String>> {
+    let mut candidates: Vec<(u64, String, u32, u64)> = read_all_node_states(state_dir)
+        .into_iter()
+        .flat_map(|s| s.copies)
+        .filter(|r| r.assignment.workload == name && r.phase != Phase::Exited && !r.stopping)
+        .filter(|r| process::is_alive(r.pid, r.start_ticks))
+        .map(|r| (r.assignment.n, r.assignment.copy, r.pid, r.start_ticks))
+        .collect();
+    candidates.sort();
+    let mut killed = Vec::new();
+    for (_, copy, pid, start) in candidates.into_iter().take(count as usize) {
+        if process::kill_verified(pid, start)? {
+            killed.push(copy);
+        }
+    }
+    Ok(killed)
+}
+
+/// The leader as `status` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LeaderStatus {
+    /// Who holds the lease.
+    pub holder: String,
+    /// For how long, in milliseconds.
+    pub held_ms: u64,
+    /// The lease's time to live, in milliseconds.
+    pub ttl_ms: u64,
+}
+
+/// One node as `status` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeStatus {
+    /// The node's name.
+    pub node: String,
+    /// Milliseconds since its last report was written.
+    pub since_report_ms: u64,
+    /// Milliseconds between observing and writing that report (the emulated chain).
+    pub report_lag_ms: u64,
+    /// Whether it reported within the node timeout.
+    pub live: bool,
+    /// Copies in its last report, by phase.
+    pub starting: u64,
+    /// Copies reported running.
+    pub running: u64,
+    /// Copies reported exited.
+    pub exited: u64,
+    /// Copies assigned to it.
+    pub assigned: u64,
+}
+
+/// What `status` shows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Status {
+    /// The store revision read.
+    pub revision: Revision,
+    /// The leader, if a controller holds the lease.
+    pub leader: Option<LeaderStatus>,
+    /// Every node that ever reported.
+    pub nodes: Vec<NodeStatus>,
+    /// Declared workloads.
+    pub workloads: u64,
+}
+
+/// Reads the leader, the nodes and how long ago each reported.
+pub fn status(store: &dyn Store, node_timeout_ms: u64) -> Result<Status, OpError> {
+    let s = Snapshot::load(store)?;
+    let count = |node: &str, phase: Phase| {
+        s.reports[node]
+            .value
+            .copies
+            .iter()
+            .filter(|c| c.phase == phase)
+            .count() as u64
+    };
+    let nodes = s
+        .reports
+        .iter()
+        .map(|(node, r)| NodeStatus {
+            node: node.clone(),
+            since_report_ms: s.now_ms.saturating_sub(r.value.reported_ms),
+            report_lag_ms: r.value.reported_ms.saturating_sub(r.value.observed_ms),
+            live: s.node_live(node, node_timeout_ms),
+            starting: count(node, Phase::Starting),
+            running: count(node, Phase::Running),
+            exited: count(node, Phase::Exited),
+            assigned: s
+                .assignments
+                .values()
+                .filter(|a| a.value.node == *node)
+                .count() as u64,
+        })
+        .collect();
+    Ok(Status {
+        revision: s.revision,
+        leader: s.leader.as_ref().map(|l| LeaderStatus {
+            holder: l.value.holder.clone(),
+            held_ms: s.now_ms.saturating_sub(l.value.acquired_ms),
+            ttl_ms: l.value.ttl_ms,
+        }),
+        nodes,
+        workloads: s.workloads.len() as u64,
+    })
+}

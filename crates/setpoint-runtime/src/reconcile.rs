@@ -1,0 +1,717 @@
+//! One reconcile pass, synchronous: read a snapshot, ask the setpoint-core controller, write its
+//! action as one compare-and-set transaction. A conflict means the pass read stale state, so it
+//! runs again on a fresh read.
+//!
+//! What a pass writes, and what it compares:
+//! - always: the workload's declaration is unchanged (its `mod_revision`), and, when the pass
+//!   runs under a leader lease, the leader record is still the one this controller wrote (a
+//!   fencing token: a deposed leader's writes fail);
+//! - `Create`: the counter moves from the batch's first number to its end, and each assignment
+//!   `{workload}/{n}` is created only if absent. Two passes that raced for the same numbers
+//!   cannot both win;
+//! - `Delete`: the assignments of the oldest copies on the ledger are removed, each only if
+//!   unchanged. A command to a copy whose assignment is already gone counts and does nothing;
+//! - garbage: assignments whose copy a node reported exited are removed;
+//! - the event log ([`crate::events`]): the pass's round, each creation and each removal by a
+//!   delete command, each created only if absent, in the same transaction. A pass that does
+//!   nothing else still writes its round.
+
+use std::collections::BTreeMap;
+
+use setpoint_core::{Action, Controller, Desired, LedgerView};
+
+use crate::events::{self, CopyEvent, CopyEventKind, RoundEvent};
+use crate::model::{
+    assignment_key, copy_name, counter_key, encode, put_assignment, remove_assignment,
+    workload_key, Assignment, Counter, Snapshot, Stored, LEADER,
+};
+use crate::store::{Revision, Store, StoreError, Txn};
+use crate::view::WorkloadView;
+
+/// How a pass runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PassSettings {
+    /// A node silent for longer than this, in milliseconds, is lost: its copies leave the ledger
+    /// and it gets no new copies.
+    pub node_timeout_ms: u64,
+    /// The leader record's `mod_revision` when this controller took the lease; every write
+    /// compares it. `None` runs without a leader (tests, single-shot tools).
+    pub fence: Option<Revision>,
+    /// How many times a pass may meet a conflict before it gives up until its next round.
+    pub max_attempts: u32,
+}
+
+/// What one pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PassReport {
+    /// What the controller decided, if anything.
+    pub action: Option<Action>,
+    /// The identities of the copies created.
+    pub created: Vec<String>,
+    /// Delete commands sent, including those that reached a copy already commanded to stop.
+    pub delete_commands: u64,
+    /// Copies whose assignment a delete command removed.
+    pub deleted: Vec<String>,
+    /// Assignments removed because their copy had exited.
+    pub collected: Vec<String>,
+    /// Copies the controller wanted but no live node could take; nothing was written for them.
+    pub unplaced: u64,
+    /// Attempts lost to conflicts before this one committed.
+    pub conflicts: u32,
+    /// The revision written, or the revision read if nothing was written.
+    pub revision: Revision,
+}
+
+impl PassReport {
+    /// Whether the pass changed anything in the store.
+    pub fn wrote(&self) -> bool {
+        !(self.created.is_empty() && self.deleted.is_empty() && self.collected.is_empty())
+    }
+}
+
+/// Why a pass did not complete.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PassError {
+    /// This controller no longer holds the leader lease; another one acts now.
+    #[error("not the leader any more")]
+    NotLeader,
+    /// The workload is no longer declared; its loop should end.
+    #[error("workload '{0}' is not declared")]
+    Gone(String),
+    /// Every attempt met a conflict; the next round will try again.
+    #[error("gave up after {0} conflicting attempts")]
+    Contended(u32),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A pass's writes, ready to commit.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The transaction to commit.
+    pub txn: Txn,
+    /// What the pass did, if the transaction commits.
+    pub report: PassReport,
+}
+
+/// Decides one pass on `snapshot`: runs `controller` and turns its action into a transaction.
+/// Changes the controller's memory as its pass does.
+pub fn plan_pass(
+    snapshot: &Snapshot,
+    name: &str,
+    controller: &mut Controller,
+    settings: &PassSettings,
+) -> Result<Plan, PassError> {
+    if let Some(fence) = settings.fence {
+        if snapshot.leader.as_ref().map(|l| l.mod_revision) != Some(fence) {
+            return Err(PassError::NotLeader);
+        }
+    }
+    let view = WorkloadView::new(snapshot, name, settings.node_timeout_ms)
+        .ok_or_else(|| PassError::Gone(name.to_owned()))?;
+    let spec = &view.spec.value;
+    let mut txn = Txn::new().expect(workload_key(name), view.spec.mod_revision);
+    if let Some(fence) = settings.fence {
+        txn = txn.expect(LEADER, fence);
+    }
+    let mut report = PassReport {
+        revision: snapshot.revision,
+        ..PassReport::default()
+    };
+    let before = controller.clone();
+    let action = controller.pass(
+        Desired {
+            copies: spec.copies,
+        },
+        &view,
+    );
+    let mut commanded = Vec::new();
+    match action.as_ref() {
+        None => {}
+        Some(&Action::Create { batch, .. }) => {
+            let nodes = place(snapshot, batch.count, settings.node_timeout_ms);
+            if nodes.is_empty() {
+                // Nothing can run the copies: write nothing, and let the controller forget
+                // it tried, so the next pass decides afresh.
+                *controller = before;
+                report.unplaced = batch.count;
+            } else {
+                let counter = snapshot.counters.get(name);
+                txn = txn
+                    .expect(counter_key(name), counter.map_or(0, |c| c.mod_revision))
+                    .put(counter_key(name), encode(&Counter { next: batch.end() }));
+                for (i, node) in (batch.first.0..batch.end()).zip(nodes) {
+                    let key = assignment_key(name, i);
+                    txn = log_copy(txn, name, CopyEventKind::Create, i, snapshot, &node);
+                    let a = new_assignment(name, i, node, &view, snapshot.now_ms);
+                    report.created.push(a.copy.clone());
+                    txn = put_assignment(txn, &key, &a);
+                }
+            }
+        }
+        Some(Action::Named { create, delete, .. }) => {
+            // Names are copy numbers. A name whose earlier assignment still exists (its copy
+            // exited and is collected below) is created on the next pass, under a fresh key, so
+            // agents tell the new incarnation from the old one.
+            let fresh: Vec<u64> = create
+                .iter()
+                .map(|k| k.0)
+                .filter(|&k| view.assignment(k).is_none())
+                .collect();
+            let nodes = place(snapshot, fresh.len() as u64, settings.node_timeout_ms);
+            if nodes.is_empty() && !fresh.is_empty() {
+                *controller = before.clone();
+                report.unplaced = fresh.len() as u64;
+            } else if let Some(&last) = fresh.last() {
+                // Keep the sequence counter past every name in use, so the numbering
+                // controllers never reuse one.
+                let counter = snapshot.counters.get(name);
+                let next = counter.map_or(0, |c| c.value.next).max(last + 1);
+                txn = txn
+                    .expect(counter_key(name), counter.map_or(0, |c| c.mod_revision))
+                    .put(counter_key(name), encode(&Counter { next }));
+                for (k, node) in fresh.iter().copied().zip(nodes) {
+                    txn = log_copy(txn, name, CopyEventKind::Create, k, snapshot, &node);
+                    let a = new_assignment(name, k, node, &view, snapshot.now_ms);
+                    report.created.push(a.copy.clone());
+                    let key = assignment_key(name, k);
+                    txn = put_assignment(txn, &key, &a);
+                }
+            }
+            report.delete_commands = delete.len() as u64;
+            for k in delete {
+                commanded.push(k.0);
+                if let Some((key, stored)) = view.assignment(k.0) {
+                    txn = log_removal(txn, name, snapshot, stored);
+                    txn = remove_assignment(txn, key, stored);
+                    report.deleted.push(stored.value.copy.clone());
+                }
+            }
+        }
+        Some(a @ Action::Delete { .. }) => {
+            // CA25: the commands go to the oldest copies the ledger shows. One that reaches a
+            // copy already commanded to stop counts and deletes nothing.
+            report.delete_commands = a.size();
+            let targets: Vec<u64> = view.ledger_copies().take(a.size() as usize).collect();
+            for n in targets {
+                commanded.push(n);
+                if let Some((key, stored)) = view.assignment(n) {
+                    txn = log_removal(txn, name, snapshot, stored);
+                    txn = remove_assignment(txn, key, stored);
+                    report.deleted.push(stored.value.copy.clone());
+                }
+            }
+        }
+    }
+    report.action = action;
+    for (key, stored) in view.exited_assignments() {
+        if !report.deleted.contains(&stored.value.copy) {
+            txn = remove_assignment(txn, key, stored);
+            report.collected.push(stored.value.copy.clone());
+        }
+    }
+    let round = RoundEvent {
+        at_ms: snapshot.now_ms,
+        desired: spec.copies,
+        on_ledger: view.on_ledger(),
+        in_flight: view.pending_creates(),
+        created: report.created.len() as u64,
+        delete_commands: report.delete_commands,
+        commanded,
+    };
+    txn = events::append(
+        txn,
+        events::round_key(name, snapshot.now_ms, snapshot.revision),
+        encode(&round),
+    );
+    Ok(Plan { txn, report })
+}
+
+/// Adds copy `n`'s event of `kind`, tagged with the revision the pass read, to `txn`.
+fn log_copy(
+    txn: Txn,
+    name: &str,
+    kind: CopyEventKind,
+    n: u64,
+    snapshot: &Snapshot,
+    node: &str,
+) -> Txn {
+    let event = CopyEvent {
+        at_ms: snapshot.now_ms,
+        node: node.to_owned(),
+        pid: None,
+        commanded: false,
+        how: None,
+    };
+    events::append(
+        txn,
+        events::copy_event_key(name, kind, n, snapshot.revision),
+        encode(&event),
+    )
+}
+
+/// Adds the removal of `a`'s assignment by a delete command to `txn`'s log entries.
+fn log_removal(txn: Txn, name: &str, snapshot: &Snapshot, a: &Stored<Assignment>) -> Txn {
+    let event = CopyEvent {
+        at_ms: snapshot.now_ms,
+        node: a.value.node.clone(),
+        pid: None,
+        commanded: true,
+        how: None,
+    };
+    events::append(
+        txn,
+        events::copy_event_key(name, CopyEventKind::Delete, a.value.n, a.create_revision),
+        encode(&event),
+    )
+}
+
+/// The assignment of copy `n` of workload `name` to `node`, owned by the workload.
+fn new_assignment(
+    name: &str,
+    n: u64,
+    node: String,
+    view: &WorkloadView,
+    now_ms: u64,
+) -> Assignment {
+    let spec = &view.spec.value;
+    Assignment {
+        copy: copy_name(name, n),
+        workload: name.to_owned(),
+        owner_uid: view.uid(),
+        n,
+        node,
+        command: spec.command.clone(),
+        startup_ms: spec.startup_ms,
+        readiness: spec.readiness.clone(),
+        grace_ms: spec.grace_ms,
+        created_ms: now_ms,
+    }
+}
+
+/// Places `count` new copies on the live nodes, each on the node with the fewest assignments
+/// (ties by name). Empty when no node is live.
+fn place(snapshot: &Snapshot, count: u64, node_timeout_ms: u64) -> Vec<String> {
+    let mut load: BTreeMap<&str, u64> = snapshot
+        .reports
+        .keys()
+        .filter(|n| snapshot.node_live(n, node_timeout_ms))
+        .map(|n| (n.as_str(), 0))
+        .collect();
+    if load.is_empty() {
+        return Vec::new();
+    }
+    for a in snapshot.assignments.values() {
+        if let Some(l) = load.get_mut(a.value.node.as_str()) {
+            *l += 1;
+        }
+    }
+    (0..count)
+        .map(|_| {
+            let (&node, l) = load
+                .iter_mut()
+                .min_by_key(|(n, l)| (**l, **n))
+                .expect("at least one live node");
+            *l += 1;
+            node.to_owned()
+        })
+        .collect()
+}
+
+/// Runs one pass of workload `name` to completion: read, decide, write; on a conflict, read
+/// again and decide again, up to `settings.max_attempts` times.
+pub fn run_pass(
+    store: &dyn Store,
+    name: &str,
+    controller: &mut Controller,
+    settings: &PassSettings,
+) -> Result<PassReport, PassError> {
+    let attempts = settings.max_attempts.max(1);
+    for attempt in 0..attempts {
+        let snapshot = Snapshot::load(store)?;
+        // The controller keeps the memory of an attempt that loses: the batch it tried names
+        // deterministic identities, so if the winner wrote the same ones they are found in
+        // flight, and if nobody did, none of them is in flight and the batch is forgotten.
+        let Plan { txn, mut report } = plan_pass(&snapshot, name, controller, settings)?;
+        report.conflicts = attempt;
+        if txn.ops.is_empty() {
+            return Ok(report);
+        }
+        crate::failpoint::hit("pass-before-commit");
+        match store.commit(&txn) {
+            Ok(rev) => {
+                crate::failpoint::hit("pass-after-commit");
+                report.revision = rev;
+                return Ok(report);
+            }
+            Err(StoreError::Conflict { key, .. }) if key == LEADER => {
+                return Err(PassError::NotLeader)
+            }
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(other) => return Err(other.into()),
+        }
+    }
+    Err(PassError::Contended(attempts))
+}
+
+/// Removes every assignment whose owner is gone: its workload is not declared, or was deleted
+/// and declared again (another uid). The agents then stop the copies. Returns the identities
+/// removed.
+pub fn collect_orphans(
+    store: &dyn Store,
+    fence: Option<Revision>,
+) -> Result<Vec<String>, PassError> {
+    let snapshot = Snapshot::load(store)?;
+    if fence.is_some() && snapshot.leader.as_ref().map(|l| l.mod_revision) != fence {
+        return Err(PassError::NotLeader);
+    }
+    let mut txn = Txn::new();
+    if let Some(f) = fence {
+        txn = txn.expect(LEADER, f);
+    }
+    let mut gone = Vec::new();
+    for (key, a) in &snapshot.assignments {
+        let owner = snapshot.workloads.get(&a.value.workload);
+        if owner.is_none_or(|w| w.create_revision != a.value.owner_uid) {
+            txn = remove_assignment(txn, key, a);
+            gone.push(a.value.copy.clone());
+        }
+    }
+    if gone.is_empty() {
+        return Ok(gone);
+    }
+    crate::failpoint::hit("gc-before-commit");
+    match store.commit(&txn) {
+        Ok(_) => {
+            crate::failpoint::hit("gc-after-commit");
+            Ok(gone)
+        }
+        Err(StoreError::Conflict { key, .. }) if key == LEADER => Err(PassError::NotLeader),
+        // Someone else changed an assignment meanwhile: the next sweep sees it.
+        Err(e) if e.is_conflict() => Ok(Vec::new()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Counts, for `get`: desired, on the ledger, pending creations and deletions.
+pub fn ledger_counts(
+    snapshot: &Snapshot,
+    name: &str,
+    node_timeout_ms: u64,
+) -> Option<(u64, u64, u64)> {
+    let v = WorkloadView::new(snapshot, name, node_timeout_ms)?;
+    Some((v.on_ledger(), v.pending_creates(), v.pending_deletes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{report_key, CopyReport, NodeReport, Phase, WorkloadSpec};
+    use crate::store::MemoryStore;
+    use setpoint_core::ControllerKind;
+
+    fn declare(store: &dyn Store, copies: u64) {
+        let w = WorkloadSpec {
+            name: "w".into(),
+            command: vec!["sleep".into(), "60".into()],
+            copies,
+            controller: ControllerKind::Ledger,
+            period_ms: 200,
+            startup_ms: 0,
+            readiness: None,
+            grace_ms: 100,
+        };
+        let old = store
+            .get(&workload_key("w"))
+            .unwrap()
+            .map_or(0, |e| e.mod_revision);
+        store
+            .commit(
+                &Txn::new()
+                    .expect(workload_key("w"), old)
+                    .put(workload_key("w"), encode(&w)),
+            )
+            .unwrap();
+    }
+
+    /// Writes node `node`'s report: the given copy numbers of `w`, all in `phase`.
+    fn report(store: &dyn Store, node: &str, copies: &[(u64, Phase)]) {
+        let uid = store
+            .get(&workload_key("w"))
+            .unwrap()
+            .unwrap()
+            .create_revision;
+        // Each copy runs the incarnation of its name that is assigned now.
+        let incarnation = |n| {
+            store
+                .get(&assignment_key("w", n))
+                .unwrap()
+                .map_or(0, |e| e.create_revision)
+        };
+        let r = NodeReport {
+            node: node.into(),
+            observed_ms: store.now_ms(),
+            reported_ms: store.now_ms(),
+            agent_pid: 1,
+            copies: copies
+                .iter()
+                .map(|&(n, phase)| CopyReport {
+                    copy: copy_name("w", n),
+                    workload: "w".into(),
+                    owner_uid: uid,
+                    n,
+                    incarnation: incarnation(n),
+                    phase,
+                    pid: 0,
+                    start_ticks: 0,
+                    started_ms: 0,
+                    ready_ms: None,
+                    exited_ms: None,
+                    exit: None,
+                    stopping: false,
+                })
+                .collect(),
+        };
+        store
+            .commit(&Txn::new().put(report_key(node), encode(&r)))
+            .unwrap();
+    }
+
+    const SETTINGS: PassSettings = PassSettings {
+        node_timeout_ms: 60_000,
+        fence: None,
+        max_attempts: 3,
+    };
+
+    fn names(store: &dyn Store) -> Vec<String> {
+        Snapshot::load(store)
+            .unwrap()
+            .assignments
+            .values()
+            .map(|a| a.value.copy.clone())
+            .collect()
+    }
+
+    #[test]
+    fn creation_writes_deterministic_identities_with_an_owner_link_spread_over_nodes() {
+        let store = MemoryStore::new();
+        declare(&store, 3);
+        report(&store, "b", &[]);
+        report(&store, "a", &[]);
+        let mut c = Controller::new(ControllerKind::Intent);
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!(r.created, ["w-0", "w-1", "w-2"]);
+        let s = Snapshot::load(&store).unwrap();
+        let uid = s.workloads["w"].create_revision;
+        let nodes: Vec<_> = s
+            .assignments
+            .values()
+            .map(|a| a.value.node.as_str())
+            .collect();
+        assert_eq!(nodes, ["a", "b", "a"]);
+        assert!(s.assignments.values().all(|a| a.value.owner_uid == uid));
+        assert_eq!(s.counters["w"].value.next, 3);
+        // Intent counts its batch in flight: a second pass does nothing.
+        assert_eq!(
+            run_pass(&store, "w", &mut c, &SETTINGS).unwrap().action,
+            None
+        );
+    }
+
+    #[test]
+    fn each_assignment_is_indexed_under_its_node_and_leaves_the_index_with_it() {
+        let store = MemoryStore::new();
+        declare(&store, 3);
+        report(&store, "a", &[]);
+        report(&store, "b", &[]);
+        let mut c = Controller::new(ControllerKind::Ledger);
+        run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        let placed = |node: &str| -> Vec<(String, u64)> {
+            store
+                .read(&[&crate::model::placements_of(node)])
+                .unwrap()
+                .entries
+                .into_iter()
+                .map(|e| (e.key, e.create_revision))
+                .collect()
+        };
+        let a = placed("a");
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[0].0, crate::model::placement_key("a", "w", 0));
+        // The index entry's create revision is the assignment's incarnation.
+        let inc = store
+            .get(&assignment_key("w", 0))
+            .unwrap()
+            .unwrap()
+            .create_revision;
+        assert_eq!(a[0].1, inc);
+        assert_eq!(placed("b").len(), 1);
+        // Copies exit and are collected; a scale-down deletes; the index follows.
+        report(&store, "a", &[(0, Phase::Exited), (2, Phase::Running)]);
+        report(&store, "b", &[(1, Phase::Running)]);
+        declare(&store, 1);
+        run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        let left: Vec<String> = names(&store);
+        let indexed = placed("a").len() + placed("b").len();
+        assert_eq!(indexed, left.len(), "{left:?}");
+    }
+
+    #[test]
+    fn no_live_node_means_nothing_written_and_nothing_remembered() {
+        let store = MemoryStore::new();
+        declare(&store, 2);
+        let mut c = Controller::new(ControllerKind::Intent);
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!((r.unplaced, r.created.len()), (2, 0));
+        assert_eq!(c, Controller::new(ControllerKind::Intent));
+    }
+
+    #[test]
+    fn a_concurrent_write_makes_the_pass_conflict_and_retry_cleanly_on_fresh_state() {
+        // Two controllers read the same state; the first commits, the second's write conflicts
+        // on the counter and the assignments, and its retry sees the first one's copies.
+        let store = MemoryStore::new();
+        declare(&store, 2);
+        report(&store, "a", &[]);
+        let snapshot = Snapshot::load(&store).unwrap();
+        let mut first = Controller::new(ControllerKind::Intent);
+        let mut second = Controller::new(ControllerKind::Intent);
+        let plan_one = plan_pass(&snapshot, "w", &mut first, &SETTINGS).unwrap();
+        let plan_two = plan_pass(&snapshot, "w", &mut second, &SETTINGS).unwrap();
+        store.commit(&plan_one.txn).unwrap();
+        let lost = store.commit(&plan_two.txn).unwrap_err();
+        assert!(lost.is_conflict(), "{lost}");
+        assert_eq!(names(&store), ["w-0", "w-1"]);
+        // The loser's loop reruns the pass on a fresh read. Its memory still holds the batch it
+        // tried to write, and because identities are deterministic the winner wrote exactly
+        // those copies: the retry finds them in flight and creates nothing.
+        let r = run_pass(&store, "w", &mut second, &SETTINGS).unwrap();
+        assert_eq!((r.action, r.created.len()), (None, 0));
+        assert_eq!(names(&store), ["w-0", "w-1"]);
+        // A controller with no such memory counts only the ledger, where the copies are not
+        // yet: it creates new identities after the winner's, never the same ones twice. That
+        // is why only the leader writes (see the fence test below).
+        let mut amnesiac = Controller::new(ControllerKind::Intent);
+        let r = run_pass(&store, "w", &mut amnesiac, &SETTINGS).unwrap();
+        assert_eq!(r.created, ["w-2", "w-3"]);
+    }
+
+    #[test]
+    fn a_write_landing_between_read_and_commit_is_retried_inside_run_pass() {
+        /// A store that lets another writer in just before the first commit.
+        struct Racing {
+            inner: MemoryStore,
+            raced: std::sync::atomic::AtomicBool,
+        }
+        impl Store for Racing {
+            fn read(&self, p: &[&str]) -> Result<crate::store::Read, StoreError> {
+                self.inner.read(p)
+            }
+            fn commit(&self, txn: &Txn) -> Result<Revision, StoreError> {
+                if !self.raced.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    declare(&self.inner, 3);
+                }
+                self.inner.commit(txn)
+            }
+            fn revision(&self) -> Result<Revision, StoreError> {
+                self.inner.revision()
+            }
+            fn grant(&self, t: std::time::Duration) -> Result<u64, StoreError> {
+                self.inner.grant(t)
+            }
+            fn keep_alive(&self, l: u64) -> Result<(), StoreError> {
+                self.inner.keep_alive(l)
+            }
+            fn revoke(&self, l: u64) -> Result<(), StoreError> {
+                self.inner.revoke(l)
+            }
+            fn now_ms(&self) -> u64 {
+                self.inner.now_ms()
+            }
+        }
+        let store = Racing {
+            inner: MemoryStore::new(),
+            raced: false.into(),
+        };
+        declare(&store.inner, 2);
+        report(&store.inner, "a", &[]);
+        let mut c = Controller::new(ControllerKind::Ledger);
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!(r.conflicts, 1);
+        // The retry read the new declaration (3 copies), not the stale one.
+        assert_eq!(r.created, ["w-0", "w-1", "w-2"]);
+    }
+
+    #[test]
+    fn delete_commands_go_to_the_oldest_copies_on_the_ledger_and_repeat_harmlessly() {
+        let store = MemoryStore::new();
+        declare(&store, 4);
+        report(&store, "a", &[]);
+        let mut c = Controller::new(ControllerKind::Ledger);
+        run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        report(&store, "a", &[0, 1, 2, 3].map(|n| (n, Phase::Running)));
+        declare(&store, 2);
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!(
+            (r.delete_commands, r.deleted.clone()),
+            (2, vec!["w-0".into(), "w-1".into()])
+        );
+        // The ledger still shows the four copies: the same two commands again, deleting nothing.
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!((r.delete_commands, r.deleted.len()), (2, 0));
+        assert_eq!(names(&store), ["w-2", "w-3"]);
+    }
+
+    #[test]
+    fn exited_copies_are_collected_and_replaced_with_new_identities() {
+        let store = MemoryStore::new();
+        declare(&store, 2);
+        report(&store, "a", &[]);
+        let mut c = Controller::new(ControllerKind::Ledger);
+        run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        report(&store, "a", &[(0, Phase::Exited), (1, Phase::Running)]);
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!(r.created, ["w-2"]);
+        assert_eq!(r.collected, ["w-0"]);
+        assert_eq!(names(&store), ["w-1", "w-2"]);
+    }
+
+    #[test]
+    fn orphans_of_a_deleted_or_redeclared_workload_are_collected() {
+        let store = MemoryStore::new();
+        declare(&store, 2);
+        report(&store, "a", &[]);
+        let mut c = Controller::new(ControllerKind::Ledger);
+        run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert!(collect_orphans(&store, None).unwrap().is_empty());
+        store.commit(&Txn::new().delete(workload_key("w"))).unwrap();
+        declare(&store, 2);
+        assert_eq!(collect_orphans(&store, None).unwrap(), ["w-0", "w-1"]);
+        // The counter survives: the new workload's copies get new identities.
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!(r.created, ["w-2", "w-3"]);
+    }
+
+    #[test]
+    fn a_deposed_leaders_pass_fails_on_the_fence() {
+        let store = MemoryStore::new();
+        declare(&store, 1);
+        report(&store, "a", &[]);
+        let lease = store.grant(std::time::Duration::from_secs(30)).unwrap();
+        let fence = store
+            .commit(&Txn::new().expect(LEADER, 0).put_leased(LEADER, "{}", lease))
+            .unwrap();
+        let settings = PassSettings {
+            fence: Some(fence),
+            ..SETTINGS
+        };
+        store.revoke(lease).unwrap();
+        let mut c = Controller::new(ControllerKind::Ledger);
+        assert_eq!(
+            run_pass(&store, "w", &mut c, &settings),
+            Err(PassError::NotLeader)
+        );
+        assert!(names(&store).is_empty());
+    }
+}

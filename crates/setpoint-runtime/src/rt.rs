@@ -1,0 +1,72 @@
+//! Small pieces the async drivers share: a shutdown signal, store calls on blocking threads,
+//! and log lines.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::store::Store;
+
+/// The sending half of a [`Shutdown`]: firing it (or dropping it) asks every holder of the
+/// receiving half to stop.
+#[derive(Debug)]
+pub struct ShutdownTrigger(watch::Sender<bool>);
+
+/// A shutdown signal that many tasks can wait for.
+#[derive(Clone, Debug)]
+pub struct Shutdown(watch::Receiver<bool>);
+
+/// A new trigger and the signal it fires.
+pub fn shutdown_pair() -> (ShutdownTrigger, Shutdown) {
+    let (tx, rx) = watch::channel(false);
+    (ShutdownTrigger(tx), Shutdown(rx))
+}
+
+impl ShutdownTrigger {
+    /// Asks every holder of the signal to stop.
+    pub fn fire(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+impl Shutdown {
+    /// Waits until shutdown is asked for (or the trigger is gone).
+    pub async fn wait(&mut self) {
+        while !*self.0.borrow_and_update() {
+            if self.0.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Whether shutdown was asked for.
+    pub fn is_set(&self) -> bool {
+        *self.0.borrow() || self.0.has_changed().is_err()
+    }
+}
+
+/// Runs a store call on a blocking thread, so that a store that waits (SQLite's lock, a
+/// network) never stalls the async workers.
+pub async fn blocking<T, F>(store: &Arc<dyn Store>, f: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce(&dyn Store) -> T + Send + 'static,
+{
+    let store = Arc::clone(store);
+    match tokio::task::spawn_blocking(move || f(&*store)).await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+/// Writes one log line to stderr: wall-clock time, who, what.
+pub fn log(who: &str, what: impl std::fmt::Display) {
+    let ms = crate::store::wall_ms();
+    let (s, ms) = (ms / 1000, ms % 1000);
+    eprintln!(
+        "{:02}:{:02}:{:02}.{ms:03} {who}: {what}",
+        (s / 3600) % 24,
+        (s / 60) % 60,
+        s % 60
+    );
+}

@@ -1,0 +1,274 @@
+//! The workloads file that `setpoint apply -f` reads, and its validation.
+//!
+//! ```toml
+//! [[workload]]
+//! name = "collector"              # lowercase letters, digits, '-'; starts with a letter
+//! command = ["sleep", "3600"]     # or one string, run with `sh -c`
+//! copies = 6
+//! controller = "intent"           # default "intent"; or ledger, expectations, named, gated
+//! period = "15s"                  # loop period U, default 15s
+//! startup = "5s"                  # startup time B, default 5s
+//! readiness = ["test", "-f", "/tmp/ready"]  # optional; replaces the startup time
+//! grace = "10s"                   # SIGTERM to SIGKILL, default 10s
+//! ```
+//!
+//! Parse before you act: every workload of the file is checked before anything is written, and
+//! one error rejects the whole file.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde::Deserialize;
+use setpoint_core::ControllerKind;
+
+use crate::duration::parse_duration;
+use crate::model::WorkloadSpec;
+
+/// The most copies one workload may declare.
+pub const MAX_COPIES: u64 = 10_000;
+/// The longest workload name; copy identities add `-` and a number to it.
+pub const MAX_NAME: usize = 40;
+/// The default loop period U.
+pub const DEFAULT_PERIOD: Duration = Duration::from_secs(15);
+/// The default startup time B.
+pub const DEFAULT_STARTUP: Duration = Duration::from_secs(5);
+/// The default grace period between SIGTERM and SIGKILL.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+
+/// A workloads file that cannot be applied. Nothing of it was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// The file is not valid TOML or has fields setpoint does not know; fix the line named.
+    #[error("workloads file: {0}")]
+    Syntax(String),
+    /// One field of one workload is out of range; the message says what is accepted.
+    #[error("workload '{workload}': {field}: {reason}")]
+    Invalid {
+        /// The workload's name (or its position, if the name itself is bad).
+        workload: String,
+        /// The field.
+        field: &'static str,
+        /// What is wrong and what is accepted.
+        reason: String,
+    },
+    /// Two workloads share a name; rename one.
+    #[error("workload '{0}' is declared twice")]
+    Duplicate(String),
+    /// The file declares nothing; add at least one `[[workload]]`.
+    #[error("workloads file declares no workload: add a [[workload]] table")]
+    Empty,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    workload: Vec<RawWorkload>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawCommand {
+    Argv(Vec<String>),
+    Shell(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkload {
+    name: String,
+    command: RawCommand,
+    copies: i64,
+    controller: Option<String>,
+    period: Option<String>,
+    startup: Option<String>,
+    readiness: Option<RawCommand>,
+    grace: Option<String>,
+}
+
+/// Checks a workload name: 1 to 40 characters of `a-z`, `0-9` and `-`, starting with a letter
+/// and not ending with `-`.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{name}' is not a valid name: accepted 1 to {MAX_NAME} characters of a-z, 0-9 and '-', starting with a letter and not ending with '-'"
+        ))
+    }
+}
+
+/// Parses and validates a workloads file. Returns the workloads in file order.
+pub fn parse_workloads(text: &str) -> Result<Vec<WorkloadSpec>, SpecError> {
+    let file: File = toml::from_str(text).map_err(|e| {
+        SpecError::Syntax(
+            e.to_string()
+                .lines()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .trim()
+                .to_owned(),
+        )
+    })?;
+    if file.workload.is_empty() {
+        return Err(SpecError::Empty);
+    }
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(file.workload.len());
+    for raw in file.workload {
+        let w = validate(raw)?;
+        if !seen.insert(w.name.clone()) {
+            return Err(SpecError::Duplicate(w.name));
+        }
+        out.push(w);
+    }
+    Ok(out)
+}
+
+fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
+    let name = raw.name;
+    let bad = |field, reason: String| SpecError::Invalid {
+        workload: name.clone(),
+        field,
+        reason,
+    };
+    check_name(&name).map_err(|r| bad("name", r))?;
+    let command = argv(raw.command).map_err(|r| bad("command", r))?;
+    if raw.copies < 0 || raw.copies as u64 > MAX_COPIES {
+        return Err(bad(
+            "copies",
+            format!("{} is out of range: accepted 0 to {MAX_COPIES}", raw.copies),
+        ));
+    }
+    let controller = match raw.controller {
+        None => ControllerKind::Intent,
+        Some(c) => c
+            .parse()
+            .map_err(|e: setpoint_core::UnknownController| bad("controller", e.to_string()))?,
+    };
+    let duration = |field, text: Option<String>, default: Duration, allow_zero: bool| {
+        let d = match text {
+            None => default,
+            Some(t) => parse_duration(&t).map_err(|e| bad(field, e.to_string()))?,
+        };
+        if d.is_zero() && !allow_zero {
+            return Err(bad(
+                field,
+                "0 is out of range: accepted at least 1ms".into(),
+            ));
+        }
+        Ok(d.as_millis() as u64)
+    };
+    let period_ms = duration("period", raw.period, DEFAULT_PERIOD, false)?;
+    let startup_ms = duration("startup", raw.startup, DEFAULT_STARTUP, true)?;
+    let grace_ms = duration("grace", raw.grace, DEFAULT_GRACE, true)?;
+    let readiness = raw
+        .readiness
+        .map(argv)
+        .transpose()
+        .map_err(|r| bad("readiness", r))?;
+    Ok(WorkloadSpec {
+        name: name.clone(),
+        command,
+        copies: raw.copies as u64,
+        controller,
+        period_ms,
+        startup_ms,
+        readiness,
+        grace_ms,
+    })
+}
+
+fn argv(c: RawCommand) -> Result<Vec<String>, String> {
+    let v = match c {
+        RawCommand::Argv(v) => v,
+        RawCommand::Shell(s) => vec!["sh".into(), "-c".into(), s],
+    };
+    if v.first().is_none_or(|p| p.trim().is_empty()) {
+        return Err("it is empty: give a program and its arguments".into());
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fill_everything_but_name_command_and_copies() {
+        let w = parse_workloads(
+            "[[workload]]\nname = \"collector\"\ncommand = [\"sleep\", \"60\"]\ncopies = 6\n",
+        )
+        .unwrap();
+        assert_eq!(w.len(), 1);
+        let w = &w[0];
+        assert_eq!(w.controller, ControllerKind::Intent);
+        assert_eq!(
+            (w.period_ms, w.startup_ms, w.grace_ms),
+            (15_000, 5_000, 10_000)
+        );
+        assert_eq!(w.readiness, None);
+    }
+
+    #[test]
+    fn a_string_command_runs_under_sh() {
+        let w = parse_workloads(
+            "[[workload]]\nname = \"a\"\ncommand = \"sleep 60\"\ncopies = 1\nreadiness = \"true\"\nperiod = \"200ms\"\n",
+        )
+        .unwrap();
+        assert_eq!(w[0].command, ["sh", "-c", "sleep 60"]);
+        assert_eq!(
+            w[0].readiness.as_deref(),
+            Some(&["sh".to_owned(), "-c".into(), "true".into()][..])
+        );
+        assert_eq!(w[0].period_ms, 200);
+    }
+
+    #[test]
+    fn one_bad_workload_rejects_the_file_with_its_name_and_field() {
+        let cases = [
+            ("name = \"Bad\"\ncommand = [\"x\"]\ncopies = 1", "name"),
+            ("name = \"a\"\ncommand = []\ncopies = 1", "command"),
+            ("name = \"a\"\ncommand = [\"x\"]\ncopies = -1", "copies"),
+            ("name = \"a\"\ncommand = [\"x\"]\ncopies = 10001", "copies"),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nperiod = \"0\"",
+                "period",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nperiod = \"15\"",
+                "period",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\ncontroller = \"pid\"",
+                "controller",
+            ),
+        ];
+        for (body, field) in cases {
+            let text = format!("[[workload]]\nname = \"ok\"\ncommand = [\"x\"]\ncopies = 1\n[[workload]]\n{body}\n");
+            match parse_workloads(&text) {
+                Err(SpecError::Invalid { field: f, .. }) => assert_eq!(f, field, "{body}"),
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn duplicates_unknown_fields_and_empty_files_are_refused() {
+        let dup = "[[workload]]\nname = \"a\"\ncommand = [\"x\"]\ncopies = 1\n".repeat(2);
+        assert_eq!(parse_workloads(&dup), Err(SpecError::Duplicate("a".into())));
+        let unknown = "[[workload]]\nname = \"a\"\ncommand = [\"x\"]\ncopies = 1\nreplicas = 2\n";
+        assert!(matches!(
+            parse_workloads(unknown),
+            Err(SpecError::Syntax(_))
+        ));
+        assert_eq!(parse_workloads(""), Err(SpecError::Empty));
+    }
+}

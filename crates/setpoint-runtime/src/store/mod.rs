@@ -1,0 +1,332 @@
+//! The store: a key-value space where every write is a compare-and-set on a revision.
+//!
+//! The model is etcd's, so that a networked store can implement the same trait later:
+//! - one revision counter for the whole store, bumped by every committed transaction; each key
+//!   remembers the revision that created it and the one that last changed it;
+//! - a transaction ([`Txn`]) is a list of comparisons (each key's `mod_revision`, where 0 means
+//!   "absent") and a list of writes, applied all together or not at all. A failed comparison is a
+//!   [`StoreError::Conflict`]: the writer read stale state and must read again and redo its work;
+//! - leases with a time to live: a key written under a lease disappears when the lease expires
+//!   or is revoked. Expiry is applied by the first operation after the deadline;
+//! - watch by poll: [`Store::revision`] is cheap, and a reader that sees it move reads again.
+//!
+//! Calls block; async callers run them on a blocking thread. Every method can fail with
+//! [`StoreError::Unavailable`], as a networked store would.
+//!
+//! # Layout
+//! - [`memory`]: [`MemoryStore`], for tests and single-process use.
+//! - [`sqlite`]: [`SqliteStore`], the embedded default, safe for several processes.
+
+pub mod memory;
+pub mod sqlite;
+
+use std::time::Duration;
+
+pub use memory::MemoryStore;
+pub use sqlite::SqliteStore;
+
+/// A store-wide revision. Every committed transaction gets the next one. 0 means "never".
+pub type Revision = u64;
+
+/// The identity of a lease.
+pub type LeaseId = u64;
+
+/// One key as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The key, an ASCII path such as `/workloads/collector`.
+    pub key: String,
+    /// The value, JSON text.
+    pub value: String,
+    /// The revision that created the key (it changes when a key is deleted and written again).
+    pub create_revision: Revision,
+    /// The revision that last wrote the key.
+    pub mod_revision: Revision,
+    /// The lease the key lives under, if any.
+    pub lease: Option<LeaseId>,
+}
+
+/// A consistent read of some prefixes, all at one revision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Read {
+    /// The store's revision at the time of the read.
+    pub revision: Revision,
+    /// The entries under the prefixes read, in key order.
+    pub entries: Vec<Entry>,
+}
+
+/// A condition of a transaction: `key` was last written at `mod_revision` (0: it is absent).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Compare {
+    /// The key compared.
+    pub key: String,
+    /// The revision it must have; 0 means it must not exist.
+    pub mod_revision: Revision,
+}
+
+/// One write of a transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Write `value` at `key`, under `lease` if given.
+    Put {
+        /// The key written.
+        key: String,
+        /// The new value, JSON text.
+        value: String,
+        /// The lease the key will live under.
+        lease: Option<LeaseId>,
+    },
+    /// Remove `key`. Removing an absent key does nothing.
+    Delete {
+        /// The key removed.
+        key: String,
+    },
+}
+
+/// Comparisons and writes that commit together or not at all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Txn {
+    /// Every comparison must hold for the writes to apply.
+    pub compares: Vec<Compare>,
+    /// The writes, applied in order.
+    pub ops: Vec<Op>,
+}
+
+impl Txn {
+    /// An empty transaction.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Requires `key` to be at `mod_revision` (0: absent).
+    pub fn expect(mut self, key: impl Into<String>, mod_revision: Revision) -> Self {
+        self.compares.push(Compare {
+            key: key.into(),
+            mod_revision,
+        });
+        self
+    }
+
+    /// Writes `value` at `key`.
+    pub fn put(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.ops.push(Op::Put {
+            key: key.into(),
+            value: value.into(),
+            lease: None,
+        });
+        self
+    }
+
+    /// Writes `value` at `key` under `lease`.
+    pub fn put_leased(
+        mut self,
+        key: impl Into<String>,
+        value: impl Into<String>,
+        lease: LeaseId,
+    ) -> Self {
+        self.ops.push(Op::Put {
+            key: key.into(),
+            value: value.into(),
+            lease: Some(lease),
+        });
+        self
+    }
+
+    /// Removes `key`.
+    pub fn delete(mut self, key: impl Into<String>) -> Self {
+        self.ops.push(Op::Delete { key: key.into() });
+        self
+    }
+}
+
+/// What can go wrong in a store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// A compare-and-set failed: `key` changed since it was read. Read again and redo the work;
+    /// a reconcile pass does this by itself.
+    #[error(
+        "conflict on {key}: expected revision {expected}, found {found}; read again and retry"
+    )]
+    Conflict {
+        /// The key whose comparison failed.
+        key: String,
+        /// The revision the writer expected (0: absent).
+        expected: Revision,
+        /// The revision found (0: absent).
+        found: Revision,
+    },
+    /// The lease expired or was revoked; whatever it held is gone. Take a new lease.
+    #[error("lease {0} has expired or was revoked")]
+    LeaseExpired(LeaseId),
+    /// The store could not be reached or failed; check the data directory (permissions, disk
+    /// space) and try again.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// A stored value is not what setpoint wrote there; the store was changed by hand or by an
+    /// incompatible version. Delete the key or the data directory.
+    #[error("stored value at {key} is not valid: {reason}")]
+    Corrupt {
+        /// The key holding the bad value.
+        key: String,
+        /// Why it could not be read.
+        reason: String,
+    },
+}
+
+impl StoreError {
+    /// Whether this is a failed compare-and-set, which a fresh read and a retry resolve.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, StoreError::Conflict { .. })
+    }
+}
+
+/// A store of declarations, assignments, node reports and leases.
+///
+/// Implementations must be safe to share between threads; [`SqliteStore`] is also safe to share
+/// between processes on one machine.
+pub trait Store: Send + Sync + 'static {
+    /// Reads every key under each of `prefixes`, all at one revision.
+    fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError>;
+
+    /// Applies `txn` if every comparison holds and returns the new revision (the current one if
+    /// `txn` writes nothing). Otherwise fails with [`StoreError::Conflict`] and changes nothing.
+    fn commit(&self, txn: &Txn) -> Result<Revision, StoreError>;
+
+    /// The store's current revision: poll it to watch for changes.
+    fn revision(&self) -> Result<Revision, StoreError>;
+
+    /// Grants a lease that expires `ttl` from now unless kept alive.
+    fn grant(&self, ttl: Duration) -> Result<LeaseId, StoreError>;
+
+    /// Extends `lease` by its time to live, or fails with [`StoreError::LeaseExpired`].
+    fn keep_alive(&self, lease: LeaseId) -> Result<(), StoreError>;
+
+    /// Ends `lease` now and removes the keys it holds. Revoking an expired lease does nothing.
+    fn revoke(&self, lease: LeaseId) -> Result<(), StoreError>;
+
+    /// The store's clock, in milliseconds since the Unix epoch. Lease expiry and report ages are
+    /// measured on it.
+    fn now_ms(&self) -> u64;
+
+    /// Reads one key.
+    fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
+        Ok(self
+            .read(&[key])?
+            .entries
+            .into_iter()
+            .find(|e| e.key == key))
+    }
+}
+
+/// The wall clock in milliseconds since the Unix epoch.
+pub(crate) fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The first key after every key that starts with `prefix` (keys are ASCII).
+pub(crate) fn prefix_end(prefix: &str) -> String {
+    let mut s = prefix.to_owned();
+    s.push('\u{7f}');
+    s
+}
+
+#[cfg(test)]
+pub(crate) mod conformance {
+    //! The behaviour every store must have, run against each implementation.
+
+    use super::*;
+
+    pub fn compare_and_set_conflicts_on_a_stale_revision(s: &dyn Store) {
+        let r1 = s
+            .commit(&Txn::new().expect("/a", 0).put("/a", "1"))
+            .unwrap();
+        assert!(r1 > 0);
+        let a = s.get("/a").unwrap().unwrap();
+        assert_eq!((a.create_revision, a.mod_revision), (r1, r1));
+        let r2 = s
+            .commit(&Txn::new().expect("/a", r1).put("/a", "2"))
+            .unwrap();
+        assert!(r2 > r1);
+        let stale = s.commit(&Txn::new().expect("/a", r1).put("/a", "3"));
+        assert_eq!(
+            stale,
+            Err(StoreError::Conflict {
+                key: "/a".into(),
+                expected: r1,
+                found: r2
+            })
+        );
+        assert_eq!(s.get("/a").unwrap().unwrap().value, "2");
+        let create_again = s.commit(&Txn::new().expect("/a", 0).put("/a", "4"));
+        assert!(create_again.unwrap_err().is_conflict());
+    }
+
+    pub fn a_failed_transaction_writes_nothing(s: &dyn Store) {
+        let before = s.revision().unwrap();
+        let t = Txn::new()
+            .expect("/x", 0)
+            .expect("/y", 99)
+            .put("/x", "1")
+            .put("/y", "1");
+        assert!(s.commit(&t).unwrap_err().is_conflict());
+        assert_eq!(s.revision().unwrap(), before);
+        assert_eq!(s.get("/x").unwrap(), None);
+    }
+
+    pub fn reads_are_by_prefix_in_key_order_at_one_revision(s: &dyn Store) {
+        let r = s
+            .commit(
+                &Txn::new()
+                    .put("/w/b", "2")
+                    .put("/w/a", "1")
+                    .put("/v/a", "0")
+                    .put("/wx", "9"),
+            )
+            .unwrap();
+        let read = s.read(&["/w/", "/v/"]).unwrap();
+        assert_eq!(read.revision, r);
+        let keys: Vec<_> = read.entries.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(keys, ["/v/a", "/w/a", "/w/b"]);
+        let r2 = s.commit(&Txn::new().delete("/w/a")).unwrap();
+        assert!(r2 > r);
+        assert_eq!(s.read(&["/w/"]).unwrap().entries.len(), 1);
+        // Deleting and writing again gives a new create revision.
+        let r3 = s.commit(&Txn::new().put("/w/a", "1")).unwrap();
+        assert_eq!(s.get("/w/a").unwrap().unwrap().create_revision, r3);
+    }
+
+    pub fn leased_keys_vanish_when_the_lease_expires(s: &dyn Store) {
+        let lease = s.grant(Duration::from_millis(150)).unwrap();
+        s.commit(
+            &Txn::new()
+                .expect("/leader", 0)
+                .put_leased("/leader", "me", lease),
+        )
+        .unwrap();
+        s.keep_alive(lease).unwrap();
+        assert!(s.get("/leader").unwrap().is_some());
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while s.get("/leader").unwrap().is_some() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the lease never expired"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(s.keep_alive(lease), Err(StoreError::LeaseExpired(lease)));
+        let put = s.commit(&Txn::new().put_leased("/other", "x", lease));
+        assert_eq!(put, Err(StoreError::LeaseExpired(lease)));
+        // Now another holder can take the key.
+        let next = s.grant(Duration::from_secs(30)).unwrap();
+        s.commit(
+            &Txn::new()
+                .expect("/leader", 0)
+                .put_leased("/leader", "you", next),
+        )
+        .unwrap();
+        s.revoke(next).unwrap();
+        assert_eq!(s.get("/leader").unwrap(), None);
+    }
+}

@@ -1,0 +1,212 @@
+//! The ledger as a pass sees it: one workload's share of a [`Snapshot`].
+//!
+//! - **On the ledger**: copies that a live node's last report shows `running`, owned by this
+//!   workload (same name and uid). A copy that died, or whose assignment was deleted, stays on
+//!   the ledger until a report says otherwise: that is the lag the lesson measures.
+//! - **In flight**: assignments of the workload that exist, sit on a live node, and whose copy
+//!   has neither reached the ledger nor been reported exited.
+//! - **Next copy**: the workload's counter, which only grows.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use setpoint_core::{Batch, CopyId, LedgerView, Name, Time};
+
+use crate::model::{Assignment, Phase, Snapshot, Stored, WorkloadSpec};
+use crate::store::Revision;
+
+/// One workload's ledger, built from a snapshot.
+#[derive(Clone, Debug)]
+pub struct WorkloadView<'s> {
+    now_ms: u64,
+    /// The declaration.
+    pub spec: &'s Stored<WorkloadSpec>,
+    /// Copy numbers on the ledger, each with the incarnation reported running.
+    ledger: BTreeMap<u64, Revision>,
+    /// Copies (number, incarnation) reported exited by a live node.
+    exited: BTreeSet<(u64, Revision)>,
+    /// The oldest observation among the live nodes' last reports, in store milliseconds.
+    reported_before: u64,
+    /// The workload's assignments by copy number, with their keys.
+    assigned: BTreeMap<u64, (&'s str, &'s Stored<Assignment>)>,
+    /// Nodes whose reports are recent enough to believe.
+    live_nodes: BTreeSet<&'s str>,
+    next: u64,
+}
+
+impl<'s> WorkloadView<'s> {
+    /// The view of workload `name`, or `None` if it is not declared. A node that has not
+    /// reported within `node_timeout_ms` is treated as lost: its copies are neither on the
+    /// ledger nor in flight.
+    pub fn new(snapshot: &'s Snapshot, name: &str, node_timeout_ms: u64) -> Option<Self> {
+        let spec = snapshot.workloads.get(name)?;
+        let uid = spec.create_revision;
+        let live_nodes: BTreeSet<&str> = snapshot
+            .reports
+            .keys()
+            .filter(|n| snapshot.node_live(n, node_timeout_ms))
+            .map(String::as_str)
+            .collect();
+        let mut ledger = BTreeMap::new();
+        let mut exited = BTreeSet::new();
+        let mut reported_before = snapshot.now_ms;
+        for node in &live_nodes {
+            let report = &snapshot.reports[*node].value;
+            reported_before = reported_before.min(report.observed_ms);
+            for c in &report.copies {
+                if c.workload != name || c.owner_uid != uid {
+                    continue;
+                }
+                match c.phase {
+                    Phase::Running => {
+                        ledger.insert(c.n, c.incarnation);
+                    }
+                    Phase::Exited => {
+                        exited.insert((c.n, c.incarnation));
+                    }
+                    Phase::Starting => {}
+                }
+            }
+        }
+        let assigned = snapshot
+            .assignments_of(name)
+            .filter(|(_, a)| a.value.owner_uid == uid)
+            .map(|(k, a)| (a.value.n, (k.as_str(), a)))
+            .collect();
+        let next = snapshot.counters.get(name).map_or(0, |c| c.value.next);
+        Some(Self {
+            now_ms: snapshot.now_ms,
+            spec,
+            ledger,
+            exited,
+            reported_before,
+            assigned,
+            live_nodes,
+            next,
+        })
+    }
+
+    /// The workload's uid: the owner link its assignments carry.
+    pub fn uid(&self) -> Revision {
+        self.spec.create_revision
+    }
+
+    /// The copy numbers on the ledger, oldest first: where delete commands go.
+    pub fn ledger_copies(&self) -> impl Iterator<Item = u64> + '_ {
+        self.ledger.keys().copied()
+    }
+
+    /// The copy numbers that have an assignment: every copy commanded to run and not yet
+    /// commanded to stop.
+    pub fn assigned_copies(&self) -> impl Iterator<Item = u64> + '_ {
+        self.assigned.keys().copied()
+    }
+
+    /// The assignment of copy `n` and its key, if it has one.
+    pub fn assignment(&self, n: u64) -> Option<(&'s str, &'s Stored<Assignment>)> {
+        self.assigned.get(&n).copied()
+    }
+
+    /// Assignments whose copy (this incarnation of it) a live node reported exited: their work
+    /// is over.
+    pub fn exited_assignments(
+        &self,
+    ) -> impl Iterator<Item = (&'s str, &'s Stored<Assignment>)> + '_ {
+        self.assigned
+            .iter()
+            .filter(|(&n, (_, a))| self.exited.contains(&(n, a.create_revision)))
+            .map(|(_, &a)| a)
+    }
+
+    /// Whether the ledger shows copy `n` (the counterpart of `LedgerView::shows`).
+    pub fn shows(&self, n: u64) -> bool {
+        self.ledger.contains_key(&n)
+    }
+
+    /// The `k` oldest copies on the ledger, where `k` delete commands go (the counterpart of
+    /// `LedgerView::oldest_on_ledger`).
+    pub fn oldest_on_ledger(&self, k: u64) -> Vec<u64> {
+        self.ledger.keys().take(k as usize).copied().collect()
+    }
+
+    /// Every change observed before this time (store milliseconds) is on the ledger: the
+    /// oldest observation among the live nodes' last reports (the counterpart of
+    /// `LedgerView::reported_before`).
+    pub fn reported_before(&self) -> u64 {
+        self.reported_before
+    }
+
+    /// Whether a copy named `n` exists and has not reached the ledger: a named creation in
+    /// flight (the counterpart of `LedgerView::name_in_flight`).
+    pub fn name_in_flight(&self, n: u64) -> bool {
+        self.assigned
+            .get(&n)
+            .is_some_and(|(_, a)| self.is_in_flight(n, a))
+    }
+
+    fn is_in_flight(&self, n: u64, a: &Stored<Assignment>) -> bool {
+        self.live_nodes.contains(a.value.node.as_str())
+            && self.ledger.get(&n) != Some(&a.create_revision)
+            && !self.exited.contains(&(n, a.create_revision))
+    }
+
+    /// Copies created and not yet on the ledger (all of them, not only one controller's).
+    pub fn pending_creates(&self) -> u64 {
+        self.assigned
+            .iter()
+            .filter(|(&n, (_, a))| self.is_in_flight(n, a))
+            .count() as u64
+    }
+
+    /// Copies on the ledger whose assignment is gone: commanded to stop, stop not yet reported.
+    pub fn pending_deletes(&self) -> u64 {
+        self.ledger
+            .keys()
+            .filter(|n| !self.assigned.contains_key(n))
+            .count() as u64
+    }
+}
+
+impl LedgerView for WorkloadView<'_> {
+    fn now(&self) -> Time {
+        self.now_ms
+    }
+
+    fn on_ledger(&self) -> u64 {
+        self.ledger.len() as u64
+    }
+
+    fn in_flight(&self, batch: Batch) -> u64 {
+        self.assigned
+            .range(batch.first.0..batch.end())
+            .filter(|(&n, (_, a))| self.is_in_flight(n, a))
+            .count() as u64
+    }
+
+    fn next_copy(&self) -> CopyId {
+        CopyId(self.next)
+    }
+
+    fn shows(&self, copy: CopyId) -> bool {
+        WorkloadView::shows(self, copy.0)
+    }
+
+    fn oldest_on_ledger(&self, n: u64) -> Vec<CopyId> {
+        WorkloadView::oldest_on_ledger(self, n)
+            .into_iter()
+            .map(CopyId)
+            .collect()
+    }
+
+    fn reported_before(&self) -> Time {
+        self.reported_before
+    }
+
+    /// A copy's number is its name: `named` wants copies `0 … n − 1` of the workload.
+    fn names_on_ledger(&self) -> Vec<Name> {
+        self.ledger.keys().map(|&n| Name(n)).collect()
+    }
+
+    fn name_in_flight(&self, name: Name) -> bool {
+        WorkloadView::name_in_flight(self, name.0)
+    }
+}

@@ -1,0 +1,640 @@
+//! Scenarios beyond the lesson's world, and the entry point that runs them.
+//!
+//! A [`LabScenario`] has one or many workloads, any controller with its settings, a report-delay
+//! model and a timeline of [`Event`]s. [`run`] simulates it: with the lesson's fast engine
+//! ([`crate::simulate`]) when the scenario is one the lesson's world can express, and with the
+//! general engine ([`crate::world`]) otherwise. Both give the same metrics where both apply, which
+//! a property test checks.
+
+use serde::Serialize;
+use setpoint_core::{ControllerKind, ExpectationsConfig, Time};
+use thiserror::Error;
+
+use crate::delay::{DelayModel, Stage, MAX_DELAY_MS, MAX_STAGES};
+use crate::engine::simulate;
+use crate::metrics::Metrics;
+use crate::scenario::{
+    Death, Limit, Scenario, ScenarioError, ScenarioSpec, MAX_COPIES, MAX_DEATH_ENTRIES, MAX_SECONDS,
+};
+
+/// Something wrong with a lab scenario, or a run that outgrew the general engine.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum LabError {
+    /// A setting outside its range or otherwise malformed; the message says which and what it
+    /// accepts.
+    #[error(transparent)]
+    Setting(#[from] ScenarioError),
+    /// The scenario declares no workload. Add at least one `[[workload]]`.
+    #[error("the scenario has no workload: declare at least one [[workload]]")]
+    NoWorkload,
+    /// A workload name that is empty, too long, or has characters other than letters, digits,
+    /// `-` and `_`. Rename it.
+    #[error("workload name '{0}' is not accepted: use 1 to 64 letters, digits, '-' or '_'")]
+    BadWorkloadName(String),
+    /// Two workloads with one name. Rename one of them.
+    #[error("workload name '{0}' is declared twice")]
+    DuplicateWorkload(String),
+    /// An event names a workload the scenario does not declare. Fix the name, or leave it out to
+    /// strike every workload.
+    #[error("event at second {at} names workload '{name}', which is not declared")]
+    UnknownWorkload {
+        /// The event's time.
+        at: Time,
+        /// The name as given.
+        name: String,
+    },
+    /// A setting of one controller given for another. Drop it, or pick the controller it
+    /// belongs to.
+    #[error("{setting} applies only to controller 'expectations', not '{controller}'")]
+    DoesNotApply {
+        /// The setting, as given (such as `--ttl`).
+        setting: String,
+        /// The controller in use.
+        controller: ControllerKind,
+    },
+    /// A delay model that cannot be drawn from. The message says what is wrong.
+    #[error("delay model: {0}")]
+    BadDelay(String),
+    /// A fraction of copies outside 0 to 1, or finer than a millionth.
+    #[error("death fraction {0} is out of range: accepted 0 to 1, in steps of 0.000001")]
+    BadFraction(String),
+    /// An event list longer than [`MAX_DEATH_ENTRIES`].
+    #[error("{0} events are too many: accepted at most {MAX_DEATH_ENTRIES}")]
+    TooManyEvents(usize),
+    /// The run created more copies than the general engine keeps records of. Shorten the run,
+    /// lengthen the loop period, or lower the desired counts.
+    #[error("the run created more than {0} copies, the most the general engine keeps one record each of; shorten the run, lengthen the period or lower desired")]
+    TooManyCopies(u64),
+    /// A scenario file that could not be read or parsed; `line` and `key` say where.
+    #[error("{path}:{line}: {key}: {message}")]
+    File {
+        /// The file as named on the command line.
+        path: String,
+        /// The line of the problem, from 1.
+        line: usize,
+        /// The key (or table) at fault, such as `event[2].count`.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A scenario file that could not be read at all.
+    #[error("{path}: {message}")]
+    Unreadable {
+        /// The file as named on the command line.
+        path: String,
+        /// The operating system's reason.
+        message: String,
+    },
+}
+
+/// One workload: a set of interchangeable copies with its own desired count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Workload {
+    /// Its name: letters, digits, `-` and `_`. Named copies are called `{name}-{k}`.
+    pub name: String,
+    /// Declared copies at second 0.
+    pub desired: u64,
+    /// Startup time B, in seconds: a copy created at t is running at t + B.
+    pub startup: Time,
+}
+
+/// How many copies a death event kills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Toll {
+    /// This many of the oldest live copies (fewer if fewer are live).
+    Count(u64),
+    /// This share of the copies live at that second, in millionths, rounded down.
+    PartsPerMillion(u64),
+}
+
+/// One scripted event of the timeline. `docs/model.md` defines each precisely.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Copies die: the oldest live copies, as many as the toll says.
+    Deaths(Toll),
+    /// The desired count changes.
+    Scale {
+        /// The new desired count.
+        desired: u64,
+    },
+    /// No report reaches the ledger for `seconds`; the reports due meanwhile all arrive when the
+    /// outage ends.
+    Outage {
+        /// How long the outage lasts, in seconds.
+        seconds: Time,
+    },
+    /// The controller restarts and loses its memory.
+    Restart,
+    /// For `seconds`, every pass reads the ledger as it stood just before the window opened.
+    Stale {
+        /// How long the window lasts, in seconds.
+        seconds: Time,
+    },
+    /// The next `count` delete commands the controller sends are lost in transit: they count as
+    /// commands and reach no copy.
+    LoseDeletes {
+        /// How many commands are lost.
+        count: u64,
+    },
+}
+
+impl Event {
+    /// The event's name in scenario files and outputs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::Deaths(_) => "deaths",
+            Event::Scale { .. } => "scale",
+            Event::Outage { .. } => "outage",
+            Event::Restart => "restart",
+            Event::Stale { .. } => "stale",
+            Event::LoseDeletes { .. } => "lose-delete",
+        }
+    }
+}
+
+/// An event at a second, for one workload or for all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimedEvent {
+    /// The second at which it happens.
+    pub at: Time,
+    /// The workload it strikes, by name; `None` strikes every workload.
+    pub workload: Option<String>,
+    /// What happens.
+    pub event: Event,
+}
+
+/// The controller of every workload, with its settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControllerSpec {
+    /// Which controller runs the passes.
+    pub kind: ControllerKind,
+    /// Settings of `expectations` (ignored by the others).
+    pub expectations: ExpectationsConfig,
+}
+
+impl ControllerSpec {
+    /// The controller of the given kind with default settings.
+    pub fn new(kind: ControllerKind) -> Self {
+        ControllerSpec {
+            kind,
+            expectations: ExpectationsConfig::default(),
+        }
+    }
+
+    /// A fresh controller with these settings.
+    pub fn build(&self) -> setpoint_core::Controller {
+        match self.kind {
+            ControllerKind::Expectations => setpoint_core::Controller::Expectations(
+                setpoint_core::Expectations::new(self.expectations),
+            ),
+            kind => setpoint_core::Controller::new(kind),
+        }
+    }
+}
+
+/// The raw settings of a lab run, before validation. The defaults are the lesson's run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabSpec {
+    /// Loop period U, in seconds. Default 15.
+    pub period: Time,
+    /// The last second of the run; seconds 0 to `duration` are simulated. Default 900.
+    pub duration: Time,
+    /// The report-delay model. Default fixed 0 s.
+    pub delay: DelayModel,
+    /// The controller and its settings. Default `ledger`.
+    pub controller: ControllerSpec,
+    /// The workloads, in output order. Default one, `collector`, 6 copies, 5 s startup.
+    pub workloads: Vec<Workload>,
+    /// The timeline, in any order; events of one second happen in the order given. Default:
+    /// 2 deaths at second 300.
+    pub events: Vec<TimedEvent>,
+    /// Whether a creation under a name that already exists is a no-op where copies run (the
+    /// world rule that `named` relies on). Default true.
+    ///
+    /// ## Warning
+    /// Turning it off shows what `named` would do without the rule: a restart inside the blind
+    /// window then runs two copies under one name.
+    pub unique_names: bool,
+    /// The seed of the world's random number generator. Default 1.
+    pub seed: u64,
+}
+
+impl Default for LabSpec {
+    fn default() -> Self {
+        LabSpec {
+            period: 15,
+            duration: 900,
+            delay: DelayModel::Fixed(0),
+            controller: ControllerSpec::new(ControllerKind::Ledger),
+            workloads: vec![Workload {
+                name: "collector".into(),
+                desired: 6,
+                startup: 5,
+            }],
+            events: vec![TimedEvent {
+                at: 300,
+                workload: None,
+                event: Event::Deaths(Toll::Count(2)),
+            }],
+            unique_names: true,
+            seed: 1,
+        }
+    }
+}
+
+/// The most workloads one scenario may declare.
+pub const MAX_WORKLOADS: usize = 1000;
+
+/// The most copies one run of the general engine may create, over all workloads. It keeps one
+/// record per copy, about 100 bytes each.
+pub const MAX_LAB_COPIES: u64 = 5_000_000;
+
+/// Accepted `ttl` of `expectations`, in seconds.
+pub const TTL: Limit = Limit {
+    field: "ttl",
+    min: 0,
+    max: MAX_SECONDS,
+    unit: "seconds",
+};
+/// Accepted `burst` of `expectations`, in copies per pass.
+pub const BURST: Limit = Limit {
+    field: "burst",
+    min: 1,
+    max: MAX_COPIES,
+    unit: "copies",
+};
+/// Accepted event times.
+pub const EVENT_AT: Limit = Limit {
+    field: "at",
+    min: 0,
+    max: MAX_SECONDS,
+    unit: "seconds",
+};
+/// Accepted lengths of outages and stale windows.
+pub const WINDOW: Limit = Limit {
+    field: "seconds",
+    min: 0,
+    max: MAX_SECONDS,
+    unit: "seconds",
+};
+/// Accepted counts in events (deaths, lost delete commands).
+pub const EVENT_COUNT: Limit = Limit {
+    field: "count",
+    min: 0,
+    max: MAX_COPIES,
+    unit: "copies",
+};
+
+/// A validated lab scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabScenario {
+    spec: LabSpec,
+}
+
+impl LabScenario {
+    /// Validates `spec`: every number inside its limit, workload names unique and well formed,
+    /// events naming declared workloads, and a delay model that can be drawn from. Events are
+    /// sorted by time, keeping the given order within a second.
+    pub fn new(mut spec: LabSpec) -> Result<Self, LabError> {
+        Limit::PERIOD.check(spec.period)?;
+        Limit::DURATION.check(spec.duration)?;
+        check_delay(&spec.delay)?;
+        TTL.check(spec.controller.expectations.ttl)?;
+        BURST.check(spec.controller.expectations.burst)?;
+        if spec.workloads.is_empty() {
+            return Err(LabError::NoWorkload);
+        }
+        if spec.workloads.len() > MAX_WORKLOADS {
+            return Err(ScenarioError::OutOfRange {
+                field: "workloads",
+                value: spec.workloads.len().to_string(),
+                min: 1,
+                max: MAX_WORKLOADS as u64,
+                unit: "workloads",
+            }
+            .into());
+        }
+        for (i, w) in spec.workloads.iter().enumerate() {
+            check_workload_name(&w.name)?;
+            if spec.workloads[..i].iter().any(|o| o.name == w.name) {
+                return Err(LabError::DuplicateWorkload(w.name.clone()));
+            }
+            Limit::DESIRED.check(w.desired)?;
+            Limit::STARTUP.check(w.startup)?;
+        }
+        if spec.events.len() > MAX_DEATH_ENTRIES {
+            return Err(LabError::TooManyEvents(spec.events.len()));
+        }
+        for e in &spec.events {
+            EVENT_AT.check(e.at)?;
+            if let Some(name) = &e.workload {
+                if !spec.workloads.iter().any(|w| &w.name == name) {
+                    return Err(LabError::UnknownWorkload {
+                        at: e.at,
+                        name: name.clone(),
+                    });
+                }
+            }
+            match e.event {
+                Event::Deaths(Toll::Count(n)) | Event::LoseDeletes { count: n } => {
+                    EVENT_COUNT.check(n)?;
+                }
+                Event::Deaths(Toll::PartsPerMillion(ppm)) => {
+                    if ppm > 1_000_000 {
+                        return Err(LabError::BadFraction(format!("{}", ppm as f64 / 1e6)));
+                    }
+                }
+                Event::Scale { desired } => {
+                    Limit::DESIRED.check(desired)?;
+                }
+                Event::Outage { seconds } | Event::Stale { seconds } => {
+                    WINDOW.check(seconds)?;
+                }
+                Event::Restart => {}
+            }
+        }
+        spec.events.sort_by_key(|e| e.at);
+        Ok(LabScenario { spec })
+    }
+
+    /// The lesson's scenario, as a lab scenario.
+    pub fn from_lesson(scenario: &Scenario) -> Self {
+        let s = scenario.spec();
+        LabScenario::new(LabSpec {
+            period: s.period,
+            duration: s.duration,
+            delay: DelayModel::fixed_seconds(s.delay),
+            controller: ControllerSpec::new(s.controller),
+            workloads: vec![Workload {
+                name: "collector".into(),
+                desired: s.desired,
+                startup: s.startup,
+            }],
+            events: s
+                .deaths
+                .iter()
+                .map(|d| TimedEvent {
+                    at: d.at,
+                    workload: None,
+                    event: Event::Deaths(Toll::Count(d.count)),
+                })
+                .collect(),
+            unique_names: true,
+            seed: 1,
+        })
+        .expect("a valid lesson scenario is a valid lab scenario")
+    }
+
+    /// The validated settings.
+    pub fn spec(&self) -> &LabSpec {
+        &self.spec
+    }
+
+    /// The same scenario as the lesson's [`Scenario`], when the lesson's world can express it:
+    /// one workload, `ledger` or `intent`, a fixed delay of whole seconds and no event but
+    /// deaths by count. Those are the scenarios the fast engine runs.
+    pub fn as_lesson(&self) -> Option<Scenario> {
+        let s = &self.spec;
+        let [w] = s.workloads.as_slice() else {
+            return None;
+        };
+        let delay = s.delay.fixed_whole_seconds()?;
+        let deaths = s
+            .events
+            .iter()
+            .map(|e| match e.event {
+                Event::Deaths(Toll::Count(count)) => Some(Death { at: e.at, count }),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Scenario::new(ScenarioSpec {
+            desired: w.desired,
+            period: s.period,
+            delay,
+            startup: w.startup,
+            duration: s.duration,
+            deaths,
+            controller: s.controller.kind,
+        })
+        .ok()
+    }
+
+    /// The number of rounds the run holds: one at every multiple of the period in
+    /// `0..=duration`.
+    pub fn rounds(&self) -> u64 {
+        self.spec.duration / self.spec.period + 1
+    }
+}
+
+pub(crate) fn check_workload_name(name: &str) -> Result<(), LabError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(LabError::BadWorkloadName(name.to_owned()))
+    }
+}
+
+fn check_delay(delay: &DelayModel) -> Result<(), LabError> {
+    let bad = |s: String| Err(LabError::BadDelay(s));
+    let range = |what: &str, min: u64, max: u64| {
+        if min > max {
+            bad(format!("{what}: min {min} ms is above max {max} ms"))
+        } else if max > MAX_DELAY_MS {
+            bad(format!(
+                "{what}: max {max} ms is above the accepted {MAX_DELAY_MS} ms"
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    match delay {
+        DelayModel::Fixed(d) => range("fixed", *d, *d),
+        DelayModel::Uniform { min, max } => range("uniform", *min, *max),
+        DelayModel::Chain(stages) => {
+            if stages.is_empty() || stages.len() > MAX_STAGES {
+                return bad(format!(
+                    "a chain has {} stages: accepted 1 to {MAX_STAGES}",
+                    stages.len()
+                ));
+            }
+            for Stage { name, min, max } in stages {
+                range(&format!("stage '{name}'"), *min, *max)?;
+            }
+            if delay.max_ms() > MAX_DELAY_MS {
+                return bad(format!(
+                    "the chain's worst case {} ms is above the accepted {MAX_DELAY_MS} ms",
+                    delay.max_ms()
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// What one workload measured in one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkloadMetrics {
+    /// The workload's name.
+    pub workload: String,
+    /// The lesson's metrics, plus peak live and copy-seconds above desired. With desired
+    /// changes, `unneeded` is `created − (initial desired + every increase of desired + died)`.
+    #[serde(flatten)]
+    pub metrics: Metrics,
+    /// Times a copy started running while another copy of the same name was running: duplicate
+    /// identities. Always 0 for unnamed copies.
+    pub duplicate_names: u64,
+    /// Creations under a name that already existed, which the world absorbed as no-ops. They
+    /// count as work.
+    pub absorbed_creates: u64,
+    /// Delete commands lost in transit (counted in `delete_commands` too).
+    pub lost_deletes: u64,
+}
+
+/// The result of one lab run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LabOutcome {
+    /// The seed of the run, when the run drew random numbers; `None` when it drew none.
+    pub seed: Option<u64>,
+    /// Which engine ran it: `fast` (the lesson's) or `general`.
+    pub engine: &'static str,
+    /// One entry per workload, in the scenario's order.
+    pub workloads: Vec<WorkloadMetrics>,
+}
+
+/// Runs `scenario` with `seed`: on the fast engine when [`LabScenario::as_lesson`] says the
+/// lesson's world can express it, on the general engine otherwise. The same scenario and seed
+/// always give the same outcome.
+pub fn run(scenario: &LabScenario, seed: u64) -> Result<LabOutcome, LabError> {
+    match scenario.as_lesson() {
+        Some(lesson) => {
+            let metrics = simulate(&lesson);
+            Ok(LabOutcome {
+                seed: None,
+                engine: "fast",
+                workloads: vec![WorkloadMetrics {
+                    workload: scenario.spec.workloads[0].name.clone(),
+                    metrics,
+                    duplicate_names: 0,
+                    absorbed_creates: 0,
+                    lost_deletes: 0,
+                }],
+            })
+        }
+        None => crate::world::run_general(scenario, seed),
+    }
+}
+
+/// [`run`], handing `observer` one [`TraceRow`] per workload (by index) per second: from the
+/// fast engine when the lesson's world can express the scenario, from the general one otherwise.
+pub fn run_traced(
+    scenario: &LabScenario,
+    seed: u64,
+    observer: &mut dyn FnMut(usize, &crate::TraceRow),
+) -> Result<LabOutcome, LabError> {
+    match scenario.as_lesson() {
+        Some(lesson) => {
+            let metrics = crate::simulate_traced(&lesson, &mut |r| observer(0, r));
+            Ok(LabOutcome {
+                seed: None,
+                engine: "fast",
+                workloads: vec![WorkloadMetrics {
+                    workload: scenario.spec.workloads[0].name.clone(),
+                    metrics,
+                    duplicate_names: 0,
+                    absorbed_creates: 0,
+                    lost_deletes: 0,
+                }],
+            })
+        }
+        None => crate::world::run_general_traced(scenario, seed, observer),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_lab_spec_is_the_lessons_run_on_the_fast_engine() {
+        let s = LabScenario::new(LabSpec::default()).unwrap();
+        let lesson = s.as_lesson().unwrap();
+        assert_eq!(lesson, Scenario::lesson(0, ControllerKind::Ledger));
+        assert_eq!(run(&s, 1).unwrap().engine, "fast");
+    }
+
+    #[test]
+    fn random_delays_new_controllers_and_other_events_need_the_general_engine() {
+        let general = |spec: LabSpec| LabScenario::new(spec).unwrap().as_lesson().is_none();
+        assert!(general(LabSpec {
+            delay: DelayModel::lesson_chain(),
+            ..LabSpec::default()
+        }));
+        assert!(general(LabSpec {
+            controller: ControllerSpec::new(ControllerKind::Named),
+            ..LabSpec::default()
+        }));
+        assert!(general(LabSpec {
+            events: vec![TimedEvent {
+                at: 10,
+                workload: None,
+                event: Event::Restart
+            }],
+            ..LabSpec::default()
+        }));
+        assert!(general(LabSpec {
+            delay: DelayModel::Fixed(1500),
+            ..LabSpec::default()
+        }));
+    }
+
+    #[test]
+    fn events_naming_unknown_workloads_are_refused() {
+        let err = LabScenario::new(LabSpec {
+            events: vec![TimedEvent {
+                at: 10,
+                workload: Some("db".into()),
+                event: Event::Restart,
+            }],
+            ..LabSpec::default()
+        })
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "event at second 10 names workload 'db', which is not declared"
+        );
+    }
+
+    #[test]
+    fn workload_names_must_be_unique_and_plain() {
+        let mut spec = LabSpec::default();
+        spec.workloads.push(spec.workloads[0].clone());
+        assert_eq!(
+            LabScenario::new(spec).unwrap_err(),
+            LabError::DuplicateWorkload("collector".into())
+        );
+        let mut spec = LabSpec::default();
+        spec.workloads[0].name = "a b".into();
+        assert!(matches!(
+            LabScenario::new(spec),
+            Err(LabError::BadWorkloadName(_))
+        ));
+    }
+
+    #[test]
+    fn a_uniform_delay_with_min_above_max_is_refused() {
+        let err = LabScenario::new(LabSpec {
+            delay: DelayModel::Uniform {
+                min: 5000,
+                max: 1000,
+            },
+            ..LabSpec::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("min 5000 ms is above max 1000 ms"));
+    }
+}

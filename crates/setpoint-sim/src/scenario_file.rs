@@ -1,0 +1,718 @@
+//! Scenario files: a [`LabSpec`] written in TOML.
+//!
+//! ```toml
+//! description = "The lesson's run"   # free text, ignored
+//! period = 15                        # loop period U, seconds (default 15)
+//! duration = 900                     # last second of the run (default 900)
+//! seed = 1                           # seed of the world's generator (default 1)
+//! unique_names = true                # named creations of an existing name are no-ops (default)
+//!
+//! [controller]                       # default: kind = "ledger"
+//! kind = "expectations"              # ledger | intent | expectations | named | gated
+//! ttl = 300                          # expectations only: seconds (default 300)
+//! burst = 500                        # expectations only: copies per pass (default 500)
+//!
+//! [delay]                            # default: model = "fixed", seconds = 0
+//! model = "uniform"                  # fixed (seconds) | uniform (min, max) | chain (stages)
+//! min = 5                            #   | lesson-chain (no settings)
+//! max = 30                           # seconds, to the millisecond
+//!
+//! [[workload]]                       # one or more
+//! name = "collector"
+//! desired = 6
+//! startup = 5                        # seconds (default 5)
+//!
+//! [[event]]                          # any number; `workload` omitted strikes every workload
+//! at = 300
+//! kind = "deaths"                    # deaths (count or fraction) | scale (desired)
+//! count = 2                          #   | outage (seconds) | restart | stale (seconds)
+//!                                    #   | lose-delete (count, default 1)
+//! ```
+//!
+//! Every error names the file, the line and the key, on one line: an unknown key, a value of the
+//! wrong type, a value out of range, or a setting that does not apply (such as `ttl` for the
+//! `ledger` controller).
+
+use std::ops::Range;
+use std::path::Path;
+
+use serde::Deserialize;
+use setpoint_core::{ControllerKind, ExpectationsConfig};
+use toml::{Spanned, Value};
+
+use crate::delay::{DelayModel, Millis, Stage, MAX_DELAY_MS};
+use crate::lab::{
+    ControllerSpec, Event, LabError, LabSpec, TimedEvent, Toll, Workload, BURST, EVENT_AT,
+    EVENT_COUNT, TTL, WINDOW,
+};
+use crate::scenario::{Limit, MAX_SECONDS};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[allow(dead_code)]
+    description: Option<String>,
+    period: Option<Spanned<i64>>,
+    duration: Option<Spanned<i64>>,
+    seed: Option<Spanned<i64>>,
+    unique_names: Option<bool>,
+    controller: Option<RawController>,
+    delay: Option<RawDelay>,
+    #[serde(default)]
+    workload: Vec<RawWorkload>,
+    #[serde(default)]
+    event: Vec<RawEvent>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawController {
+    kind: Spanned<String>,
+    ttl: Option<Spanned<i64>>,
+    burst: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDelay {
+    model: Spanned<String>,
+    seconds: Option<Spanned<Value>>,
+    min: Option<Spanned<Value>>,
+    max: Option<Spanned<Value>>,
+    stages: Option<Spanned<Vec<RawStage>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStage {
+    name: Spanned<String>,
+    min: Spanned<Value>,
+    max: Spanned<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkload {
+    name: Spanned<String>,
+    desired: Spanned<i64>,
+    startup: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEvent {
+    at: Spanned<i64>,
+    kind: Spanned<String>,
+    workload: Option<Spanned<String>>,
+    count: Option<Spanned<i64>>,
+    fraction: Option<Spanned<Value>>,
+    desired: Option<Spanned<i64>>,
+    seconds: Option<Spanned<i64>>,
+}
+
+/// Reads and parses the scenario file at `path`.
+pub fn load(path: &Path) -> Result<LabSpec, LabError> {
+    let label = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| LabError::Unreadable {
+        path: label.clone(),
+        message: e.to_string(),
+    })?;
+    parse(&label, &text)
+}
+
+/// Parses the text of a scenario file; `label` names it in errors.
+pub fn parse(label: &str, text: &str) -> Result<LabSpec, LabError> {
+    let file = Located { label, text };
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let message = e
+            .message()
+            .trim_end()
+            .replace('\n', "; ")
+            .replace("expected i64", "expected a whole number");
+        match e.span() {
+            Some(span) => file.error_at(span, None, message),
+            None => LabError::File {
+                path: label.to_owned(),
+                line: 1,
+                key: "(file)".into(),
+                message,
+            },
+        }
+    })?;
+    file.convert(raw)
+}
+
+/// The file being converted, for errors.
+struct Located<'a> {
+    label: &'a str,
+    text: &'a str,
+}
+
+impl Located<'_> {
+    /// An error at byte range `span`; `key` is the key path when known, otherwise it is read
+    /// from the file around the span.
+    fn error_at(&self, span: Range<usize>, key: Option<&str>, message: String) -> LabError {
+        let (line, found) = locate(self.text, span.start);
+        LabError::File {
+            path: self.label.to_owned(),
+            line,
+            key: key.map_or(found, str::to_owned),
+            message,
+        }
+    }
+
+    fn error<T>(&self, value: &Spanned<T>, key: &str, message: impl Into<String>) -> LabError {
+        self.error_at(value.span(), Some(key), message.into())
+    }
+
+    /// A whole number inside `limit`.
+    fn limited(&self, value: &Spanned<i64>, key: &str, limit: Limit) -> Result<u64, LabError> {
+        let v = *value.get_ref();
+        u64::try_from(v)
+            .ok()
+            .and_then(|v| limit.check(v).ok())
+            .ok_or_else(|| {
+                self.error(
+                    value,
+                    key,
+                    format!(
+                        "{v} is out of range: accepted {} to {} {}",
+                        limit.min, limit.max, limit.unit
+                    ),
+                )
+            })
+    }
+
+    /// Seconds, whole or with up to three decimals, as milliseconds.
+    fn millis(&self, value: &Spanned<Value>, key: &str) -> Result<Millis, LabError> {
+        let range = format!("accepted 0 to {MAX_SECONDS} seconds, to the millisecond");
+        let ms = match value.get_ref() {
+            Value::Integer(i) => i.checked_mul(1000),
+            Value::Float(f) if f.is_finite() => {
+                let ms = (f * 1000.0).round();
+                if (f * 1000.0 - ms).abs() > 1e-6 {
+                    return Err(self.error(
+                        value,
+                        key,
+                        format!("{f} is finer than a millisecond: {range}"),
+                    ));
+                }
+                (ms.abs() < 9.0e18).then_some(ms as i64)
+            }
+            other => {
+                return Err(self.error(
+                    value,
+                    key,
+                    format!("expected a number of seconds, found {}", other.type_str()),
+                ))
+            }
+        };
+        ms.and_then(|ms| u64::try_from(ms).ok())
+            .filter(|&ms| ms <= MAX_DELAY_MS)
+            .ok_or_else(|| {
+                self.error(
+                    value,
+                    key,
+                    format!("{} is out of range: {range}", value.get_ref()),
+                )
+            })
+    }
+
+    fn convert(&self, raw: RawFile) -> Result<LabSpec, LabError> {
+        let mut spec = LabSpec {
+            events: Vec::new(),
+            workloads: Vec::new(),
+            ..LabSpec::default()
+        };
+        if let Some(v) = &raw.period {
+            spec.period = self.limited(v, "period", Limit::PERIOD)?;
+        }
+        if let Some(v) = &raw.duration {
+            spec.duration = self.limited(v, "duration", Limit::DURATION)?;
+        }
+        if let Some(v) = &raw.seed {
+            let seed = *v.get_ref();
+            spec.seed = u64::try_from(seed).map_err(|_| {
+                self.error(
+                    v,
+                    "seed",
+                    format!("{seed} is out of range: accepted 0 to {}", i64::MAX),
+                )
+            })?;
+        }
+        if let Some(u) = raw.unique_names {
+            spec.unique_names = u;
+        }
+        if let Some(c) = &raw.controller {
+            spec.controller = self.controller(c)?;
+        }
+        if let Some(d) = &raw.delay {
+            spec.delay = self.delay(d)?;
+        }
+        if raw.workload.is_empty() {
+            return Err(LabError::File {
+                path: self.label.to_owned(),
+                line: 1,
+                key: "workload".into(),
+                message: "the scenario has no workload: declare at least one [[workload]]".into(),
+            });
+        }
+        for (i, w) in raw.workload.iter().enumerate() {
+            let key = |k: &str| format!("workload[{}].{k}", i + 1);
+            let name = w.name.get_ref().clone();
+            if let Err(e) = crate::lab::check_workload_name(&name) {
+                return Err(self.error(&w.name, &key("name"), e.to_string()));
+            }
+            if spec.workloads.iter().any(|o: &Workload| o.name == name) {
+                return Err(self.error(
+                    &w.name,
+                    &key("name"),
+                    format!("workload name '{name}' is declared twice"),
+                ));
+            }
+            let desired = self.limited(&w.desired, &key("desired"), Limit::DESIRED)?;
+            let startup = match &w.startup {
+                Some(v) => self.limited(v, &key("startup"), Limit::STARTUP)?,
+                None => 5,
+            };
+            spec.workloads.push(Workload {
+                name,
+                desired,
+                startup,
+            });
+        }
+        for (i, e) in raw.event.iter().enumerate() {
+            let event = self.event(e, i + 1, &spec.workloads)?;
+            spec.events.push(event);
+        }
+        Ok(spec)
+    }
+
+    fn controller(&self, c: &RawController) -> Result<ControllerSpec, LabError> {
+        let kind: ControllerKind =
+            c.kind
+                .get_ref()
+                .parse()
+                .map_err(|e: setpoint_core::UnknownController| {
+                    self.error(&c.kind, "controller.kind", e.to_string())
+                })?;
+        let mut config = ExpectationsConfig::default();
+        for (value, key, limit, slot) in [
+            (&c.ttl, "controller.ttl", TTL, &mut config.ttl),
+            (&c.burst, "controller.burst", BURST, &mut config.burst),
+        ] {
+            if let Some(v) = value {
+                if kind != ControllerKind::Expectations {
+                    return Err(self.error(
+                        v,
+                        key,
+                        format!("applies only to controller 'expectations', not '{kind}'"),
+                    ));
+                }
+                *slot = self.limited(v, key, limit)?;
+            }
+        }
+        Ok(ControllerSpec {
+            kind,
+            expectations: config,
+        })
+    }
+
+    fn delay(&self, d: &RawDelay) -> Result<DelayModel, LabError> {
+        let model = d.model.get_ref().as_str();
+        let allowed: &[&str] = match model {
+            "fixed" => &["seconds"],
+            "uniform" => &["min", "max"],
+            "chain" => &["stages"],
+            "lesson-chain" => &[],
+            other => {
+                return Err(self.error(
+                    &d.model,
+                    "delay.model",
+                    format!(
+                        "unknown delay model '{other}': accepted are fixed, uniform, chain, lesson-chain"
+                    ),
+                ))
+            }
+        };
+        let present = [
+            ("seconds", d.seconds.as_ref().map(Spanned::span)),
+            ("min", d.min.as_ref().map(Spanned::span)),
+            ("max", d.max.as_ref().map(Spanned::span)),
+            ("stages", d.stages.as_ref().map(Spanned::span)),
+        ];
+        for (key, span) in present {
+            match span {
+                Some(span) if !allowed.contains(&key) => {
+                    return Err(self.error_at(
+                        span,
+                        Some(&format!("delay.{key}")),
+                        format!("does not apply to delay model '{model}'"),
+                    ))
+                }
+                None if allowed.contains(&key) => {
+                    return Err(self.error(
+                        &d.model,
+                        &format!("delay.{key}"),
+                        format!("delay model '{model}' needs '{key}'"),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(match model {
+            "fixed" => DelayModel::Fixed(
+                self.millis(d.seconds.as_ref().expect("checked"), "delay.seconds")?,
+            ),
+            "uniform" => {
+                let (min, max) = (
+                    d.min.as_ref().expect("checked"),
+                    d.max.as_ref().expect("checked"),
+                );
+                let (lo, hi) = (
+                    self.millis(min, "delay.min")?,
+                    self.millis(max, "delay.max")?,
+                );
+                if lo > hi {
+                    return Err(self.error(
+                        max,
+                        "delay.max",
+                        format!("max is below min ({} s)", crate::delay::seconds(lo)),
+                    ));
+                }
+                DelayModel::Uniform { min: lo, max: hi }
+            }
+            "chain" => {
+                let stages = d.stages.as_ref().expect("checked");
+                if stages.get_ref().is_empty() || stages.get_ref().len() > crate::delay::MAX_STAGES
+                {
+                    return Err(self.error(
+                        stages,
+                        "delay.stages",
+                        format!("accepted 1 to {} stages", crate::delay::MAX_STAGES),
+                    ));
+                }
+                let mut out = Vec::new();
+                for (i, s) in stages.get_ref().iter().enumerate() {
+                    let key = |k: &str| format!("delay.stages[{}].{k}", i + 1);
+                    let (lo, hi) = (
+                        self.millis(&s.min, &key("min"))?,
+                        self.millis(&s.max, &key("max"))?,
+                    );
+                    if lo > hi {
+                        return Err(self.error(
+                            &s.max,
+                            &key("max"),
+                            format!("max is below min ({} s)", crate::delay::seconds(lo)),
+                        ));
+                    }
+                    out.push(Stage {
+                        name: s.name.get_ref().clone(),
+                        min: lo,
+                        max: hi,
+                    });
+                }
+                let chain = DelayModel::Chain(out);
+                if chain.max_ms() > MAX_DELAY_MS {
+                    return Err(self.error(
+                        stages,
+                        "delay.stages",
+                        format!("the chain's worst case is above {MAX_SECONDS} seconds"),
+                    ));
+                }
+                chain
+            }
+            _ => DelayModel::lesson_chain(),
+        })
+    }
+
+    fn event(
+        &self,
+        e: &RawEvent,
+        n: usize,
+        workloads: &[Workload],
+    ) -> Result<TimedEvent, LabError> {
+        let key = |k: &str| format!("event[{n}].{k}");
+        let at = self.limited(&e.at, &key("at"), EVENT_AT)?;
+        let kind = e.kind.get_ref().as_str();
+        let allowed: &[&str] = match kind {
+            "deaths" => &["count", "fraction"],
+            "scale" => &["desired"],
+            "outage" | "stale" => &["seconds"],
+            "restart" => &[],
+            "lose-delete" => &["count"],
+            other => {
+                return Err(self.error(
+                    &e.kind,
+                    &key("kind"),
+                    format!("unknown event '{other}': accepted are deaths, scale, outage, restart, stale, lose-delete"),
+                ))
+            }
+        };
+        let present = [
+            ("count", e.count.as_ref().map(Spanned::span)),
+            ("fraction", e.fraction.as_ref().map(Spanned::span)),
+            ("desired", e.desired.as_ref().map(Spanned::span)),
+            ("seconds", e.seconds.as_ref().map(Spanned::span)),
+        ];
+        for (k, span) in &present {
+            if let Some(span) = span {
+                if !allowed.contains(k) {
+                    return Err(self.error_at(
+                        span.clone(),
+                        Some(&key(k)),
+                        format!("does not apply to a '{kind}' event"),
+                    ));
+                }
+            }
+        }
+        let needs = |k: &str| self.error(&e.kind, &key(k), format!("a '{kind}' event needs '{k}'"));
+        let event = match kind {
+            "deaths" => match (&e.count, &e.fraction) {
+                (Some(c), None) => {
+                    Event::Deaths(Toll::Count(self.limited(c, &key("count"), EVENT_COUNT)?))
+                }
+                (None, Some(f)) => {
+                    Event::Deaths(Toll::PartsPerMillion(self.fraction(f, &key("fraction"))?))
+                }
+                (Some(_), Some(f)) => {
+                    return Err(self.error(
+                        f,
+                        &key("fraction"),
+                        "give either count or fraction, not both",
+                    ))
+                }
+                (None, None) => return Err(needs("count")),
+            },
+            "scale" => Event::Scale {
+                desired: self.limited(
+                    e.desired.as_ref().ok_or_else(|| needs("desired"))?,
+                    &key("desired"),
+                    Limit::DESIRED,
+                )?,
+            },
+            "outage" => Event::Outage {
+                seconds: self.limited(
+                    e.seconds.as_ref().ok_or_else(|| needs("seconds"))?,
+                    &key("seconds"),
+                    WINDOW,
+                )?,
+            },
+            "stale" => Event::Stale {
+                seconds: self.limited(
+                    e.seconds.as_ref().ok_or_else(|| needs("seconds"))?,
+                    &key("seconds"),
+                    WINDOW,
+                )?,
+            },
+            "restart" => Event::Restart,
+            _ => Event::LoseDeletes {
+                count: match &e.count {
+                    Some(c) => self.limited(c, &key("count"), EVENT_COUNT)?,
+                    None => 1,
+                },
+            },
+        };
+        let workload = match &e.workload {
+            None => None,
+            Some(w) => {
+                let name = w.get_ref();
+                if !workloads.iter().any(|d| &d.name == name) {
+                    return Err(self.error(
+                        w,
+                        &key("workload"),
+                        format!("workload '{name}' is not declared"),
+                    ));
+                }
+                Some(name.clone())
+            }
+        };
+        Ok(TimedEvent {
+            at,
+            workload,
+            event,
+        })
+    }
+
+    /// A fraction in `0 ..= 1`, as parts per million.
+    fn fraction(&self, value: &Spanned<Value>, key: &str) -> Result<u64, LabError> {
+        let f = match value.get_ref() {
+            Value::Float(f) => *f,
+            Value::Integer(i) => *i as f64,
+            other => {
+                return Err(self.error(
+                    value,
+                    key,
+                    format!("expected a number from 0 to 1, found {}", other.type_str()),
+                ))
+            }
+        };
+        let ppm = (f * 1e6).round();
+        if !(0.0..=1.0).contains(&f) || (f * 1e6 - ppm).abs() > 1e-6 {
+            return Err(self.error(
+                value,
+                key,
+                format!("{f} is out of range: accepted 0 to 1, in steps of 0.000001"),
+            ));
+        }
+        Ok(ppm as u64)
+    }
+}
+
+/// The line (from 1) of byte `offset` in `text`, and the key path written there: the enclosing
+/// table header (`event[2]` for the second `[[event]]`) joined to the key the line assigns.
+fn locate(text: &str, offset: usize) -> (usize, String) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line_no = before.matches('\n').count() + 1;
+    let mut header = String::new();
+    let mut arrays: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut on_header = false;
+    for (i, line) in text.lines().enumerate().take(line_no) {
+        let t = line.trim();
+        if let Some(name) = t.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
+            let name = name.trim().to_owned();
+            let n = arrays.entry(name.clone()).or_insert(0);
+            *n += 1;
+            header = format!("{name}[{n}]");
+            on_header = i + 1 == line_no;
+        } else if let Some(name) = t.strip_prefix('[').and_then(|r| r.split(']').next()) {
+            header = name.trim().to_owned();
+            on_header = i + 1 == line_no;
+        } else {
+            on_header = false;
+        }
+    }
+    let line = text.lines().nth(line_no - 1).unwrap_or("");
+    let assigned = line
+        .split_once('=')
+        .map(|(k, _)| k.trim().trim_matches('"').to_owned())
+        .filter(|k| !k.is_empty() && !k.starts_with('['));
+    let key = match (on_header, assigned) {
+        (true, _) | (false, None) if !header.is_empty() => header,
+        (_, Some(k)) if header.is_empty() => k,
+        (_, Some(k)) => format!("{header}.{k}"),
+        _ => "(file)".to_owned(),
+    };
+    (line_no, key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse("s.toml", text).unwrap_err().to_string()
+    }
+
+    const LESSON: &str = r#"
+period = 15
+duration = 900
+
+[controller]
+kind = "ledger"
+
+[delay]
+model = "fixed"
+seconds = 20
+
+[[workload]]
+name = "collector"
+desired = 6
+startup = 5
+
+[[event]]
+at = 300
+kind = "deaths"
+count = 2
+"#;
+
+    #[test]
+    fn a_lesson_file_parses_into_the_lessons_spec() {
+        let spec = parse("s.toml", LESSON).unwrap();
+        assert_eq!(spec.delay, DelayModel::Fixed(20_000));
+        assert_eq!(spec.workloads[0].desired, 6);
+        assert_eq!(spec.events[0].event, Event::Deaths(Toll::Count(2)));
+    }
+
+    #[test]
+    fn an_unknown_key_is_reported_with_file_line_and_key() {
+        let text = LESSON.replace("count = 2", "cuont = 2");
+        assert!(
+            err(&text).starts_with("s.toml:20: event[1].cuont: unknown field `cuont`"),
+            "{}",
+            err(&text)
+        );
+    }
+
+    #[test]
+    fn a_wrong_type_is_reported_with_file_line_and_key() {
+        let text = LESSON.replace("desired = 6", "desired = \"six\"");
+        let e = err(&text);
+        assert!(
+            e.starts_with("s.toml:14: workload[1].desired: invalid type: string \"six\", expected a whole number"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_impossible_value_is_reported_with_file_line_and_key() {
+        let e = err(&LESSON.replace("period = 15", "period = 0"));
+        assert_eq!(
+            e,
+            "s.toml:2: period: 0 is out of range: accepted 1 to 1000000000 seconds"
+        );
+        let e = err(&LESSON.replace("seconds = 20", "seconds = -1"));
+        assert!(
+            e.starts_with("s.toml:10: delay.seconds: -1 is out of range"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn settings_that_do_not_apply_are_refused() {
+        let e = err(&LESSON.replace("kind = \"ledger\"", "kind = \"ledger\"\nttl = 30"));
+        assert_eq!(
+            e,
+            "s.toml:7: controller.ttl: applies only to controller 'expectations', not 'ledger'"
+        );
+        let e = err(&LESSON.replace("count = 2", "count = 2\nseconds = 4"));
+        assert_eq!(
+            e,
+            "s.toml:21: event[1].seconds: does not apply to a 'deaths' event"
+        );
+    }
+
+    #[test]
+    fn a_missing_key_names_its_table() {
+        let e = err(&LESSON.replace("desired = 6\n", ""));
+        assert!(
+            e.starts_with("s.toml:12: workload[1]: missing field `desired`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn events_must_name_declared_workloads() {
+        let e = err(&LESSON.replace("count = 2", "count = 2\nworkload = \"db\""));
+        assert_eq!(
+            e,
+            "s.toml:21: event[1].workload: workload 'db' is not declared"
+        );
+    }
+
+    #[test]
+    fn delays_take_seconds_to_the_millisecond() {
+        let spec = parse("s.toml", &LESSON.replace("seconds = 20", "seconds = 0.25")).unwrap();
+        assert_eq!(spec.delay, DelayModel::Fixed(250));
+        let e = err(&LESSON.replace("seconds = 20", "seconds = 0.0001"));
+        assert!(e.contains("finer than a millisecond"), "{e}");
+    }
+
+    #[test]
+    fn a_syntax_error_is_one_line_with_its_position() {
+        let e = err("period = \n");
+        assert!(e.starts_with("s.toml:1: period: "), "{e}");
+        assert!(!e.contains('\n'));
+    }
+}

@@ -1,0 +1,1074 @@
+//! The general engine: every controller, several workloads, random per-report delays and the
+//! whole event timeline.
+//!
+//! The lesson's engine ([`crate::engine`]) gets away with a few counters because, with one fixed
+//! delay, copies reach the ledger in creation order. Random delays break that order, so this
+//! engine keeps one record per copy and a time-ordered queue of what happens next: copies that
+//! finish starting, scripted events, and reports that reach the ledger. Its cost is
+//! O((copies + events + acting rounds) · log n); like the lesson's engine it skips every round in
+//! which no pass could decide differently.
+//!
+//! # Order within a second
+//! At second `t`, in this order (`docs/model.md` gives the reasons):
+//! 1. copies whose startup ends at `t` start running;
+//! 2. the scripted events of `t`, in the scenario's order (deaths strike copies running now);
+//! 3. reports due at `t` reach the ledger (including those of step 2 with no delay);
+//! 4. if `t` is a multiple of the period, each workload's pass, in the scenario's order, and
+//!    its actions;
+//! 5. what step 4 set off for `t` itself: copies with no startup start, reports with no delay
+//!    arrive;
+//! 6. the live count of each workload is measured.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use setpoint_core::{
+    Action, Batch, Controller, ControllerKind, CopyId, Desired, LedgerView, Name, Time,
+};
+
+use crate::delay::{whole_seconds, WorldRng};
+use crate::engine::TraceRow;
+use crate::lab::{
+    Event, LabError, LabOutcome, LabScenario, LabSpec, Toll, WorkloadMetrics, MAX_LAB_COPIES,
+};
+use crate::metrics::Metrics;
+
+/// The record of one copy.
+#[derive(Debug, Clone)]
+struct CopyRec {
+    /// Its name, for named workloads.
+    name: Option<Name>,
+    /// Whether it has started running.
+    started: bool,
+    /// Whether it has died or been deleted.
+    dead: bool,
+    /// Whether the report of its end has reached the ledger. A start report that arrives after
+    /// it is dropped: the ledger knows the copy is gone.
+    end_arrived: bool,
+}
+
+/// What happens at a point of the queue.
+#[derive(Debug, Clone, Copy)]
+enum Ev {
+    /// A copy finishes starting.
+    Ready { w: usize, id: u64 },
+    /// A scripted event, by index into the sorted timeline.
+    Scripted(usize),
+    /// A stale-view window of one workload closes.
+    StaleEnd { w: usize },
+    /// A report reaches the ledger. `made` is when it was made.
+    Arrive {
+        w: usize,
+        id: u64,
+        end: bool,
+        made: Time,
+    },
+}
+
+/// Queue classes: the order of kinds within one second.
+const READY: u8 = 0;
+const SCRIPTED: u8 = 1;
+const ARRIVE: u8 = 2;
+
+/// A ledger frozen at the opening of a stale-view window.
+#[derive(Debug, Clone)]
+struct Frozen {
+    shown: BTreeSet<u64>,
+    names: BTreeMap<Name, u64>,
+    reported_before: Time,
+}
+
+/// Running totals of one workload, in the units of [`Metrics`].
+#[derive(Debug, Default, Clone)]
+struct Tally {
+    created: u64,
+    absorbed: u64,
+    commands: u64,
+    lost: u64,
+    deleted: u64,
+    died: u64,
+    required: u64,
+    overshoot: u64,
+    peak_live: u64,
+    copy_seconds_above: u64,
+    last_drift: Option<Time>,
+    duplicates: u64,
+}
+
+/// One workload's part of the world.
+#[derive(Debug)]
+struct Work {
+    desired: u64,
+    startup: Time,
+    copies: Vec<CopyRec>,
+    /// Running copies (started, not dead), by identity: the oldest first.
+    live: BTreeSet<u64>,
+    /// Copies the ledger shows.
+    shown: BTreeSet<u64>,
+    /// How many shown copies carry each name.
+    shown_names: BTreeMap<Name, u64>,
+    /// Existing copies (starting or running) of each name.
+    existing_names: BTreeMap<Name, BTreeSet<u64>>,
+    /// Running copies of each name.
+    live_names: BTreeMap<Name, u64>,
+    frozen: Option<Frozen>,
+    stale_depth: u32,
+    /// Outage windows `[start, end)`, merged and sorted.
+    outages: Vec<(Time, Time)>,
+    /// Delete commands still to be lost.
+    lost_armed: u64,
+    /// Whether the view may have changed since the last pass.
+    dirty: bool,
+    /// Whether the last pass returned an action.
+    acted: bool,
+    tally: Tally,
+}
+
+impl Work {
+    /// When a report due at `arrival` reaches the ledger: at the end of an outage that holds it.
+    fn hold(&self, arrival: Time) -> Time {
+        let i = self.outages.partition_point(|&(start, _)| start <= arrival);
+        match i.checked_sub(1).map(|j| self.outages[j]) {
+            Some((_, end)) if arrival < end => end,
+            _ => arrival,
+        }
+    }
+
+    fn record(&mut self, live: u64, from: Time, to: Time) {
+        let t = &mut self.tally;
+        t.peak_live = t.peak_live.max(live);
+        if live > self.desired {
+            let above = live - self.desired;
+            t.overshoot = t.overshoot.max(above);
+            t.copy_seconds_above = t
+                .copy_seconds_above
+                .saturating_add(above.saturating_mul(to - from + 1));
+        }
+        if live != self.desired {
+            t.last_drift = Some(to);
+        }
+    }
+}
+
+/// What a pass of one workload sees.
+struct View<'a> {
+    work: &'a Work,
+    now: Time,
+    reported_before: Time,
+}
+
+impl View<'_> {
+    fn shown(&self) -> &BTreeSet<u64> {
+        self.work
+            .frozen
+            .as_ref()
+            .map_or(&self.work.shown, |f| &f.shown)
+    }
+}
+
+impl LedgerView for View<'_> {
+    fn now(&self) -> Time {
+        self.now
+    }
+
+    fn on_ledger(&self) -> u64 {
+        self.shown().len() as u64
+    }
+
+    fn in_flight(&self, batch: Batch) -> u64 {
+        let end = batch.end().min(self.work.copies.len() as u64);
+        let shown = self.shown();
+        (batch.first.0..end)
+            .filter(|&id| !self.work.copies[id as usize].dead && !shown.contains(&id))
+            .count() as u64
+    }
+
+    fn next_copy(&self) -> CopyId {
+        CopyId(self.work.copies.len() as u64)
+    }
+
+    fn shows(&self, copy: CopyId) -> bool {
+        self.shown().contains(&copy.0)
+    }
+
+    fn oldest_on_ledger(&self, n: u64) -> Vec<CopyId> {
+        self.shown()
+            .iter()
+            .take(usize::try_from(n).unwrap_or(usize::MAX))
+            .map(|&id| CopyId(id))
+            .collect()
+    }
+
+    fn reported_before(&self) -> Time {
+        self.work
+            .frozen
+            .as_ref()
+            .map_or(self.reported_before, |f| f.reported_before)
+    }
+
+    fn names_on_ledger(&self) -> Vec<Name> {
+        match &self.work.frozen {
+            Some(f) => f.names.keys().copied().collect(),
+            None => self.work.shown_names.keys().copied().collect(),
+        }
+    }
+
+    fn name_in_flight(&self, name: Name) -> bool {
+        let shown = self.shown();
+        self.work
+            .existing_names
+            .get(&name)
+            .is_some_and(|ids| ids.iter().any(|id| !shown.contains(id)))
+    }
+}
+
+/// The whole world of one run.
+struct Engine<'s> {
+    spec: &'s LabSpec,
+    works: Vec<Work>,
+    controllers: Vec<Controller>,
+    queue: BTreeMap<(Time, u8, u64), Ev>,
+    seq: u64,
+    rng: WorldRng,
+    /// Reports on their way, by the time they were made.
+    in_transit: BTreeMap<Time, u64>,
+    total_created: u64,
+    /// The most copies the run may create.
+    budget: u64,
+}
+
+/// Runs `scenario` on the general engine with the world's generator seeded by `seed`.
+pub fn run_general(scenario: &LabScenario, seed: u64) -> Result<LabOutcome, LabError> {
+    run_with_budget(scenario, seed, MAX_LAB_COPIES, None)
+}
+
+/// [`run_general`], handing `observer` one [`TraceRow`] per workload per second, in order of
+/// time, then of workload.
+pub fn run_general_traced(
+    scenario: &LabScenario,
+    seed: u64,
+    observer: &mut dyn FnMut(usize, &TraceRow),
+) -> Result<LabOutcome, LabError> {
+    run_with_budget(scenario, seed, MAX_LAB_COPIES, Some(observer))
+}
+
+/// Receives one [`TraceRow`] per workload (by index) per second.
+pub type LabObserver<'a> = dyn FnMut(usize, &TraceRow) + 'a;
+
+/// What a workload had done before a second: created, commands, deleted, died.
+fn counts(w: &Work) -> [u64; 4] {
+    let t = &w.tally;
+    [t.created, t.commands, t.deleted, t.died]
+}
+
+/// The state of a workload at the end of second `t`, with what happened since `before`.
+fn trace_row(w: &Work, t: Time, before: [u64; 4]) -> TraceRow {
+    let now = counts(w);
+    TraceRow {
+        t,
+        desired: w.desired,
+        live: w.live.len() as u64,
+        seen: w.shown.len() as u64,
+        pending: w
+            .copies
+            .iter()
+            .enumerate()
+            .filter(|(id, c)| !c.dead && !w.shown.contains(&(*id as u64)))
+            .count() as u64,
+        created: now[0] - before[0],
+        delete_commands: now[1] - before[1],
+        deleted: now[2] - before[2],
+        died: now[3] - before[3],
+    }
+}
+
+/// [`run_general`], stopping with an error once more than `budget` copies were created.
+fn run_with_budget(
+    scenario: &LabScenario,
+    seed: u64,
+    budget: u64,
+    mut observer: Option<&mut LabObserver>,
+) -> Result<LabOutcome, LabError> {
+    let spec = scenario.spec();
+    let mut engine = Engine::new(spec, seed);
+    engine.budget = budget;
+    let duration = spec.duration;
+    let period = spec.period;
+    let mut t: Time = 0;
+    loop {
+        let before: Vec<[u64; 4]> = match observer {
+            Some(_) => engine.works.iter().map(counts).collect(),
+            None => Vec::new(),
+        };
+        engine.second(t)?;
+        let next_round = engine.next_round(t);
+        let next_event = engine.queue.keys().next().map(|k| k.0);
+        let next = [next_round, next_event]
+            .into_iter()
+            .flatten()
+            .min()
+            .map_or(duration + 1, |n| n.min(duration + 1));
+        debug_assert!(next > t);
+        for w in &mut engine.works {
+            let live = w.live.len() as u64;
+            w.record(live, t, next - 1);
+        }
+        if let Some(observe) = observer.as_mut() {
+            // Until `next` nothing happens: no round acts and no event is due.
+            for s in t..next {
+                for (i, w) in engine.works.iter().enumerate() {
+                    let since = if s == t { before[i] } else { counts(w) };
+                    observe(i, &trace_row(w, s, since));
+                }
+            }
+        }
+        if next > duration {
+            break;
+        }
+        t = next;
+    }
+    let rounds = duration / period + 1;
+    let workloads = engine
+        .works
+        .iter()
+        .zip(&spec.workloads)
+        .map(|(w, decl)| finish(decl.name.clone(), &w.tally, rounds, duration))
+        .collect();
+    Ok(LabOutcome {
+        seed: spec.delay.is_random().then_some(seed),
+        engine: "general",
+        workloads,
+    })
+}
+
+fn finish(workload: String, t: &Tally, rounds: u64, duration: Time) -> WorkloadMetrics {
+    let required = i128::from(t.required) + i128::from(t.died);
+    WorkloadMetrics {
+        workload,
+        metrics: Metrics {
+            rounds,
+            work_per_round: (t.created + t.absorbed + t.commands) as f64 / rounds as f64,
+            created: t.created,
+            unneeded: (i128::from(t.created) - required) as i64,
+            delete_commands: t.commands,
+            deleted: t.deleted,
+            overshoot: t.overshoot,
+            stable: match t.last_drift {
+                None => Some(0),
+                Some(d) if d == duration => None,
+                Some(d) => Some(d + 1),
+            },
+            died: t.died,
+            peak_live: t.peak_live,
+            copy_seconds_above: t.copy_seconds_above,
+        },
+        duplicate_names: t.duplicates,
+        absorbed_creates: t.absorbed,
+        lost_deletes: t.lost,
+    }
+}
+
+impl<'s> Engine<'s> {
+    fn new(spec: &'s LabSpec, seed: u64) -> Self {
+        let works = spec
+            .workloads
+            .iter()
+            .map(|decl| Work {
+                desired: decl.desired,
+                startup: decl.startup,
+                copies: Vec::new(),
+                live: BTreeSet::new(),
+                shown: BTreeSet::new(),
+                shown_names: BTreeMap::new(),
+                existing_names: BTreeMap::new(),
+                live_names: BTreeMap::new(),
+                frozen: None,
+                stale_depth: 0,
+                outages: Vec::new(),
+                lost_armed: 0,
+                dirty: true,
+                acted: false,
+                tally: Tally {
+                    required: decl.desired,
+                    ..Tally::default()
+                },
+            })
+            .collect();
+        let mut engine = Engine {
+            spec,
+            works,
+            controllers: spec
+                .workloads
+                .iter()
+                .map(|_| spec.controller.build())
+                .collect(),
+            queue: BTreeMap::new(),
+            seq: 0,
+            rng: WorldRng::new(seed),
+            in_transit: BTreeMap::new(),
+            total_created: 0,
+            budget: MAX_LAB_COPIES,
+        };
+        let mut windows: Vec<Vec<(Time, Time)>> = vec![Vec::new(); spec.workloads.len()];
+        for (i, e) in spec.events.iter().enumerate() {
+            engine.push(e.at, SCRIPTED, Ev::Scripted(i));
+            if let Event::Outage { seconds } = e.event {
+                if seconds > 0 {
+                    for w in engine.targets(e.workload.as_deref()) {
+                        windows[w].push((e.at, e.at.saturating_add(seconds)));
+                    }
+                }
+            }
+        }
+        for (work, mut ws) in engine.works.iter_mut().zip(windows) {
+            ws.sort_unstable();
+            for (start, end) in ws {
+                match work.outages.last_mut() {
+                    Some(last) if start <= last.1 => last.1 = last.1.max(end),
+                    _ => work.outages.push((start, end)),
+                }
+            }
+        }
+        engine
+    }
+
+    fn push(&mut self, at: Time, class: u8, ev: Ev) {
+        self.seq += 1;
+        self.queue.insert((at, class, self.seq), ev);
+    }
+
+    /// The workloads an event strikes.
+    fn targets(&self, workload: Option<&str>) -> Vec<usize> {
+        match workload {
+            None => (0..self.spec.workloads.len()).collect(),
+            Some(name) => self
+                .spec
+                .workloads
+                .iter()
+                .position(|w| w.name == name)
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// Every change before the returned time is on the ledger, at a pass at `now`.
+    fn reported_before(&self, now: Time) -> Time {
+        self.in_transit
+            .keys()
+            .next()
+            .map_or(now + 1, |&made| made.min(now + 1))
+    }
+
+    /// The next second after `t` at which some workload needs a pass.
+    fn next_round(&self, t: Time) -> Option<Time> {
+        let period = self.spec.period;
+        let after = |at: Time| at.div_ceil(period).saturating_mul(period);
+        self.works
+            .iter()
+            .zip(&self.controllers)
+            .filter_map(|(w, c)| {
+                if w.dirty || w.acted {
+                    Some(after(t + 1))
+                } else {
+                    c.wake_at().map(|at| after(at.max(t + 1)))
+                }
+            })
+            .min()
+    }
+
+    /// Everything that happens at second `t`, in the documented order.
+    fn second(&mut self, t: Time) -> Result<(), LabError> {
+        self.drain(t)?;
+        if t % self.spec.period == 0 {
+            for w in 0..self.works.len() {
+                let due = self.works[w].dirty
+                    || self.works[w].acted
+                    || self.controllers[w].wake_at().is_some_and(|at| at <= t);
+                if due {
+                    self.pass(w, t)?;
+                }
+            }
+        }
+        self.drain(t)
+    }
+
+    /// Handles every queued happening of second `t`.
+    fn drain(&mut self, t: Time) -> Result<(), LabError> {
+        while let Some(entry) = self.queue.first_entry() {
+            if entry.key().0 != t {
+                break;
+            }
+            let ev = entry.remove();
+            match ev {
+                Ev::Ready { w, id } => self.ready(w, id, t),
+                Ev::Scripted(i) => self.scripted(i, t),
+                Ev::StaleEnd { w } => {
+                    let work = &mut self.works[w];
+                    work.stale_depth -= 1;
+                    if work.stale_depth == 0 {
+                        work.frozen = None;
+                    }
+                    work.dirty = true;
+                }
+                Ev::Arrive { w, id, end, made } => self.arrive(w, id, end, made),
+            }
+        }
+        Ok(())
+    }
+
+    fn ready(&mut self, w: usize, id: u64, t: Time) {
+        let work = &mut self.works[w];
+        let rec = &mut work.copies[id as usize];
+        if rec.dead {
+            return;
+        }
+        rec.started = true;
+        work.live.insert(id);
+        if let Some(name) = rec.name {
+            let n = work.live_names.entry(name).or_insert(0);
+            if *n > 0 {
+                work.tally.duplicates += 1;
+            }
+            *n += 1;
+        }
+        self.report(w, id, false, t);
+    }
+
+    /// Sends the report of copy `id` starting (or ending) at `t` on its way to the ledger.
+    fn report(&mut self, w: usize, id: u64, end: bool, t: Time) {
+        let delay = self.spec.delay.sample(&mut self.rng);
+        let arrival = self.works[w].hold(t.saturating_add(whole_seconds(delay)));
+        *self.in_transit.entry(t).or_insert(0) += 1;
+        self.push(
+            arrival,
+            ARRIVE,
+            Ev::Arrive {
+                w,
+                id,
+                end,
+                made: t,
+            },
+        );
+    }
+
+    fn arrive(&mut self, w: usize, id: u64, end: bool, made: Time) {
+        if let Some(n) = self.in_transit.get_mut(&made) {
+            *n -= 1;
+            if *n == 0 {
+                self.in_transit.remove(&made);
+            }
+        }
+        let work = &mut self.works[w];
+        let rec = &mut work.copies[id as usize];
+        let name = rec.name;
+        if end {
+            rec.end_arrived = true;
+            if work.shown.remove(&id) {
+                if let Some(name) = name {
+                    decrement(&mut work.shown_names, name);
+                }
+            }
+        } else if !rec.end_arrived {
+            work.shown.insert(id);
+            if let Some(name) = name {
+                *work.shown_names.entry(name).or_insert(0) += 1;
+            }
+        }
+        work.dirty = true;
+        // A gated pass reads how far the whole ledger has caught up, which any report moves.
+        if self.spec.controller.kind == ControllerKind::Gated {
+            for other in &mut self.works {
+                other.dirty = true;
+            }
+        }
+    }
+
+    /// Kills copy `id` of workload `w` at `t`. Returns whether it was alive.
+    fn kill(&mut self, w: usize, id: u64, t: Time) -> bool {
+        let work = &mut self.works[w];
+        let rec = &mut work.copies[id as usize];
+        if rec.dead {
+            return false;
+        }
+        rec.dead = true;
+        let started = rec.started;
+        let name = rec.name;
+        work.dirty = true;
+        if let Some(name) = name {
+            if let Some(ids) = work.existing_names.get_mut(&name) {
+                ids.remove(&id);
+                if ids.is_empty() {
+                    work.existing_names.remove(&name);
+                }
+            }
+        }
+        if started {
+            work.live.remove(&id);
+            if let Some(name) = name {
+                decrement(&mut work.live_names, name);
+            }
+            // The ledger heard of its start, or will: it must hear of its end too. A copy that
+            // never started was never reported, and nothing needs taking back.
+            self.report(w, id, true, t);
+        }
+        true
+    }
+
+    fn scripted(&mut self, i: usize, t: Time) {
+        let e = &self.spec.events[i];
+        let targets = self.targets(e.workload.as_deref());
+        for w in targets {
+            match e.event {
+                Event::Deaths(toll) => {
+                    let live = self.works[w].live.len() as u64;
+                    let k = match toll {
+                        Toll::Count(n) => n.min(live),
+                        Toll::PartsPerMillion(ppm) => {
+                            (u128::from(live) * u128::from(ppm) / 1_000_000) as u64
+                        }
+                    };
+                    let victims: Vec<u64> = self.works[w]
+                        .live
+                        .iter()
+                        .take(k as usize)
+                        .copied()
+                        .collect();
+                    for id in victims {
+                        self.kill(w, id, t);
+                    }
+                    self.works[w].tally.died += k;
+                }
+                Event::Scale { desired } => {
+                    let work = &mut self.works[w];
+                    if desired > work.desired {
+                        work.tally.required += desired - work.desired;
+                    }
+                    work.desired = desired;
+                    work.dirty = true;
+                }
+                Event::Outage { .. } => {}
+                Event::Restart => {
+                    self.controllers[w].restart();
+                    self.works[w].dirty = true;
+                }
+                Event::Stale { seconds } => {
+                    if seconds == 0 {
+                        continue;
+                    }
+                    let reported_before = self.reported_before(t).min(t);
+                    let work = &mut self.works[w];
+                    work.stale_depth += 1;
+                    if work.stale_depth == 1 {
+                        work.frozen = Some(Frozen {
+                            shown: work.shown.clone(),
+                            names: work.shown_names.clone(),
+                            reported_before,
+                        });
+                    }
+                    work.dirty = true;
+                    self.push(t.saturating_add(seconds), SCRIPTED, Ev::StaleEnd { w });
+                }
+                Event::LoseDeletes { count } => {
+                    let work = &mut self.works[w];
+                    work.lost_armed = work.lost_armed.saturating_add(count);
+                }
+            }
+        }
+    }
+
+    /// Workload `w`'s pass at `t`, and its actions.
+    fn pass(&mut self, w: usize, t: Time) -> Result<(), LabError> {
+        let reported_before = self.reported_before(t);
+        let work = &self.works[w];
+        let view = View {
+            work,
+            now: t,
+            reported_before,
+        };
+        let desired = Desired {
+            copies: work.desired,
+        };
+        let action = self.controllers[w].pass(desired, &view);
+        // Delete commands go to the oldest copies of the ledger this pass read (CA25).
+        let targets = match &action {
+            Some(a @ Action::Delete { .. }) => view.oldest_on_ledger(a.size()),
+            _ => Vec::new(),
+        };
+        let work = &mut self.works[w];
+        work.dirty = false;
+        work.acted = action.is_some();
+        match action {
+            None => {}
+            Some(Action::Create { batch, .. }) => {
+                debug_assert_eq!(batch.first.0, work.copies.len() as u64);
+                for _ in 0..batch.count {
+                    self.create(w, None, t)?;
+                }
+            }
+            Some(a @ Action::Delete { .. }) => {
+                for i in 0..a.size() {
+                    let target = targets.get(i as usize).copied();
+                    self.command(w, |engine| match target {
+                        Some(CopyId(id)) => u64::from(engine.kill(w, id, t)),
+                        None => 0,
+                    });
+                }
+            }
+            Some(Action::Named { create, delete, .. }) => {
+                for name in create {
+                    let exists = self.works[w].existing_names.contains_key(&name);
+                    if exists && self.spec.unique_names {
+                        self.works[w].tally.absorbed += 1;
+                    } else {
+                        self.create(w, Some(name), t)?;
+                    }
+                }
+                for name in delete {
+                    self.command(w, |engine| {
+                        let ids: Vec<u64> = engine.works[w]
+                            .existing_names
+                            .get(&name)
+                            .map(|ids| ids.iter().copied().collect())
+                            .unwrap_or_default();
+                        ids.into_iter()
+                            .map(|id| u64::from(engine.kill(w, id, t)))
+                            .sum()
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One delete command of workload `w`: lost if a loss is armed, otherwise carried out by
+    /// `deliver`, which returns how many copies it deleted.
+    fn command(&mut self, w: usize, deliver: impl FnOnce(&mut Self) -> u64) {
+        self.works[w].tally.commands += 1;
+        if self.works[w].lost_armed > 0 {
+            self.works[w].lost_armed -= 1;
+            self.works[w].tally.lost += 1;
+            return;
+        }
+        let deleted = deliver(self);
+        self.works[w].tally.deleted += deleted;
+    }
+
+    fn create(&mut self, w: usize, name: Option<Name>, t: Time) -> Result<(), LabError> {
+        self.total_created += 1;
+        if self.total_created > self.budget {
+            return Err(LabError::TooManyCopies(self.budget));
+        }
+        let work = &mut self.works[w];
+        let id = work.copies.len() as u64;
+        work.copies.push(CopyRec {
+            name,
+            started: false,
+            dead: false,
+            end_arrived: false,
+        });
+        if let Some(name) = name {
+            work.existing_names.entry(name).or_default().insert(id);
+        }
+        work.tally.created += 1;
+        work.dirty = true;
+        let ready = t.saturating_add(work.startup);
+        self.push(ready, READY, Ev::Ready { w, id });
+        Ok(())
+    }
+}
+
+fn decrement(map: &mut BTreeMap<Name, u64>, name: Name) {
+    if let Some(n) = map.get_mut(&name) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(&name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::simulate;
+    use crate::lesson::LESSON_DELAYS;
+    use crate::scenario::Scenario;
+
+    fn general(scenario: &Scenario) -> Metrics {
+        run_general(&LabScenario::from_lesson(scenario), 1)
+            .unwrap()
+            .workloads[0]
+            .metrics
+    }
+
+    #[test]
+    fn the_lessons_rows_match_the_fast_engine() {
+        for controller in ControllerKind::LESSON {
+            for delay in LESSON_DELAYS {
+                let s = Scenario::lesson(delay, controller);
+                assert_eq!(general(&s), simulate(&s), "G={delay} {controller}");
+            }
+        }
+    }
+
+    use crate::delay::DelayModel;
+    use crate::lab::{ControllerSpec, LabSpec, TimedEvent, Workload};
+
+    fn lab(spec: LabSpec, seed: u64) -> LabOutcome {
+        run_general(&LabScenario::new(spec).unwrap(), seed).unwrap()
+    }
+
+    fn event(at: Time, workload: Option<&str>, event: Event) -> TimedEvent {
+        TimedEvent {
+            at,
+            workload: workload.map(str::to_owned),
+            event,
+        }
+    }
+
+    #[test]
+    fn per_report_delays_bring_copies_to_the_ledger_out_of_order() {
+        let spec = LabSpec {
+            controller: ControllerSpec::new(ControllerKind::Intent),
+            delay: DelayModel::Uniform {
+                min: 0,
+                max: 60_000,
+            },
+            workloads: vec![Workload {
+                name: "w".into(),
+                desired: 20,
+                startup: 0,
+            }],
+            ..LabSpec::default()
+        };
+        let mut engine = Engine::new(&spec, 5);
+        engine.second(0).unwrap();
+        let mut out_of_order = false;
+        for t in 1..=60 {
+            engine.second(t).unwrap();
+            let shown = &engine.works[0].shown;
+            let prefix = shown.iter().enumerate().all(|(i, &id)| i as u64 == id);
+            out_of_order |= !prefix;
+        }
+        assert!(out_of_order);
+        assert_eq!(engine.works[0].shown.len(), 20, "all arrived by 60 s");
+    }
+
+    #[test]
+    fn an_outage_holds_every_report_until_it_ends() {
+        // No delay, but no report reaches the ledger before 100: a ledger-only loop creates six
+        // copies at each of the rounds 0, 15, …, 90.
+        let m = lab(
+            LabSpec {
+                events: vec![event(0, None, Event::Outage { seconds: 100 })],
+                ..LabSpec::default()
+            },
+            1,
+        );
+        assert_eq!(m.workloads[0].metrics.created, 42);
+        assert_eq!(m.workloads[0].metrics.overshoot, 36);
+        assert_eq!(m.seed, None, "a fixed delay draws no random number");
+    }
+
+    #[test]
+    fn a_death_fraction_rounds_down() {
+        let m = lab(
+            LabSpec {
+                workloads: vec![Workload {
+                    name: "w".into(),
+                    desired: 5,
+                    startup: 5,
+                }],
+                events: vec![event(
+                    300,
+                    None,
+                    Event::Deaths(Toll::PartsPerMillion(500_000)),
+                )],
+                ..LabSpec::default()
+            },
+            1,
+        );
+        assert_eq!(m.workloads[0].metrics.died, 2);
+    }
+
+    #[test]
+    fn events_for_one_workload_leave_the_others_alone() {
+        let m = lab(
+            LabSpec {
+                workloads: vec![
+                    Workload {
+                        name: "api".into(),
+                        desired: 6,
+                        startup: 5,
+                    },
+                    Workload {
+                        name: "db".into(),
+                        desired: 3,
+                        startup: 10,
+                    },
+                ],
+                events: vec![
+                    event(300, Some("db"), Event::Deaths(Toll::Count(2))),
+                    event(400, Some("api"), Event::Scale { desired: 8 }),
+                ],
+                ..LabSpec::default()
+            },
+            1,
+        );
+        let (api, db) = (&m.workloads[0], &m.workloads[1]);
+        assert_eq!((api.workload.as_str(), db.workload.as_str()), ("api", "db"));
+        assert_eq!((api.metrics.died, api.metrics.created), (0, 8));
+        assert_eq!((db.metrics.died, db.metrics.created), (2, 5));
+        assert_eq!(
+            api.metrics.unneeded, 0,
+            "a scale-up is needed, not unneeded"
+        );
+    }
+
+    #[test]
+    fn a_scale_down_is_measured_against_the_new_desired_count() {
+        let m = lab(
+            LabSpec {
+                controller: ControllerSpec::new(ControllerKind::Intent),
+                events: vec![event(301, None, Event::Scale { desired: 2 })],
+                ..LabSpec::default()
+            },
+            1,
+        );
+        let m = m.workloads[0].metrics;
+        assert_eq!((m.deleted, m.delete_commands), (4, 4));
+        assert_eq!(m.stable, Some(315), "deleted at the round of 315");
+        assert_eq!(
+            m.copy_seconds_above,
+            4 * 14,
+            "four too many from 301 to 314"
+        );
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_run_and_another_seed_another() {
+        let spec = || LabSpec {
+            delay: DelayModel::lesson_chain(),
+            period: 5,
+            duration: 2000,
+            ..LabSpec::default()
+        };
+        let a = lab(spec(), 9);
+        assert_eq!(a, lab(spec(), 9));
+        assert_eq!(a.seed, Some(9));
+        let differs = (10..20).any(|seed| lab(spec(), seed).workloads != a.workloads);
+        assert!(differs);
+    }
+
+    #[test]
+    fn general_trace_equals_the_fast_engines_trace_on_the_lessons_world() {
+        for (g, controller) in [(60, ControllerKind::Ledger), (20, ControllerKind::Intent)] {
+            let lesson = Scenario::lesson(g, controller);
+            let mut fast = Vec::new();
+            crate::simulate_traced(&lesson, &mut |r| fast.push(*r));
+            let mut general = Vec::new();
+            run_general_traced(&LabScenario::from_lesson(&lesson), 1, &mut |w, r| {
+                assert_eq!(w, 0);
+                general.push(*r);
+            })
+            .unwrap();
+            assert_eq!(general, fast, "G={g} {controller}");
+        }
+    }
+
+    #[test]
+    fn a_runaway_run_stops_with_an_error_instead_of_exhausting_memory() {
+        let err = run_with_budget(
+            &LabScenario::new(LabSpec {
+                period: 1,
+                duration: 100_000,
+                delay: DelayModel::fixed_seconds(100_000),
+                workloads: vec![Workload {
+                    name: "w".into(),
+                    desired: 1000,
+                    startup: 0,
+                }],
+                controller: ControllerSpec::new(ControllerKind::Ledger),
+                events: vec![event(0, None, Event::Restart)],
+                ..LabSpec::default()
+            })
+            .unwrap(),
+            1,
+            10_000,
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(err, LabError::TooManyCopies(10_000));
+    }
+
+    mod equivalence {
+        use super::*;
+        use crate::scenario::{Death, ScenarioSpec};
+        use proptest::prelude::*;
+
+        /// Lesson-world scenarios with the edges weighted in: no delay, no startup, nothing
+        /// desired, runs of length 0 or near one period, several deaths in one second, deaths on
+        /// round seconds.
+        fn lesson_world() -> impl Strategy<Value = ScenarioSpec> {
+            let desired = prop_oneof![1 => Just(0u64), 6 => 1..=10u64, 2 => 11..=40u64];
+            let period = prop_oneof![1 => Just(1u64), 5 => 2..=30u64, 2 => 31..=120u64];
+            let delay = prop_oneof![2 => Just(0u64), 5 => 1..=40u64, 2 => 41..=120u64];
+            let startup = prop_oneof![2 => Just(0u64), 5 => 1..=20u64, 1 => 21..=80u64];
+            let controller =
+                prop_oneof![Just(ControllerKind::Ledger), Just(ControllerKind::Intent)];
+            (desired, period, delay, startup, controller).prop_flat_map(
+                |(desired, period, delay, startup, controller)| {
+                    let duration = prop_oneof![
+                        1 => Just(0u64),
+                        1 => (period.saturating_sub(1))..=(period + 1),
+                        6 => 1..=2500u64,
+                    ];
+                    duration.prop_flat_map(move |duration| {
+                        let at = prop_oneof![
+                            2 => (0..=duration / period + 1).prop_map(move |k| k * period),
+                            3 => 0..=duration + 10,
+                            1 => Just(duration),
+                        ];
+                        let count = prop_oneof![1 => Just(0u64), 6 => 1..=4u64, 1 => 5..=50u64];
+                        let death = (at, count).prop_map(|(at, count)| Death { at, count });
+                        let deaths = prop::collection::vec(death, 0..6).prop_flat_map(|ds| {
+                            // Half the time, repeat a death's second: several in one second.
+                            let n = ds.len();
+                            (Just(ds), prop::collection::vec(any::<bool>(), n))
+                        });
+                        deaths.prop_map(move |(mut deaths, same)| {
+                            for i in 1..deaths.len() {
+                                if same[i] {
+                                    deaths[i].at = deaths[i - 1].at;
+                                }
+                            }
+                            ScenarioSpec {
+                                desired,
+                                period,
+                                delay,
+                                startup,
+                                duration,
+                                deaths,
+                                controller,
+                            }
+                        })
+                    })
+                },
+            )
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+            #[test]
+            fn general_engine_equals_fast_engine_on_the_lessons_world(spec in lesson_world()) {
+                let s = Scenario::new(spec).unwrap();
+                prop_assert_eq!(general(&s), simulate(&s));
+                let mut fast = Vec::new();
+                crate::simulate_traced(&s, &mut |r| fast.push(*r));
+                let mut slow = Vec::new();
+                run_general_traced(&LabScenario::from_lesson(&s), 1, &mut |_, r| slow.push(*r))
+                    .unwrap();
+                prop_assert_eq!(slow, fast, "per-second traces differ");
+            }
+        }
+    }
+}
