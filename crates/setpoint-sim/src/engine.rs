@@ -29,7 +29,7 @@
 
 use std::collections::VecDeque;
 
-use setpoint_core::{Action, Batch, Controller, CopyId, Desired, LedgerView, Time};
+use setpoint_core::{Action, Batch, Controller, ControllerKind, CopyId, Desired, LedgerView, Time};
 
 use crate::metrics::Metrics;
 use crate::scenario::Scenario;
@@ -94,6 +94,15 @@ impl World {
         before != (self.visible, self.gone)
     }
 
+    /// Creates `count` copies that start running at `ready`.
+    fn create(&mut self, count: u64, ready: Time) {
+        self.created += count;
+        self.unseen.push_back(Cohort {
+            ready,
+            end: self.created,
+        });
+    }
+
     /// Kills every copy in `[dead, end)` at `t`. Returns how many died.
     fn kill_until(&mut self, end: u64, t: Time) -> u64 {
         if end <= self.dead {
@@ -112,12 +121,16 @@ impl World {
         self.ready - self.dead
     }
 
-    /// The next second after `t` at which a counter moves by itself.
-    fn next_change(&self, delay: Time) -> Option<Time> {
-        let ready = self.unseen.get(self.unseen_ready).map(|c| c.ready);
+    /// The next second after `t` at which a batch starts running: the live count moves.
+    fn next_start(&self) -> Option<Time> {
+        self.unseen.get(self.unseen_ready).map(|c| c.ready)
+    }
+
+    /// The next second after `t` at which a report reaches the ledger: the view moves.
+    fn next_report(&self, delay: Time) -> Option<Time> {
         let visible = self.unseen.front().map(|c| c.ready + delay);
         let gone = self.unheard.front().map(|r| r.at + delay);
-        earliest(earliest(ready, visible), gone)
+        earliest(visible, gone)
     }
 }
 
@@ -207,7 +220,7 @@ impl Tally {
 /// Runs `scenario` and returns its metrics. Deterministic: the same scenario always gives the
 /// same metrics.
 pub fn simulate(scenario: &Scenario) -> Metrics {
-    run(scenario, None)
+    run::<false>(scenario, None)
 }
 
 /// One second of a run: the state at the end of second `t` and what happened during it.
@@ -259,17 +272,35 @@ impl TraceRow {
 /// Runs `scenario` like [`simulate`] and hands `observer` one [`TraceRow`] per second, in order,
 /// from 0 to the duration. The metrics are the same as [`simulate`]'s.
 pub fn simulate_traced(scenario: &Scenario, observer: &mut dyn FnMut(&TraceRow)) -> Metrics {
-    run(scenario, Some(observer))
+    run::<true>(scenario, Some(observer))
 }
 
-fn run(scenario: &Scenario, mut observer: Option<&mut dyn FnMut(&TraceRow)>) -> Metrics {
+/// `TRACED` is whether `observer` is given. As a constant it compiles the untraced run without
+/// any of the tracing (perf, issue 3: the untraced loop had become a quarter slower).
+fn run<const TRACED: bool>(
+    scenario: &Scenario,
+    mut observer: Option<&mut dyn FnMut(&TraceRow)>,
+) -> Metrics {
     let spec = scenario.spec();
     let (period, delay, startup, duration) = (spec.period, spec.delay, spec.startup, spec.duration);
     let desired = Desired {
         copies: spec.desired,
     };
     let mut controller = Controller::new(spec.controller);
-    let mut world = World::default();
+    // A `ledger` pass reads nothing but the ledger, so it repeats while the ledger holds still.
+    let reads_only_ledger = spec.controller == ControllerKind::Ledger;
+    // The shortcuts below skip seconds and rounds whose effects a trace shows second by second:
+    // only an untraced run takes them.
+    let fast = !TRACED;
+    // A ledger-only loop holds about one batch per round of its blind window in flight: size the
+    // queue for that once instead of growing it (perf, issue 3: allocation was a tenth of a sweep).
+    // Deletes it sends while their reports travel are bounded the same way.
+    let blind_rounds = (delay.saturating_add(startup) / period).min(1 << 12) as usize;
+    let mut world = World {
+        unseen: VecDeque::with_capacity(blind_rounds + 2),
+        unheard: VecDeque::with_capacity(blind_rounds + 2),
+        ..World::default()
+    };
     let mut tally = Tally::default();
     let mut deaths = spec.deaths.iter().peekable();
 
@@ -316,9 +347,28 @@ fn run(scenario: &Scenario, mut observer: Option<&mut dyn FnMut(&TraceRow)>) -> 
                     Some(a @ Action::Delete { .. }) => a.size(),
                     _ => 0,
                 };
+                // Until a report reaches the ledger or a death strikes, every later round of a
+                // ledger-only loop creates this batch again: create those batches now, without
+                // their passes (perf, issue 3: a third of a sweep's passes were such repeats).
+                let repeat_create = match &action {
+                    Some(Action::Create { batch, .. }) if fast && reads_only_ledger => {
+                        Some(batch.count)
+                    }
+                    _ => None,
+                };
                 let changed = apply(action, &mut world, &mut tally, t, startup);
                 dirty = changed;
                 repeat_commands = if changed { 0 } else { commands };
+                if let Some(count) = repeat_create {
+                    let horizon = earliest(world.next_report(delay), deaths.peek().map(|d| d.at))
+                        .map_or(duration + 1, |h| h.min(duration + 1));
+                    while round_at < horizon {
+                        world.create(count, round_at + startup);
+                        tally.created += count;
+                        tally.rounds += 1;
+                        round_at += period;
+                    }
+                }
             } else {
                 tally.commands += repeat_commands;
             }
@@ -329,13 +379,29 @@ fn run(scenario: &Scenario, mut observer: Option<&mut dyn FnMut(&TraceRow)>) -> 
         // world lies strictly after t.
         dirty |= world.advance(t, delay);
 
-        // The next second at which anything can change; the live count holds until then.
-        let next_round = if dirty { Some(round_at) } else { None };
+        // The next second at which anything can change; the live count holds until then. A
+        // report changes nothing but what the next pass sees, so the engine does not stop at
+        // it: it goes to the first round at or after it (perf, issue 3: stopping at reports was
+        // a quarter of a sweep's visits).
+        let next_round = if dirty {
+            Some(round_at)
+        } else if fast {
+            world
+                .next_report(delay)
+                .map(|r| round_at + r.saturating_sub(round_at).div_ceil(period) * period)
+        } else {
+            None
+        };
+        // A traced run stops at every report, so that each second's row shows the ledger.
+        let next_report = if fast { None } else { world.next_report(delay) };
         let next_death = deaths.peek().map(|d| d.at);
-        let next = earliest(earliest(world.next_change(delay), next_death), next_round)
-            .map_or(duration + 1, |n| n.min(duration + 1));
+        let next = earliest(
+            earliest(world.next_start(), next_death),
+            earliest(next_round, next_report),
+        )
+        .map_or(duration + 1, |n| n.min(duration + 1));
         tally.hold(world.live(), desired.copies, t, next - 1);
-        if let Some(observe) = observer.as_mut() {
+        if let Some(observe) = observer.as_mut().filter(|_| TRACED) {
             let mut row = TraceRow {
                 t,
                 desired: desired.copies,
@@ -388,12 +454,8 @@ fn apply(
         None => false,
         Some(Action::Create { batch, .. }) => {
             debug_assert_eq!(batch.first.0, world.created);
-            world.created += batch.count;
+            world.create(batch.count, t + startup);
             tally.created += batch.count;
-            world.unseen.push_back(Cohort {
-                ready: t + startup,
-                end: world.created,
-            });
             true
         }
         Some(Action::Named { .. }) => {
@@ -546,6 +608,31 @@ mod tests {
         });
         assert_eq!(m.rounds, 901);
         assert!(m.delete_commands > m.deleted);
+    }
+
+    #[test]
+    fn repeated_blind_creations_stop_at_a_death_and_at_the_end_of_the_run() {
+        // Figures from the reference model (run-case.mjs) for the same scenarios.
+        let m = run(ScenarioSpec {
+            period: 5,
+            delay: 30,
+            duration: 300,
+            deaths: vec![Death { at: 12, count: 2 }],
+            ..ScenarioSpec::default()
+        });
+        assert_eq!((m.rounds, m.created, m.delete_commands), (61, 42, 206));
+        assert_eq!((m.deleted, m.overshoot, m.stable), (34, 34, Some(65)));
+        let m = run(ScenarioSpec {
+            period: 5,
+            delay: 30,
+            duration: 22,
+            deaths: vec![],
+            ..ScenarioSpec::default()
+        });
+        assert_eq!(
+            (m.rounds, m.created, m.overshoot, m.stable),
+            (5, 30, 18, None)
+        );
     }
 
     #[test]

@@ -283,7 +283,7 @@ pub fn parse_controllers(text: &str) -> Result<Vec<ControllerKind>, GridError> {
 /// The raw settings of a sweep, before validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GridSpec {
-    /// Declared copies, one value per grid row group.
+    /// Declared copies to scan.
     pub desired: Axis,
     /// Loop periods U, in seconds.
     pub period: Axis,
