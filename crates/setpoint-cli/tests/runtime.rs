@@ -146,7 +146,12 @@ impl Cluster {
         serde_json::from_str::<Value>(&text).unwrap()["workloads"][0].clone()
     }
 
+    /// The cluster's status; `null` until a daemon has created the store (read commands refuse
+    /// a data directory without one).
     fn status(&self) -> Value {
+        if !self.data_dir().join("store.sqlite").is_file() {
+            return Value::Null;
+        }
         serde_json::from_str(&self.ok(&["status", "--format", "json"])).unwrap()
     }
 
