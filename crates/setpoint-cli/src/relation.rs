@@ -1,17 +1,15 @@
 //! `setpoint relation`: the lesson's overshoot table for any grid, and with `--boundary` the scan
 //! of where the lesson's relation holds, where it fails, and how the exact predictor does.
 
-use std::io::{self, IsTerminal};
-
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use setpoint_sim::boundary::{scan_grid, BoundaryReport};
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
 use setpoint_sim::{parse_deaths, Axis, Death, Grid, GridSpec, Limit, ScenarioSpec};
 
 use crate::sweep::{
-    axis, controllers, delay_axis, desired_axis, period_axis, startup_axis, ControllerList,
+    axis, controllers, delay_axis, desired_axis, period_axis, progress_bar, startup_axis,
+    ControllerList,
 };
 use crate::BadInput;
 
@@ -212,7 +210,7 @@ fn boundary(args: &RelationArgs) -> anyhow::Result<String> {
             grids.push(grid);
         }
     }
-    let bar = progress_bar(total as u64);
+    let bar = progress_bar("boundary", total as u64);
     let tick = |n: u64| bar.inc(n);
     let report = grids
         .iter()
@@ -223,19 +221,4 @@ fn boundary(args: &RelationArgs) -> anyhow::Result<String> {
         RelationFormat::Table => report.to_text(),
         RelationFormat::Json => format!("{}\n", serde_json::to_string(&report)?),
     })
-}
-
-fn progress_bar(cells: u64) -> ProgressBar {
-    if !io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(cells);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} boundary [{bar:40}] {human_pos}/{human_len} cells, eta {eta}",
-        )
-        .expect("the template is valid")
-        .progress_chars("=> "),
-    );
-    bar
 }

@@ -106,7 +106,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         duration: args.duration,
         deaths: args.deaths.0,
     })?;
-    let bar = progress_bar(grid.cells());
+    let bar = progress_bar("sweep", grid.cells());
     let tick = |n: u64| bar.inc(n);
     let mut out = io::BufWriter::with_capacity(
         1 << 16,
@@ -160,16 +160,17 @@ impl<W: Write> Write for AroundBar<'_, W> {
     }
 }
 
-/// A bar on stderr when stderr is a terminal; otherwise one that draws nothing.
-fn progress_bar(cells: u64) -> ProgressBar {
+/// A bar over `cells`, labelled `what`, on stderr when stderr is a terminal; otherwise one that
+/// draws nothing, so pipes and logs stay clean.
+pub(crate) fn progress_bar(what: &str, cells: u64) -> ProgressBar {
     if !io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(cells);
     bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} sweep [{bar:40}] {human_pos}/{human_len} cells, {elapsed} elapsed, eta {eta}",
-        )
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} {what} [{{bar:40}}] {{human_pos}}/{{human_len}} cells, {{elapsed}} elapsed, eta {{eta}}"
+        ))
         .expect("the template is valid")
         .progress_chars("=> "),
     );
