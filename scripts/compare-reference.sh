@@ -235,8 +235,8 @@ setpoint when other work competes, so the ratio rises with the load; in quiet ru
 1.1) before main's wider controllers were merged it measured 289× and 323× (medians), and the
 merge made setpoint's side about a quarter slower (see the list below): on a quiet machine, read
 it as "at the target" at best. **Sweep:** since the merge every cell also runs the exact
-predictor, which doubles a cell's cost; quiet runs before the merge took 0.40–0.43 s, this one
-1.9 s at a load near 2. The other rows have wide margins.
+predictor, which doubles a cell's cost; quiet runs before the merge took 0.40–0.43 s (the row
+above shows this run and its load). The other rows have wide margins.
 
 Answers checked in the same run:
 - big scenario: $BIG_SAME of 1 result differs from the reference's in any key.
