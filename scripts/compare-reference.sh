@@ -230,16 +230,19 @@ $(ms "$(cpu sweep_sp)") ms of CPU on 2 threads; per cell $(us "$CELL_SP_CPU") µ
 wall-clock means: $(us "$CELL_SP_MEAN") µs against $(us "$CELL_REF_MEAN") µs ($(times_ "$(calc "$CELL_REF_MEAN / $CELL_SP_MEAN")")×); from the fastest runs:
 $(us "$CELL_SP_MIN") µs against $(us "$CELL_REF_MIN") µs ($(times_ "$(calc "$CELL_REF_MIN / $CELL_SP_MIN")")×).
 
-The per-cell row's margin is thin. In the quiet runs made while closing issue 3 (load at most
-1.1) it measured between about 290× and 330× on medians and means before main's wider
-controllers were merged, and lower after (see the list below): read it as "at the target" at
-best, not comfortably above it. The other rows have wide margins.
+Two rows have thin margins and move with the load. **Per cell:** node slows down more than
+setpoint when other work competes, so the ratio rises with the load; in quiet runs (load at most
+1.1) before main's wider controllers were merged it measured 289× and 323× (medians), and the
+merge made setpoint's side about a quarter slower (see the list below): on a quiet machine, read
+it as "at the target" at best. **Sweep:** since the merge every cell also runs the exact
+predictor, which doubles a cell's cost; quiet runs before the merge took 0.40–0.43 s (the row
+above shows this run and its load). The other rows have wide margins.
 
 Answers checked in the same run:
 - big scenario: $BIG_SAME of 1 result differs from the reference's in any key.
 - per-cell sample: $SAMPLE_MISMATCHED of $SAMPLE_CELLS cells differ from the reference in any key.
 - \`setpoint lesson\` is byte for byte the reference's two printouts joined by an empty line: $LESSON_SAME.
-- the sweep's counts: \`$SWEEP_COUNTS\` (cells, mismatched, overshooting).
+- the sweep's counts: \`$SWEEP_COUNTS\` (cells, mismatched, overshooting, prediction_mismatched).
 
 ## Exact commands
 
