@@ -90,7 +90,8 @@ pub struct LessonArgs {
         long,
         value_delimiter = ',',
         default_value = "0,5,10,20,30,60",
-        value_name = "G,..."
+        value_name = "G,...",
+        value_parser = whole_seconds
     )]
     delays: Vec<u64>,
     /// The controllers, comma-separated.
@@ -468,4 +469,12 @@ fn jitter_table(cfg: &RealLesson, cells: &[CellOutcome]) -> String {
         "(create->ready sums the p50s, p99s and maxima of create->start and start->ready)\n",
     );
     out
+}
+
+/// One report delay of `--delays`: a whole number of seconds (its range is checked with the
+/// rest of the experiment's settings).
+fn whole_seconds(s: &str) -> Result<u64, String> {
+    s.trim().parse().map_err(|_| {
+        format!("'{s}' is not a whole number of seconds; accepted: a list like 0,5,10")
+    })
 }

@@ -511,21 +511,24 @@ pub struct LabOutcome {
 /// always give the same outcome.
 pub fn run(scenario: &LabScenario, seed: u64) -> Result<LabOutcome, LabError> {
     match scenario.as_lesson() {
-        Some(lesson) => {
-            let metrics = simulate(&lesson);
-            Ok(LabOutcome {
-                seed: None,
-                engine: "fast",
-                workloads: vec![WorkloadMetrics {
-                    workload: scenario.spec.workloads[0].name.clone(),
-                    metrics,
-                    duplicate_names: 0,
-                    absorbed_creates: 0,
-                    lost_deletes: 0,
-                }],
-            })
-        }
+        Some(lesson) => Ok(fast_outcome(scenario, simulate(&lesson))),
         None => crate::world::run_general(scenario, seed),
+    }
+}
+
+/// The outcome of a scenario the fast engine ran: one workload, no randomness, and none of the
+/// general engine's counts (names, absorbed creates, lost deletes) can occur.
+fn fast_outcome(scenario: &LabScenario, metrics: Metrics) -> LabOutcome {
+    LabOutcome {
+        seed: None,
+        engine: "fast",
+        workloads: vec![WorkloadMetrics {
+            workload: scenario.spec.workloads[0].name.clone(),
+            metrics,
+            duplicate_names: 0,
+            absorbed_creates: 0,
+            lost_deletes: 0,
+        }],
     }
 }
 
@@ -537,20 +540,10 @@ pub fn run_traced(
     observer: &mut dyn FnMut(usize, &crate::TraceRow),
 ) -> Result<LabOutcome, LabError> {
     match scenario.as_lesson() {
-        Some(lesson) => {
-            let metrics = crate::simulate_traced(&lesson, &mut |r| observer(0, r));
-            Ok(LabOutcome {
-                seed: None,
-                engine: "fast",
-                workloads: vec![WorkloadMetrics {
-                    workload: scenario.spec.workloads[0].name.clone(),
-                    metrics,
-                    duplicate_names: 0,
-                    absorbed_creates: 0,
-                    lost_deletes: 0,
-                }],
-            })
-        }
+        Some(lesson) => Ok(fast_outcome(
+            scenario,
+            crate::simulate_traced(&lesson, &mut |r| observer(0, r)),
+        )),
         None => crate::world::run_general_traced(scenario, seed, observer),
     }
 }
