@@ -1,6 +1,7 @@
 //! Checks the event-driven engine against a naive oracle and against the lesson's JavaScript
 //! reference model.
 
+mod faults;
 mod generators;
 mod oracle;
 mod reference;

@@ -63,7 +63,7 @@ fn metrics(w: &Value) -> Metrics {
 
 /// The lesson's first table, byte for byte (the golden copy the CLI tests pin).
 fn lesson_loop_reference() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/lesson-loop.txt");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/golden/lesson-loop.txt");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

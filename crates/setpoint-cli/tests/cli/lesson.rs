@@ -22,7 +22,7 @@ fn stdout(args: &[&str]) -> String {
 
 fn golden(name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
+        .join("tests/cli/golden")
         .join(name);
     std::fs::read_to_string(path).unwrap()
 }
