@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use setpoint_core::ControllerKind;
-use setpoint_runtime::experiment::{self, CellOutcome, ExperimentError, RealLesson};
+use setpoint_reality::experiment::{self, CellOutcome, ExperimentError, RealLesson};
 use setpoint_runtime::measure::{self, Measurement, Spread, WindowSpec};
 use setpoint_runtime::model::{decode, workload_key, WorkloadSpec};
 use setpoint_runtime::{events, parse_duration, SqliteStore, Store};

@@ -31,8 +31,8 @@ use std::collections::VecDeque;
 
 use setpoint_core::{Action, Batch, Controller, ControllerKind, CopyId, Desired, LedgerView, Time};
 
-use crate::metrics::Metrics;
 use crate::scenario::Scenario;
+use setpoint_core::metrics::{Metrics, TraceRow};
 
 /// Copies created in one round: `[previous batch's end, end)`, all running at `ready`.
 #[derive(Debug, Clone, Copy)]
@@ -221,52 +221,6 @@ impl Tally {
 /// same metrics.
 pub fn simulate(scenario: &Scenario) -> Metrics {
     run::<false>(scenario, None)
-}
-
-/// One second of a run: the state at the end of second `t` and what happened during it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct TraceRow {
-    /// The second.
-    pub t: Time,
-    /// Declared copies.
-    pub desired: u64,
-    /// Copies running at the end of the second.
-    pub live: u64,
-    /// Copies the ledger shows at the end of the second.
-    pub seen: u64,
-    /// Copies created and alive that have not reached the ledger yet (work in flight), whether or
-    /// not the controller counts them.
-    pub pending: u64,
-    /// Copies created during the second.
-    pub created: u64,
-    /// Delete commands sent during the second.
-    pub delete_commands: u64,
-    /// Copies deleted by those commands.
-    pub deleted: u64,
-    /// Copies killed by scripted deaths during the second.
-    pub died: u64,
-}
-
-impl TraceRow {
-    /// The CSV header of a trace: the workload's name, then the row's fields.
-    pub const CSV_HEADER: &'static str =
-        "workload,t,desired,live,seen,pending,created,delete_commands,deleted,died";
-
-    /// The row as CSV for `workload`, without a newline.
-    pub fn csv(&self, workload: &str) -> String {
-        format!(
-            "{workload},{},{},{},{},{},{},{},{},{}",
-            self.t,
-            self.desired,
-            self.live,
-            self.seen,
-            self.pending,
-            self.created,
-            self.delete_commands,
-            self.deleted,
-            self.died
-        )
-    }
 }
 
 /// Runs `scenario` like [`simulate`] and hands `observer` one [`TraceRow`] per second, in order,

@@ -12,9 +12,9 @@
 //! # Layout
 //! - [`scenario`]: the validated input ([`Scenario`], [`ScenarioSpec`], [`Death`]) and its limits.
 //! - [`engine`]: [`simulate`], the event-driven engine.
-//! - [`metrics`]: [`Metrics`], what a run measures.
-//! - [`series`]: [`metrics_from_series`], the same metrics from a per-second series (the engine's
-//!   trace, or a real run's measurement).
+//! - [`metrics`]: [`Metrics`], what a run measures, the per-second series ([`TraceRow`]) and
+//!   [`metrics_from_series`]; re-exported from [`setpoint_core::metrics`], where the runtime
+//!   counts with the same definitions without depending on the lab.
 //! - [`lesson`]: the lesson's tables, byte for byte, and the relation scan.
 //! - [`predict`]: [`predict::predict`], the exact overshoot predictor and closed forms.
 //! - [`advise`]: the advisor: a loop period and a controller for a delay and a startup time.
@@ -48,18 +48,18 @@ pub mod engine;
 pub mod format;
 pub mod lab;
 pub mod lesson;
-pub mod metrics;
 pub mod montecarlo;
 pub mod predict;
 pub mod report;
 pub mod scenario;
 pub mod scenario_file;
-pub mod series;
+#[cfg(test)]
+mod series;
 pub mod sweep;
 pub mod world;
 
-pub use engine::{simulate, simulate_traced, TraceRow};
-pub use metrics::Metrics;
+pub use engine::{simulate, simulate_traced};
 pub use scenario::{parse_deaths, Death, Limit, Scenario, ScenarioError, ScenarioSpec};
-pub use series::metrics_from_series;
+pub use setpoint_core::metrics;
+pub use setpoint_core::metrics::{metrics_from_series, Metrics, TraceRow};
 pub use sweep::{Axis, Grid, GridError, GridSpec, RowFormat, Summary, SweepRow};

@@ -26,11 +26,11 @@ use setpoint_core::{
 };
 
 use crate::delay::{whole_seconds, WorldRng};
-use crate::engine::TraceRow;
 use crate::lab::{
     Event, LabError, LabOutcome, LabScenario, LabSpec, Toll, WorkloadMetrics, MAX_LAB_COPIES,
 };
 use crate::metrics::Metrics;
+use crate::metrics::TraceRow;
 
 /// The record of one copy.
 #[derive(Debug, Clone)]
