@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use setpoint_core::ControllerKind;
-use setpoint_sim::{simulate, Metrics, Scenario, ScenarioSpec};
+use setpoint_sim::{simulate, LessonSpec, LessonWorld, Metrics};
 
 use setpoint_runtime::agent::{read_all_node_states, run_agent, AgentConfig};
 use setpoint_runtime::controller::{run_controller, ControllerConfig};
@@ -147,12 +147,12 @@ fn kind_name<S: serde::Serializer>(k: &ControllerKind, s: S) -> Result<S::Ok, S:
     s.serialize_str(k.name())
 }
 
-/// The lesson's world (defaults of [`ScenarioSpec`]), for a cell.
-pub fn lesson_spec(delay: u64, controller: ControllerKind) -> ScenarioSpec {
-    ScenarioSpec {
+/// The lesson's world (defaults of [`LessonSpec`]), for a cell.
+pub fn lesson_spec(delay: u64, controller: ControllerKind) -> LessonSpec {
+    LessonSpec {
         delay,
         controller,
-        ..ScenarioSpec::default()
+        ..LessonSpec::default()
     }
 }
 
@@ -211,7 +211,7 @@ pub async fn run_cell(
         delay,
         controller,
         simulated: simulate(
-            &Scenario::new(world).map_err(|e| ExperimentError::BadInput(e.to_string()))?,
+            &LessonWorld::new(world).map_err(|e| ExperimentError::BadInput(e.to_string()))?,
         ),
         measured,
         killed,
@@ -224,7 +224,7 @@ pub async fn run_cell(
 async fn drive(
     cfg: &RealLesson,
     store: &Arc<dyn Store>,
-    world: &ScenarioSpec,
+    world: &LessonSpec,
     spec: &WorkloadSpec,
     state_dir: &std::path::Path,
 ) -> Result<(Measurement, Vec<String>, i64), ExperimentError> {

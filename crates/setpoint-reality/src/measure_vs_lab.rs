@@ -6,7 +6,7 @@ use setpoint_core::ControllerKind;
 use setpoint_runtime::events::{CopyEvent, CopyEventKind, Logged, RoundEvent};
 use setpoint_runtime::measure::{from_log, Window};
 use setpoint_sim::lesson::LESSON_DELAYS;
-use setpoint_sim::{simulate, Scenario, ScenarioSpec};
+use setpoint_sim::{simulate, LessonSpec, LessonWorld};
 
 fn copy(kind: CopyEventKind, n: u64, at_ms: u64, commanded: bool) -> Logged {
     Logged::Copy {
@@ -37,7 +37,7 @@ fn round(at_ms: u64, desired: u64, created: u64, delete_commands: u64) -> Logged
 
 /// The lesson's world written out literally, one copy record at a time, emitting the events
 /// the runtime would log at whole seconds (time scale 1, origin 0).
-fn lesson_log(spec: &ScenarioSpec) -> Vec<Logged> {
+fn lesson_log(spec: &LessonSpec) -> Vec<Logged> {
     use CopyEventKind::*;
     struct Copy {
         ready: u64,
@@ -114,12 +114,12 @@ fn a_log_of_events_at_whole_seconds_measures_exactly_what_the_lab_computes() {
     for controller in ControllerKind::LESSON {
         for delay in LESSON_DELAYS {
             for (period, startup) in [(15, 5), (5, 5), (20, 0), (35, 5)] {
-                let spec = ScenarioSpec {
+                let spec = LessonSpec {
                     delay,
                     period,
                     startup,
                     controller,
-                    ..ScenarioSpec::default()
+                    ..LessonSpec::default()
                 };
                 let w = Window {
                     origin_ms: 0,
@@ -127,7 +127,7 @@ fn a_log_of_events_at_whole_seconds_measures_exactly_what_the_lab_computes() {
                     last: spec.duration,
                 };
                 let measured = from_log("w", &lesson_log(&spec), w, Some(period * 1000));
-                let lab = simulate(&Scenario::new(spec.clone()).unwrap());
+                let lab = simulate(&LessonWorld::new(spec.clone()).unwrap());
                 assert_eq!(measured.metrics, lab, "{spec:?}");
             }
         }

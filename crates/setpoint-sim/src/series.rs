@@ -4,13 +4,13 @@
 //! trace, on every lesson row and on generated scenarios.
 
 use crate::lesson::LESSON_DELAYS;
-use crate::scenario::{Death, Scenario, ScenarioSpec};
+use crate::lesson_world::{Death, LessonSpec, LessonWorld};
 use crate::{simulate, simulate_traced};
 use proptest::prelude::*;
 use setpoint_core::metrics::{metrics_from_series, Metrics};
 use setpoint_core::ControllerKind;
 
-fn from_trace(s: &Scenario) -> Metrics {
+fn from_trace(s: &LessonWorld) -> Metrics {
     let mut rows = Vec::new();
     let m = simulate_traced(s, &mut |r| rows.push(*r));
     assert_eq!(m, simulate(s));
@@ -21,7 +21,7 @@ fn from_trace(s: &Scenario) -> Metrics {
 fn the_series_gives_the_engines_metrics_on_every_lesson_row() {
     for controller in ControllerKind::LESSON {
         for g in LESSON_DELAYS {
-            let s = Scenario::lesson(g, controller);
+            let s = LessonWorld::lesson(g, controller);
             assert_eq!(from_trace(&s), simulate(&s), "G = {g}, {controller:?}");
         }
     }
@@ -40,7 +40,7 @@ proptest! {
         count in 0u64..5,
         intent in any::<bool>(),
     ) {
-        let s = Scenario::new(ScenarioSpec {
+        let s = LessonWorld::new(LessonSpec {
             desired,
             period,
             delay,
