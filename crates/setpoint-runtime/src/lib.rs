@@ -59,5 +59,7 @@ pub use ops::OpError;
 pub use reconcile::{run_pass, PassError, PassReport, PassSettings};
 pub use rt::{shutdown_pair, Shutdown, ShutdownTrigger};
 pub use spec::{parse_workloads, SpecError};
-pub use store::{EtcdOptions, EtcdStore, MemoryStore, SqliteStore, Store, StoreError};
+pub use store::{
+    EtcdOptions, EtcdStore, MemoryStore, OpenMode, SqliteStore, Store, StoreError, StoreUrl,
+};
 pub use view::WorkloadView;

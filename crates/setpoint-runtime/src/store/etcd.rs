@@ -196,7 +196,7 @@ impl EtcdStore {
     }
 
     fn failed(&self, e: etcd_client::Error) -> StoreError {
-        let text = e.to_string();
+        let text = describe(&e);
         if text.contains("no leader") {
             StoreError::Unavailable(format!(
                 "etcd at {} has no quorum (no leader): {text}",
@@ -211,6 +211,26 @@ impl EtcdStore {
         } else {
             StoreError::Unavailable(format!("etcd at {}: {text}", self.endpoints))
         }
+    }
+}
+
+/// An etcd error in one line: a gRPC status by its message and its root cause (such as
+/// "connection refused"), without the client's debug dump.
+fn describe(e: &etcd_client::Error) -> String {
+    match e {
+        etcd_client::Error::GRpcStatus(s) => {
+            let mut root: Option<&dyn std::error::Error> = std::error::Error::source(s);
+            let mut deepest = None;
+            while let Some(cause) = root {
+                deepest = Some(cause.to_string());
+                root = cause.source();
+            }
+            match deepest {
+                Some(d) => format!("{}: {d}", s.message()),
+                None => s.message().to_owned(),
+            }
+        }
+        other => other.to_string(),
     }
 }
 

@@ -19,16 +19,23 @@
 //! - [`memory`]: [`MemoryStore`], for tests and single-process use.
 //! - [`sqlite`]: [`SqliteStore`], the embedded default, safe for several processes.
 //! - [`etcd`]: [`EtcdStore`], on an etcd cluster, for runtimes that span machines.
+//! - [`namespace`]: [`Namespaced`], the keys of a store under one prefix.
+//! - [`url`]: [`StoreUrl`], which store to open (`sqlite:DIR`, `etcd://…`, `memory:`), and its
+//!   format check.
 
 pub mod etcd;
 pub mod memory;
+pub mod namespace;
 pub mod sqlite;
+pub mod url;
 
 use std::time::Duration;
 
 pub use etcd::{EtcdOptions, EtcdStore};
 pub use memory::MemoryStore;
+pub use namespace::Namespaced;
 pub use sqlite::SqliteStore;
+pub use url::{OpenError, OpenMode, StoreUrl, StoreUrlError};
 
 /// A store-wide revision. Every committed transaction gets the next one. 0 means "never".
 pub type Revision = u64;
