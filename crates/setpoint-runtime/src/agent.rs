@@ -33,7 +33,7 @@ use crate::model::{
     decode, encode, placements_of, report_key, Assignment, CopyReport, NodeReport, Phase,
 };
 use crate::process::{self, Launch};
-use crate::rt::{blocking, log, Shutdown};
+use crate::rt::{blocking, log, Reach, Shutdown};
 use crate::store::{Revision, Store, StoreError, Txn};
 
 /// How often a failed readiness command is run again.
@@ -611,6 +611,7 @@ pub async fn run_agent(
     let mut next_report = now + report_every;
     let mut tick = tokio::time::interval(agent.cfg.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut reach = Reach::default();
     loop {
         tokio::select! {
             _ = shutdown.wait() => break,
@@ -622,8 +623,11 @@ pub async fn run_agent(
             next_sync = now + sync_every;
             let node = agent.cfg.node.clone();
             match blocking(&store, move |s| assignments_of(s, &node)).await {
-                Ok(assigned) => agent.sync(assigned, now),
-                Err(e) => log(&who, format!("cannot read assignments: {e}")),
+                Ok(assigned) => {
+                    reach.answered(&who);
+                    agent.sync(assigned, now);
+                }
+                Err(e) => reach.failed(&who, format!("cannot read assignments: {e}")),
             }
         }
         agent.save();

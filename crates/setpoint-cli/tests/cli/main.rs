@@ -7,9 +7,11 @@
 //! - [`sweep`]: `setpoint sweep` rows, summaries and determinism.
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
+//! - [`store`]: `--store URL` on every runtime command; the runtime on etcd.
 
 mod lesson;
 mod reality;
 mod runtime;
 mod scenarios;
+mod store;
 mod sweep;
