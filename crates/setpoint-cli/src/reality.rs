@@ -123,7 +123,7 @@ fn measure_cmd(a: &MeasureArgs) -> anyhow::Result<String> {
         )));
     }
     crate::runtime::require_store(&a.data_dir)?;
-    let store = SqliteStore::open(&a.data_dir)
+    let store = SqliteStore::open_read_only(&a.data_dir)
         .with_context(|| format!("opening the store in {}", a.data_dir.display()))?;
     let now_ms = store.now_ms();
     let since_ms = match &a.since {

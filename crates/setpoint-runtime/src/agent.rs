@@ -234,10 +234,7 @@ impl Agent {
             copies: self.copies.values().map(|l| l.record.clone()).collect(),
         };
         let path = self.file();
-        let tmp = path.with_extension("json.tmp");
-        let written =
-            std::fs::write(&tmp, encode(&state)).and_then(|()| std::fs::rename(&tmp, &path));
-        match written {
+        match crate::store::identity::write_private(&path, encode(&state).as_bytes()) {
             Ok(()) => self.dirty = false,
             Err(e) => log(&self.who(), format!("cannot write {}: {e}", path.display())),
         }
@@ -561,7 +558,7 @@ pub async fn run_agent(
         path: cfg.state_dir.clone(),
         source,
     };
-    std::fs::create_dir_all(cfg.state_dir.join("logs")).map_err(state_err)?;
+    crate::store::identity::create_private_dir(&cfg.state_dir.join("logs")).map_err(state_err)?;
     let canonical = cfg.state_dir.canonicalize().map_err(state_err)?;
     let mark = canonical.join(&cfg.node).display().to_string();
     let mut agent = Agent {
@@ -611,6 +608,9 @@ pub async fn run_agent(
     let mut next_report = now + report_every;
     let mut tick = tokio::time::interval(agent.cfg.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Once the store is lost, the agent stops acting on it: it stops its copies, which nobody
+    // can manage any more, and writes nothing to the store.
+    let mut lost: Option<StoreError> = None;
     loop {
         tokio::select! {
             _ = shutdown.wait() => break,
@@ -623,6 +623,10 @@ pub async fn run_agent(
             let node = agent.cfg.node.clone();
             match blocking(&store, move |s| assignments_of(s, &node)).await {
                 Ok(assigned) => agent.sync(assigned, now),
+                Err(e) if e.is_lost() => {
+                    lost = Some(e);
+                    break;
+                }
                 Err(e) => log(&who, format!("cannot read assignments: {e}")),
             }
         }
@@ -646,14 +650,26 @@ pub async fn run_agent(
                     agent.report_rev = r;
                     agent.log_ledger_changes(&written, now);
                 }
+                Err(e) if e.is_lost() => {
+                    lost = Some(e);
+                    break;
+                }
                 Err(e) => log(&who, format!("cannot report: {e}")),
             }
         }
-        flush_events(&store, &mut agent).await;
+        if let Some(e) = flush_events(&store, &mut agent).await {
+            lost = Some(e);
+            break;
+        }
+    }
+    if let Some(e) = &lost {
+        log(&who, format!("{e}: this agent stops its copies and exits"));
     }
 
     // Shutdown: stop every copy, wait for them, report at once.
-    log(&who, "shutting down: stopping copies");
+    if lost.is_none() {
+        log(&who, "shutting down: stopping copies");
+    }
     let now = store.now_ms();
     let running: Vec<(String, u64)> = agent
         .copies
@@ -687,6 +703,9 @@ pub async fn run_agent(
     }
     agent.dirty = true;
     agent.save();
+    if let Some(e) = lost {
+        return Err(AgentError::Store(e));
+    }
     let now = store.now_ms();
     let last = agent.observe(now);
     let node = agent.cfg.node.clone();
@@ -702,16 +721,21 @@ pub async fn run_agent(
 }
 
 /// Writes the agent's queued event-log entries in one transaction; on failure keeps them for the
-/// next tick.
-async fn flush_events(store: &Arc<dyn Store>, agent: &mut Agent) {
+/// next tick. Returns the error if the store is lost.
+async fn flush_events(store: &Arc<dyn Store>, agent: &mut Agent) -> Option<StoreError> {
     if agent.events.is_empty() {
-        return;
+        return None;
     }
     let batch = std::mem::take(&mut agent.events);
     let kept = batch.clone();
-    if let Err(e) = blocking(store, move |s| events::append_all(s, batch)).await {
-        log(&agent.who(), format!("cannot write the event log: {e}"));
-        agent.events = kept;
+    match blocking(store, move |s| events::append_all(s, batch)).await {
+        Ok(_) => None,
+        Err(e) if e.is_lost() => Some(e),
+        Err(e) => {
+            log(&agent.who(), format!("cannot write the event log: {e}"));
+            agent.events = kept;
+            None
+        }
     }
 }
 

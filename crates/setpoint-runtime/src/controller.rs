@@ -137,6 +137,10 @@ pub async fn run_controller(
             match blocking(&store, move |s| try_acquire(s, &c)).await {
                 Ok(Some(h)) => break h,
                 Ok(None) => {}
+                Err(e) if e.is_lost() => {
+                    log(&who, format!("{e}: this controller stops"));
+                    return Err(e);
+                }
                 Err(e) => log(&who, format!("cannot reach the store: {e}")),
             }
         };
@@ -144,8 +148,11 @@ pub async fn run_controller(
         let stopped = lead(&store, &cfg, held, &mut shutdown, &who).await;
         if stopped {
             let lease = held.lease;
-            if let Err(e) = blocking(&store, move |s| s.revoke(lease)).await {
-                log(&who, format!("cannot give up the lease: {e}"));
+            match blocking(&store, move |s| s.revoke(lease)).await {
+                Ok(()) => {}
+                // `lead` said so already.
+                Err(e) if e.is_lost() => return Err(e),
+                Err(e) => log(&who, format!("cannot give up the lease: {e}")),
             }
             log(&who, "stopped");
             return Ok(());
@@ -188,6 +195,10 @@ async fn lead(
             match blocking(store, move |s| s.keep_alive(lease)).await {
                 Ok(()) => renewed = Instant::now(),
                 Err(StoreError::LeaseExpired(_)) => break false,
+                Err(e) if e.is_lost() => {
+                    log(who, format!("{e}: this controller stops"));
+                    break true;
+                }
                 Err(e) => {
                     log(who, format!("cannot renew the lease: {e}"));
                     if renewed.elapsed() >= cfg.lease_ttl {
@@ -199,6 +210,10 @@ async fn lead(
         // Declarations: start, restart, wake and stop loops when they change.
         let revision = match blocking(store, |s| s.revision()).await {
             Ok(r) => r,
+            Err(e) if e.is_lost() => {
+                log(who, format!("{e}: this controller stops"));
+                break true;
+            }
             Err(e) => {
                 log(who, format!("cannot read the store: {e}"));
                 continue;
@@ -369,6 +384,8 @@ fn spawn_worker(
                     return;
                 }
                 Err(PassError::Gone(_)) => return,
+                // The leader's loop notices too, says so once and stops every loop.
+                Err(PassError::Store(e)) if e.is_lost() => return,
                 Err(e) => log(&who, format!("pass failed: {e}")),
             }
         }

@@ -1,7 +1,7 @@
 //! Real processes: spawning a copy in its own process group, signalling groups, and telling a
 //! live process from a dead one or from a later process that reuses its pid (Linux `/proc`).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -133,9 +133,9 @@ pub fn spawn_check(command: &[String], copy: &str) -> io::Result<Child> {
 
 fn open_log(path: &Path) -> io::Result<File> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::store::identity::create_private_dir(dir)?;
     }
-    OpenOptions::new().create(true).append(true).open(path)
+    crate::store::identity::open_private_append(path)
 }
 
 /// A process group leader found in `/proc` carrying an agent's mark.
