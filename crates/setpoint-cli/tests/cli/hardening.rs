@@ -225,3 +225,295 @@ fn which(name: &str) -> Result<std::path::PathBuf, ()> {
         .find(|p| p.is_file())
         .ok_or(())
 }
+
+#[test]
+fn a_foreign_process_with_the_agents_mark_is_never_adopted_and_the_real_copy_starts() {
+    let mut c = Cluster::new();
+    c.nodes.push("a".into());
+    let agent = ["agent", "--node", "a", "--report-every", "50ms"];
+    c.start(
+        "controller",
+        &["controller", "--lease-ttl", "1s", "--node-timeout", "60s"],
+    );
+    c.start("agent", &agent);
+    c.until("node a reports", |c| {
+        c.status()["nodes"].as_array().is_some_and(|n| n.len() == 1)
+    });
+    // While the agent is down, its copy is assigned, and someone starts a process that carries
+    // the agent's mark and the copy's identity, as an unprivileged user could.
+    c.signal("agent", rustix::process::Signal::KILL);
+    c.apply(1, "intent");
+    c.until("collector-0 is assigned", |c| {
+        c.get()["pending_create"] == 1
+    });
+    let fake = |c: &Cluster, prefix: &[&str]| {
+        let mut cmd = std::process::Command::new(prefix.first().copied().unwrap_or("sleep"));
+        cmd.args(prefix.iter().skip(1))
+            .args(if prefix.is_empty() {
+                vec!["3333"]
+            } else {
+                vec!["sleep", "3333"]
+            })
+            .env("SETPOINT_AGENT", c.mark("a"))
+            .env("SETPOINT_COPY", "collector-0")
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    };
+    use std::os::unix::process::CommandExt;
+    let mut same_user = fake(&c, &[]);
+    let other_user = which("setpriv").ok().map(|p| {
+        let p = p.display().to_string();
+        fake(
+            &c,
+            &[&p, "--reuid=65534", "--regid=65534", "--clear-groups"],
+        )
+    });
+    c.until("the fakes carry the mark", |c| {
+        c.processes().get("collector-0").map_or(0, Vec::len) == 1 + other_user.iter().count()
+    });
+    let fakes: Vec<u32> = std::iter::once(same_user.id())
+        .chain(other_user.as_ref().map(|o| o.id()))
+        .collect();
+    c.start("agent", &agent);
+    c.until("the real collector-0 runs", |c| {
+        c.processes()
+            .get("collector-0")
+            .is_some_and(|pids| pids.iter().any(|p| !fakes.contains(p)))
+            && c.get()["live"] == 1
+    });
+    let log = c.log("agent");
+    assert!(
+        log.contains(&format!(
+            "foreign process {} carries the mark of collector-0 without its nonce: not adopted",
+            fakes[0]
+        )),
+        "{log}"
+    );
+    assert!(!log.contains("adopted unrecorded"), "{log}");
+    // The same user's impostor is stopped; another user's is reported and left alone.
+    let deadline = Instant::now() + DEADLINE;
+    while same_user.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the impostor still runs");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if let Some(mut o) = other_user {
+        assert!(
+            log.contains(&format!("foreign process {} of user 65534", o.id())),
+            "{log}"
+        );
+        assert!(
+            o.try_wait().unwrap().is_none(),
+            "another user's process was signalled"
+        );
+        let _ = o.kill();
+        let _ = o.wait();
+    } else {
+        eprintln!("skipping another user's impostor: setpriv is not installed");
+    }
+}
+
+#[test]
+fn copies_get_only_their_declared_environment_and_stdio_descriptors() {
+    let mut c = Cluster::new();
+    c.nodes.push("node-1".into());
+    // The agent holds a secret in its environment and a descriptor without close-on-exec (7).
+    let log = std::fs::File::create(c.dir.path().join("up.log")).unwrap();
+    let up = std::process::Command::new("sh")
+        .args(["-c", r#"exec 7</etc/hostname; exec "$0" "$@""#])
+        .arg(env!("CARGO_BIN_EXE_setpoint"))
+        .args(["up", "--nodes", "1", "--report-every", "50ms", "--data-dir"])
+        .arg(c.data_dir())
+        .env("AWS_SECRET_ACCESS_KEY", "hunter2")
+        .env("KEEP_ME", "kept")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let up_pid = up.id();
+    c.daemons.insert("up".into(), up);
+    let path = c.write(
+        "env.toml",
+        "[[workload]]\nname = \"collector\"\ncommand = [\"sleep\", \"120\"]\ncopies = 1\nperiod = \"200ms\"\nstartup = \"100ms\"\nenv = { GREETING = \"hi\" }\nenv_passthrough = [\"KEEP_ME\", \"NOT_SET_ANYWHERE\"]\n",
+    );
+    c.until("the store exists", |c| c.store_file().is_file());
+    c.ok(&["apply", "-f", &path]);
+    c.converged(1);
+    assert!(
+        Path::new(&format!("/proc/{up_pid}/fd/7")).exists(),
+        "the agent did not inherit descriptor 7: the test proves nothing"
+    );
+    let pid = c.processes()["collector-0"][0];
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let mut vars: Vec<String> = environ
+        .split(|&b| b == 0)
+        .filter(|v| !v.is_empty())
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    vars.sort();
+    let names: Vec<&str> = vars.iter().map(|v| v.split('=').next().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "GREETING",
+            "KEEP_ME",
+            "SETPOINT_AGENT",
+            "SETPOINT_COPY",
+            "SETPOINT_NODE",
+            "SETPOINT_NONCE",
+            "SETPOINT_WORKLOAD"
+        ],
+        "{vars:?}"
+    );
+    assert!(vars.contains(&"GREETING=hi".to_owned()) && vars.contains(&"KEEP_ME=kept".to_owned()));
+    let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    fds.sort();
+    assert_eq!(fds, ["0", "1", "2"]);
+}
+
+#[test]
+fn a_forged_placement_is_refused_and_logged_and_never_reaches_a_path_or_a_command() {
+    use setpoint_runtime::model::{encode, placement_key, Assignment};
+    use setpoint_runtime::store::{Store, Txn};
+    let mut c = Cluster::new();
+    c.up(1);
+    c.until("node-1 reports", |c| {
+        c.status()["nodes"].as_array().is_some_and(|n| n.len() == 1)
+    });
+    let pwned = c.dir.path().join("pwned");
+    let forged = |copy: &str, n: u64, command: Vec<String>| Assignment {
+        copy: copy.into(),
+        workload: "evil".into(),
+        owner_uid: 1,
+        n,
+        node: "node-1".into(),
+        command,
+        startup_ms: 0,
+        readiness: None,
+        grace_ms: 0,
+        created_ms: 0,
+        env: Default::default(),
+    };
+    let touch = |suffix: &str| {
+        vec![
+            "sh".to_owned(),
+            "-c".into(),
+            format!("touch {}{suffix}", pwned.display()),
+        ]
+    };
+    let entries = [
+        (
+            placement_key("node-1", "evil", 1),
+            forged("../../../escaped", 1, touch("")),
+        ),
+        (
+            placement_key("node-1", "evil", 2),
+            forged("evil-2", 2, touch("\0")),
+        ),
+        (
+            placement_key("node-1", "evil", 3),
+            forged("evil-4", 4, touch("-4")),
+        ),
+    ];
+    let store = setpoint_runtime::SqliteStore::open(&c.data_dir()).unwrap();
+    let mut txn = Txn::new();
+    for (key, a) in &entries {
+        txn = txn.put(key, encode(a));
+    }
+    store.commit(&txn).unwrap();
+    c.until("the agent refused all three", |c| {
+        c.log("up").matches("refused the entry").count() >= 3
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let log = c.log("up");
+    for (why, key) in [
+        ("not named {workload}-{n}", &entries[0].0),
+        ("NUL byte", &entries[1].0),
+        ("not at its own key", &entries[2].0),
+    ] {
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains(key.as_str())).collect();
+        assert_eq!(lines.len(), 1, "{key} logged once: {log}");
+        assert!(lines[0].contains(why), "{why}: {log}");
+    }
+    for p in [
+        pwned.clone(),
+        c.dir.path().join("pwned-4"),
+        c.dir.path().join("escaped.log"),
+    ] {
+        assert!(!p.exists(), "{} exists", p.display());
+    }
+    assert!(c.processes().is_empty());
+}
+
+#[test]
+fn apply_refuses_what_can_never_run_and_keeps_the_earlier_declaration() {
+    let mut c = Cluster::new();
+    c.up(1);
+    c.apply(1, "intent");
+    c.converged(1);
+    let before = c.ok(&["get", "--format", "json"]);
+    let head = "[[workload]]\nname = \"collector\"\ncopies = 1\n";
+    let big = "x".repeat(100 * 1024);
+    let many = vec![format!("\"{big}\""); 70].join(", ");
+    for (body, needle) in [
+        ("command = [\"sleep\", \"1\\u0000\"]\n", "NUL byte"),
+        (
+            "command = [\"sleep\", \"1\"]\nenv = { A = \"\\u0000\" }\n",
+            "NUL byte",
+        ),
+        (
+            "command = [\"sleep\", \"1\"]\nperiod = \"5ms\"\n",
+            "accepted at least 10ms",
+        ),
+        (
+            &format!("command = \"{}\"\n", "y".repeat(10 * 1024 * 1024)),
+            "bytes per argument",
+        ),
+        (&format!("command = [\"true\", {many}]\n"), "ARG_MAX"),
+        (
+            "command = [\"true\"]\nenv_passthrough = [\"SETPOINT_COPY\"]\n",
+            "setpoint's own",
+        ),
+    ] {
+        let path = c.write("bad.toml", &format!("{head}{body}"));
+        refused(&c.run(&["apply", "-f", &path]), needle, needle);
+        assert_eq!(c.ok(&["get", "--format", "json"]), before, "{needle}");
+    }
+
+    // A program the agent cannot run is the copy's failure reason.
+    let plain = c.write("plain.sh", "#!/bin/sh\nsleep 60\n");
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let path = c.write(
+        "missing.toml",
+        &format!("[[workload]]\nname = \"missing\"\ncommand = [\"no-such-program-setpoint\"]\ncopies = 1\nperiod = \"200ms\"\n[[workload]]\nname = \"plain\"\ncommand = [\"{plain}\"]\ncopies = 1\nperiod = \"200ms\"\n"),
+    );
+    c.ok(&["apply", "-f", &path]);
+    let not_executable = format!("failed to start: program '{plain}' is not executable (mode 644)");
+    for (w, why) in [
+        (
+            "missing",
+            "failed to start: program 'no-such-program-setpoint' not found on the agent's PATH",
+        ),
+        ("plain", not_executable.as_str()),
+    ] {
+        c.until(&format!("{w} reports its failure"), |c| {
+            let g: serde_json::Value =
+                serde_json::from_str(&c.ok(&["get", w, "--format", "json"])).unwrap();
+            g["workloads"][0]["copies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|copy| copy["exit"].as_str().is_some_and(|e| e.starts_with(why)))
+        });
+    }
+    assert!(
+        c.log("up").contains("cannot start missing-0: program"),
+        "{}",
+        c.log("up")
+    );
+}
