@@ -134,7 +134,7 @@ fn measure_cmd(a: &MeasureArgs) -> anyhow::Result<String> {
         .store
         .clone()
         .unwrap_or_else(|| StoreUrl::sqlite(&a.data_dir));
-    let store = url.open(OpenMode::Existing)?;
+    let store = url.open(OpenMode::ReadOnly)?;
     let store = &*store;
     let now_ms = store.now_ms();
     let since_ms = match &a.since {

@@ -67,6 +67,12 @@ impl StoreArgs {
         Ok(self.url().open(OpenMode::Existing)?)
     }
 
+    /// Opens the existing store for a command that only reads (`get`, `status`): it writes
+    /// nothing, so a user who may read the store but not write it can run it.
+    fn open_read_only(&self) -> anyhow::Result<Arc<dyn Store>> {
+        Ok(self.url().open(OpenMode::ReadOnly)?)
+    }
+
     fn state_dir(&self) -> PathBuf {
         self.data_dir.join("nodes")
     }
@@ -246,6 +252,11 @@ pub fn is_bad_input(e: &anyhow::Error) -> bool {
             || c.is::<SpecError>()
             || c.downcast_ref::<setpoint_runtime::store::OpenError>()
                 .is_some_and(|o| o.is_bad_input())
+            || c.downcast_ref::<setpoint_runtime::StoreError>()
+                .is_some_and(|s| matches!(s, setpoint_runtime::StoreError::Refused(_)))
+            || c.downcast_ref::<OpError>().is_some_and(|o| {
+                matches!(o, OpError::Store(setpoint_runtime::StoreError::Refused(_)))
+            })
             || c.downcast_ref::<OpError>()
                 .is_some_and(|o| matches!(o, OpError::NotFound(_)))
     })
@@ -316,7 +327,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             Ok(text)
         }
         RuntimeCommand::Get(a) => {
-            let store = a.store.open_existing()?;
+            let store = a.store.open_read_only()?;
             let all = ops::get(
                 &*store,
                 a.workload.as_deref(),
@@ -348,7 +359,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         }
         RuntimeCommand::Status(a) => {
             let s = ops::status(
-                &*a.store.open_existing()?,
+                &*a.store.open_read_only()?,
                 a.node_timeout.as_millis() as u64,
             )?;
             Ok(match a.format {
@@ -454,10 +465,15 @@ fn up(a: &UpArgs) -> anyhow::Result<String> {
                 .await
                 .map_err(anyhow::Error::from)
         });
+        // Every part ends by itself (a lost store stops each of them): wait for all, so that no
+        // agent is cut off before it has stopped its copies, then report the first failure.
+        let mut first = None;
         while let Some(done) = tasks.join_next().await {
-            done??;
+            if let Err(e) = done.map_err(anyhow::Error::from).and_then(|r| r) {
+                first.get_or_insert(e);
+            }
         }
-        Ok(())
+        first.map_or(Ok(()), Err)
     })?;
     Ok(String::new())
 }

@@ -28,7 +28,9 @@ use setpoint_runtime::model::{report_key, Phase, WorkloadSpec};
 use setpoint_runtime::ops;
 use setpoint_runtime::process;
 use setpoint_runtime::rt::{blocking, shutdown_pair};
-use setpoint_runtime::store::{Namespaced, OpenError, OpenMode, SqliteStore, Store, StoreError, StoreUrl};
+use setpoint_runtime::store::{
+    Namespaced, OpenError, OpenMode, SqliteStore, Store, StoreError, StoreUrl,
+};
 
 /// How far apart cells that run at once start, in real milliseconds.
 const STAGGER_MS: u64 = 97;
@@ -205,6 +207,7 @@ pub async fn run_cell(
         startup_ms: scaled(world.startup),
         readiness: None,
         grace_ms: 1_000,
+        env: Default::default(),
     };
     ops::apply(&*store, std::slice::from_ref(&spec)).map_err(|e| match e {
         ops::OpError::Store(s) => ExperimentError::Store(s),

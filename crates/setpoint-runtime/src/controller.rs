@@ -138,6 +138,10 @@ pub async fn run_controller(
             match blocking(&store, move |s| try_acquire(s, &c)).await {
                 Ok(Some(h)) => break h,
                 Ok(None) => reach.answered(&who),
+                Err(e) if e.is_lost() => {
+                    log(&who, format!("{e}: this controller stops"));
+                    return Err(e);
+                }
                 Err(e) => reach.failed(&who, format!("cannot reach the store: {e}")),
             }
         };
@@ -146,8 +150,11 @@ pub async fn run_controller(
         let stopped = lead(&store, &cfg, held, &mut shutdown, &who).await;
         if stopped {
             let lease = held.lease;
-            if let Err(e) = blocking(&store, move |s| s.revoke(lease)).await {
-                log(&who, format!("cannot give up the lease: {e}"));
+            match blocking(&store, move |s| s.revoke(lease)).await {
+                Ok(()) => {}
+                // `lead` said so already.
+                Err(e) if e.is_lost() => return Err(e),
+                Err(e) => log(&who, format!("cannot give up the lease: {e}")),
             }
             log(&who, "stopped");
             return Ok(());
@@ -191,6 +198,10 @@ async fn lead(
             match blocking(store, move |s| s.keep_alive(lease)).await {
                 Ok(()) => renewed = Instant::now(),
                 Err(StoreError::LeaseExpired(_)) => break false,
+                Err(e) if e.is_lost() => {
+                    log(who, format!("{e}: this controller stops"));
+                    break true;
+                }
                 Err(e) => {
                     log(who, format!("cannot renew the lease: {e}"));
                     if renewed.elapsed() >= cfg.lease_ttl {
@@ -204,6 +215,10 @@ async fn lead(
             Ok(r) => {
                 reach.answered(who);
                 r
+            }
+            Err(e) if e.is_lost() => {
+                log(who, format!("{e}: this controller stops"));
+                break true;
             }
             Err(e) => {
                 reach.failed(who, format!("cannot read the store: {e}"));
@@ -375,6 +390,8 @@ fn spawn_worker(
                     return;
                 }
                 Err(PassError::Gone(_)) => return,
+                // The leader's loop notices too, says so once and stops every loop.
+                Err(PassError::Store(e)) if e.is_lost() => return,
                 Err(e) => log(&who, format!("pass failed: {e}")),
             }
         }

@@ -20,6 +20,10 @@
 //!   [`MemoryStore`] and [`SqliteStore`].
 //! - [`model`]: the keys and records the store holds, and a typed [`Snapshot`].
 //! - [`spec`]: the workloads file of `setpoint apply`.
+//! - [`rules`]: the rules of names, commands and environments, checked by `apply` and again by
+//!   the agent on everything it reads.
+//! - [`sandbox`]: what a copy is given (a clean environment, only stdin/stdout/stderr) and how
+//!   the agent proves a process is its own (a per-copy nonce, uid and start time).
 //! - [`view`]: the ledger a pass reads ([`WorkloadView`], a [`setpoint_core::LedgerView`]).
 //! - [`reconcile`]: one pass: plan, compare-and-set, retry ([`run_pass`]); garbage collection.
 //! - [`controller`]: leader election and the per-workload loops ([`run_controller`]).
@@ -43,6 +47,8 @@ pub mod ops;
 pub mod process;
 pub mod reconcile;
 pub mod rt;
+pub mod rules;
+pub mod sandbox;
 pub mod spec;
 pub mod store;
 #[doc(hidden)]

@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use setpoint_core::ControllerKind;
 
+pub use crate::rules::CopyEnv;
 use crate::store::{Entry, Revision, Store, StoreError, Txn};
 
 /// The key prefix of workload declarations.
@@ -109,6 +110,9 @@ pub struct WorkloadSpec {
     pub readiness: Option<Vec<String>>,
     /// How long a copy may take to stop after SIGTERM before it gets SIGKILL, in milliseconds.
     pub grace_ms: u64,
+    /// The copies' environment beyond setpoint's own variables (`env`, `env_passthrough`).
+    #[serde(default, skip_serializing_if = "CopyEnv::is_empty")]
+    pub env: CopyEnv,
 }
 
 mod kind_name {
@@ -157,6 +161,9 @@ pub struct Assignment {
     pub grace_ms: u64,
     /// When the pass created it, in store milliseconds.
     pub created_ms: u64,
+    /// The copy's environment beyond setpoint's own variables, copied from the declaration.
+    #[serde(default, skip_serializing_if = "CopyEnv::is_empty")]
+    pub env: CopyEnv,
 }
 
 /// A copy's phase as its agent reports it.
@@ -358,6 +365,7 @@ mod tests {
             startup_ms: 5_000,
             readiness: None,
             grace_ms: 2_000,
+            env: CopyEnv::default(),
         };
         let text = encode(&w);
         assert!(text.contains(r#""controller":"intent""#), "{text}");

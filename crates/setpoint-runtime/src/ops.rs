@@ -95,6 +95,10 @@ pub struct CopyStatus {
     /// Whether its process is running and ready right now, checked on this machine; `None`
     /// when no local state says.
     pub live: Option<bool>,
+    /// How it ended, as its node reported: `exit status 1`, `signal 9`, or
+    /// `failed to start: program 'x' not found on the agent's PATH (…)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit: Option<String>,
 }
 
 /// One workload as `get` shows it.
@@ -155,6 +159,7 @@ pub fn get(
                     assigned: true,
                     reported: None,
                     live: None,
+                    exit: None,
                 },
             );
         }
@@ -171,8 +176,10 @@ pub fn get(
                     assigned: false,
                     reported: None,
                     live: None,
+                    exit: None,
                 });
                 s.reported = Some(c.phase);
+                s.exit.clone_from(&c.exit);
             }
         }
         let mut live = None;

@@ -287,6 +287,7 @@ fn new_assignment(
         readiness: spec.readiness.clone(),
         grace_ms: spec.grace_ms,
         created_ms: now_ms,
+        env: spec.env.clone(),
     }
 }
 
@@ -421,6 +422,7 @@ mod tests {
             startup_ms: 0,
             readiness: None,
             grace_ms: 100,
+            env: Default::default(),
         };
         let old = store
             .get(&workload_key("w"))

@@ -10,7 +10,12 @@
 //! startup = "5s"                  # startup time B, default 5s
 //! readiness = ["test", "-f", "/tmp/ready"]  # optional; replaces the startup time
 //! grace = "10s"                   # SIGTERM to SIGKILL, default 10s
+//! env = { RUST_LOG = "info" }     # the copies' environment; nothing else is inherited
+//! env_passthrough = ["HOME"]      # variables copied from the agent's environment, by name
 //! ```
+//!
+//! Commands obey [`rules`](crate::rules): no NUL byte, within the system's exec limit. The
+//! period is at least [`MIN_PERIOD`].
 //!
 //! Parse before you act: every workload of the file is checked before anything is written, and
 //! one error rejects the whole file.
@@ -23,11 +28,15 @@ use setpoint_core::ControllerKind;
 
 use crate::duration::parse_duration;
 use crate::model::WorkloadSpec;
+use crate::rules::{self, CopyEnv};
 
 /// The most copies one workload may declare.
 pub const MAX_COPIES: u64 = 10_000;
-/// The longest workload name; copy identities add `-` and a number to it.
-pub const MAX_NAME: usize = 40;
+pub use crate::rules::{check_name, MAX_NAME};
+/// The shortest loop period: each pass reads the store and may write events, so a 1 ms period
+/// would cost about 0.6 GB of events an hour and a core, with nothing gained below the agents'
+/// own 25 ms tick.
+pub const MIN_PERIOD: Duration = Duration::from_millis(10);
 /// The default loop period U.
 pub const DEFAULT_PERIOD: Duration = Duration::from_secs(15);
 /// The default startup time B.
@@ -84,25 +93,10 @@ struct RawWorkload {
     startup: Option<String>,
     readiness: Option<RawCommand>,
     grace: Option<String>,
-}
-
-/// Checks a workload name: 1 to 40 characters of `a-z`, `0-9` and `-`, starting with a letter
-/// and not ending with `-`.
-pub fn check_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_NAME
-        && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && !name.ends_with('-')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "'{name}' is not a valid name: accepted 1 to {MAX_NAME} characters of a-z, 0-9 and '-', starting with a letter and not ending with '-'"
-        ))
-    }
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    env_passthrough: Vec<String>,
 }
 
 /// Parses and validates a workloads file. Returns the workloads in file order.
@@ -140,7 +134,12 @@ fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
         reason,
     };
     check_name(&name).map_err(|r| bad("name", r))?;
-    let command = argv(raw.command).map_err(|r| bad("command", r))?;
+    let env = CopyEnv {
+        vars: raw.env,
+        passthrough: raw.env_passthrough,
+    };
+    rules::check_env(&env).map_err(|r| bad("env", r))?;
+    let command = argv(raw.command, &env).map_err(|r| bad("command", r))?;
     if raw.copies < 0 || raw.copies as u64 > MAX_COPIES {
         return Err(bad(
             "copies",
@@ -167,11 +166,20 @@ fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
         Ok(d.as_millis() as u64)
     };
     let period_ms = duration("period", raw.period, DEFAULT_PERIOD, false)?;
+    if period_ms < MIN_PERIOD.as_millis() as u64 {
+        return Err(bad(
+            "period",
+            format!(
+                "{period_ms}ms is too short: accepted at least {}ms",
+                MIN_PERIOD.as_millis()
+            ),
+        ));
+    }
     let startup_ms = duration("startup", raw.startup, DEFAULT_STARTUP, true)?;
     let grace_ms = duration("grace", raw.grace, DEFAULT_GRACE, true)?;
     let readiness = raw
         .readiness
-        .map(argv)
+        .map(|r| argv(r, &env))
         .transpose()
         .map_err(|r| bad("readiness", r))?;
     Ok(WorkloadSpec {
@@ -183,17 +191,16 @@ fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
         startup_ms,
         readiness,
         grace_ms,
+        env,
     })
 }
 
-fn argv(c: RawCommand) -> Result<Vec<String>, String> {
+fn argv(c: RawCommand, env: &CopyEnv) -> Result<Vec<String>, String> {
     let v = match c {
         RawCommand::Argv(v) => v,
         RawCommand::Shell(s) => vec!["sh".into(), "-c".into(), s],
     };
-    if v.first().is_none_or(|p| p.trim().is_empty()) {
-        return Err("it is empty: give a program and its arguments".into());
-    }
+    rules::check_command(&v, env)?;
     Ok(v)
 }
 

@@ -2,6 +2,8 @@
 //! binary. Each module is one area.
 //!
 //! # Layout
+//! - [`hardening`]: a store that cannot be lost silently, an agent that trusts nothing it is
+//!   handed, and `apply` refusing what can never run (issue 14).
 //! - [`lesson`]: golden lesson outputs, formats, exit codes and messages, plots and reports.
 //! - [`scenarios`]: scenario files, seeds, Monte Carlo, flags over files.
 //! - [`sweep`]: `setpoint sweep` rows, summaries and determinism.
@@ -9,6 +11,7 @@
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
 //! - [`store`]: `--store URL` on every runtime command; the runtime on etcd.
 
+mod hardening;
 mod lesson;
 mod reality;
 mod runtime;
