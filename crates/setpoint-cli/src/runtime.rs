@@ -352,15 +352,47 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
     }
 }
 
+/// The STATE column of `get`: `BACKOFF` with the last exit, the restarts and the next try while
+/// backing off; otherwise the idle reason; otherwise `-`.
+fn state_cell(w: &ops::WorkloadStatus) -> String {
+    let backing: Vec<&ops::BackoffStatus> = w.backoff.iter().filter(|b| b.backing_off).collect();
+    if let Some(b) = backing.iter().min_by_key(|b| b.next_try_in_ms) {
+        let more = if backing.len() > 1 {
+            format!(" (+{} names)", backing.len() - 1)
+        } else {
+            String::new()
+        };
+        return format!(
+            "BACKOFF {}: {}, {} restarts, next try in {}{more}",
+            b.last_copy,
+            b.last_exit,
+            b.restarts,
+            seconds(b.next_try_in_ms)
+        );
+    }
+    match &w.idle {
+        Some(i) => format!("idle: {} for {}", i.text, seconds(i.for_ms)),
+        None => "-".to_owned(),
+    }
+}
+
 fn get_table(all: &[ops::WorkloadStatus]) -> String {
     let mut t = format!(
-        "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}\n",
-        "WORKLOAD", "CONTROLLER", "PERIOD", "DESIRED", "LIVE", "LEDGER", "CREATING", "DELETING"
+        "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}  {}\n",
+        "WORKLOAD",
+        "CONTROLLER",
+        "PERIOD",
+        "DESIRED",
+        "LIVE",
+        "LEDGER",
+        "CREATING",
+        "DELETING",
+        "STATE"
     );
     for w in all {
         let _ = writeln!(
             t,
-            "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}",
+            "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}  {}",
             w.name,
             w.controller,
             format_duration(Duration::from_millis(w.period_ms)),
@@ -368,7 +400,8 @@ fn get_table(all: &[ops::WorkloadStatus]) -> String {
             w.live.map_or("-".to_owned(), |l| l.to_string()),
             w.on_ledger,
             w.pending_create,
-            w.pending_delete
+            w.pending_delete,
+            state_cell(w)
         );
     }
     t
@@ -412,6 +445,14 @@ fn status_table(s: &ops::Status) -> String {
             n.assigned
         );
     }
+    for (name, i) in &s.idle {
+        let _ = writeln!(
+            t,
+            "workload {name}: idle, {} for {}",
+            i.text,
+            seconds(i.for_ms)
+        );
+    }
     t
 }
 
@@ -422,11 +463,15 @@ fn up(a: &UpArgs) -> anyhow::Result<String> {
     let agents: Vec<AgentConfig> = (1..=a.nodes)
         .map(|i| a.agent.config(&format!("node-{i}"), &state_dir))
         .collect();
-    eprintln!(
-        "setpoint up: a controller and {} agents on {}; Ctrl-C stops everything",
+    let up_log = a.store.data_dir.join("up.log");
+    setpoint_runtime::rt::log_to_file(&up_log)
+        .with_context(|| format!("opening {}", up_log.display()))?;
+    setpoint_runtime::rt::say(&format!(
+        "setpoint up: a controller and {} agents on {}; Ctrl-C stops everything; log in {}",
         a.nodes,
-        a.store.data_dir.display()
-    );
+        a.store.data_dir.display(),
+        up_log.display()
+    ));
     serve(|shutdown| async move {
         let mut tasks = tokio::task::JoinSet::new();
         for cfg in agents {
@@ -450,8 +495,9 @@ fn up(a: &UpArgs) -> anyhow::Result<String> {
     Ok(String::new())
 }
 
-/// Runs `body` on a tokio runtime until it ends; Ctrl-C or SIGTERM fires its shutdown signal
-/// and waits for it to finish cleanly.
+/// Runs `body` on a tokio runtime until it ends; SIGINT (Ctrl-C), SIGTERM or SIGHUP fires its
+/// shutdown signal and waits for it to finish cleanly. Nothing on this path writes with
+/// `eprintln!`, so a closed stderr cannot cut the cleanup short.
 fn serve<F, Fut>(body: F) -> anyhow::Result<()>
 where
     F: FnOnce(setpoint_runtime::Shutdown) -> Fut,
@@ -465,14 +511,17 @@ where
     rt.block_on(async move {
         let (trigger, shutdown) = shutdown_pair();
         let mut work = tokio::spawn(body(shutdown));
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("installing the SIGTERM handler")?;
-        tokio::select! {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+        let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+        let why = tokio::select! {
             done = &mut work => return done.context("the runtime task failed")?,
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        eprintln!("setpoint: shutting down");
+            _ = int.recv() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+            _ = hup.recv() => "SIGHUP",
+        };
+        setpoint_runtime::rt::say(&format!("setpoint: {why}: shutting down"));
         trigger.fire();
         work.await.context("the runtime task failed")?
     })

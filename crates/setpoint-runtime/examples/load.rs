@@ -160,6 +160,7 @@ async fn main() {
         startup_ms: 500,
         readiness: None,
         grace_ms: 2000,
+        backoff: Default::default(),
     };
     ops::apply(&*pass_store, &[spec]).expect("apply");
     // Every agent reports before the first pass, so placement spreads the copies.

@@ -128,6 +128,7 @@ pub async fn run_controller(
     let mut tick = tokio::time::interval(cfg.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        let mut standby_said = false;
         let held = loop {
             tokio::select! {
                 _ = shutdown.wait() => return Ok(()),
@@ -136,6 +137,13 @@ pub async fn run_controller(
             let c = cfg.clone();
             match blocking(&store, move |s| try_acquire(s, &c)).await {
                 Ok(Some(h)) => break h,
+                Ok(None) if !standby_said => {
+                    standby_said = true;
+                    log(
+                        &who,
+                        "standby: another controller holds the lease; waiting for it",
+                    );
+                }
                 Ok(None) => {}
                 Err(e) => log(&who, format!("cannot reach the store: {e}")),
             }
@@ -330,12 +338,8 @@ fn spawn_worker(
                             "target {target}, counted {counted}: created {}",
                             r.created.join(", ")
                         )),
-                        Some(Action::Create {
-                            target, counted, ..
-                        }) => Some(format!(
-                            "target {target}, counted {counted}: {} copies wanted, no live node",
-                            r.unplaced
-                        )),
+                        // Nothing written: the idle reason below says why, once.
+                        Some(Action::Create { .. }) => None,
                         Some(Action::Delete { target, counted }) => Some(format!(
                             "target {target}, counted {counted}: {} delete commands, deleted [{}]",
                             r.delete_commands,
@@ -343,16 +347,25 @@ fn spawn_worker(
                         )),
                         Some(Action::Named {
                             target, counted, ..
-                        }) => Some(format!(
+                        }) if r.wrote() || r.delete_commands > 0 => Some(format!(
                             "target {target}, counted {counted}: created [{}], {} delete commands, deleted [{}]",
                             r.created.join(", "),
                             r.delete_commands,
                             r.deleted.join(", ")
                         )),
-                        None => None,
+                        Some(Action::Named { .. }) | None => None,
                     };
+                    for f in &r.failures {
+                        log(&who, f);
+                    }
                     if let Some(what) = what {
                         log(&who, what);
+                    }
+                    if let Some(idle) = r.idle {
+                        log(
+                            &who,
+                            crate::loops::describe_idle(&idle, r.held_back, r.unplaced),
+                        );
                     }
                     if !r.collected.is_empty() {
                         log(&who, format!("collected exited {}", r.collected.join(", ")));

@@ -184,6 +184,7 @@ pub async fn run_cell(
         startup_ms: scaled(world.startup),
         readiness: None,
         grace_ms: 1_000,
+        backoff: Default::default(),
     };
     ops::apply(&*store, std::slice::from_ref(&spec)).map_err(|e| match e {
         ops::OpError::Store(s) => ExperimentError::Store(s),

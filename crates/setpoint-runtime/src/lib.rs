@@ -31,14 +31,18 @@
 //! - [`experiment`]: the lesson's scenario on real processes and compressed time.
 //! - [`failpoint`]: named crash points for tests (compiled out of release builds).
 //! - [`duration`]: durations with units (`150ms`, `15s`, `2m`).
+//! - [`backoff`]: crash-loop backoff after failed starts (I/O-free).
+//! - [`loops`]: each workload loop's record in the store: backoff and why it is idle.
 //! - [`rt`]: shutdown signal, blocking store calls, log lines.
 
 pub mod agent;
+pub mod backoff;
 pub mod controller;
 pub mod duration;
 pub mod events;
 pub mod experiment;
 pub mod failpoint;
+pub mod loops;
 pub mod measure;
 pub mod model;
 pub mod ops;

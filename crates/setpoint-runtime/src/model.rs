@@ -8,6 +8,7 @@
 //! | `/placements/{node}/{name}/{n:012}` | the same [`Assignment`], indexed by node: what that node's agent reads | written and removed in the same transactions as the assignment |
 //! | `/reports/{node}` | [`NodeReport`]: the node's copies and their phases | the node's agent |
 //! | `/leader` | [`Leader`], under the leader's lease | the controller holding the lease |
+//! | `/loops/{name}` | [`LoopRecord`](crate::loops::LoopRecord): backoff and idle reason | the controller's passes, only when it changes |
 //!
 //! A workload's *uid* is the `create_revision` of its key: deleting a workload and applying it
 //! again gives a new uid, so assignments left by the old one are recognised as orphans.
@@ -109,6 +110,9 @@ pub struct WorkloadSpec {
     pub readiness: Option<Vec<String>>,
     /// How long a copy may take to stop after SIGTERM before it gets SIGKILL, in milliseconds.
     pub grace_ms: u64,
+    /// Crash-loop backoff after failed starts ([`crate::backoff`]); the kubelet's defaults.
+    #[serde(default)]
+    pub backoff: crate::backoff::BackoffPolicy,
 }
 
 mod kind_name {
@@ -277,13 +281,22 @@ pub struct Snapshot {
     pub reports: BTreeMap<String, Stored<NodeReport>>,
     /// The leader record, while a controller holds the lease.
     pub leader: Option<Stored<Leader>>,
+    /// Loop records (backoff, idle reason) by workload name ([`crate::loops`]).
+    pub loops: BTreeMap<String, Stored<crate::loops::LoopRecord>>,
 }
 
 impl Snapshot {
     /// Reads the whole runtime state at one revision.
     pub fn load(store: &dyn Store) -> Result<Self, StoreError> {
         let now_ms = store.now_ms();
-        let read = store.read(&[WORKLOADS, COUNTERS, ASSIGNMENTS, REPORTS, LEADER])?;
+        let read = store.read(&[
+            WORKLOADS,
+            COUNTERS,
+            ASSIGNMENTS,
+            REPORTS,
+            LEADER,
+            crate::loops::LOOPS,
+        ])?;
         let mut s = Snapshot {
             revision: read.revision,
             now_ms,
@@ -300,6 +313,8 @@ impl Snapshot {
                 s.reports.insert(node.to_owned(), decode(e)?);
             } else if e.key == LEADER {
                 s.leader = Some(decode(e)?);
+            } else if let Some(name) = e.key.strip_prefix(crate::loops::LOOPS) {
+                s.loops.insert(name.to_owned(), decode(e)?);
             }
         }
         Ok(s)
@@ -358,6 +373,7 @@ mod tests {
             startup_ms: 5_000,
             readiness: None,
             grace_ms: 2_000,
+            backoff: Default::default(),
         };
         let text = encode(&w);
         assert!(text.contains(r#""controller":"intent""#), "{text}");

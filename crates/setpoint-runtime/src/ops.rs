@@ -6,6 +6,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::agent::read_all_node_states;
+use crate::loops::IdleReason;
 use crate::model::{encode, workload_key, Phase, Snapshot, WorkloadSpec, WORKLOADS};
 use crate::process;
 use crate::store::{Revision, Store, StoreError, Txn};
@@ -119,6 +120,71 @@ pub struct WorkloadStatus {
     pub pending_delete: u64,
     /// Every copy with an assignment or in a report, by identity order.
     pub copies: Vec<CopyStatus>,
+    /// Why the loop is idle while not converged, if it is.
+    pub idle: Option<IdleStatus>,
+    /// Crash-loop backoff by key (the workload, or each name for `named`), keys that ever
+    /// failed to start.
+    pub backoff: Vec<BackoffStatus>,
+}
+
+/// A loop's idle stretch as `get` and `status` show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct IdleStatus {
+    /// The reason, as a word (`no_live_node`, `backing_off`, …).
+    pub reason: IdleReason,
+    /// The reason in words.
+    pub text: String,
+    /// For how long, in milliseconds.
+    pub for_ms: u64,
+}
+
+/// One backoff key as `get` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BackoffStatus {
+    /// The workload's name, or a copy name for `named`.
+    pub key: String,
+    /// Whether creation is held back now.
+    pub backing_off: bool,
+    /// Consecutive failed attempts.
+    pub failures: u32,
+    /// Failed starts in all.
+    pub restarts: u64,
+    /// How the last failed copy ended (`exit status 1`, `signal 9`, `failed to start: …`).
+    pub last_exit: String,
+    /// Which copy that was.
+    pub last_copy: String,
+    /// Milliseconds until the next try (0 if it is due).
+    pub next_try_in_ms: u64,
+}
+
+fn loop_status(
+    s: &Snapshot,
+    name: &str,
+    uid: Revision,
+) -> (Option<IdleStatus>, Vec<BackoffStatus>) {
+    let Some(rec) = s.loops.get(name).filter(|r| r.value.uid == uid) else {
+        return (None, Vec::new());
+    };
+    let idle = rec.value.idle.map(|i| IdleStatus {
+        reason: i.reason,
+        text: i.reason.describe().to_owned(),
+        for_ms: s.now_ms.saturating_sub(i.since_ms),
+    });
+    let backoff = rec
+        .value
+        .backoff
+        .iter()
+        .map(|(key, b)| BackoffStatus {
+            key: key.clone(),
+            backing_off: b.blocks(s.now_ms),
+            failures: b.failures,
+            restarts: b.restarts,
+            last_exit: b.last_exit.clone(),
+            last_copy: b.last_copy.clone(),
+            next_try_in_ms: b.next_try_ms.saturating_sub(s.now_ms),
+        })
+        .collect();
+    (idle, backoff)
 }
 
 /// What `get` shows: every workload, or one.
@@ -175,6 +241,7 @@ pub fn get(
                 s.reported = Some(c.phase);
             }
         }
+        let (idle, backoff) = loop_status(&snapshot, wname, uid);
         let mut live = None;
         if let Some(states) = &states {
             let mut count = 0;
@@ -204,6 +271,8 @@ pub fn get(
             pending_create: v.pending_creates(),
             pending_delete: v.pending_deletes(),
             copies: copies.into_values().collect(),
+            idle,
+            backoff,
         });
     }
     Ok(out)
@@ -274,6 +343,8 @@ pub struct Status {
     pub nodes: Vec<NodeStatus>,
     /// Declared workloads.
     pub workloads: u64,
+    /// Workloads whose loop is idle while not converged, with the reason.
+    pub idle: std::collections::BTreeMap<String, IdleStatus>,
 }
 
 /// Reads the leader, the nodes and how long ago each reported.
@@ -314,5 +385,10 @@ pub fn status(store: &dyn Store, node_timeout_ms: u64) -> Result<Status, OpError
         }),
         nodes,
         workloads: s.workloads.len() as u64,
+        idle: s
+            .workloads
+            .iter()
+            .filter_map(|(n, w)| Some((n.clone(), loop_status(&s, n, w.create_revision).0?)))
+            .collect(),
     })
 }

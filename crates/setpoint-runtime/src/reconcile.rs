@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use setpoint_core::{Action, Controller, Desired, LedgerView};
 
 use crate::events::{self, CopyEvent, CopyEventKind, RoundEvent};
+use crate::loops;
 use crate::model::{
     assignment_key, copy_name, counter_key, encode, put_assignment, remove_assignment,
     workload_key, Assignment, Counter, Snapshot, Stored, LEADER,
@@ -60,6 +61,12 @@ pub struct PassReport {
     pub conflicts: u32,
     /// The revision written, or the revision read if nothing was written.
     pub revision: Revision,
+    /// Copies the controller wanted that crash-loop backoff held back ([`crate::backoff`]).
+    pub held_back: u64,
+    /// One log line per failed start this pass collected.
+    pub failures: Vec<String>,
+    /// An idle stretch to log: it began with this pass (or has lasted long enough to mention).
+    pub idle: Option<crate::loops::Idle>,
 }
 
 impl PassReport {
@@ -119,6 +126,7 @@ pub fn plan_pass(
         revision: snapshot.revision,
         ..PassReport::default()
     };
+    let mut gate = loops::Gate::prepare(snapshot, &view);
     let before = controller.clone();
     let action = controller.pass(
         Desired {
@@ -130,8 +138,14 @@ pub fn plan_pass(
     match action.as_ref() {
         None => {}
         Some(&Action::Create { batch, .. }) => {
+            let held = gate.holds(name, batch.first.0, snapshot.now_ms);
             let nodes = place(snapshot, batch.count, settings.node_timeout_ms);
-            if nodes.is_empty() {
+            if held {
+                // Backing off after failed starts: as with no live node, write nothing and let
+                // the controller forget it tried.
+                *controller = before;
+                gate.held_back = batch.count;
+            } else if nodes.is_empty() {
                 // Nothing can run the copies: write nothing, and let the controller forget
                 // it tried, so the next pass decides afresh.
                 *controller = before;
@@ -157,6 +171,7 @@ pub fn plan_pass(
             let fresh: Vec<u64> = create
                 .iter()
                 .map(|k| k.0)
+                .filter(|&k| !gate.holds(name, k, snapshot.now_ms))
                 .filter(|&k| view.assignment(k).is_none())
                 .collect();
             let nodes = place(snapshot, fresh.len() as u64, settings.node_timeout_ms);
@@ -211,6 +226,25 @@ pub fn plan_pass(
             report.collected.push(stored.value.copy.clone());
         }
     }
+    let acted = !(report.created.is_empty() && report.deleted.is_empty());
+    let reason = loops::idle_reason(
+        spec.controller,
+        &view,
+        acted,
+        report.unplaced,
+        gate.held_back,
+    );
+    let (t, idle) = gate.finish(
+        txn,
+        &loops::loop_key(name),
+        reason,
+        snapshot.now_ms,
+        spec.period_ms,
+    );
+    txn = t;
+    report.idle = idle;
+    report.held_back = gate.held_back;
+    report.failures = std::mem::take(&mut gate.failures);
     let round = RoundEvent {
         at_ms: snapshot.now_ms,
         desired: spec.copies,
@@ -421,6 +455,7 @@ mod tests {
             startup_ms: 0,
             readiness: None,
             grace_ms: 100,
+            backoff: Default::default(),
         };
         let old = store
             .get(&workload_key("w"))
@@ -466,7 +501,9 @@ mod tests {
                     pid: 0,
                     start_ticks: 0,
                     started_ms: 0,
-                    ready_ms: None,
+                    // Copies reported past starting became ready: their exit is a death, not a
+                    // failed start (see `loops` for those).
+                    ready_ms: (phase != Phase::Starting).then_some(0),
                     exited_ms: None,
                     exit: None,
                     stopping: false,

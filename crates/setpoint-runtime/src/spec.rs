@@ -10,6 +10,7 @@
 //! startup = "5s"                  # startup time B, default 5s
 //! readiness = ["test", "-f", "/tmp/ready"]  # optional; replaces the startup time
 //! grace = "10s"                   # SIGTERM to SIGKILL, default 10s
+//! backoff = { initial = "10s", max = "5m", reset = "10m" }  # after failed starts (defaults)
 //! ```
 //!
 //! Parse before you act: every workload of the file is checked before anything is written, and
@@ -21,7 +22,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use setpoint_core::ControllerKind;
 
-use crate::duration::parse_duration;
+use crate::backoff::BackoffPolicy;
+use crate::duration::{format_duration, parse_duration};
 use crate::model::WorkloadSpec;
 
 /// The most copies one workload may declare.
@@ -84,6 +86,15 @@ struct RawWorkload {
     startup: Option<String>,
     readiness: Option<RawCommand>,
     grace: Option<String>,
+    backoff: Option<RawBackoff>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBackoff {
+    initial: Option<String>,
+    max: Option<String>,
+    reset: Option<String>,
 }
 
 /// Checks a workload name: 1 to 40 characters of `a-z`, `0-9` and `-`, starting with a letter
@@ -174,6 +185,10 @@ fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
         .map(argv)
         .transpose()
         .map_err(|r| bad("readiness", r))?;
+    let backoff = match raw.backoff {
+        None => BackoffPolicy::default(),
+        Some(b) => backoff_policy(b).map_err(|(field, reason)| bad(field, reason))?,
+    };
     Ok(WorkloadSpec {
         name: name.clone(),
         command,
@@ -183,6 +198,53 @@ fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
         startup_ms,
         readiness,
         grace_ms,
+        backoff,
+    })
+}
+
+/// Reads `backoff = { initial, max, reset }`: `initial` from 1ms to 24h, `max` at least
+/// `initial` and at most 24h, `reset` at least 1ms. Missing fields take the kubelet's defaults.
+fn backoff_policy(b: RawBackoff) -> Result<BackoffPolicy, (&'static str, String)> {
+    let d = BackoffPolicy::default();
+    let read = |field: &'static str, text: Option<String>, default: u64| match text {
+        None => Ok(default),
+        Some(t) => parse_duration(&t)
+            .map(|d| d.as_millis() as u64)
+            .map_err(|e| (field, format!("{e}; accepted 1ms to 24h"))),
+    };
+    let initial_ms = read("backoff.initial", b.initial, d.initial_ms)?;
+    let max_ms = read("backoff.max", b.max, d.max_ms.max(initial_ms))?;
+    let reset_ms = read("backoff.reset", b.reset, d.reset_ms)?;
+    let day = crate::backoff::MAX_INITIAL_MS;
+    if initial_ms == 0 || initial_ms > day {
+        return Err((
+            "backoff.initial",
+            format!(
+                "{} is out of range: accepted 1ms to 24h",
+                format_duration(Duration::from_millis(initial_ms))
+            ),
+        ));
+    }
+    if max_ms < initial_ms || max_ms > day {
+        return Err((
+            "backoff.max",
+            format!(
+                "{} is out of range: accepted from backoff.initial ({}) to 24h",
+                format_duration(Duration::from_millis(max_ms)),
+                format_duration(Duration::from_millis(initial_ms))
+            ),
+        ));
+    }
+    if reset_ms == 0 {
+        return Err((
+            "backoff.reset",
+            "0 is out of range: accepted at least 1ms".into(),
+        ));
+    }
+    Ok(BackoffPolicy {
+        initial_ms,
+        max_ms,
+        reset_ms,
     })
 }
 
@@ -215,6 +277,32 @@ mod tests {
             (15_000, 5_000, 10_000)
         );
         assert_eq!(w.readiness, None);
+        assert_eq!(w.backoff, BackoffPolicy::default());
+    }
+
+    #[test]
+    fn backoff_settings_are_read_with_units_and_missing_ones_keep_the_defaults() {
+        let w = parse_workloads(
+            "[[workload]]\nname = \"a\"\ncommand = [\"false\"]\ncopies = 1\nbackoff = { initial = \"200ms\", reset = \"3s\" }\n",
+        )
+        .unwrap();
+        assert_eq!(
+            w[0].backoff,
+            BackoffPolicy {
+                initial_ms: 200,
+                max_ms: 300_000,
+                reset_ms: 3_000
+            }
+        );
+        // A large initial delay lifts the default cap with it rather than failing.
+        let w = parse_workloads(
+            "[[workload]]\nname = \"a\"\ncommand = [\"false\"]\ncopies = 1\nbackoff = { initial = \"10m\" }\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (w[0].backoff.initial_ms, w[0].backoff.max_ms),
+            (600_000, 600_000)
+        );
     }
 
     #[test]
@@ -249,6 +337,26 @@ mod tests {
             (
                 "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\ncontroller = \"pid\"",
                 "controller",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nbackoff = { initial = \"0\" }",
+                "backoff.initial",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nbackoff = { initial = \"25h\", max = \"25h\" }",
+                "backoff.initial",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nbackoff = { initial = \"-1s\" }",
+                "backoff.initial",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nbackoff = { initial = \"1m\", max = \"10s\" }",
+                "backoff.max",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nbackoff = { reset = \"0\" }",
+                "backoff.reset",
             ),
         ];
         for (body, field) in cases {

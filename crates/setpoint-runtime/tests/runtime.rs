@@ -113,6 +113,7 @@ impl Cluster {
             startup_ms: 100,
             readiness: None,
             grace_ms: 300,
+            backoff: Default::default(),
         };
         ops::apply(&*self.store, &[w]).unwrap();
     }
@@ -348,6 +349,7 @@ async fn readiness_gates_the_ledger_and_a_copy_ignoring_sigterm_is_killed_after_
             format!("test -f {}/$SETPOINT_COPY", flags.display()),
         ]),
         grace_ms: 400,
+        backoff: Default::default(),
     };
     ops::apply(&*c.store, &[w]).unwrap();
     c.until("the copy runs", |c| c.processes().len() == 1).await;

@@ -7,9 +7,12 @@
 //! - [`sweep`]: `setpoint sweep` rows, summaries and determinism.
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
+//! - [`trust`]: crash-loop backoff, clean shutdown through a closed pipe, idle reasons, refused
+//!   settings (issue 11).
 
 mod lesson;
 mod reality;
 mod runtime;
 mod scenarios;
 mod sweep;
+mod trust;

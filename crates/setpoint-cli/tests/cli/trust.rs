@@ -1,0 +1,376 @@
+//! A runtime you can trust with real processes (issue 11), on the real binary: crash-loop
+//! backoff, clean shutdown through a closed pipe, idle reasons, refused settings.
+//! Every wait polls with a deadline; dropping a [`Rig`] kills every process it started and
+//! every copy they left.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::process::Signal;
+use serde_json::Value;
+use setpoint_runtime::process::{find_marked, signal_group};
+
+const DEADLINE: Duration = Duration::from_secs(40);
+
+/// A data directory and the setpoint daemons running on it.
+struct Rig {
+    dir: tempfile::TempDir,
+    daemons: Vec<Child>,
+    nodes: Vec<String>,
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        for c in &mut self.daemons {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for m in self.marked() {
+            let _ = signal_group(m.pid, Signal::KILL);
+        }
+    }
+}
+
+impl Rig {
+    fn new(nodes: u32) -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+            daemons: Vec::new(),
+            nodes: (1..=nodes).map(|i| format!("node-{i}")).collect(),
+        }
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Every live copy process any of this rig's agents started.
+    fn marked(&self) -> Vec<setpoint_runtime::process::Marked> {
+        let nodes = self.data().join("nodes");
+        let Ok(nodes) = nodes.canonicalize() else {
+            return Vec::new();
+        };
+        self.nodes
+            .iter()
+            .flat_map(|n| find_marked(&nodes.join(n).display().to_string()))
+            .collect()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_setpoint"));
+        c.args(args).arg("--data-dir").arg(self.data());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "setpoint {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `setpoint up` with fast reports, stderr to `stderr`.
+    fn up(&mut self, stderr: Stdio) -> u32 {
+        let n = self.nodes.len().to_string();
+        let child = self
+            .command(&["up", "--nodes", &n, "--report-every", "50ms"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        self.daemons.push(child);
+        pid
+    }
+
+    fn apply(&self, text: &str) -> Output {
+        let path = self.dir.path().join("w.toml");
+        std::fs::write(&path, text).unwrap();
+        self.run(&["apply", "-f", path.to_str().unwrap()])
+    }
+
+    fn get(&self, name: &str) -> Value {
+        if !self.data().join("store.sqlite").is_file() {
+            return Value::Null;
+        }
+        let out = self.run(&["get", name, "--format", "json"]);
+        if !out.status.success() {
+            return Value::Null;
+        }
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["workloads"][0].clone()
+    }
+
+    fn up_log(&self) -> String {
+        std::fs::read_to_string(self.data().join("up.log")).unwrap_or_default()
+    }
+
+    fn until(&self, what: &str, want: impl Fn(&Self) -> bool) {
+        let deadline = Instant::now() + DEADLINE;
+        while !want(self) {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for: {what}\n{}",
+                self.up_log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Milliseconds since midnight of a log line's `HH:MM:SS.mmm` stamp.
+fn stamp_ms(line: &str) -> u64 {
+    let t = line.split_whitespace().next().unwrap();
+    let (hms, ms) = t.split_once('.').unwrap();
+    let p: Vec<u64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
+    ((p[0] * 60 + p[1]) * 60 + p[2]) * 1000 + ms.parse::<u64>().unwrap()
+}
+
+const CRASHING: &str = r#"
+[[workload]]
+name = "ghost"
+command = ["false"]
+copies = 2
+period = "100ms"
+startup = "100ms"
+backoff = { initial = "400ms", max = "1600ms", reset = "1h" }
+
+[[workload]]
+name = "missing"
+command = ["/nonexistent/setpoint-test-binary"]
+copies = 2
+controller = "named"
+period = "100ms"
+startup = "100ms"
+backoff = { initial = "400ms", max = "1600ms" }
+"#;
+
+#[test]
+fn a_failing_command_and_a_missing_binary_back_off_on_the_kubelet_schedule() {
+    let mut r = Rig::new(2);
+    r.up(Stdio::null());
+    r.until("the store exists", |r| {
+        r.data().join("store.sqlite").is_file()
+    });
+    assert!(r.apply(CRASHING).status.success());
+    r.until("ghost has failed 5 attempts", |r| {
+        r.get("ghost")["backoff"][0]["failures"]
+            .as_u64()
+            .is_some_and(|f| f >= 5)
+    });
+    let g = r.get("ghost");
+    let b = &g["backoff"][0];
+    assert_eq!(b["key"], "ghost");
+    assert_eq!(b["last_exit"], "exit status 1");
+    // Two copies per attempt, every one a restart (the last attempt's second copy may not be
+    // collected yet).
+    let failures = b["failures"].as_u64().unwrap();
+    assert!(b["restarts"].as_u64().unwrap() >= 2 * failures - 1, "{g}");
+    assert!(b["next_try_in_ms"].as_u64().unwrap() <= 1600, "{g}");
+    // The attempts, from the log: each creation waits the doubled delay after the last
+    // failure (400, 800, 1600, 1600 ms), never less and never more than a few periods later.
+    let log = r.up_log();
+    let created: Vec<u64> = log
+        .lines()
+        .filter(|l| l.contains("loop ghost: target 2, counted 0: created ghost-"))
+        .map(stamp_ms)
+        .collect();
+    let failed: Vec<u64> = log
+        .lines()
+        .filter(|l| l.contains("loop ghost: ghost-") && l.contains("next try of ghost in"))
+        .map(stamp_ms)
+        .collect();
+    assert!(created.len() >= 5 && failed.len() >= 4, "{log}");
+    for (i, w) in created.windows(2).take(4).enumerate() {
+        let want = [400, 800, 1600, 1600][i];
+        let gap = w[1] - w[0];
+        assert!(
+            gap >= want && gap <= want + 700,
+            "attempt {i}: {gap} ms after the one before, want {want} ms (+ up to 700)\n{log}"
+        );
+    }
+    // One log line per failed copy, not one per period: the pass never says "created []" or
+    // "no live node" while it backs off, and the idle reason is said once per stretch.
+    let ghost_lines = log.lines().filter(|l| l.contains("loop ghost:")).count();
+    let restarts = log
+        .lines()
+        .filter(|l| l.contains("loop ghost: ghost-") && l.contains("failed to start"))
+        .count();
+    assert!(ghost_lines <= restarts + 3 * created.len() + 2, "{log}");
+    // `named` backs off per name; a missing binary is a failed start too.
+    r.until("missing has backed off twice per name", |r| {
+        let g = r.get("missing");
+        g["backoff"]
+            .as_array()
+            .is_some_and(|b| b.len() == 2 && b.iter().all(|k| k["failures"].as_u64() >= Some(2)))
+    });
+    let m = r.get("missing");
+    assert_eq!(m["backoff"][0]["key"], "missing-0");
+    assert!(m["backoff"][0]["last_exit"]
+        .as_str()
+        .unwrap()
+        .starts_with("failed to start"));
+    // The table says BACKOFF with the exit, the restarts and the next try.
+    let table = r.ok(&["get"]);
+    let row = table.lines().find(|l| l.starts_with("ghost")).unwrap();
+    assert!(
+        row.contains("BACKOFF ghost-") && row.contains("exit status 1") && row.contains("restarts")
+            || row.contains("idle: waiting for expectations"),
+        "{table}"
+    );
+}
+
+#[test]
+fn ctrl_c_with_stderr_through_a_closed_pipe_still_stops_every_copy() {
+    let mut r = Rig::new(2);
+    let (reader, writer) = std::io::pipe().unwrap();
+    let pid = r.up(Stdio::from(writer));
+    r.until("the store exists", |r| {
+        r.data().join("store.sqlite").is_file()
+    });
+    let out = r.apply(
+        "[[workload]]\nname = \"sleeper\"\ncommand = [\"sleep\", \"300\"]\ncopies = 4\nperiod = \"100ms\"\nstartup = \"50ms\"\ngrace = \"500ms\"\n",
+    );
+    assert!(out.status.success());
+    r.until("4 copies run", |r| r.marked().len() == 4);
+    // The reader goes first, as `tee` does when Ctrl-C reaches the whole pipeline.
+    drop(reader);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        Signal::INT,
+    )
+    .unwrap();
+    let mut up = r.daemons.pop().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(s) = up.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "up did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}\n{}", r.up_log());
+    assert!(r.marked().is_empty(), "copies survived: {:?}", r.marked());
+    // The log kept what stderr lost.
+    let log = r.up_log();
+    assert!(log.contains("setpoint: SIGINT: shutting down"), "{log}");
+    assert!(log.contains("agent node-1: stopped"), "{log}");
+}
+
+#[test]
+fn sighup_and_sigterm_stop_up_cleanly_too() {
+    for sig in [Signal::HUP, Signal::TERM] {
+        let mut r = Rig::new(1);
+        let pid = r.up(Stdio::null());
+        r.until("the store exists", |r| {
+            r.data().join("store.sqlite").is_file()
+        });
+        let out = r.apply(
+            "[[workload]]\nname = \"sleeper\"\ncommand = [\"sleep\", \"300\"]\ncopies = 2\nperiod = \"100ms\"\nstartup = \"50ms\"\ngrace = \"500ms\"\n",
+        );
+        assert!(out.status.success());
+        r.until("2 copies run", |r| r.marked().len() == 2);
+        rustix::process::kill_process(rustix::process::Pid::from_raw(pid as i32).unwrap(), sig)
+            .unwrap();
+        let status = r.daemons.pop().unwrap().wait().unwrap();
+        assert!(status.success(), "{sig:?}: {status:?}");
+        assert!(r.marked().is_empty(), "{sig:?}: copies survived");
+    }
+}
+
+#[test]
+fn a_controller_with_no_live_node_says_so_once_and_get_and_status_show_it() {
+    let mut r = Rig::new(0);
+    let log = std::fs::File::create(r.dir.path().join("controller.log")).unwrap();
+    let child = r
+        .command(&["controller", "--lease-ttl", "1s"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    r.daemons.push(child);
+    r.until("the store exists", |r| {
+        r.data().join("store.sqlite").is_file()
+    });
+    assert!(r
+        .apply("[[workload]]\nname = \"lonely\"\ncommand = [\"sleep\", \"60\"]\ncopies = 2\nperiod = \"100ms\"\n")
+        .status
+        .success());
+    r.until("get shows the reason", |r| {
+        r.get("lonely")["idle"]["reason"] == "no_live_node"
+    });
+    std::thread::sleep(Duration::from_millis(1000));
+    let text = std::fs::read_to_string(r.dir.path().join("controller.log")).unwrap();
+    let said = text.matches("loop lonely: idle: no live node").count();
+    assert_eq!(said, 1, "said once, not every period:\n{text}");
+    let status = r.ok(&["status"]);
+    assert!(
+        status.contains("workload lonely: idle, no live node"),
+        "{status}"
+    );
+    // A standby says it is one, once.
+    let log = std::fs::File::create(r.dir.path().join("standby.log")).unwrap();
+    let child = r
+        .command(&["controller"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    r.daemons.push(child);
+    let path = r.dir.path().join("standby.log");
+    r.until("the standby says so", |_| {
+        std::fs::read_to_string(&path).is_ok_and(|t| t.contains("standby:"))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let t = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(t.matches("standby:").count(), 1, "{t}");
+}
+
+fn refused(r: &Rig, body: &str, field: &str) {
+    let out = r.apply(&format!(
+        "[[workload]]\nname = \"w\"\ncommand = [\"sleep\", \"60\"]\ncopies = 3\n{body}\n"
+    ));
+    assert_eq!(out.status.code(), Some(2), "{body}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{body}: one line: {err}");
+    assert!(
+        err.contains(field) && err.contains("accepted"),
+        "{body}: {err}"
+    );
+}
+
+#[test]
+fn out_of_range_backoff_settings_are_refused_and_the_earlier_declaration_stays() {
+    let r = Rig::new(0);
+    let first = r.apply(
+        "[[workload]]\nname = \"w\"\ncommand = [\"sleep\", \"60\"]\ncopies = 1\nbackoff = { initial = \"2s\" }\n",
+    );
+    assert!(first.status.success());
+    let before = r.ok(&["get", "--format", "json"]);
+    for (body, field) in [
+        ("backoff = { initial = \"0\" }", "backoff.initial"),
+        ("backoff = { initial = \"-5s\" }", "backoff.initial"),
+        (
+            "backoff = { initial = \"25h\", max = \"25h\" }",
+            "backoff.initial",
+        ),
+        (
+            "backoff = { initial = \"1m\", max = \"1s\" }",
+            "backoff.max",
+        ),
+        ("backoff = { reset = \"0\" }", "backoff.reset"),
+    ] {
+        refused(&r, body, field);
+    }
+    assert_eq!(r.ok(&["get", "--format", "json"]), before);
+}
