@@ -213,6 +213,13 @@ fn measure_table(all: &[Measurement]) -> String {
             x.peak_live,
             x.copy_seconds_above
         );
+        if m.restarts > 0 {
+            let _ = writeln!(
+                t,
+                "restarts {}: creations that replaced a failed start (not counted as died or unneeded)",
+                m.restarts
+            );
+        }
         t.push_str(&jitter_lines(m));
         t.push('\n');
     }
