@@ -162,6 +162,9 @@ pub struct ApplyArgs {
     /// The workloads file (TOML, `[[workload]]` tables).
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     file: PathBuf,
+    /// Say what would change (copies, a rolling update, settings) and write nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 /// Output formats of `get` and `status`.
@@ -295,6 +298,18 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
                 .map_err(|e| BadInput(format!("{e:#}")))?;
             let specs = setpoint_runtime::parse_workloads(&text)
                 .with_context(|| format!("{} was not applied", a.file.display()))?;
+            if a.dry_run {
+                require_store(&a.store.data_dir)?;
+                let mut text = String::new();
+                for (name, change) in ops::apply_preview(&*a.store.open()?, &specs)? {
+                    match change {
+                        None => writeln!(text, "workload {name}: would be created")?,
+                        Some(c) if c.is_empty() => writeln!(text, "workload {name}: unchanged")?,
+                        Some(c) => writeln!(text, "workload {name}: {}", c.join("; "))?,
+                    }
+                }
+                return Ok(text);
+            }
             let out = ops::apply(&*a.store.open()?, &specs)?;
             let mut text = String::new();
             for (verb, names) in [
@@ -352,9 +367,18 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
     }
 }
 
-/// The STATE column of `get`: `BACKOFF` with the last exit, the restarts and the next try while
-/// backing off; otherwise the idle reason; otherwise `-`.
+/// The STATE column of `get`: the rollout's progress, `BACKOFF` with the last exit, the
+/// restarts and the next try while backing off, otherwise the idle reason; `-` if none.
 fn state_cell(w: &ops::WorkloadStatus) -> String {
+    let mut parts = Vec::new();
+    if let Some(r) = &w.rollout {
+        parts.push(format!(
+            "rollout {}{}/{} updated",
+            if r.stalled { "STALLED " } else { "" },
+            r.updated,
+            r.desired
+        ));
+    }
     let backing: Vec<&ops::BackoffStatus> = w.backoff.iter().filter(|b| b.backing_off).collect();
     if let Some(b) = backing.iter().min_by_key(|b| b.next_try_in_ms) {
         let more = if backing.len() > 1 {
@@ -362,17 +386,20 @@ fn state_cell(w: &ops::WorkloadStatus) -> String {
         } else {
             String::new()
         };
-        return format!(
+        parts.push(format!(
             "BACKOFF {}: {}, {} restarts, next try in {}{more}",
             b.last_copy,
             b.last_exit,
             b.restarts,
             seconds(b.next_try_in_ms)
-        );
+        ));
+    } else if let Some(i) = &w.idle {
+        parts.push(format!("idle: {} for {}", i.text, seconds(i.for_ms)));
     }
-    match &w.idle {
-        Some(i) => format!("idle: {} for {}", i.text, seconds(i.for_ms)),
-        None => "-".to_owned(),
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join("; ")
     }
 }
 

@@ -358,6 +358,9 @@ fn spawn_worker(
                     for f in &r.failures {
                         log(&who, f);
                     }
+                    if let Some(note) = &r.rollout {
+                        log(&who, note);
+                    }
                     if let Some(what) = what {
                         log(&who, what);
                     }

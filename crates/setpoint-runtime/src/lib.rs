@@ -32,6 +32,7 @@
 //! - [`failpoint`]: named crash points for tests (compiled out of release builds).
 //! - [`duration`]: durations with units (`150ms`, `15s`, `2m`).
 //! - [`backoff`]: crash-loop backoff after failed starts (I/O-free).
+//! - [`rollout`]: rolling updates under surge and unavailability budgets (I/O-free).
 //! - [`loops`]: each workload loop's record in the store: backoff and why it is idle.
 //! - [`rt`]: shutdown signal, blocking store calls, log lines.
 
@@ -48,6 +49,7 @@ pub mod model;
 pub mod ops;
 pub mod process;
 pub mod reconcile;
+pub mod rollout;
 pub mod rt;
 pub mod spec;
 pub mod store;

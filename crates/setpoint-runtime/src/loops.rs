@@ -15,6 +15,7 @@ use setpoint_core::{ControllerKind, LedgerView};
 
 use crate::backoff::{BackoffState, Ending};
 use crate::model::{copy_name, encode, Assignment, Phase, Snapshot, Stored};
+use crate::rollout;
 use crate::store::{Revision, Txn};
 use crate::view::WorkloadView;
 
@@ -78,6 +79,57 @@ pub struct LoopRecord {
     /// Backoff by key: the workload's name, or for `named` each copy name.
     #[serde(default)]
     pub backoff: BTreeMap<String, BackoffState>,
+    /// The rolling update under way, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutRecord>,
+}
+
+/// A rolling update under way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutRecord {
+    /// The generation it rolls out.
+    pub generation: u64,
+    /// When it began (store milliseconds).
+    pub started_ms: u64,
+    /// When it last made progress: a copy of the new generation became available, or an old
+    /// one went.
+    pub progress_ms: u64,
+    /// Copies of the new generation available at the last progress.
+    pub updated: u64,
+    /// Copies of older generations left at the last progress.
+    pub old: u64,
+    /// No progress within the progress deadline: the rollout stopped.
+    pub stalled: bool,
+}
+
+/// The copies of a workload as the rollout counts them: every assigned copy (but those reported
+/// exited, which this pass collects) and every copy on the ledger.
+pub fn rollout_copies(view: &WorkloadView<'_>) -> Vec<rollout::Copy> {
+    let generation = view.spec.value.generation;
+    let exited: std::collections::BTreeSet<u64> =
+        view.exited_assignments().map(|(_, a)| a.value.n).collect();
+    let mut out: BTreeMap<u64, rollout::Copy> = BTreeMap::new();
+    for n in view.assigned_copies().filter(|n| !exited.contains(n)) {
+        let (_, a) = view.assignment(n).expect("assigned");
+        out.insert(
+            n,
+            rollout::Copy {
+                n,
+                current: a.value.generation == generation,
+                assigned: true,
+                on_ledger: view.shows(n),
+            },
+        );
+    }
+    for n in view.ledger_copies() {
+        out.entry(n).or_insert(rollout::Copy {
+            n,
+            current: true,
+            assigned: false,
+            on_ledger: true,
+        });
+    }
+    out.into_values().collect()
 }
 
 /// How copy `a` ended, from the report of its node, if that report shows this incarnation of
@@ -113,6 +165,8 @@ pub struct Gate {
     pub failures: Vec<String>,
     /// Copies the controller wanted that the backoff held back.
     pub held_back: u64,
+    /// A rollout event to log: begun, complete, stalled.
+    pub rollout_note: Option<String>,
 }
 
 impl Gate {
@@ -164,7 +218,77 @@ impl Gate {
             record,
             failures,
             held_back: 0,
+            rollout_note: None,
         }
+    }
+
+    /// Brings the rollout record up to date with `copies` at `now_ms`. Returns whether a rollout
+    /// is to act this pass: old copies are left, or its new copies are not all on the ledger yet,
+    /// and it has not stalled.
+    pub fn rollout(
+        &mut self,
+        view: &WorkloadView<'_>,
+        copies: &[rollout::Copy],
+        now_ms: u64,
+    ) -> bool {
+        let spec = &view.spec.value;
+        let old = copies.iter().filter(|c| !c.current).count() as u64;
+        let updated = copies.iter().filter(|c| c.current && c.available()).count() as u64;
+        let rec = match self.record.rollout {
+            Some(r) if r.generation == spec.generation => r,
+            _ if old == 0 => {
+                // No rollout, or the last one's generation is all there is now.
+                if let Some(r) = self.record.rollout.take() {
+                    self.rollout_note =
+                        Some(format!("rollout of generation {} complete", r.generation));
+                }
+                return false;
+            }
+            _ => {
+                self.rollout_note = Some(format!(
+                    "rollout of generation {} begins: {old} copies to replace",
+                    spec.generation
+                ));
+                RolloutRecord {
+                    generation: spec.generation,
+                    started_ms: now_ms,
+                    progress_ms: now_ms,
+                    updated,
+                    old,
+                    stalled: false,
+                }
+            }
+        };
+        let mut rec = rec;
+        if rollout::done(copies, spec.copies) {
+            self.record.rollout = None;
+            self.rollout_note = Some(format!(
+                "rollout of generation {} complete: {updated}/{} updated",
+                rec.generation, spec.copies
+            ));
+            return false;
+        }
+        if !rec.stalled && (updated > rec.updated || old < rec.old) {
+            rec.progress_ms = now_ms;
+        }
+        rec.updated = rec.updated.max(updated);
+        rec.old = rec.old.min(old);
+        if !rec.stalled
+            && now_ms.saturating_sub(rec.progress_ms) > spec.rollout.progress_deadline_ms
+        {
+            rec.stalled = true;
+            self.rollout_note = Some(format!(
+                "rollout of generation {} stalled: no progress in {}ms ({updated}/{} updated); it stops here",
+                rec.generation, spec.rollout.progress_deadline_ms, spec.copies
+            ));
+        }
+        self.record.rollout = Some(rec);
+        !rec.stalled
+    }
+
+    /// Whether the rollout under way has stalled.
+    pub fn stalled(&self) -> bool {
+        self.record.rollout.is_some_and(|r| r.stalled)
     }
 
     /// The backoff key of copy `n`: the copy's name for `named`, the workload's otherwise.
@@ -315,6 +439,8 @@ mod tests {
                 max_ms: 600_000,
                 reset_ms: 3_600_000,
             },
+            rollout: Default::default(),
+            generation: 1,
         };
         store
             .commit(&Txn::new().put(workload_key("w"), encode(&w)))

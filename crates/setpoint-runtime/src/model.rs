@@ -113,6 +113,13 @@ pub struct WorkloadSpec {
     /// Crash-loop backoff after failed starts ([`crate::backoff`]); the kubelet's defaults.
     #[serde(default)]
     pub backoff: crate::backoff::BackoffPolicy,
+    /// Rolling-update budgets and deadline ([`crate::rollout`]).
+    #[serde(default)]
+    pub rollout: crate::rollout::RolloutPolicy,
+    /// Bumped by `apply` when what a copy runs (command, readiness) changes; set by `apply`, not
+    /// by the workloads file.
+    #[serde(default)]
+    pub generation: u64,
 }
 
 mod kind_name {
@@ -161,6 +168,9 @@ pub struct Assignment {
     pub grace_ms: u64,
     /// When the pass created it, in store milliseconds.
     pub created_ms: u64,
+    /// The declaration's generation it was created from ([`crate::rollout`]).
+    #[serde(default)]
+    pub generation: u64,
 }
 
 /// A copy's phase as its agent reports it.
@@ -374,6 +384,8 @@ mod tests {
             readiness: None,
             grace_ms: 2_000,
             backoff: Default::default(),
+            rollout: Default::default(),
+            generation: 0,
         };
         let text = encode(&w);
         assert!(text.contains(r#""controller":"intent""#), "{text}");

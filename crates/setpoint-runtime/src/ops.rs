@@ -46,6 +46,7 @@ pub fn apply(store: &dyn Store, specs: &[WorkloadSpec]) -> Result<ApplyOutcome, 
         let mut out = ApplyOutcome::default();
         for w in specs {
             let key = workload_key(&w.name);
+            let w = &crate::rollout::with_generation(&read, w);
             let value = encode(w);
             match read.entries.iter().find(|e| e.key == key) {
                 Some(e) if e.value == value => out.unchanged.push(w.name.clone()),
@@ -66,6 +67,30 @@ pub fn apply(store: &dyn Store, specs: &[WorkloadSpec]) -> Result<ApplyOutcome, 
         }
     }
     Err(OpError::Contended)
+}
+
+/// What applying one workload would do: `None` if it is new, else its changes in words (empty:
+/// unchanged).
+pub type Preview = Option<Vec<String>>;
+
+/// What `apply` would change, without writing: per workload of `specs`, in file order, `None` if
+/// it is new, or the changes in words (empty: unchanged).
+pub fn apply_preview(
+    store: &dyn Store,
+    specs: &[WorkloadSpec],
+) -> Result<Vec<(String, Preview)>, OpError> {
+    let read = store.read(&[WORKLOADS])?;
+    Ok(specs
+        .iter()
+        .map(|w| {
+            let new = crate::rollout::with_generation(&read, w);
+            let old = crate::rollout::stored_spec(&read, &w.name);
+            (
+                w.name.clone(),
+                old.map(|o| crate::rollout::describe_changes(&o, &new)),
+            )
+        })
+        .collect())
 }
 
 /// Removes a workload's declaration. The controller then collects its assignments and the
@@ -125,6 +150,29 @@ pub struct WorkloadStatus {
     /// Crash-loop backoff by key (the workload, or each name for `named`), keys that ever
     /// failed to start.
     pub backoff: Vec<BackoffStatus>,
+    /// The declaration's generation (bumped by `apply` when the command or readiness changes).
+    pub generation: u64,
+    /// Copies of the current generation on the ledger and assigned.
+    pub updated: u64,
+    /// The rolling update under way, if any.
+    pub rollout: Option<RolloutStatus>,
+}
+
+/// A rolling update as `get` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RolloutStatus {
+    /// The generation being rolled out.
+    pub generation: u64,
+    /// Copies of it available.
+    pub updated: u64,
+    /// Of how many.
+    pub desired: u64,
+    /// Copies of older generations left.
+    pub old: u64,
+    /// It made no progress within its deadline and stopped.
+    pub stalled: bool,
+    /// Milliseconds since it began.
+    pub for_ms: u64,
 }
 
 /// A loop's idle stretch as `get` and `status` show it.
@@ -242,6 +290,23 @@ pub fn get(
             }
         }
         let (idle, backoff) = loop_status(&snapshot, wname, uid);
+        let rc = crate::loops::rollout_copies(&v);
+        let updated = rc.iter().filter(|c| c.current && c.available()).count() as u64;
+        let old = rc.iter().filter(|c| !c.current).count() as u64;
+        let rec = snapshot
+            .loops
+            .get(wname.as_str())
+            .filter(|r| r.value.uid == uid)
+            .and_then(|r| r.value.rollout)
+            .filter(|r| r.generation == w.value.generation);
+        let rollout = (old > 0 || rec.is_some()).then(|| RolloutStatus {
+            generation: w.value.generation,
+            updated,
+            desired: w.value.copies,
+            old,
+            stalled: rec.is_some_and(|r| r.stalled),
+            for_ms: rec.map_or(0, |r| snapshot.now_ms.saturating_sub(r.started_ms)),
+        });
         let mut live = None;
         if let Some(states) = &states {
             let mut count = 0;
@@ -273,6 +338,9 @@ pub fn get(
             copies: copies.into_values().collect(),
             idle,
             backoff,
+            generation: w.value.generation,
+            updated,
+            rollout,
         });
     }
     Ok(out)

@@ -26,8 +26,10 @@ use crate::model::{
     assignment_key, copy_name, counter_key, encode, put_assignment, remove_assignment,
     workload_key, Assignment, Counter, Snapshot, Stored, LEADER,
 };
+use crate::rollout;
 use crate::store::{Revision, Store, StoreError, Txn};
 use crate::view::WorkloadView;
+use setpoint_core::ControllerKind;
 
 /// How a pass runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +69,8 @@ pub struct PassReport {
     pub failures: Vec<String>,
     /// An idle stretch to log: it began with this pass (or has lasted long enough to mention).
     pub idle: Option<crate::loops::Idle>,
+    /// A rolling update began, completed or stalled with this pass.
+    pub rollout: Option<String>,
 }
 
 impl PassReport {
@@ -128,12 +132,27 @@ pub fn plan_pass(
     };
     let mut gate = loops::Gate::prepare(snapshot, &view);
     let before = controller.clone();
-    let action = controller.pass(
-        Desired {
-            copies: spec.copies,
-        },
-        &view,
-    );
+    let copies = loops::rollout_copies(&view);
+    let rolling = gate.rollout(&view, &copies, snapshot.now_ms);
+    let action = if gate.stalled() && spec.controller != ControllerKind::Named {
+        None
+    } else if rolling && spec.controller != ControllerKind::Named {
+        // A rolling update drives the copies until it is done; the controller takes over again
+        // from an exact ledger.
+        rollout::as_action(spec, &copies, view.next_copy().0)
+    } else {
+        let a = controller.pass(
+            Desired {
+                copies: spec.copies,
+            },
+            &view,
+        );
+        if rolling {
+            rollout::with_named_step(a, spec, &copies)
+        } else {
+            a
+        }
+    };
     let mut commanded = Vec::new();
     match action.as_ref() {
         None => {}
@@ -227,13 +246,18 @@ pub fn plan_pass(
         }
     }
     let acted = !(report.created.is_empty() && report.deleted.is_empty());
-    let reason = loops::idle_reason(
-        spec.controller,
-        &view,
-        acted,
-        report.unplaced,
-        gate.held_back,
-    );
+    let reason = if gate.stalled() {
+        Some(loops::IdleReason::RolloutPaused)
+    } else {
+        loops::idle_reason(
+            spec.controller,
+            &view,
+            acted,
+            report.unplaced,
+            gate.held_back,
+        )
+    };
+    report.rollout = gate.rollout_note.take();
     let (t, idle) = gate.finish(
         txn,
         &loops::loop_key(name),
@@ -321,6 +345,7 @@ fn new_assignment(
         readiness: spec.readiness.clone(),
         grace_ms: spec.grace_ms,
         created_ms: now_ms,
+        generation: spec.generation,
     }
 }
 
@@ -456,6 +481,8 @@ mod tests {
             readiness: None,
             grace_ms: 100,
             backoff: Default::default(),
+            rollout: Default::default(),
+            generation: 0,
         };
         let old = store
             .get(&workload_key("w"))

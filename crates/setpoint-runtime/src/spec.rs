@@ -11,6 +11,7 @@
 //! readiness = ["test", "-f", "/tmp/ready"]  # optional; replaces the startup time
 //! grace = "10s"                   # SIGTERM to SIGKILL, default 10s
 //! backoff = { initial = "10s", max = "5m", reset = "10m" }  # after failed starts (defaults)
+//! rollout = { max_surge = "25%", max_unavailable = "25%", progress_deadline = "10m" }  # (defaults)
 //! ```
 //!
 //! Parse before you act: every workload of the file is checked before anything is written, and
@@ -25,6 +26,7 @@ use setpoint_core::ControllerKind;
 use crate::backoff::BackoffPolicy;
 use crate::duration::{format_duration, parse_duration};
 use crate::model::WorkloadSpec;
+use crate::rollout::{Amount, RolloutPolicy};
 
 /// The most copies one workload may declare.
 pub const MAX_COPIES: u64 = 10_000;
@@ -87,6 +89,22 @@ struct RawWorkload {
     readiness: Option<RawCommand>,
     grace: Option<String>,
     backoff: Option<RawBackoff>,
+    rollout: Option<RawRollout>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRollout {
+    max_surge: Option<RawAmount>,
+    max_unavailable: Option<RawAmount>,
+    progress_deadline: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawAmount {
+    Count(i64),
+    Text(String),
 }
 
 #[derive(Deserialize)]
@@ -189,6 +207,10 @@ fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
         None => BackoffPolicy::default(),
         Some(b) => backoff_policy(b).map_err(|(field, reason)| bad(field, reason))?,
     };
+    let rollout = match raw.rollout {
+        None => RolloutPolicy::default(),
+        Some(r) => rollout_policy(r).map_err(|(field, reason)| bad(field, reason))?,
+    };
     Ok(WorkloadSpec {
         name: name.clone(),
         command,
@@ -199,6 +221,69 @@ fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
         readiness,
         grace_ms,
         backoff,
+        rollout,
+        generation: 0,
+    })
+}
+
+/// Reads `rollout = { max_surge, max_unavailable, progress_deadline }`: each budget a number of
+/// copies (0 to 10000) or a percentage (`"25%"`, 0 to 100), not both 0; the deadline from 1s to
+/// 24h.
+fn rollout_policy(r: RawRollout) -> Result<RolloutPolicy, (&'static str, String)> {
+    let d = RolloutPolicy::default();
+    let amount = |field: &'static str, raw: Option<RawAmount>, default: Amount| {
+        let accepted =
+            "accepted a number of copies from 0 to 10000 or a percentage from \"0%\" to \"100%\"";
+        match raw {
+            None => Ok(default),
+            Some(RawAmount::Count(n)) if (0..=MAX_COPIES as i64).contains(&n) => {
+                Ok(Amount::Copies(n as u64))
+            }
+            Some(RawAmount::Count(n)) => Err((field, format!("{n} is out of range: {accepted}"))),
+            Some(RawAmount::Text(t)) => t
+                .strip_suffix('%')
+                .and_then(|p| p.trim().parse::<u64>().ok())
+                .filter(|p| *p <= 100)
+                .map(Amount::Percent)
+                .ok_or_else(|| (field, format!("'{t}' is not valid: {accepted}"))),
+        }
+    };
+    let max_surge = amount("rollout.max_surge", r.max_surge, d.max_surge)?;
+    let max_unavailable = amount(
+        "rollout.max_unavailable",
+        r.max_unavailable,
+        d.max_unavailable,
+    )?;
+    if max_surge.is_zero() && max_unavailable.is_zero() {
+        return Err((
+            "rollout.max_unavailable",
+            "0 with rollout.max_surge 0 is out of range: a rollout could never replace a copy; accepted at least one of the two above 0".into(),
+        ));
+    }
+    let progress_deadline_ms = match r.progress_deadline {
+        None => d.progress_deadline_ms,
+        Some(t) => parse_duration(&t)
+            .map(|d| d.as_millis() as u64)
+            .map_err(|e| {
+                (
+                    "rollout.progress_deadline",
+                    format!("{e}; accepted 1s to 24h"),
+                )
+            })?,
+    };
+    if !(1_000..=crate::backoff::MAX_INITIAL_MS).contains(&progress_deadline_ms) {
+        return Err((
+            "rollout.progress_deadline",
+            format!(
+                "{} is out of range: accepted 1s to 24h",
+                format_duration(Duration::from_millis(progress_deadline_ms))
+            ),
+        ));
+    }
+    Ok(RolloutPolicy {
+        max_surge,
+        max_unavailable,
+        progress_deadline_ms,
     })
 }
 
@@ -357,6 +442,22 @@ mod tests {
             (
                 "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nbackoff = { reset = \"0\" }",
                 "backoff.reset",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nrollout = { max_surge = 0, max_unavailable = \"0%\" }",
+                "rollout.max_unavailable",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nrollout = { max_surge = -1 }",
+                "rollout.max_surge",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nrollout = { max_surge = \"150%\" }",
+                "rollout.max_surge",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nrollout = { progress_deadline = \"0\" }",
+                "rollout.progress_deadline",
             ),
         ];
         for (body, field) in cases {

@@ -114,6 +114,8 @@ impl Cluster {
             readiness: None,
             grace_ms: 300,
             backoff: Default::default(),
+            rollout: Default::default(),
+            generation: 0,
         };
         ops::apply(&*self.store, &[w]).unwrap();
     }
@@ -350,6 +352,8 @@ async fn readiness_gates_the_ledger_and_a_copy_ignoring_sigterm_is_killed_after_
         ]),
         grace_ms: 400,
         backoff: Default::default(),
+        rollout: Default::default(),
+        generation: 0,
     };
     ops::apply(&*c.store, &[w]).unwrap();
     c.until("the copy runs", |c| c.processes().len() == 1).await;
@@ -426,6 +430,7 @@ async fn a_name_assigned_again_after_its_copy_exited_starts_a_new_copy_exactly_o
         readiness: None,
         grace_ms: 100,
         created_ms: 0,
+        generation: 0,
     };
     let key = assignment_key("w", 0);
     c.store

@@ -350,7 +350,7 @@ fn refused(r: &Rig, body: &str, field: &str) {
 }
 
 #[test]
-fn out_of_range_backoff_settings_are_refused_and_the_earlier_declaration_stays() {
+fn out_of_range_backoff_and_rollout_settings_are_refused_and_the_earlier_declaration_stays() {
     let r = Rig::new(0);
     let first = r.apply(
         "[[workload]]\nname = \"w\"\ncommand = [\"sleep\", \"60\"]\ncopies = 1\nbackoff = { initial = \"2s\" }\n",
@@ -369,8 +369,111 @@ fn out_of_range_backoff_settings_are_refused_and_the_earlier_declaration_stays()
             "backoff.max",
         ),
         ("backoff = { reset = \"0\" }", "backoff.reset"),
+        (
+            "rollout = { max_surge = 0, max_unavailable = 0 }",
+            "rollout.max_unavailable",
+        ),
+        ("rollout = { max_surge = \"-5%\" }", "rollout.max_surge"),
+        (
+            "rollout = { progress_deadline = \"0\" }",
+            "rollout.progress_deadline",
+        ),
     ] {
         refused(&r, body, field);
     }
     assert_eq!(r.ok(&["get", "--format", "json"]), before);
+}
+
+fn web(command: &str, extra: &str) -> String {
+    format!(
+        "[[workload]]\nname = \"web\"\ncommand = {command}\ncopies = 4\nperiod = \"100ms\"\nstartup = \"200ms\"\ngrace = \"300ms\"\nrollout = {{ max_surge = 1, max_unavailable = 0{extra} }}\nbackoff = {{ initial = \"5s\" }}\n"
+    )
+}
+
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|&b| b == 0)
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn a_changed_command_rolls_out_within_the_surge_and_a_failing_one_stalls_with_the_old_copies_running(
+) {
+    let mut r = Rig::new(2);
+    r.up(Stdio::null());
+    r.until("the store exists", |r| {
+        r.data().join("store.sqlite").is_file()
+    });
+    assert!(r.apply(&web(r#"["sleep", "300"]"#, "")).status.success());
+    r.until("4 copies on the ledger", |r| r.get("web")["on_ledger"] == 4);
+    assert_eq!(r.get("web")["generation"], 1);
+
+    // --dry-run says what would change and writes nothing.
+    let path = r.dir.path().join("w.toml");
+    std::fs::write(&path, web(r#"["sleep", "301"]"#, "")).unwrap();
+    let plan = r.ok(&["apply", "-f", path.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(
+        plan,
+        "workload web: command changed: generation 1 -> 2, a rolling update replaces every copy (max surge 1, max unavailable 0)\n"
+    );
+    assert_eq!(r.get("web")["generation"], 1);
+
+    assert!(r.apply(&web(r#"["sleep", "301"]"#, "")).status.success());
+    let deadline = Instant::now() + DEADLINE;
+    let (mut most, mut fewest, mut progress_shown) = (0, usize::MAX, false);
+    loop {
+        let procs = r.marked();
+        most = most.max(procs.len());
+        fewest = fewest.min(procs.len());
+        let g = r.get("web");
+        if g["rollout"].is_object() && r.ok(&["get"]).contains("/4 updated") {
+            progress_shown = true;
+        }
+        if g["rollout"].is_null()
+            && g["updated"] == 4
+            && procs.len() == 4
+            && procs.iter().all(|p| cmdline(p.pid) == "sleep 301")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "rollout did not finish: {g}\n{}",
+            r.up_log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(most <= 5, "{most} copies ran at once: desired 4 + surge 1");
+    assert!(
+        fewest >= 4,
+        "{fewest} copies ran at once: desired 4 - unavailable 0"
+    );
+    assert!(progress_shown, "get showed the progress");
+    assert_eq!(r.get("web")["generation"], 2);
+    let log = r.up_log();
+    assert!(
+        log.contains("loop web: rollout of generation 2 complete: 4/4 updated"),
+        "{log}"
+    );
+
+    // A new command that never starts: the rollout stalls after its deadline and stops there,
+    // the old copies still running.
+    assert!(r
+        .apply(&web(r#"["false"]"#, r#", progress_deadline = "1s""#))
+        .status
+        .success());
+    r.until("the rollout stalls", |r| {
+        r.get("web")["rollout"]["stalled"] == true
+    });
+    let procs = r.marked();
+    assert_eq!(procs.len(), 4);
+    assert!(procs.iter().all(|p| cmdline(p.pid) == "sleep 301"));
+    let table = r.ok(&["get"]);
+    assert!(table.contains("rollout STALLED 0/4 updated"), "{table}");
+    assert_eq!(r.get("web")["idle"]["reason"], "rollout_paused");
 }
