@@ -130,6 +130,19 @@ fn measure_cmd(a: &MeasureArgs) -> anyhow::Result<String> {
         None => None,
         Some(t) => Some(parse_since(t, now_ms)?),
     };
+    if let Some(since) = since_ms {
+        let kept_from_ms = setpoint_runtime::retention::kept_from(&store)?;
+        if since < kept_from_ms {
+            return Err(BadInput(
+                measure::MeasureError::Compacted {
+                    since_ms: since,
+                    kept_from_ms,
+                }
+                .to_string(),
+            )
+            .into());
+        }
+    }
     let names = match &a.workload {
         Some(w) => vec![w.clone()],
         None => events::logged_workloads(&store)?,
@@ -153,9 +166,9 @@ fn measure_cmd(a: &MeasureArgs) -> anyhow::Result<String> {
                 return Err(BadInput(e.to_string()).into())
             }
             Err(measure::MeasureError::NoEvents(_)) => {}
-            Err(e @ measure::MeasureError::EmptyWindow) => {
-                return Err(BadInput(e.to_string()).into())
-            }
+            Err(
+                e @ (measure::MeasureError::EmptyWindow | measure::MeasureError::Compacted { .. }),
+            ) => return Err(BadInput(e.to_string()).into()),
             Err(e) => return Err(e.into()),
         }
     }

@@ -33,6 +33,24 @@ pub enum RuntimeCommand {
     Kill(KillArgs),
     /// Show the leader, the nodes and the time since each node last reported.
     Status(StatusArgs),
+    /// Print a copy's output (standard output and error), from `{data-dir}/nodes/logs/`.
+    Logs(LogsArgs),
+}
+
+/// `setpoint logs`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The copy, as `setpoint get` names it (`web-3`).
+    #[arg(value_name = "COPY")]
+    copy: String,
+    /// Only the last N lines.
+    #[arg(long, value_name = "N")]
+    tail: Option<usize>,
+    /// Keep printing what the copy writes, until it ends (or Ctrl-C).
+    #[arg(short = 'f', long)]
+    follow: bool,
 }
 
 /// Where the store lives.
@@ -75,6 +93,10 @@ pub struct ControllerFlags {
     /// Also run a workload's pass as soon as its declaration changes, not only every period.
     #[arg(long)]
     pub wake_on_change: bool,
+    /// Events older than this are removed from the event log (`measure` cannot look further
+    /// back).
+    #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = positive_duration)]
+    pub event_retention: Duration,
 }
 
 impl ControllerFlags {
@@ -89,6 +111,7 @@ impl ControllerFlags {
         c.lease_ttl = self.lease_ttl;
         c.node_timeout = self.node_timeout;
         c.wake_on_change = self.wake_on_change;
+        c.event_retention = self.event_retention;
         c.poll = (self.lease_ttl / 10).min(Duration::from_millis(100));
         Ok(c)
     }
@@ -107,6 +130,13 @@ pub struct AgentFlags {
     /// How often the agent reads its assignments.
     #[arg(long, default_value = "100ms", value_name = "DURATION", value_parser = positive_duration)]
     pub sync_every: Duration,
+    /// A copy's log (`{data-dir}/nodes/logs/COPY.log`) rotates to `COPY.log.1` past this size:
+    /// bytes, or with a unit KiB, MiB, GiB.
+    #[arg(long, default_value = "10MiB", value_name = "SIZE", value_parser = size)]
+    pub log_max_size: u64,
+    /// The log of a copy that ended is removed this long after its last line.
+    #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = positive_duration)]
+    pub log_retention: Duration,
 }
 
 impl AgentFlags {
@@ -115,6 +145,8 @@ impl AgentFlags {
         c.report_every = self.report_every;
         c.report_delay = self.report_delay;
         c.sync_every = self.sync_every;
+        c.log_max_bytes = self.log_max_size;
+        c.log_retention = self.log_retention;
         c
     }
 }
@@ -266,6 +298,23 @@ fn positive_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+fn size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    let (n, unit) = t.split_at(digits);
+    let scale: u64 = match unit {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return Err(format!("'{s}' is not a size: accepted a whole number of bytes, or with KiB, MiB or GiB (1024 bytes and up)")),
+    };
+    match n.parse::<u64>().ok().and_then(|n| n.checked_mul(scale)) {
+        Some(b) if (1024..=1 << 40).contains(&b) => Ok(b),
+        _ => Err(format!("'{s}' is out of range: accepted 1KiB to 1024GiB")),
+    }
+}
+
 fn node_name(s: &str) -> Result<String, String> {
     setpoint_runtime::spec::check_name(s).map(|()| s.to_owned())
 }
@@ -354,6 +403,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             }
             Ok(killed.iter().map(|k| format!("killed {k}\n")).collect())
         }
+        RuntimeCommand::Logs(a) => logs(&a),
         RuntimeCommand::Status(a) => {
             let s = ops::status(
                 &*a.store.open_existing()?,
@@ -481,6 +531,46 @@ fn status_table(s: &ops::Status) -> String {
         );
     }
     t
+}
+
+fn logs(a: &LogsArgs) -> anyhow::Result<String> {
+    use setpoint_runtime::logs as copy_logs;
+    use std::io::Write as _;
+    let state = a.store.state_dir();
+    if !copy_logs::valid_copy_name(&a.copy) {
+        anyhow::bail!(BadInput(format!(
+            "'{}' is not a copy name: accepted a copy as 'setpoint get' lists it, e.g. web-3",
+            a.copy
+        )));
+    }
+    let Some(text) = copy_logs::read(&state, &a.copy, a.tail)? else {
+        anyhow::bail!(BadInput(format!(
+            "no log of copy '{}' in {}: accepted a copy of this data directory, as 'setpoint get' lists it (a log is removed a retention period after its copy ended)",
+            a.copy,
+            state.join("logs").display()
+        )));
+    };
+    if !a.follow {
+        return Ok(String::from_utf8_lossy(&text).into_owned());
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(&text).and_then(|()| out.flush())?;
+    let mut f = copy_logs::Follower::new(&state, &a.copy);
+    // Until the copy has ended, as its agent's state file says, and everything is printed.
+    loop {
+        let running = setpoint_runtime::agent::read_all_node_states(&state)
+            .iter()
+            .flat_map(|s| &s.copies)
+            .any(|r| {
+                r.assignment.copy == a.copy && r.phase != setpoint_runtime::model::Phase::Exited
+            });
+        let more = f.poll()?;
+        out.write_all(&more).and_then(|()| out.flush())?;
+        if !running && more.is_empty() {
+            return Ok(String::new());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 fn up(a: &UpArgs) -> anyhow::Result<String> {

@@ -42,6 +42,8 @@ pub struct ControllerConfig {
     pub wake_on_change: bool,
     /// How often the store is polled for leadership and declaration changes.
     pub poll: Duration,
+    /// Events older than this are removed from the event log ([`crate::retention`]).
+    pub event_retention: Duration,
 }
 
 impl ControllerConfig {
@@ -54,6 +56,7 @@ impl ControllerConfig {
             node_timeout: Duration::from_secs(10),
             wake_on_change: false,
             poll: Duration::from_millis(100),
+            event_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
         }
     }
 }
@@ -177,6 +180,7 @@ async fn lead(
     let renew_every = cfg.lease_ttl / 3;
     let mut renewed = Instant::now();
     let mut last_gc = Instant::now() - Duration::from_secs(3600);
+    let mut last_compaction = Instant::now();
     let mut seen_revision = None;
     let settings = PassSettings {
         node_timeout_ms: cfg.node_timeout.as_millis() as u64,
@@ -190,6 +194,24 @@ async fn lead(
         }
         if *lost_rx.borrow() {
             break false;
+        }
+        if last_compaction.elapsed()
+            >= Duration::from_millis(crate::retention::COMPACT_EVERY_MS).min(cfg.event_retention)
+        {
+            last_compaction = Instant::now();
+            let keep = cfg.event_retention.as_millis() as u64;
+            match blocking(store, move |s| {
+                crate::retention::compact_events(s, s.now_ms(), keep)
+            })
+            .await
+            {
+                Ok(0) => {}
+                Ok(n) => log(
+                    who,
+                    format!("compacted the event log: {n} old entries removed"),
+                ),
+                Err(e) => log(who, format!("cannot compact the event log: {e}")),
+            }
         }
         if renewed.elapsed() >= renew_every {
             let lease = held.lease;

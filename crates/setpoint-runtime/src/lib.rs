@@ -34,6 +34,8 @@
 //! - [`backoff`]: crash-loop backoff after failed starts (I/O-free).
 //! - [`rollout`]: rolling updates under surge and unavailability budgets (I/O-free).
 //! - [`loops`]: each workload loop's record in the store: backoff and why it is idle.
+//! - [`retention`]: bounded history: event-log compaction, copy-log rotation and removal.
+//! - [`logs`]: reading a copy's output (`setpoint logs`).
 //! - [`rt`]: shutdown signal, blocking store calls, log lines.
 
 pub mod agent;
@@ -43,12 +45,14 @@ pub mod duration;
 pub mod events;
 pub mod experiment;
 pub mod failpoint;
+pub mod logs;
 pub mod loops;
 pub mod measure;
 pub mod model;
 pub mod ops;
 pub mod process;
 pub mod reconcile;
+pub mod retention;
 pub mod rollout;
 pub mod rt;
 pub mod spec;

@@ -146,6 +146,15 @@ pub enum MeasureError {
     /// The window holds no second: `--since` is in the future, or too little time has passed.
     #[error("nothing to measure: the window holds no complete second")]
     EmptyWindow,
+    /// The window starts before the oldest event kept: the event log was compacted
+    /// ([`crate::retention`]).
+    #[error("the window starts at {since_ms} ms, before the event log's retention kept anything (events before {kept_from_ms} ms were removed): accepted a --since at or after {kept_from_ms} ms")]
+    Compacted {
+        /// Where the window starts, in store milliseconds.
+        since_ms: u64,
+        /// The oldest time kept.
+        kept_from_ms: u64,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -196,6 +205,13 @@ pub fn measure(
         .first()
         .ok_or_else(|| MeasureError::NoEvents(workload.to_owned()))?;
     let origin_ms = spec.since_ms.unwrap_or(first_round.at_ms);
+    let kept_from_ms = crate::retention::kept_from(store)?;
+    if origin_ms < kept_from_ms {
+        return Err(MeasureError::Compacted {
+            since_ms: origin_ms,
+            kept_from_ms,
+        });
+    }
     let mut window = Window {
         origin_ms,
         time_scale: spec.time_scale,

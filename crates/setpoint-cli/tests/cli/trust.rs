@@ -477,3 +477,97 @@ fn a_changed_command_rolls_out_within_the_surge_and_a_failing_one_stalls_with_th
     assert!(table.contains("rollout STALLED 0/4 updated"), "{table}");
     assert_eq!(r.get("web")["idle"]["reason"], "rollout_paused");
 }
+
+#[test]
+fn logs_prints_tails_follows_rotates_and_history_is_removed_after_its_retention() {
+    let mut r = Rig::new(1);
+    let child = r
+        .command(&[
+            "up",
+            "--nodes",
+            "1",
+            "--report-every",
+            "50ms",
+            "--log-max-size",
+            "1KiB",
+            "--log-retention",
+            "2s",
+            "--event-retention",
+            "2s",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    r.daemons.push(child);
+    r.until("the store exists", |r| {
+        r.data().join("store.sqlite").is_file()
+    });
+    let start_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        .to_string();
+    assert!(r
+        .apply(
+            "[[workload]]\nname = \"talker\"\ncommand = \"echo hello $SETPOINT_COPY; i=0; while :; do echo line $i; i=$((i+1)); sleep 0.005; done\"\ncopies = 1\nperiod = \"100ms\"\nstartup = \"50ms\"\ngrace = \"300ms\"\n"
+        )
+        .status
+        .success());
+    let logs = r.data().join("nodes").join("logs");
+    r.until("the log rotated", |_| logs.join("talker-0.log.1").is_file());
+    let tail = r.ok(&["logs", "talker-0", "--tail", "2"]);
+    let lines: Vec<&str> = tail.lines().collect();
+    assert_eq!(lines.len(), 2, "{tail}");
+    assert!(lines.iter().all(|l| l.starts_with("line ")), "{tail}");
+    // Rotated at the limit: the live file stays near 1 KiB (checked once a second).
+    let size = std::fs::metadata(logs.join("talker-0.log")).unwrap().len();
+    assert!(size < 8 * 1024, "{size} bytes");
+
+    // --follow prints new lines as they come and ends when the copy ends.
+    let mut follow = r
+        .command(&["logs", "talker-0", "--follow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    r.ok(&["delete", "talker"]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while follow.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "--follow did not end with the copy"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(follow.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let numbers: Vec<u64> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("line ")?.parse().ok())
+        .collect();
+    assert!(numbers.len() > 50, "{} lines followed", numbers.len());
+    assert!(
+        numbers.windows(2).filter(|w| w[1] != w[0] + 1).count() <= 3,
+        "in order, at most a few gaps from rotations"
+    );
+
+    // History is bounded: the ended copy's logs go after 2 s (swept every 10 s), the events
+    // before the retention are removed, and measure refuses a window reaching back there.
+    r.until("the ended copy's logs are removed", |_| {
+        !logs.join("talker-0.log").exists() && !logs.join("talker-0.log.1").exists()
+    });
+    let out = r.run(&["measure", "--since", &start_ms]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("retention") && err.contains("accepted"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let bad = r.run(&["logs", "nobody-0"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no log of copy 'nobody-0'"));
+}
