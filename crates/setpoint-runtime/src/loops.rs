@@ -456,12 +456,9 @@ mod tests {
             .unwrap()
             .create_revision;
         let now = store.now_ms();
-        let r = NodeReport {
-            node: "a".into(),
-            observed_ms: now,
-            reported_ms: now,
-            agent_pid: 1,
-            copies: vec![CopyReport {
+        put_report(
+            store,
+            vec![CopyReport {
                 copy: copy_name("w", n),
                 workload: "w".into(),
                 owner_uid: uid,
@@ -476,6 +473,18 @@ mod tests {
                 exit: Some("exit status 1".into()),
                 stopping: false,
             }],
+        );
+    }
+
+    /// Node `a` reports `copies`, now.
+    fn put_report(store: &dyn Store, copies: Vec<CopyReport>) {
+        let now = store.now_ms();
+        let r = NodeReport {
+            node: "a".into(),
+            observed_ms: now,
+            reported_ms: now,
+            agent_pid: 1,
+            copies,
         };
         store
             .commit(&Txn::new().put(report_key("a"), encode(&r)))
@@ -483,17 +492,7 @@ mod tests {
     }
 
     fn empty_report(store: &dyn Store) {
-        let now = store.now_ms();
-        let r = NodeReport {
-            node: "a".into(),
-            observed_ms: now,
-            reported_ms: now,
-            agent_pid: 1,
-            copies: vec![],
-        };
-        store
-            .commit(&Txn::new().put(report_key("a"), encode(&r)))
-            .unwrap();
+        put_report(store, Vec::new());
     }
 
     fn record(store: &dyn Store) -> LoopRecord {

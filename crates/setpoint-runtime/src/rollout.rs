@@ -520,6 +520,67 @@ mod tests {
         }
     }
 
+    /// The most copies that exist at once in a rollout of `desired` copies with `surge`, when a
+    /// new copy reaches the ledger `lag` rounds after its creation and the step sees either
+    /// every assignment (`counts_own_work`) or only what the ledger shows.
+    fn peak(desired: u64, surge: u64, lag: u32, counts_own_work: bool) -> u64 {
+        let b = Budget {
+            surge,
+            unavailable: 0,
+        };
+        let mut copies: Vec<(Copy, u32)> = (0..desired).map(|n| (old(n), 0)).collect();
+        let mut next = desired;
+        let mut most = 0;
+        for _ in 0..200 {
+            most = most.max(copies.len() as u64);
+            let view: Vec<Copy> = copies
+                .iter()
+                .map(|c| c.0)
+                .filter(|c| counts_own_work || c.on_ledger)
+                .collect();
+            if done(&copies.iter().map(|c| c.0).collect::<Vec<_>>(), desired) {
+                break;
+            }
+            let s = step(desired, b, &view);
+            for n in &s.delete {
+                copies.retain(|c| c.0.n != *n);
+            }
+            for _ in 0..s.create {
+                let c = Copy {
+                    n: next,
+                    current: true,
+                    assigned: true,
+                    on_ledger: false,
+                };
+                next += 1;
+                copies.push((c, lag));
+            }
+            for (c, l) in &mut copies {
+                if *l == 0 {
+                    c.on_ledger = true;
+                } else {
+                    *l -= 1;
+                }
+            }
+        }
+        most
+    }
+
+    #[test]
+    fn a_rollout_that_counted_only_the_ledger_would_surge_once_more_per_round_of_lag() {
+        // 8 copies, surge 25 % = 2. A new copy reaches the ledger after B + G; with U the
+        // period, `lag` passes run before it shows. Counting its own assignments, the rollout
+        // never runs more than 10; counting the ledger alone it creates 2 more each blind pass.
+        for lag in 0..4u32 {
+            assert_eq!(peak(8, 2, lag, true), 10, "lag {lag}");
+            assert_eq!(
+                peak(8, 2, lag, false),
+                8 + (2 * (u64::from(lag) + 1)).min(8),
+                "lag {lag}"
+            );
+        }
+    }
+
     #[test]
     fn the_checker_catches_a_step_that_ignores_a_budget() {
         fn greedy(desired: u64, b: Budget, copies: &[Copy]) -> Step {

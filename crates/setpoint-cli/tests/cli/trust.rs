@@ -126,6 +126,23 @@ impl Rig {
     }
 }
 
+/// Declares `n` copies of `sleep 300` and waits until they run.
+fn sleepers(r: &Rig, n: usize) {
+    r.until("the store exists", |r| {
+        r.data().join("store.sqlite").is_file()
+    });
+    let out = r.apply(&format!(
+        "[[workload]]\nname = \"sleeper\"\ncommand = [\"sleep\", \"300\"]\ncopies = {n}\nperiod = \"100ms\"\nstartup = \"50ms\"\ngrace = \"500ms\"\n"
+    ));
+    assert!(out.status.success());
+    r.until("the copies run", |r| r.marked().len() == n);
+}
+
+fn signal(pid: u32, sig: Signal) {
+    rustix::process::kill_process(rustix::process::Pid::from_raw(pid as i32).unwrap(), sig)
+        .unwrap();
+}
+
 /// Milliseconds since midnight of a log line's `HH:MM:SS.mmm` stamp.
 fn stamp_ms(line: &str) -> u64 {
     let t = line.split_whitespace().next().unwrap();
@@ -233,21 +250,10 @@ fn ctrl_c_with_stderr_through_a_closed_pipe_still_stops_every_copy() {
     let mut r = Rig::new(2);
     let (reader, writer) = std::io::pipe().unwrap();
     let pid = r.up(Stdio::from(writer));
-    r.until("the store exists", |r| {
-        r.data().join("store.sqlite").is_file()
-    });
-    let out = r.apply(
-        "[[workload]]\nname = \"sleeper\"\ncommand = [\"sleep\", \"300\"]\ncopies = 4\nperiod = \"100ms\"\nstartup = \"50ms\"\ngrace = \"500ms\"\n",
-    );
-    assert!(out.status.success());
-    r.until("4 copies run", |r| r.marked().len() == 4);
+    sleepers(&r, 4);
     // The reader goes first, as `tee` does when Ctrl-C reaches the whole pipeline.
     drop(reader);
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(pid as i32).unwrap(),
-        Signal::INT,
-    )
-    .unwrap();
+    signal(pid, Signal::INT);
     let mut up = r.daemons.pop().unwrap();
     let deadline = Instant::now() + Duration::from_secs(15);
     let status = loop {
@@ -270,16 +276,8 @@ fn sighup_and_sigterm_stop_up_cleanly_too() {
     for sig in [Signal::HUP, Signal::TERM] {
         let mut r = Rig::new(1);
         let pid = r.up(Stdio::null());
-        r.until("the store exists", |r| {
-            r.data().join("store.sqlite").is_file()
-        });
-        let out = r.apply(
-            "[[workload]]\nname = \"sleeper\"\ncommand = [\"sleep\", \"300\"]\ncopies = 2\nperiod = \"100ms\"\nstartup = \"50ms\"\ngrace = \"500ms\"\n",
-        );
-        assert!(out.status.success());
-        r.until("2 copies run", |r| r.marked().len() == 2);
-        rustix::process::kill_process(rustix::process::Pid::from_raw(pid as i32).unwrap(), sig)
-            .unwrap();
+        sleepers(&r, 2);
+        signal(pid, sig);
         let status = r.daemons.pop().unwrap().wait().unwrap();
         assert!(status.success(), "{sig:?}: {status:?}");
         assert!(r.marked().is_empty(), "{sig:?}: copies survived");
