@@ -537,6 +537,26 @@ mod tests {
     }
 
     #[test]
+    fn the_record_of_a_deleted_workload_is_collected_with_its_orphans() {
+        let store = MemoryStore::new();
+        declare(&store, ControllerKind::Intent);
+        let mut c = Controller::new(ControllerKind::Intent);
+        run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert!(
+            store.get(&loop_key("w")).unwrap().is_some(),
+            "idle: no live node"
+        );
+        crate::reconcile::collect_orphans(&store, None).unwrap();
+        assert!(
+            store.get(&loop_key("w")).unwrap().is_some(),
+            "still declared"
+        );
+        store.commit(&Txn::new().delete(workload_key("w"))).unwrap();
+        crate::reconcile::collect_orphans(&store, None).unwrap();
+        assert!(store.get(&loop_key("w")).unwrap().is_none());
+    }
+
+    #[test]
     fn a_copy_that_dies_after_its_startup_is_replaced_at_once() {
         let store = MemoryStore::new();
         declare(&store, ControllerKind::Intent);

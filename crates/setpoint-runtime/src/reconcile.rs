@@ -437,7 +437,17 @@ pub fn collect_orphans(
             gone.push(a.value.copy.clone());
         }
     }
-    if gone.is_empty() {
+    // A loop record (backoff, idle reason, rollout) outlives nothing it belonged to.
+    let mut stale_loops = false;
+    for (name, rec) in &snapshot.loops {
+        let owner = snapshot.workloads.get(name);
+        if owner.is_none_or(|w| w.create_revision != rec.value.uid) {
+            let key = loops::loop_key(name);
+            txn = txn.expect(&key, rec.mod_revision).delete(key);
+            stale_loops = true;
+        }
+    }
+    if gone.is_empty() && !stale_loops {
         return Ok(gone);
     }
     crate::failpoint::hit("gc-before-commit");

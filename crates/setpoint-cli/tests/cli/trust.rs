@@ -214,14 +214,15 @@ fn a_failing_command_and_a_missing_binary_back_off_on_the_kubelet_schedule() {
             "attempt {i}: {gap} ms after the one before, want {want} ms (+ up to 700)\n{log}"
         );
     }
-    // One log line per failed copy, not one per period: the pass never says "created []" or
-    // "no live node" while it backs off, and the idle reason is said once per stretch.
+    // One log line per failed copy, not one per period: per attempt at most its creation, its
+    // collection (once or per copy), the start of the backoff and, under load, of a wait; at
+    // 1600 ms of backoff and U = 100 ms a line per period would be 16 per attempt.
     let ghost_lines = log.lines().filter(|l| l.contains("loop ghost:")).count();
     let restarts = log
         .lines()
         .filter(|l| l.contains("loop ghost: ghost-") && l.contains("failed to start"))
         .count();
-    assert!(ghost_lines <= restarts + 3 * created.len() + 2, "{log}");
+    assert!(ghost_lines <= restarts + 5 * created.len() + 2, "{log}");
     // `named` backs off per name; a missing binary is a failed start too.
     r.until("missing has backed off twice per name", |r| {
         let g = r.get("missing");
