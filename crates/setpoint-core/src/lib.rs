@@ -45,6 +45,7 @@
 //! ```
 
 pub mod action;
+pub mod backoff;
 pub mod controller;
 pub mod expectations;
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! Crash-loop backoff: the rule, free of I/O.
+//! Crash-loop backoff: the rule, free of I/O (its arithmetic is `setpoint_core::backoff`,
+//! which the lab applies too).
 //!
 //! A copy that ends before it became ready, or within its startup time B of starting, or that
 //! could not be spawned at all, is a **failed start**. After a failed start the controller creates
@@ -52,18 +53,19 @@ impl Default for BackoffPolicy {
 }
 
 impl BackoffPolicy {
+    /// The rule's settings in setpoint-core's unit-free form (milliseconds here).
+    pub fn core(&self) -> setpoint_core::backoff::BackoffPolicy {
+        setpoint_core::backoff::BackoffPolicy {
+            initial: self.initial_ms,
+            max: self.max_ms,
+            reset: self.reset_ms,
+        }
+    }
+
     /// The delay after the `failures`-th consecutive failure (1-based): `initial · 2^(f−1)`,
     /// capped at `max`. 0 failures: no delay.
     pub fn delay_ms(&self, failures: u32) -> u64 {
-        if failures == 0 {
-            return 0;
-        }
-        let doubled = self
-            .initial_ms
-            .checked_shl(failures.saturating_sub(1).min(63))
-            .filter(|d| d >> failures.saturating_sub(1).min(63) == self.initial_ms)
-            .unwrap_or(u64::MAX);
-        doubled.min(self.max_ms)
+        self.core().delay(failures)
     }
 }
 

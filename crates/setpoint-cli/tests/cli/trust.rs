@@ -570,3 +570,79 @@ fn logs_prints_tails_follows_rotates_and_history_is_removed_after_its_retention(
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("no log of copy 'nobody-0'"));
 }
+
+#[test]
+fn the_lab_predicts_the_runtimes_crash_loop_attempt_times() {
+    // Runtime: U = 200 ms, B = 300 ms, backoff 400 ms doubling to 1600 ms; `false` ends a few
+    // tens of milliseconds after its creation. Lab, in ticks of 100 ms: U = 2, B = 3, each
+    // copy ends 1 tick after creation, backoff 4 doubling to 16.
+    use setpoint_core::backoff::BackoffPolicy;
+    use setpoint_sim::lab::{
+        creation_times, ControllerSpec, Event, LabScenario, LabSpec, TimedEvent, Workload,
+    };
+    let lab = LabScenario::new(LabSpec {
+        period: 2,
+        duration: 200,
+        delay: setpoint_sim::delay::DelayModel::Fixed(0),
+        controller: ControllerSpec::new(setpoint_core::ControllerKind::Intent),
+        workloads: vec![Workload {
+            name: "ghost".into(),
+            desired: 2,
+            startup: 3,
+        }],
+        events: vec![TimedEvent {
+            at: 0,
+            workload: None,
+            event: Event::CrashLoop {
+                after: 1,
+                starts: 1000,
+                backoff: BackoffPolicy {
+                    initial: 4,
+                    max: 16,
+                    reset: 100_000,
+                },
+            },
+        }],
+        unique_names: true,
+        seed: 1,
+    })
+    .unwrap();
+    let predicted: Vec<u64> = creation_times(&lab, 1, 0)
+        .unwrap()
+        .windows(2)
+        .map(|w| (w[1] - w[0]) * 100)
+        .take(4)
+        .collect();
+    assert_eq!(predicted, [600, 1000, 1800, 1800]);
+
+    let mut r = Rig::new(1);
+    r.up(Stdio::null());
+    r.until("the store exists", |r| {
+        r.data().join("store.sqlite").is_file()
+    });
+    assert!(r
+        .apply("[[workload]]\nname = \"ghost\"\ncommand = [\"false\"]\ncopies = 2\nperiod = \"200ms\"\nstartup = \"300ms\"\nbackoff = { initial = \"400ms\", max = \"1600ms\" }\n")
+        .status
+        .success());
+    r.until("five attempts", |r| {
+        r.up_log()
+            .matches("loop ghost: target 2, counted 0: created ghost-")
+            .count()
+            >= 5
+    });
+    let log = r.up_log();
+    let created: Vec<u64> = log
+        .lines()
+        .filter(|l| l.contains("loop ghost: target 2, counted 0: created ghost-"))
+        .map(stamp_ms)
+        .collect();
+    let real: Vec<u64> = created.windows(2).map(|w| w[1] - w[0]).take(4).collect();
+    for (i, (p, m)) in predicted.iter().zip(&real).enumerate() {
+        // A real exit is seen up to a period later than the lab's whole tick under load.
+        assert!(
+            m.abs_diff(*p) <= 250,
+            "attempt {i}: lab {p} ms after the one before, runtime {m} ms\n{log}"
+        );
+    }
+    println!("crash loop attempt gaps: lab {predicted:?} ms, runtime {real:?} ms");
+}
