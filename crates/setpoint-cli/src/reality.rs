@@ -141,6 +141,19 @@ fn measure_cmd(a: &MeasureArgs) -> anyhow::Result<String> {
         None => None,
         Some(t) => Some(parse_since(t, now_ms)?),
     };
+    if let Some(since) = since_ms {
+        let kept_from_ms = setpoint_runtime::retention::kept_from(store)?;
+        if since < kept_from_ms {
+            return Err(BadInput(
+                measure::MeasureError::Compacted {
+                    since_ms: since,
+                    kept_from_ms,
+                }
+                .to_string(),
+            )
+            .into());
+        }
+    }
     let names = match &a.workload {
         Some(w) => vec![w.clone()],
         None => events::logged_workloads(store)?,
@@ -164,9 +177,9 @@ fn measure_cmd(a: &MeasureArgs) -> anyhow::Result<String> {
                 return Err(BadInput(e.to_string()).into())
             }
             Err(measure::MeasureError::NoEvents(_)) => {}
-            Err(e @ measure::MeasureError::EmptyWindow) => {
-                return Err(BadInput(e.to_string()).into())
-            }
+            Err(
+                e @ (measure::MeasureError::EmptyWindow | measure::MeasureError::Compacted { .. }),
+            ) => return Err(BadInput(e.to_string()).into()),
             Err(e) => return Err(e.into()),
         }
     }
@@ -224,6 +237,13 @@ fn measure_table(all: &[Measurement]) -> String {
             x.peak_live,
             x.copy_seconds_above
         );
+        if m.restarts > 0 {
+            let _ = writeln!(
+                t,
+                "restarts {}: creations that replaced a failed start (not counted as died or unneeded)",
+                m.restarts
+            );
+        }
         t.push_str(&jitter_lines(m));
         t.push('\n');
     }

@@ -208,6 +208,9 @@ pub async fn run_cell(
         readiness: None,
         grace_ms: 1_000,
         env: Default::default(),
+        backoff: Default::default(),
+        rollout: Default::default(),
+        generation: 0,
     };
     ops::apply(&*store, std::slice::from_ref(&spec)).map_err(|e| match e {
         ops::OpError::Store(s) => ExperimentError::Store(s),

@@ -161,6 +161,9 @@ async fn main() {
         readiness: None,
         grace_ms: 2000,
         env: Default::default(),
+        backoff: Default::default(),
+        rollout: Default::default(),
+        generation: 0,
     };
     ops::apply(&*pass_store, &[spec]).expect("apply");
     // Every agent reports before the first pass, so placement spreads the copies.

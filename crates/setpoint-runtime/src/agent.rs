@@ -59,6 +59,10 @@ pub struct AgentConfig {
     /// How often the agent looks at its processes: readiness, exits and stops are noticed up to
     /// one tick late, and reports and assignment reads happen on ticks.
     pub tick: Duration,
+    /// A copy's log rotates past this size ([`crate::retention`]).
+    pub log_max_bytes: u64,
+    /// The log of a copy that ended is removed this long after its last write.
+    pub log_retention: Duration,
 }
 
 impl AgentConfig {
@@ -72,6 +76,8 @@ impl AgentConfig {
             report_delay: Duration::ZERO,
             sync_every: Duration::from_millis(100),
             tick: TICK,
+            log_max_bytes: crate::retention::DEFAULT_LOG_MAX_BYTES,
+            log_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
         }
     }
 }
@@ -312,13 +318,7 @@ impl Agent {
     }
 
     fn start(&mut self, a: Assignment, incarnation: Revision, now: u64) {
-        // The name was checked by the rules of `apply` (`assignments_of`), so it is a plain
-        // file name.
-        let log_path = self
-            .cfg
-            .state_dir
-            .join("logs")
-            .join(format!("{}.log", a.copy));
+        let log_path = crate::logs::log_path(&self.cfg.state_dir, &a.copy);
         let mut record = CopyRecord {
             assignment: a,
             incarnation,
@@ -472,6 +472,45 @@ impl Agent {
             if !self.copies.contains_key(&copy) {
                 self.start(a, incarnation, now);
             }
+        }
+    }
+
+    /// Rotates the logs of running copies past the size limit and removes the logs of copies
+    /// that ended longer ago than the retention ([`crate::retention`]).
+    fn tend_logs(&self, now: u64, sweep: bool) {
+        let who = self.who();
+        let running: std::collections::BTreeSet<String> = self
+            .copies
+            .iter()
+            .filter(|(_, l)| !l.exited())
+            .map(|(c, _)| c.clone())
+            .collect();
+        for copy in &running {
+            let path = crate::logs::log_path(&self.cfg.state_dir, copy);
+            match crate::retention::rotate_log(&path, self.cfg.log_max_bytes) {
+                Ok(true) => log(&who, format!("rotated the log of {copy}")),
+                Ok(false) => {}
+                Err(e) => log(&who, format!("cannot rotate {}: {e}", path.display())),
+            }
+        }
+        if !sweep {
+            return;
+        }
+        // The agents of one data directory share the folder: a copy running on any node keeps
+        // its log, as its node's state file says.
+        let mut running = running;
+        for st in read_all_node_states(&self.cfg.state_dir) {
+            running.extend(
+                st.copies
+                    .into_iter()
+                    .filter(|r| r.phase != Phase::Exited)
+                    .map(|r| r.assignment.copy),
+            );
+        }
+        let dir = self.cfg.state_dir.join("logs");
+        let retention = self.cfg.log_retention.as_millis() as u64;
+        if let Err(e) = crate::retention::sweep_logs(&dir, &running, now, retention) {
+            log(&who, format!("cannot sweep {}: {e}", dir.display()));
         }
     }
 
@@ -666,6 +705,8 @@ pub async fn run_agent(
     let delay = agent.cfg.report_delay.as_millis() as u64;
     let mut next_sync = now + sync_every;
     let mut next_report = now + report_every;
+    let mut next_logs = now;
+    let mut next_sweep = now;
     let mut tick = tokio::time::interval(agent.cfg.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut reach = Reach::default();
@@ -696,6 +737,14 @@ pub async fn run_agent(
             }
         }
         agent.save();
+        if now >= next_logs {
+            next_logs = now + 1_000;
+            let sweep = now >= next_sweep;
+            if sweep {
+                next_sweep = now + 10_000;
+            }
+            agent.tend_logs(now, sweep);
+        }
         if now >= next_report {
             next_report = now + report_every;
             agent.queue.push_back((now + delay, agent.observe(now)));

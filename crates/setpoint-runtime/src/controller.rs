@@ -42,6 +42,8 @@ pub struct ControllerConfig {
     pub wake_on_change: bool,
     /// How often the store is polled for leadership and declaration changes.
     pub poll: Duration,
+    /// Events older than this are removed from the event log ([`crate::retention`]).
+    pub event_retention: Duration,
 }
 
 impl ControllerConfig {
@@ -54,6 +56,7 @@ impl ControllerConfig {
             node_timeout: Duration::from_secs(10),
             wake_on_change: false,
             poll: Duration::from_millis(100),
+            event_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
         }
     }
 }
@@ -129,6 +132,7 @@ pub async fn run_controller(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut reach = Reach::default();
     loop {
+        let mut standby_said = false;
         let held = loop {
             tokio::select! {
                 _ = shutdown.wait() => return Ok(()),
@@ -137,6 +141,14 @@ pub async fn run_controller(
             let c = cfg.clone();
             match blocking(&store, move |s| try_acquire(s, &c)).await {
                 Ok(Some(h)) => break h,
+                Ok(None) if !standby_said => {
+                    reach.answered(&who);
+                    standby_said = true;
+                    log(
+                        &who,
+                        "standby: another controller holds the lease; waiting for it",
+                    );
+                }
                 Ok(None) => reach.answered(&who),
                 Err(e) if e.is_lost() => {
                     log(&who, format!("{e}: this controller stops"));
@@ -178,6 +190,7 @@ async fn lead(
     let renew_every = cfg.lease_ttl / 3;
     let mut renewed = Instant::now();
     let mut last_gc = Instant::now() - Duration::from_secs(3600);
+    let mut last_compaction = Instant::now();
     let mut seen_revision = None;
     let mut reach = Reach::default();
     let settings = PassSettings {
@@ -192,6 +205,24 @@ async fn lead(
         }
         if *lost_rx.borrow() {
             break false;
+        }
+        if last_compaction.elapsed()
+            >= Duration::from_millis(crate::retention::COMPACT_EVERY_MS).min(cfg.event_retention)
+        {
+            last_compaction = Instant::now();
+            let keep = cfg.event_retention.as_millis() as u64;
+            match blocking(store, move |s| {
+                crate::retention::compact_events(s, s.now_ms(), keep)
+            })
+            .await
+            {
+                Ok(0) => {}
+                Ok(n) => log(
+                    who,
+                    format!("compacted the event log: {n} old entries removed"),
+                ),
+                Err(e) => log(who, format!("cannot compact the event log: {e}")),
+            }
         }
         if renewed.elapsed() >= renew_every {
             let lease = held.lease;
@@ -351,12 +382,8 @@ fn spawn_worker(
                             "target {target}, counted {counted}: created {}",
                             r.created.join(", ")
                         )),
-                        Some(Action::Create {
-                            target, counted, ..
-                        }) => Some(format!(
-                            "target {target}, counted {counted}: {} copies wanted, no live node",
-                            r.unplaced
-                        )),
+                        // Nothing written: the idle reason below says why, once.
+                        Some(Action::Create { .. }) => None,
                         Some(Action::Delete { target, counted }) => Some(format!(
                             "target {target}, counted {counted}: {} delete commands, deleted [{}]",
                             r.delete_commands,
@@ -364,16 +391,28 @@ fn spawn_worker(
                         )),
                         Some(Action::Named {
                             target, counted, ..
-                        }) => Some(format!(
+                        }) if r.wrote() || r.delete_commands > 0 => Some(format!(
                             "target {target}, counted {counted}: created [{}], {} delete commands, deleted [{}]",
                             r.created.join(", "),
                             r.delete_commands,
                             r.deleted.join(", ")
                         )),
-                        None => None,
+                        Some(Action::Named { .. }) | None => None,
                     };
+                    for f in &r.failures {
+                        log(&who, f);
+                    }
+                    if let Some(note) = &r.rollout {
+                        log(&who, note);
+                    }
                     if let Some(what) = what {
                         log(&who, what);
+                    }
+                    if let Some(idle) = r.idle {
+                        log(
+                            &who,
+                            crate::loops::describe_idle(&idle, r.held_back, r.unplaced),
+                        );
                     }
                     if !r.collected.is_empty() {
                         log(&who, format!("collected exited {}", r.collected.join(", ")));

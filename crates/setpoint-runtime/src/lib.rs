@@ -34,18 +34,28 @@
 //! - [`measure`]: the lesson's metrics of a real run, computed from the event log.
 //! - [`failpoint`]: named crash points for tests (compiled out of release builds).
 //! - [`duration`]: durations with units (`150ms`, `15s`, `2m`).
+//! - [`backoff`]: crash-loop backoff after failed starts (I/O-free).
+//! - [`rollout`]: rolling updates under surge and unavailability budgets (I/O-free).
+//! - [`loops`]: each workload loop's record in the store: backoff and why it is idle.
+//! - [`retention`]: bounded history: event-log compaction, copy-log rotation and removal.
+//! - [`logs`]: reading a copy's output (`setpoint logs`).
 //! - [`rt`]: shutdown signal, blocking store calls, log lines.
 
 pub mod agent;
+pub mod backoff;
 pub mod controller;
 pub mod duration;
 pub mod events;
 pub mod failpoint;
+pub mod logs;
+pub mod loops;
 pub mod measure;
 pub mod model;
 pub mod ops;
 pub mod process;
 pub mod reconcile;
+pub mod retention;
+pub mod rollout;
 pub mod rt;
 pub mod rules;
 pub mod sandbox;

@@ -8,6 +8,7 @@
 //! | `/placements/{node}/{name}/{n:012}` | the same [`Assignment`], indexed by node: what that node's agent reads | written and removed in the same transactions as the assignment |
 //! | `/reports/{node}` | [`NodeReport`]: the node's copies and their phases | the node's agent |
 //! | `/leader` | [`Leader`], under the leader's lease | the controller holding the lease |
+//! | `/loops/{name}` | [`LoopRecord`](crate::loops::LoopRecord): backoff and idle reason | the controller's passes, only when it changes |
 //!
 //! A workload's *uid* is the `create_revision` of its key: deleting a workload and applying it
 //! again gives a new uid, so assignments left by the old one are recognised as orphans.
@@ -113,6 +114,16 @@ pub struct WorkloadSpec {
     /// The copies' environment beyond setpoint's own variables (`env`, `env_passthrough`).
     #[serde(default, skip_serializing_if = "CopyEnv::is_empty")]
     pub env: CopyEnv,
+    /// Crash-loop backoff after failed starts ([`crate::backoff`]); the kubelet's defaults.
+    #[serde(default)]
+    pub backoff: crate::backoff::BackoffPolicy,
+    /// Rolling-update budgets and deadline ([`crate::rollout`]).
+    #[serde(default)]
+    pub rollout: crate::rollout::RolloutPolicy,
+    /// Bumped by `apply` when what a copy runs (command, readiness) changes; set by `apply`, not
+    /// by the workloads file.
+    #[serde(default)]
+    pub generation: u64,
 }
 
 mod kind_name {
@@ -164,6 +175,9 @@ pub struct Assignment {
     /// The copy's environment beyond setpoint's own variables, copied from the declaration.
     #[serde(default, skip_serializing_if = "CopyEnv::is_empty")]
     pub env: CopyEnv,
+    /// The declaration's generation it was created from ([`crate::rollout`]).
+    #[serde(default)]
+    pub generation: u64,
 }
 
 /// A copy's phase as its agent reports it.
@@ -284,13 +298,22 @@ pub struct Snapshot {
     pub reports: BTreeMap<String, Stored<NodeReport>>,
     /// The leader record, while a controller holds the lease.
     pub leader: Option<Stored<Leader>>,
+    /// Loop records (backoff, idle reason) by workload name ([`crate::loops`]).
+    pub loops: BTreeMap<String, Stored<crate::loops::LoopRecord>>,
 }
 
 impl Snapshot {
     /// Reads the whole runtime state at one revision.
     pub fn load(store: &dyn Store) -> Result<Self, StoreError> {
         let now_ms = store.now_ms();
-        let read = store.read(&[WORKLOADS, COUNTERS, ASSIGNMENTS, REPORTS, LEADER])?;
+        let read = store.read(&[
+            WORKLOADS,
+            COUNTERS,
+            ASSIGNMENTS,
+            REPORTS,
+            LEADER,
+            crate::loops::LOOPS,
+        ])?;
         let mut s = Snapshot {
             revision: read.revision,
             now_ms,
@@ -307,6 +330,8 @@ impl Snapshot {
                 s.reports.insert(node.to_owned(), decode(e)?);
             } else if e.key == LEADER {
                 s.leader = Some(decode(e)?);
+            } else if let Some(name) = e.key.strip_prefix(crate::loops::LOOPS) {
+                s.loops.insert(name.to_owned(), decode(e)?);
             }
         }
         Ok(s)
@@ -366,6 +391,9 @@ mod tests {
             readiness: None,
             grace_ms: 2_000,
             env: CopyEnv::default(),
+            backoff: Default::default(),
+            rollout: Default::default(),
+            generation: 0,
         };
         let text = encode(&w);
         assert!(text.contains(r#""controller":"intent""#), "{text}");

@@ -244,6 +244,7 @@ mod tests {
             grace_ms: 0,
             created_ms: 0,
             env: CopyEnv::default(),
+            generation: 0,
         };
         assert!(check_assignment(&good, "a").is_ok());
         for (a, why) in [

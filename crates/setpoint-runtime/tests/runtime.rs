@@ -114,6 +114,9 @@ impl Cluster {
             readiness: None,
             grace_ms: 300,
             env: Default::default(),
+            backoff: Default::default(),
+            rollout: Default::default(),
+            generation: 0,
         };
         ops::apply(&*self.store, &[w]).unwrap();
     }
@@ -350,6 +353,9 @@ async fn readiness_gates_the_ledger_and_a_copy_ignoring_sigterm_is_killed_after_
         ]),
         grace_ms: 400,
         env: Default::default(),
+        backoff: Default::default(),
+        rollout: Default::default(),
+        generation: 0,
     };
     ops::apply(&*c.store, &[w]).unwrap();
     c.until("the copy runs", |c| c.processes().len() == 1).await;
@@ -427,6 +433,7 @@ async fn a_name_assigned_again_after_its_copy_exited_starts_a_new_copy_exactly_o
         grace_ms: 100,
         created_ms: 0,
         env: Default::default(),
+        generation: 0,
     };
     let key = assignment_key("w", 0);
     c.store

@@ -10,6 +10,8 @@
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
 //! - [`store`]: `--store URL` on every runtime command; the runtime on etcd.
+//! - [`trust`]: crash-loop backoff, clean shutdown through a closed pipe, idle reasons, refused
+//!   settings (issue 11).
 
 mod hardening;
 mod lesson;
@@ -18,3 +20,4 @@ mod runtime;
 mod scenarios;
 mod store;
 mod sweep;
+mod trust;
