@@ -8,7 +8,8 @@
 //!
 //! # Schema
 //! ```sql
-//! CREATE TABLE meta   (id INTEGER PRIMARY KEY CHECK (id = 0), revision INTEGER NOT NULL);
+//! CREATE TABLE meta   (id INTEGER PRIMARY KEY CHECK (id = 0), revision INTEGER NOT NULL,
+//!                      store_id TEXT NOT NULL);
 //! CREATE TABLE kv     (key TEXT PRIMARY KEY, value TEXT NOT NULL, create_revision INTEGER NOT NULL,
 //!                      mod_revision INTEGER NOT NULL, lease INTEGER) WITHOUT ROWID;
 //! CREATE TABLE leases (id INTEGER PRIMARY KEY AUTOINCREMENT, ttl_ms INTEGER NOT NULL,
@@ -34,7 +35,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 const FORMAT: i64 = 1;
 
 const SCHEMA: &str = "
-CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 0), revision INTEGER NOT NULL);
+CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 0), revision INTEGER NOT NULL,
+    store_id TEXT NOT NULL);
 CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL,
     create_revision INTEGER NOT NULL, mod_revision INTEGER NOT NULL, lease INTEGER) WITHOUT ROWID;
 CREATE INDEX kv_lease ON kv (lease) WHERE lease IS NOT NULL;
@@ -42,7 +44,6 @@ CREATE TABLE leases (id INTEGER PRIMARY KEY AUTOINCREMENT, ttl_ms INTEGER NOT NU
     expires_ms INTEGER NOT NULL);
 CREATE TABLE identity (id INTEGER PRIMARY KEY CHECK (id = 0), store_id TEXT NOT NULL,
     format INTEGER NOT NULL);
-INSERT INTO meta (id, revision) VALUES (0, 0);
 ";
 
 /// A store in a SQLite database under a data directory.
@@ -128,26 +129,14 @@ impl SqliteStore {
         let file = FileId::of(&path).map_err(io)?;
         let conn = retry_busy(|| connect(&path, read_only))
             .map_err(|e| unavailable(format!("opening {shown}: {e}")))?;
-        let mode: String = retry_busy(|| conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)))
-            .map_err(|e| not_setpoint(&shown, e))?;
-        if !mode.eq_ignore_ascii_case("wal") && !read_only {
-            return Err(StoreError::Refused(format!(
-                "{shown} is a SQLite database in journal mode {mode}, not a setpoint store (they use WAL): it is never written over"
-            )));
-        }
-        let (store_id, format): (String, i64) = retry_busy(|| {
-            conn.query_row(
-                "SELECT store_id, format FROM identity WHERE id = 0",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-        })
-        .map_err(|e| not_setpoint(&shown, e))?;
-        if format != FORMAT {
-            return Err(StoreError::Refused(format!(
-                "{shown} has store format {format}: this setpoint reads format {FORMAT}"
-            )));
-        }
+        let store_id = match verify(&conn, &path, read_only) {
+            Ok(id) => id,
+            Err(e) => {
+                // Closing might checkpoint a write-ahead log that is not this file's into it.
+                std::mem::forget(conn);
+                return Err(e);
+            }
+        };
         if FileId::of(&path).map_err(io)? != file {
             return Err(unavailable(format!(
                 "{shown} was replaced while it was being opened; try again"
@@ -209,7 +198,7 @@ impl SqliteStore {
     /// revision.
     fn check_inside(&self, tx: &Connection) -> Result<Revision, StoreError> {
         let read = tx.query_row(
-            "SELECT m.revision, i.store_id FROM meta m, identity i WHERE m.id = 0 AND i.id = 0",
+            "SELECT revision, store_id FROM meta WHERE id = 0",
             [],
             |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
         );
@@ -287,6 +276,52 @@ impl SqliteStore {
         }
         Ok(())
     }
+}
+
+/// Checks that an open connection holds a setpoint store, and that the write-ahead log beside
+/// the file is its own; returns the store id.
+fn verify(conn: &Connection, path: &Path, read_only: bool) -> Result<String, StoreError> {
+    let shown = path.display().to_string();
+    let mode: String = retry_busy(|| conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)))
+        .map_err(|e| not_setpoint(&shown, e))?;
+    if !mode.eq_ignore_ascii_case("wal") && !read_only {
+        return Err(StoreError::Refused(format!(
+            "{shown} is a SQLite database in journal mode {mode}, not a setpoint store (they use WAL): it is never written over"
+        )));
+    }
+    let (store_id, format): (String, i64) = retry_busy(|| {
+        conn.query_row(
+            "SELECT store_id, format FROM identity WHERE id = 0",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+    })
+    .map_err(|e| not_setpoint(&shown, e))?;
+    if format != FORMAT {
+        return Err(StoreError::Refused(format!(
+            "{shown} has store format {format}: this setpoint reads format {FORMAT}"
+        )));
+    }
+    let logged: String =
+        retry_busy(|| conn.query_row("SELECT store_id FROM meta WHERE id = 0", [], |r| r.get(0)))
+            .map_err(|e| not_setpoint(&shown, e))?;
+    // The file alone, without its log: a read of a file being checkpointed may fail, and then
+    // this check is skipped, never failed.
+    let in_file: Option<String> = Connection::open_with_flags(
+        immutable_uri(path),
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .and_then(|c| c.query_row("SELECT store_id FROM meta WHERE id = 0", [], |r| r.get(0)))
+    .ok();
+    let wal = identity::companions(path)[0].display().to_string();
+    if logged != store_id || in_file.as_ref().is_some_and(|f| *f != store_id) {
+        return Err(StoreError::Refused(format!(
+            "{wal} belongs to another store (store id {logged}, the file holds {store_id}): it was left by parts of a store removed or replaced under them; stop them, then remove {wal} and its -shm, or put the original store back"
+        )));
+    }
+    Ok(store_id)
 }
 
 /// Why a SQLite file that could not be read as a setpoint store is refused.
@@ -375,9 +410,18 @@ fn create(path: &Path) -> Result<(), StoreError> {
         }
         let tx = conn.transaction().map_err(|e| fail("schema", &e))?;
         tx.execute_batch(SCHEMA).map_err(|e| fail("schema", &e))?;
+        // The id sits in two places: `identity`, written once, so always in the main file, and
+        // `meta`, rewritten by every commit, so in any write-ahead log that holds a commit. A
+        // log whose `meta` disagrees with the file's `identity` is another store's.
+        let id = identity::random_hex(16);
         tx.execute(
             "INSERT INTO identity (id, store_id, format) VALUES (0, ?1, ?2)",
-            params![identity::random_hex(16), FORMAT],
+            params![id, FORMAT],
+        )
+        .map_err(|e| fail("identity", &e))?;
+        tx.execute(
+            "INSERT INTO meta (id, revision, store_id) VALUES (0, 0, ?1)",
+            params![id],
         )
         .map_err(|e| fail("identity", &e))?;
         tx.commit().map_err(|e| fail("schema", &e))?;
