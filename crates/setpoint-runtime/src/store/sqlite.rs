@@ -163,15 +163,20 @@ impl SqliteStore {
     }
 
     /// Marks the store lost (once) and lets its connection go without closing it.
+    /// Marks the store lost (once). The caller may hold the connection (inside a
+    /// transaction), so the connection is let go later, by [`Self::lock`] or on drop.
     fn lose(&self, why: String) -> StoreError {
         let mut lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
-        let why = lost.get_or_insert(why).clone();
+        StoreError::Lost(lost.get_or_insert(why).clone())
+    }
+
+    /// Lets the connection go without closing it: closing would checkpoint the write-ahead log
+    /// into the file and delete it, and the log may no longer be this file's, nor the file
+    /// this store.
+    fn forget_connection(&self) {
         if let Some(conn) = self.conn.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            // Closing would checkpoint the write-ahead log and delete it; it may no longer be
-            // this database's.
             std::mem::forget(conn);
         }
-        StoreError::Lost(why)
     }
 
     /// Checks that the store's name still leads to the file this handle opened.
@@ -218,14 +223,16 @@ impl SqliteStore {
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, Option<Connection>>, StoreError> {
-        self.check()?;
+        if let Err(e) = self.check() {
+            if e.is_lost() {
+                self.forget_connection();
+            }
+            return Err(e);
+        }
         let guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             drop(guard);
-            return Err(self
-                .check()
-                .err()
-                .unwrap_or_else(|| self.lose("lost".into())));
+            return Err(self.lose("its connection is gone".into()));
         }
         Ok(guard)
     }
@@ -322,6 +329,19 @@ fn verify(conn: &Connection, path: &Path, read_only: bool) -> Result<String, Sto
         )));
     }
     Ok(store_id)
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        let lost = self
+            .lost
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+        if lost {
+            self.forget_connection();
+        }
+    }
 }
 
 /// Why a SQLite file that could not be read as a setpoint store is refused.
@@ -830,5 +850,27 @@ mod tests {
         assert_eq!(mode(&identity::companions(&data.join(DB_FILE))[0]), 0o600);
         assert_eq!(s.store_id().len(), 32);
         assert_eq!(SqliteStore::open(&data).unwrap().store_id(), s.store_id());
+    }
+
+    #[test]
+    fn a_store_lost_inside_a_transaction_stops_without_deadlock_and_never_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SqliteStore::open(dir.path()).unwrap();
+        s.commit(&Txn::new().put("/k", "1")).unwrap();
+        // As when a check inside a transaction finds the file gone: the connection is held.
+        let guard = s.lock().unwrap();
+        assert!(s.lose("gone".into()).is_lost());
+        drop(guard);
+        assert!(s.get("/k").unwrap_err().is_lost());
+        assert!(
+            s.conn.lock().unwrap().is_none(),
+            "the connection was let go"
+        );
+        drop(s);
+        let wal = identity::companions(&dir.path().join(DB_FILE))[0].clone();
+        assert!(
+            wal.exists(),
+            "nothing closed the connection, so nothing checkpointed"
+        );
     }
 }
