@@ -317,66 +317,83 @@ impl Agent {
         }
     }
 
-    fn start(&mut self, a: Assignment, incarnation: Revision, now: u64) {
-        let log_path = crate::logs::log_path(&self.cfg.state_dir, &a.copy);
-        let mut record = CopyRecord {
-            assignment: a,
-            incarnation,
-            pid: 0,
-            start_ticks: 0,
-            started_ms: now,
-            phase: Phase::Starting,
-            ready_ms: None,
-            exited_ms: None,
-            exit: None,
-            stopping: false,
-            nonce: crate::sandbox::new_nonce(),
-        };
-        // The nonce is on disk before the process exists: after a crash at any point, a
-        // process holding it is this agent's, and one without it is not.
-        let copy = record.assignment.copy.clone();
-        self.copies
-            .insert(copy.clone(), Local::new(record.clone(), None));
+    /// Starts copies: first records each with a fresh nonce (one state-file write for all),
+    /// then spawns each, then records their pids (one more write). The nonce is on disk before
+    /// the process exists, so after a crash at any point a process holding it is this agent's
+    /// and one without it is not; the pid need not be on disk for that.
+    fn start_all(&mut self, batch: Vec<(Assignment, Revision)>, now: u64) {
+        if batch.is_empty() {
+            return;
+        }
+        let mut pending = Vec::with_capacity(batch.len());
+        for (a, incarnation) in batch {
+            let record = CopyRecord {
+                assignment: a,
+                incarnation,
+                pid: 0,
+                start_ticks: 0,
+                started_ms: now,
+                phase: Phase::Starting,
+                ready_ms: None,
+                exited_ms: None,
+                exit: None,
+                stopping: false,
+                nonce: crate::sandbox::new_nonce(),
+            };
+            let copy = record.assignment.copy.clone();
+            self.copies
+                .insert(copy.clone(), Local::new(record.clone(), None));
+            pending.push(record);
+        }
         self.dirty = true;
         self.save();
-        let a = &record.assignment;
-        let spawned = process::spawn_copy(&Launch {
-            command: &a.command,
-            copy: &a.copy,
-            workload: &a.workload,
-            node: &self.cfg.node,
-            agent_mark: &self.mark,
-            nonce: &record.nonce,
-            env: &a.env,
-            log: &log_path,
-        });
-        // A tick that starts many copies takes a while: each records when it really started.
-        let now = crate::store::wall_ms().max(now);
-        record.started_ms = now;
-        let local = match spawned {
-            Ok((child, start_ticks)) => {
-                crate::failpoint::hit("agent-after-spawn");
-                record.pid = child.id();
-                record.start_ticks = start_ticks;
-                log(&self.who(), format!("started {copy} (pid {})", record.pid));
-                Local::new(record, Some(child))
-            }
-            Err(e) => {
-                log(&self.who(), format!("cannot start {copy}: {e}"));
-                let mut l = Local::new(record, None);
-                l.mark_exited(now, format!("failed to start: {e}"));
-                l
-            }
-        };
-        let record = local.record.clone();
-        self.copies.insert(copy, local);
+        let mut started = Vec::with_capacity(pending.len());
+        for mut record in pending {
+            let copy = record.assignment.copy.clone();
+            // The name was checked by the rules of `apply` (`assignments_of`), so it is a
+            // plain file name.
+            let log_path = crate::logs::log_path(&self.cfg.state_dir, &copy);
+            let a = &record.assignment;
+            let spawned = process::spawn_copy(&Launch {
+                command: &a.command,
+                copy: &a.copy,
+                workload: &a.workload,
+                node: &self.cfg.node,
+                agent_mark: &self.mark,
+                nonce: &record.nonce,
+                env: &a.env,
+                log: &log_path,
+            });
+            // A tick that starts many copies takes a while: each records when it really
+            // started.
+            let now = crate::store::wall_ms().max(now);
+            record.started_ms = now;
+            let local = match spawned {
+                Ok((child, start_ticks)) => {
+                    crate::failpoint::hit("agent-after-spawn");
+                    record.pid = child.id();
+                    record.start_ticks = start_ticks;
+                    log(&self.who(), format!("started {copy} (pid {})", record.pid));
+                    Local::new(record, Some(child))
+                }
+                Err(e) => {
+                    log(&self.who(), format!("cannot start {copy}: {e}"));
+                    let mut l = Local::new(record, None);
+                    l.mark_exited(now, format!("failed to start: {e}"));
+                    l
+                }
+            };
+            started.push((local.record.clone(), now));
+            self.copies.insert(copy, local);
+        }
         self.dirty = true;
-        // Record the pid before anything else can go wrong.
         self.save();
-        crate::failpoint::hit("agent-after-record");
-        self.log_event(CopyEventKind::Start, &record, now);
-        if record.phase == Phase::Exited {
-            self.log_event(CopyEventKind::Exit, &record, now);
+        for (record, at) in started {
+            crate::failpoint::hit("agent-after-record");
+            self.log_event(CopyEventKind::Start, &record, at);
+            if record.phase == Phase::Exited {
+                self.log_event(CopyEventKind::Exit, &record, at);
+            }
         }
     }
 
@@ -468,11 +485,12 @@ impl Agent {
             }
         }
         // A name assigned again waits until its earlier copy has stopped and been forgotten.
-        for (copy, (a, incarnation)) in assigned {
-            if !self.copies.contains_key(&copy) {
-                self.start(a, incarnation, now);
-            }
-        }
+        let batch = assigned
+            .into_iter()
+            .filter(|(copy, _)| !self.copies.contains_key(copy))
+            .map(|(_, a)| a)
+            .collect();
+        self.start_all(batch, now);
     }
 
     /// Rotates the logs of running copies past the size limit and removes the logs of copies

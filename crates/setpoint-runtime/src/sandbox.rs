@@ -169,6 +169,13 @@ mod tests {
             .unwrap();
         let pid = child.id();
         let start = crate::process::proc_stat(pid).unwrap().start_ticks;
+        // `spawn` may return before the kernel has set up the new program's environment (the
+        // descriptors that tell the parent close before the environment is laid out).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while environ_var(pid, ENV_NONCE).is_none() {
+            assert!(std::time::Instant::now() < deadline, "no environment");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         assert!(proves_own(pid, start, &nonce));
         assert!(!proves_own(pid, start, &new_nonce()), "another nonce");
         assert!(!proves_own(pid, start + 1, &nonce), "another start time");

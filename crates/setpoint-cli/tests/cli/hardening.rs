@@ -518,3 +518,65 @@ fn apply_refuses_what_can_never_run_and_keeps_the_earlier_declaration() {
         c.log("up")
     );
 }
+
+#[test]
+fn a_store_replaced_under_a_running_up_stops_every_part_and_the_new_file_is_left_alone() {
+    let mut c = Cluster::new();
+    c.up(1);
+    c.apply(2, "intent");
+    c.converged(2);
+    // Another store, made by `apply` in another directory, moved over this one.
+    let other = c.dir.path().join("other");
+    let path = c.write(
+        "o.toml",
+        "[[workload]]\nname = \"other\"\ncommand = [\"true\"]\ncopies = 0\n",
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_setpoint"))
+        .args(["apply", "-f", &path, "--data-dir"])
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::rename(other.join("store.sqlite"), c.store_file()).unwrap();
+    let moved = bytes(&c.store_file());
+    assert_eq!(c.exits("up"), Some(1), "{}", c.log("up"));
+    let log = c.log("up");
+    let lost: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("was replaced by another file"))
+        .collect();
+    assert_eq!(
+        lost.len(),
+        3,
+        "the controller, the agent, and the error line: {log}"
+    );
+    assert!(c.processes().is_empty(), "copies left running");
+    assert_eq!(
+        bytes(&c.store_file()),
+        moved,
+        "the new file was written by the old parts"
+    );
+    // The old store's log is still beside it: read through it, the new file would show the old
+    // store's pages, and a checkpoint would write them into it. Every command refuses.
+    for args in [vec!["get"], vec!["apply", "-f", &path]] {
+        refused(
+            &c.run(&args),
+            "belongs to another store",
+            &format!("{args:?}"),
+        );
+    }
+    assert_eq!(
+        bytes(&c.store_file()),
+        moved,
+        "a refused command wrote the new file"
+    );
+    // As the message says: remove the old log, and the new store is whole.
+    for f in ["store.sqlite-wal", "store.sqlite-shm"] {
+        std::fs::remove_file(c.data_dir().join(f)).unwrap();
+    }
+    let got = c.ok(&["get", "--format", "json"]);
+    assert!(
+        got.contains(r#""name":"other""#) && !got.contains("collector"),
+        "{got}"
+    );
+}

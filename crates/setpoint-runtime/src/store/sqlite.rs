@@ -8,7 +8,8 @@
 //!
 //! # Schema
 //! ```sql
-//! CREATE TABLE meta   (id INTEGER PRIMARY KEY CHECK (id = 0), revision INTEGER NOT NULL);
+//! CREATE TABLE meta   (id INTEGER PRIMARY KEY CHECK (id = 0), revision INTEGER NOT NULL,
+//!                      store_id TEXT NOT NULL);
 //! CREATE TABLE kv     (key TEXT PRIMARY KEY, value TEXT NOT NULL, create_revision INTEGER NOT NULL,
 //!                      mod_revision INTEGER NOT NULL, lease INTEGER) WITHOUT ROWID;
 //! CREATE TABLE leases (id INTEGER PRIMARY KEY AUTOINCREMENT, ttl_ms INTEGER NOT NULL,
@@ -34,7 +35,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 const FORMAT: i64 = 1;
 
 const SCHEMA: &str = "
-CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 0), revision INTEGER NOT NULL);
+CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 0), revision INTEGER NOT NULL,
+    store_id TEXT NOT NULL);
 CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL,
     create_revision INTEGER NOT NULL, mod_revision INTEGER NOT NULL, lease INTEGER) WITHOUT ROWID;
 CREATE INDEX kv_lease ON kv (lease) WHERE lease IS NOT NULL;
@@ -42,7 +44,6 @@ CREATE TABLE leases (id INTEGER PRIMARY KEY AUTOINCREMENT, ttl_ms INTEGER NOT NU
     expires_ms INTEGER NOT NULL);
 CREATE TABLE identity (id INTEGER PRIMARY KEY CHECK (id = 0), store_id TEXT NOT NULL,
     format INTEGER NOT NULL);
-INSERT INTO meta (id, revision) VALUES (0, 0);
 ";
 
 /// A store in a SQLite database under a data directory.
@@ -128,26 +129,14 @@ impl SqliteStore {
         let file = FileId::of(&path).map_err(io)?;
         let conn = retry_busy(|| connect(&path, read_only))
             .map_err(|e| unavailable(format!("opening {shown}: {e}")))?;
-        let mode: String = retry_busy(|| conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)))
-            .map_err(|e| not_setpoint(&shown, e))?;
-        if !mode.eq_ignore_ascii_case("wal") && !read_only {
-            return Err(StoreError::Refused(format!(
-                "{shown} is a SQLite database in journal mode {mode}, not a setpoint store (they use WAL): it is never written over"
-            )));
-        }
-        let (store_id, format): (String, i64) = retry_busy(|| {
-            conn.query_row(
-                "SELECT store_id, format FROM identity WHERE id = 0",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-        })
-        .map_err(|e| not_setpoint(&shown, e))?;
-        if format != FORMAT {
-            return Err(StoreError::Refused(format!(
-                "{shown} has store format {format}: this setpoint reads format {FORMAT}"
-            )));
-        }
+        let store_id = match verify(&conn, &path, read_only) {
+            Ok(id) => id,
+            Err(e) => {
+                // Closing might checkpoint a write-ahead log that is not this file's into it.
+                std::mem::forget(conn);
+                return Err(e);
+            }
+        };
         if FileId::of(&path).map_err(io)? != file {
             return Err(unavailable(format!(
                 "{shown} was replaced while it was being opened; try again"
@@ -174,15 +163,20 @@ impl SqliteStore {
     }
 
     /// Marks the store lost (once) and lets its connection go without closing it.
+    /// Marks the store lost (once). The caller may hold the connection (inside a
+    /// transaction), so the connection is let go later, by [`Self::lock`] or on drop.
     fn lose(&self, why: String) -> StoreError {
         let mut lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
-        let why = lost.get_or_insert(why).clone();
+        StoreError::Lost(lost.get_or_insert(why).clone())
+    }
+
+    /// Lets the connection go without closing it: closing would checkpoint the write-ahead log
+    /// into the file and delete it, and the log may no longer be this file's, nor the file
+    /// this store.
+    fn forget_connection(&self) {
         if let Some(conn) = self.conn.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            // Closing would checkpoint the write-ahead log and delete it; it may no longer be
-            // this database's.
             std::mem::forget(conn);
         }
-        StoreError::Lost(why)
     }
 
     /// Checks that the store's name still leads to the file this handle opened.
@@ -209,7 +203,7 @@ impl SqliteStore {
     /// revision.
     fn check_inside(&self, tx: &Connection) -> Result<Revision, StoreError> {
         let read = tx.query_row(
-            "SELECT m.revision, i.store_id FROM meta m, identity i WHERE m.id = 0 AND i.id = 0",
+            "SELECT revision, store_id FROM meta WHERE id = 0",
             [],
             |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
         );
@@ -229,14 +223,16 @@ impl SqliteStore {
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, Option<Connection>>, StoreError> {
-        self.check()?;
+        if let Err(e) = self.check() {
+            if e.is_lost() {
+                self.forget_connection();
+            }
+            return Err(e);
+        }
         let guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             drop(guard);
-            return Err(self
-                .check()
-                .err()
-                .unwrap_or_else(|| self.lose("lost".into())));
+            return Err(self.lose("its connection is gone".into()));
         }
         Ok(guard)
     }
@@ -286,6 +282,65 @@ impl SqliteStore {
             self.write(|_, _, _| Ok(()))?;
         }
         Ok(())
+    }
+}
+
+/// Checks that an open connection holds a setpoint store, and that the write-ahead log beside
+/// the file is its own; returns the store id.
+fn verify(conn: &Connection, path: &Path, read_only: bool) -> Result<String, StoreError> {
+    let shown = path.display().to_string();
+    let mode: String = retry_busy(|| conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)))
+        .map_err(|e| not_setpoint(&shown, e))?;
+    if !mode.eq_ignore_ascii_case("wal") && !read_only {
+        return Err(StoreError::Refused(format!(
+            "{shown} is a SQLite database in journal mode {mode}, not a setpoint store (they use WAL): it is never written over"
+        )));
+    }
+    let (store_id, format): (String, i64) = retry_busy(|| {
+        conn.query_row(
+            "SELECT store_id, format FROM identity WHERE id = 0",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+    })
+    .map_err(|e| not_setpoint(&shown, e))?;
+    if format != FORMAT {
+        return Err(StoreError::Refused(format!(
+            "{shown} has store format {format}: this setpoint reads format {FORMAT}"
+        )));
+    }
+    let logged: String =
+        retry_busy(|| conn.query_row("SELECT store_id FROM meta WHERE id = 0", [], |r| r.get(0)))
+            .map_err(|e| not_setpoint(&shown, e))?;
+    // The file alone, without its log: a read of a file being checkpointed may fail, and then
+    // this check is skipped, never failed.
+    let in_file: Option<String> = Connection::open_with_flags(
+        immutable_uri(path),
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .and_then(|c| c.query_row("SELECT store_id FROM meta WHERE id = 0", [], |r| r.get(0)))
+    .ok();
+    let wal = identity::companions(path)[0].display().to_string();
+    if logged != store_id || in_file.as_ref().is_some_and(|f| *f != store_id) {
+        return Err(StoreError::Refused(format!(
+            "{wal} belongs to another store (store id {logged}, the file holds {store_id}): it was left by parts of a store removed or replaced under them; stop them, then remove {wal} and its -shm, or put the original store back"
+        )));
+    }
+    Ok(store_id)
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        let lost = self
+            .lost
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+        if lost {
+            self.forget_connection();
+        }
     }
 }
 
@@ -375,9 +430,18 @@ fn create(path: &Path) -> Result<(), StoreError> {
         }
         let tx = conn.transaction().map_err(|e| fail("schema", &e))?;
         tx.execute_batch(SCHEMA).map_err(|e| fail("schema", &e))?;
+        // The id sits in two places: `identity`, written once, so always in the main file, and
+        // `meta`, rewritten by every commit, so in any write-ahead log that holds a commit. A
+        // log whose `meta` disagrees with the file's `identity` is another store's.
+        let id = identity::random_hex(16);
         tx.execute(
             "INSERT INTO identity (id, store_id, format) VALUES (0, ?1, ?2)",
-            params![identity::random_hex(16), FORMAT],
+            params![id, FORMAT],
+        )
+        .map_err(|e| fail("identity", &e))?;
+        tx.execute(
+            "INSERT INTO meta (id, revision, store_id) VALUES (0, 0, ?1)",
+            params![id],
         )
         .map_err(|e| fail("identity", &e))?;
         tx.commit().map_err(|e| fail("schema", &e))?;
@@ -767,5 +831,27 @@ mod tests {
         assert_eq!(mode(&identity::companions(&data.join(DB_FILE))[0]), 0o600);
         assert_eq!(s.store_id().len(), 32);
         assert_eq!(SqliteStore::open(&data).unwrap().store_id(), s.store_id());
+    }
+
+    #[test]
+    fn a_store_lost_inside_a_transaction_stops_without_deadlock_and_never_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SqliteStore::open(dir.path()).unwrap();
+        s.commit(&Txn::new().put("/k", "1")).unwrap();
+        // As when a check inside a transaction finds the file gone: the connection is held.
+        let guard = s.lock().unwrap();
+        assert!(s.lose("gone".into()).is_lost());
+        drop(guard);
+        assert!(s.get("/k").unwrap_err().is_lost());
+        assert!(
+            s.conn.lock().unwrap().is_none(),
+            "the connection was let go"
+        );
+        drop(s);
+        let wal = identity::companions(&dir.path().join(DB_FILE))[0].clone();
+        assert!(
+            wal.exists(),
+            "nothing closed the connection, so nothing checkpointed"
+        );
     }
 }
