@@ -69,9 +69,6 @@ pub struct ControllerFlags {
     /// The leader lease's time to live: a dead leader is replaced within it.
     #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = duration)]
     pub lease_ttl: Duration,
-    /// A node silent for this long is lost: its copies leave the ledger.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
-    pub node_timeout: Duration,
     /// Also run a workload's pass as soon as its declaration changes, not only every period.
     #[arg(long)]
     pub wake_on_change: bool,
@@ -87,7 +84,6 @@ impl ControllerFlags {
         }
         let mut c = ControllerConfig::new(setpoint_runtime::default_holder());
         c.lease_ttl = self.lease_ttl;
-        c.node_timeout = self.node_timeout;
         c.wake_on_change = self.wake_on_change;
         c.poll = (self.lease_ttl / 10).min(Duration::from_millis(100));
         Ok(c)
@@ -107,6 +103,10 @@ pub struct AgentFlags {
     /// How often the agent reads its assignments.
     #[arg(long, default_value = "100ms", value_name = "DURATION", value_parser = positive_duration)]
     pub sync_every: Duration,
+    /// The node lease's time to live: an agent that cannot renew its lease for this long is
+    /// lost, its copies are replaced elsewhere, and it stops them itself before then.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
+    pub node_timeout: Duration,
 }
 
 impl AgentFlags {
@@ -115,7 +115,18 @@ impl AgentFlags {
         c.report_every = self.report_every;
         c.report_delay = self.report_delay;
         c.sync_every = self.sync_every;
+        c.lease_ttl = self.node_timeout;
         c
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        if self.node_timeout < Duration::from_millis(200) {
+            anyhow::bail!(BadInput(format!(
+                "--node-timeout {} is too short: accepted at least 200ms",
+                format_duration(self.node_timeout)
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -184,9 +195,6 @@ pub struct GetArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
-    /// A node silent for this long is lost: its copies are not on the ledger.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
-    node_timeout: Duration,
 }
 
 /// `setpoint delete`.
@@ -220,9 +228,6 @@ pub struct StatusArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
-    /// A node silent for this long is shown as lost.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
-    node_timeout: Duration,
 }
 
 /// An input the user can fix: exit code 2.
@@ -249,6 +254,8 @@ pub fn is_bad_input(e: &anyhow::Error) -> bool {
             || c.is::<SpecError>()
             || c.downcast_ref::<OpError>()
                 .is_some_and(|o| matches!(o, OpError::NotFound(_)))
+            || c.downcast_ref::<setpoint_runtime::AgentError>()
+                .is_some_and(setpoint_runtime::AgentError::is_refusal)
     })
 }
 
@@ -280,6 +287,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             Ok(String::new())
         }
         RuntimeCommand::Agent(a) => {
+            a.flags.check()?;
             let cfg = a.flags.config(&a.node, &a.store.state_dir());
             let store = a.store.open()?;
             serve(|shutdown| async move {
@@ -310,12 +318,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         }
         RuntimeCommand::Get(a) => {
             let store = a.store.open_existing()?;
-            let all = ops::get(
-                &*store,
-                a.workload.as_deref(),
-                a.node_timeout.as_millis() as u64,
-                Some(&a.store.state_dir()),
-            )?;
+            let all = ops::get(&*store, a.workload.as_deref(), Some(&a.store.state_dir()))?;
             Ok(match a.format {
                 Format::Json => format!(
                     "{}\n",
@@ -340,10 +343,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             Ok(killed.iter().map(|k| format!("killed {k}\n")).collect())
         }
         RuntimeCommand::Status(a) => {
-            let s = ops::status(
-                &*a.store.open_existing()?,
-                a.node_timeout.as_millis() as u64,
-            )?;
+            let s = ops::status(&*a.store.open_existing()?)?;
             Ok(match a.format {
                 Format::Json => format!("{}\n", serde_json::to_string(&s)?),
                 Format::Table => status_table(&s),
@@ -417,6 +417,7 @@ fn status_table(s: &ops::Status) -> String {
 
 fn up(a: &UpArgs) -> anyhow::Result<String> {
     let ccfg = a.controller.config()?;
+    a.agent.check()?;
     let store = a.store.open()?;
     let state_dir = a.store.state_dir();
     let agents: Vec<AgentConfig> = (1..=a.nodes)

@@ -163,16 +163,10 @@ async fn main() {
     };
     ops::apply(&*pass_store, &[spec]).expect("apply");
     // Every agent reports before the first pass, so placement spreads the copies.
-    while ops::status(&*pass_store, 10_000)
-        .expect("status")
-        .nodes
-        .len()
-        < agents as usize
-    {
+    while ops::status(&*pass_store).expect("status").nodes.len() < agents as usize {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let settings = PassSettings {
-        node_timeout_ms: 10_000,
         fence: None,
         max_attempts: 5,
     };
@@ -204,7 +198,7 @@ async fn main() {
         r.expect("a pass");
         let after = snapshot(&pass_counts);
         if converged.is_none() {
-            let st = ops::get(&*pass_store, Some("load"), 10_000, None).expect("get");
+            let st = ops::get(&*pass_store, Some("load"), None).expect("get");
             if st[0].on_ledger == copies {
                 converged = Some(started.elapsed());
                 steady_from = Some(pass_store.now_ms());

@@ -13,6 +13,10 @@
 //! 4. every R (`report_every`), observes its copies; the observation is written to the store
 //!    `report_delay` later, which emulates a longer reporting chain.
 //!
+//! Before anything else it takes its node's name: a lock in the state directory and a lease in
+//! the store ([`crate::node`]). It keeps that lease alive, and if it cannot, it stops every copy
+//! before the lease can end, then claims the name again.
+//!
 //! Its local state file (`{state_dir}/{node}.json`) records every copy (pid, start time, phase)
 //! as soon as it is started. After a crash, the next agent adopts the copies whose assignment
 //! still exists and reaps the others. Copies started but not yet recorded are found by the mark
@@ -32,6 +36,7 @@ use crate::events::{self, CopyEvent, CopyEventKind};
 use crate::model::{
     decode, encode, placements_of, report_key, Assignment, CopyReport, NodeReport, Phase,
 };
+use crate::node::{self, DirLock, Fence, LeaseState, NodeError, NodeRecord};
 use crate::process::{self, Launch};
 use crate::rt::{blocking, log, Shutdown};
 use crate::store::{Revision, Store, StoreError, Txn};
@@ -59,11 +64,14 @@ pub struct AgentConfig {
     /// How often the agent looks at its processes: readiness, exits and stops are noticed up to
     /// one tick late, and reports and assignment reads happen on ticks.
     pub tick: Duration,
+    /// The node lease's time to live: an agent that cannot renew it for this long is lost, and
+    /// it stops its own copies before then ([`crate::node`]).
+    pub lease_ttl: Duration,
 }
 
 impl AgentConfig {
     /// An agent for `node` keeping state in `state_dir`: R = 1s, no added delay, assignments
-    /// read every 100ms, a tick every 25ms.
+    /// read every 100ms, a tick every 25ms, a node lease of 10s.
     pub fn new(node: impl Into<String>, state_dir: impl Into<PathBuf>) -> Self {
         Self {
             node: node.into(),
@@ -72,6 +80,7 @@ impl AgentConfig {
             report_delay: Duration::ZERO,
             sync_every: Duration::from_millis(100),
             tick: TICK,
+            lease_ttl: Duration::from_secs(10),
         }
     }
 }
@@ -157,6 +166,24 @@ pub enum AgentError {
     /// The store failed while the agent was starting.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The node's name is held by another agent, or could not be claimed.
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// Another agent took the node's name while this one was fenced (cut off from the store):
+    /// this one stopped its copies and exits.
+    #[error("{0}")]
+    Replaced(String),
+}
+
+impl AgentError {
+    /// Whether the user must fix this: the node name is taken.
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            AgentError::Node(e) => e.is_refusal(),
+            AgentError::Replaced(_) => true,
+            _ => false,
+        }
+    }
 }
 
 /// A copy in the agent's hands.
@@ -217,6 +244,8 @@ struct Agent {
     /// What the last report written showed running, (workload, n) → incarnation: the ledger's
     /// view of this node.
     shown: BTreeMap<(String, u64), Revision>,
+    /// The node lease's fence: it stops the copies by itself when the lease cannot be kept.
+    fence: Arc<Fence>,
 }
 
 impl Agent {
@@ -448,6 +477,15 @@ impl Agent {
         }
     }
 
+    /// The process groups of the copies that run now, for the fence.
+    fn groups(&self) -> Vec<(u32, u64)> {
+        self.copies
+            .values()
+            .filter(|l| !l.exited() && l.record.pid != 0)
+            .map(|l| (l.record.pid, l.record.start_ticks))
+            .collect()
+    }
+
     fn observe(&self, now: u64) -> NodeReport {
         let mut copies: Vec<CopyReport> = self
             .copies
@@ -564,7 +602,44 @@ pub async fn run_agent(
     std::fs::create_dir_all(cfg.state_dir.join("logs")).map_err(state_err)?;
     let canonical = cfg.state_dir.canonicalize().map_err(state_err)?;
     let mark = canonical.join(&cfg.node).display().to_string();
+    // One agent per node: first on this data directory (a lock the kernel drops if we die),
+    // then in the store (a lease, on any machine).
+    let _lock = DirLock::acquire(&cfg.state_dir, &cfg.node)?;
+    let record = NodeRecord {
+        node: cfg.node.clone(),
+        host: node::host_id(),
+        place: canonical.display().to_string(),
+        agent_pid: std::process::id(),
+        acquired_ms: store.now_ms(),
+        ttl_ms: cfg.lease_ttl.as_millis() as u64,
+        report_every_ms: cfg.report_every.as_millis() as u64,
+    };
+    let rec = record.clone();
+    let claim = blocking(&store, move |s| node::claim(s, &rec)).await?;
+    log(
+        &format!("agent {}", cfg.node),
+        format!(
+            "holds node lease {} (ttl {}ms{})",
+            claim.lease,
+            claim.ttl_ms,
+            if claim.adopted {
+                ", taken over from the previous agent here"
+            } else {
+                ""
+            }
+        ),
+    );
+    let fence = Fence::new(claim.lease);
+    let (keeper_stop, keeper_shutdown) = crate::rt::shutdown_pair();
+    let keeper = tokio::spawn(node::keep(
+        Arc::clone(&store),
+        record,
+        claim,
+        Arc::clone(&fence),
+        keeper_shutdown,
+    ));
     let mut agent = Agent {
+        fence,
         mark,
         copies: BTreeMap::new(),
         dirty: true,
@@ -611,6 +686,7 @@ pub async fn run_agent(
     let mut next_report = now + report_every;
     let mut tick = tokio::time::interval(agent.cfg.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut refused = None;
     loop {
         tokio::select! {
             _ = shutdown.wait() => break,
@@ -618,6 +694,21 @@ pub async fn run_agent(
         }
         let now = store.now_ms();
         agent.watch(now);
+        agent.fence.set_groups(agent.groups());
+        match agent.fence.state() {
+            LeaseState::Held(_) => {}
+            LeaseState::Fenced => {
+                // The fence stops the copies; observations taken before it must never reach
+                // the ledger, and nothing starts until the name is held again.
+                agent.queue.clear();
+                agent.save();
+                continue;
+            }
+            LeaseState::Refused => {
+                refused = agent.fence.refusal();
+                break;
+            }
+        }
         if now >= next_sync {
             next_sync = now + sync_every;
             let node = agent.cfg.node.clone();
@@ -654,6 +745,7 @@ pub async fn run_agent(
 
     // Shutdown: stop every copy, wait for them, report at once.
     log(&who, "shutting down: stopping copies");
+    agent.queue.clear();
     let now = store.now_ms();
     let running: Vec<(String, u64)> = agent
         .copies
@@ -697,8 +789,19 @@ pub async fn run_agent(
         Err(e) => log(&who, format!("cannot write the last report: {e}")),
     }
     flush_events(&store, &mut agent).await;
+    // Give the name up last, with nothing left running: the node is lost at once, and the
+    // controller reassigns its names without waiting for the lease to run out.
+    keeper_stop.fire();
+    if let Ok(Some(lease)) = keeper.await {
+        if let Err(e) = blocking(&store, move |s| s.revoke(lease)).await {
+            log(&who, format!("cannot give up the node lease: {e}"));
+        }
+    }
     log(&who, "stopped");
-    Ok(())
+    match refused {
+        Some(why) => Err(AgentError::Replaced(why)),
+        None => Ok(()),
+    }
 }
 
 /// Writes the agent's queued event-log entries in one transaction; on failure keeps them for the

@@ -36,8 +36,6 @@ pub struct ControllerConfig {
     /// A TTL shorter than a slow store write lets the lease lapse under a live leader, which
     /// then stops acting until it wins the lease again.
     pub lease_ttl: Duration,
-    /// A node silent for longer than this is lost: its copies leave the ledger.
-    pub node_timeout: Duration,
     /// Also run a workload's pass as soon as its declaration changes, not only every period.
     pub wake_on_change: bool,
     /// How often the store is polled for leadership and declaration changes.
@@ -45,13 +43,12 @@ pub struct ControllerConfig {
 }
 
 impl ControllerConfig {
-    /// A controller named `holder`: lease TTL 5s, node timeout 10s, no wake-up on change,
+    /// A controller named `holder`: lease TTL 5s, no wake-up on change,
     /// poll every 100ms.
     pub fn new(holder: impl Into<String>) -> Self {
         Self {
             holder: holder.into(),
             lease_ttl: Duration::from_secs(5),
-            node_timeout: Duration::from_secs(10),
             wake_on_change: false,
             poll: Duration::from_millis(100),
         }
@@ -171,7 +168,6 @@ async fn lead(
     let mut last_gc = Instant::now() - Duration::from_secs(3600);
     let mut seen_revision = None;
     let settings = PassSettings {
-        node_timeout_ms: cfg.node_timeout.as_millis() as u64,
         fence: Some(held.fence),
         max_attempts: 5,
     };
@@ -356,6 +352,12 @@ fn spawn_worker(
                     }
                     if !r.collected.is_empty() {
                         log(&who, format!("collected exited {}", r.collected.join(", ")));
+                    }
+                    if !r.lost.is_empty() {
+                        log(
+                            &who,
+                            format!("removed {} of lost nodes (lease ended)", r.lost.join(", ")),
+                        );
                     }
                     if r.conflicts > 0 {
                         log(

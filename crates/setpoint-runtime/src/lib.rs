@@ -24,6 +24,7 @@
 //! - [`reconcile`]: one pass: plan, compare-and-set, retry ([`run_pass`]); garbage collection.
 //! - [`controller`]: leader election and the per-workload loops ([`run_controller`]).
 //! - [`agent`]: the node agent ([`run_agent`]).
+//! - [`node`]: node identity and liveness: the node lease, the data-directory lock, the fence.
 //! - [`process`]: process groups, signals, `/proc` checks.
 //! - [`ops`]: `apply`, `get`, `delete`, `kill`, `status`.
 //! - [`events`]: the event log in the store (append-only, each entry created only if absent).
@@ -41,6 +42,7 @@ pub mod experiment;
 pub mod failpoint;
 pub mod measure;
 pub mod model;
+pub mod node;
 pub mod ops;
 pub mod process;
 pub mod reconcile;

@@ -402,6 +402,7 @@ mod tests {
             created,
             delete_commands,
             commanded: Vec::new(),
+            fence: None,
         })
     }
 

@@ -8,6 +8,7 @@
 //! | `/placements/{node}/{name}/{n:012}` | the same [`Assignment`], indexed by node: what that node's agent reads | written and removed in the same transactions as the assignment |
 //! | `/reports/{node}` | [`NodeReport`]: the node's copies and their phases | the node's agent |
 //! | `/leader` | [`Leader`], under the leader's lease | the controller holding the lease |
+//! | `/nodes/{node}` | [`NodeRecord`]: the node's agent, under its lease | that agent ([`crate::node`]) |
 //!
 //! A workload's *uid* is the `create_revision` of its key: deleting a workload and applying it
 //! again gives a new uid, so assignments left by the old one are recognised as orphans.
@@ -18,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use setpoint_core::ControllerKind;
 
+use crate::node::{NodeRecord, NODES};
 use crate::store::{Entry, Revision, Store, StoreError, Txn};
 
 /// The key prefix of workload declarations.
@@ -277,13 +279,15 @@ pub struct Snapshot {
     pub reports: BTreeMap<String, Stored<NodeReport>>,
     /// The leader record, while a controller holds the lease.
     pub leader: Option<Stored<Leader>>,
+    /// The nodes whose agent holds its lease, by name: the live nodes.
+    pub nodes: BTreeMap<String, Stored<NodeRecord>>,
 }
 
 impl Snapshot {
     /// Reads the whole runtime state at one revision.
     pub fn load(store: &dyn Store) -> Result<Self, StoreError> {
         let now_ms = store.now_ms();
-        let read = store.read(&[WORKLOADS, COUNTERS, ASSIGNMENTS, REPORTS, LEADER])?;
+        let read = store.read(&[WORKLOADS, COUNTERS, ASSIGNMENTS, REPORTS, LEADER, NODES])?;
         let mut s = Snapshot {
             revision: read.revision,
             now_ms,
@@ -300,16 +304,17 @@ impl Snapshot {
                 s.reports.insert(node.to_owned(), decode(e)?);
             } else if e.key == LEADER {
                 s.leader = Some(decode(e)?);
+            } else if let Some(node) = e.key.strip_prefix(NODES) {
+                s.nodes.insert(node.to_owned(), decode(e)?);
             }
         }
         Ok(s)
     }
 
-    /// Whether `node` reported within `timeout_ms` of the read.
-    pub fn node_live(&self, node: &str, timeout_ms: u64) -> bool {
-        self.reports
-            .get(node)
-            .is_some_and(|r| r.value.reported_ms.saturating_add(timeout_ms) >= self.now_ms)
+    /// Whether `node` is live: its agent holds its lease (`/nodes/{node}` exists). A node is
+    /// lost when its lease expires or is given up, never by a clock of the reader's.
+    pub fn node_live(&self, node: &str) -> bool {
+        self.nodes.contains_key(node)
     }
 
     /// The assignments of workload `name`, in creation order.

@@ -125,7 +125,6 @@ pub struct WorkloadStatus {
 pub fn get(
     store: &dyn Store,
     name: Option<&str>,
-    node_timeout_ms: u64,
     state_dir: Option<&Path>,
 ) -> Result<Vec<WorkloadStatus>, OpError> {
     let snapshot = Snapshot::load(store)?;
@@ -140,7 +139,7 @@ pub fn get(
         if name.is_some_and(|n| n != wname) {
             continue;
         }
-        let v = WorkloadView::new(&snapshot, wname, node_timeout_ms).expect("declared");
+        let v = WorkloadView::new(&snapshot, wname).expect("declared");
         let uid = w.create_revision;
         let mut copies: std::collections::BTreeMap<u64, CopyStatus> = Default::default();
         for (_, a) in snapshot
@@ -277,7 +276,7 @@ pub struct Status {
 }
 
 /// Reads the leader, the nodes and how long ago each reported.
-pub fn status(store: &dyn Store, node_timeout_ms: u64) -> Result<Status, OpError> {
+pub fn status(store: &dyn Store) -> Result<Status, OpError> {
     let s = Snapshot::load(store)?;
     let count = |node: &str, phase: Phase| {
         s.reports[node]
@@ -294,7 +293,7 @@ pub fn status(store: &dyn Store, node_timeout_ms: u64) -> Result<Status, OpError
             node: node.clone(),
             since_report_ms: s.now_ms.saturating_sub(r.value.reported_ms),
             report_lag_ms: r.value.reported_ms.saturating_sub(r.value.observed_ms),
-            live: s.node_live(node, node_timeout_ms),
+            live: s.node_live(node),
             starting: count(node, Phase::Starting),
             running: count(node, Phase::Running),
             exited: count(node, Phase::Exited),

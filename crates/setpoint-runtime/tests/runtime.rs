@@ -95,7 +95,7 @@ impl Cluster {
     fn controller(&self, holder: &str, ttl: Duration) -> Running {
         let mut cfg = ControllerConfig::new(holder);
         cfg.lease_ttl = ttl;
-        cfg.node_timeout = Duration::from_secs(3);
+        // Node liveness is each agent's lease now (crate::node).
         cfg.poll = Duration::from_millis(25);
         let (trigger, shutdown) = shutdown_pair();
         let store = Arc::clone(&self.store);
@@ -129,7 +129,7 @@ impl Cluster {
     }
 
     fn live(&self) -> u64 {
-        let all = ops::get(&*self.store, Some("w"), 3_000, Some(&self.state_dir())).unwrap();
+        let all = ops::get(&*self.store, Some("w"), Some(&self.state_dir())).unwrap();
         all[0].live.unwrap_or(0)
     }
 
@@ -140,10 +140,7 @@ impl Cluster {
     }
 
     fn leader(&self) -> Option<String> {
-        ops::status(&*self.store, 3_000)
-            .unwrap()
-            .leader
-            .map(|l| l.holder)
+        ops::status(&*self.store).unwrap().leader.map(|l| l.holder)
     }
 
     /// Waits until `want` holds, failing with `what` and the cluster's state at the deadline.
@@ -178,7 +175,7 @@ impl Cluster {
             p.len() as u64 == n
                 && p.values().all(|pids| pids.len() == 1)
                 && c.live() == n
-                && ops::get(&*c.store, Some("w"), 3_000, None).unwrap()[0].on_ledger == n
+                && ops::get(&*c.store, Some("w"), None).unwrap()[0].on_ledger == n
         })
         .await;
     }
@@ -353,7 +350,7 @@ async fn readiness_gates_the_ledger_and_a_copy_ignoring_sigterm_is_killed_after_
     c.until("the copy runs", |c| c.processes().len() == 1).await;
     // Not ready: it runs, but it is in flight, not on the ledger, however long it waits.
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let g = &ops::get(&*c.store, Some("w"), 3_000, Some(&c.state_dir())).unwrap()[0];
+    let g = &ops::get(&*c.store, Some("w"), Some(&c.state_dir())).unwrap()[0];
     assert_eq!((g.on_ledger, g.pending_create, g.live), (0, 1, Some(0)));
     std::fs::write(flags.join("w-0"), "").unwrap();
     c.converged(1).await;
@@ -397,7 +394,7 @@ async fn the_ledger_lags_by_the_added_report_delay() {
         "the ledger showed the copies {:?} after they were ready",
         ready.elapsed()
     );
-    let lag = ops::status(&*c.store, 3_000).unwrap().nodes[0].report_lag_ms;
+    let lag = ops::status(&*c.store).unwrap().nodes[0].report_lag_ms;
     assert!(lag >= 600, "report lag {lag}ms");
     ctl.stop().await;
     agent.stop().await;

@@ -7,7 +7,9 @@
 //! - [`sweep`]: `setpoint sweep` rows, summaries and determinism.
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
+//! - [`cluster`]: node leases, lost nodes, fencing, one agent per node name.
 
+mod cluster;
 mod lesson;
 mod reality;
 mod runtime;
