@@ -9,6 +9,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use setpoint_runtime::ops::{self, OpError};
+use setpoint_runtime::remote;
+
+/// How long `kill` waits for the agents to carry its requests out.
+const KILL_WAIT: Duration = Duration::from_secs(10);
 use setpoint_runtime::{
     format_duration, parse_duration, run_agent, run_controller, shutdown_pair, AgentConfig,
     ControllerConfig, SpecError, SqliteStore, Store,
@@ -29,7 +33,8 @@ pub enum RuntimeCommand {
     Get(GetArgs),
     /// Remove a workload's declaration; its copies are stopped.
     Delete(DeleteArgs),
-    /// Kill COUNT running copies of a workload with SIGKILL, oldest first (fault injection).
+    /// Kill COUNT running copies of a workload with SIGKILL, oldest first (fault injection):
+    /// the request goes through the store to the agent that runs each copy, on any machine.
     Kill(KillArgs),
     /// Show the leader, the nodes and the time since each node last reported.
     Status(StatusArgs),
@@ -318,7 +323,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         }
         RuntimeCommand::Get(a) => {
             let store = a.store.open_existing()?;
-            let all = ops::get(&*store, a.workload.as_deref(), Some(&a.store.state_dir()))?;
+            let all = ops::get(&*store, a.workload.as_deref())?;
             Ok(match a.format {
                 Format::Json => format!(
                     "{}\n",
@@ -332,15 +337,36 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             Ok(format!("workload {} deleted\n", a.workload))
         }
         RuntimeCommand::Kill(a) => {
-            let killed =
-                ops::kill(&a.store.state_dir(), &a.workload, a.count).context("killing copies")?;
-            if killed.is_empty() {
+            let store = a.store.open_existing()?;
+            let (workload, count) = (a.workload.clone(), a.count);
+            let outcomes = (|| {
+                let batch = remote::request_kills(&*store, &workload, count, KILL_WAIT * 2)?;
+                remote::await_kills(&*store, &batch, KILL_WAIT)
+            })()
+            .context("killing copies")?;
+            if outcomes.is_empty() {
+                anyhow::bail!("no live node reports a running copy of '{}'", a.workload);
+            }
+            let mut out = String::new();
+            let mut unanswered = Vec::new();
+            for (copy, outcome) in &outcomes {
+                match outcome {
+                    Some(o) if o.starts_with("killed ") => {
+                        writeln!(out, "killed {copy} ({})", &o["killed ".len()..])?
+                    }
+                    Some(o) => writeln!(out, "not killed {copy}: {o}")?,
+                    None => unanswered.push(copy.as_str()),
+                }
+            }
+            if !unanswered.is_empty() {
+                print!("{out}");
                 anyhow::bail!(
-                    "no running copy of '{}' was found on this machine",
-                    a.workload
+                    "no agent carried out the kill of {} within {}: is its node cut off?",
+                    unanswered.join(", "),
+                    format_duration(KILL_WAIT)
                 );
             }
-            Ok(killed.iter().map(|k| format!("killed {k}\n")).collect())
+            Ok(out)
         }
         RuntimeCommand::Status(a) => {
             let s = ops::status(&*a.store.open_existing()?)?;
@@ -395,16 +421,33 @@ fn status_table(s: &ops::Status) -> String {
     );
     let _ = writeln!(
         t,
-        "{:<20} {:<5} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
-        "NODE", "LIVE", "LAST REPORT", "LAG", "STARTING", "RUNNING", "EXITED", "ASSIGNED"
+        "{:<20} {:<5} {:>8} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
+        "NODE",
+        "LIVE",
+        "LEASE",
+        "LEASE TTL",
+        "HELD FOR",
+        "LAST REPORT",
+        "LAG",
+        "STARTING",
+        "RUNNING",
+        "EXITED",
+        "ASSIGNED"
     );
     for n in &s.nodes {
+        let lease = n.lease.as_ref();
         let _ = writeln!(
             t,
-            "{:<20} {:<5} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
+            "{:<20} {:<5} {:>8} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
             n.node,
             if n.live { "yes" } else { "lost" },
-            format!("{} ago", seconds(n.since_report_ms)),
+            lease.map_or("-".to_owned(), |l| l.lease.to_string()),
+            lease.map_or("-".to_owned(), |l| format_duration(Duration::from_millis(
+                l.ttl_ms
+            ))),
+            lease.map_or("-".to_owned(), |l| seconds(l.held_ms)),
+            n.since_report_ms
+                .map_or("never".to_owned(), |ms| format!("{} ago", seconds(ms))),
             format!("{}ms", n.report_lag_ms),
             n.starting,
             n.running,

@@ -198,7 +198,7 @@ async fn main() {
         r.expect("a pass");
         let after = snapshot(&pass_counts);
         if converged.is_none() {
-            let st = ops::get(&*pass_store, Some("load"), None).expect("get");
+            let st = ops::get(&*pass_store, Some("load")).expect("get");
             if st[0].on_ledger == copies {
                 converged = Some(started.elapsed());
                 steady_from = Some(pass_store.now_ms());

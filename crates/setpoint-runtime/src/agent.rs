@@ -38,8 +38,9 @@ use crate::model::{
 };
 use crate::node::{self, DirLock, Fence, LeaseState, NodeError, NodeRecord};
 use crate::process::{self, Launch};
+use crate::remote::{self, LiveCopy, LiveRecord};
 use crate::rt::{blocking, log, Shutdown};
-use crate::store::{Revision, Store, StoreError, Txn};
+use crate::store::{LeaseId, Revision, Store, StoreError, Txn};
 
 /// How often a failed readiness command is run again.
 const READINESS_RETRY_MS: u64 = 100;
@@ -246,6 +247,8 @@ struct Agent {
     shown: BTreeMap<(String, u64), Revision>,
     /// The node lease's fence: it stops the copies by itself when the lease cannot be kept.
     fence: Arc<Fence>,
+    /// The live set last written to `/live/{node}`, and under which lease.
+    live_written: Option<(LeaseId, Vec<LiveCopy>)>,
 }
 
 impl Agent {
@@ -477,6 +480,22 @@ impl Agent {
         }
     }
 
+    /// The copies running and ready now, as `/live/{node}` shows them.
+    fn live_set(&self) -> Vec<LiveCopy> {
+        self.copies
+            .values()
+            .filter(|l| l.record.phase == Phase::Running && !l.record.stopping)
+            .map(|l| LiveCopy {
+                copy: l.record.assignment.copy.clone(),
+                workload: l.record.assignment.workload.clone(),
+                owner_uid: l.record.assignment.owner_uid,
+                n: l.record.assignment.n,
+                incarnation: l.record.incarnation,
+                pid: l.record.pid,
+            })
+            .collect()
+    }
+
     /// The process groups of the copies that run now, for the fence.
     fn groups(&self) -> Vec<(u32, u64)> {
         self.copies
@@ -558,8 +577,43 @@ fn assignments_of(
     node: &str,
 ) -> Result<BTreeMap<String, (Assignment, Revision)>, StoreError> {
     let read = store.read(&[&placements_of(node)])?;
+    parse_assignments(&read.entries, node)
+}
+
+/// A node's assignments by copy identity, each with its incarnation.
+type Assigned = BTreeMap<String, (Assignment, Revision)>;
+
+/// A kill request addressed to this node: key, request, revision, the requester's lease.
+type Kill = (
+    String,
+    remote::KillRequest,
+    Revision,
+    Option<crate::store::LeaseId>,
+);
+
+/// One read of everything the store asks of `node`: its assignments and its kill requests.
+fn node_work(
+    store: &dyn Store,
+    node: &str,
+) -> Result<(Assigned, Vec<Kill>), StoreError> {
+    let placements = placements_of(node);
+    let read = store.read(&[&placements, &remote::kills_of(node)])?;
+    let (placed, asked): (Vec<_>, Vec<_>) = read
+        .entries
+        .into_iter()
+        .partition(|e| e.key.starts_with(&placements));
+    Ok((
+        parse_assignments(&placed, node)?,
+        remote::pending_kills(&asked, node),
+    ))
+}
+
+fn parse_assignments(
+    entries: &[crate::store::Entry],
+    node: &str,
+) -> Result<BTreeMap<String, (Assignment, Revision)>, StoreError> {
     let mut out = BTreeMap::new();
-    for e in &read.entries {
+    for e in entries {
         let a: Assignment = decode(e)?.value;
         if a.node == node {
             out.insert(a.copy.clone(), (a, e.create_revision));
@@ -613,6 +667,7 @@ pub async fn run_agent(
         acquired_ms: store.now_ms(),
         ttl_ms: cfg.lease_ttl.as_millis() as u64,
         report_every_ms: cfg.report_every.as_millis() as u64,
+        lease: 0,
     };
     let rec = record.clone();
     let claim = blocking(&store, move |s| node::claim(s, &rec)).await?;
@@ -640,6 +695,7 @@ pub async fn run_agent(
     ));
     let mut agent = Agent {
         fence,
+        live_written: None,
         mark,
         copies: BTreeMap::new(),
         dirty: true,
@@ -712,12 +768,18 @@ pub async fn run_agent(
         if now >= next_sync {
             next_sync = now + sync_every;
             let node = agent.cfg.node.clone();
-            match blocking(&store, move |s| assignments_of(s, &node)).await {
-                Ok(assigned) => agent.sync(assigned, now),
+            match blocking(&store, move |s| node_work(s, &node)).await {
+                Ok((assigned, kills)) => {
+                    agent.sync(assigned, now);
+                    carry_out_kills(&store, &mut agent, kills).await;
+                }
                 Err(e) => log(&who, format!("cannot read assignments: {e}")),
             }
         }
         agent.save();
+        if let LeaseState::Held(lease) = agent.fence.state() {
+            publish_live_set(&store, &mut agent, lease, now).await;
+        }
         if now >= next_report {
             next_report = now + report_every;
             agent.queue.push_back((now + delay, agent.observe(now)));
@@ -801,6 +863,56 @@ pub async fn run_agent(
     match refused {
         Some(why) => Err(AgentError::Replaced(why)),
         None => Ok(()),
+    }
+}
+
+/// Writes `/live/{node}` if the set of ready copies changed (or the lease did), at once: `get`
+/// reads it, so it carries no emulated report delay.
+async fn publish_live_set(store: &Arc<dyn Store>, agent: &mut Agent, lease: LeaseId, now: u64) {
+    let copies = agent.live_set();
+    if agent
+        .live_written
+        .as_ref()
+        .is_some_and(|(l, c)| *l == lease && *c == copies)
+    {
+        return;
+    }
+    let record = LiveRecord {
+        node: agent.cfg.node.clone(),
+        observed_ms: now,
+        copies: copies.clone(),
+    };
+    match blocking(store, move |s| remote::publish_live(s, &record, lease)).await {
+        Ok(_) => agent.live_written = Some((lease, copies)),
+        Err(e) => log(&agent.who(), format!("cannot write the live record: {e}")),
+    }
+}
+
+/// Carries out the kill requests addressed to this node: SIGKILL to the copy's group, checked
+/// by pid and start time, and the outcome written back for the `kill` command.
+async fn carry_out_kills(store: &Arc<dyn Store>, agent: &mut Agent, kills: Vec<Kill>) {
+    for (key, req, rev, lease) in kills {
+        let outcome = match agent.copies.get(&req.copy) {
+            Some(l) if l.record.incarnation == req.incarnation && !l.exited() => {
+                match process::kill_verified(l.record.pid, l.record.start_ticks) {
+                    Ok(true) => format!("killed pid {} on {}", l.record.pid, agent.cfg.node),
+                    Ok(false) => format!("{} had already ended", req.copy),
+                    Err(e) => format!("cannot kill {}: {e}", req.copy),
+                }
+            }
+            _ => format!("{} does not run on {}", req.copy, agent.cfg.node),
+        };
+        log(
+            &agent.who(),
+            format!("kill request for {}: {outcome}", req.copy),
+        );
+        if let Err(e) = blocking(store, move |s| {
+            remote::answer_kill(s, &key, req, rev, lease, outcome)
+        })
+        .await
+        {
+            log(&agent.who(), format!("cannot answer a kill request: {e}"));
+        }
     }
 }
 

@@ -27,6 +27,7 @@
 //! - [`node`]: node identity and liveness: the node lease, the data-directory lock, the fence.
 //! - [`process`]: process groups, signals, `/proc` checks.
 //! - [`ops`]: `apply`, `get`, `delete`, `kill`, `status`.
+//! - [`remote`]: what works across machines: the agents' live records, kill requests.
 //! - [`events`]: the event log in the store (append-only, each entry created only if absent).
 //! - [`measure`]: the lesson's metrics of a real run, computed from the event log.
 //! - [`experiment`]: the lesson's scenario on real processes and compressed time.
@@ -46,6 +47,7 @@ pub mod node;
 pub mod ops;
 pub mod process;
 pub mod reconcile;
+pub mod remote;
 pub mod rt;
 pub mod spec;
 pub mod store;

@@ -58,6 +58,9 @@ pub struct NodeRecord {
     pub ttl_ms: u64,
     /// The agent's reporting period R, in milliseconds.
     pub report_every_ms: u64,
+    /// The store lease the record lives under (set by [`claim`]).
+    #[serde(default)]
+    pub lease: LeaseId,
 }
 
 impl NodeRecord {
@@ -187,9 +190,13 @@ pub fn claim(store: &dyn Store, record: &NodeRecord) -> Result<Claim, NodeError>
         match store.get(&key)? {
             None => {
                 let lease = store.grant(Duration::from_millis(record.ttl_ms))?;
+                let mine = NodeRecord {
+                    lease,
+                    ..record.clone()
+                };
                 let txn = Txn::new()
                     .expect(&key, 0)
-                    .put_leased(&key, encode(record), lease);
+                    .put_leased(&key, encode(&mine), lease);
                 match store.commit(&txn) {
                     Ok(revision) => {
                         return Ok(Claim {
@@ -221,6 +228,7 @@ pub fn claim(store: &dyn Store, record: &NodeRecord) -> Result<Claim, NodeError>
                     Ok(()) => {
                         let mine = NodeRecord {
                             ttl_ms: held.ttl_ms,
+                            lease,
                             ..record.clone()
                         };
                         let txn = Txn::new().expect(&key, entry.mod_revision).put_leased(
@@ -497,6 +505,7 @@ pub fn fake_node(store: &dyn Store, node: &str) -> Result<LeaseId, StoreError> {
         acquired_ms: store.now_ms(),
         ttl_ms: 3_600_000,
         report_every_ms: 1_000,
+        lease,
     };
     let key = node_key(node);
     let old = store.get(&key)?.map_or(0, |e| e.mod_revision);
@@ -522,6 +531,7 @@ mod tests {
             acquired_ms: 0,
             ttl_ms: 200,
             report_every_ms: 50,
+            lease: 0,
         }
     }
 

@@ -129,7 +129,7 @@ impl Cluster {
     }
 
     fn live(&self) -> u64 {
-        let all = ops::get(&*self.store, Some("w"), Some(&self.state_dir())).unwrap();
+        let all = ops::get(&*self.store, Some("w")).unwrap();
         all[0].live.unwrap_or(0)
     }
 
@@ -175,7 +175,7 @@ impl Cluster {
             p.len() as u64 == n
                 && p.values().all(|pids| pids.len() == 1)
                 && c.live() == n
-                && ops::get(&*c.store, Some("w"), None).unwrap()[0].on_ledger == n
+                && ops::get(&*c.store, Some("w")).unwrap()[0].on_ledger == n
         })
         .await;
     }
@@ -350,7 +350,7 @@ async fn readiness_gates_the_ledger_and_a_copy_ignoring_sigterm_is_killed_after_
     c.until("the copy runs", |c| c.processes().len() == 1).await;
     // Not ready: it runs, but it is in flight, not on the ledger, however long it waits.
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let g = &ops::get(&*c.store, Some("w"), Some(&c.state_dir())).unwrap()[0];
+    let g = &ops::get(&*c.store, Some("w")).unwrap()[0];
     assert_eq!((g.on_ledger, g.pending_create, g.live), (0, 1, Some(0)));
     std::fs::write(flags.join("w-0"), "").unwrap();
     c.converged(1).await;

@@ -296,6 +296,15 @@ fn named_replaces_the_copies_of_a_killed_agent_once_its_node_lease_ends() {
         .unwrap()
         .clone();
     assert_eq!(a["live"], false, "{s}");
+    assert!(a["lease"].is_null(), "{s}");
+    for n in &s["nodes"].as_array().unwrap()[1..] {
+        assert_eq!(n["lease"]["ttl_ms"], 1000, "{s}");
+        assert!(n["since_report_ms"].as_u64().unwrap() < 1000, "{s}");
+    }
+    // `kill` goes through the store to the agent that runs the copy.
+    let out = c.ok(&["kill", "nm", "1"]);
+    assert!(out.starts_with("killed nm-0 (pid "), "{out}");
+    c.until("nm-0 replaced", |c| c.converged("nm", 6));
     assert_eq!(
         a["assigned"], 0,
         "the lost node's assignments are gone: {s}"
