@@ -592,10 +592,7 @@ type Kill = (
 );
 
 /// One read of everything the store asks of `node`: its assignments and its kill requests.
-fn node_work(
-    store: &dyn Store,
-    node: &str,
-) -> Result<(Assigned, Vec<Kill>), StoreError> {
+fn node_work(store: &dyn Store, node: &str) -> Result<(Assigned, Vec<Kill>), StoreError> {
     let placements = placements_of(node);
     let read = store.read(&[&placements, &remote::kills_of(node)])?;
     let (placed, asked): (Vec<_>, Vec<_>) = read

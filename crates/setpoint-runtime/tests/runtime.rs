@@ -489,3 +489,143 @@ async fn named_survives_a_controller_crash_without_duplicates_and_replaces_under
     second.stop().await;
     agent.stop().await;
 }
+
+/// A store handle that can be cut off: while cut, every call waits 100ms and fails as an
+/// unreachable network store would. The store behind it goes on for everyone else.
+struct Cuttable {
+    inner: Arc<dyn Store>,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Cuttable {
+    fn check(&self) -> Result<(), setpoint_runtime::StoreError> {
+        if self.cut.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(100));
+            return Err(setpoint_runtime::StoreError::Unavailable("cut off".into()));
+        }
+        Ok(())
+    }
+}
+
+impl Store for Cuttable {
+    fn read(
+        &self,
+        p: &[&str],
+    ) -> Result<setpoint_runtime::store::Read, setpoint_runtime::StoreError> {
+        self.check()?;
+        self.inner.read(p)
+    }
+    fn commit(
+        &self,
+        t: &setpoint_runtime::store::Txn,
+    ) -> Result<u64, setpoint_runtime::StoreError> {
+        self.check()?;
+        self.inner.commit(t)
+    }
+    fn revision(&self) -> Result<u64, setpoint_runtime::StoreError> {
+        self.check()?;
+        self.inner.revision()
+    }
+    fn grant(&self, ttl: Duration) -> Result<u64, setpoint_runtime::StoreError> {
+        self.check()?;
+        self.inner.grant(ttl)
+    }
+    fn keep_alive(&self, l: u64) -> Result<(), setpoint_runtime::StoreError> {
+        self.check()?;
+        self.inner.keep_alive(l)
+    }
+    fn revoke(&self, l: u64) -> Result<(), setpoint_runtime::StoreError> {
+        self.check()?;
+        self.inner.revoke(l)
+    }
+    fn now_ms(&self) -> u64 {
+        self.inner.now_ms()
+    }
+}
+
+/// An agent cut off from the store stops its copies by itself before its node lease can end;
+/// the controller then replaces them on the other node under the same names, so no name ever
+/// runs twice; after the heal the agent rejoins under a new lease and the loop converges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_agent_fences_its_copies_before_its_lease_ends_and_named_never_doubles() {
+    let mut c = Cluster::new();
+    let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ttl = Duration::from_millis(1_000);
+    let agent_with = |c: &mut Cluster, node: &str, store: Arc<dyn Store>| {
+        c.nodes.push(node.to_owned());
+        let mut cfg = AgentConfig::new(node, c.state_dir());
+        cfg.report_every = Duration::from_millis(50);
+        cfg.sync_every = Duration::from_millis(50);
+        cfg.lease_ttl = ttl;
+        let (trigger, shutdown) = shutdown_pair();
+        let task = tokio::spawn(async move { run_agent(store, cfg, shutdown).await.unwrap() });
+        Running { trigger, task }
+    };
+    let cut_store: Arc<dyn Store> = Arc::new(Cuttable {
+        inner: Arc::clone(&c.store),
+        cut: Arc::clone(&cut),
+    });
+    let a = agent_with(&mut c, "a", cut_store);
+    let full = Arc::clone(&c.store);
+    let b = agent_with(&mut c, "b", full);
+    let ctl = c.controller("solo", Duration::from_secs(2));
+    c.apply(4, ControllerKind::Named);
+    c.converged(4).await;
+    let mark_a = c.mark("a");
+    let on_a: Vec<String> = find_marked(&mark_a).into_iter().map(|m| m.copy).collect();
+    assert!(!on_a.is_empty());
+
+    let t0 = Instant::now();
+    cut.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (mut stopped, mut lost) = (None, None);
+    let deadline = t0 + DEADLINE;
+    while stopped.is_none() || lost.is_none() {
+        assert!(Instant::now() < deadline, "no fence or no lost node");
+        let p = c.processes();
+        assert!(
+            p.values().all(|pids| pids.len() == 1),
+            "a name runs twice: {p:?}"
+        );
+        if stopped.is_none() && find_marked(&mark_a).is_empty() {
+            stopped = Some(t0.elapsed());
+        }
+        if lost.is_none() && c.store.get("/nodes/a").unwrap().is_none() {
+            lost = Some(t0.elapsed());
+            // The copies were gone before the store could hand their names to anyone.
+            assert!(
+                stopped.is_some(),
+                "the lease ended while a's copies still ran"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (stopped, lost) = (stopped.unwrap(), lost.unwrap());
+    c.converged(4).await;
+    let replaced = t0.elapsed();
+    assert_eq!(
+        c.processes().keys().cloned().collect::<Vec<_>>(),
+        ["w-0", "w-1", "w-2", "w-3"]
+    );
+    println!(
+        "cut off agent (lease {}ms): its copies stopped at {}ms, its lease ended at {}ms, \
+         replaced on b by {}ms, 0 names doubled",
+        ttl.as_millis(),
+        stopped.as_millis(),
+        lost.as_millis(),
+        replaced.as_millis()
+    );
+    assert!(stopped < ttl, "{stopped:?}");
+
+    // Heal: the agent claims its name again under a new lease and takes new work.
+    cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    c.until("a is live again", |c| {
+        c.store.get("/nodes/a").unwrap().is_some()
+    })
+    .await;
+    c.apply(6, ControllerKind::Named);
+    c.converged(6).await;
+    c.holds(6, Duration::from_millis(300)).await;
+    ctl.stop().await;
+    a.stop().await;
+    b.stop().await;
+}
