@@ -10,13 +10,13 @@ use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use setpoint_runtime::ops::{self, OpError};
 use setpoint_runtime::remote;
+use setpoint_runtime::{
+    format_duration, parse_duration, run_agent, run_controller, shutdown_pair, AgentConfig,
+    ControllerConfig, OpenMode, SpecError, Store, StoreUrl,
+};
 
 /// How long `kill` waits for the agents to carry its requests out.
 const KILL_WAIT: Duration = Duration::from_secs(10);
-use setpoint_runtime::{
-    format_duration, parse_duration, run_agent, run_controller, shutdown_pair, AgentConfig,
-    ControllerConfig, SpecError, SqliteStore, Store,
-};
 
 /// The runtime's subcommands.
 #[derive(Debug, Subcommand)]
@@ -43,24 +43,33 @@ pub enum RuntimeCommand {
 /// Where the store lives.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// The data directory: the SQLite store and the agents' state files.
+    /// The data directory: the agents' state files and the copies' logs, and the SQLite store
+    /// unless --store names another.
     #[arg(long, default_value = ".setpoint", value_name = "DIR")]
     pub data_dir: PathBuf,
+    /// The store: sqlite:DIR, etcd://HOST:PORT[,HOST:PORT...] or memory: [default:
+    /// sqlite:DATA_DIR].
+    #[arg(long, value_name = "URL")]
+    pub store: Option<StoreUrl>,
 }
 
 impl StoreArgs {
+    /// The store's URL: `--store`, else the SQLite store in `--data-dir`.
+    pub fn url(&self) -> StoreUrl {
+        self.store
+            .clone()
+            .unwrap_or_else(|| StoreUrl::sqlite(&self.data_dir))
+    }
+
     fn open(&self) -> anyhow::Result<Arc<dyn Store>> {
-        let store = SqliteStore::open(&self.data_dir)
-            .with_context(|| format!("opening the store in {}", self.data_dir.display()))?;
-        Ok(Arc::new(store))
+        Ok(self.url().open(OpenMode::Create)?)
     }
 
     /// Opens the store for a command that only reads or changes what is there (`get`,
-    /// `status`, `delete`): a data directory without a store is a mistake in `--data-dir`, not
-    /// a reason to create an empty store.
+    /// `status`, `delete`): a store never used is a mistake in `--data-dir` or `--store`, not
+    /// a reason to create an empty one.
     fn open_existing(&self) -> anyhow::Result<Arc<dyn Store>> {
-        require_store(&self.data_dir)?;
-        self.open()
+        Ok(self.url().open(OpenMode::Existing)?)
     }
 
     fn state_dir(&self) -> PathBuf {
@@ -241,22 +250,12 @@ pub struct StatusArgs {
 pub struct BadInput(String);
 
 /// Whether `e` is the user's to fix (exit code 2) rather than a failure (exit code 1).
-/// Refuses a data directory that holds no store.
-pub fn require_store(dir: &std::path::Path) -> Result<(), BadInput> {
-    if dir.join(setpoint_runtime::store::sqlite::DB_FILE).is_file() {
-        Ok(())
-    } else {
-        Err(BadInput(format!(
-            "no store in {}: accepted a --data-dir that 'setpoint up', 'apply' or 'controller' has used",
-            dir.display()
-        )))
-    }
-}
-
 pub fn is_bad_input(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.is::<BadInput>()
             || c.is::<SpecError>()
+            || c.downcast_ref::<setpoint_runtime::store::OpenError>()
+                .is_some_and(|o| o.is_bad_input())
             || c.downcast_ref::<OpError>()
                 .is_some_and(|o| matches!(o, OpError::NotFound(_)))
             || c.downcast_ref::<setpoint_runtime::AgentError>()
@@ -284,9 +283,13 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
     match cmd {
         RuntimeCommand::Controller(a) => {
             let cfg = a.flags.config()?;
-            let store = a.store.open()?;
+            let url = a.store.url();
             serve(|shutdown| async move {
-                run_controller(store, cfg, shutdown).await?;
+                let who = format!("controller {}", cfg.holder);
+                let opened = url.open_retrying(OpenMode::Create, &who, shutdown.clone());
+                if let Some(store) = opened.await? {
+                    run_controller(store, cfg, shutdown).await?;
+                }
                 Ok(())
             })?;
             Ok(String::new())
@@ -294,9 +297,13 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         RuntimeCommand::Agent(a) => {
             a.flags.check()?;
             let cfg = a.flags.config(&a.node, &a.store.state_dir());
-            let store = a.store.open()?;
+            let url = a.store.url();
             serve(|shutdown| async move {
-                run_agent(store, cfg, shutdown).await?;
+                let who = format!("agent {}", cfg.node);
+                let opened = url.open_retrying(OpenMode::Create, &who, shutdown.clone());
+                if let Some(store) = opened.await? {
+                    run_agent(store, cfg, shutdown).await?;
+                }
                 Ok(())
             })?;
             Ok(String::new())
@@ -351,9 +358,8 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             let mut unanswered = Vec::new();
             for (copy, outcome) in &outcomes {
                 match outcome {
-                    Some(o) if o.starts_with("killed ") => {
-                        writeln!(out, "killed {copy} ({})", &o["killed ".len()..])?
-                    }
+                    // One word per line to script against, as before the kill went remote.
+                    Some(o) if o.starts_with("killed ") => writeln!(out, "killed {copy}")?,
                     Some(o) => writeln!(out, "not killed {copy}: {o}")?,
                     None => unanswered.push(copy.as_str()),
                 }
@@ -461,17 +467,22 @@ fn status_table(s: &ops::Status) -> String {
 fn up(a: &UpArgs) -> anyhow::Result<String> {
     let ccfg = a.controller.config()?;
     a.agent.check()?;
-    let store = a.store.open()?;
+    let url = a.store.url();
     let state_dir = a.store.state_dir();
     let agents: Vec<AgentConfig> = (1..=a.nodes)
         .map(|i| a.agent.config(&format!("node-{i}"), &state_dir))
         .collect();
     eprintln!(
-        "setpoint up: a controller and {} agents on {}; Ctrl-C stops everything",
+        "setpoint up: a controller and {} agents on {url}; Ctrl-C stops everything",
         a.nodes,
-        a.store.data_dir.display()
     );
     serve(|shutdown| async move {
+        let Some(store) = url
+            .open_retrying(OpenMode::Create, "setpoint up", shutdown.clone())
+            .await?
+        else {
+            return Ok(());
+        };
         let mut tasks = tokio::task::JoinSet::new();
         for cfg in agents {
             let (store, shutdown) = (Arc::clone(&store), shutdown.clone());

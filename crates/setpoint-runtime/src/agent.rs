@@ -39,7 +39,7 @@ use crate::model::{
 use crate::node::{self, DirLock, Fence, LeaseState, NodeError, NodeRecord};
 use crate::process::{self, Launch};
 use crate::remote::{self, LiveCopy, LiveRecord};
-use crate::rt::{blocking, log, Shutdown};
+use crate::rt::{blocking, log, Reach, Shutdown};
 use crate::store::{LeaseId, Revision, Store, StoreError, Txn};
 
 /// How often a failed readiness command is run again.
@@ -740,6 +740,7 @@ pub async fn run_agent(
     let mut tick = tokio::time::interval(agent.cfg.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut refused = None;
+    let mut reach = Reach::default();
     loop {
         tokio::select! {
             _ = shutdown.wait() => break,
@@ -767,10 +768,11 @@ pub async fn run_agent(
             let node = agent.cfg.node.clone();
             match blocking(&store, move |s| node_work(s, &node)).await {
                 Ok((assigned, kills)) => {
+                    reach.answered(&who);
                     agent.sync(assigned, now);
                     carry_out_kills(&store, &mut agent, kills).await;
                 }
-                Err(e) => log(&who, format!("cannot read assignments: {e}")),
+                Err(e) => reach.failed(&who, format!("cannot read assignments: {e}")),
             }
         }
         agent.save();

@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::model::{decode, encode, Leader, WorkloadSpec, LEADER, WORKLOADS};
 use crate::reconcile::{collect_orphans, run_pass, PassError, PassSettings};
-use crate::rt::{blocking, log, shutdown_pair, Shutdown, ShutdownTrigger};
+use crate::rt::{blocking, log, shutdown_pair, Reach, Shutdown, ShutdownTrigger};
 use crate::store::{LeaseId, Revision, Store, StoreError, Txn};
 
 /// How a controller runs.
@@ -124,6 +124,7 @@ pub async fn run_controller(
     let who = format!("controller {}", cfg.holder);
     let mut tick = tokio::time::interval(cfg.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut reach = Reach::default();
     loop {
         let held = loop {
             tokio::select! {
@@ -133,10 +134,11 @@ pub async fn run_controller(
             let c = cfg.clone();
             match blocking(&store, move |s| try_acquire(s, &c)).await {
                 Ok(Some(h)) => break h,
-                Ok(None) => {}
-                Err(e) => log(&who, format!("cannot reach the store: {e}")),
+                Ok(None) => reach.answered(&who),
+                Err(e) => reach.failed(&who, format!("cannot reach the store: {e}")),
             }
         };
+        reach.answered(&who);
         log(&who, format!("became the leader (lease {})", held.lease));
         let stopped = lead(&store, &cfg, held, &mut shutdown, &who).await;
         if stopped {
@@ -167,6 +169,7 @@ async fn lead(
     let mut renewed = Instant::now();
     let mut last_gc = Instant::now() - Duration::from_secs(3600);
     let mut seen_revision = None;
+    let mut reach = Reach::default();
     let settings = PassSettings {
         fence: Some(held.fence),
         max_attempts: 5,
@@ -194,9 +197,12 @@ async fn lead(
         }
         // Declarations: start, restart, wake and stop loops when they change.
         let revision = match blocking(store, |s| s.revision()).await {
-            Ok(r) => r,
+            Ok(r) => {
+                reach.answered(who);
+                r
+            }
             Err(e) => {
-                log(who, format!("cannot read the store: {e}"));
+                reach.failed(who, format!("cannot read the store: {e}"));
                 continue;
             }
         };

@@ -51,6 +51,8 @@ pub mod remote;
 pub mod rt;
 pub mod spec;
 pub mod store;
+#[doc(hidden)]
+pub mod testing;
 pub mod view;
 
 pub use agent::{run_agent, AgentConfig, AgentError};
@@ -61,5 +63,7 @@ pub use ops::OpError;
 pub use reconcile::{run_pass, PassError, PassReport, PassSettings};
 pub use rt::{shutdown_pair, Shutdown, ShutdownTrigger};
 pub use spec::{parse_workloads, SpecError};
-pub use store::{MemoryStore, SqliteStore, Store, StoreError};
+pub use store::{
+    EtcdOptions, EtcdStore, MemoryStore, OpenMode, SqliteStore, Store, StoreError, StoreUrl,
+};
 pub use view::WorkloadView;

@@ -70,3 +70,31 @@ pub fn log(who: &str, what: impl std::fmt::Display) {
         s % 60
     );
 }
+
+/// Whether the store answered the last call, so that a daemon logs once when the store stops
+/// answering and once when it answers again, rather than once per failed call.
+#[derive(Debug, Default)]
+pub struct Reach {
+    failing: bool,
+}
+
+impl Reach {
+    /// Logs `what` if the store was answering until now.
+    pub fn failed(&mut self, who: &str, what: impl std::fmt::Display) {
+        if !self.failing {
+            log(
+                who,
+                format!("{what} (retrying; logged again when it answers)"),
+            );
+            self.failing = true;
+        }
+    }
+
+    /// Logs that the store answers again, if it was failing.
+    pub fn answered(&mut self, who: &str) {
+        if self.failing {
+            log(who, "the store answers again");
+            self.failing = false;
+        }
+    }
+}

@@ -8,10 +8,12 @@
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
 //! - [`cluster`]: node leases, lost nodes, fencing, one agent per node name.
+//! - [`store`]: `--store URL` on every runtime command; the runtime on etcd.
 
 mod cluster;
 mod lesson;
 mod reality;
 mod runtime;
 mod scenarios;
+mod store;
 mod sweep;

@@ -204,10 +204,7 @@ impl Cluster {
         let out = self.ok(&["kill", "collector", &n.to_string()]);
         let killed: Vec<String> = out
             .lines()
-            .map(|l| {
-                let rest = l.strip_prefix("killed ").unwrap();
-                rest.split(' ').next().unwrap().to_owned()
-            })
+            .map(|l| l.strip_prefix("killed ").unwrap().to_owned())
             .collect();
         assert_eq!(killed.len() as u64, n);
         self.until("the killed copies are gone", |c| {

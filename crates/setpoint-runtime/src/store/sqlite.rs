@@ -339,33 +339,14 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::conformance;
 
-    fn store() -> (tempfile::TempDir, SqliteStore) {
+    fn store() -> Option<(tempfile::TempDir, SqliteStore)> {
         let dir = tempfile::tempdir().unwrap();
         let s = SqliteStore::open(dir.path()).unwrap();
-        (dir, s)
+        Some((dir, s))
     }
 
-    #[test]
-    fn compare_and_set_conflicts_on_a_stale_revision() {
-        conformance::compare_and_set_conflicts_on_a_stale_revision(&store().1);
-    }
-
-    #[test]
-    fn a_failed_transaction_writes_nothing() {
-        conformance::a_failed_transaction_writes_nothing(&store().1);
-    }
-
-    #[test]
-    fn reads_are_by_prefix_in_key_order_at_one_revision() {
-        conformance::reads_are_by_prefix_in_key_order_at_one_revision(&store().1);
-    }
-
-    #[test]
-    fn leased_keys_vanish_when_the_lease_expires() {
-        conformance::leased_keys_vanish_when_the_lease_expires(&store().1);
-    }
+    crate::store::conformance_tests!(store(), Duration::from_millis(100));
 
     #[test]
     fn two_handles_on_one_directory_see_each_others_writes_and_conflict() {
