@@ -10,7 +10,8 @@
 //! - **A node is live while its lease is.** Passes treat a node without `/nodes/{name}` as lost:
 //!   its copies leave the ledger, its assignments are removed and the controller replaces them
 //!   elsewhere. No controller clock decides it; the store's lease expiry does.
-//! - **An agent fences itself.** The agent renews its lease every quarter TTL. It measures the
+//! - **An agent fences itself.** The agent renews its lease every quarter TTL (without waiting
+//!   for an earlier renewal that hangs on a dead store member). It measures the
 //!   lease's end from the moment it *sent* the last renewal that succeeded, which is no later
 //!   than the store's own deadline. If renewals stop succeeding (a partition, a stalled store, a
 //!   long pause), it sends SIGTERM to every copy at 3/4 of the TTL and SIGKILL at 9/10, so its
@@ -349,9 +350,17 @@ impl Fence {
     }
 }
 
+/// How many renewals may be in flight at once. A renewal can hang on a dead etcd member until
+/// the store's deadline; the next ones go out on time and may reach a live member.
+const RENEWALS_IN_FLIGHT: usize = 8;
+
 /// Keeps `claim` alive until `shutdown` fires; fences the copies when renewals stop succeeding
 /// in time, then gives the old lease up and claims the name again. Returns the lease held at
 /// shutdown, if any, so the caller can revoke it after stopping its copies.
+///
+/// A renewal goes out every quarter TTL whether or not the previous one has answered, and the
+/// lease's end is counted from the moment the latest successful one was *sent*; the fence
+/// timers run beside them, so a store that does not answer never delays the fence.
 pub async fn keep(
     store: Arc<dyn Store>,
     record: NodeRecord,
@@ -363,73 +372,74 @@ pub async fn keep(
     let mut lease = claim.lease;
     let mut ttl = Duration::from_millis(claim.ttl_ms);
     let mut sent = Instant::now();
+    let (tx, mut answers) = tokio::sync::mpsc::unbounded_channel();
+    let mut in_flight = 0usize;
     loop {
-        // Renew, racing the renewal against the fence's deadlines: a store that does not answer
-        // must not delay the fence.
-        let (term_at, kill_at) = fence_times(sent, ttl);
-        let attempt = Instant::now();
-        let st = Arc::clone(&store);
-        let mut renewal = tokio::task::spawn_blocking(move || st.keep_alive(lease));
+        // Held: renew, and fence if the renewals stop succeeding in time.
+        let mut next_renewal = Instant::now() + renew_every(ttl);
         let mut termed = false;
-        let outcome = loop {
-            let next = if termed { kill_at } else { term_at };
+        let mut failing = false;
+        let expired = loop {
+            let (term_at, kill_at) = fence_times(sent, ttl);
+            let alarm = if termed { kill_at } else { term_at };
             tokio::select! {
                 _ = shutdown.wait() => return Some(lease),
-                r = &mut renewal => break Some(r.unwrap_or_else(|e| Err(StoreError::Unavailable(e.to_string())))),
-                _ = tokio::time::sleep_until(next.into()) => {
-                    if !termed {
-                        termed = true;
-                        fence.set_state(LeaseState::Fenced);
-                        let n = fence.signal_all(false);
-                        crate::rt::log(&who, format!(
-                            "lease {lease} not renewed for {}ms: fenced, stopping {n} copies (SIGTERM)",
-                            term_at.duration_since(sent).as_millis()
-                        ));
-                    } else {
-                        let n = fence.signal_all(true);
-                        crate::rt::log(&who, format!("fenced: SIGKILL to {n} copies before the lease can end"));
-                        break None;
+                Some((at, l, r)) = answers.recv() => {
+                    in_flight -= 1;
+                    if l != lease || termed {
+                        continue;
                     }
+                    match r {
+                        Ok(()) => {
+                            if failing {
+                                crate::rt::log(&who, format!("lease {lease} renewed again"));
+                                failing = false;
+                            }
+                            sent = sent.max(at);
+                        }
+                        Err(StoreError::LeaseExpired(_)) => break true,
+                        Err(e) => {
+                            if !failing {
+                                crate::rt::log(&who, format!("cannot renew lease {lease}: {e}"));
+                                failing = true;
+                            }
+                        }
+                    }
+                }
+                _ = tokio::time::sleep_until(next_renewal.into()), if in_flight < RENEWALS_IN_FLIGHT => {
+                    let at = Instant::now();
+                    next_renewal = at + renew_every(ttl);
+                    in_flight += 1;
+                    let (st, tx, l) = (Arc::clone(&store), tx.clone(), lease);
+                    tokio::task::spawn_blocking(move || {
+                        let _ = tx.send((at, l, st.keep_alive(l)));
+                    });
+                }
+                _ = tokio::time::sleep_until(alarm.into()) => {
+                    fence.set_state(LeaseState::Fenced);
+                    if termed {
+                        let n = fence.signal_all(true);
+                        crate::rt::log(&who, format!(
+                            "fenced: SIGKILL to {n} copies before the lease can end"
+                        ));
+                        break false;
+                    }
+                    termed = true;
+                    let n = fence.signal_all(false);
+                    crate::rt::log(&who, format!(
+                        "lease {lease} not renewed for {}ms: fenced, stopping {n} copies (SIGTERM)",
+                        term_at.duration_since(sent).as_millis()
+                    ));
                 }
             }
         };
-        match outcome {
-            Some(Ok(())) if !termed => {
-                sent = attempt;
-                tokio::select! {
-                    _ = shutdown.wait() => return Some(lease),
-                    _ = tokio::time::sleep(renew_every(ttl)) => {}
-                }
-                continue;
-            }
-            Some(Ok(())) => {
-                // Renewed, but too late: the copies were already told to stop, so the name
-                // must be claimed afresh.
-            }
-            Some(Err(StoreError::LeaseExpired(_))) => {
-                fence.set_state(LeaseState::Fenced);
-                let n = fence.signal_all(true);
-                crate::rt::log(
-                    &who,
-                    format!("lease {lease} has expired: fenced, SIGKILL to {n} copies"),
-                );
-            }
-            Some(Err(e)) => {
-                if Instant::now() < term_at {
-                    crate::rt::log(&who, format!("cannot renew lease {lease}: {e}"));
-                    tokio::select! {
-                        _ = shutdown.wait() => return Some(lease),
-                        _ = tokio::time::sleep(renew_every(ttl).min(term_at - Instant::now())) => {}
-                    }
-                    continue;
-                }
-                fence.set_state(LeaseState::Fenced);
-                fence.signal_all(true);
-            }
-            None => {
-                // The renewal may still be stuck in the store: let it finish on its own thread.
-                fence.signal_all(true);
-            }
+        if expired {
+            fence.set_state(LeaseState::Fenced);
+            let n = fence.signal_all(true);
+            crate::rt::log(
+                &who,
+                format!("lease {lease} has expired: fenced, SIGKILL to {n} copies"),
+            );
         }
         // Fenced: make sure nothing survives, then claim the name again.
         loop {
