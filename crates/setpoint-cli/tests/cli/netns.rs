@@ -262,16 +262,6 @@ impl World {
             .unwrap()
     }
 
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "setpoint {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
     /// Applies the workloads; returns how many attempts it took (a one-shot command can meet
     /// a dead etcd member first and fail: see the report of this test).
     fn apply(&self, named: u64, intent: u64) -> u32 {
