@@ -604,6 +604,9 @@ pub async fn run_agent(
     flush_events(&store, &mut agent).await;
     log(&who, format!("ready with {} copies", agent.copies.len()));
 
+    // On a store that pushes changes, the node's assignments come from a watch cache.
+    let placements = placements_of(&agent.cfg.node);
+    let (assigned_store, _cache) = crate::cache::cached(&store, &[&placements]);
     let report_every = agent.cfg.report_every.as_millis() as u64;
     let sync_every = agent.cfg.sync_every.as_millis() as u64;
     let delay = agent.cfg.report_delay.as_millis() as u64;
@@ -622,7 +625,7 @@ pub async fn run_agent(
         if now >= next_sync {
             next_sync = now + sync_every;
             let node = agent.cfg.node.clone();
-            match blocking(&store, move |s| assignments_of(s, &node)).await {
+            match blocking(&assigned_store, move |s| assignments_of(s, &node)).await {
                 Ok(assigned) => {
                     reach.answered(&who);
                     agent.sync(assigned, now);

@@ -38,11 +38,14 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare as EtcdCompare, CompareOp, ConnectOptions, GetOptions, KeyValue, PutOptions,
-    Txn as EtcdTxn, TxnOp, TxnOpResponse,
+    Client, Compare as EtcdCompare, CompareOp, ConnectOptions, EventType, GetOptions, KeyValue,
+    PutOptions, Txn as EtcdTxn, TxnOp, TxnOpResponse, WatchOptions,
 };
 
-use super::{prefix_end, wall_ms, Entry, LeaseId, Op, Read, Revision, Store, StoreError, Txn};
+use super::{
+    prefix_end, wall_ms, Change, Entry, LeaseId, Op, Read, Revision, Store, StoreError, Txn,
+    WatchEvent, Watcher,
+};
 
 /// How an [`EtcdStore`] talks to its cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -431,6 +434,115 @@ impl Store for EtcdStore {
 
     fn now_ms(&self) -> u64 {
         wall_ms()
+    }
+
+    fn watches(&self) -> bool {
+        true
+    }
+
+    /// One etcd watch over the range that spans every prefix (so that all the changes of one
+    /// revision arrive in one response, as etcd never splits a revision), filtered to the
+    /// prefixes here.
+    fn watch(
+        &self,
+        prefixes: &[&str],
+        after: Revision,
+    ) -> Option<Result<Box<dyn Watcher>, StoreError>> {
+        let rt = self.rt.as_ref()?;
+        let prefixes: Vec<String> = prefixes.iter().map(|p| (*p).to_owned()).collect();
+        let start = prefixes.iter().min()?.clone();
+        let end = prefixes.iter().map(|p| prefix_end(p)).max()?;
+        let (tx, rx) = mpsc::channel();
+        let mut client = self.client.clone();
+        let timeout = self.opts.timeout;
+        let task = rt.spawn(async move {
+            let opts = WatchOptions::new()
+                .with_range(end)
+                .with_start_revision(after as i64 + 1);
+            let mut stream = match tokio::time::timeout(timeout, client.watch(start, Some(opts)))
+                .await
+            {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    let _ = tx.send(WatchEvent::Lost(format!("cannot watch: {}", describe(&e))));
+                    return;
+                }
+                Err(_) => {
+                    let _ = tx.send(WatchEvent::Lost(format!("no watch within {timeout:?}")));
+                    return;
+                }
+            };
+            loop {
+                let event = match stream.message().await {
+                    Ok(Some(resp)) if resp.compact_revision() > 0 => WatchEvent::Lost(format!(
+                        "the history after revision {after} was compacted (to {})",
+                        resp.compact_revision()
+                    )),
+                    Ok(Some(resp)) if resp.canceled() => WatchEvent::Lost(format!(
+                        "etcd cancelled the watch: {}",
+                        resp.cancel_reason()
+                    )),
+                    Ok(Some(resp)) if resp.events().is_empty() => continue,
+                    Ok(Some(resp)) => {
+                        let mut changes = Vec::with_capacity(resp.events().len());
+                        for ev in resp.events() {
+                            let Some(kv) = ev.kv() else { continue };
+                            let Ok(key) = kv.key_str() else { continue };
+                            if !prefixes.iter().any(|p| key.starts_with(p.as_str())) {
+                                continue;
+                            }
+                            let entry = match ev.event_type() {
+                                EventType::Delete => None,
+                                EventType::Put => match entry(kv) {
+                                    Ok(e) => Some(e),
+                                    Err(err) => {
+                                        let _ = tx.send(WatchEvent::Lost(err.to_string()));
+                                        return;
+                                    }
+                                },
+                            };
+                            changes.push(Change {
+                                key: key.to_owned(),
+                                entry,
+                            });
+                        }
+                        WatchEvent::Changes {
+                            revision: header_revision(resp.header()),
+                            changes,
+                        }
+                    }
+                    Ok(None) => WatchEvent::Lost("the watch stream ended".into()),
+                    Err(e) => WatchEvent::Lost(format!("the watch broke: {}", describe(&e))),
+                };
+                let lost = matches!(event, WatchEvent::Lost(_));
+                if tx.send(event).is_err() || lost {
+                    return;
+                }
+            }
+        });
+        Some(Ok(Box::new(EtcdWatcher { rx, task })))
+    }
+}
+
+/// The receiving end of a watch running on the store's runtime; dropping it ends the watch.
+struct EtcdWatcher {
+    rx: mpsc::Receiver<WatchEvent>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Watcher for EtcdWatcher {
+    fn next(&mut self, wait: Duration) -> WatchEvent {
+        match self.rx.recv_timeout(wait) {
+            Ok(e) => e,
+            Err(mpsc::RecvTimeoutError::Timeout) => WatchEvent::Idle,
+            Err(mpsc::RecvTimeoutError::Disconnected) => WatchEvent::Lost("the watch ended".into()),
+        }
+    }
+}
+
+impl Drop for EtcdWatcher {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 
