@@ -116,6 +116,10 @@ pub struct AgentFlags {
     /// How often the agent reads its assignments.
     #[arg(long, default_value = "100ms", value_name = "DURATION", value_parser = positive_duration)]
     pub sync_every: Duration,
+    /// Benchmarks only: report copies without starting processes (a simulated copy is ready
+    /// after its startup time and ends only when stopped). Real processes are the default.
+    #[arg(long)]
+    pub simulate_copies: bool,
 }
 
 impl AgentFlags {
@@ -124,6 +128,7 @@ impl AgentFlags {
         c.report_every = self.report_every;
         c.report_delay = self.report_delay;
         c.sync_every = self.sync_every;
+        c.simulate_copies = self.simulate_copies;
         c
     }
 }

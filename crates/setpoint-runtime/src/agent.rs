@@ -59,6 +59,9 @@ pub struct AgentConfig {
     /// How often the agent looks at its processes: readiness, exits and stops are noticed up to
     /// one tick late, and reports and assignment reads happen on ticks.
     pub tick: Duration,
+    /// Report copies without starting processes (benchmarks of the control plane): a simulated
+    /// copy has pid 0, becomes ready after its startup time, and ends only when it is stopped.
+    pub simulate_copies: bool,
 }
 
 impl AgentConfig {
@@ -72,6 +75,7 @@ impl AgentConfig {
             report_delay: Duration::ZERO,
             sync_every: Duration::from_millis(100),
             tick: TICK,
+            simulate_copies: false,
         }
     }
 }
@@ -297,6 +301,25 @@ impl Agent {
     }
 
     fn start(&mut self, a: Assignment, incarnation: Revision, now: u64) {
+        if self.cfg.simulate_copies {
+            let record = CopyRecord {
+                assignment: a,
+                incarnation,
+                pid: 0,
+                start_ticks: 0,
+                started_ms: now,
+                phase: Phase::Starting,
+                ready_ms: None,
+                exited_ms: None,
+                exit: None,
+                stopping: false,
+            };
+            self.log_event(CopyEventKind::Start, &record, now);
+            self.copies
+                .insert(record.assignment.copy.clone(), Local::new(record, None));
+            self.dirty = true;
+            return;
+        }
         let log_path = self
             .cfg
             .state_dir
@@ -373,11 +396,17 @@ impl Agent {
         let who = self.who();
         let mut gone = Vec::new();
         let mut happened = Vec::new();
+        let simulated = self.cfg.simulate_copies;
         for (copy, l) in &mut self.copies {
             if l.exited() {
                 continue;
             }
             let ended = match &mut l.child {
+                // A simulated copy (pid 0) has no process: it ends when it is stopped.
+                None if simulated && l.record.pid == 0 => l
+                    .kill_at_ms
+                    .is_some()
+                    .then(|| "stopped (simulated copy)".to_owned()),
                 Some(child) => match child.try_wait() {
                     Ok(Some(status)) => Some(process::describe_exit(status)),
                     Ok(None) => None,
