@@ -121,6 +121,10 @@ pub struct AgentFlags {
     /// lost, its copies are replaced elsewhere, and it stops them itself before then.
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
     pub node_timeout: Duration,
+    /// Benchmarks only: report copies without starting processes (a simulated copy is ready
+    /// after its startup time and ends only when stopped). Real processes are the default.
+    #[arg(long)]
+    pub simulate_copies: bool,
 }
 
 impl AgentFlags {
@@ -130,6 +134,7 @@ impl AgentFlags {
         c.report_delay = self.report_delay;
         c.sync_every = self.sync_every;
         c.lease_ttl = self.node_timeout;
+        c.simulate_copies = self.simulate_copies;
         c
     }
 

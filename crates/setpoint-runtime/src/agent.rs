@@ -68,6 +68,9 @@ pub struct AgentConfig {
     /// The node lease's time to live: an agent that cannot renew it for this long is lost, and
     /// it stops its own copies before then ([`crate::node`]).
     pub lease_ttl: Duration,
+    /// Report copies without starting processes (benchmarks of the control plane): a simulated
+    /// copy has pid 0, becomes ready after its startup time, and ends only when it is stopped.
+    pub simulate_copies: bool,
 }
 
 impl AgentConfig {
@@ -82,6 +85,7 @@ impl AgentConfig {
             sync_every: Duration::from_millis(100),
             tick: TICK,
             lease_ttl: Duration::from_secs(10),
+            simulate_copies: false,
         }
     }
 }
@@ -329,6 +333,25 @@ impl Agent {
     }
 
     fn start(&mut self, a: Assignment, incarnation: Revision, now: u64) {
+        if self.cfg.simulate_copies {
+            let record = CopyRecord {
+                assignment: a,
+                incarnation,
+                pid: 0,
+                start_ticks: 0,
+                started_ms: now,
+                phase: Phase::Starting,
+                ready_ms: None,
+                exited_ms: None,
+                exit: None,
+                stopping: false,
+            };
+            self.log_event(CopyEventKind::Start, &record, now);
+            self.copies
+                .insert(record.assignment.copy.clone(), Local::new(record, None));
+            self.dirty = true;
+            return;
+        }
         let log_path = self
             .cfg
             .state_dir
@@ -405,11 +428,17 @@ impl Agent {
         let who = self.who();
         let mut gone = Vec::new();
         let mut happened = Vec::new();
+        let simulated = self.cfg.simulate_copies;
         for (copy, l) in &mut self.copies {
             if l.exited() {
                 continue;
             }
             let ended = match &mut l.child {
+                // A simulated copy (pid 0) has no process: it ends when it is stopped.
+                None if simulated && l.record.pid == 0 => l
+                    .kill_at_ms
+                    .is_some()
+                    .then(|| "stopped (simulated copy)".to_owned()),
                 Some(child) => match child.try_wait() {
                     Ok(Some(status)) => Some(process::describe_exit(status)),
                     Ok(None) => None,
@@ -732,6 +761,10 @@ pub async fn run_agent(
     flush_events(&store, &mut agent).await;
     log(&who, format!("ready with {} copies", agent.copies.len()));
 
+    // On a store that pushes changes, the node's assignments come from a watch cache.
+    let placements = placements_of(&agent.cfg.node);
+    let kills = remote::kills_of(&agent.cfg.node);
+    let (assigned_store, _cache) = crate::cache::cached(&store, &[&placements, &kills]);
     let report_every = agent.cfg.report_every.as_millis() as u64;
     let sync_every = agent.cfg.sync_every.as_millis() as u64;
     let delay = agent.cfg.report_delay.as_millis() as u64;
@@ -766,7 +799,7 @@ pub async fn run_agent(
         if now >= next_sync {
             next_sync = now + sync_every;
             let node = agent.cfg.node.clone();
-            match blocking(&store, move |s| node_work(s, &node)).await {
+            match blocking(&assigned_store, move |s| node_work(s, &node)).await {
                 Ok((assigned, kills)) => {
                     reach.answered(&who);
                     agent.sync(assigned, now);

@@ -11,6 +11,11 @@
 //!   replacement starts.
 //! - **Garbage collection.** Assignments whose owner is gone are removed; the agents then stop
 //!   the copies.
+//! - **Watch cache.** On a store that pushes changes (etcd), the leader reads through a
+//!   [`crate::cache::Cache`] of the runtime's prefixes: one read, then a watch. With
+//!   `wake_on_change`, a new node report also wakes every workload's loop (still one pass at a
+//!   time per workload; reports during a pass wake it once more), but the passes' own writes
+//!   never do.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,7 +25,10 @@ use setpoint_core::{Action, Controller, ControllerKind, Expectations, Expectatio
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::model::{decode, encode, Leader, WorkloadSpec, LEADER, WORKLOADS};
+use crate::cache::cached;
+use crate::model::{
+    decode, encode, Leader, WorkloadSpec, ASSIGNMENTS, COUNTERS, LEADER, REPORTS, WORKLOADS,
+};
 use crate::reconcile::{collect_orphans, run_pass, PassError, PassSettings};
 use crate::rt::{blocking, log, shutdown_pair, Reach, Shutdown, ShutdownTrigger};
 use crate::store::{LeaseId, Revision, Store, StoreError, Txn};
@@ -162,6 +170,23 @@ async fn lead(
     who: &str,
 ) -> bool {
     let (lost_tx, lost_rx) = watch::channel(false);
+    // On a store that pushes changes, passes read a watch cache instead of every key.
+    let (store, cache) = cached(
+        store,
+        &[
+            WORKLOADS,
+            COUNTERS,
+            ASSIGNMENTS,
+            REPORTS,
+            LEADER,
+            crate::node::NODES,
+        ],
+    );
+    let store = &store;
+    let changes = cache
+        .as_ref()
+        .filter(|_| cfg.wake_on_change)
+        .map(|c| c.subscribe());
     let mut workers: BTreeMap<String, Worker> = BTreeMap::new();
     let mut tick = tokio::time::interval(cfg.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -247,7 +272,10 @@ async fn lead(
                                 key,
                                 w.mod_revision,
                                 settings,
-                                cfg.wake_on_change,
+                                Wake {
+                                    declaration: cfg.wake_on_change,
+                                    changes: changes.clone(),
+                                },
                                 &lost_tx,
                             ),
                         );
@@ -288,16 +316,28 @@ async fn lead(
     stopped
 }
 
+/// What wakes a workload's loop besides its period.
+struct Wake {
+    /// A change of its declaration.
+    declaration: bool,
+    /// A new node report, as the watch cache sees it.
+    changes: Option<watch::Receiver<Revision>>,
+}
+
 fn spawn_worker(
     store: &Arc<dyn Store>,
     name: &str,
     key: LoopKey,
     revision: Revision,
     settings: PassSettings,
-    wake_on_change: bool,
+    wake: Wake,
     lost: &watch::Sender<bool>,
 ) -> Worker {
     let (stop, mut stopped) = shutdown_pair();
+    let Wake {
+        declaration: wake_on_change,
+        mut changes,
+    } = wake;
     let (wake, mut woken) = watch::channel(revision);
     let store = Arc::clone(store);
     let name = name.to_owned();
@@ -315,6 +355,7 @@ fn spawn_worker(
                 _ = stopped.wait() => return,
                 _ = every.tick() => {}
                 Ok(()) = woken.changed(), if wake_on_change => {}
+                Some(()) = changed(&mut changes) => {}
             }
             let n = name.clone();
             let (c, result) = blocking(&store, move |s| {
@@ -386,6 +427,14 @@ fn spawn_worker(
         stop,
         wake,
         handle,
+    }
+}
+
+/// Waits for the watch cache to move, if passes are woken by changes (`None` waits forever).
+async fn changed(changes: &mut Option<watch::Receiver<Revision>>) -> Option<()> {
+    match changes {
+        Some(rx) => rx.changed().await.ok(),
+        None => std::future::pending().await,
     }
 }
 

@@ -18,6 +18,8 @@
 //! # Layout
 //! - [`store`]: the [`Store`] trait (revisions, compare-and-set transactions, leases, poll-watch),
 //!   [`MemoryStore`] and [`SqliteStore`].
+//! - [`cache`]: the informer: a local copy of the store's prefixes from one read and a watch
+//!   ([`cache::Cache`], [`cache::CachedStore`]).
 //! - [`model`]: the keys and records the store holds, and a typed [`Snapshot`].
 //! - [`spec`]: the workloads file of `setpoint apply`.
 //! - [`view`]: the ledger a pass reads ([`WorkloadView`], a [`setpoint_core::LedgerView`]).
@@ -36,6 +38,7 @@
 //! - [`rt`]: shutdown signal, blocking store calls, log lines.
 
 pub mod agent;
+pub mod cache;
 pub mod controller;
 pub mod duration;
 pub mod events;
