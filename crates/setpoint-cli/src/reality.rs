@@ -464,7 +464,7 @@ fn jitter_table(cfg: &RealLesson, cells: &[CellOutcome]) -> String {
     let vs = |ms: i64| format!("{:.2}", ms as f64 / sec);
     let mut out = format!(
         "\nreal jitter, in virtual seconds (1 sec = {sec} ms): p50/p99/max\n\
-         controller  G  ready->ledger minus G    create->ready minus B    exit->ledger minus G     round error     rounds  kill late\n"
+         controller  G  ready->ledger minus G    create->ready minus B    exit->ledger minus G     round error     rounds  kill late  store delay\n"
     );
     for c in cells {
         let j = &c.measured.jitter;
@@ -486,7 +486,7 @@ fn jitter_table(cfg: &RealLesson, cells: &[CellOutcome]) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<10} {:>3}  {:<23}  {:<23}  {:<23}  {:<14} {:>6}  {:>8}",
+            "{:<10} {:>3}  {:<23}  {:<23}  {:<23}  {:<14} {:>6}  {:>8}  {}",
             c.controller.name(),
             c.delay,
             minus(&j.ready_to_ledger, g_ms),
@@ -495,12 +495,22 @@ fn jitter_table(cfg: &RealLesson, cells: &[CellOutcome]) -> String {
             minus(&j.round_error, 0),
             c.measured.metrics.rounds,
             vs(c.kill_late_ms),
+            store_delay(&c.store_delay_us, sec),
         );
     }
     out.push_str(
-        "(create->ready sums the p50s, p99s and maxima of create->start and start->ready)\n",
+        "(create->ready sums the p50s, p99s and maxima of create->start and start->ready;\n          store delay: a report-sized commit until a pass can read it, p50/p99 in virtual seconds)\n",
     );
     out
+}
+
+/// A store delay in microseconds, as p50/p99 in virtual seconds of `sec` real milliseconds.
+fn store_delay(s: &Spread, sec: f64) -> String {
+    if s.count == 0 {
+        return "-".into();
+    }
+    let vs = |us: i64| us as f64 / 1000.0 / sec;
+    format!("{:.3}/{:.3}", vs(s.p50), vs(s.p99))
 }
 
 /// One report delay of `--delays`: a whole number of seconds (its range is checked with the

@@ -9,12 +9,17 @@
 //! - [`sweep`]: `setpoint sweep` rows, summaries and determinism.
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
+//! - [`cluster`]: node leases, lost nodes, fencing, one agent per node name.
+//! - [`netns`]: agents and etcd members on separate hosts (network namespaces): partitions,
+//!   quorum loss, a paused leader.
 //! - [`store`]: `--store URL` on every runtime command; the runtime on etcd.
 //! - [`trust`]: crash-loop backoff, clean shutdown through a closed pipe, idle reasons, refused
 //!   settings (issue 11).
 
+mod cluster;
 mod hardening;
 mod lesson;
+mod netns;
 mod reality;
 mod runtime;
 mod scenarios;
