@@ -1,31 +1,19 @@
-//! `setpoint run` beyond the lesson's world: scenario files, delay models, seeds, Monte Carlo
-//! and every controller.
+//! `setpoint run`: one scenario from flags or a file (flags override the file), on whichever
+//! engine fits; seeds, Monte Carlo, traces and every controller.
 
 use anyhow::Context;
 use clap::parser::ValueSource;
 use clap::ArgMatches;
-use serde::Serialize;
 use setpoint_sim::delay::DelayModel;
 use setpoint_sim::montecarlo::monte_carlo;
-use setpoint_sim::report;
 use setpoint_sim::scenario::{
     ControllerSpec, Event, Scenario, ScenarioSpec, TimedEvent, Toll, Workload,
 };
 use setpoint_sim::scenario_file;
+use setpoint_sim::{output, report};
 
-use crate::args::{RunArgs, RunFormat};
-
-/// Whether `run` needs the lab: a scenario file, a lab-only flag, or a controller beyond the
-/// lesson's two. Otherwise `run` prints the lesson's table exactly as before.
-pub fn wanted(args: &RunArgs) -> bool {
-    args.scenario.is_some()
-        || args.seed.is_some()
-        || args.runs.is_some()
-        || args.delay_model.is_some()
-        || args.ttl.is_some()
-        || args.burst.is_some()
-        || !args.lesson.world.controller.is_lesson()
-}
+use crate::args::RunArgs;
+use crate::output::Format;
 
 /// Runs `setpoint run` in the lab. `matches` tells which flags the command line gave.
 pub fn run(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<String> {
@@ -165,15 +153,11 @@ fn single(
     outcome: &setpoint_sim::Outcome,
 ) -> anyhow::Result<String> {
     Ok(match args.format {
-        RunFormat::Table => report::outcome_table(label, scenario, outcome),
-        RunFormat::Csv => report::outcome_csv(outcome),
-        RunFormat::Json => format!(
-            "{}\n",
-            serde_json::to_string(&RunJson {
-                scenario: label,
-                setup: report::describe(scenario),
-                outcome,
-            })?
+        Format::Table => report::outcome_table(label, scenario, outcome),
+        format => output::print(
+            &output::run_records(label, scenario, outcome),
+            format.into(),
+            &[],
         ),
     })
 }
@@ -187,33 +171,11 @@ fn summary(
 ) -> anyhow::Result<String> {
     let summary = monte_carlo(scenario, seed, runs)?;
     Ok(match args.format {
-        RunFormat::Table => report::summary_table(label, scenario, &summary),
-        RunFormat::Csv => report::summary_csv(&summary),
-        RunFormat::Json => format!(
-            "{}\n",
-            serde_json::to_string(&SummaryJson {
-                scenario: label,
-                setup: report::describe(scenario),
-                summary: &summary,
-            })?
+        Format::Table => report::summary_table(label, scenario, &summary),
+        format => output::print(
+            &output::monte_carlo_records(label, scenario, &summary),
+            format.into(),
+            &[],
         ),
     })
-}
-
-/// The JSON form of one lab run.
-#[derive(Serialize)]
-struct RunJson<'a> {
-    scenario: &'a str,
-    setup: String,
-    #[serde(flatten)]
-    outcome: &'a setpoint_sim::Outcome,
-}
-
-/// The JSON form of a Monte Carlo summary.
-#[derive(Serialize)]
-struct SummaryJson<'a> {
-    scenario: &'a str,
-    setup: String,
-    #[serde(flatten)]
-    summary: &'a setpoint_sim::montecarlo::Summary,
 }

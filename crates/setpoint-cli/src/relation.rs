@@ -186,6 +186,12 @@ struct RelationJson<'a> {
 
 /// Every (duration, deaths) combination is one sweep grid; their reports add up.
 fn boundary(args: &RelationArgs) -> anyhow::Result<String> {
+    if let Some(kind) = args.controller.0.iter().find(|k| !k.is_lesson()) {
+        return Err(crate::BadInput(format!(
+            "--boundary: controller '{kind}': the lesson's relation is defined for ledger and intent only; `setpoint sweep --controller {kind}` measures the others"
+        ))
+        .into());
+    }
     let mut grids = Vec::new();
     let mut total: u128 = 0;
     for duration in args.duration.values() {
@@ -198,6 +204,7 @@ fn boundary(args: &RelationArgs) -> anyhow::Result<String> {
                 controller: args.controller.0.clone(),
                 duration,
                 deaths: deaths.clone(),
+                ..GridSpec::default()
             })?;
             total += u128::from(grid.cells());
             if total > u128::from(setpoint_sim::sweep::MAX_CELLS) {
