@@ -9,6 +9,7 @@
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
 
 mod lesson;
+mod output;
 mod reality;
 mod runtime;
 mod scenarios;
