@@ -8,6 +8,7 @@
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
 
+mod distributed;
 mod lesson;
 mod output;
 mod reality;
