@@ -13,6 +13,7 @@ mod reality;
 mod relation;
 mod report;
 mod runtime;
+mod scenario_args;
 mod sweep;
 
 use std::io::{self, Write};

@@ -360,7 +360,14 @@ impl Scenario {
 
     /// The lesson's scenario, as a lab scenario.
     pub fn from_lesson(scenario: &LessonWorld) -> Self {
-        let s = scenario.spec();
+        Scenario::from_lesson_spec(scenario.spec())
+            .expect("a valid lesson scenario is a valid lab scenario")
+    }
+
+    /// The lesson's world with any controller: one workload `collector`, a fixed delay of whole
+    /// seconds and deaths by count, as `spec` says. The fast engine runs it when the controller
+    /// is one of the lesson's two, the general engine otherwise.
+    pub fn from_lesson_spec(s: &LessonSpec) -> Result<Self, ScenarioError> {
         Scenario::new(ScenarioSpec {
             period: s.period,
             duration: s.duration,
@@ -383,7 +390,6 @@ impl Scenario {
             unique_names: true,
             seed: 1,
         })
-        .expect("a valid lesson scenario is a valid lab scenario")
     }
 
     /// The validated settings.
