@@ -164,3 +164,49 @@ fn csv_has_as_many_columns_as_json_has_keys_in_the_same_order() {
         assert_eq!(csv.lines().count(), json.lines().count() + 1, "{args:?}");
     }
 }
+
+#[test]
+fn relation_and_advise_print_csv_records_too() {
+    for args in [
+        &["relation", "--format", "csv"][..],
+        &[
+            "advise",
+            "-G",
+            "lesson-chain",
+            "-B",
+            "5",
+            "--runs",
+            "20",
+            "--format",
+            "csv",
+        ],
+        &["advise", "-G", "30", "-B", "5", "--format", "csv"],
+    ] {
+        let text = ok(args);
+        let mut lines = text.lines();
+        let header = lines.next().unwrap();
+        assert!(header.starts_with("schema,"), "{args:?}: {header}");
+        let n = header.split(',').count();
+        let mut rows = 0;
+        for l in lines {
+            // Quoted cells (the delay model's description) hold commas; count outside quotes.
+            let cells = l
+                .split('"')
+                .step_by(2)
+                .map(|s| s.matches(',').count())
+                .sum::<usize>()
+                + 1;
+            assert_eq!(cells, n, "{args:?}: {l}");
+            rows += 1;
+        }
+        assert!(rows > 1, "{args:?}");
+    }
+    insta::assert_snapshot!(
+        "relation_csv_head",
+        ok(&["relation", "--format", "csv"])
+            .lines()
+            .take(4)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
