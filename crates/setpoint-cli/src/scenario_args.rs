@@ -9,7 +9,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args};
 use setpoint_sim::delay::DelayModel;
 use setpoint_sim::scenario::{
-    ControllerSpec, Event, Scenario, ScenarioSpec, TimedEvent, Toll, Workload,
+    death_events, ControllerSpec, Event, Scenario, ScenarioSpec, Workload,
 };
 use setpoint_sim::scenario_file;
 
@@ -91,11 +91,7 @@ impl ScenarioArgs {
         }
         if set("deaths") {
             spec.events.retain(|e| !matches!(e.event, Event::Deaths(_)));
-            spec.events.extend(w.deaths.0.iter().map(|d| TimedEvent {
-                at: d.at,
-                workload: None,
-                event: Event::Deaths(Toll::Count(d.count)),
-            }));
+            spec.events.extend(death_events(&w.deaths.0));
         }
         if set("controller") {
             spec.controller = ControllerSpec {

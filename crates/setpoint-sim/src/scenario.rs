@@ -378,15 +378,7 @@ impl Scenario {
                 desired: s.desired,
                 startup: s.startup,
             }],
-            events: s
-                .deaths
-                .iter()
-                .map(|d| TimedEvent {
-                    at: d.at,
-                    workload: None,
-                    event: Event::Deaths(Toll::Count(d.count)),
-                })
-                .collect(),
+            events: death_events(&s.deaths),
             unique_names: true,
             seed: 1,
         })
@@ -431,6 +423,18 @@ impl Scenario {
     pub fn rounds(&self) -> u64 {
         self.spec.duration / self.spec.period + 1
     }
+}
+
+/// The lesson's scripted deaths as events that strike every workload.
+pub fn death_events(deaths: &[Death]) -> Vec<TimedEvent> {
+    deaths
+        .iter()
+        .map(|d| TimedEvent {
+            at: d.at,
+            workload: None,
+            event: Event::Deaths(Toll::Count(d.count)),
+        })
+        .collect()
 }
 
 pub(crate) fn check_workload_name(name: &str) -> Result<(), ScenarioError> {

@@ -26,11 +26,9 @@ use crate::lesson::lesson_prediction;
 use crate::lesson_world::{Death, LessonSpec, LessonWorld, Limit, SettingError};
 use crate::metrics::Metrics;
 use crate::montecarlo::{monte_carlo_sequential, RUNS};
-use crate::output::{names_apply, push_spreads, Record, Value, SCHEMA};
+use crate::output::{names_apply, push_lesson_metrics, push_spreads, Record, Value, SCHEMA};
 use crate::predict::predict;
-use crate::scenario::{
-    run, ControllerSpec, Event, Scenario, ScenarioError, ScenarioSpec, TimedEvent, Toll,
-};
+use crate::scenario::{death_events, run, ControllerSpec, Scenario, ScenarioError, ScenarioSpec};
 
 /// The largest grid a sweep accepts, in cells. A cell costs well under a microsecond on the
 /// lesson's settings, so this is a few minutes of work and, as CSV, about ten gigabytes of output:
@@ -742,16 +740,7 @@ impl Grid {
         };
         spec.workloads[0].desired = cell.desired;
         spec.workloads[0].startup = cell.startup;
-        spec.events = self
-            .spec
-            .deaths
-            .iter()
-            .map(|d| TimedEvent {
-                at: d.at,
-                workload: None,
-                event: Event::Deaths(Toll::Count(d.count)),
-            })
-            .collect();
+        spec.events = death_events(&self.spec.deaths);
         Scenario::new(spec).expect("grid cells are checked against every limit")
     }
 
@@ -996,18 +985,7 @@ impl SweepRow<'_> {
         r.push("burst", self.burst);
         r.push("seed", self.seed);
         r.push("engine", self.engine);
-        let m = &self.metrics;
-        r.push("rounds", m.rounds);
-        r.push("work_per_round", m.work_per_round);
-        r.push("created", m.created);
-        r.push("unneeded", m.unneeded);
-        r.push("delete_commands", m.delete_commands);
-        r.push("deleted", m.deleted);
-        r.push("overshoot", m.overshoot);
-        r.push("stable", m.stable);
-        r.push("died", m.died);
-        r.push("peak_live", m.peak_live);
-        r.push("copy_seconds_above", m.copy_seconds_above);
+        push_lesson_metrics(&mut r, &self.metrics);
         r.push("duplicate_names", self.duplicate_names);
         r.push("absorbed_creates", self.absorbed_creates);
         r.push("lost_deletes", self.lost_deletes);
