@@ -210,3 +210,50 @@ fn relation_and_advise_print_csv_records_too() {
             .join("\n")
     );
 }
+
+#[test]
+fn experiment_takes_every_controller_and_predicts_through_the_labs_one_run() {
+    let text = ok(&[
+        "experiment",
+        "lesson",
+        "--controllers",
+        "ledger,named,expectations,gated",
+        "--delays",
+        "60",
+    ]);
+    // The lab's G = 60 row of each controller: the lesson's 24 for ledger, none for the others,
+    // as `setpoint run` computes them.
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("60 "))
+        .collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    for (row, controller) in rows
+        .iter()
+        .zip(["ledger", "named", "expectations", "gated"])
+    {
+        let v: Value = serde_json::from_str(
+            ok(&[
+                "run",
+                "-G",
+                "60",
+                "--controller",
+                controller,
+                "--format",
+                "json",
+            ])
+            .trim(),
+        )
+        .unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[6], v["overshoot"].to_string(), "{controller}: {row}");
+        assert_eq!(cells[2], v["created"].to_string(), "{controller}: {row}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_setpoint"))
+        .args(["experiment", "lesson", "--controllers", "pid"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("accepted ledger, intent, expectations, named or gated"));
+}
