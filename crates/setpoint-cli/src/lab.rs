@@ -1,31 +1,14 @@
-//! `setpoint run` beyond the lesson's world: scenario files, delay models, seeds, Monte Carlo
-//! and every controller.
+//! `setpoint run`: one scenario from flags or a file (flags override the file), on whichever
+//! engine fits; seeds, Monte Carlo, traces and every controller.
 
 use anyhow::Context;
-use clap::parser::ValueSource;
 use clap::ArgMatches;
-use serde::Serialize;
-use setpoint_sim::delay::DelayModel;
 use setpoint_sim::montecarlo::monte_carlo;
-use setpoint_sim::report;
-use setpoint_sim::scenario::{
-    ControllerSpec, Event, Scenario, ScenarioSpec, TimedEvent, Toll, Workload,
-};
-use setpoint_sim::scenario_file;
+use setpoint_sim::scenario::Scenario;
+use setpoint_sim::{output, report};
 
-use crate::args::{RunArgs, RunFormat};
-
-/// Whether `run` needs the lab: a scenario file, a lab-only flag, or a controller beyond the
-/// lesson's two. Otherwise `run` prints the lesson's table exactly as before.
-pub fn wanted(args: &RunArgs) -> bool {
-    args.scenario.is_some()
-        || args.seed.is_some()
-        || args.runs.is_some()
-        || args.delay_model.is_some()
-        || args.ttl.is_some()
-        || args.burst.is_some()
-        || !args.lesson.world.controller.is_lesson()
-}
+use crate::args::RunArgs;
+use crate::output::Format;
 
 /// Runs `setpoint run` in the lab. `matches` tells which flags the command line gave.
 pub fn run(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<String> {
@@ -35,7 +18,7 @@ pub fn run(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<String> {
         )
         .into());
     }
-    let (label, scenario) = build(args, matches)?;
+    let (label, scenario) = args.world.build(matches)?;
     let seed = scenario.spec().seed;
     match args.runs {
         None => {
@@ -79,85 +62,6 @@ fn write_trace(
     Ok(outcome)
 }
 
-/// The lab scenario that `run`'s arguments describe: the file, if one is given, with the flags
-/// typed on the command line on top; otherwise the flags alone. Returns a label for outputs too.
-pub fn build(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<(String, Scenario)> {
-    let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
-    let (label, mut spec) = match &args.scenario {
-        Some(path) => (path.display().to_string(), scenario_file::load(path)?),
-        None => (
-            "(command line)".to_owned(),
-            ScenarioSpec {
-                events: Vec::new(),
-                ..ScenarioSpec::default()
-            },
-        ),
-    };
-    // Without a file every flag counts, defaults included: they are the lesson's settings.
-    let set = |id: &str| args.scenario.is_none() || given(id);
-    let w = &args.lesson.world;
-    if set("period") {
-        spec.period = args.lesson.period;
-    }
-    if set("duration") {
-        spec.duration = w.duration;
-    }
-    if let Some(model) = &args.delay_model {
-        spec.delay = model.clone();
-    } else if set("delay") {
-        spec.delay = DelayModel::fixed_seconds(args.lesson.delay);
-    }
-    if args.scenario.is_none() {
-        spec.workloads = vec![Workload {
-            name: "collector".into(),
-            desired: w.desired,
-            startup: w.startup,
-        }];
-    } else {
-        for workload in &mut spec.workloads {
-            if given("desired") {
-                workload.desired = w.desired;
-            }
-            if given("startup") {
-                workload.startup = w.startup;
-            }
-        }
-    }
-    if set("deaths") {
-        spec.events.retain(|e| !matches!(e.event, Event::Deaths(_)));
-        spec.events.extend(w.deaths.0.iter().map(|d| TimedEvent {
-            at: d.at,
-            workload: None,
-            event: Event::Deaths(Toll::Count(d.count)),
-        }));
-    }
-    if set("controller") {
-        spec.controller = ControllerSpec {
-            kind: w.controller,
-            ..spec.controller
-        };
-    }
-    for (value, flag) in [(args.ttl, "--ttl"), (args.burst, "--burst")] {
-        if value.is_some() && spec.controller.kind != setpoint_core::ControllerKind::Expectations {
-            return Err(setpoint_sim::ScenarioError::DoesNotApply {
-                setting: flag.to_owned(),
-                controller: spec.controller.kind,
-            }
-            .into());
-        }
-    }
-    if let Some(ttl) = args.ttl {
-        spec.controller.expectations.ttl = ttl;
-    }
-    if let Some(burst) = args.burst {
-        spec.controller.expectations.burst = burst;
-    }
-    if let Some(seed) = args.seed {
-        spec.seed = seed;
-    }
-    Ok((label, Scenario::new(spec)?))
-}
-
 fn single(
     args: &RunArgs,
     label: &str,
@@ -165,15 +69,11 @@ fn single(
     outcome: &setpoint_sim::Outcome,
 ) -> anyhow::Result<String> {
     Ok(match args.format {
-        RunFormat::Table => report::outcome_table(label, scenario, outcome),
-        RunFormat::Csv => report::outcome_csv(outcome),
-        RunFormat::Json => format!(
-            "{}\n",
-            serde_json::to_string(&RunJson {
-                scenario: label,
-                setup: report::describe(scenario),
-                outcome,
-            })?
+        Format::Table => report::outcome_table(label, scenario, outcome),
+        format => output::print(
+            &output::run_records(label, scenario, outcome),
+            format.into(),
+            &[],
         ),
     })
 }
@@ -187,33 +87,11 @@ fn summary(
 ) -> anyhow::Result<String> {
     let summary = monte_carlo(scenario, seed, runs)?;
     Ok(match args.format {
-        RunFormat::Table => report::summary_table(label, scenario, &summary),
-        RunFormat::Csv => report::summary_csv(&summary),
-        RunFormat::Json => format!(
-            "{}\n",
-            serde_json::to_string(&SummaryJson {
-                scenario: label,
-                setup: report::describe(scenario),
-                summary: &summary,
-            })?
+        Format::Table => report::summary_table(label, scenario, &summary),
+        format => output::print(
+            &output::monte_carlo_records(label, scenario, &summary),
+            format.into(),
+            &[],
         ),
     })
-}
-
-/// The JSON form of one lab run.
-#[derive(Serialize)]
-struct RunJson<'a> {
-    scenario: &'a str,
-    setup: String,
-    #[serde(flatten)]
-    outcome: &'a setpoint_sim::Outcome,
-}
-
-/// The JSON form of a Monte Carlo summary.
-#[derive(Serialize)]
-struct SummaryJson<'a> {
-    scenario: &'a str,
-    setup: String,
-    #[serde(flatten)]
-    summary: &'a setpoint_sim::montecarlo::Summary,
 }

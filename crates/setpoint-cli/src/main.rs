@@ -6,11 +6,14 @@
 mod advise;
 mod args;
 mod lab;
+mod merge;
+mod output;
 mod plot;
 mod reality;
 mod relation;
 mod report;
 mod runtime;
+mod scenario_args;
 mod sweep;
 
 use std::io::{self, Write};
@@ -20,9 +23,9 @@ use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches};
 use setpoint_sim::lesson;
 use setpoint_sim::scenario::ScenarioError;
-use setpoint_sim::{simulate, simulate_traced, LessonWorld, SettingError, TraceRow};
+use setpoint_sim::SettingError;
 
-use args::{Cli, Command, LessonPart, RunArgs, RunFormat};
+use args::{Cli, Command, LessonPart};
 
 fn main() -> ExitCode {
     // The matches say which flags the command line gave, which a scenario file needs to know.
@@ -43,6 +46,8 @@ fn main() -> ExitCode {
                 || e.downcast_ref::<setpoint_sim::GridError>().is_some()
                 || e.downcast_ref::<BadInput>().is_some()
                 || e.downcast_ref::<ScenarioError>().is_some()
+                || e.downcast_ref::<setpoint_sim::merge::MergeError>()
+                    .is_some()
                 || runtime::is_bad_input(&e)
                 || matches!(
                     e.downcast_ref::<setpoint_sim::advise::AdviceError>(),
@@ -138,13 +143,12 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
             Some(LessonPart::Loop) => lesson::lesson_loop(),
             Some(LessonPart::Relation) => lesson::lesson_relation(),
         },
-        Command::Run(args) if lab::wanted(&args) => {
+        Command::Run(args) => {
             let sub = matches
                 .subcommand_matches("run")
                 .context("the run subcommand's matches")?;
             lab::run(&args, sub)?
         }
-        Command::Run(args) => run(&args)?,
         Command::Relation(args) => relation::run(&args)?,
         Command::Plot(command) => plot::run(
             &command,
@@ -155,6 +159,7 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         Command::Report(args) => report::run(&args, matches.subcommand_matches("report"))?,
         Command::Advise(args) => advise::run(&args)?,
         Command::Sweep(args) => return sweep::run(args),
+        Command::Merge(args) => merge::run(&args)?,
         Command::Runtime(cmd) => runtime::execute(cmd)?,
         Command::Reality(cmd) => reality::execute(cmd)?,
     };
@@ -163,46 +168,4 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         .and_then(|()| out.flush())
         .context("writing to stdout")?;
     Ok(())
-}
-
-/// The lesson's workload, by the name the lesson gives it.
-const LESSON_WORKLOAD: &str = "collector";
-
-/// Simulates `scenario`, writing its per-second trace to `path` as CSV.
-fn write_trace(
-    scenario: &LessonWorld,
-    path: &std::path::Path,
-) -> anyhow::Result<setpoint_sim::Metrics> {
-    let file = std::fs::File::create(path)
-        .with_context(|| format!("cannot create the trace file {}", path.display()))?;
-    let mut out = io::BufWriter::new(file);
-    let mut failed = writeln!(out, "{}", TraceRow::CSV_HEADER).err();
-    let m = simulate_traced(scenario, &mut |row| {
-        if failed.is_none() {
-            failed = writeln!(out, "{}", row.csv(LESSON_WORKLOAD)).err();
-        }
-    });
-    if let Some(e) = failed {
-        return Err(e).with_context(|| format!("writing the trace file {}", path.display()));
-    }
-    out.flush()
-        .with_context(|| format!("writing the trace file {}", path.display()))?;
-    Ok(m)
-}
-
-fn run(args: &RunArgs) -> anyhow::Result<String> {
-    let scenario = LessonWorld::new(args.lesson.spec())?;
-    let m = match &args.trace {
-        None => simulate(&scenario),
-        Some(path) => write_trace(&scenario, path)?,
-    };
-    Ok(match args.format {
-        RunFormat::Table => format!(
-            "{}\n{}\n",
-            lesson::LOOP_HEADER,
-            lesson::loop_row(args.lesson.delay, &m)
-        ),
-        RunFormat::Json => format!("{}\n", serde_json::to_string(&m)?),
-        RunFormat::Csv => format!("{}\n{}\n", setpoint_sim::Metrics::CSV_HEADER, m.csv_row()),
-    })
 }

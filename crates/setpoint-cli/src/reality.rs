@@ -15,7 +15,7 @@ use setpoint_runtime::model::{decode, workload_key, WorkloadSpec};
 use setpoint_runtime::{events, parse_duration, OpenMode, StoreUrl};
 use setpoint_sim::format::js_to_fixed2;
 use setpoint_sim::lesson::{loop_row, LOOP_HEADER};
-use setpoint_sim::{simulate, LessonSpec, LessonWorld, Metrics};
+use setpoint_sim::{LessonSpec, Metrics};
 
 use crate::BadInput;
 
@@ -277,14 +277,11 @@ fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
         .controllers
         .iter()
         .map(|c| {
-            c.parse::<ControllerKind>()
-                .ok()
-                .filter(|k| ControllerKind::LESSON.contains(k))
-                .ok_or_else(|| {
-                    BadInput(format!(
-                        "--controllers '{c}': accepted ledger or intent (the lesson's controllers)"
-                    ))
-                })
+            c.parse::<ControllerKind>().map_err(|_| {
+                BadInput(format!(
+                    "--controllers '{c}': accepted ledger, intent, expectations, named or gated"
+                ))
+            })
         })
         .collect::<Result<Vec<_>, _>>()?;
     if let Some(&g) = a.delays.iter().find(|&&g| g > 3600) {
@@ -358,8 +355,8 @@ fn lesson_table(cfg: &RealLesson, cells: Option<&[CellOutcome]>) -> String {
         let lead = if cells.is_some() { "      " } else { "" };
         let _ = writeln!(out, "{lead}{LOOP_HEADER}");
         for &g in &cfg.delays {
-            let lab =
-                simulate(&LessonWorld::new(experiment::lesson_spec(g, controller)).expect("valid"));
+            let lab = experiment::lab_metrics(&experiment::lesson_spec(g, controller))
+                .expect("the lesson's world is valid for every controller");
             let Some(cells) = cells else {
                 let _ = writeln!(out, "{}", loop_row(g, &lab));
                 continue;
@@ -379,14 +376,12 @@ fn lesson_table(cfg: &RealLesson, cells: Option<&[CellOutcome]>) -> String {
                 differences(real, &lab)
             );
             let (gd, bd) = calibrated(cell);
-            let fitted = simulate(
-                &LessonWorld::new(LessonSpec {
-                    delay: gd,
-                    startup: bd,
-                    ..experiment::lesson_spec(g, controller)
-                })
-                .expect("valid"),
-            );
+            let fitted = experiment::lab_metrics(&LessonSpec {
+                delay: gd,
+                startup: bd,
+                ..experiment::lesson_spec(g, controller)
+            })
+            .expect("calibrated delays stay in range");
             let _ = writeln!(
                 out,
                 "lab+d {}{}   (G = {gd}, B = {bd})",

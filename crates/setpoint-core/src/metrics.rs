@@ -17,7 +17,7 @@ use crate::Time;
 /// The lesson's metrics for one run, plus three that the lesson does not print.
 ///
 /// The first eight fields, in this order, are the keys of `setpoint run --format json`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct Metrics {
     /// Rounds the loop ran: one at every multiple of the period in `0..=duration`.
     pub rounds: u64,

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use setpoint_core::ControllerKind;
-use setpoint_sim::{simulate, LessonSpec, LessonWorld, Metrics};
+use setpoint_sim::{run, LessonSpec, Metrics, Scenario};
 
 use setpoint_runtime::agent::{read_all_node_states, run_agent, AgentConfig};
 use setpoint_runtime::controller::{run_controller, ControllerConfig};
@@ -201,6 +201,15 @@ pub fn lesson_spec(delay: u64, controller: ControllerKind) -> LessonSpec {
     }
 }
 
+/// What the lab computes for a cell's world, for any controller, through the lab's one entry
+/// point ([`setpoint_sim::run`]): the fast engine for `ledger` and `intent`, the general engine
+/// for the others.
+pub fn lab_metrics(world: &LessonSpec) -> Result<Metrics, ExperimentError> {
+    let bad = |e: setpoint_sim::ScenarioError| ExperimentError::BadInput(e.to_string());
+    let scenario = Scenario::from_lesson_spec(world).map_err(bad)?;
+    Ok(run(&scenario, 1).map_err(bad)?.workloads[0].metrics)
+}
+
 /// Runs one cell on real processes and measures it.
 pub async fn run_cell(
     cfg: &RealLesson,
@@ -277,9 +286,7 @@ pub async fn run_cell(
     Ok(CellOutcome {
         delay,
         controller,
-        simulated: simulate(
-            &LessonWorld::new(world).map_err(|e| ExperimentError::BadInput(e.to_string()))?,
-        ),
+        simulated: lab_metrics(&world)?,
         measured,
         killed,
         kill_late_ms,

@@ -34,11 +34,14 @@
 //! - [`world`]: the general engine.
 //! - [`montecarlo`]: one scenario over many seeds: mean, p50, p95 and max of every metric.
 //! - [`sweep`]: grids of scenarios ([`Grid`]), run in parallel and reported in cell order.
+//! - [`merge`]: the outputs of a sharded sweep joined into the whole sweep's bytes.
 //! - [`lesson`]: the lesson's tables, byte for byte, and the relation scan.
 //! - [`predict`]: [`predict::predict`], the exact overshoot predictor and closed forms.
 //! - [`boundary`]: where the lesson's relation holds and fails, region by region.
 //! - [`advise`]: the advisor: a loop period and a controller for a delay and a startup time.
-//! - [`report`]: the text and CSV forms of runs and summaries.
+//! - [`output`]: the one output schema (`docs/output.md`): flat [`output::Record`]s of runs,
+//!   Monte Carlo summaries and sweep rows, as JSON lines, CSV or a table.
+//! - [`report`]: the one-line description of a scenario, and the text of a summary.
 //! - [`format`]: JavaScript-compatible number formatting for the lesson's tables.
 //!
 //! # Example
@@ -64,7 +67,9 @@ pub mod engine;
 pub mod format;
 pub mod lesson;
 pub mod lesson_world;
+pub mod merge;
 pub mod montecarlo;
+pub mod output;
 pub mod predict;
 pub mod report;
 pub mod scenario;

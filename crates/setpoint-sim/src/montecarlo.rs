@@ -90,6 +90,8 @@ pub struct WorkloadSpread {
     pub workload: String,
     /// Runs in which the workload never became stable.
     pub never_stable: u64,
+    /// The fraction of runs with any overshoot (`overshoot > 0`), from 0 to 1.
+    pub p_overshoot: f64,
     /// Every metric of [`METRICS`], in order.
     pub metrics: Vec<MetricSpread>,
 }
@@ -103,6 +105,8 @@ pub struct Summary {
     pub first_seed: u64,
     /// Whether the runs drew random numbers at all; when not, every run is the same.
     pub random: bool,
+    /// Which engine ran them (the same for every seed of one scenario).
+    pub engine: &'static str,
     /// One entry per workload, in the scenario's order.
     pub workloads: Vec<WorkloadSpread>,
 }
@@ -118,6 +122,27 @@ pub fn monte_carlo(
         .into_par_iter()
         .map(|i| run(scenario, first_seed.wrapping_add(i)))
         .collect::<Result<_, _>>()?;
+    Ok(summarize(scenario, first_seed, &outcomes))
+}
+
+/// [`monte_carlo`] on the calling thread: for callers that already run many scenarios in
+/// parallel (a sweep's cells), where nesting parallel loops would only add overhead. The same
+/// numbers as [`monte_carlo`].
+pub fn monte_carlo_sequential(
+    scenario: &Scenario,
+    first_seed: u64,
+    runs: u64,
+) -> Result<Summary, ScenarioError> {
+    RUNS.check(runs)?;
+    let outcomes: Vec<Outcome> = (0..runs)
+        .map(|i| run(scenario, first_seed.wrapping_add(i)))
+        .collect::<Result<_, _>>()?;
+    Ok(summarize(scenario, first_seed, &outcomes))
+}
+
+/// The summary of `outcomes`, the runs of `scenario` from `first_seed` on, in seed order.
+fn summarize(scenario: &Scenario, first_seed: u64, outcomes: &[Outcome]) -> Summary {
+    let runs = outcomes.len() as u64;
     let workloads = scenario
         .spec()
         .workloads
@@ -129,6 +154,11 @@ pub fn monte_carlo(
                 .iter()
                 .filter(|o| o.workloads[w].metrics.stable.is_none())
                 .count() as u64,
+            p_overshoot: outcomes
+                .iter()
+                .filter(|o| o.workloads[w].metrics.overshoot > 0)
+                .count() as f64
+                / runs as f64,
             metrics: METRICS
                 .iter()
                 .map(|(metric, get)| {
@@ -144,12 +174,13 @@ pub fn monte_carlo(
                 .collect(),
         })
         .collect();
-    Ok(Summary {
+    Summary {
         runs,
         first_seed,
         random: scenario.spec().delay.is_random(),
+        engine: outcomes[0].engine,
         workloads,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -13,13 +13,17 @@
 //! - [`netns`]: agents and etcd members on separate hosts (network namespaces): partitions,
 //!   quorum loss, a paused leader.
 //! - [`store`]: `--store URL` on every runtime command; the runtime on etcd.
+//! - [`output`]: the one output schema, pinned by snapshots.
+//! - [`distributed`]: sharded sweeps merged back, as a Kubernetes Indexed Job and a Slurm array.
 //! - [`trust`]: crash-loop backoff, clean shutdown through a closed pipe, idle reasons, refused
 //!   settings (issue 11).
 
 mod cluster;
+mod distributed;
 mod hardening;
 mod lesson;
 mod netns;
+mod output;
 mod reality;
 mod runtime;
 mod scenarios;
