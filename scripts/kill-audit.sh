@@ -39,9 +39,9 @@ MARK_PREFIX="SETPOINT_AGENT=$DATA/nodes/"
 
 declare -A PID ARGS
 PARTS=(c1 c2 n1 n2 n3)
-ARGS[c1]="controller --lease-ttl 1s --node-timeout 3s"
-ARGS[c2]="controller --lease-ttl 1s --node-timeout 3s"
-for n in n1 n2 n3; do ARGS[$n]="agent --node $n --report-every 100ms"; done
+ARGS[c1]="controller --lease-ttl 1s"
+ARGS[c2]="controller --lease-ttl 1s"
+for n in n1 n2 n3; do ARGS[$n]="agent --node $n --report-every 100ms --node-timeout 3s"; done
 
 start() {
     # shellcheck disable=SC2086
@@ -95,7 +95,7 @@ sample() {
     fi
 }
 
-get() { "$BIN" get --data-dir "$DATA" --format json --node-timeout 3s; }
+get() { "$BIN" get --data-dir "$DATA" --format json; }
 
 converged() {
     get | jq -e '[.workloads[] | select(.live == .desired and .on_ledger == .desired

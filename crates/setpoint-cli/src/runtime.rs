@@ -660,6 +660,18 @@ fn up(a: &UpArgs) -> anyhow::Result<String> {
         else {
             return Ok(());
         };
+        // The parts stop on the user's signal, and also when one of them fails (a refused node
+        // name, a lost store), so that `up` never runs on with a part missing.
+        let (stop_all, parts) = setpoint_runtime::shutdown_pair();
+        let stop_all = Arc::new(stop_all);
+        {
+            let (stop_all, mut outer) = (Arc::clone(&stop_all), shutdown.clone());
+            tokio::spawn(async move {
+                outer.wait().await;
+                stop_all.fire();
+            });
+        }
+        let shutdown = parts;
         let mut tasks = tokio::task::JoinSet::new();
         for cfg in agents {
             let (store, shutdown) = (Arc::clone(&store), shutdown.clone());
@@ -680,6 +692,7 @@ fn up(a: &UpArgs) -> anyhow::Result<String> {
         while let Some(done) = tasks.join_next().await {
             if let Err(e) = done.map_err(anyhow::Error::from).and_then(|r| r) {
                 first.get_or_insert(e);
+                stop_all.fire();
             }
         }
         first.map_or(Ok(()), Err)

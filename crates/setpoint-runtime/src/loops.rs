@@ -445,8 +445,6 @@ mod tests {
         store
             .commit(&Txn::new().put(workload_key("w"), encode(&w)))
             .unwrap();
-        // Node `a` is live: its agent holds the node lease.
-        crate::node::fake_node(store, "a").unwrap();
     }
 
     /// Node `a` reports copy `n` exited `after_ms` after it started, ready or not.
@@ -479,7 +477,11 @@ mod tests {
     }
 
     /// Node `a` reports `copies`, now.
+    /// Node `a` reports, and is live: its agent holds the node lease.
     fn put_report(store: &dyn Store, copies: Vec<CopyReport>) {
+        if store.get(&crate::node::node_key("a")).unwrap().is_none() {
+            crate::node::fake_node(store, "a").unwrap();
+        }
         let now = store.now_ms();
         let r = NodeReport {
             node: "a".into(),

@@ -230,11 +230,16 @@ fn which(name: &str) -> Result<std::path::PathBuf, ()> {
 fn a_foreign_process_with_the_agents_mark_is_never_adopted_and_the_real_copy_starts() {
     let mut c = Cluster::new();
     c.nodes.push("a".into());
-    let agent = ["agent", "--node", "a", "--report-every", "50ms"];
-    c.start(
-        "controller",
-        &["controller", "--lease-ttl", "1s", "--node-timeout", "60s"],
-    );
+    let agent = [
+        "agent",
+        "--node",
+        "a",
+        "--report-every",
+        "50ms",
+        "--node-timeout",
+        "60s",
+    ];
+    c.start("controller", &["controller", "--lease-ttl", "1s"]);
     c.start("agent", &agent);
     c.until("node a reports", |c| {
         c.status()["nodes"].as_array().is_some_and(|n| n.len() == 1)
