@@ -301,25 +301,26 @@ impl Agent {
     }
 
     fn start(&mut self, a: Assignment, incarnation: Revision, now: u64) {
+        let mut record = CopyRecord {
+            assignment: a,
+            incarnation,
+            pid: 0,
+            start_ticks: 0,
+            started_ms: now,
+            phase: Phase::Starting,
+            ready_ms: None,
+            exited_ms: None,
+            exit: None,
+            stopping: false,
+        };
         if self.cfg.simulate_copies {
-            let record = CopyRecord {
-                assignment: a,
-                incarnation,
-                pid: 0,
-                start_ticks: 0,
-                started_ms: now,
-                phase: Phase::Starting,
-                ready_ms: None,
-                exited_ms: None,
-                exit: None,
-                stopping: false,
-            };
             self.log_event(CopyEventKind::Start, &record, now);
             self.copies
                 .insert(record.assignment.copy.clone(), Local::new(record, None));
             self.dirty = true;
             return;
         }
+        let a = &record.assignment;
         let log_path = self
             .cfg
             .state_dir
@@ -333,18 +334,6 @@ impl Agent {
             agent_mark: &self.mark,
             log: &log_path,
         });
-        let mut record = CopyRecord {
-            assignment: a,
-            incarnation,
-            pid: 0,
-            start_ticks: 0,
-            started_ms: now,
-            phase: Phase::Starting,
-            ready_ms: None,
-            exited_ms: None,
-            exit: None,
-            stopping: false,
-        };
         // A tick that starts many copies takes a while: each records when it really started.
         let now = crate::store::wall_ms().max(now);
         record.started_ms = now;

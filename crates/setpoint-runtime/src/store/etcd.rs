@@ -682,9 +682,22 @@ mod tests {
         assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
         cluster.restart(1).unwrap();
         cluster.wait_for_leader(Duration::from_secs(20)).unwrap();
-        // Nothing was half-written, and the write that failed did not land.
+        // The refused write may still land once quorum returns (the surviving leader may have
+        // put it in its log): `Unavailable` is for the answer, not the request. It lands whole
+        // or not at all, and a redo of the same compare-and-set is then a conflict, never a
+        // second write.
         let e = s.get("/k").unwrap().unwrap();
-        assert_eq!((e.value.as_str(), e.mod_revision), ("2", r2));
+        let landed = match (e.value.as_str(), e.mod_revision) {
+            ("2", rev) if rev == r2 => false,
+            ("3", rev) if rev > r2 => true,
+            other => panic!("neither before nor after the refused write: {other:?}"),
+        };
+        let redo = s.commit(&Txn::new().expect("/k", r2).put("/k", "3"));
+        assert_eq!(redo.is_err(), landed, "{redo:?}");
+        if landed {
+            assert!(redo.unwrap_err().is_conflict());
+        }
+        assert_eq!(s.get("/k").unwrap().unwrap().value, "3");
     }
 
     #[test]
