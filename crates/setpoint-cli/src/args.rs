@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use setpoint_core::ControllerKind;
 use setpoint_sim::delay::{parse_delay_model, DelayModel};
-use setpoint_sim::lab::{BURST, TTL};
 use setpoint_sim::montecarlo::RUNS;
-use setpoint_sim::{parse_deaths, Death, Limit, ScenarioSpec};
+use setpoint_sim::scenario::{BURST, TTL};
+use setpoint_sim::{parse_deaths, Death, LessonSpec, Limit};
 
 /// setpoint: a lab for reconciliation loops that converge without overshoot.
 #[derive(Debug, Parser)]
@@ -111,7 +111,7 @@ pub struct LessonArgs {
 
 impl LessonArgs {
     /// The raw scenario these flags describe.
-    pub fn spec(&self) -> ScenarioSpec {
+    pub fn spec(&self) -> LessonSpec {
         self.world.spec(self.delay, self.period)
     }
 }
@@ -160,8 +160,8 @@ pub struct DeathList(pub Vec<Death>);
 
 impl WorldArgs {
     /// The raw scenario with the given delay and period.
-    pub fn spec(&self, delay: u64, period: u64) -> ScenarioSpec {
-        ScenarioSpec {
+    pub fn spec(&self, delay: u64, period: u64) -> LessonSpec {
+        LessonSpec {
             desired: self.desired,
             period,
             delay,

@@ -6,11 +6,11 @@ use clap::parser::ValueSource;
 use clap::ArgMatches;
 use serde::Serialize;
 use setpoint_sim::delay::DelayModel;
-use setpoint_sim::lab::{
-    self, ControllerSpec, Event, LabScenario, LabSpec, TimedEvent, Toll, Workload,
-};
 use setpoint_sim::montecarlo::monte_carlo;
 use setpoint_sim::report;
+use setpoint_sim::scenario::{
+    ControllerSpec, Event, Scenario, ScenarioSpec, TimedEvent, Toll, Workload,
+};
 use setpoint_sim::scenario_file;
 
 use crate::args::{RunArgs, RunFormat};
@@ -40,7 +40,7 @@ pub fn run(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<String> {
     match args.runs {
         None => {
             let outcome = match &args.trace {
-                None => lab::run(&scenario, seed)?,
+                None => setpoint_sim::run(&scenario, seed)?,
                 Some(path) => write_trace(&scenario, seed, path)?,
             };
             single(args, &label, &scenario, &outcome)
@@ -51,10 +51,10 @@ pub fn run(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<String> {
 
 /// Runs one seed of `scenario`, writing every workload's seconds to `path` as CSV.
 fn write_trace(
-    scenario: &LabScenario,
+    scenario: &Scenario,
     seed: u64,
     path: &std::path::Path,
-) -> anyhow::Result<lab::LabOutcome> {
+) -> anyhow::Result<setpoint_sim::Outcome> {
     use std::io::Write;
     let file = std::fs::File::create(path)
         .with_context(|| format!("cannot create the trace file {}", path.display()))?;
@@ -66,7 +66,7 @@ fn write_trace(
         .map(|w| w.name.as_str())
         .collect();
     let mut failed = writeln!(out, "{}", setpoint_sim::TraceRow::CSV_HEADER).err();
-    let outcome = lab::run_traced(scenario, seed, &mut |w, row| {
+    let outcome = setpoint_sim::run_traced(scenario, seed, &mut |w, row| {
         if failed.is_none() {
             failed = writeln!(out, "{}", row.csv(names[w])).err();
         }
@@ -81,15 +81,15 @@ fn write_trace(
 
 /// The lab scenario that `run`'s arguments describe: the file, if one is given, with the flags
 /// typed on the command line on top; otherwise the flags alone. Returns a label for outputs too.
-pub fn build(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<(String, LabScenario)> {
+pub fn build(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<(String, Scenario)> {
     let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
     let (label, mut spec) = match &args.scenario {
         Some(path) => (path.display().to_string(), scenario_file::load(path)?),
         None => (
             "(command line)".to_owned(),
-            LabSpec {
+            ScenarioSpec {
                 events: Vec::new(),
-                ..LabSpec::default()
+                ..ScenarioSpec::default()
             },
         ),
     };
@@ -139,7 +139,7 @@ pub fn build(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<(String, La
     }
     for (value, flag) in [(args.ttl, "--ttl"), (args.burst, "--burst")] {
         if value.is_some() && spec.controller.kind != setpoint_core::ControllerKind::Expectations {
-            return Err(lab::LabError::DoesNotApply {
+            return Err(setpoint_sim::ScenarioError::DoesNotApply {
                 setting: flag.to_owned(),
                 controller: spec.controller.kind,
             }
@@ -155,14 +155,14 @@ pub fn build(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<(String, La
     if let Some(seed) = args.seed {
         spec.seed = seed;
     }
-    Ok((label, LabScenario::new(spec)?))
+    Ok((label, Scenario::new(spec)?))
 }
 
 fn single(
     args: &RunArgs,
     label: &str,
-    scenario: &LabScenario,
-    outcome: &lab::LabOutcome,
+    scenario: &Scenario,
+    outcome: &setpoint_sim::Outcome,
 ) -> anyhow::Result<String> {
     Ok(match args.format {
         RunFormat::Table => report::outcome_table(label, scenario, outcome),
@@ -181,7 +181,7 @@ fn single(
 fn summary(
     args: &RunArgs,
     label: &str,
-    scenario: &LabScenario,
+    scenario: &Scenario,
     runs: u64,
     seed: u64,
 ) -> anyhow::Result<String> {
@@ -206,7 +206,7 @@ struct RunJson<'a> {
     scenario: &'a str,
     setup: String,
     #[serde(flatten)]
-    outcome: &'a lab::LabOutcome,
+    outcome: &'a setpoint_sim::Outcome,
 }
 
 /// The JSON form of a Monte Carlo summary.

@@ -18,9 +18,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches};
-use setpoint_sim::lab::LabError;
 use setpoint_sim::lesson;
-use setpoint_sim::{simulate, simulate_traced, Scenario, ScenarioError, TraceRow};
+use setpoint_sim::scenario::ScenarioError;
+use setpoint_sim::{simulate, simulate_traced, LessonWorld, SettingError, TraceRow};
 
 use args::{Cli, Command, LessonPart, RunArgs, RunFormat};
 
@@ -39,10 +39,10 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<ScenarioError>().is_some()
+            if e.downcast_ref::<SettingError>().is_some()
                 || e.downcast_ref::<setpoint_sim::GridError>().is_some()
                 || e.downcast_ref::<BadInput>().is_some()
-                || e.downcast_ref::<LabError>().is_some()
+                || e.downcast_ref::<ScenarioError>().is_some()
                 || runtime::is_bad_input(&e)
                 || matches!(
                     e.downcast_ref::<setpoint_sim::advise::AdviceError>(),
@@ -170,7 +170,7 @@ const LESSON_WORKLOAD: &str = "collector";
 
 /// Simulates `scenario`, writing its per-second trace to `path` as CSV.
 fn write_trace(
-    scenario: &Scenario,
+    scenario: &LessonWorld,
     path: &std::path::Path,
 ) -> anyhow::Result<setpoint_sim::Metrics> {
     let file = std::fs::File::create(path)
@@ -191,7 +191,7 @@ fn write_trace(
 }
 
 fn run(args: &RunArgs) -> anyhow::Result<String> {
-    let scenario = Scenario::new(args.lesson.spec())?;
+    let scenario = LessonWorld::new(args.lesson.spec())?;
     let m = match &args.trace {
         None => simulate(&scenario),
         Some(path) => write_trace(&scenario, path)?,

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use setpoint_plot::{heatmap_svg, timeline_svg, Heatmap, Marker, Timeline};
-use setpoint_sim::lab::{self, Event, LabScenario, Toll};
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
+use setpoint_sim::scenario::{Event, Scenario, Toll};
 use setpoint_sim::scenario_file;
-use setpoint_sim::{simulate_traced, Axis, Scenario, ScenarioSpec};
+use setpoint_sim::{simulate_traced, Axis, LessonSpec, LessonWorld};
 
 use crate::args::{LessonArgs, WorldArgs};
 use crate::sweep::{delay_axis, period_axis};
@@ -89,7 +89,7 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
                         )
                         .into());
                     }
-                    timeline_of(&Scenario::new(a.lesson.spec())?)?
+                    timeline_of(&LessonWorld::new(a.lesson.spec())?)?
                 }
             };
             write(&a.output, &svg)?;
@@ -111,7 +111,7 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
 }
 
 /// The timeline SVG of one scenario.
-pub fn timeline_of(scenario: &Scenario) -> anyhow::Result<String> {
+pub fn timeline_of(scenario: &LessonWorld) -> anyhow::Result<String> {
     let s = scenario.spec();
     let mut rows = Vec::new();
     let m = simulate_traced(scenario, &mut |r| rows.push(*r));
@@ -140,12 +140,12 @@ pub fn timeline_of(scenario: &Scenario) -> anyhow::Result<String> {
 }
 
 /// Loads a scenario file, with `seed` (if given) in place of the file's.
-pub fn load_lab(path: &Path, seed: Option<u64>) -> anyhow::Result<(LabScenario, u64)> {
+pub fn load_lab(path: &Path, seed: Option<u64>) -> anyhow::Result<(Scenario, u64)> {
     let mut spec = scenario_file::load(path)?;
     if let Some(seed) = seed {
         spec.seed = seed;
     }
-    let scenario = LabScenario::new(spec)?;
+    let scenario = Scenario::new(spec)?;
     let seed = scenario.spec().seed;
     Ok((scenario, seed))
 }
@@ -186,12 +186,15 @@ fn event_label(e: &Event) -> String {
         Event::Restart => "restart".to_owned(),
         Event::Stale { seconds } => format!("stale {seconds} s"),
         Event::LoseDeletes { count } => format!("lose {count} deletes"),
+        Event::CrashLoop { after, starts, .. } => {
+            format!("{starts} starts end after {after} s")
+        }
     }
 }
 
 /// The timeline SVG of one workload of a lab scenario, run with `seed`.
 pub fn timeline_of_lab(
-    scenario: &LabScenario,
+    scenario: &Scenario,
     label: &str,
     workload: Option<&str>,
     seed: u64,
@@ -216,7 +219,7 @@ pub fn timeline_of_lab(
     };
     let name = &spec.workloads[index].name;
     let mut rows = Vec::new();
-    let outcome = lab::run_traced(scenario, seed, &mut |w, r| {
+    let outcome = setpoint_sim::run_traced(scenario, seed, &mut |w, r| {
         if w == index {
             rows.push(*r);
         }
@@ -253,7 +256,7 @@ pub fn timeline_of_lab(
 }
 
 /// The heatmap SVG of a grid on `base` (its delay and period are ignored).
-pub fn heatmap_of(base: &ScenarioSpec, delays: &Axis, periods: &Axis) -> anyhow::Result<String> {
+pub fn heatmap_of(base: &LessonSpec, delays: &Axis, periods: &Axis) -> anyhow::Result<String> {
     let grid = RelationGrid {
         base: base.clone(),
         delays: delays.values().collect(),

@@ -9,13 +9,13 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use setpoint_core::ControllerKind;
-use setpoint_runtime::experiment::{self, CellOutcome, ExperimentError, RealLesson};
+use setpoint_reality::experiment::{self, CellOutcome, ExperimentError, RealLesson};
 use setpoint_runtime::measure::{self, Measurement, Spread, WindowSpec};
 use setpoint_runtime::model::{decode, workload_key, WorkloadSpec};
 use setpoint_runtime::{events, parse_duration, OpenMode, StoreUrl};
 use setpoint_sim::format::js_to_fixed2;
 use setpoint_sim::lesson::{loop_row, LOOP_HEADER};
-use setpoint_sim::{simulate, Metrics, Scenario, ScenarioSpec};
+use setpoint_sim::{simulate, LessonSpec, LessonWorld, Metrics};
 
 use crate::BadInput;
 
@@ -134,13 +134,26 @@ fn measure_cmd(a: &MeasureArgs) -> anyhow::Result<String> {
         .store
         .clone()
         .unwrap_or_else(|| StoreUrl::sqlite(&a.data_dir));
-    let store = url.open(OpenMode::Existing)?;
+    let store = url.open(OpenMode::ReadOnly)?;
     let store = &*store;
     let now_ms = store.now_ms();
     let since_ms = match &a.since {
         None => None,
         Some(t) => Some(parse_since(t, now_ms)?),
     };
+    if let Some(since) = since_ms {
+        let kept_from_ms = setpoint_runtime::retention::kept_from(store)?;
+        if since < kept_from_ms {
+            return Err(BadInput(
+                measure::MeasureError::Compacted {
+                    since_ms: since,
+                    kept_from_ms,
+                }
+                .to_string(),
+            )
+            .into());
+        }
+    }
     let names = match &a.workload {
         Some(w) => vec![w.clone()],
         None => events::logged_workloads(store)?,
@@ -164,9 +177,9 @@ fn measure_cmd(a: &MeasureArgs) -> anyhow::Result<String> {
                 return Err(BadInput(e.to_string()).into())
             }
             Err(measure::MeasureError::NoEvents(_)) => {}
-            Err(e @ measure::MeasureError::EmptyWindow) => {
-                return Err(BadInput(e.to_string()).into())
-            }
+            Err(
+                e @ (measure::MeasureError::EmptyWindow | measure::MeasureError::Compacted { .. }),
+            ) => return Err(BadInput(e.to_string()).into()),
             Err(e) => return Err(e.into()),
         }
     }
@@ -224,6 +237,13 @@ fn measure_table(all: &[Measurement]) -> String {
             x.peak_live,
             x.copy_seconds_above
         );
+        if m.restarts > 0 {
+            let _ = writeln!(
+                t,
+                "restarts {}: creations that replaced a failed start (not counted as died or unneeded)",
+                m.restarts
+            );
+        }
         t.push_str(&jitter_lines(m));
         t.push('\n');
     }
@@ -339,7 +359,7 @@ fn lesson_table(cfg: &RealLesson, cells: Option<&[CellOutcome]>) -> String {
         let _ = writeln!(out, "{lead}{LOOP_HEADER}");
         for &g in &cfg.delays {
             let lab =
-                simulate(&Scenario::new(experiment::lesson_spec(g, controller)).expect("valid"));
+                simulate(&LessonWorld::new(experiment::lesson_spec(g, controller)).expect("valid"));
             let Some(cells) = cells else {
                 let _ = writeln!(out, "{}", loop_row(g, &lab));
                 continue;
@@ -360,7 +380,7 @@ fn lesson_table(cfg: &RealLesson, cells: Option<&[CellOutcome]>) -> String {
             );
             let (gd, bd) = calibrated(cell);
             let fitted = simulate(
-                &Scenario::new(ScenarioSpec {
+                &LessonWorld::new(LessonSpec {
                     delay: gd,
                     startup: bd,
                     ..experiment::lesson_spec(g, controller)

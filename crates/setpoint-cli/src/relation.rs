@@ -5,7 +5,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use setpoint_sim::boundary::{scan_grid, BoundaryReport};
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
-use setpoint_sim::{parse_deaths, Axis, Death, Grid, GridSpec, Limit, ScenarioSpec};
+use setpoint_sim::{parse_deaths, Axis, Death, Grid, GridSpec, LessonSpec, Limit};
 
 use crate::sweep::{
     axis, controllers, delay_axis, desired_axis, period_axis, progress_bar, startup_axis,
@@ -115,13 +115,13 @@ pub fn run(args: &RelationArgs) -> anyhow::Result<String> {
     if args.boundary {
         return boundary(args);
     }
-    let base = ScenarioSpec {
+    let base = LessonSpec {
         desired: one_value("--desired", &args.desired)?,
         startup: one_value("--startup", &args.startup)?,
         duration: one_value("--duration", &args.duration)?,
         deaths: one("--deaths", &args.deaths.0)?,
         controller: one("--controller", &args.controller.0)?,
-        ..ScenarioSpec::default()
+        ..LessonSpec::default()
     };
     let grid = RelationGrid {
         base: base.clone(),
@@ -133,7 +133,7 @@ pub fn run(args: &RelationArgs) -> anyhow::Result<String> {
         .cells
         .iter()
         .filter(|c| {
-            let spec = ScenarioSpec {
+            let spec = LessonSpec {
                 delay: c.delay,
                 period: c.period,
                 ..base.clone()

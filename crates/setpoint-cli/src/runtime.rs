@@ -9,10 +9,14 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use setpoint_runtime::ops::{self, OpError};
+use setpoint_runtime::remote;
 use setpoint_runtime::{
     format_duration, parse_duration, run_agent, run_controller, shutdown_pair, AgentConfig,
     ControllerConfig, OpenMode, SpecError, Store, StoreUrl,
 };
+
+/// How long `kill` waits for the agents to carry its requests out.
+const KILL_WAIT: Duration = Duration::from_secs(10);
 
 /// The runtime's subcommands.
 #[derive(Debug, Subcommand)]
@@ -29,10 +33,29 @@ pub enum RuntimeCommand {
     Get(GetArgs),
     /// Remove a workload's declaration; its copies are stopped.
     Delete(DeleteArgs),
-    /// Kill COUNT running copies of a workload with SIGKILL, oldest first (fault injection).
+    /// Kill COUNT running copies of a workload with SIGKILL, oldest first (fault injection):
+    /// the request goes through the store to the agent that runs each copy, on any machine.
     Kill(KillArgs),
     /// Show the leader, the nodes and the time since each node last reported.
     Status(StatusArgs),
+    /// Print a copy's output (standard output and error), from `{data-dir}/nodes/logs/`.
+    Logs(LogsArgs),
+}
+
+/// `setpoint logs`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The copy, as `setpoint get` names it (`web-3`).
+    #[arg(value_name = "COPY")]
+    copy: String,
+    /// Only the last N lines.
+    #[arg(long, value_name = "N")]
+    tail: Option<usize>,
+    /// Keep printing what the copy writes, until it ends (or Ctrl-C).
+    #[arg(short = 'f', long)]
+    follow: bool,
 }
 
 /// Where the store lives.
@@ -67,6 +90,12 @@ impl StoreArgs {
         Ok(self.url().open(OpenMode::Existing)?)
     }
 
+    /// Opens the existing store for a command that only reads (`get`, `status`): it writes
+    /// nothing, so a user who may read the store but not write it can run it.
+    fn open_read_only(&self) -> anyhow::Result<Arc<dyn Store>> {
+        Ok(self.url().open(OpenMode::ReadOnly)?)
+    }
+
     fn state_dir(&self) -> PathBuf {
         self.data_dir.join("nodes")
     }
@@ -78,12 +107,13 @@ pub struct ControllerFlags {
     /// The leader lease's time to live: a dead leader is replaced within it.
     #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = duration)]
     pub lease_ttl: Duration,
-    /// A node silent for this long is lost: its copies leave the ledger.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
-    pub node_timeout: Duration,
     /// Also run a workload's pass as soon as its declaration changes, not only every period.
     #[arg(long)]
     pub wake_on_change: bool,
+    /// Events older than this are removed from the event log (`measure` cannot look further
+    /// back).
+    #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = positive_duration)]
+    pub event_retention: Duration,
 }
 
 impl ControllerFlags {
@@ -96,8 +126,8 @@ impl ControllerFlags {
         }
         let mut c = ControllerConfig::new(setpoint_runtime::default_holder());
         c.lease_ttl = self.lease_ttl;
-        c.node_timeout = self.node_timeout;
         c.wake_on_change = self.wake_on_change;
+        c.event_retention = self.event_retention;
         c.poll = (self.lease_ttl / 10).min(Duration::from_millis(100));
         Ok(c)
     }
@@ -116,6 +146,17 @@ pub struct AgentFlags {
     /// How often the agent reads its assignments.
     #[arg(long, default_value = "100ms", value_name = "DURATION", value_parser = positive_duration)]
     pub sync_every: Duration,
+    /// A copy's log (`{data-dir}/nodes/logs/COPY.log`) rotates to `COPY.log.1` past this size:
+    /// bytes, or with a unit KiB, MiB, GiB.
+    #[arg(long, default_value = "10MiB", value_name = "SIZE", value_parser = size)]
+    pub log_max_size: u64,
+    /// The log of a copy that ended is removed this long after its last line.
+    #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = positive_duration)]
+    pub log_retention: Duration,
+    /// The node lease's time to live: an agent that cannot renew its lease for this long is
+    /// lost, its copies are replaced elsewhere, and it stops them itself before then.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
+    pub node_timeout: Duration,
     /// Benchmarks only: report copies without starting processes (a simulated copy is ready
     /// after its startup time and ends only when stopped). Real processes are the default.
     #[arg(long)]
@@ -128,8 +169,21 @@ impl AgentFlags {
         c.report_every = self.report_every;
         c.report_delay = self.report_delay;
         c.sync_every = self.sync_every;
+        c.log_max_bytes = self.log_max_size;
+        c.log_retention = self.log_retention;
+        c.lease_ttl = self.node_timeout;
         c.simulate_copies = self.simulate_copies;
         c
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        if self.node_timeout < Duration::from_millis(200) {
+            anyhow::bail!(BadInput(format!(
+                "--node-timeout {} is too short: accepted at least 200ms",
+                format_duration(self.node_timeout)
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -176,6 +230,9 @@ pub struct ApplyArgs {
     /// The workloads file (TOML, `[[workload]]` tables).
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     file: PathBuf,
+    /// Say what would change (copies, a rolling update, settings) and write nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 /// Output formats of `get` and `status`.
@@ -198,9 +255,6 @@ pub struct GetArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
-    /// A node silent for this long is lost: its copies are not on the ledger.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
-    node_timeout: Duration,
 }
 
 /// `setpoint delete`.
@@ -234,9 +288,6 @@ pub struct StatusArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
-    /// A node silent for this long is shown as lost.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
-    node_timeout: Duration,
 }
 
 /// An input the user can fix: exit code 2.
@@ -251,8 +302,15 @@ pub fn is_bad_input(e: &anyhow::Error) -> bool {
             || c.is::<SpecError>()
             || c.downcast_ref::<setpoint_runtime::store::OpenError>()
                 .is_some_and(|o| o.is_bad_input())
+            || c.downcast_ref::<setpoint_runtime::StoreError>()
+                .is_some_and(|s| matches!(s, setpoint_runtime::StoreError::Refused(_)))
+            || c.downcast_ref::<OpError>().is_some_and(|o| {
+                matches!(o, OpError::Store(setpoint_runtime::StoreError::Refused(_)))
+            })
             || c.downcast_ref::<OpError>()
                 .is_some_and(|o| matches!(o, OpError::NotFound(_)))
+            || c.downcast_ref::<setpoint_runtime::AgentError>()
+                .is_some_and(setpoint_runtime::AgentError::is_refusal)
     })
 }
 
@@ -264,6 +322,23 @@ fn positive_duration(s: &str) -> Result<Duration, String> {
     match duration(s)? {
         d if d.is_zero() => Err("0 is out of range: accepted at least 1ms".into()),
         d => Ok(d),
+    }
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    let (n, unit) = t.split_at(digits);
+    let scale: u64 = match unit {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return Err(format!("'{s}' is not a size: accepted a whole number of bytes, or with KiB, MiB or GiB (1024 bytes and up)")),
+    };
+    match n.parse::<u64>().ok().and_then(|n| n.checked_mul(scale)) {
+        Some(b) if (1024..=1 << 40).contains(&b) => Ok(b),
+        _ => Err(format!("'{s}' is out of range: accepted 1KiB to 1024GiB")),
     }
 }
 
@@ -288,6 +363,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             Ok(String::new())
         }
         RuntimeCommand::Agent(a) => {
+            a.flags.check()?;
             let cfg = a.flags.config(&a.node, &a.store.state_dir());
             let url = a.store.url();
             serve(|shutdown| async move {
@@ -307,6 +383,17 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
                 .map_err(|e| BadInput(format!("{e:#}")))?;
             let specs = setpoint_runtime::parse_workloads(&text)
                 .with_context(|| format!("{} was not applied", a.file.display()))?;
+            if a.dry_run {
+                let mut text = String::new();
+                for (name, change) in ops::apply_preview(&*a.store.open_read_only()?, &specs)? {
+                    match change {
+                        None => writeln!(text, "workload {name}: would be created")?,
+                        Some(c) if c.is_empty() => writeln!(text, "workload {name}: unchanged")?,
+                        Some(c) => writeln!(text, "workload {name}: {}", c.join("; "))?,
+                    }
+                }
+                return Ok(text);
+            }
             let out = ops::apply(&*a.store.open()?, &specs)?;
             let mut text = String::new();
             for (verb, names) in [
@@ -321,13 +408,8 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             Ok(text)
         }
         RuntimeCommand::Get(a) => {
-            let store = a.store.open_existing()?;
-            let all = ops::get(
-                &*store,
-                a.workload.as_deref(),
-                a.node_timeout.as_millis() as u64,
-                Some(&a.store.state_dir()),
-            )?;
+            let store = a.store.open_read_only()?;
+            let all = ops::get(&*store, a.workload.as_deref())?;
             Ok(match a.format {
                 Format::Json => format!(
                     "{}\n",
@@ -341,21 +423,39 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             Ok(format!("workload {} deleted\n", a.workload))
         }
         RuntimeCommand::Kill(a) => {
-            let killed =
-                ops::kill(&a.store.state_dir(), &a.workload, a.count).context("killing copies")?;
-            if killed.is_empty() {
+            let store = a.store.open_existing()?;
+            let (workload, count) = (a.workload.clone(), a.count);
+            let outcomes = (|| {
+                let batch = remote::request_kills(&*store, &workload, count, KILL_WAIT * 2)?;
+                remote::await_kills(&*store, &batch, KILL_WAIT)
+            })()
+            .context("killing copies")?;
+            if outcomes.is_empty() {
+                anyhow::bail!("no live node reports a running copy of '{}'", a.workload);
+            }
+            let mut out = String::new();
+            let mut unanswered = Vec::new();
+            for (copy, outcome) in &outcomes {
+                match outcome {
+                    // One word per line to script against, as before the kill went remote.
+                    Some(o) if o.starts_with("killed ") => writeln!(out, "killed {copy}")?,
+                    Some(o) => writeln!(out, "not killed {copy}: {o}")?,
+                    None => unanswered.push(copy.as_str()),
+                }
+            }
+            if !unanswered.is_empty() {
+                print!("{out}");
                 anyhow::bail!(
-                    "no running copy of '{}' was found on this machine",
-                    a.workload
+                    "no agent carried out the kill of {} within {}: is its node cut off?",
+                    unanswered.join(", "),
+                    format_duration(KILL_WAIT)
                 );
             }
-            Ok(killed.iter().map(|k| format!("killed {k}\n")).collect())
+            Ok(out)
         }
+        RuntimeCommand::Logs(a) => logs(&a),
         RuntimeCommand::Status(a) => {
-            let s = ops::status(
-                &*a.store.open_existing()?,
-                a.node_timeout.as_millis() as u64,
-            )?;
+            let s = ops::status(&*a.store.open_read_only()?)?;
             Ok(match a.format {
                 Format::Json => format!("{}\n", serde_json::to_string(&s)?),
                 Format::Table => status_table(&s),
@@ -364,15 +464,59 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
     }
 }
 
+/// The STATE column of `get`: the rollout's progress, `BACKOFF` with the last exit, the
+/// restarts and the next try while backing off, otherwise the idle reason; `-` if none.
+fn state_cell(w: &ops::WorkloadStatus) -> String {
+    let mut parts = Vec::new();
+    if let Some(r) = &w.rollout {
+        parts.push(format!(
+            "rollout {}{}/{} updated",
+            if r.stalled { "STALLED " } else { "" },
+            r.updated,
+            r.desired
+        ));
+    }
+    let backing: Vec<&ops::BackoffStatus> = w.backoff.iter().filter(|b| b.backing_off).collect();
+    if let Some(b) = backing.iter().min_by_key(|b| b.next_try_in_ms) {
+        let more = if backing.len() > 1 {
+            format!(" (+{} names)", backing.len() - 1)
+        } else {
+            String::new()
+        };
+        parts.push(format!(
+            "BACKOFF {}: {}, {} restarts, next try in {}{more}",
+            b.last_copy,
+            b.last_exit,
+            b.restarts,
+            seconds(b.next_try_in_ms)
+        ));
+    } else if let Some(i) = &w.idle {
+        parts.push(format!("idle: {} for {}", i.text, seconds(i.for_ms)));
+    }
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join("; ")
+    }
+}
+
 fn get_table(all: &[ops::WorkloadStatus]) -> String {
     let mut t = format!(
-        "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}\n",
-        "WORKLOAD", "CONTROLLER", "PERIOD", "DESIRED", "LIVE", "LEDGER", "CREATING", "DELETING"
+        "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}  {}\n",
+        "WORKLOAD",
+        "CONTROLLER",
+        "PERIOD",
+        "DESIRED",
+        "LIVE",
+        "LEDGER",
+        "CREATING",
+        "DELETING",
+        "STATE"
     );
     for w in all {
         let _ = writeln!(
             t,
-            "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}",
+            "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}  {}",
             w.name,
             w.controller,
             format_duration(Duration::from_millis(w.period_ms)),
@@ -380,7 +524,8 @@ fn get_table(all: &[ops::WorkloadStatus]) -> String {
             w.live.map_or("-".to_owned(), |l| l.to_string()),
             w.on_ledger,
             w.pending_create,
-            w.pending_delete
+            w.pending_delete,
+            state_cell(w)
         );
     }
     t
@@ -407,16 +552,33 @@ fn status_table(s: &ops::Status) -> String {
     );
     let _ = writeln!(
         t,
-        "{:<20} {:<5} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
-        "NODE", "LIVE", "LAST REPORT", "LAG", "STARTING", "RUNNING", "EXITED", "ASSIGNED"
+        "{:<20} {:<5} {:>8} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
+        "NODE",
+        "LIVE",
+        "LEASE",
+        "LEASE TTL",
+        "HELD FOR",
+        "LAST REPORT",
+        "LAG",
+        "STARTING",
+        "RUNNING",
+        "EXITED",
+        "ASSIGNED"
     );
     for n in &s.nodes {
+        let lease = n.lease.as_ref();
         let _ = writeln!(
             t,
-            "{:<20} {:<5} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
+            "{:<20} {:<5} {:>8} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
             n.node,
             if n.live { "yes" } else { "lost" },
-            format!("{} ago", seconds(n.since_report_ms)),
+            lease.map_or("-".to_owned(), |l| l.lease.to_string()),
+            lease.map_or("-".to_owned(), |l| format_duration(Duration::from_millis(
+                l.ttl_ms
+            ))),
+            lease.map_or("-".to_owned(), |l| seconds(l.held_ms)),
+            n.since_report_ms
+                .map_or("never".to_owned(), |ms| format!("{} ago", seconds(ms))),
             format!("{}ms", n.report_lag_ms),
             n.starting,
             n.running,
@@ -424,20 +586,73 @@ fn status_table(s: &ops::Status) -> String {
             n.assigned
         );
     }
+    for (name, i) in &s.idle {
+        let _ = writeln!(
+            t,
+            "workload {name}: idle, {} for {}",
+            i.text,
+            seconds(i.for_ms)
+        );
+    }
     t
+}
+
+fn logs(a: &LogsArgs) -> anyhow::Result<String> {
+    use setpoint_runtime::logs as copy_logs;
+    use std::io::Write as _;
+    let state = a.store.state_dir();
+    if !copy_logs::valid_copy_name(&a.copy) {
+        anyhow::bail!(BadInput(format!(
+            "'{}' is not a copy name: accepted a copy as 'setpoint get' lists it, e.g. web-3",
+            a.copy
+        )));
+    }
+    let Some(text) = copy_logs::read(&state, &a.copy, a.tail)? else {
+        anyhow::bail!(BadInput(format!(
+            "no log of copy '{}' in {}: accepted a copy of this data directory, as 'setpoint get' lists it (a log is removed a retention period after its copy ended)",
+            a.copy,
+            state.join("logs").display()
+        )));
+    };
+    if !a.follow {
+        return Ok(String::from_utf8_lossy(&text).into_owned());
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(&text).and_then(|()| out.flush())?;
+    let mut f = copy_logs::Follower::new(&state, &a.copy);
+    // Until the copy has ended, as its agent's state file says, and everything is printed.
+    loop {
+        let running = setpoint_runtime::agent::read_all_node_states(&state)
+            .iter()
+            .flat_map(|s| &s.copies)
+            .any(|r| {
+                r.assignment.copy == a.copy && r.phase != setpoint_runtime::model::Phase::Exited
+            });
+        let more = f.poll()?;
+        out.write_all(&more).and_then(|()| out.flush())?;
+        if !running && more.is_empty() {
+            return Ok(String::new());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 fn up(a: &UpArgs) -> anyhow::Result<String> {
     let ccfg = a.controller.config()?;
+    a.agent.check()?;
     let url = a.store.url();
     let state_dir = a.store.state_dir();
     let agents: Vec<AgentConfig> = (1..=a.nodes)
         .map(|i| a.agent.config(&format!("node-{i}"), &state_dir))
         .collect();
-    eprintln!(
-        "setpoint up: a controller and {} agents on {url}; Ctrl-C stops everything",
+    let up_log = a.store.data_dir.join("up.log");
+    setpoint_runtime::rt::log_to_file(&up_log)
+        .with_context(|| format!("opening {}", up_log.display()))?;
+    setpoint_runtime::rt::say(&format!(
+        "setpoint up: a controller and {} agents on {url}; Ctrl-C stops everything; log in {}",
         a.nodes,
-    );
+        up_log.display()
+    ));
     serve(|shutdown| async move {
         let Some(store) = url
             .open_retrying(OpenMode::Create, "setpoint up", shutdown.clone())
@@ -459,16 +674,22 @@ fn up(a: &UpArgs) -> anyhow::Result<String> {
                 .await
                 .map_err(anyhow::Error::from)
         });
+        // Every part ends by itself (a lost store stops each of them): wait for all, so that no
+        // agent is cut off before it has stopped its copies, then report the first failure.
+        let mut first = None;
         while let Some(done) = tasks.join_next().await {
-            done??;
+            if let Err(e) = done.map_err(anyhow::Error::from).and_then(|r| r) {
+                first.get_or_insert(e);
+            }
         }
-        Ok(())
+        first.map_or(Ok(()), Err)
     })?;
     Ok(String::new())
 }
 
-/// Runs `body` on a tokio runtime until it ends; Ctrl-C or SIGTERM fires its shutdown signal
-/// and waits for it to finish cleanly.
+/// Runs `body` on a tokio runtime until it ends; SIGINT (Ctrl-C), SIGTERM or SIGHUP fires its
+/// shutdown signal and waits for it to finish cleanly. Nothing on this path writes with
+/// `eprintln!`, so a closed stderr cannot cut the cleanup short.
 fn serve<F, Fut>(body: F) -> anyhow::Result<()>
 where
     F: FnOnce(setpoint_runtime::Shutdown) -> Fut,
@@ -482,14 +703,17 @@ where
     rt.block_on(async move {
         let (trigger, shutdown) = shutdown_pair();
         let mut work = tokio::spawn(body(shutdown));
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("installing the SIGTERM handler")?;
-        tokio::select! {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+        let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+        let why = tokio::select! {
             done = &mut work => return done.context("the runtime task failed")?,
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        eprintln!("setpoint: shutting down");
+            _ = int.recv() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+            _ = hup.recv() => "SIGHUP",
+        };
+        setpoint_runtime::rt::say(&format!("setpoint: {why}: shutting down"));
         trigger.fire();
         work.await.context("the runtime task failed")?
     })

@@ -3,13 +3,14 @@
 use setpoint_core::ControllerKind;
 use setpoint_plot::{heatmap_svg, timeline_svg, Heatmap, Marker, Timeline};
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
-use setpoint_sim::{simulate_traced, Scenario, TraceRow};
+use setpoint_sim::{simulate_traced, LessonWorld, TraceRow};
 
 fn trace(delay: u64) -> Vec<TraceRow> {
     let mut rows = Vec::new();
-    simulate_traced(&Scenario::lesson(delay, ControllerKind::Ledger), &mut |r| {
-        rows.push(*r)
-    });
+    simulate_traced(
+        &LessonWorld::lesson(delay, ControllerKind::Ledger),
+        &mut |r| rows.push(*r),
+    );
     rows
 }
 

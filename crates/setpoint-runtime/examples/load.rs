@@ -189,19 +189,17 @@ async fn main() {
         startup_ms: 500,
         readiness: None,
         grace_ms: 2000,
+        env: Default::default(),
+        backoff: Default::default(),
+        rollout: Default::default(),
+        generation: 0,
     };
     // Every agent reports before the declaration, so placement spreads the copies.
-    while ops::status(&*pass_store, 10_000)
-        .expect("status")
-        .nodes
-        .len()
-        < agents as usize
-    {
+    while ops::status(&*pass_store).expect("status").nodes.len() < agents as usize {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     ops::apply(&*pass_store, &[spec]).expect("apply");
     let settings = PassSettings {
-        node_timeout_ms: 10_000,
         fence: None,
         max_attempts: 5,
     };
@@ -239,7 +237,7 @@ async fn main() {
         r.expect("a pass");
         let after = snapshot(&pass_counts);
         if converged.is_none() {
-            let st = ops::get(&*pass_store, Some("load"), 10_000, None).expect("get");
+            let st = ops::get(&*pass_store, Some("load")).expect("get");
             if st[0].on_ledger == copies {
                 converged = Some(started.elapsed());
                 steady_from = Some(pass_store.now_ms());

@@ -44,24 +44,24 @@ pub struct ControllerConfig {
     /// A TTL shorter than a slow store write lets the lease lapse under a live leader, which
     /// then stops acting until it wins the lease again.
     pub lease_ttl: Duration,
-    /// A node silent for longer than this is lost: its copies leave the ledger.
-    pub node_timeout: Duration,
     /// Also run a workload's pass as soon as its declaration changes, not only every period.
     pub wake_on_change: bool,
     /// How often the store is polled for leadership and declaration changes.
     pub poll: Duration,
+    /// Events older than this are removed from the event log ([`crate::retention`]).
+    pub event_retention: Duration,
 }
 
 impl ControllerConfig {
-    /// A controller named `holder`: lease TTL 5s, node timeout 10s, no wake-up on change,
+    /// A controller named `holder`: lease TTL 5s, no wake-up on change,
     /// poll every 100ms.
     pub fn new(holder: impl Into<String>) -> Self {
         Self {
             holder: holder.into(),
             lease_ttl: Duration::from_secs(5),
-            node_timeout: Duration::from_secs(10),
             wake_on_change: false,
             poll: Duration::from_millis(100),
+            event_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
         }
     }
 }
@@ -137,6 +137,7 @@ pub async fn run_controller(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut reach = Reach::default();
     loop {
+        let mut standby_said = false;
         let held = loop {
             tokio::select! {
                 _ = shutdown.wait() => return Ok(()),
@@ -145,7 +146,19 @@ pub async fn run_controller(
             let c = cfg.clone();
             match blocking(&store, move |s| try_acquire(s, &c)).await {
                 Ok(Some(h)) => break h,
+                Ok(None) if !standby_said => {
+                    reach.answered(&who);
+                    standby_said = true;
+                    log(
+                        &who,
+                        "standby: another controller holds the lease; waiting for it",
+                    );
+                }
                 Ok(None) => reach.answered(&who),
+                Err(e) if e.is_lost() => {
+                    log(&who, format!("{e}: this controller stops"));
+                    return Err(e);
+                }
                 Err(e) => reach.failed(&who, format!("cannot reach the store: {e}")),
             }
         };
@@ -154,8 +167,11 @@ pub async fn run_controller(
         let stopped = lead(&store, &cfg, held, &mut shutdown, &who).await;
         if stopped {
             let lease = held.lease;
-            if let Err(e) = blocking(&store, move |s| s.revoke(lease)).await {
-                log(&who, format!("cannot give up the lease: {e}"));
+            match blocking(&store, move |s| s.revoke(lease)).await {
+                Ok(()) => {}
+                // `lead` said so already.
+                Err(e) if e.is_lost() => return Err(e),
+                Err(e) => log(&who, format!("cannot give up the lease: {e}")),
             }
             log(&who, "stopped");
             return Ok(());
@@ -174,7 +190,17 @@ async fn lead(
 ) -> bool {
     let (lost_tx, lost_rx) = watch::channel(false);
     // On a store that pushes changes, passes read a watch cache instead of every key.
-    let (store, cache) = cached(store, &[WORKLOADS, COUNTERS, ASSIGNMENTS, REPORTS, LEADER]);
+    let (store, cache) = cached(
+        store,
+        &[
+            WORKLOADS,
+            COUNTERS,
+            ASSIGNMENTS,
+            REPORTS,
+            LEADER,
+            crate::node::NODES,
+        ],
+    );
     let store = &store;
     let changes = cache
         .as_ref()
@@ -186,10 +212,10 @@ async fn lead(
     let renew_every = cfg.lease_ttl / 3;
     let mut renewed = Instant::now();
     let mut last_gc = Instant::now() - Duration::from_secs(3600);
+    let mut last_compaction = Instant::now();
     let mut seen_revision = None;
     let mut reach = Reach::default();
     let settings = PassSettings {
-        node_timeout_ms: cfg.node_timeout.as_millis() as u64,
         fence: Some(held.fence),
         max_attempts: 5,
     };
@@ -201,11 +227,33 @@ async fn lead(
         if *lost_rx.borrow() {
             break false;
         }
+        if last_compaction.elapsed()
+            >= Duration::from_millis(crate::retention::COMPACT_EVERY_MS).min(cfg.event_retention)
+        {
+            last_compaction = Instant::now();
+            let keep = cfg.event_retention.as_millis() as u64;
+            match blocking(store, move |s| {
+                crate::retention::compact_events(s, s.now_ms(), keep)
+            })
+            .await
+            {
+                Ok(0) => {}
+                Ok(n) => log(
+                    who,
+                    format!("compacted the event log: {n} old entries removed"),
+                ),
+                Err(e) => log(who, format!("cannot compact the event log: {e}")),
+            }
+        }
         if renewed.elapsed() >= renew_every {
             let lease = held.lease;
             match blocking(store, move |s| s.keep_alive(lease)).await {
                 Ok(()) => renewed = Instant::now(),
                 Err(StoreError::LeaseExpired(_)) => break false,
+                Err(e) if e.is_lost() => {
+                    log(who, format!("{e}: this controller stops"));
+                    break true;
+                }
                 Err(e) => {
                     log(who, format!("cannot renew the lease: {e}"));
                     if renewed.elapsed() >= cfg.lease_ttl {
@@ -219,6 +267,10 @@ async fn lead(
             Ok(r) => {
                 reach.answered(who);
                 r
+            }
+            Err(e) if e.is_lost() => {
+                log(who, format!("{e}: this controller stops"));
+                break true;
             }
             Err(e) => {
                 reach.failed(who, format!("cannot read the store: {e}"));
@@ -367,12 +419,8 @@ fn spawn_worker(
                             "target {target}, counted {counted}: created {}",
                             r.created.join(", ")
                         )),
-                        Some(Action::Create {
-                            target, counted, ..
-                        }) => Some(format!(
-                            "target {target}, counted {counted}: {} copies wanted, no live node",
-                            r.unplaced
-                        )),
+                        // Nothing written: the idle reason below says why, once.
+                        Some(Action::Create { .. }) => None,
                         Some(Action::Delete { target, counted }) => Some(format!(
                             "target {target}, counted {counted}: {} delete commands, deleted [{}]",
                             r.delete_commands,
@@ -380,19 +428,37 @@ fn spawn_worker(
                         )),
                         Some(Action::Named {
                             target, counted, ..
-                        }) => Some(format!(
+                        }) if r.wrote() || r.delete_commands > 0 => Some(format!(
                             "target {target}, counted {counted}: created [{}], {} delete commands, deleted [{}]",
                             r.created.join(", "),
                             r.delete_commands,
                             r.deleted.join(", ")
                         )),
-                        None => None,
+                        Some(Action::Named { .. }) | None => None,
                     };
+                    for f in &r.failures {
+                        log(&who, f);
+                    }
+                    if let Some(note) = &r.rollout {
+                        log(&who, note);
+                    }
                     if let Some(what) = what {
                         log(&who, what);
                     }
+                    if let Some(idle) = r.idle {
+                        log(
+                            &who,
+                            crate::loops::describe_idle(&idle, r.held_back, r.unplaced),
+                        );
+                    }
                     if !r.collected.is_empty() {
                         log(&who, format!("collected exited {}", r.collected.join(", ")));
+                    }
+                    if !r.lost.is_empty() {
+                        log(
+                            &who,
+                            format!("removed {} of lost nodes (lease ended)", r.lost.join(", ")),
+                        );
                     }
                     if r.conflicts > 0 {
                         log(
@@ -406,6 +472,8 @@ fn spawn_worker(
                     return;
                 }
                 Err(PassError::Gone(_)) => return,
+                // The leader's loop notices too, says so once and stops every loop.
+                Err(PassError::Store(e)) if e.is_lost() => return,
                 Err(e) => log(&who, format!("pass failed: {e}")),
             }
         }

@@ -22,32 +22,50 @@
 //!   ([`cache::Cache`], [`cache::CachedStore`]).
 //! - [`model`]: the keys and records the store holds, and a typed [`Snapshot`].
 //! - [`spec`]: the workloads file of `setpoint apply`.
+//! - [`rules`]: the rules of names, commands and environments, checked by `apply` and again by
+//!   the agent on everything it reads.
+//! - [`sandbox`]: what a copy is given (a clean environment, only stdin/stdout/stderr) and how
+//!   the agent proves a process is its own (a per-copy nonce, uid and start time).
 //! - [`view`]: the ledger a pass reads ([`WorkloadView`], a [`setpoint_core::LedgerView`]).
 //! - [`reconcile`]: one pass: plan, compare-and-set, retry ([`run_pass`]); garbage collection.
 //! - [`controller`]: leader election and the per-workload loops ([`run_controller`]).
 //! - [`agent`]: the node agent ([`run_agent`]).
+//! - [`node`]: node identity and liveness: the node lease, the data-directory lock, the fence.
 //! - [`process`]: process groups, signals, `/proc` checks.
 //! - [`ops`]: `apply`, `get`, `delete`, `kill`, `status`.
+//! - [`remote`]: what works across machines: the agents' live records, kill requests.
 //! - [`events`]: the event log in the store (append-only, each entry created only if absent).
 //! - [`measure`]: the lesson's metrics of a real run, computed from the event log.
-//! - [`experiment`]: the lesson's scenario on real processes and compressed time.
 //! - [`failpoint`]: named crash points for tests (compiled out of release builds).
 //! - [`duration`]: durations with units (`150ms`, `15s`, `2m`).
+//! - [`backoff`]: crash-loop backoff after failed starts (I/O-free).
+//! - [`rollout`]: rolling updates under surge and unavailability budgets (I/O-free).
+//! - [`loops`]: each workload loop's record in the store: backoff and why it is idle.
+//! - [`retention`]: bounded history: event-log compaction, copy-log rotation and removal.
+//! - [`logs`]: reading a copy's output (`setpoint logs`).
 //! - [`rt`]: shutdown signal, blocking store calls, log lines.
 
 pub mod agent;
+pub mod backoff;
 pub mod cache;
 pub mod controller;
 pub mod duration;
 pub mod events;
-pub mod experiment;
 pub mod failpoint;
+pub mod logs;
+pub mod loops;
 pub mod measure;
 pub mod model;
+pub mod node;
 pub mod ops;
 pub mod process;
 pub mod reconcile;
+pub mod remote;
+pub mod retention;
+pub mod rollout;
 pub mod rt;
+pub mod rules;
+pub mod sandbox;
 pub mod spec;
 pub mod store;
 #[doc(hidden)]

@@ -16,8 +16,8 @@
 //! - `rounds` counts the passes whose start falls in seconds `0 ..= last`;
 //! - `desired`, `seen` and `pending` are those of the last pass at or before the second.
 //!
-//! The series then goes through [`setpoint_sim::metrics_from_series`], the same definitions the
-//! lab's engine is checked against, so a real run and a simulated one are measured alike.
+//! The series then goes through [`setpoint_core::metrics_from_series`], the same definitions
+//! the lab's engine is checked against, so a real run and a simulated one are measured alike.
 //!
 //! Besides the metrics, a measurement gives the run's real jitter ([`Jitter`]): how long a copy
 //! took to reach the ledger after it became ready, how late each round ran, and so on.
@@ -25,7 +25,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use setpoint_sim::{metrics_from_series, Metrics, TraceRow};
+use setpoint_core::metrics::{metrics_from_series, Metrics, TraceRow};
 
 use crate::events::{read_log, CopyEvent, CopyEventKind, Logged, RoundEvent};
 use crate::store::{Revision, Store, StoreError};
@@ -128,6 +128,10 @@ pub struct Measurement {
     pub metrics: Metrics,
     /// Real delays.
     pub jitter: Jitter,
+    /// Creations that replaced a failed start (a copy that ended, uncommanded, before it was
+    /// ever ready: a crash loop's restarts). Such copies count neither in `metrics.died` nor,
+    /// through their replacements, in `metrics.unneeded`.
+    pub restarts: u64,
     /// The per-second series the metrics come from.
     #[serde(skip)]
     pub series: Vec<TraceRow>,
@@ -142,6 +146,15 @@ pub enum MeasureError {
     /// The window holds no second: `--since` is in the future, or too little time has passed.
     #[error("nothing to measure: the window holds no complete second")]
     EmptyWindow,
+    /// The window starts before the oldest event kept: the event log was compacted
+    /// ([`crate::retention`]).
+    #[error("the window starts at {since_ms} ms, before the event log's retention kept anything (events before {kept_from_ms} ms were removed): accepted a --since at or after {kept_from_ms} ms")]
+    Compacted {
+        /// Where the window starts, in store milliseconds.
+        since_ms: u64,
+        /// The oldest time kept.
+        kept_from_ms: u64,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -192,6 +205,13 @@ pub fn measure(
         .first()
         .ok_or_else(|| MeasureError::NoEvents(workload.to_owned()))?;
     let origin_ms = spec.since_ms.unwrap_or(first_round.at_ms);
+    let kept_from_ms = crate::retention::kept_from(store)?;
+    if origin_ms < kept_from_ms {
+        return Err(MeasureError::Compacted {
+            since_ms: origin_ms,
+            kept_from_ms,
+        });
+    }
     let mut window = Window {
         origin_ms,
         time_scale: spec.time_scale,
@@ -300,7 +320,18 @@ pub fn from_log(
             (row.desired, row.seen, row.pending) = (r.desired, r.on_ledger, r.in_flight);
         }
     }
-    let metrics = metrics_from_series(&rows, counted_rounds);
+    let mut metrics = metrics_from_series(&rows, counted_rounds);
+    // A failed start is no death of a live copy: the lab's `unneeded = created − needed − died`
+    // would count its replacement as needed twice over (−2 for two crash-looping copies).
+    let failed = copies
+        .values()
+        .filter(|l| l.ready.is_none())
+        .filter(|l| matches!(l.exit, Some((x, false)) if index(x).is_some()))
+        .count() as u64;
+    metrics.died -= failed;
+    let restarts = (metrics.unneeded + failed as i64).clamp(0, failed as i64);
+    metrics.unneeded += failed as i64 - restarts;
+    let restarts = restarts as u64;
     let jitter = jitter(&copies, &rounds, &window, period_ms);
     Measurement {
         workload: workload.to_owned(),
@@ -310,6 +341,7 @@ pub fn from_log(
         last_second: window.last,
         metrics,
         jitter,
+        restarts,
         series: rows,
     }
 }
@@ -402,6 +434,7 @@ mod tests {
             created,
             delete_commands,
             commanded: Vec::new(),
+            fence: None,
         })
     }
 
@@ -439,6 +472,42 @@ mod tests {
     }
 
     #[test]
+    fn a_crash_loops_replacements_are_restarts_not_negative_unneeded() {
+        // Two copies wanted; every attempt of two fails before it is ready, four attempts.
+        use CopyEventKind::*;
+        let mut log = Vec::new();
+        for attempt in 0..4u64 {
+            let at = 1000 + attempt * 100;
+            log.push(round(at, 2, 2, 0));
+            for k in 0..2 {
+                let n = attempt * 2 + k;
+                log.push(copy(Create, n, at, false));
+                log.push(copy(Start, n, at + 2, false));
+                log.push(copy(Exit, n, at + 5, false));
+            }
+        }
+        let w = Window {
+            origin_ms: 1000,
+            time_scale: 0.01,
+            last: 50,
+        };
+        let m = from_log("w", &log, w, None);
+        let x = m.metrics;
+        assert_eq!((x.created, x.died, x.unneeded), (8, 0, 0));
+        assert_eq!(
+            m.restarts, 6,
+            "the first two were needed; six replaced failures"
+        );
+        // Then a copy that became ready and died is a death again, and its replacement needed.
+        log.push(copy(Create, 8, 1500, false));
+        log.push(copy(Ready, 8, 1510, false));
+        log.push(copy(Exit, 8, 1520, false));
+        let w = Window { last: 60, ..w };
+        let m = from_log("w", &log, w, None);
+        assert_eq!((m.metrics.died, m.metrics.unneeded, m.restarts), (1, 0, 6));
+    }
+
+    #[test]
     fn a_delete_command_to_a_copy_already_dead_counts_but_deletes_nothing() {
         use CopyEventKind::*;
         let log = vec![
@@ -457,108 +526,6 @@ mod tests {
         };
         let x = from_log("w", &log, w, None).metrics;
         assert_eq!((x.delete_commands, x.deleted, x.died), (2, 1, 1));
-    }
-
-    /// The lesson's world written out literally, one copy record at a time, emitting the events
-    /// the runtime would log at whole seconds (time scale 1, origin 0).
-    fn lesson_log(spec: &setpoint_sim::ScenarioSpec) -> Vec<Logged> {
-        use setpoint_core::ControllerKind;
-        use CopyEventKind::*;
-        struct Copy {
-            ready: u64,
-            death: Option<u64>,
-            commanded: bool,
-        }
-        let (u, g, b) = (spec.period, spec.delay, spec.startup);
-        let intent = spec.controller == ControllerKind::Intent;
-        let mut copies: Vec<Copy> = Vec::new();
-        let mut log = Vec::new();
-        let ms = |t: u64| t * 1000;
-        for t in 0..=spec.duration {
-            for d in spec.deaths.iter().filter(|d| d.at == t) {
-                let mut left = d.count;
-                for c in copies.iter_mut() {
-                    if left > 0 && c.ready <= t && c.death.is_none() {
-                        c.death = Some(t);
-                        left -= 1;
-                    }
-                }
-            }
-            if t % u == 0 {
-                let seen: Vec<usize> = (0..copies.len())
-                    .filter(|&i| {
-                        let c = &copies[i];
-                        c.ready + g <= t && c.death.is_none_or(|d| d + g > t)
-                    })
-                    .collect();
-                let pending = if intent {
-                    copies
-                        .iter()
-                        .filter(|c| c.death.is_none() && c.ready + g > t)
-                        .count()
-                } else {
-                    0
-                };
-                let diff = spec.desired as i64 - seen.len() as i64 - pending as i64;
-                let mut commands = 0;
-                if diff > 0 {
-                    for _ in 0..diff {
-                        let n = copies.len() as u64;
-                        log.push(copy(Create, n, ms(t), false));
-                        log.push(copy(Ready, n, ms(t + b), false));
-                        copies.push(Copy {
-                            ready: t + b,
-                            death: None,
-                            commanded: false,
-                        });
-                    }
-                } else if diff < 0 {
-                    commands = (-diff) as u64;
-                    for &i in seen.iter().take(commands as usize) {
-                        let c = &mut copies[i];
-                        if c.death.is_none() {
-                            c.death = Some(t);
-                            c.commanded = true;
-                            log.push(copy(Delete, i as u64, ms(t), true));
-                        }
-                    }
-                }
-                log.push(round(ms(t), spec.desired, diff.max(0) as u64, commands));
-            }
-        }
-        for (n, c) in copies.iter().enumerate() {
-            if let Some(d) = c.death {
-                log.push(copy(Exit, n as u64, ms(d), c.commanded));
-            }
-        }
-        log
-    }
-
-    #[test]
-    fn a_log_of_events_at_whole_seconds_measures_exactly_what_the_lab_computes() {
-        use setpoint_core::ControllerKind;
-        use setpoint_sim::{simulate, Scenario, ScenarioSpec};
-        for controller in ControllerKind::LESSON {
-            for delay in setpoint_sim::lesson::LESSON_DELAYS {
-                for (period, startup) in [(15, 5), (5, 5), (20, 0), (35, 5)] {
-                    let spec = ScenarioSpec {
-                        delay,
-                        period,
-                        startup,
-                        controller,
-                        ..ScenarioSpec::default()
-                    };
-                    let w = Window {
-                        origin_ms: 0,
-                        time_scale: 1.0,
-                        last: spec.duration,
-                    };
-                    let measured = from_log("w", &lesson_log(&spec), w, Some(period * 1000));
-                    let lab = simulate(&Scenario::new(spec.clone()).unwrap());
-                    assert_eq!(measured.metrics, lab, "{spec:?}");
-                }
-            }
-        }
     }
 
     #[test]

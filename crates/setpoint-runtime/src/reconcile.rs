@@ -11,7 +11,9 @@
 //!   cannot both win;
 //! - `Delete`: the assignments of the oldest copies on the ledger are removed, each only if
 //!   unchanged. A command to a copy whose assignment is already gone counts and does nothing;
-//! - garbage: assignments whose copy a node reported exited are removed;
+//! - garbage: assignments whose copy a node reported exited are removed, and so are the
+//!   assignments of lost nodes (no node lease: [`crate::node`]), whose copies their agent has
+//!   fenced. That frees their names for `named`;
 //! - the event log ([`crate::events`]): the pass's round, each creation and each removal by a
 //!   delete command, each created only if absent, in the same transaction. A pass that does
 //!   nothing else still writes its round.
@@ -21,19 +23,19 @@ use std::collections::BTreeMap;
 use setpoint_core::{Action, Controller, Desired, LedgerView};
 
 use crate::events::{self, CopyEvent, CopyEventKind, RoundEvent};
+use crate::loops;
 use crate::model::{
     assignment_key, copy_name, counter_key, encode, put_assignment, remove_assignment,
     workload_key, Assignment, Counter, Snapshot, Stored, LEADER,
 };
+use crate::rollout;
 use crate::store::{Revision, Store, StoreError, Txn};
 use crate::view::WorkloadView;
+use setpoint_core::ControllerKind;
 
 /// How a pass runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PassSettings {
-    /// A node silent for longer than this, in milliseconds, is lost: its copies leave the ledger
-    /// and it gets no new copies.
-    pub node_timeout_ms: u64,
     /// The leader record's `mod_revision` when this controller took the lease; every write
     /// compares it. `None` runs without a leader (tests, single-shot tools).
     pub fence: Option<Revision>,
@@ -54,18 +56,31 @@ pub struct PassReport {
     pub deleted: Vec<String>,
     /// Assignments removed because their copy had exited.
     pub collected: Vec<String>,
+    /// Assignments removed because their node is lost (its lease ended).
+    pub lost: Vec<String>,
     /// Copies the controller wanted but no live node could take; nothing was written for them.
     pub unplaced: u64,
     /// Attempts lost to conflicts before this one committed.
     pub conflicts: u32,
     /// The revision written, or the revision read if nothing was written.
     pub revision: Revision,
+    /// Copies the controller wanted that crash-loop backoff held back ([`crate::backoff`]).
+    pub held_back: u64,
+    /// One log line per failed start this pass collected.
+    pub failures: Vec<String>,
+    /// An idle stretch to log: it began with this pass (or has lasted long enough to mention).
+    pub idle: Option<crate::loops::Idle>,
+    /// A rolling update began, completed or stalled with this pass.
+    pub rollout: Option<String>,
 }
 
 impl PassReport {
     /// Whether the pass changed anything in the store.
     pub fn wrote(&self) -> bool {
-        !(self.created.is_empty() && self.deleted.is_empty() && self.collected.is_empty())
+        !(self.created.is_empty()
+            && self.deleted.is_empty()
+            && self.collected.is_empty()
+            && self.lost.is_empty())
     }
 }
 
@@ -108,8 +123,7 @@ pub fn plan_pass(
             return Err(PassError::NotLeader);
         }
     }
-    let view = WorkloadView::new(snapshot, name, settings.node_timeout_ms)
-        .ok_or_else(|| PassError::Gone(name.to_owned()))?;
+    let view = WorkloadView::new(snapshot, name).ok_or_else(|| PassError::Gone(name.to_owned()))?;
     let spec = &view.spec.value;
     let mut txn = Txn::new().expect(workload_key(name), view.spec.mod_revision);
     if let Some(fence) = settings.fence {
@@ -119,19 +133,41 @@ pub fn plan_pass(
         revision: snapshot.revision,
         ..PassReport::default()
     };
+    let mut gate = loops::Gate::prepare(snapshot, &view);
     let before = controller.clone();
-    let action = controller.pass(
-        Desired {
-            copies: spec.copies,
-        },
-        &view,
-    );
+    let copies = loops::rollout_copies(&view);
+    let rolling = gate.rollout(&view, &copies, snapshot.now_ms);
+    let action = if gate.stalled() && spec.controller != ControllerKind::Named {
+        None
+    } else if rolling && spec.controller != ControllerKind::Named {
+        // A rolling update drives the copies until it is done; the controller takes over again
+        // from an exact ledger.
+        rollout::as_action(spec, &copies, view.next_copy().0)
+    } else {
+        let a = controller.pass(
+            Desired {
+                copies: spec.copies,
+            },
+            &view,
+        );
+        if rolling {
+            rollout::with_named_step(a, spec, &copies)
+        } else {
+            a
+        }
+    };
     let mut commanded = Vec::new();
     match action.as_ref() {
         None => {}
         Some(&Action::Create { batch, .. }) => {
-            let nodes = place(snapshot, batch.count, settings.node_timeout_ms);
-            if nodes.is_empty() {
+            let held = gate.holds(name, batch.first.0, snapshot.now_ms);
+            let nodes = place(snapshot, batch.count);
+            if held {
+                // Backing off after failed starts: as with no live node, write nothing and let
+                // the controller forget it tried.
+                *controller = before;
+                gate.held_back = batch.count;
+            } else if nodes.is_empty() {
                 // Nothing can run the copies: write nothing, and let the controller forget
                 // it tried, so the next pass decides afresh.
                 *controller = before;
@@ -157,9 +193,10 @@ pub fn plan_pass(
             let fresh: Vec<u64> = create
                 .iter()
                 .map(|k| k.0)
+                .filter(|&k| !gate.holds(name, k, snapshot.now_ms))
                 .filter(|&k| view.assignment(k).is_none())
                 .collect();
-            let nodes = place(snapshot, fresh.len() as u64, settings.node_timeout_ms);
+            let nodes = place(snapshot, fresh.len() as u64);
             if nodes.is_empty() && !fresh.is_empty() {
                 *controller = before.clone();
                 report.unplaced = fresh.len() as u64;
@@ -211,6 +248,38 @@ pub fn plan_pass(
             report.collected.push(stored.value.copy.clone());
         }
     }
+    // A lost node's copies were fenced by their agent before its lease could end: their
+    // assignments only hold names now (the `named` stall), so they go.
+    for (key, stored) in view.lost_assignments() {
+        if !report.deleted.contains(&stored.value.copy) {
+            txn = remove_assignment(txn, key, stored);
+            report.lost.push(stored.value.copy.clone());
+        }
+    }
+    let acted = !(report.created.is_empty() && report.deleted.is_empty());
+    let reason = if gate.stalled() {
+        Some(loops::IdleReason::RolloutPaused)
+    } else {
+        loops::idle_reason(
+            spec.controller,
+            &view,
+            acted,
+            report.unplaced,
+            gate.held_back,
+        )
+    };
+    report.rollout = gate.rollout_note.take();
+    let (t, idle) = gate.finish(
+        txn,
+        &loops::loop_key(name),
+        reason,
+        snapshot.now_ms,
+        spec.period_ms,
+    );
+    txn = t;
+    report.idle = idle;
+    report.held_back = gate.held_back;
+    report.failures = std::mem::take(&mut gate.failures);
     let round = RoundEvent {
         at_ms: snapshot.now_ms,
         desired: spec.copies,
@@ -219,6 +288,7 @@ pub fn plan_pass(
         created: report.created.len() as u64,
         delete_commands: report.delete_commands,
         commanded,
+        fence: settings.fence,
     };
     txn = events::append(
         txn,
@@ -287,18 +357,15 @@ fn new_assignment(
         readiness: spec.readiness.clone(),
         grace_ms: spec.grace_ms,
         created_ms: now_ms,
+        env: spec.env.clone(),
+        generation: spec.generation,
     }
 }
 
 /// Places `count` new copies on the live nodes, each on the node with the fewest assignments
 /// (ties by name). Empty when no node is live.
-fn place(snapshot: &Snapshot, count: u64, node_timeout_ms: u64) -> Vec<String> {
-    let mut load: BTreeMap<&str, u64> = snapshot
-        .reports
-        .keys()
-        .filter(|n| snapshot.node_live(n, node_timeout_ms))
-        .map(|n| (n.as_str(), 0))
-        .collect();
+fn place(snapshot: &Snapshot, count: u64) -> Vec<String> {
+    let mut load: BTreeMap<&str, u64> = snapshot.nodes.keys().map(|n| (n.as_str(), 0)).collect();
     if load.is_empty() {
         return Vec::new();
     }
@@ -378,7 +445,17 @@ pub fn collect_orphans(
             gone.push(a.value.copy.clone());
         }
     }
-    if gone.is_empty() {
+    // A loop record (backoff, idle reason, rollout) outlives nothing it belonged to.
+    let mut stale_loops = false;
+    for (name, rec) in &snapshot.loops {
+        let owner = snapshot.workloads.get(name);
+        if owner.is_none_or(|w| w.create_revision != rec.value.uid) {
+            let key = loops::loop_key(name);
+            txn = txn.expect(&key, rec.mod_revision).delete(key);
+            stale_loops = true;
+        }
+    }
+    if gone.is_empty() && !stale_loops {
         return Ok(gone);
     }
     crate::failpoint::hit("gc-before-commit");
@@ -395,12 +472,8 @@ pub fn collect_orphans(
 }
 
 /// Counts, for `get`: desired, on the ledger, pending creations and deletions.
-pub fn ledger_counts(
-    snapshot: &Snapshot,
-    name: &str,
-    node_timeout_ms: u64,
-) -> Option<(u64, u64, u64)> {
-    let v = WorkloadView::new(snapshot, name, node_timeout_ms)?;
+pub fn ledger_counts(snapshot: &Snapshot, name: &str) -> Option<(u64, u64, u64)> {
+    let v = WorkloadView::new(snapshot, name)?;
     Some((v.on_ledger(), v.pending_creates(), v.pending_deletes()))
 }
 
@@ -421,6 +494,10 @@ mod tests {
             startup_ms: 0,
             readiness: None,
             grace_ms: 100,
+            env: Default::default(),
+            backoff: Default::default(),
+            rollout: Default::default(),
+            generation: 0,
         };
         let old = store
             .get(&workload_key("w"))
@@ -435,8 +512,12 @@ mod tests {
             .unwrap();
     }
 
-    /// Writes node `node`'s report: the given copy numbers of `w`, all in `phase`.
+    /// Writes node `node`'s report: the given copy numbers of `w`, all in `phase`; the node
+    /// holds a lease (it is live) from its first report on.
     fn report(store: &dyn Store, node: &str, copies: &[(u64, Phase)]) {
+        if store.get(&crate::node::node_key(node)).unwrap().is_none() {
+            crate::node::fake_node(store, node).unwrap();
+        }
         let uid = store
             .get(&workload_key("w"))
             .unwrap()
@@ -466,7 +547,9 @@ mod tests {
                     pid: 0,
                     start_ticks: 0,
                     started_ms: 0,
-                    ready_ms: None,
+                    // Copies reported past starting became ready: their exit is a death, not a
+                    // failed start (see `loops` for those).
+                    ready_ms: (phase != Phase::Starting).then_some(0),
                     exited_ms: None,
                     exit: None,
                     stopping: false,
@@ -479,7 +562,6 @@ mod tests {
     }
 
     const SETTINGS: PassSettings = PassSettings {
-        node_timeout_ms: 60_000,
         fence: None,
         max_attempts: 3,
     };

@@ -59,16 +59,45 @@ where
     }
 }
 
-/// Writes one log line to stderr: wall-clock time, who, what.
+/// A file every log line is also appended to (`setpoint up` keeps `{data-dir}/up.log`).
+static LOG_FILE: std::sync::OnceLock<std::sync::Mutex<std::fs::File>> = std::sync::OnceLock::new();
+
+/// Also appends every log line of this process to `path`, from now on. Only the first call
+/// takes effect.
+pub fn log_to_file(path: &std::path::Path) -> std::io::Result<()> {
+    // The log sits in the data directory, which holds the store: both are the owner's only.
+    if let Some(dir) = path.parent() {
+        crate::store::identity::create_private_dir(dir)?;
+    }
+    let file = crate::store::identity::open_private_append(path)?;
+    let _ = LOG_FILE.set(std::sync::Mutex::new(file));
+    Ok(())
+}
+
+/// Writes one log line to stderr: wall-clock time, who, what. (And to the log file, if one was
+/// set with [`log_to_file`].)
 pub fn log(who: &str, what: impl std::fmt::Display) {
     let ms = crate::store::wall_ms();
     let (s, ms) = (ms / 1000, ms % 1000);
-    eprintln!(
+    say(&format!(
         "{:02}:{:02}:{:02}.{ms:03} {who}: {what}",
         (s / 3600) % 24,
         (s / 60) % 60,
         s % 60
-    );
+    ));
+}
+
+/// Writes `line` to stderr and the log file. It never panics and never blocks shutdown: a closed
+/// pipe (`setpoint up 2>&1 | tee log` after Ctrl-C killed `tee`) only loses the line on stderr,
+/// where `eprintln!` would panic the task that logs and skip its cleanup.
+pub fn say(line: &str) {
+    use std::io::Write;
+    if let Some(f) = LOG_FILE.get() {
+        if let Ok(mut f) = f.lock() {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// Whether the store answered the last call, so that a daemon logs once when the store stops

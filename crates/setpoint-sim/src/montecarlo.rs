@@ -8,8 +8,8 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::lab::{run, LabError, LabOutcome, LabScenario, WorkloadMetrics};
-use crate::scenario::Limit;
+use crate::lesson_world::Limit;
+use crate::scenario::{run, Outcome, Scenario, ScenarioError, WorkloadMetrics};
 
 /// Accepted values of `--runs`.
 pub const RUNS: Limit = Limit {
@@ -109,12 +109,12 @@ pub struct Summary {
 
 /// Runs `scenario` `runs` times, with seeds `first_seed`, `first_seed + 1`, …, and summarises.
 pub fn monte_carlo(
-    scenario: &LabScenario,
+    scenario: &Scenario,
     first_seed: u64,
     runs: u64,
-) -> Result<Summary, LabError> {
+) -> Result<Summary, ScenarioError> {
     RUNS.check(runs)?;
-    let outcomes: Vec<LabOutcome> = (0..runs)
+    let outcomes: Vec<Outcome> = (0..runs)
         .into_par_iter()
         .map(|i| run(scenario, first_seed.wrapping_add(i)))
         .collect::<Result<_, _>>()?;
@@ -156,7 +156,7 @@ pub fn monte_carlo(
 mod tests {
     use super::*;
     use crate::delay::DelayModel;
-    use crate::lab::LabSpec;
+    use crate::scenario::ScenarioSpec;
 
     #[test]
     fn percentiles_are_nearest_rank() {
@@ -170,9 +170,9 @@ mod tests {
 
     #[test]
     fn a_summary_over_seeds_is_the_same_every_time() {
-        let scenario = LabScenario::new(LabSpec {
+        let scenario = Scenario::new(ScenarioSpec {
             delay: DelayModel::lesson_chain(),
-            ..LabSpec::default()
+            ..ScenarioSpec::default()
         })
         .unwrap();
         let a = monte_carlo(&scenario, 1, 40).unwrap();

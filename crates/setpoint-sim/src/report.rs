@@ -1,15 +1,15 @@
 //! Text and CSV forms of lab runs and Monte Carlo summaries. Their JSON form is the serde
-//! serialisation of [`LabOutcome`] and [`Summary`].
+//! serialisation of [`Outcome`] and [`Summary`].
 
 use setpoint_core::ControllerKind;
 
 use crate::format::js_to_fixed2;
-use crate::lab::{LabOutcome, LabScenario};
 use crate::metrics::Metrics;
 use crate::montecarlo::{Spread, Summary};
+use crate::scenario::{Outcome, Scenario};
 
 /// One line that says what ran: controller and its settings, loop period, delay model, length.
-pub fn describe(scenario: &LabScenario) -> String {
+pub fn describe(scenario: &Scenario) -> String {
     let s = scenario.spec();
     let mut controller = format!("controller {}", s.controller.kind);
     if s.controller.kind == ControllerKind::Expectations {
@@ -64,7 +64,7 @@ fn stable(m: &Metrics) -> String {
 
 /// A run as text: what ran (with the seed, when the run drew random numbers) and one row per
 /// workload with the lesson's columns and the lab's.
-pub fn outcome_table(label: &str, scenario: &LabScenario, outcome: &LabOutcome) -> String {
+pub fn outcome_table(label: &str, scenario: &Scenario, outcome: &Outcome) -> String {
     let mut out = format!("scenario {label}: {}", describe(scenario));
     if let Some(seed) = outcome.seed {
         out.push_str(&format!("; seed {seed}"));
@@ -119,7 +119,7 @@ pub const OUTCOME_CSV_HEADER: &str = "workload,seed,rounds,work_per_round,create
 
 /// A run as CSV: a header and one row per workload. `seed` is empty when the run drew no
 /// random number.
-pub fn outcome_csv(outcome: &LabOutcome) -> String {
+pub fn outcome_csv(outcome: &Outcome) -> String {
     let mut out = format!("{OUTCOME_CSV_HEADER}\n");
     let seed = outcome.seed.map_or_else(String::new, |s| s.to_string());
     for w in &outcome.workloads {
@@ -144,7 +144,7 @@ fn number(metric: &str, x: f64, mean: bool) -> String {
 }
 
 /// A Monte Carlo summary as text: per workload, the mean, p50, p95 and max of every metric.
-pub fn summary_table(label: &str, scenario: &LabScenario, summary: &Summary) -> String {
+pub fn summary_table(label: &str, scenario: &Scenario, summary: &Summary) -> String {
     let last = summary.first_seed.wrapping_add(summary.runs - 1);
     let mut out = format!(
         "scenario {label}: {}; {} runs, seeds {} to {last}{}\n",
@@ -214,11 +214,11 @@ pub fn summary_csv(summary: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::{run, LabSpec};
+    use crate::scenario::{run, ScenarioSpec};
 
     #[test]
     fn a_lesson_run_prints_its_row_under_the_lab_header() {
-        let s = LabScenario::new(LabSpec::default()).unwrap();
+        let s = Scenario::new(ScenarioSpec::default()).unwrap();
         let text = outcome_table("lesson.toml", &s, &run(&s, 1).unwrap());
         assert_eq!(
             text,

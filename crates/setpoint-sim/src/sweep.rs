@@ -20,9 +20,9 @@ use thiserror::Error;
 
 use crate::engine::simulate;
 use crate::lesson::lesson_prediction;
+use crate::lesson_world::{Death, LessonSpec, LessonWorld, Limit, SettingError};
 use crate::metrics::Metrics;
 use crate::predict::predict;
-use crate::scenario::{Death, Limit, Scenario, ScenarioError, ScenarioSpec};
 
 /// The largest grid a sweep accepts, in cells. A cell costs well under a microsecond on the
 /// lesson's settings, so this is a few minutes of work and, as CSV, about ten gigabytes of output:
@@ -91,7 +91,7 @@ pub enum GridError {
     },
     /// A setting that every cell shares (duration, deaths) is invalid. The message says which.
     #[error(transparent)]
-    Scenario(#[from] ScenarioError),
+    LessonWorld(#[from] SettingError),
 }
 
 /// A run of evenly spaced values: `start`, `start + step`, … (`count` values).
@@ -193,10 +193,10 @@ fn parse_item(limit: Limit, item: &str) -> Result<Run, String> {
     // The caller appends the accepted range, so the reason names only the value.
     let number = |s: &str| {
         limit.parse(s).map_err(|e| match e {
-            ScenarioError::NotANumber { value, .. } => {
+            SettingError::NotANumber { value, .. } => {
                 format!("'{}' is not a whole number", value.trim())
             }
-            ScenarioError::OutOfRange { field, value, .. } => {
+            SettingError::OutOfRange { field, value, .. } => {
                 format!("{field} {value} is out of range")
             }
             other => other.to_string(),
@@ -300,9 +300,9 @@ pub struct GridSpec {
 }
 
 impl Default for GridSpec {
-    /// One cell: the lesson's scenario (see [`ScenarioSpec::default`]).
+    /// One cell: the lesson's scenario (see [`LessonSpec::default`]).
     fn default() -> Self {
-        let base = ScenarioSpec::default();
+        let base = LessonSpec::default();
         GridSpec {
             desired: Axis::single(base.desired),
             period: Axis::single(base.period),
@@ -320,7 +320,7 @@ impl Default for GridSpec {
 pub struct Grid {
     spec: GridSpec,
     /// A valid scenario with the shared settings; each cell overrides its five parameters.
-    base: Scenario,
+    base: LessonWorld,
     cells: u64,
 }
 
@@ -340,15 +340,15 @@ pub struct Cell {
 }
 
 impl Grid {
-    /// Validates `spec`: the shared settings through [`Scenario::new`], and the size.
+    /// Validates `spec`: the shared settings through [`LessonWorld::new`], and the size.
     pub fn new(spec: GridSpec) -> Result<Self, GridError> {
-        let base = Scenario::new(ScenarioSpec {
+        let base = LessonWorld::new(LessonSpec {
             duration: spec.duration,
             deaths: spec.deaths.clone(),
-            ..ScenarioSpec::default()
+            ..LessonSpec::default()
         })?;
         if let Some(&kind) = spec.controller.iter().find(|k| !k.is_lesson()) {
-            return Err(ScenarioError::NotALessonController(kind).into());
+            return Err(SettingError::NotALessonController(kind).into());
         }
         let cells = [
             spec.desired.len(),
@@ -407,7 +407,7 @@ impl Grid {
     }
 
     /// The scenario of a cell of this grid.
-    pub fn scenario(&self, cell: Cell) -> Scenario {
+    pub fn scenario(&self, cell: Cell) -> LessonWorld {
         self.base.with_cell(cell)
     }
 
@@ -444,17 +444,17 @@ impl Grid {
     }
 }
 
-impl Scenario {
+impl LessonWorld {
     /// This scenario with the five parameters of `cell`. The scenario's own settings passed every
     /// limit and the grid's axes checked theirs, so the result is valid without a new check.
-    fn with_cell(&self, cell: Cell) -> Scenario {
+    fn with_cell(&self, cell: Cell) -> LessonWorld {
         let mut spec = self.spec().clone();
         spec.desired = cell.desired;
         spec.period = cell.period;
         spec.delay = cell.delay;
         spec.startup = cell.startup;
         spec.controller = cell.controller;
-        Scenario::new(spec).expect("grid cells are checked against every limit")
+        LessonWorld::new(spec).expect("grid cells are checked against every limit")
     }
 }
 
@@ -835,13 +835,13 @@ mod tests {
         for i in [0, 7, 33, g.cells() - 1] {
             let row = g.row(i);
             let m = simulate(
-                &Scenario::new(ScenarioSpec {
+                &LessonWorld::new(LessonSpec {
                     desired: row.desired,
                     period: row.period,
                     delay: row.delay,
                     startup: row.startup,
                     controller: row.controller,
-                    ..ScenarioSpec::default()
+                    ..LessonSpec::default()
                 })
                 .unwrap(),
             );

@@ -26,11 +26,11 @@ use setpoint_core::{
 };
 
 use crate::delay::{whole_seconds, WorldRng};
-use crate::engine::TraceRow;
-use crate::lab::{
-    Event, LabError, LabOutcome, LabScenario, LabSpec, Toll, WorkloadMetrics, MAX_LAB_COPIES,
-};
 use crate::metrics::Metrics;
+use crate::metrics::TraceRow;
+use crate::scenario::{
+    Event, Outcome, Scenario, ScenarioError, ScenarioSpec, Toll, WorkloadMetrics, MAX_LAB_COPIES,
+};
 
 /// The record of one copy.
 #[derive(Debug, Clone)]
@@ -44,6 +44,8 @@ struct CopyRec {
     /// Whether the report of its end has reached the ledger. A start report that arrives after
     /// it is dropped: the ledger knows the copy is gone.
     end_arrived: bool,
+    /// When it was created.
+    created: Time,
 }
 
 /// What happens at a point of the queue.
@@ -55,6 +57,8 @@ enum Ev {
     Scripted(usize),
     /// A stale-view window of one workload closes.
     StaleEnd { w: usize },
+    /// A crash-looping copy ends by itself.
+    Fail { w: usize, id: u64 },
     /// A report reaches the ledger. `made` is when it was made.
     Arrive {
         w: usize,
@@ -121,6 +125,14 @@ struct Work {
     /// Whether the last pass returned an action.
     acted: bool,
     tally: Tally,
+    /// A crash loop: copies end this many seconds after creation, for this many more starts.
+    crash: Option<(Time, u64)>,
+    /// The backoff settings of the last crash loop, and each key's backoff (the workload's,
+    /// `None`, or a name's for `named`), as the runtime keeps them (`setpoint_core::backoff`).
+    backoff: Option<setpoint_core::backoff::BackoffPolicy>,
+    backoffs: BTreeMap<Option<Name>, setpoint_core::backoff::Backoff>,
+    /// A pass held back by a backoff is due again at this time.
+    backoff_wake: Option<Time>,
 }
 
 impl Work {
@@ -223,7 +235,7 @@ impl LedgerView for View<'_> {
 
 /// The whole world of one run.
 struct Engine<'s> {
-    spec: &'s LabSpec,
+    spec: &'s ScenarioSpec,
     works: Vec<Work>,
     controllers: Vec<Controller>,
     queue: BTreeMap<(Time, u8, u64), Ev>,
@@ -237,17 +249,17 @@ struct Engine<'s> {
 }
 
 /// Runs `scenario` on the general engine with the world's generator seeded by `seed`.
-pub fn run_general(scenario: &LabScenario, seed: u64) -> Result<LabOutcome, LabError> {
+pub fn run_general(scenario: &Scenario, seed: u64) -> Result<Outcome, ScenarioError> {
     run_with_budget(scenario, seed, MAX_LAB_COPIES, None)
 }
 
 /// [`run_general`], handing `observer` one [`TraceRow`] per workload per second, in order of
 /// time, then of workload.
 pub fn run_general_traced(
-    scenario: &LabScenario,
+    scenario: &Scenario,
     seed: u64,
     observer: &mut dyn FnMut(usize, &TraceRow),
-) -> Result<LabOutcome, LabError> {
+) -> Result<Outcome, ScenarioError> {
     run_with_budget(scenario, seed, MAX_LAB_COPIES, Some(observer))
 }
 
@@ -283,11 +295,11 @@ fn trace_row(w: &Work, t: Time, before: [u64; 4]) -> TraceRow {
 
 /// [`run_general`], stopping with an error once more than `budget` copies were created.
 fn run_with_budget(
-    scenario: &LabScenario,
+    scenario: &Scenario,
     seed: u64,
     budget: u64,
     mut observer: Option<&mut LabObserver>,
-) -> Result<LabOutcome, LabError> {
+) -> Result<Outcome, ScenarioError> {
     let spec = scenario.spec();
     let mut engine = Engine::new(spec, seed);
     engine.budget = budget;
@@ -333,7 +345,7 @@ fn run_with_budget(
         .zip(&spec.workloads)
         .map(|(w, decl)| finish(decl.name.clone(), &w.tally, rounds, duration))
         .collect();
-    Ok(LabOutcome {
+    Ok(Outcome {
         seed: spec.delay.is_random().then_some(seed),
         engine: "general",
         workloads,
@@ -368,7 +380,7 @@ fn finish(workload: String, t: &Tally, rounds: u64, duration: Time) -> WorkloadM
 }
 
 impl<'s> Engine<'s> {
-    fn new(spec: &'s LabSpec, seed: u64) -> Self {
+    fn new(spec: &'s ScenarioSpec, seed: u64) -> Self {
         let works = spec
             .workloads
             .iter()
@@ -391,6 +403,10 @@ impl<'s> Engine<'s> {
                     required: decl.desired,
                     ..Tally::default()
                 },
+                crash: None,
+                backoff: None,
+                backoffs: BTreeMap::new(),
+                backoff_wake: None,
             })
             .collect();
         let mut engine = Engine {
@@ -469,20 +485,22 @@ impl<'s> Engine<'s> {
                 if w.dirty || w.acted {
                     Some(after(t + 1))
                 } else {
-                    c.wake_at().map(|at| after(at.max(t + 1)))
+                    let wake = c.wake_at().into_iter().chain(w.backoff_wake).min();
+                    wake.map(|at| after(at.max(t + 1)))
                 }
             })
             .min()
     }
 
     /// Everything that happens at second `t`, in the documented order.
-    fn second(&mut self, t: Time) -> Result<(), LabError> {
+    fn second(&mut self, t: Time) -> Result<(), ScenarioError> {
         self.drain(t)?;
         if t % self.spec.period == 0 {
             for w in 0..self.works.len() {
                 let due = self.works[w].dirty
                     || self.works[w].acted
-                    || self.controllers[w].wake_at().is_some_and(|at| at <= t);
+                    || self.controllers[w].wake_at().is_some_and(|at| at <= t)
+                    || self.works[w].backoff_wake.is_some_and(|at| at <= t);
                 if due {
                     self.pass(w, t)?;
                 }
@@ -492,7 +510,7 @@ impl<'s> Engine<'s> {
     }
 
     /// Handles every queued happening of second `t`.
-    fn drain(&mut self, t: Time) -> Result<(), LabError> {
+    fn drain(&mut self, t: Time) -> Result<(), ScenarioError> {
         while let Some(entry) = self.queue.first_entry() {
             if entry.key().0 != t {
                 break;
@@ -500,6 +518,7 @@ impl<'s> Engine<'s> {
             let ev = entry.remove();
             match ev {
                 Ev::Ready { w, id } => self.ready(w, id, t),
+                Ev::Fail { w, id } => self.fail(w, id, t),
                 Ev::Scripted(i) => self.scripted(i, t),
                 Ev::StaleEnd { w } => {
                     let work = &mut self.works[w];
@@ -671,12 +690,21 @@ impl<'s> Engine<'s> {
                     let work = &mut self.works[w];
                     work.lost_armed = work.lost_armed.saturating_add(count);
                 }
+                Event::CrashLoop {
+                    after,
+                    starts,
+                    backoff,
+                } => {
+                    let work = &mut self.works[w];
+                    work.crash = Some((after, starts));
+                    work.backoff = Some(backoff);
+                }
             }
         }
     }
 
     /// Workload `w`'s pass at `t`, and its actions.
-    fn pass(&mut self, w: usize, t: Time) -> Result<(), LabError> {
+    fn pass(&mut self, w: usize, t: Time) -> Result<(), ScenarioError> {
         let reported_before = self.reported_before(t);
         let work = &self.works[w];
         let view = View {
@@ -687,7 +715,34 @@ impl<'s> Engine<'s> {
         let desired = Desired {
             copies: work.desired,
         };
-        let action = self.controllers[w].pass(desired, &view);
+        let before = self.controllers[w].clone();
+        let mut action = self.controllers[w].pass(desired, &view);
+        // Backoff after failed starts: a held creation is not written, and the controller forgets
+        // it tried, as in the runtime (`reconcile::plan_pass`).
+        let held = |key: Option<Name>| {
+            work.backoffs
+                .get(&key)
+                .is_some_and(|b| work.backoff.is_some() && b.blocks(t))
+        };
+        let mut wake = None;
+        match &mut action {
+            Some(Action::Create { .. }) if held(None) => {
+                self.controllers[w] = before;
+                wake = work.backoffs.get(&None).map(|b| b.next_try);
+                action = None;
+            }
+            Some(Action::Named { create, .. }) => {
+                create.retain(|&n| {
+                    let h = held(Some(n));
+                    if h {
+                        let at = work.backoffs[&Some(n)].next_try;
+                        wake = Some(wake.map_or(at, |w: Time| w.min(at)));
+                    }
+                    !h
+                });
+            }
+            _ => {}
+        }
         // Delete commands go to the oldest copies of the ledger this pass read (CA25).
         let targets = match &action {
             Some(a @ Action::Delete { .. }) => view.oldest_on_ledger(a.size()),
@@ -696,6 +751,7 @@ impl<'s> Engine<'s> {
         let work = &mut self.works[w];
         work.dirty = false;
         work.acted = action.is_some();
+        work.backoff_wake = wake;
         match action {
             None => {}
             Some(Action::Create { batch, .. }) => {
@@ -752,10 +808,10 @@ impl<'s> Engine<'s> {
         self.works[w].tally.deleted += deleted;
     }
 
-    fn create(&mut self, w: usize, name: Option<Name>, t: Time) -> Result<(), LabError> {
+    fn create(&mut self, w: usize, name: Option<Name>, t: Time) -> Result<(), ScenarioError> {
         self.total_created += 1;
         if self.total_created > self.budget {
-            return Err(LabError::TooManyCopies(self.budget));
+            return Err(ScenarioError::TooManyCopies(self.budget));
         }
         let work = &mut self.works[w];
         let id = work.copies.len() as u64;
@@ -764,7 +820,13 @@ impl<'s> Engine<'s> {
             started: false,
             dead: false,
             end_arrived: false,
+            created: t,
         });
+        if let Some((after, left)) = work.crash {
+            work.crash = (left > 1).then_some((after, left - 1));
+            self.push(t.saturating_add(after), READY, Ev::Fail { w, id });
+        }
+        let work = &mut self.works[w];
         if let Some(name) = name {
             work.existing_names.entry(name).or_default().insert(id);
         }
@@ -773,6 +835,34 @@ impl<'s> Engine<'s> {
         let ready = t.saturating_add(work.startup);
         self.push(ready, READY, Ev::Ready { w, id });
         Ok(())
+    }
+}
+
+impl Engine<'_> {
+    /// A crash-looping copy ends at `t`: a failed start if it never became ready (its key backs
+    /// off), otherwise a death.
+    fn fail(&mut self, w: usize, id: u64, t: Time) {
+        let rec = &self.works[w].copies[id as usize];
+        let (started, created, name) = (rec.started, rec.created, rec.name);
+        if !self.kill(w, id, t) {
+            return;
+        }
+        let work = &mut self.works[w];
+        if started {
+            work.tally.died += 1;
+            return;
+        }
+        let key = if self.spec.controller.kind == ControllerKind::Named {
+            name
+        } else {
+            None
+        };
+        if let Some(policy) = work.backoff {
+            work.backoffs
+                .entry(key)
+                .or_default()
+                .record(&policy, created, t);
+        }
     }
 }
 
@@ -790,10 +880,10 @@ mod tests {
     use super::*;
     use crate::engine::simulate;
     use crate::lesson::LESSON_DELAYS;
-    use crate::scenario::Scenario;
+    use crate::lesson_world::LessonWorld;
 
-    fn general(scenario: &Scenario) -> Metrics {
-        run_general(&LabScenario::from_lesson(scenario), 1)
+    fn general(scenario: &LessonWorld) -> Metrics {
+        run_general(&Scenario::from_lesson(scenario), 1)
             .unwrap()
             .workloads[0]
             .metrics
@@ -803,17 +893,17 @@ mod tests {
     fn the_lessons_rows_match_the_fast_engine() {
         for controller in ControllerKind::LESSON {
             for delay in LESSON_DELAYS {
-                let s = Scenario::lesson(delay, controller);
+                let s = LessonWorld::lesson(delay, controller);
                 assert_eq!(general(&s), simulate(&s), "G={delay} {controller}");
             }
         }
     }
 
     use crate::delay::DelayModel;
-    use crate::lab::{ControllerSpec, LabSpec, TimedEvent, Workload};
+    use crate::scenario::{ControllerSpec, ScenarioSpec, TimedEvent, Workload};
 
-    fn lab(spec: LabSpec, seed: u64) -> LabOutcome {
-        run_general(&LabScenario::new(spec).unwrap(), seed).unwrap()
+    fn lab(spec: ScenarioSpec, seed: u64) -> Outcome {
+        run_general(&Scenario::new(spec).unwrap(), seed).unwrap()
     }
 
     fn event(at: Time, workload: Option<&str>, event: Event) -> TimedEvent {
@@ -824,9 +914,70 @@ mod tests {
         }
     }
 
+    fn crash_spec(kind: ControllerKind, desired: u64) -> ScenarioSpec {
+        ScenarioSpec {
+            period: 2,
+            duration: 120,
+            delay: crate::delay::DelayModel::Fixed(0),
+            controller: crate::scenario::ControllerSpec::new(kind),
+            workloads: vec![crate::scenario::Workload {
+                name: "ghost".into(),
+                desired,
+                startup: 3,
+            }],
+            events: vec![event(
+                0,
+                None,
+                Event::CrashLoop {
+                    after: 1,
+                    starts: 1_000,
+                    backoff: setpoint_core::backoff::BackoffPolicy {
+                        initial: 4,
+                        max: 16,
+                        reset: 10_000,
+                    },
+                },
+            )],
+            unique_names: true,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn a_crash_loop_backs_off_on_the_runtimes_schedule() {
+        // Each attempt ends 1 s after its creation; the next waits 4, 8, 16, 16 s from that end,
+        // rounded up to the period of 2: gaps of 6, 10, 18, 18.
+        for kind in [
+            ControllerKind::Intent,
+            ControllerKind::Ledger,
+            ControllerKind::Named,
+        ] {
+            let s = Scenario::new(crash_spec(kind, 2)).unwrap();
+            let at = crate::scenario::creation_times(&s, 1, 0).unwrap();
+            assert_eq!(&at[..6], [0, 6, 16, 34, 52, 70], "{kind:?}");
+            let out = lab(crash_spec(kind, 2), 1);
+            let m = out.workloads[0].metrics;
+            assert_eq!(
+                (m.peak_live, m.died),
+                (0, 0),
+                "{kind:?}: failed starts are no deaths"
+            );
+            assert_eq!(m.created, 2 * at.len() as u64, "{kind:?}: two per attempt");
+        }
+        // Without the event nothing crashes, and without the backoff (initial 0) it is retried
+        // every period.
+        let mut spec = crash_spec(ControllerKind::Intent, 2);
+        if let Event::CrashLoop { backoff, .. } = &mut spec.events[0].event {
+            backoff.initial = 0;
+            backoff.max = 0;
+        }
+        let at = crate::scenario::creation_times(&Scenario::new(spec).unwrap(), 1, 0).unwrap();
+        assert_eq!(&at[..4], [0, 2, 4, 6]);
+    }
+
     #[test]
     fn per_report_delays_bring_copies_to_the_ledger_out_of_order() {
-        let spec = LabSpec {
+        let spec = ScenarioSpec {
             controller: ControllerSpec::new(ControllerKind::Intent),
             delay: DelayModel::Uniform {
                 min: 0,
@@ -837,7 +988,7 @@ mod tests {
                 desired: 20,
                 startup: 0,
             }],
-            ..LabSpec::default()
+            ..ScenarioSpec::default()
         };
         let mut engine = Engine::new(&spec, 5);
         engine.second(0).unwrap();
@@ -857,9 +1008,9 @@ mod tests {
         // No delay, but no report reaches the ledger before 100: a ledger-only loop creates six
         // copies at each of the rounds 0, 15, …, 90.
         let m = lab(
-            LabSpec {
+            ScenarioSpec {
                 events: vec![event(0, None, Event::Outage { seconds: 100 })],
-                ..LabSpec::default()
+                ..ScenarioSpec::default()
             },
             1,
         );
@@ -871,7 +1022,7 @@ mod tests {
     #[test]
     fn a_death_fraction_rounds_down() {
         let m = lab(
-            LabSpec {
+            ScenarioSpec {
                 workloads: vec![Workload {
                     name: "w".into(),
                     desired: 5,
@@ -882,7 +1033,7 @@ mod tests {
                     None,
                     Event::Deaths(Toll::PartsPerMillion(500_000)),
                 )],
-                ..LabSpec::default()
+                ..ScenarioSpec::default()
             },
             1,
         );
@@ -892,7 +1043,7 @@ mod tests {
     #[test]
     fn events_for_one_workload_leave_the_others_alone() {
         let m = lab(
-            LabSpec {
+            ScenarioSpec {
                 workloads: vec![
                     Workload {
                         name: "api".into(),
@@ -909,7 +1060,7 @@ mod tests {
                     event(300, Some("db"), Event::Deaths(Toll::Count(2))),
                     event(400, Some("api"), Event::Scale { desired: 8 }),
                 ],
-                ..LabSpec::default()
+                ..ScenarioSpec::default()
             },
             1,
         );
@@ -926,10 +1077,10 @@ mod tests {
     #[test]
     fn a_scale_down_is_measured_against_the_new_desired_count() {
         let m = lab(
-            LabSpec {
+            ScenarioSpec {
                 controller: ControllerSpec::new(ControllerKind::Intent),
                 events: vec![event(301, None, Event::Scale { desired: 2 })],
-                ..LabSpec::default()
+                ..ScenarioSpec::default()
             },
             1,
         );
@@ -945,11 +1096,11 @@ mod tests {
 
     #[test]
     fn the_same_seed_gives_the_same_run_and_another_seed_another() {
-        let spec = || LabSpec {
+        let spec = || ScenarioSpec {
             delay: DelayModel::lesson_chain(),
             period: 5,
             duration: 2000,
-            ..LabSpec::default()
+            ..ScenarioSpec::default()
         };
         let a = lab(spec(), 9);
         assert_eq!(a, lab(spec(), 9));
@@ -961,11 +1112,11 @@ mod tests {
     #[test]
     fn general_trace_equals_the_fast_engines_trace_on_the_lessons_world() {
         for (g, controller) in [(60, ControllerKind::Ledger), (20, ControllerKind::Intent)] {
-            let lesson = Scenario::lesson(g, controller);
+            let lesson = LessonWorld::lesson(g, controller);
             let mut fast = Vec::new();
             crate::simulate_traced(&lesson, &mut |r| fast.push(*r));
             let mut general = Vec::new();
-            run_general_traced(&LabScenario::from_lesson(&lesson), 1, &mut |w, r| {
+            run_general_traced(&Scenario::from_lesson(&lesson), 1, &mut |w, r| {
                 assert_eq!(w, 0);
                 general.push(*r);
             })
@@ -977,7 +1128,7 @@ mod tests {
     #[test]
     fn a_runaway_run_stops_with_an_error_instead_of_exhausting_memory() {
         let err = run_with_budget(
-            &LabScenario::new(LabSpec {
+            &Scenario::new(ScenarioSpec {
                 period: 1,
                 duration: 100_000,
                 delay: DelayModel::fixed_seconds(100_000),
@@ -988,7 +1139,7 @@ mod tests {
                 }],
                 controller: ControllerSpec::new(ControllerKind::Ledger),
                 events: vec![event(0, None, Event::Restart)],
-                ..LabSpec::default()
+                ..ScenarioSpec::default()
             })
             .unwrap(),
             1,
@@ -996,18 +1147,18 @@ mod tests {
             None,
         )
         .unwrap_err();
-        assert_eq!(err, LabError::TooManyCopies(10_000));
+        assert_eq!(err, ScenarioError::TooManyCopies(10_000));
     }
 
     mod equivalence {
         use super::*;
-        use crate::scenario::{Death, ScenarioSpec};
+        use crate::lesson_world::{Death, LessonSpec};
         use proptest::prelude::*;
 
         /// Lesson-world scenarios with the edges weighted in: no delay, no startup, nothing
         /// desired, runs of length 0 or near one period, several deaths in one second, deaths on
         /// round seconds.
-        fn lesson_world() -> impl Strategy<Value = ScenarioSpec> {
+        fn lesson_world() -> impl Strategy<Value = LessonSpec> {
             let desired = prop_oneof![1 => Just(0u64), 6 => 1..=10u64, 2 => 11..=40u64];
             let period = prop_oneof![1 => Just(1u64), 5 => 2..=30u64, 2 => 31..=120u64];
             let delay = prop_oneof![2 => Just(0u64), 5 => 1..=40u64, 2 => 41..=120u64];
@@ -1040,7 +1191,7 @@ mod tests {
                                     deaths[i].at = deaths[i - 1].at;
                                 }
                             }
-                            ScenarioSpec {
+                            LessonSpec {
                                 desired,
                                 period,
                                 delay,
@@ -1060,12 +1211,12 @@ mod tests {
 
             #[test]
             fn general_engine_equals_fast_engine_on_the_lessons_world(spec in lesson_world()) {
-                let s = Scenario::new(spec).unwrap();
+                let s = LessonWorld::new(spec).unwrap();
                 prop_assert_eq!(general(&s), simulate(&s));
                 let mut fast = Vec::new();
                 crate::simulate_traced(&s, &mut |r| fast.push(*r));
                 let mut slow = Vec::new();
-                run_general_traced(&LabScenario::from_lesson(&s), 1, &mut |_, r| slow.push(*r))
+                run_general_traced(&Scenario::from_lesson(&s), 1, &mut |_, r| slow.push(*r))
                     .unwrap();
                 prop_assert_eq!(slow, fast, "per-second traces differ");
             }

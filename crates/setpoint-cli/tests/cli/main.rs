@@ -2,16 +2,27 @@
 //! binary. Each module is one area.
 //!
 //! # Layout
+//! - [`hardening`]: a store that cannot be lost silently, an agent that trusts nothing it is
+//!   handed, and `apply` refusing what can never run (issue 14).
 //! - [`lesson`]: golden lesson outputs, formats, exit codes and messages, plots and reports.
 //! - [`scenarios`]: scenario files, seeds, Monte Carlo, flags over files.
 //! - [`sweep`]: `setpoint sweep` rows, summaries and determinism.
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
+//! - [`cluster`]: node leases, lost nodes, fencing, one agent per node name.
+//! - [`netns`]: agents and etcd members on separate hosts (network namespaces): partitions,
+//!   quorum loss, a paused leader.
 //! - [`store`]: `--store URL` on every runtime command; the runtime on etcd.
+//! - [`trust`]: crash-loop backoff, clean shutdown through a closed pipe, idle reasons, refused
+//!   settings (issue 11).
 
+mod cluster;
+mod hardening;
 mod lesson;
+mod netns;
 mod reality;
 mod runtime;
 mod scenarios;
 mod store;
 mod sweep;
+mod trust;

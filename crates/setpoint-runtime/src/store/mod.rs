@@ -24,8 +24,11 @@
 //! - [`namespace`]: [`Namespaced`], the keys of a store under one prefix.
 //! - [`url`]: [`StoreUrl`], which store to open (`sqlite:DIR`, `etcd://…`, `memory:`), and its
 //!   format check.
+//! - [`identity`]: the file checks that keep a SQLite store from being lost silently, and the
+//!   owner-only modes of the files setpoint creates.
 
 pub mod etcd;
+pub mod identity;
 pub mod memory;
 pub mod namespace;
 pub mod sqlite;
@@ -185,12 +188,26 @@ pub enum StoreError {
         /// Why it could not be read.
         reason: String,
     },
+    /// The store this handle opened is gone: its file was removed or replaced. Nothing more is
+    /// read or written through this handle; every part using it stops. Restore the file, or
+    /// stop every part and start again on a new data directory.
+    #[error("store lost: {0}; nothing more is read or written through it")]
+    Lost(String),
+    /// The file at the store's place is not a setpoint store (empty, foreign, or a removed
+    /// store's leftover write-ahead log). It was left untouched; the message says what to do.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl StoreError {
     /// Whether this is a failed compare-and-set, which a fresh read and a retry resolve.
     pub fn is_conflict(&self) -> bool {
         matches!(self, StoreError::Conflict { .. })
+    }
+
+    /// Whether the store is gone for good ([`StoreError::Lost`]): the caller must stop acting.
+    pub fn is_lost(&self) -> bool {
+        matches!(self, StoreError::Lost(_))
     }
 }
 

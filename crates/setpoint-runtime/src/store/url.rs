@@ -126,6 +126,10 @@ pub enum OpenMode {
     /// The commands that only look at or change what is there (`get`, `status`, `delete`,
     /// `measure`): a store that was never used is a mistake in the URL, not a reason to make one.
     Existing,
+    /// The commands that only read (`get`, `status`, `measure`): like [`OpenMode::Existing`],
+    /// and a SQLite store is opened read-only, so nothing is written and a user who may read the
+    /// store but not write it can run them.
+    ReadOnly,
 }
 
 /// Why a store could not be opened.
@@ -171,7 +175,11 @@ impl OpenError {
     /// Whether the user must change the command (exit 2), rather than wait for a store that
     /// does not answer (exit 1).
     pub fn is_bad_input(&self) -> bool {
-        !matches!(self, OpenError::Unavailable { .. })
+        match self {
+            // An empty or foreign file is the user's to fix, not a store to wait for.
+            OpenError::Unavailable { cause, .. } => matches!(cause, StoreError::Refused(_)),
+            _ => true,
+        }
     }
 }
 
@@ -199,13 +207,17 @@ impl StoreUrl {
         };
         let store: Arc<dyn Store> = match self {
             StoreUrl::Sqlite(dir) => {
-                if mode == OpenMode::Existing && !dir.join(super::sqlite::DB_FILE).is_file() {
+                if mode != OpenMode::Create && !dir.join(super::sqlite::DB_FILE).is_file() {
                     return Err(OpenError::Missing {
                         where_: format!("in {}", dir.display()),
                         hint: "a --data-dir (or --store sqlite:DIR)",
                     });
                 }
-                Arc::new(SqliteStore::open(dir).map_err(unavailable)?)
+                if mode == OpenMode::ReadOnly {
+                    Arc::new(SqliteStore::open_read_only(dir).map_err(unavailable)?)
+                } else {
+                    Arc::new(SqliteStore::open(dir).map_err(unavailable)?)
+                }
             }
             StoreUrl::Etcd(eps) => Arc::new(EtcdStore::connect(eps, etcd).map_err(unavailable)?),
             StoreUrl::Memory => Arc::new(MemoryStore::new()),
@@ -244,13 +256,13 @@ impl StoreUrl {
                     };
                 }
                 // A SQLite store made before the version key existed is format 1: it exists.
-                None if mode == OpenMode::Existing && matches!(self, StoreUrl::Etcd(_)) => {
+                None if mode != OpenMode::Create && matches!(self, StoreUrl::Etcd(_)) => {
                     return Err(OpenError::Missing {
                         where_: format!("at {self}"),
                         hint: "a --store",
                     });
                 }
-                None if mode == OpenMode::Existing => return Ok(()),
+                None if mode != OpenMode::Create => return Ok(()),
                 None => {
                     let txn = Txn::new()
                         .expect(VERSION_KEY, 0)
@@ -290,13 +302,13 @@ impl StoreUrl {
                     }
                     return Ok(Some(s));
                 }
-                Err(e @ OpenError::Unavailable { .. }) => {
+                Err(e) if e.is_bad_input() => return Err(e),
+                Err(e) => {
                     if !waiting {
                         log(who, format!("{e}; retrying with backoff"));
                         waiting = true;
                     }
                 }
-                Err(e) => return Err(e),
             }
             tokio::select! {
                 _ = shutdown.wait() => return Ok(None),
