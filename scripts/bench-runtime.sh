@@ -62,7 +62,11 @@ run() {
     local t0 puts0 txns0
     puts0=$(metric etcd_mvcc_put_total); txns0=$(metric etcd_mvcc_txn_total); t0=$(date +%s.%N)
     "$LOAD" copies="$COPIES" agents="$AGENTS" period_ms="$PERIOD_MS" seconds="$SECONDS_STEADY" \
-        simulate=1 dir="$WORK/data-${store%%:*}" store="$store" 2>"$WORK/${store%%:*}.log"
+        simulate=1 dir="$WORK/data-${store%%:*}" store="$store" 2>"$WORK/${store%%:*}.log" || {
+        echo "error: the load run on $store failed:" >&2
+        grep -v -e ': started ' -e ': stopping ' "$WORK/${store%%:*}.log" | tail -5 >&2
+        exit 1
+    }
     local t1 puts1 txns1
     t1=$(date +%s.%N); puts1=$(metric etcd_mvcc_put_total); txns1=$(metric etcd_mvcc_txn_total)
     if [ "${store%%:*}" = etcd ]; then

@@ -500,6 +500,40 @@ async fn named_survives_a_controller_crash_without_duplicates_and_replaces_under
     agent.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulated_copies_reach_the_ledger_without_a_process_and_stop_when_scaled_down() {
+    let c = Cluster::new();
+    let mut cfg = AgentConfig::new("sim", c.state_dir());
+    cfg.report_every = Duration::from_millis(50);
+    cfg.sync_every = Duration::from_millis(50);
+    cfg.simulate_copies = true;
+    let (trigger, shutdown) = shutdown_pair();
+    let store = Arc::clone(&c.store);
+    let agent = Running {
+        trigger,
+        task: tokio::spawn(async move { run_agent(store, cfg, shutdown).await.unwrap() }),
+    };
+    let controller = c.controller("c", Duration::from_secs(1));
+    c.apply(5, ControllerKind::Intent);
+    let on_ledger = |c: &Cluster| ops::get(&*c.store, Some("w")).unwrap()[0].on_ledger;
+    c.until("5 simulated copies on the ledger", |c| on_ledger(c) == 5)
+        .await;
+    assert!(
+        find_marked(&c.mark("sim")).is_empty(),
+        "no process was started"
+    );
+    let report = c.store.get("/reports/sim").unwrap().unwrap().value;
+    assert!(report.contains(r#""pid":0"#), "{report}");
+    c.apply(2, ControllerKind::Intent);
+    c.until("scaled down to 2", |c| {
+        on_ledger(c) == 2 && Snapshot::load(&*c.store).unwrap().assignments.len() == 2
+    })
+    .await;
+    assert_eq!(c.created(), 5, "nothing was replaced");
+    controller.stop().await;
+    agent.stop().await;
+}
+
 /// A store handle that can be cut off: while cut, every call waits 100ms and fails as an
 /// unreachable network store would. The store behind it goes on for everyone else.
 struct Cuttable {

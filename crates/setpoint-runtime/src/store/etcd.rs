@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use etcd_client::{
     Client, Compare as EtcdCompare, CompareOp, ConnectOptions, EventType, GetOptions, KeyValue,
-    PutOptions, Txn as EtcdTxn, TxnOp, TxnOpResponse, WatchOptions,
+    KvClient, PutOptions, Txn as EtcdTxn, TxnOp, TxnOpResponse, WatchClient, WatchOptions,
 };
 
 use super::{
@@ -67,6 +67,10 @@ impl Default for EtcdOptions {
 /// A store on an etcd cluster.
 pub struct EtcdStore {
     client: Client,
+    /// The KV and watch clients, with room for big answers (a full read of 10,000 copies is
+    /// several MiB; gRPC's default limit is 4 MiB).
+    kv: KvClient,
+    watcher: WatchClient,
     /// `Some` until drop, which shuts it down without blocking (a drop may happen on an async
     /// thread, where a blocking shutdown would panic).
     rt: Option<tokio::runtime::Runtime>,
@@ -90,6 +94,10 @@ impl Drop for EtcdStore {
         }
     }
 }
+
+/// The largest message the client sends or accepts: etcd limits a request by its
+/// `--max-request-bytes`, and answers (ranges) not at all.
+const MAX_MESSAGE: usize = 256 << 20;
 
 /// gRPC's status code "unavailable".
 const GRPC_UNAVAILABLE: i32 = 14;
@@ -161,6 +169,11 @@ impl EtcdStore {
             }
         };
         let store = Self {
+            kv: client
+                .kv_client()
+                .max_decoding_message_size(MAX_MESSAGE)
+                .max_encoding_message_size(MAX_MESSAGE),
+            watcher: client.watch_client().max_decoding_message_size(MAX_MESSAGE),
             client,
             rt: Some(rt),
             endpoints: shown,
@@ -325,9 +338,10 @@ impl Store for EtcdStore {
             .iter()
             .map(|p| TxnOp::get(*p, Some(GetOptions::new().with_range(prefix_end(p)))))
             .collect();
-        let resp = self.call(true, move |mut c| {
-            let gets = gets.clone();
-            async move { c.txn(EtcdTxn::new().and_then(gets)).await }
+        let kv = self.kv.clone();
+        let resp = self.call(true, move |_| {
+            let (gets, mut kv) = (gets.clone(), kv.clone());
+            async move { kv.txn(EtcdTxn::new().and_then(gets)).await }
         })?;
         let mut entries = Vec::new();
         for r in resp.op_responses() {
@@ -373,9 +387,10 @@ impl Store for EtcdStore {
             .when(compares)
             .and_then(writes)
             .or_else(reads);
-        let resp = match self.call(false, move |mut c| {
-            let request = request.clone();
-            async move { c.txn(request).await }
+        let kv = self.kv.clone();
+        let resp = match self.call(false, move |_| {
+            let (request, mut kv) = (request.clone(), kv.clone());
+            async move { kv.txn(request).await }
         }) {
             Ok(r) => r,
             Err(e) => {
@@ -490,7 +505,7 @@ impl Store for EtcdStore {
         let start = prefixes.iter().min()?.clone();
         let end = prefixes.iter().map(|p| prefix_end(p)).max()?;
         let (tx, rx) = mpsc::channel();
-        let mut client = self.client.clone();
+        let mut client = self.watcher.clone();
         let timeout = self.opts.timeout;
         let task = rt.spawn(async move {
             let opts = WatchOptions::new()
@@ -667,9 +682,22 @@ mod tests {
         assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
         cluster.restart(1).unwrap();
         cluster.wait_for_leader(Duration::from_secs(20)).unwrap();
-        // Nothing was half-written, and the write that failed did not land.
+        // The refused write may still land once quorum returns (the surviving leader may have
+        // put it in its log): `Unavailable` is for the answer, not the request. It lands whole
+        // or not at all, and a redo of the same compare-and-set is then a conflict, never a
+        // second write.
         let e = s.get("/k").unwrap().unwrap();
-        assert_eq!((e.value.as_str(), e.mod_revision), ("2", r2));
+        let landed = match (e.value.as_str(), e.mod_revision) {
+            ("2", rev) if rev == r2 => false,
+            ("3", rev) if rev > r2 => true,
+            other => panic!("neither before nor after the refused write: {other:?}"),
+        };
+        let redo = s.commit(&Txn::new().expect("/k", r2).put("/k", "3"));
+        assert_eq!(redo.is_err(), landed, "{redo:?}");
+        if landed {
+            assert!(redo.unwrap_err().is_conflict());
+        }
+        assert_eq!(s.get("/k").unwrap().unwrap().value, "3");
     }
 
     #[test]
