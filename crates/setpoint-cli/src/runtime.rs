@@ -691,8 +691,19 @@ fn up(a: &UpArgs) -> anyhow::Result<String> {
         let mut first = None;
         while let Some(done) = tasks.join_next().await {
             if let Err(e) = done.map_err(anyhow::Error::from).and_then(|r| r) {
+                // A lost store stops every part by itself, each saying so; any other failure
+                // (a refused node name) stops the others here.
+                let lost = e.chain().any(|c| {
+                    c.downcast_ref::<setpoint_runtime::StoreError>()
+                        .is_some_and(|s| s.is_lost())
+                        || c.downcast_ref::<setpoint_runtime::AgentError>().is_some_and(|a| {
+                            matches!(a, setpoint_runtime::AgentError::Store(s) if s.is_lost())
+                        })
+                });
+                if !lost {
+                    stop_all.fire();
+                }
                 first.get_or_insert(e);
-                stop_all.fire();
             }
         }
         first.map_or(Ok(()), Err)
