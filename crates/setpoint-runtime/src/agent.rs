@@ -361,29 +361,7 @@ impl Agent {
         if batch.is_empty() {
             return;
         }
-        if self.cfg.simulate_copies {
-            // Benchmarks of the control plane: a record and a start event, no process.
-            for (a, incarnation) in batch {
-                let record = CopyRecord {
-                    assignment: a,
-                    incarnation,
-                    pid: 0,
-                    start_ticks: 0,
-                    started_ms: now,
-                    phase: Phase::Starting,
-                    ready_ms: None,
-                    exited_ms: None,
-                    exit: None,
-                    stopping: false,
-                    nonce: String::new(),
-                };
-                self.log_event(CopyEventKind::Start, &record, now);
-                self.copies
-                    .insert(record.assignment.copy.clone(), Local::new(record, None));
-            }
-            self.dirty = true;
-            return;
-        }
+        let simulated = self.cfg.simulate_copies;
         let mut pending = Vec::with_capacity(batch.len());
         for (a, incarnation) in batch {
             let record = CopyRecord {
@@ -397,14 +375,29 @@ impl Agent {
                 exited_ms: None,
                 exit: None,
                 stopping: false,
-                nonce: crate::sandbox::new_nonce(),
+                // A simulated copy has no process to prove anything about.
+                nonce: if simulated {
+                    String::new()
+                } else {
+                    crate::sandbox::new_nonce()
+                },
             };
+            if simulated {
+                // Benchmarks of the control plane: a record and a start event, no process.
+                self.log_event(CopyEventKind::Start, &record, now);
+                self.copies
+                    .insert(record.assignment.copy.clone(), Local::new(record, None));
+                continue;
+            }
             let copy = record.assignment.copy.clone();
             self.copies
                 .insert(copy.clone(), Local::new(record.clone(), None));
             pending.push(record);
         }
         self.dirty = true;
+        if simulated {
+            return;
+        }
         self.save();
         let mut started = Vec::with_capacity(pending.len());
         for mut record in pending {
