@@ -6,6 +6,7 @@
 mod advise;
 mod args;
 mod lab;
+mod output;
 mod plot;
 mod reality;
 mod relation;

@@ -1,16 +1,18 @@
-//! `setpoint plot`: pictures of one run (timeline) and of a grid (heatmap), as SVG files.
+//! `setpoint plot`: pictures of one run (timeline) and of a grid (heatmap), as SVG, PNG or HTML.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
-use setpoint_plot::{heatmap_svg, timeline_svg, Heatmap, Marker, Timeline};
+use setpoint_plot::{
+    heatmap_svg, timeline_svg, Downsample, Heatmap, Marker, Span, SpanKind, Timeline,
+};
 use setpoint_sim::lab::{self, Event, LabScenario, Toll};
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
 use setpoint_sim::scenario_file;
 use setpoint_sim::{simulate_traced, Axis, Scenario, ScenarioSpec};
 
 use crate::args::{LessonArgs, WorldArgs};
+use crate::output::{self, Output};
 use crate::sweep::{delay_axis, period_axis};
 use crate::BadInput;
 
@@ -39,9 +41,10 @@ pub struct TimelineArgs {
     /// The lesson's world, when no scenario file is given.
     #[command(flatten)]
     pub lesson: LessonArgs,
-    /// The SVG file to write.
-    #[arg(short = 'o', long, value_name = "FILE.svg")]
-    pub output: PathBuf,
+    /// Where to write the picture: FILE.svg, FILE.png (rasterized with the bundled font),
+    /// FILE.html (a page around the SVG), or - for SVG on standard output.
+    #[arg(short = 'o', long, value_name = "FILE.svg|FILE.png|FILE.html|-", value_parser = output::picture)]
+    pub output: Output,
 }
 
 /// `setpoint plot heatmap`.
@@ -58,9 +61,10 @@ pub struct HeatmapArgs {
     /// Everything else about the world.
     #[command(flatten)]
     pub world: WorldArgs,
-    /// The SVG file to write.
-    #[arg(short = 'o', long, value_name = "FILE.svg")]
-    pub output: PathBuf,
+    /// Where to write the picture: FILE.svg, FILE.png (rasterized with the bundled font),
+    /// FILE.html (a page around the SVG), or - for SVG on standard output.
+    #[arg(short = 'o', long, value_name = "FILE.svg|FILE.png|FILE.html|-", value_parser = output::picture)]
+    pub output: Output,
 }
 
 /// The most cells a heatmap draws: beyond this the SVG gets too heavy to open.
@@ -92,8 +96,7 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
                     timeline_of(&Scenario::new(a.lesson.spec())?)?
                 }
             };
-            write(&a.output, &svg)?;
-            Ok(format!("wrote {}\n", a.output.display()))
+            a.output.write_picture(&svg)
         }
         PlotCommand::Heatmap(a) => {
             let cells = a.delays.len().saturating_mul(a.periods.len());
@@ -104,8 +107,7 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
                 .into());
             }
             let svg = heatmap_of(&a.world.spec(0, 1), &a.delays, &a.periods)?;
-            write(&a.output, &svg)?;
-            Ok(format!("wrote {}\n", a.output.display()))
+            a.output.write_picture(&svg)
         }
     }
 }
@@ -113,8 +115,10 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
 /// The timeline SVG of one scenario.
 pub fn timeline_of(scenario: &Scenario) -> anyhow::Result<String> {
     let s = scenario.spec();
-    let mut rows = Vec::new();
-    let m = simulate_traced(scenario, &mut |r| rows.push(*r));
+    // Memory stays bounded by the picture, not the duration: see `Downsample`.
+    let mut rows = Downsample::new(0, s.duration, s.period);
+    let m = simulate_traced(scenario, &mut |r| rows.push(r));
+    let rows = rows.finish();
     let events: Vec<Marker> = s
         .deaths
         .iter()
@@ -136,6 +140,7 @@ pub fn timeline_of(scenario: &Scenario) -> anyhow::Result<String> {
         rows: &rows,
         period: s.period,
         events: &events,
+        spans: &[],
     })?)
 }
 
@@ -215,12 +220,13 @@ pub fn timeline_of_lab(
             })?,
     };
     let name = &spec.workloads[index].name;
-    let mut rows = Vec::new();
+    let mut rows = Downsample::new(0, spec.duration, spec.period);
     let outcome = lab::run_traced(scenario, seed, &mut |w, r| {
         if w == index {
-            rows.push(*r);
+            rows.push(r);
         }
     })?;
+    let rows = rows.finish();
     let m = &outcome.workloads[index].metrics;
     let events: Vec<Marker> = spec
         .events
@@ -229,6 +235,21 @@ pub fn timeline_of_lab(
         .map(|e| Marker {
             t: e.at,
             label: event_label(&e.event),
+        })
+        .collect();
+    let spans: Vec<Span> = spec
+        .events
+        .iter()
+        .filter(|e| e.workload.as_deref().is_none_or(|w| w == name))
+        .filter_map(|e| match e.event {
+            Event::Outage { seconds } => Some((e.at, seconds, SpanKind::Outage)),
+            Event::Stale { seconds } => Some((e.at, seconds, SpanKind::Stale)),
+            _ => None,
+        })
+        .map(|(from, seconds, kind)| Span {
+            from,
+            to: from.saturating_add(seconds),
+            kind,
         })
         .collect();
     let stable = m
@@ -249,6 +270,7 @@ pub fn timeline_of_lab(
         rows: &rows,
         period: spec.period,
         events: &events,
+        spans: &spans,
     })?)
 }
 
@@ -274,8 +296,4 @@ pub fn heatmap_of(base: &ScenarioSpec, delays: &Axis, periods: &Axis) -> anyhow:
         startup: base.startup,
         lesson_wrong: &lesson_wrong,
     })?)
-}
-
-fn write(path: &Path, svg: &str) -> anyhow::Result<()> {
-    std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))
 }

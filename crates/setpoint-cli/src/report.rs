@@ -5,7 +5,6 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
 use setpoint_sim::lab::{self, LabScenario};
 use setpoint_sim::lesson::{lesson_all, lesson_prediction};
@@ -28,9 +27,9 @@ pub struct ReportArgs {
     /// The lesson's world, when no scenario file is given.
     #[command(flatten)]
     pub lesson: LessonArgs,
-    /// The HTML file to write.
-    #[arg(short = 'o', long, value_name = "FILE.html")]
-    pub output: PathBuf,
+    /// Where to write the page: FILE.html, or - for standard output.
+    #[arg(short = 'o', long, value_name = "FILE.html|-", value_parser = crate::output::page)]
+    pub output: crate::output::Output,
 }
 
 /// Escapes text for HTML.
@@ -65,9 +64,7 @@ pub fn run(args: &ReportArgs, matches: Option<&clap::ArgMatches>) -> anyhow::Res
             page(&Scenario::new(args.lesson.spec())?)?
         }
     };
-    std::fs::write(&args.output, page)
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
-    Ok(format!("wrote {}\n", args.output.display()))
+    args.output.write_page(&page)
 }
 
 /// The whole page for `scenario`.

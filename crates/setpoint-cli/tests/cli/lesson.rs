@@ -230,7 +230,7 @@ fn plot_timeline_and_heatmap_write_svg_files() {
         "--periods",
         "1..=1000",
         "-o",
-        "/dev/null",
+        "-",
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("accepted at most 200000"));
@@ -411,7 +411,7 @@ fn plot_and_report_take_a_scenario_file() {
                 "-G",
                 "5",
                 "-o",
-                "/dev/null",
+                "-",
             ],
             "--delay cannot change a scenario file",
         ),
@@ -423,12 +423,12 @@ fn plot_and_report_take_a_scenario_file() {
                 "--workload",
                 "nope",
                 "-o",
-                "/dev/null",
+                "-",
             ],
             "no workload 'nope'",
         ),
         (
-            vec!["plot", "timeline", "--seed", "3", "-o", "/dev/null"],
+            vec!["plot", "timeline", "--seed", "3", "-o", "-"],
             "go with a scenario file",
         ),
         (

@@ -3,12 +3,14 @@
 //!
 //! # Layout
 //! - [`lesson`]: golden lesson outputs, formats, exit codes and messages, plots and reports.
+//! - [`pictures`]: `-o` formats (SVG, PNG, HTML, stdout) and the shapes in the pictures.
 //! - [`scenarios`]: scenario files, seeds, Monte Carlo, flags over files.
 //! - [`sweep`]: `setpoint sweep` rows, summaries and determinism.
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
 
 mod lesson;
+mod pictures;
 mod reality;
 mod runtime;
 mod scenarios;
