@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use setpoint_core::ControllerKind;
 use setpoint_sim::delay::{parse_delay_model, DelayModel};
-use setpoint_sim::lab::{BURST, TTL};
 use setpoint_sim::montecarlo::RUNS;
-use setpoint_sim::{parse_deaths, Death, Limit, ScenarioSpec};
+use setpoint_sim::scenario::{BURST, TTL};
+use setpoint_sim::{parse_deaths, Death, LessonSpec, Limit};
 
 /// setpoint: a lab for reconciliation loops that converge without overshoot.
 #[derive(Debug, Parser)]
@@ -45,6 +45,8 @@ pub enum Command {
     Advise(crate::advise::AdviseArgs),
     /// Run a grid of scenarios in parallel: one row per cell, or only the counts.
     Sweep(crate::sweep::SweepArgs),
+    /// Join the outputs of `sweep --shard I/N`, in any order, into the whole sweep's bytes.
+    Merge(crate::merge::MergeArgs),
     /// The real runtime's commands.
     #[command(flatten)]
     Runtime(crate::runtime::RuntimeCommand),
@@ -60,17 +62,6 @@ pub enum LessonPart {
     Loop,
     /// The period scan and the overshoot table.
     Relation,
-}
-
-/// Output formats of `run`.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum RunFormat {
-    /// The lesson's table layout: header and one row.
-    Table,
-    /// One JSON object.
-    Json,
-    /// A header and one row.
-    Csv,
 }
 
 /// Settings every simulation command shares.
@@ -111,7 +102,7 @@ pub struct LessonArgs {
 
 impl LessonArgs {
     /// The raw scenario these flags describe.
-    pub fn spec(&self) -> ScenarioSpec {
+    pub fn spec(&self) -> LessonSpec {
         self.world.spec(self.delay, self.period)
     }
 }
@@ -122,9 +113,9 @@ pub struct RunArgs {
     /// The lesson's world.
     #[command(flatten)]
     pub lesson: LessonArgs,
-    /// Output format.
+    /// Output format (`docs/output.md`): one record per workload.
     #[arg(long, value_enum, default_value = "table")]
-    pub format: RunFormat,
+    pub format: crate::output::Format,
     /// A scenario file (TOML, see `scenarios/`). Flags given on the command line override its
     /// settings; --desired and --startup then set every workload, --deaths replaces its deaths.
     #[arg(value_name = "SCENARIO.toml")]
@@ -160,8 +151,8 @@ pub struct DeathList(pub Vec<Death>);
 
 impl WorldArgs {
     /// The raw scenario with the given delay and period.
-    pub fn spec(&self, delay: u64, period: u64) -> ScenarioSpec {
-        ScenarioSpec {
+    pub fn spec(&self, delay: u64, period: u64) -> LessonSpec {
+        LessonSpec {
             desired: self.desired,
             period,
             delay,

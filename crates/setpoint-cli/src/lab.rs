@@ -1,31 +1,19 @@
-//! `setpoint run` beyond the lesson's world: scenario files, delay models, seeds, Monte Carlo
-//! and every controller.
+//! `setpoint run`: one scenario from flags or a file (flags override the file), on whichever
+//! engine fits; seeds, Monte Carlo, traces and every controller.
 
 use anyhow::Context;
 use clap::parser::ValueSource;
 use clap::ArgMatches;
-use serde::Serialize;
 use setpoint_sim::delay::DelayModel;
-use setpoint_sim::lab::{
-    self, ControllerSpec, Event, LabScenario, LabSpec, TimedEvent, Toll, Workload,
-};
 use setpoint_sim::montecarlo::monte_carlo;
-use setpoint_sim::report;
+use setpoint_sim::scenario::{
+    ControllerSpec, Event, Scenario, ScenarioSpec, TimedEvent, Toll, Workload,
+};
 use setpoint_sim::scenario_file;
+use setpoint_sim::{output, report};
 
-use crate::args::{RunArgs, RunFormat};
-
-/// Whether `run` needs the lab: a scenario file, a lab-only flag, or a controller beyond the
-/// lesson's two. Otherwise `run` prints the lesson's table exactly as before.
-pub fn wanted(args: &RunArgs) -> bool {
-    args.scenario.is_some()
-        || args.seed.is_some()
-        || args.runs.is_some()
-        || args.delay_model.is_some()
-        || args.ttl.is_some()
-        || args.burst.is_some()
-        || !args.lesson.world.controller.is_lesson()
-}
+use crate::args::RunArgs;
+use crate::output::Format;
 
 /// Runs `setpoint run` in the lab. `matches` tells which flags the command line gave.
 pub fn run(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<String> {
@@ -40,7 +28,7 @@ pub fn run(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<String> {
     match args.runs {
         None => {
             let outcome = match &args.trace {
-                None => lab::run(&scenario, seed)?,
+                None => setpoint_sim::run(&scenario, seed)?,
                 Some(path) => write_trace(&scenario, seed, path)?,
             };
             single(args, &label, &scenario, &outcome)
@@ -51,10 +39,10 @@ pub fn run(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<String> {
 
 /// Runs one seed of `scenario`, writing every workload's seconds to `path` as CSV.
 fn write_trace(
-    scenario: &LabScenario,
+    scenario: &Scenario,
     seed: u64,
     path: &std::path::Path,
-) -> anyhow::Result<lab::LabOutcome> {
+) -> anyhow::Result<setpoint_sim::Outcome> {
     use std::io::Write;
     let file = std::fs::File::create(path)
         .with_context(|| format!("cannot create the trace file {}", path.display()))?;
@@ -66,7 +54,7 @@ fn write_trace(
         .map(|w| w.name.as_str())
         .collect();
     let mut failed = writeln!(out, "{}", setpoint_sim::TraceRow::CSV_HEADER).err();
-    let outcome = lab::run_traced(scenario, seed, &mut |w, row| {
+    let outcome = setpoint_sim::run_traced(scenario, seed, &mut |w, row| {
         if failed.is_none() {
             failed = writeln!(out, "{}", row.csv(names[w])).err();
         }
@@ -81,15 +69,15 @@ fn write_trace(
 
 /// The lab scenario that `run`'s arguments describe: the file, if one is given, with the flags
 /// typed on the command line on top; otherwise the flags alone. Returns a label for outputs too.
-pub fn build(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<(String, LabScenario)> {
+pub fn build(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<(String, Scenario)> {
     let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
     let (label, mut spec) = match &args.scenario {
         Some(path) => (path.display().to_string(), scenario_file::load(path)?),
         None => (
             "(command line)".to_owned(),
-            LabSpec {
+            ScenarioSpec {
                 events: Vec::new(),
-                ..LabSpec::default()
+                ..ScenarioSpec::default()
             },
         ),
     };
@@ -139,7 +127,7 @@ pub fn build(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<(String, La
     }
     for (value, flag) in [(args.ttl, "--ttl"), (args.burst, "--burst")] {
         if value.is_some() && spec.controller.kind != setpoint_core::ControllerKind::Expectations {
-            return Err(lab::LabError::DoesNotApply {
+            return Err(setpoint_sim::ScenarioError::DoesNotApply {
                 setting: flag.to_owned(),
                 controller: spec.controller.kind,
             }
@@ -155,25 +143,21 @@ pub fn build(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<(String, La
     if let Some(seed) = args.seed {
         spec.seed = seed;
     }
-    Ok((label, LabScenario::new(spec)?))
+    Ok((label, Scenario::new(spec)?))
 }
 
 fn single(
     args: &RunArgs,
     label: &str,
-    scenario: &LabScenario,
-    outcome: &lab::LabOutcome,
+    scenario: &Scenario,
+    outcome: &setpoint_sim::Outcome,
 ) -> anyhow::Result<String> {
     Ok(match args.format {
-        RunFormat::Table => report::outcome_table(label, scenario, outcome),
-        RunFormat::Csv => report::outcome_csv(outcome),
-        RunFormat::Json => format!(
-            "{}\n",
-            serde_json::to_string(&RunJson {
-                scenario: label,
-                setup: report::describe(scenario),
-                outcome,
-            })?
+        Format::Table => report::outcome_table(label, scenario, outcome),
+        format => output::print(
+            &output::run_records(label, scenario, outcome),
+            format.into(),
+            &[],
         ),
     })
 }
@@ -181,39 +165,17 @@ fn single(
 fn summary(
     args: &RunArgs,
     label: &str,
-    scenario: &LabScenario,
+    scenario: &Scenario,
     runs: u64,
     seed: u64,
 ) -> anyhow::Result<String> {
     let summary = monte_carlo(scenario, seed, runs)?;
     Ok(match args.format {
-        RunFormat::Table => report::summary_table(label, scenario, &summary),
-        RunFormat::Csv => report::summary_csv(&summary),
-        RunFormat::Json => format!(
-            "{}\n",
-            serde_json::to_string(&SummaryJson {
-                scenario: label,
-                setup: report::describe(scenario),
-                summary: &summary,
-            })?
+        Format::Table => report::summary_table(label, scenario, &summary),
+        format => output::print(
+            &output::monte_carlo_records(label, scenario, &summary),
+            format.into(),
+            &[],
         ),
     })
-}
-
-/// The JSON form of one lab run.
-#[derive(Serialize)]
-struct RunJson<'a> {
-    scenario: &'a str,
-    setup: String,
-    #[serde(flatten)]
-    outcome: &'a lab::LabOutcome,
-}
-
-/// The JSON form of a Monte Carlo summary.
-#[derive(Serialize)]
-struct SummaryJson<'a> {
-    scenario: &'a str,
-    setup: String,
-    #[serde(flatten)]
-    summary: &'a setpoint_sim::montecarlo::Summary,
 }

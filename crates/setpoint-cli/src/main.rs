@@ -5,7 +5,9 @@
 
 mod advise;
 mod args;
+mod destination;
 mod lab;
+mod merge;
 mod output;
 mod plot;
 mod reality;
@@ -19,11 +21,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches};
-use setpoint_sim::lab::LabError;
 use setpoint_sim::lesson;
-use setpoint_sim::{simulate, simulate_traced, Scenario, ScenarioError, TraceRow};
+use setpoint_sim::scenario::ScenarioError;
+use setpoint_sim::SettingError;
 
-use args::{Cli, Command, LessonPart, RunArgs, RunFormat};
+use args::{Cli, Command, LessonPart};
 
 fn main() -> ExitCode {
     // The matches say which flags the command line gave, which a scenario file needs to know.
@@ -40,10 +42,12 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<ScenarioError>().is_some()
+            if e.downcast_ref::<SettingError>().is_some()
                 || e.downcast_ref::<setpoint_sim::GridError>().is_some()
                 || e.downcast_ref::<BadInput>().is_some()
-                || e.downcast_ref::<LabError>().is_some()
+                || e.downcast_ref::<ScenarioError>().is_some()
+                || e.downcast_ref::<setpoint_sim::merge::MergeError>()
+                    .is_some()
                 || runtime::is_bad_input(&e)
                 || matches!(
                     e.downcast_ref::<setpoint_sim::advise::AdviceError>(),
@@ -139,13 +143,12 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
             Some(LessonPart::Loop) => lesson::lesson_loop(),
             Some(LessonPart::Relation) => lesson::lesson_relation(),
         },
-        Command::Run(args) if lab::wanted(&args) => {
+        Command::Run(args) => {
             let sub = matches
                 .subcommand_matches("run")
                 .context("the run subcommand's matches")?;
             lab::run(&args, sub)?
         }
-        Command::Run(args) => run(&args)?,
         Command::Relation(args) => relation::run(&args)?,
         Command::Plot(command) => plot::run(
             &command,
@@ -156,6 +159,7 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         Command::Report(args) => report::run(&args, matches.subcommand_matches("report"))?,
         Command::Advise(args) => advise::run(&args)?,
         Command::Sweep(args) => return sweep::run(args),
+        Command::Merge(args) => merge::run(&args)?,
         Command::Runtime(cmd) => runtime::execute(cmd)?,
         Command::Reality(cmd) => reality::execute(cmd)?,
     };
@@ -164,46 +168,4 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         .and_then(|()| out.flush())
         .context("writing to stdout")?;
     Ok(())
-}
-
-/// The lesson's workload, by the name the lesson gives it.
-const LESSON_WORKLOAD: &str = "collector";
-
-/// Simulates `scenario`, writing its per-second trace to `path` as CSV.
-fn write_trace(
-    scenario: &Scenario,
-    path: &std::path::Path,
-) -> anyhow::Result<setpoint_sim::Metrics> {
-    let file = std::fs::File::create(path)
-        .with_context(|| format!("cannot create the trace file {}", path.display()))?;
-    let mut out = io::BufWriter::new(file);
-    let mut failed = writeln!(out, "{}", TraceRow::CSV_HEADER).err();
-    let m = simulate_traced(scenario, &mut |row| {
-        if failed.is_none() {
-            failed = writeln!(out, "{}", row.csv(LESSON_WORKLOAD)).err();
-        }
-    });
-    if let Some(e) = failed {
-        return Err(e).with_context(|| format!("writing the trace file {}", path.display()));
-    }
-    out.flush()
-        .with_context(|| format!("writing the trace file {}", path.display()))?;
-    Ok(m)
-}
-
-fn run(args: &RunArgs) -> anyhow::Result<String> {
-    let scenario = Scenario::new(args.lesson.spec())?;
-    let m = match &args.trace {
-        None => simulate(&scenario),
-        Some(path) => write_trace(&scenario, path)?,
-    };
-    Ok(match args.format {
-        RunFormat::Table => format!(
-            "{}\n{}\n",
-            lesson::LOOP_HEADER,
-            lesson::loop_row(args.lesson.delay, &m)
-        ),
-        RunFormat::Json => format!("{}\n", serde_json::to_string(&m)?),
-        RunFormat::Csv => format!("{}\n{}\n", setpoint_sim::Metrics::CSV_HEADER, m.csv_row()),
-    })
 }

@@ -6,13 +6,13 @@ use clap::{Args, Subcommand};
 use setpoint_plot::{
     heatmap_svg, timeline_svg, Downsample, Heatmap, Marker, Span, SpanKind, Timeline,
 };
-use setpoint_sim::lab::{self, Event, LabScenario, Toll};
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
+use setpoint_sim::scenario::{Event, Scenario, Toll};
 use setpoint_sim::scenario_file;
-use setpoint_sim::{simulate_traced, Axis, Scenario, ScenarioSpec};
+use setpoint_sim::{simulate_traced, Axis, LessonSpec, LessonWorld};
 
 use crate::args::{LessonArgs, WorldArgs};
-use crate::output::{self, Output};
+use crate::destination::{self, Output};
 use crate::sweep::{delay_axis, period_axis};
 use crate::BadInput;
 
@@ -43,7 +43,7 @@ pub struct TimelineArgs {
     pub lesson: LessonArgs,
     /// Where to write the picture: FILE.svg, FILE.png (rasterized with the bundled font),
     /// FILE.html (a page around the SVG), or - for SVG on standard output.
-    #[arg(short = 'o', long, value_name = "FILE.svg|FILE.png|FILE.html|-", value_parser = output::picture)]
+    #[arg(short = 'o', long, value_name = "FILE.svg|FILE.png|FILE.html|-", value_parser = destination::picture)]
     pub output: Output,
 }
 
@@ -63,7 +63,7 @@ pub struct HeatmapArgs {
     pub world: WorldArgs,
     /// Where to write the picture: FILE.svg, FILE.png (rasterized with the bundled font),
     /// FILE.html (a page around the SVG), or - for SVG on standard output.
-    #[arg(short = 'o', long, value_name = "FILE.svg|FILE.png|FILE.html|-", value_parser = output::picture)]
+    #[arg(short = 'o', long, value_name = "FILE.svg|FILE.png|FILE.html|-", value_parser = destination::picture)]
     pub output: Output,
 }
 
@@ -93,7 +93,7 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
                         )
                         .into());
                     }
-                    timeline_of(&Scenario::new(a.lesson.spec())?)?
+                    timeline_of(&LessonWorld::new(a.lesson.spec())?)?
                 }
             };
             a.output.write_picture(&svg)
@@ -113,7 +113,7 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
 }
 
 /// The timeline SVG of one scenario.
-pub fn timeline_of(scenario: &Scenario) -> anyhow::Result<String> {
+pub fn timeline_of(scenario: &LessonWorld) -> anyhow::Result<String> {
     let s = scenario.spec();
     // Memory stays bounded by the picture, not the duration: see `Downsample`.
     let mut rows = Downsample::new(0, s.duration, s.period);
@@ -145,12 +145,12 @@ pub fn timeline_of(scenario: &Scenario) -> anyhow::Result<String> {
 }
 
 /// Loads a scenario file, with `seed` (if given) in place of the file's.
-pub fn load_lab(path: &Path, seed: Option<u64>) -> anyhow::Result<(LabScenario, u64)> {
+pub fn load_lab(path: &Path, seed: Option<u64>) -> anyhow::Result<(Scenario, u64)> {
     let mut spec = scenario_file::load(path)?;
     if let Some(seed) = seed {
         spec.seed = seed;
     }
-    let scenario = LabScenario::new(spec)?;
+    let scenario = Scenario::new(spec)?;
     let seed = scenario.spec().seed;
     Ok((scenario, seed))
 }
@@ -196,7 +196,7 @@ fn event_label(e: &Event) -> String {
 
 /// The timeline SVG of one workload of a lab scenario, run with `seed`.
 pub fn timeline_of_lab(
-    scenario: &LabScenario,
+    scenario: &Scenario,
     label: &str,
     workload: Option<&str>,
     seed: u64,
@@ -221,7 +221,7 @@ pub fn timeline_of_lab(
     };
     let name = &spec.workloads[index].name;
     let mut rows = Downsample::new(0, spec.duration, spec.period);
-    let outcome = lab::run_traced(scenario, seed, &mut |w, r| {
+    let outcome = setpoint_sim::run_traced(scenario, seed, &mut |w, r| {
         if w == index {
             rows.push(r);
         }
@@ -275,7 +275,7 @@ pub fn timeline_of_lab(
 }
 
 /// The heatmap SVG of a grid on `base` (its delay and period are ignored).
-pub fn heatmap_of(base: &ScenarioSpec, delays: &Axis, periods: &Axis) -> anyhow::Result<String> {
+pub fn heatmap_of(base: &LessonSpec, delays: &Axis, periods: &Axis) -> anyhow::Result<String> {
     let grid = RelationGrid {
         base: base.clone(),
         delays: delays.values().collect(),

@@ -9,13 +9,13 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use setpoint_core::ControllerKind;
-use setpoint_runtime::experiment::{self, CellOutcome, ExperimentError, RealLesson};
+use setpoint_reality::experiment::{self, CellOutcome, ExperimentError, RealLesson};
 use setpoint_runtime::measure::{self, Measurement, Spread, WindowSpec};
 use setpoint_runtime::model::{decode, workload_key, WorkloadSpec};
 use setpoint_runtime::{events, parse_duration, SqliteStore, Store};
 use setpoint_sim::format::js_to_fixed2;
 use setpoint_sim::lesson::{loop_row, LOOP_HEADER};
-use setpoint_sim::{simulate, Metrics, Scenario, ScenarioSpec};
+use setpoint_sim::{simulate, LessonSpec, LessonWorld, Metrics};
 
 use crate::BadInput;
 
@@ -327,7 +327,7 @@ fn lesson_table(cfg: &RealLesson, cells: Option<&[CellOutcome]>) -> String {
         let _ = writeln!(out, "{lead}{LOOP_HEADER}");
         for &g in &cfg.delays {
             let lab =
-                simulate(&Scenario::new(experiment::lesson_spec(g, controller)).expect("valid"));
+                simulate(&LessonWorld::new(experiment::lesson_spec(g, controller)).expect("valid"));
             let Some(cells) = cells else {
                 let _ = writeln!(out, "{}", loop_row(g, &lab));
                 continue;
@@ -348,7 +348,7 @@ fn lesson_table(cfg: &RealLesson, cells: Option<&[CellOutcome]>) -> String {
             );
             let (gd, bd) = calibrated(cell);
             let fitted = simulate(
-                &Scenario::new(ScenarioSpec {
+                &LessonWorld::new(LessonSpec {
                     delay: gd,
                     startup: bd,
                     ..experiment::lesson_spec(g, controller)

@@ -5,7 +5,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use setpoint_sim::boundary::{scan_grid, BoundaryReport};
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
-use setpoint_sim::{parse_deaths, Axis, Death, Grid, GridSpec, Limit, ScenarioSpec};
+use setpoint_sim::{parse_deaths, Axis, Death, Grid, GridSpec, LessonSpec, Limit};
 
 use crate::sweep::{
     axis, controllers, delay_axis, desired_axis, period_axis, progress_bar, startup_axis,
@@ -115,13 +115,13 @@ pub fn run(args: &RelationArgs) -> anyhow::Result<String> {
     if args.boundary {
         return boundary(args);
     }
-    let base = ScenarioSpec {
+    let base = LessonSpec {
         desired: one_value("--desired", &args.desired)?,
         startup: one_value("--startup", &args.startup)?,
         duration: one_value("--duration", &args.duration)?,
         deaths: one("--deaths", &args.deaths.0)?,
         controller: one("--controller", &args.controller.0)?,
-        ..ScenarioSpec::default()
+        ..LessonSpec::default()
     };
     let grid = RelationGrid {
         base: base.clone(),
@@ -133,7 +133,7 @@ pub fn run(args: &RelationArgs) -> anyhow::Result<String> {
         .cells
         .iter()
         .filter(|c| {
-            let spec = ScenarioSpec {
+            let spec = LessonSpec {
                 delay: c.delay,
                 period: c.period,
                 ..base.clone()
@@ -186,6 +186,12 @@ struct RelationJson<'a> {
 
 /// Every (duration, deaths) combination is one sweep grid; their reports add up.
 fn boundary(args: &RelationArgs) -> anyhow::Result<String> {
+    if let Some(kind) = args.controller.0.iter().find(|k| !k.is_lesson()) {
+        return Err(crate::BadInput(format!(
+            "--boundary: controller '{kind}': the lesson's relation is defined for ledger and intent only; `setpoint sweep --controller {kind}` measures the others"
+        ))
+        .into());
+    }
     let mut grids = Vec::new();
     let mut total: u128 = 0;
     for duration in args.duration.values() {
@@ -198,6 +204,7 @@ fn boundary(args: &RelationArgs) -> anyhow::Result<String> {
                 controller: args.controller.0.clone(),
                 duration,
                 deaths: deaths.clone(),
+                ..GridSpec::default()
             })?;
             total += u128::from(grid.cells());
             if total > u128::from(setpoint_sim::sweep::MAX_CELLS) {

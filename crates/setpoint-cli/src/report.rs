@@ -6,11 +6,11 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use clap::Args;
-use setpoint_sim::lab::{self, LabScenario};
 use setpoint_sim::lesson::{lesson_all, lesson_prediction};
 use setpoint_sim::predict::predict;
 use setpoint_sim::report as sim_report;
-use setpoint_sim::{simulate, Axis, Limit, Scenario};
+use setpoint_sim::scenario::Scenario;
+use setpoint_sim::{simulate, Axis, LessonWorld, Limit};
 
 use crate::args::LessonArgs;
 use crate::plot::{file_sets_the_world, heatmap_of, load_lab, timeline_of, timeline_of_lab};
@@ -28,8 +28,8 @@ pub struct ReportArgs {
     #[command(flatten)]
     pub lesson: LessonArgs,
     /// Where to write the page: FILE.html, or - for standard output.
-    #[arg(short = 'o', long, value_name = "FILE.html|-", value_parser = crate::output::page)]
-    pub output: crate::output::Output,
+    #[arg(short = 'o', long, value_name = "FILE.html|-", value_parser = crate::destination::page)]
+    pub output: crate::destination::Output,
 }
 
 /// Escapes text for HTML.
@@ -61,14 +61,14 @@ pub fn run(args: &ReportArgs, matches: Option<&clap::ArgMatches>) -> anyhow::Res
                 )
                 .into());
             }
-            page(&Scenario::new(args.lesson.spec())?)?
+            page(&LessonWorld::new(args.lesson.spec())?)?
         }
     };
     args.output.write_page(&page)
 }
 
 /// The whole page for `scenario`.
-pub fn page(scenario: &Scenario) -> anyhow::Result<String> {
+pub fn page(scenario: &LessonWorld) -> anyhow::Result<String> {
     let s = scenario.spec();
     let m = simulate(scenario);
     let p = predict(s);
@@ -169,9 +169,9 @@ the same page.</p>\n</body></html>",
 
 /// The page for a lab scenario: its per-workload table, one timeline per workload, the heatmap
 /// around its first workload in the lesson's world, and the lesson's tables.
-pub fn lab_page(scenario: &LabScenario, label: &str, seed: u64) -> anyhow::Result<String> {
+pub fn lab_page(scenario: &Scenario, label: &str, seed: u64) -> anyhow::Result<String> {
     let spec = scenario.spec();
-    let outcome = lab::run(scenario, seed)?;
+    let outcome = setpoint_sim::run(scenario, seed)?;
     let mut h = String::new();
     let _ = writeln!(
         h,
@@ -180,7 +180,7 @@ pub fn lab_page(scenario: &LabScenario, label: &str, seed: u64) -> anyhow::Resul
     );
     let _ = writeln!(
         h,
-        "<h1>setpoint report</h1>\n<p>Scenario <code>{}</code>: {}.</p>",
+        "<h1>setpoint report</h1>\n<p>LessonWorld <code>{}</code>: {}.</p>",
         esc(label),
         esc(&sim_report::describe(scenario))
     );
@@ -213,12 +213,12 @@ pub fn lab_page(scenario: &LabScenario, label: &str, seed: u64) -> anyhow::Resul
         );
     }
     let first = &spec.workloads[0];
-    let base = setpoint_sim::ScenarioSpec {
+    let base = setpoint_sim::LessonSpec {
         desired: first.desired,
         startup: first.startup,
         duration: spec.duration,
         controller: setpoint_core::ControllerKind::Ledger,
-        ..setpoint_sim::ScenarioSpec::default()
+        ..setpoint_sim::LessonSpec::default()
     };
     let heat = heatmap_of(
         &base,

@@ -3,13 +3,18 @@
 use std::io::{self, IsTerminal, Write};
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use setpoint_core::ControllerKind;
-use setpoint_sim::sweep::{self, parse_controllers};
+use setpoint_sim::delay::DelayModel;
+use setpoint_sim::montecarlo::RUNS;
+use setpoint_sim::output::{self, Record};
+use setpoint_sim::scenario::{BURST, TTL};
+use setpoint_sim::sweep::{self, parse_controllers, parse_delay_models, Shard, SweepError};
 use setpoint_sim::{parse_deaths, Axis, Grid, GridSpec, Limit, RowFormat};
 
 use crate::args::DeathList;
+use crate::output::Format;
 
 /// `setpoint sweep`.
 ///
@@ -35,9 +40,32 @@ pub struct SweepArgs {
     /// Startup times B to scan, in seconds.
     #[arg(short = 'B', long, default_value = "5", value_name = "GRID", value_parser = startup_axis, allow_hyphen_values = true)]
     pub startup: Axis,
-    /// Controllers to scan: a list of ledger, intent.
+    /// Report-delay models to scan, in place of --delay: a list of fixed:S, uniform:MIN:MAX and
+    /// lesson-chain (seconds to the millisecond), such as fixed:20,lesson-chain.
+    #[arg(long, value_name = "LIST", value_parser = delay_models, conflicts_with = "delay")]
+    pub delay_model: Option<DelayModels>,
+    /// TTLs of the expectations controller to scan, in seconds [default: 300].
+    #[arg(long, value_name = "GRID", value_parser = ttl_axis, allow_hyphen_values = true)]
+    pub ttl: Option<Axis>,
+    /// Burst limits of the expectations controller to scan, in copies per pass [default: 500].
+    #[arg(long, value_name = "GRID", value_parser = burst_axis, allow_hyphen_values = true)]
+    pub burst: Option<Axis>,
+    /// Controllers to scan: a list of ledger, intent, expectations, named, gated. Cells outside
+    /// the lesson's world (another controller, a random delay) run on the general engine.
     #[arg(long, default_value = "ledger", value_name = "LIST", value_parser = controllers)]
     pub controller: ControllerList,
+    /// Monte Carlo: N seeded runs per cell; each row then carries the mean, p50, p95 and max of
+    /// every metric and p_overshoot.
+    #[arg(long, default_value = "1", value_name = "N", value_parser = runs, allow_negative_numbers = true)]
+    pub runs: u64,
+    /// The base seed; each cell's seeds derive from it and the cell's coordinates.
+    #[arg(long, default_value = "1", value_name = "N")]
+    pub seed: u64,
+    /// Run only shard I of N (I from 1): a contiguous 1/N of the cells, in cell order.
+    /// `setpoint merge` joins the shards' outputs, in any order, into the whole sweep's bytes.
+    /// A Kubernetes Indexed Job or a Slurm array passes its index here (`docs/distributed.md`).
+    #[arg(long, value_name = "I/N", value_parser = shard)]
+    pub shard: Option<Shard>,
     /// The last second of every run (seconds 0 to DURATION are simulated).
     #[arg(long, default_value = "900", value_name = "SECONDS", value_parser = duration, allow_negative_numbers = true)]
     pub duration: u64,
@@ -45,27 +73,41 @@ pub struct SweepArgs {
     #[arg(long, default_value = "300:2", value_name = "AT:COUNT[,AT:COUNT...]",
           value_parser = deaths, allow_hyphen_values = true)]
     pub deaths: DeathList,
-    /// Output format of the rows, or of the counts with --summary.
+    /// Output format of the rows, or of the counts with --summary (`docs/output.md`); `jsonl`
+    /// is another name for json.
     #[arg(long, value_enum, default_value = "csv")]
-    pub format: SweepFormat,
+    pub format: Format,
     /// Print only the counts: cells, cells that mismatch the lesson's relation, cells with
     /// overshoot above zero.
     #[arg(long)]
     pub summary: bool,
 }
 
-/// Output formats of `sweep`.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum SweepFormat {
-    /// A header line, then one line per cell.
-    Csv,
-    /// One JSON object per line.
-    Jsonl,
-}
-
 /// A parsed `--controller` list. A newtype, so that clap takes the whole list as one value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControllerList(pub Vec<ControllerKind>);
+
+/// A parsed `--delay-model` list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelayModels(pub Vec<DelayModel>);
+
+fn delay_models(s: &str) -> Result<DelayModels, String> {
+    parse_delay_models(s)
+        .map(DelayModels)
+        .map_err(|e| e.to_string())
+}
+fn ttl_axis(s: &str) -> Result<Axis, String> {
+    axis(TTL, s)
+}
+fn burst_axis(s: &str) -> Result<Axis, String> {
+    axis(BURST, s)
+}
+fn runs(s: &str) -> Result<u64, String> {
+    RUNS.parse(s).map_err(|e| e.to_string())
+}
+fn shard(s: &str) -> Result<Shard, String> {
+    Shard::parse(s).map_err(|e| e.to_string())
+}
 
 pub(crate) fn axis(limit: Limit, s: &str) -> Result<Axis, String> {
     Axis::parse(limit, s).map_err(|e| e.to_string())
@@ -94,19 +136,39 @@ fn deaths(s: &str) -> Result<DeathList, String> {
     parse_deaths(s).map(DeathList).map_err(|e| e.to_string())
 }
 
-/// Validates the grid, then runs it, writing to stdout as it goes. The grid's size is checked
-/// before any cell runs.
+/// Validates the grid, then runs it, writing to stdout as it goes. Every flag and the grid's
+/// size (cells × runs) are checked before any cell runs.
 pub fn run(args: SweepArgs) -> anyhow::Result<()> {
+    let expectations = args.controller.0.contains(&ControllerKind::Expectations);
+    for (given, flag) in [
+        (args.ttl.is_some(), "--ttl"),
+        (args.burst.is_some(), "--burst"),
+    ] {
+        if given && !expectations {
+            return Err(crate::BadInput(format!(
+                "{flag} applies only to controller 'expectations', which --controller does not list; accepted: --controller with expectations in the list"
+            ))
+            .into());
+        }
+    }
+    let defaults = GridSpec::default();
     let grid = Grid::new(GridSpec {
         desired: args.desired,
         period: args.period,
         delay: args.delay,
+        delay_models: args.delay_model.map(|m| m.0).unwrap_or_default(),
         startup: args.startup,
+        ttl: args.ttl.unwrap_or(defaults.ttl),
+        burst: args.burst.unwrap_or(defaults.burst),
         controller: args.controller.0,
         duration: args.duration,
         deaths: args.deaths.0,
+        runs: args.runs,
+        seed: args.seed,
+        shard: args.shard.unwrap_or(Shard::WHOLE),
     })?;
-    let bar = progress_bar("sweep", grid.cells());
+    let range = grid.range();
+    let bar = progress_bar("sweep", range.end - range.start);
     let tick = |n: u64| bar.inc(n);
     let mut out = io::BufWriter::with_capacity(
         1 << 16,
@@ -115,28 +177,44 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
             inner: io::stdout(),
         },
     );
-    let result = if args.summary {
+    if args.summary {
         let s = sweep::summarize(&grid, &tick);
         bar.finish_and_clear();
-        match args.format {
-            SweepFormat::Csv => writeln!(
-                out,
-                "cells,mismatched,overshooting,prediction_mismatched\n{},{},{},{}",
-                s.cells, s.mismatched, s.overshooting, s.prediction_mismatched
-            ),
-            SweepFormat::Jsonl => writeln!(out, "{}", serde_json::to_string(&s)?),
+        let s = s?;
+        let mut r = Record::new();
+        r.push("cells", s.cells);
+        r.push("mismatched", s.mismatched);
+        r.push("overshooting", s.overshooting);
+        r.push("prediction_mismatched", s.prediction_mismatched);
+        let text = output::print(&[r], args.format.into(), &["schema"]);
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .context("writing to stdout")?;
+        return Ok(());
+    }
+    let format = match args.format {
+        Format::Csv => RowFormat::Csv,
+        Format::Json => RowFormat::Jsonl,
+        Format::Table => {
+            // A table lines columns up, so it holds every row before it prints.
+            let mut csv = Vec::new();
+            let r = sweep::write_rows(&grid, RowFormat::Csv, &mut csv, &tick);
+            bar.finish_and_clear();
+            r?;
+            let text = String::from_utf8(csv).context("rows are UTF-8")?;
+            let text = output::table_from_csv(&text);
+            out.write_all(text.as_bytes())
+                .and_then(|()| out.flush())
+                .context("writing to stdout")?;
+            return Ok(());
         }
-        .and_then(|()| out.flush())
-    } else {
-        let format = match args.format {
-            SweepFormat::Csv => RowFormat::Csv,
-            SweepFormat::Jsonl => RowFormat::Jsonl,
-        };
-        let r = sweep::write_rows(&grid, format, &mut out, &tick);
-        bar.finish_and_clear();
-        r
     };
-    result.context("writing to stdout")
+    let r = sweep::write_rows(&grid, format, &mut out, &tick);
+    bar.finish_and_clear();
+    match r {
+        Err(SweepError::Io(e)) => Err(anyhow::Error::new(e).context("writing to stdout")),
+        other => Ok(other?),
+    }
 }
 
 /// Standard output that lifts the progress bar while it writes, so that rows printed to the same

@@ -16,6 +16,9 @@
 //!   [`Batch`]es a pass creates.
 //! - [`action`]: what a pass returns: [`Action`].
 //! - [`controller`]: the controllers ([`ControllerKind`]) and their memory ([`Controller`]).
+//! - [`metrics`]: the lesson's metrics ([`Metrics`]), the per-second series a run leaves
+//!   ([`TraceRow`]) and [`metrics_from_series`]: the one definition the lab's engines and the
+//!   runtime's measurement of real runs share.
 //! - [`expectations`], [`named`], [`gated`]: the three controllers beyond the lesson's two,
 //!   each with its memory and its pass.
 //!
@@ -50,6 +53,7 @@ pub mod expectations;
 #[cfg(test)]
 mod fake;
 pub mod gated;
+pub mod metrics;
 pub mod named;
 pub mod view;
 
@@ -57,5 +61,6 @@ pub use action::Action;
 pub use controller::{Controller, ControllerKind, UnknownController};
 pub use expectations::{Expectations, ExpectationsConfig};
 pub use gated::Gated;
+pub use metrics::{metrics_from_series, Metrics, TraceRow};
 pub use named::Named;
 pub use view::{Batch, CopyId, Desired, LedgerView, Name, Time};

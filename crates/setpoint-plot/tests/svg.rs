@@ -5,13 +5,14 @@ use setpoint_plot::{
     heatmap_svg, svg_to_png, timeline_svg, Heatmap, Marker, Span, SpanKind, Timeline,
 };
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
-use setpoint_sim::{simulate_traced, Scenario, TraceRow};
+use setpoint_sim::{simulate_traced, LessonWorld, TraceRow};
 
 fn trace(delay: u64) -> Vec<TraceRow> {
     let mut rows = Vec::new();
-    simulate_traced(&Scenario::lesson(delay, ControllerKind::Ledger), &mut |r| {
-        rows.push(*r)
-    });
+    simulate_traced(
+        &LessonWorld::lesson(delay, ControllerKind::Ledger),
+        &mut |r| rows.push(*r),
+    );
     rows
 }
 

@@ -28,7 +28,6 @@
 //! - [`ops`]: `apply`, `get`, `delete`, `kill`, `status`.
 //! - [`events`]: the event log in the store (append-only, each entry created only if absent).
 //! - [`measure`]: the lesson's metrics of a real run, computed from the event log.
-//! - [`experiment`]: the lesson's scenario on real processes and compressed time.
 //! - [`failpoint`]: named crash points for tests (compiled out of release builds).
 //! - [`duration`]: durations with units (`150ms`, `15s`, `2m`).
 //! - [`rt`]: shutdown signal, blocking store calls, log lines.
@@ -37,7 +36,6 @@ pub mod agent;
 pub mod controller;
 pub mod duration;
 pub mod events;
-pub mod experiment;
 pub mod failpoint;
 pub mod measure;
 pub mod model;

@@ -13,11 +13,11 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use setpoint_core::ControllerKind;
 use setpoint_sim::sweep::summarize;
-use setpoint_sim::{simulate, Axis, Death, Grid, GridSpec, Limit, Scenario, ScenarioSpec};
+use setpoint_sim::{simulate, Axis, Death, Grid, GridSpec, LessonSpec, LessonWorld, Limit};
 
 /// `setpoint run --desired 10000 --duration 86400 -G 60 -U 15 -B 5 --deaths 300:3333`.
-fn big(desired: u64) -> Scenario {
-    Scenario::new(ScenarioSpec {
+fn big(desired: u64) -> LessonWorld {
+    LessonWorld::new(LessonSpec {
         desired,
         period: 15,
         delay: 60,
@@ -33,7 +33,7 @@ fn big(desired: u64) -> Scenario {
 }
 
 fn lesson(c: &mut Criterion) {
-    let scenario = Scenario::lesson(60, ControllerKind::Ledger);
+    let scenario = LessonWorld::lesson(60, ControllerKind::Ledger);
     c.bench_function("lesson/ledger_g60", |b| {
         b.iter(|| simulate(black_box(&scenario)))
     });

@@ -22,7 +22,7 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 use setpoint_core::ControllerKind;
-use setpoint_sim::{simulate, Death, Metrics, Scenario, ScenarioSpec};
+use setpoint_sim::{simulate, Death, LessonSpec, LessonWorld, Metrics};
 
 fn main() -> ExitCode {
     match run() {
@@ -66,9 +66,9 @@ fn run() -> Result<(), String> {
     out.flush().map_err(|e| e.to_string())
 }
 
-fn parse_case(line: &str) -> Result<Scenario, String> {
+fn parse_case(line: &str) -> Result<LessonWorld, String> {
     let case: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
-    let base = ScenarioSpec::default();
+    let base = LessonSpec::default();
     let number = |key: &str, default: u64| -> Result<u64, String> {
         match case.get(key) {
             None => Ok(default),
@@ -95,7 +95,7 @@ fn parse_case(line: &str) -> Result<Scenario, String> {
             .collect::<Result<Vec<_>, String>>()?,
     };
     let intent = case.get("intent").and_then(Value::as_bool).unwrap_or(false);
-    Scenario::new(ScenarioSpec {
+    LessonWorld::new(LessonSpec {
         desired: number("desired", base.desired)?,
         period: number("U", base.period)?,
         delay: number("G", base.delay)?,
@@ -111,7 +111,7 @@ fn parse_case(line: &str) -> Result<Scenario, String> {
     .map_err(|e| e.to_string())
 }
 
-fn reference_shape(spec: &ScenarioSpec, m: &Metrics) -> Value {
+fn reference_shape(spec: &LessonSpec, m: &Metrics) -> Value {
     let scheduled: u64 = spec.deaths.iter().map(|d| d.count).sum();
     let unneeded = i128::from(m.created) - i128::from(spec.desired) - i128::from(scheduled);
     json!({

@@ -14,22 +14,24 @@ use serde::Serialize;
 use setpoint_core::ControllerKind;
 
 use crate::delay::{whole_seconds, DelayModel};
-use crate::lab::LabError;
-use crate::lab::{self, ControllerSpec, Event, LabScenario, LabSpec, TimedEvent, Toll, Workload};
+use crate::lesson_world::{LessonSpec, Limit};
 use crate::predict::predict;
-use crate::scenario::{Limit, ScenarioSpec};
-use crate::ScenarioError;
+use crate::scenario::ScenarioError;
+use crate::scenario::{
+    self, ControllerSpec, Event, Scenario, ScenarioSpec, TimedEvent, Toll, Workload,
+};
+use crate::SettingError;
 
 /// Why the advisor could not answer.
 #[derive(Debug, thiserror::Error)]
 pub enum AdviceError {
     /// A setting outside its accepted range; the message names it and the range.
     #[error(transparent)]
-    Input(#[from] ScenarioError),
+    Input(#[from] SettingError),
     /// A Monte Carlo run could not be built or run; the message says why. Narrow the periods or
     /// the delay model.
     #[error(transparent)]
-    Lab(#[from] LabError),
+    Lab(#[from] ScenarioError),
 }
 
 /// The periods the advisor compares when none are given, in seconds.
@@ -240,7 +242,7 @@ fn period_advice(
             let scenario = monte_carlo_scenario(req, u, worst, kind)?;
             let overshoots: Vec<u64> = (0..req.runs)
                 .map(|i| {
-                    lab::run(&scenario, req.seed.wrapping_add(i))
+                    scenario::run(&scenario, req.seed.wrapping_add(i))
                         .map(|o| o.workloads[0].metrics.overshoot)
                 })
                 .collect::<Result<_, _>>()?;
@@ -252,7 +254,7 @@ fn period_advice(
         }
         (None, Some(shares), Some(ledger_mean))
     } else {
-        let spec = ScenarioSpec {
+        let spec = LessonSpec {
             desired: req.desired,
             period: u,
             delay: worst,
@@ -283,10 +285,10 @@ fn monte_carlo_scenario(
     u: u64,
     worst: u64,
     kind: ControllerKind,
-) -> Result<LabScenario, AdviceError> {
+) -> Result<Scenario, AdviceError> {
     let span = worst + req.startup + u;
     let deaths_at = 4 * span;
-    let spec = LabSpec {
+    let spec = ScenarioSpec {
         period: u,
         duration: deaths_at + 4 * span + 2 * u,
         delay: req.delay.clone(),
@@ -304,7 +306,7 @@ fn monte_carlo_scenario(
         unique_names: true,
         seed: req.seed,
     };
-    Ok(LabScenario::new(spec)?)
+    Ok(Scenario::new(spec)?)
 }
 
 #[cfg(test)]

@@ -8,9 +8,9 @@ use crate::lesson::lesson_prediction;
 use crate::predict::{predict, Regime};
 use rayon::prelude::*;
 
-use crate::scenario::ScenarioSpec;
+use crate::lesson_world::LessonSpec;
 use crate::sweep::Grid;
-use crate::{simulate, Scenario, ScenarioError};
+use crate::{simulate, LessonWorld, SettingError};
 
 /// Why the lesson's relation mispredicts a cell, the first reason that applies, in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -88,7 +88,7 @@ pub struct BoundaryReport {
 
 impl BoundaryReport {
     /// Adds one measured cell.
-    pub fn add(&mut self, spec: &ScenarioSpec, measured: u64) {
+    pub fn add(&mut self, spec: &LessonSpec, measured: u64) {
         self.cells += 1;
         let lesson = lesson_prediction(spec.desired, spec.delay, spec.startup, spec.period);
         if lesson == i128::from(measured) {
@@ -135,11 +135,11 @@ impl BoundaryReport {
 
     /// Measures every spec and counts.
     pub fn scan<'a>(
-        specs: impl IntoIterator<Item = &'a ScenarioSpec>,
-    ) -> Result<BoundaryReport, ScenarioError> {
+        specs: impl IntoIterator<Item = &'a LessonSpec>,
+    ) -> Result<BoundaryReport, SettingError> {
         let mut report = BoundaryReport::default();
         for spec in specs {
-            let m = simulate(&Scenario::new(spec.clone())?);
+            let m = simulate(&LessonWorld::new(spec.clone())?);
             report.add(spec, m.overshoot);
         }
         Ok(report)
@@ -198,7 +198,7 @@ pub fn scan_grid(grid: &Grid, progress: &(dyn Fn(u64) + Sync)) -> BoundaryReport
 }
 
 /// The first reason the lesson's relation can fail on `spec`, or `None` if none applies.
-pub fn classify(spec: &ScenarioSpec) -> Option<Failure> {
+pub fn classify(spec: &LessonSpec) -> Option<Failure> {
     let (u, g, b) = (spec.period, spec.delay, spec.startup);
     if spec.controller == ControllerKind::Intent {
         return Some(Failure::IntentController);
@@ -227,19 +227,19 @@ pub fn classify(spec: &ScenarioSpec) -> Option<Failure> {
 mod tests {
     use super::*;
 
-    fn cell(period: u64, delay: u64, startup: u64) -> ScenarioSpec {
-        ScenarioSpec {
+    fn cell(period: u64, delay: u64, startup: u64) -> LessonSpec {
+        LessonSpec {
             period,
             delay,
             startup,
-            ..ScenarioSpec::default()
+            ..LessonSpec::default()
         }
     }
 
     #[test]
     fn lessons_grid_holds_everywhere_and_the_predictor_too() {
         let grid = crate::lesson::RelationGrid::lesson();
-        let specs: Vec<ScenarioSpec> = grid
+        let specs: Vec<LessonSpec> = grid
             .delays
             .iter()
             .flat_map(|&g| grid.periods.iter().map(move |&u| cell(u, g, 5)))

@@ -93,7 +93,7 @@ pub enum DelayModel {
 }
 
 /// The longest delay a model accepts, in milliseconds: the same bound as any time setting.
-pub const MAX_DELAY_MS: Millis = crate::scenario::MAX_SECONDS * 1000;
+pub const MAX_DELAY_MS: Millis = crate::lesson_world::MAX_SECONDS * 1000;
 
 /// The most stages a chain may have.
 pub const MAX_STAGES: usize = 64;

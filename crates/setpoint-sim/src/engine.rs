@@ -31,8 +31,8 @@ use std::collections::VecDeque;
 
 use setpoint_core::{Action, Batch, Controller, ControllerKind, CopyId, Desired, LedgerView, Time};
 
-use crate::metrics::Metrics;
-use crate::scenario::Scenario;
+use crate::lesson_world::LessonWorld;
+use setpoint_core::metrics::{Metrics, TraceRow};
 
 /// Copies created in one round: `[previous batch's end, end)`, all running at `ready`.
 #[derive(Debug, Clone, Copy)]
@@ -219,66 +219,20 @@ impl Tally {
 
 /// Runs `scenario` and returns its metrics. Deterministic: the same scenario always gives the
 /// same metrics.
-pub fn simulate(scenario: &Scenario) -> Metrics {
+pub fn simulate(scenario: &LessonWorld) -> Metrics {
     run::<false>(scenario, None)
-}
-
-/// One second of a run: the state at the end of second `t` and what happened during it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct TraceRow {
-    /// The second.
-    pub t: Time,
-    /// Declared copies.
-    pub desired: u64,
-    /// Copies running at the end of the second.
-    pub live: u64,
-    /// Copies the ledger shows at the end of the second.
-    pub seen: u64,
-    /// Copies created and alive that have not reached the ledger yet (work in flight), whether or
-    /// not the controller counts them.
-    pub pending: u64,
-    /// Copies created during the second.
-    pub created: u64,
-    /// Delete commands sent during the second.
-    pub delete_commands: u64,
-    /// Copies deleted by those commands.
-    pub deleted: u64,
-    /// Copies killed by scripted deaths during the second.
-    pub died: u64,
-}
-
-impl TraceRow {
-    /// The CSV header of a trace: the workload's name, then the row's fields.
-    pub const CSV_HEADER: &'static str =
-        "workload,t,desired,live,seen,pending,created,delete_commands,deleted,died";
-
-    /// The row as CSV for `workload`, without a newline.
-    pub fn csv(&self, workload: &str) -> String {
-        format!(
-            "{workload},{},{},{},{},{},{},{},{},{}",
-            self.t,
-            self.desired,
-            self.live,
-            self.seen,
-            self.pending,
-            self.created,
-            self.delete_commands,
-            self.deleted,
-            self.died
-        )
-    }
 }
 
 /// Runs `scenario` like [`simulate`] and hands `observer` one [`TraceRow`] per second, in order,
 /// from 0 to the duration. The metrics are the same as [`simulate`]'s.
-pub fn simulate_traced(scenario: &Scenario, observer: &mut dyn FnMut(&TraceRow)) -> Metrics {
+pub fn simulate_traced(scenario: &LessonWorld, observer: &mut dyn FnMut(&TraceRow)) -> Metrics {
     run::<true>(scenario, Some(observer))
 }
 
 /// `TRACED` is whether `observer` is given. As a constant it compiles the untraced run without
 /// any of the tracing (perf, issue 3: the untraced loop had become a quarter slower).
 fn run<const TRACED: bool>(
-    scenario: &Scenario,
+    scenario: &LessonWorld,
     mut observer: Option<&mut dyn FnMut(&TraceRow)>,
 ) -> Metrics {
     let spec = scenario.spec();
@@ -459,7 +413,7 @@ fn apply(
             true
         }
         Some(Action::Named { .. }) => {
-            unreachable!("Scenario::new accepts only the lesson's controllers")
+            unreachable!("LessonWorld::new accepts only the lesson's controllers")
         }
         Some(a @ Action::Delete { .. }) => {
             // CA25: commands go to the oldest copies the ledger shows; those already dead
@@ -475,7 +429,7 @@ fn apply(
     }
 }
 
-fn finish(scenario: &Scenario, tally: &Tally) -> Metrics {
+fn finish(scenario: &LessonWorld, tally: &Tally) -> Metrics {
     let spec = scenario.spec();
     let required = i128::from(spec.desired) + i128::from(tally.died);
     Metrics {
@@ -500,16 +454,16 @@ fn finish(scenario: &Scenario, tally: &Tally) -> Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::{Death, ScenarioSpec};
+    use crate::lesson_world::{Death, LessonSpec};
     use setpoint_core::ControllerKind::{Intent, Ledger};
 
-    fn run(spec: ScenarioSpec) -> Metrics {
-        simulate(&Scenario::new(spec).unwrap())
+    fn run(spec: LessonSpec) -> Metrics {
+        simulate(&LessonWorld::new(spec).unwrap())
     }
 
     #[test]
     fn lesson_row_g60_ledger_matches_the_lesson() {
-        let m = simulate(&Scenario::lesson(60, Ledger));
+        let m = simulate(&LessonWorld::lesson(60, Ledger));
         assert_eq!(m.rounds, 61);
         assert_eq!(
             (
@@ -528,7 +482,7 @@ mod tests {
     #[test]
     fn intent_controller_never_overshoots_in_the_lesson() {
         for g in [0, 5, 10, 20, 30, 60] {
-            let m = simulate(&Scenario::lesson(g, Intent));
+            let m = simulate(&LessonWorld::lesson(g, Intent));
             assert_eq!(
                 (m.created, m.overshoot, m.delete_commands),
                 (8, 0, 0),
@@ -541,7 +495,7 @@ mod tests {
     fn delete_command_to_dead_copy_counts_but_deletes_nothing() {
         // G = 60: the two copies that die at 300 stay on the ledger until 360, and the ledger
         // loop's surplus commands reach them first.
-        let m = simulate(&Scenario::lesson(60, Ledger));
+        let m = simulate(&LessonWorld::lesson(60, Ledger));
         assert!(m.delete_commands > m.deleted);
         assert_eq!(m.delete_commands - m.deleted, 96);
     }
@@ -549,9 +503,9 @@ mod tests {
     #[test]
     fn deaths_strike_only_live_copies_not_starting_ones() {
         // At t = 2 the six copies are still starting (B = 5), so nothing dies.
-        let m = run(ScenarioSpec {
+        let m = run(LessonSpec {
             deaths: vec![Death { at: 2, count: 3 }],
-            ..ScenarioSpec::default()
+            ..LessonSpec::default()
         });
         assert_eq!(m.died, 0);
         assert_eq!(m.created, 6);
@@ -559,18 +513,18 @@ mod tests {
 
     #[test]
     fn deaths_after_the_run_ends_never_happen_and_owe_nothing() {
-        let m = run(ScenarioSpec {
+        let m = run(LessonSpec {
             deaths: vec![Death { at: 5000, count: 2 }],
-            ..ScenarioSpec::default()
+            ..LessonSpec::default()
         });
         assert_eq!((m.died, m.created, m.unneeded), (0, 6, 0));
     }
 
     #[test]
     fn deaths_beyond_the_live_count_kill_everyone_and_count_only_victims() {
-        let m = run(ScenarioSpec {
+        let m = run(LessonSpec {
             deaths: vec![Death { at: 300, count: 50 }],
-            ..ScenarioSpec::default()
+            ..LessonSpec::default()
         });
         assert_eq!(m.died, 6);
         assert_eq!(m.created, 12);
@@ -579,19 +533,19 @@ mod tests {
 
     #[test]
     fn desired_zero_never_drifts_and_is_stable_from_second_zero() {
-        let m = run(ScenarioSpec {
+        let m = run(LessonSpec {
             desired: 0,
-            ..ScenarioSpec::default()
+            ..LessonSpec::default()
         });
         assert_eq!((m.created, m.unneeded, m.stable), (0, 0, Some(0)));
     }
 
     #[test]
     fn run_ending_before_replacement_owes_copies_as_negative_unneeded() {
-        let m = run(ScenarioSpec {
+        let m = run(LessonSpec {
             delay: 5,
             deaths: vec![Death { at: 896, count: 2 }],
-            ..ScenarioSpec::default()
+            ..LessonSpec::default()
         });
         assert_eq!(m.unneeded, -2);
         assert_eq!(m.stable, None);
@@ -601,10 +555,10 @@ mod tests {
     fn repeated_wasted_commands_between_changes_are_all_counted() {
         // With G = 60 and U = 1, the ledger shows dead copies for 60 seconds; every round in
         // between sends commands that reach only those.
-        let m = run(ScenarioSpec {
+        let m = run(LessonSpec {
             period: 1,
             delay: 60,
-            ..ScenarioSpec::default()
+            ..LessonSpec::default()
         });
         assert_eq!(m.rounds, 901);
         assert!(m.delete_commands > m.deleted);
@@ -613,21 +567,21 @@ mod tests {
     #[test]
     fn repeated_blind_creations_stop_at_a_death_and_at_the_end_of_the_run() {
         // Figures from the reference model (run-case.mjs) for the same scenarios.
-        let m = run(ScenarioSpec {
+        let m = run(LessonSpec {
             period: 5,
             delay: 30,
             duration: 300,
             deaths: vec![Death { at: 12, count: 2 }],
-            ..ScenarioSpec::default()
+            ..LessonSpec::default()
         });
         assert_eq!((m.rounds, m.created, m.delete_commands), (61, 42, 206));
         assert_eq!((m.deleted, m.overshoot, m.stable), (34, 34, Some(65)));
-        let m = run(ScenarioSpec {
+        let m = run(LessonSpec {
             period: 5,
             delay: 30,
             duration: 22,
             deaths: vec![],
-            ..ScenarioSpec::default()
+            ..LessonSpec::default()
         });
         assert_eq!(
             (m.rounds, m.created, m.overshoot, m.stable),
@@ -638,7 +592,7 @@ mod tests {
     #[test]
     fn trace_has_one_row_per_second_and_adds_up_to_the_metrics() {
         for (g, controller) in [(60, Ledger), (20, Intent), (0, Ledger)] {
-            let s = Scenario::lesson(g, controller);
+            let s = LessonWorld::lesson(g, controller);
             let mut rows = Vec::new();
             let m = simulate_traced(&s, &mut |r| rows.push(*r));
             assert_eq!(m, simulate(&s));
@@ -659,7 +613,7 @@ mod tests {
     fn trace_shows_the_stale_ledger_at_g60() {
         // At second 64 four batches of six run, but the first reaches the ledger only at 65.
         let mut rows = Vec::new();
-        simulate_traced(&Scenario::lesson(60, Ledger), &mut |r| rows.push(*r));
+        simulate_traced(&LessonWorld::lesson(60, Ledger), &mut |r| rows.push(*r));
         assert_eq!((rows[64].live, rows[64].seen), (6 * 4, 0));
         assert_eq!(rows[65].seen, 6);
         assert_eq!(rows[0].pending, 6);
@@ -668,11 +622,11 @@ mod tests {
     #[test]
     fn cost_does_not_grow_with_duration_when_nothing_happens() {
         // Ten million seconds, a million copies: the engine visits a handful of seconds.
-        let m = run(ScenarioSpec {
+        let m = run(LessonSpec {
             desired: 1_000_000,
             duration: 10_000_000,
             delay: 60,
-            ..ScenarioSpec::default()
+            ..LessonSpec::default()
         });
         assert_eq!(m.rounds, 10_000_000 / 15 + 1);
         assert!(m.stable.is_some());

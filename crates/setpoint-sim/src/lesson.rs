@@ -5,8 +5,8 @@ use setpoint_core::ControllerKind;
 
 use crate::engine::simulate;
 use crate::format::{js_to_fixed2, pad};
+use crate::lesson_world::{LessonSpec, LessonWorld};
 use crate::metrics::Metrics;
-use crate::scenario::{Scenario, ScenarioSpec};
 
 /// The report delays of the lesson's first table.
 pub const LESSON_DELAYS: [u64; 6] = [0, 5, 10, 20, 30, 60];
@@ -56,7 +56,7 @@ pub fn lesson_loop() -> String {
         out.push_str(LOOP_HEADER);
         out.push('\n');
         for delay in LESSON_DELAYS {
-            let m = simulate(&Scenario::lesson(delay, controller));
+            let m = simulate(&LessonWorld::lesson(delay, controller));
             out.push_str(&loop_row(delay, &m));
             out.push('\n');
         }
@@ -100,11 +100,11 @@ pub fn lesson_all() -> String {
     format!("{}\n{}", lesson_loop(), lesson_relation())
 }
 
-fn lesson_cell(delay: u64, period: u64) -> Scenario {
-    Scenario::new(ScenarioSpec {
+fn lesson_cell(delay: u64, period: u64) -> LessonWorld {
+    LessonWorld::new(LessonSpec {
         delay,
         period,
-        ..ScenarioSpec::default()
+        ..LessonSpec::default()
     })
     .expect("lesson cells are inside every limit")
 }
@@ -113,7 +113,7 @@ fn lesson_cell(delay: u64, period: u64) -> Scenario {
 #[derive(Debug, Clone)]
 pub struct RelationGrid {
     /// Every setting but delay and period. Its own delay and period are ignored.
-    pub base: ScenarioSpec,
+    pub base: LessonSpec,
     /// The report delays, in seconds, one row each.
     pub delays: Vec<u64>,
     /// The loop periods, in seconds, one column each.
@@ -124,7 +124,7 @@ impl RelationGrid {
     /// The lesson's 56-cell grid.
     pub fn lesson() -> Self {
         RelationGrid {
-            base: ScenarioSpec::default(),
+            base: LessonSpec::default(),
             delays: RELATION_DELAYS.to_vec(),
             periods: RELATION_PERIODS.to_vec(),
         }
@@ -160,11 +160,11 @@ pub struct RelationScan {
 impl RelationScan {
     /// Simulates every cell. The base scenario must already be valid apart from delay and
     /// period; an invalid cell is reported as an error.
-    pub fn try_run(grid: &RelationGrid) -> Result<Self, crate::ScenarioError> {
+    pub fn try_run(grid: &RelationGrid) -> Result<Self, crate::SettingError> {
         let mut cells = Vec::with_capacity(grid.delays.len() * grid.periods.len());
         for &delay in &grid.delays {
             for &period in &grid.periods {
-                let scenario = Scenario::new(ScenarioSpec {
+                let scenario = LessonWorld::new(LessonSpec {
                     delay,
                     period,
                     ..grid.base.clone()

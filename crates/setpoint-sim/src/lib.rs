@@ -3,42 +3,61 @@
 //! It reproduces the world of the lesson "The Reconciliation Loop" (rules CA19–CA25): copies
 //! that take `startup` seconds to start, a ledger that shows the world `delay` seconds late, a
 //! loop that runs a [`setpoint_core::Controller`] pass every `period` seconds, and scripted
-//! deaths. It measures the lesson's metrics exactly, for any parameters.
+//! deaths. It measures the lesson's metrics exactly, for any parameters, and goes past the
+//! lesson: several workloads, random per-report delays, faults, every controller.
 //!
-//! The engine is event-driven: its cost grows with the rounds that act and the events that
-//! happen, not with seconds × copies, and it never holds one record per copy. `docs/model.md`
-//! gives the rules, the metrics and the corner-case choices.
+//! **One scenario, one entry point.** A caller builds one [`Scenario`] (from a [`ScenarioSpec`],
+//! or a scenario file) and calls [`run`]. Which engine runs it is an internal choice that the
+//! [`Outcome`] reports (`engine`) and that never changes a number:
+//! - the **fast engine** ([`engine`]) runs every scenario the lesson's world can express (one
+//!   workload, `ledger` or `intent`, a fixed whole-second delay, deaths by count). It is
+//!   event-driven, never holds one record per copy, and its cost grows with the rounds that act;
+//! - the **general engine** ([`world`]) runs everything else, one record per copy on a
+//!   time-ordered event queue.
+//!
+//! Property tests check that both give the same metrics wherever both apply. Sweeps over
+//! millions of lesson-world cells, the predictor and the boundary scan drive the fast engine
+//! directly, through its compact input [`LessonWorld`]. `docs/model.md` gives the rules, the
+//! metrics, the extensions and the engines.
 //!
 //! # Layout
-//! - [`scenario`]: the validated input ([`Scenario`], [`ScenarioSpec`], [`Death`]) and its limits.
-//! - [`engine`]: [`simulate`], the event-driven engine.
-//! - [`metrics`]: [`Metrics`], what a run measures.
-//! - [`series`]: [`metrics_from_series`], the same metrics from a per-second series (the engine's
-//!   trace, or a real run's measurement).
+//! - [`scenario`]: the one validated scenario ([`Scenario`], [`ScenarioSpec`]), its events, and
+//!   [`run`] / [`run_traced`], which pick the engine.
+//! - [`scenario_file`]: scenario files in TOML, with file, line and key in every error.
+//! - [`delay`]: report-delay models and the world's seeded generator ([`delay::WorldRng`]).
+//! - [`metrics`]: [`Metrics`], what a run measures, the per-second series ([`TraceRow`]) and
+//!   [`metrics_from_series`]; re-exported from [`setpoint_core::metrics`], where the runtime
+//!   counts with the same definitions without depending on the lab.
+//! - [`lesson_world`]: the fast engine's input ([`LessonWorld`], [`LessonSpec`], [`Death`]) and
+//!   the limits every setting shares ([`Limit`]).
+//! - [`engine`]: [`simulate`], the fast event-driven engine of the lesson's world.
+//! - [`world`]: the general engine.
+//! - [`montecarlo`]: one scenario over many seeds: mean, p50, p95 and max of every metric.
+//! - [`sweep`]: grids of scenarios ([`Grid`]), run in parallel and reported in cell order.
+//! - [`merge`]: the outputs of a sharded sweep joined into the whole sweep's bytes.
 //! - [`lesson`]: the lesson's tables, byte for byte, and the relation scan.
 //! - [`predict`]: [`predict::predict`], the exact overshoot predictor and closed forms.
-//! - [`advise`]: the advisor: a loop period and a controller for a delay and a startup time.
 //! - [`boundary`]: where the lesson's relation holds and fails, region by region.
-//! - [`format`]: JavaScript-compatible number formatting for those tables.
-//! - [`sweep`]: grids of scenarios ([`Grid`]), run in parallel and reported in cell order.
-//!
-//! Beyond the lesson's world (several workloads, random per-report delays, faults, every
-//! controller):
-//! - [`lab`]: the validated lab scenario ([`lab::LabScenario`]), its events, and [`lab::run`],
-//!   which takes the fast engine when the lesson's world can express the scenario.
-//! - [`world`]: the general engine, one record per copy and a time-ordered event queue.
-//! - [`delay`]: report-delay models and the world's seeded generator ([`delay::WorldRng`]).
-//! - [`scenario_file`]: scenario files in TOML, with file, line and key in every error.
-//! - [`montecarlo`]: one scenario over many seeds: mean, p50, p95 and max of every metric.
-//! - [`report`]: the text and CSV forms of lab runs and summaries.
+//! - [`advise`]: the advisor: a loop period and a controller for a delay and a startup time.
+//! - [`output`]: the one output schema (`docs/output.md`): flat [`output::Record`]s of runs,
+//!   Monte Carlo summaries and sweep rows, as JSON lines, CSV or a table.
+//! - [`report`]: the one-line description of a scenario, and the text of a summary.
+//! - [`format`]: JavaScript-compatible number formatting for the lesson's tables.
 //!
 //! # Example
 //! ```
-//! use setpoint_sim::{simulate, Scenario, ScenarioSpec};
+//! use setpoint_sim::{run, Scenario, ScenarioSpec};
+//! use setpoint_sim::delay::DelayModel;
 //!
-//! let scenario = Scenario::new(ScenarioSpec { delay: 20, ..ScenarioSpec::default() }).unwrap();
-//! let m = simulate(&scenario);
+//! let scenario = Scenario::new(ScenarioSpec {
+//!     delay: DelayModel::fixed_seconds(20),
+//!     ..ScenarioSpec::default()
+//! })
+//! .unwrap();
+//! let outcome = run(&scenario, 1).unwrap();
+//! let m = &outcome.workloads[0].metrics;
 //! assert_eq!((m.created, m.unneeded, m.overshoot, m.stable), (16, 8, 6, Some(375)));
+//! assert_eq!(outcome.engine, "fast");
 //! ```
 
 pub mod advise;
@@ -46,20 +65,25 @@ pub mod boundary;
 pub mod delay;
 pub mod engine;
 pub mod format;
-pub mod lab;
 pub mod lesson;
-pub mod metrics;
+pub mod lesson_world;
+pub mod merge;
 pub mod montecarlo;
+pub mod output;
 pub mod predict;
 pub mod report;
 pub mod scenario;
 pub mod scenario_file;
-pub mod series;
+#[cfg(test)]
+mod series;
 pub mod sweep;
 pub mod world;
 
-pub use engine::{simulate, simulate_traced, TraceRow};
-pub use metrics::Metrics;
-pub use scenario::{parse_deaths, Death, Limit, Scenario, ScenarioError, ScenarioSpec};
-pub use series::metrics_from_series;
+pub use engine::{simulate, simulate_traced};
+pub use lesson_world::{parse_deaths, Death, LessonSpec, LessonWorld, Limit, SettingError};
+pub use scenario::{
+    run, run_traced, Outcome, Scenario, ScenarioError, ScenarioSpec, WorkloadMetrics,
+};
+pub use setpoint_core::metrics;
+pub use setpoint_core::metrics::{metrics_from_series, Metrics, TraceRow};
 pub use sweep::{Axis, Grid, GridError, GridSpec, RowFormat, Summary, SweepRow};

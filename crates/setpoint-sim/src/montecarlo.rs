@@ -8,8 +8,8 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::lab::{run, LabError, LabOutcome, LabScenario, WorkloadMetrics};
-use crate::scenario::Limit;
+use crate::lesson_world::Limit;
+use crate::scenario::{run, Outcome, Scenario, ScenarioError, WorkloadMetrics};
 
 /// Accepted values of `--runs`.
 pub const RUNS: Limit = Limit {
@@ -90,6 +90,8 @@ pub struct WorkloadSpread {
     pub workload: String,
     /// Runs in which the workload never became stable.
     pub never_stable: u64,
+    /// The fraction of runs with any overshoot (`overshoot > 0`), from 0 to 1.
+    pub p_overshoot: f64,
     /// Every metric of [`METRICS`], in order.
     pub metrics: Vec<MetricSpread>,
 }
@@ -103,21 +105,44 @@ pub struct Summary {
     pub first_seed: u64,
     /// Whether the runs drew random numbers at all; when not, every run is the same.
     pub random: bool,
+    /// Which engine ran them (the same for every seed of one scenario).
+    pub engine: &'static str,
     /// One entry per workload, in the scenario's order.
     pub workloads: Vec<WorkloadSpread>,
 }
 
 /// Runs `scenario` `runs` times, with seeds `first_seed`, `first_seed + 1`, …, and summarises.
 pub fn monte_carlo(
-    scenario: &LabScenario,
+    scenario: &Scenario,
     first_seed: u64,
     runs: u64,
-) -> Result<Summary, LabError> {
+) -> Result<Summary, ScenarioError> {
     RUNS.check(runs)?;
-    let outcomes: Vec<LabOutcome> = (0..runs)
+    let outcomes: Vec<Outcome> = (0..runs)
         .into_par_iter()
         .map(|i| run(scenario, first_seed.wrapping_add(i)))
         .collect::<Result<_, _>>()?;
+    Ok(summarize(scenario, first_seed, &outcomes))
+}
+
+/// [`monte_carlo`] on the calling thread: for callers that already run many scenarios in
+/// parallel (a sweep's cells), where nesting parallel loops would only add overhead. The same
+/// numbers as [`monte_carlo`].
+pub fn monte_carlo_sequential(
+    scenario: &Scenario,
+    first_seed: u64,
+    runs: u64,
+) -> Result<Summary, ScenarioError> {
+    RUNS.check(runs)?;
+    let outcomes: Vec<Outcome> = (0..runs)
+        .map(|i| run(scenario, first_seed.wrapping_add(i)))
+        .collect::<Result<_, _>>()?;
+    Ok(summarize(scenario, first_seed, &outcomes))
+}
+
+/// The summary of `outcomes`, the runs of `scenario` from `first_seed` on, in seed order.
+fn summarize(scenario: &Scenario, first_seed: u64, outcomes: &[Outcome]) -> Summary {
+    let runs = outcomes.len() as u64;
     let workloads = scenario
         .spec()
         .workloads
@@ -129,6 +154,11 @@ pub fn monte_carlo(
                 .iter()
                 .filter(|o| o.workloads[w].metrics.stable.is_none())
                 .count() as u64,
+            p_overshoot: outcomes
+                .iter()
+                .filter(|o| o.workloads[w].metrics.overshoot > 0)
+                .count() as f64
+                / runs as f64,
             metrics: METRICS
                 .iter()
                 .map(|(metric, get)| {
@@ -144,19 +174,20 @@ pub fn monte_carlo(
                 .collect(),
         })
         .collect();
-    Ok(Summary {
+    Summary {
         runs,
         first_seed,
         random: scenario.spec().delay.is_random(),
+        engine: outcomes[0].engine,
         workloads,
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::delay::DelayModel;
-    use crate::lab::LabSpec;
+    use crate::scenario::ScenarioSpec;
 
     #[test]
     fn percentiles_are_nearest_rank() {
@@ -170,9 +201,9 @@ mod tests {
 
     #[test]
     fn a_summary_over_seeds_is_the_same_every_time() {
-        let scenario = LabScenario::new(LabSpec {
+        let scenario = Scenario::new(ScenarioSpec {
             delay: DelayModel::lesson_chain(),
-            ..LabSpec::default()
+            ..ScenarioSpec::default()
         })
         .unwrap();
         let a = monte_carlo(&scenario, 1, 40).unwrap();

@@ -23,7 +23,7 @@
 use serde::Serialize;
 use setpoint_core::ControllerKind;
 
-use crate::scenario::ScenarioSpec;
+use crate::lesson_world::LessonSpec;
 
 /// How a prediction was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -85,7 +85,7 @@ struct Shape {
 }
 
 impl Shape {
-    fn new(spec: &ScenarioSpec) -> Self {
+    fn new(spec: &LessonSpec) -> Self {
         let (u, g, b) = (spec.period, spec.delay, spec.startup);
         let k = (g + b).div_ceil(u).max(1);
         Shape {
@@ -189,7 +189,7 @@ impl Shape {
 }
 
 /// Predicts the overshoot (exactly) and, where they have a closed form, the other metrics.
-pub fn predict(spec: &ScenarioSpec) -> Prediction {
+pub fn predict(spec: &LessonSpec) -> Prediction {
     let shape = Shape::new(spec);
     let k = shape.k;
     if spec.desired == 0 {
@@ -225,7 +225,7 @@ pub fn predict(spec: &ScenarioSpec) -> Prediction {
 }
 
 /// Deaths merged by second, within the run, with their summed counts.
-fn deaths_in_run(spec: &ScenarioSpec) -> Vec<(u64, u64)> {
+fn deaths_in_run(spec: &LessonSpec) -> Vec<(u64, u64)> {
     let mut merged: Vec<(u64, u64)> = Vec::new();
     let mut sorted = spec.deaths.clone();
     sorted.sort_by_key(|d| d.at);
@@ -243,7 +243,7 @@ fn deaths_in_run(spec: &ScenarioSpec) -> Vec<(u64, u64)> {
 
 /// The closed forms: valid when every death either finds no live copy (it strikes before the
 /// first copy is ready) or strikes a settled world. Returns `None` otherwise.
-fn closed(spec: &ScenarioSpec, shape: &Shape) -> Option<(u64, Option<ClosedMetrics>)> {
+fn closed(spec: &LessonSpec, shape: &Shape) -> Option<(u64, Option<ClosedMetrics>)> {
     let d = spec.desired;
     let end = spec.duration;
     let mut overshoot = shape.overshoot(d, 0, end);
@@ -300,7 +300,7 @@ fn closed(spec: &ScenarioSpec, shape: &Shape) -> Option<(u64, Option<ClosedMetri
 ///
 /// It visits only rounds inside an unsettled stretch and jumps from a settled point to the
 /// next death, so its cost is O((deaths + 1) · K), independent of duration and copy count.
-fn walk(spec: &ScenarioSpec, shape: &Shape) -> u64 {
+fn walk(spec: &LessonSpec, shape: &Shape) -> u64 {
     let (u, b, g) = (shape.period, shape.startup, shape.delay);
     let (d, end, k) = (spec.desired, spec.duration, shape.k);
     let deaths = deaths_in_run(spec);
@@ -438,16 +438,16 @@ fn walk(spec: &ScenarioSpec, shape: &Shape) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::Death;
-    use crate::{simulate, Scenario};
+    use crate::lesson_world::Death;
+    use crate::{simulate, LessonWorld};
 
-    fn spec(desired: u64, period: u64, delay: u64, startup: u64) -> ScenarioSpec {
-        ScenarioSpec {
+    fn spec(desired: u64, period: u64, delay: u64, startup: u64) -> LessonSpec {
+        LessonSpec {
             desired,
             period,
             delay,
             startup,
-            ..ScenarioSpec::default()
+            ..LessonSpec::default()
         }
     }
 
@@ -490,7 +490,7 @@ mod tests {
         assert_eq!(p.overshoot, 0);
         assert_eq!(crate::lesson::lesson_prediction(6, 0, 5, 1), 24);
         assert_eq!(
-            simulate(&Scenario::new(spec(6, 1, 0, 5)).unwrap()).overshoot,
+            simulate(&LessonWorld::new(spec(6, 1, 0, 5)).unwrap()).overshoot,
             0
         );
     }
@@ -509,6 +509,9 @@ mod tests {
         s.deaths = vec![Death { at: 7, count: 1 }];
         let p = predict(&s);
         assert_eq!(p.regime, Regime::Walked);
-        assert_eq!(p.overshoot, simulate(&Scenario::new(s).unwrap()).overshoot);
+        assert_eq!(
+            p.overshoot,
+            simulate(&LessonWorld::new(s).unwrap()).overshoot
+        );
     }
 }

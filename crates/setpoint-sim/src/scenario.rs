@@ -1,280 +1,423 @@
-//! The validated input of one simulation run.
+//! The one scenario type of the lab, and the one entry point that runs it.
+//!
+//! A [`Scenario`] has one or many workloads, any controller with its settings, a report-delay
+//! model and a timeline of [`Event`]s. [`run`] simulates it: with the lesson's fast engine
+//! ([`crate::simulate`]) when the scenario is one the lesson's world can express, and with the
+//! general engine ([`crate::world`]) otherwise. Which engine ran is reported in
+//! [`Outcome::engine`] and never changes a number: both give the same metrics where both apply,
+//! which property tests check (`tests/model`).
 
-use setpoint_core::ControllerKind;
+use serde::Serialize;
+use setpoint_core::{ControllerKind, ExpectationsConfig, Time};
 use thiserror::Error;
 
-/// Something wrong with a scenario's input. Every message names the setting and what it accepts.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+use crate::delay::{DelayModel, Stage, MAX_DELAY_MS, MAX_STAGES};
+use crate::engine::simulate;
+use crate::lesson_world::{
+    Death, LessonSpec, LessonWorld, Limit, SettingError, MAX_COPIES, MAX_DEATH_ENTRIES, MAX_SECONDS,
+};
+use crate::metrics::Metrics;
+
+/// Something wrong with a lab scenario, or a run that outgrew the general engine.
+#[derive(Debug, Clone, PartialEq, Error)]
 pub enum ScenarioError {
-    /// A number outside its accepted range. Pick a value inside the range the message gives.
-    #[error("{field} {value} is out of range: accepted {min} to {max} {unit}")]
-    OutOfRange {
-        /// The setting, named as its command-line flag without dashes.
-        field: &'static str,
-        /// The value as given.
-        value: String,
-        /// The smallest accepted value.
-        min: u64,
-        /// The largest accepted value.
-        max: u64,
-        /// What the number counts.
-        unit: &'static str,
+    /// A setting outside its range or otherwise malformed; the message says which and what it
+    /// accepts.
+    #[error(transparent)]
+    Setting(#[from] SettingError),
+    /// The scenario declares no workload. Add at least one `[[workload]]`.
+    #[error("the scenario has no workload: declare at least one [[workload]]")]
+    NoWorkload,
+    /// A workload name that is empty, too long, or has characters other than letters, digits,
+    /// `-` and `_`. Rename it.
+    #[error("workload name '{0}' is not accepted: use 1 to 64 letters, digits, '-' or '_'")]
+    BadWorkloadName(String),
+    /// Two workloads with one name. Rename one of them.
+    #[error("workload name '{0}' is declared twice")]
+    DuplicateWorkload(String),
+    /// An event names a workload the scenario does not declare. Fix the name, or leave it out to
+    /// strike every workload.
+    #[error("event at second {at} names workload '{name}', which is not declared")]
+    UnknownWorkload {
+        /// The event's time.
+        at: Time,
+        /// The name as given.
+        name: String,
     },
-    /// Text where a whole number was expected. Give digits only, such as `15`.
-    #[error("{field} '{value}' is not a whole number: accepted {min} to {max} {unit}")]
-    NotANumber {
-        /// The setting, named as its command-line flag without dashes.
-        field: &'static str,
-        /// The text as given.
-        value: String,
-        /// The smallest accepted value.
-        min: u64,
-        /// The largest accepted value.
-        max: u64,
-        /// What the number counts.
-        unit: &'static str,
+    /// A setting of one controller given for another. Drop it, or pick the controller it
+    /// belongs to.
+    #[error("{setting} applies only to controller 'expectations', not '{controller}'")]
+    DoesNotApply {
+        /// The setting, as given (such as `--ttl`).
+        setting: String,
+        /// The controller in use.
+        controller: ControllerKind,
     },
-    /// A malformed list of scripted deaths. Write `AT:COUNT[,AT:COUNT…]`, or `none`.
-    #[error("deaths '{value}': {reason}; accepted: AT:COUNT[,AT:COUNT...] with AT 0 to {max_at} seconds and COUNT 0 to {max_count} copies, or 'none'")]
-    BadDeaths {
-        /// The text as given.
-        value: String,
-        /// What is wrong with it.
-        reason: String,
-        /// The latest accepted death time.
-        max_at: u64,
-        /// The largest accepted count in one entry.
-        max_count: u64,
+    /// A delay model that cannot be drawn from. The message says what is wrong.
+    #[error("delay model: {0}")]
+    BadDelay(String),
+    /// A fraction of copies outside 0 to 1, or finer than a millionth.
+    #[error("death fraction {0} is out of range: accepted 0 to 1, in steps of 0.000001")]
+    BadFraction(String),
+    /// An event list longer than [`MAX_DEATH_ENTRIES`].
+    #[error("{0} events are too many: accepted at most {MAX_DEATH_ENTRIES}")]
+    TooManyEvents(usize),
+    /// The run created more copies than the general engine keeps records of. Shorten the run,
+    /// lengthen the loop period, or lower the desired counts.
+    #[error("the run created more than {0} copies, the most the general engine keeps one record each of; shorten the run, lengthen the period or lower desired")]
+    TooManyCopies(u64),
+    /// A scenario file that could not be read or parsed; `line` and `key` say where.
+    #[error("{path}:{line}: {key}: {message}")]
+    File {
+        /// The file as named on the command line.
+        path: String,
+        /// The line of the problem, from 1.
+        line: usize,
+        /// The key (or table) at fault, such as `event[2].count`.
+        key: String,
+        /// What is wrong.
+        message: String,
     },
-    /// A controller beyond the lesson's two, where only they are accepted. `setpoint run` (and a
-    /// [`crate::lab::LabScenario`]) runs every controller.
-    #[error("controller '{0}' runs only in the general engine: accepted here are ledger, intent; `setpoint run` accepts every controller")]
-    NotALessonController(ControllerKind),
+    /// A scenario file that could not be read at all.
+    #[error("{path}: {message}")]
+    Unreadable {
+        /// The file as named on the command line.
+        path: String,
+        /// The operating system's reason.
+        message: String,
+    },
 }
 
-/// The accepted range of one numeric setting. The command line and the scenario constructor check
-/// the same limits, so a value refused in one place is refused everywhere.
+/// One workload: a set of interchangeable copies with its own desired count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Workload {
+    /// Its name: letters, digits, `-` and `_`. Named copies are called `{name}-{k}`.
+    pub name: String,
+    /// Declared copies at second 0.
+    pub desired: u64,
+    /// Startup time B, in seconds: a copy created at t is running at t + B.
+    pub startup: Time,
+}
+
+/// How many copies a death event kills.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limit {
-    /// The setting, named as its command-line flag without dashes.
-    pub field: &'static str,
-    /// The smallest accepted value.
-    pub min: u64,
-    /// The largest accepted value.
-    pub max: u64,
-    /// What the number counts, for messages.
-    pub unit: &'static str,
+pub enum Toll {
+    /// This many of the oldest live copies (fewer if fewer are live).
+    Count(u64),
+    /// This share of the copies live at that second, in millionths, rounded down.
+    PartsPerMillion(u64),
 }
 
-/// The largest number of seconds any time setting accepts: about 31.7 years of virtual time.
-/// Larger values would let sums of times overflow; the engine's cost does not grow with it.
-pub const MAX_SECONDS: u64 = 1_000_000_000;
+/// One scripted event of the timeline. `docs/model.md` defines each precisely.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Copies die: the oldest live copies, as many as the toll says.
+    Deaths(Toll),
+    /// The desired count changes.
+    Scale {
+        /// The new desired count.
+        desired: u64,
+    },
+    /// No report reaches the ledger for `seconds`; the reports due meanwhile all arrive when the
+    /// outage ends.
+    Outage {
+        /// How long the outage lasts, in seconds.
+        seconds: Time,
+    },
+    /// The controller restarts and loses its memory.
+    Restart,
+    /// For `seconds`, every pass reads the ledger as it stood just before the window opened.
+    Stale {
+        /// How long the window lasts, in seconds.
+        seconds: Time,
+    },
+    /// The next `count` delete commands the controller sends are lost in transit: they count as
+    /// commands and reach no copy.
+    LoseDeletes {
+        /// How many commands are lost.
+        count: u64,
+    },
+}
 
-/// The largest copy count accepted in one setting. The engine's cost does not depend on it; the
-/// bound keeps every count below 2^63 even when a loop overshoots on every round of a long run.
-pub const MAX_COPIES: u64 = 100_000_000;
-
-/// The most entries a deaths list may hold.
-pub const MAX_DEATH_ENTRIES: usize = 100_000;
-
-impl Limit {
-    /// `--desired`: the declared copy count.
-    pub const DESIRED: Limit = Limit::new("desired", 0, MAX_COPIES, "copies");
-    /// `--period`: the loop period U. Zero would mean infinitely many rounds.
-    pub const PERIOD: Limit = Limit::new("period", 1, MAX_SECONDS, "seconds");
-    /// `--delay`: the report delay G.
-    pub const DELAY: Limit = Limit::new("delay", 0, MAX_SECONDS, "seconds");
-    /// `--startup`: the startup time B.
-    pub const STARTUP: Limit = Limit::new("startup", 0, MAX_SECONDS, "seconds");
-    /// `--duration`: the last second of the run.
-    pub const DURATION: Limit = Limit::new("duration", 0, MAX_SECONDS, "seconds");
-
-    const fn new(field: &'static str, min: u64, max: u64, unit: &'static str) -> Self {
-        Limit {
-            field,
-            min,
-            max,
-            unit,
-        }
-    }
-
-    /// Checks that `value` lies inside the limit.
-    pub fn check(&self, value: u64) -> Result<u64, ScenarioError> {
-        if (self.min..=self.max).contains(&value) {
-            Ok(value)
-        } else {
-            Err(self.out_of_range(value.to_string()))
-        }
-    }
-
-    /// Parses a whole number and checks it. Negative numbers and numbers too large for any
-    /// integer are reported as out of range, not as garbage.
-    pub fn parse(&self, text: &str) -> Result<u64, ScenarioError> {
-        let t = text.trim();
-        let digits = t.strip_prefix('-').unwrap_or(t);
-        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(ScenarioError::NotANumber {
-                field: self.field,
-                value: text.to_owned(),
-                min: self.min,
-                max: self.max,
-                unit: self.unit,
-            });
-        }
-        if t.starts_with('-') && digits.bytes().any(|b| b != b'0') {
-            return Err(self.out_of_range(t.to_owned()));
-        }
-        match digits.parse::<u64>() {
-            Ok(v) => self.check(v),
-            Err(_) => Err(self.out_of_range(t.to_owned())),
-        }
-    }
-
-    fn out_of_range(&self, value: String) -> ScenarioError {
-        ScenarioError::OutOfRange {
-            field: self.field,
-            value,
-            min: self.min,
-            max: self.max,
-            unit: self.unit,
+impl Event {
+    /// The event's name in scenario files and outputs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::Deaths(_) => "deaths",
+            Event::Scale { .. } => "scale",
+            Event::Outage { .. } => "outage",
+            Event::Restart => "restart",
+            Event::Stale { .. } => "stale",
+            Event::LoseDeletes { .. } => "lose-delete",
         }
     }
 }
 
-/// One scripted event: at second `at`, the `count` oldest live copies die (CA23).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Death {
-    /// The second at which the copies die.
-    pub at: u64,
-    /// How many copies die, at most; fewer die if fewer are live.
-    pub count: u64,
+/// An event at a second, for one workload or for all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimedEvent {
+    /// The second at which it happens.
+    pub at: Time,
+    /// The workload it strikes, by name; `None` strikes every workload.
+    pub workload: Option<String>,
+    /// What happens.
+    pub event: Event,
 }
 
-/// Parses `AT:COUNT[,AT:COUNT…]`, or `none` for no deaths.
-pub fn parse_deaths(text: &str) -> Result<Vec<Death>, ScenarioError> {
-    let bad = |reason: String| ScenarioError::BadDeaths {
-        value: text.to_owned(),
-        reason,
-        max_at: MAX_SECONDS,
-        max_count: MAX_COPIES,
-    };
-    let t = text.trim();
-    if t == "none" {
-        return Ok(Vec::new());
-    }
-    if t.is_empty() {
-        return Err(bad("the list is empty".into()));
-    }
-    let mut deaths = Vec::new();
-    for entry in t.split(',') {
-        let (at, count) = entry
-            .split_once(':')
-            .ok_or_else(|| bad(format!("entry '{entry}' has no ':'")))?;
-        let at = DEATH_AT
-            .parse(at)
-            .map_err(|e| bad(format!("entry '{entry}': {e}")))?;
-        let count = DEATH_COUNT
-            .parse(count)
-            .map_err(|e| bad(format!("entry '{entry}': {e}")))?;
-        deaths.push(Death { at, count });
-        if deaths.len() > MAX_DEATH_ENTRIES {
-            return Err(bad(format!("more than {MAX_DEATH_ENTRIES} entries")));
+/// The controller of every workload, with its settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControllerSpec {
+    /// Which controller runs the passes.
+    pub kind: ControllerKind,
+    /// Settings of `expectations` (ignored by the others).
+    pub expectations: ExpectationsConfig,
+}
+
+impl ControllerSpec {
+    /// The controller of the given kind with default settings.
+    pub fn new(kind: ControllerKind) -> Self {
+        ControllerSpec {
+            kind,
+            expectations: ExpectationsConfig::default(),
         }
     }
-    Ok(deaths)
+
+    /// A fresh controller with these settings.
+    pub fn build(&self) -> setpoint_core::Controller {
+        match self.kind {
+            ControllerKind::Expectations => setpoint_core::Controller::Expectations(
+                setpoint_core::Expectations::new(self.expectations),
+            ),
+            kind => setpoint_core::Controller::new(kind),
+        }
+    }
 }
 
-const DEATH_AT: Limit = Limit::new("death time", 0, MAX_SECONDS, "seconds");
-const DEATH_COUNT: Limit = Limit::new("death count", 0, MAX_COPIES, "copies");
-
-/// The raw settings of a run, before validation. Every default is the lesson's.
+/// The raw settings of a lab run, before validation. The defaults are the lesson's run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScenarioSpec {
-    /// Declared copies (CA19). Default 6.
-    pub desired: u64,
-    /// Loop period U, in seconds (CA22). Default 15.
-    pub period: u64,
-    /// Report delay G, in seconds: how far the ledger lags the world (CA20). Default 0.
-    pub delay: u64,
-    /// Startup time B, in seconds: a copy created at t is running at t + B (CA21). Default 5.
-    pub startup: u64,
-    /// The last second of the run; seconds 0 to `duration` are simulated, both included (CA23).
-    /// Default 900.
-    pub duration: u64,
-    /// Scripted deaths (CA23), in any order. Default: 2 copies at second 300.
-    pub deaths: Vec<Death>,
-    /// The controller that runs each pass (CA24). Default `ledger`.
-    pub controller: ControllerKind,
+    /// Loop period U, in seconds. Default 15.
+    pub period: Time,
+    /// The last second of the run; seconds 0 to `duration` are simulated. Default 900.
+    pub duration: Time,
+    /// The report-delay model. Default fixed 0 s.
+    pub delay: DelayModel,
+    /// The controller and its settings. Default `ledger`.
+    pub controller: ControllerSpec,
+    /// The workloads, in output order. Default one, `collector`, 6 copies, 5 s startup.
+    pub workloads: Vec<Workload>,
+    /// The timeline, in any order; events of one second happen in the order given. Default:
+    /// 2 deaths at second 300.
+    pub events: Vec<TimedEvent>,
+    /// Whether a creation under a name that already exists is a no-op where copies run (the
+    /// world rule that `named` relies on). Default true.
+    ///
+    /// ## Warning
+    /// Turning it off shows what `named` would do without the rule: a restart inside the blind
+    /// window then runs two copies under one name.
+    pub unique_names: bool,
+    /// The seed of the world's random number generator. Default 1.
+    pub seed: u64,
 }
 
 impl Default for ScenarioSpec {
     fn default() -> Self {
         ScenarioSpec {
-            desired: 6,
             period: 15,
-            delay: 0,
-            startup: 5,
             duration: 900,
-            deaths: vec![Death { at: 300, count: 2 }],
-            controller: ControllerKind::Ledger,
+            delay: DelayModel::Fixed(0),
+            controller: ControllerSpec::new(ControllerKind::Ledger),
+            workloads: vec![Workload {
+                name: "collector".into(),
+                desired: 6,
+                startup: 5,
+            }],
+            events: vec![TimedEvent {
+                at: 300,
+                workload: None,
+                event: Event::Deaths(Toll::Count(2)),
+            }],
+            unique_names: true,
+            seed: 1,
         }
     }
 }
 
-/// A validated scenario of the lesson's world: every setting is inside its [`Limit`], deaths are
-/// sorted by time, and the controller is one of the lesson's two. [`crate::lab::LabScenario`]
-/// describes everything beyond it.
-///
-/// ## Warning
-/// A loop period below `delay + startup` is accepted, because that is what the lab is for, but it
-/// is the setting that makes a ledger-only loop overshoot: every pass inside the blind window
-/// creates the same shortfall again.
+/// The most workloads one scenario may declare.
+pub const MAX_WORKLOADS: usize = 1000;
+
+/// The most copies one run of the general engine may create, over all workloads. It keeps one
+/// record per copy, about 100 bytes each.
+pub const MAX_LAB_COPIES: u64 = 5_000_000;
+
+/// Accepted `ttl` of `expectations`, in seconds.
+pub const TTL: Limit = Limit {
+    field: "ttl",
+    min: 0,
+    max: MAX_SECONDS,
+    unit: "seconds",
+};
+/// Accepted `burst` of `expectations`, in copies per pass.
+pub const BURST: Limit = Limit {
+    field: "burst",
+    min: 1,
+    max: MAX_COPIES,
+    unit: "copies",
+};
+/// Accepted event times.
+pub const EVENT_AT: Limit = Limit {
+    field: "at",
+    min: 0,
+    max: MAX_SECONDS,
+    unit: "seconds",
+};
+/// Accepted lengths of outages and stale windows.
+pub const WINDOW: Limit = Limit {
+    field: "seconds",
+    min: 0,
+    max: MAX_SECONDS,
+    unit: "seconds",
+};
+/// Accepted counts in events (deaths, lost delete commands).
+pub const EVENT_COUNT: Limit = Limit {
+    field: "count",
+    min: 0,
+    max: MAX_COPIES,
+    unit: "copies",
+};
+
+/// A validated lab scenario.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scenario {
     spec: ScenarioSpec,
 }
 
 impl Scenario {
-    /// Validates `spec`. Deaths with equal times are kept in their given order; since each kills
-    /// the oldest live copies, their order does not change the result.
+    /// Validates `spec`: every number inside its limit, workload names unique and well formed,
+    /// events naming declared workloads, and a delay model that can be drawn from. Events are
+    /// sorted by time, keeping the given order within a second.
     pub fn new(mut spec: ScenarioSpec) -> Result<Self, ScenarioError> {
-        Limit::DESIRED.check(spec.desired)?;
         Limit::PERIOD.check(spec.period)?;
-        Limit::DELAY.check(spec.delay)?;
-        Limit::STARTUP.check(spec.startup)?;
         Limit::DURATION.check(spec.duration)?;
-        if spec.deaths.len() > MAX_DEATH_ENTRIES {
-            return Err(ScenarioError::BadDeaths {
-                value: format!("{} entries", spec.deaths.len()),
-                reason: format!("more than {MAX_DEATH_ENTRIES} entries"),
-                max_at: MAX_SECONDS,
-                max_count: MAX_COPIES,
-            });
+        check_delay(&spec.delay)?;
+        TTL.check(spec.controller.expectations.ttl)?;
+        BURST.check(spec.controller.expectations.burst)?;
+        if spec.workloads.is_empty() {
+            return Err(ScenarioError::NoWorkload);
         }
-        for d in &spec.deaths {
-            DEATH_AT.check(d.at)?;
-            DEATH_COUNT.check(d.count)?;
+        if spec.workloads.len() > MAX_WORKLOADS {
+            return Err(SettingError::OutOfRange {
+                field: "workloads",
+                value: spec.workloads.len().to_string(),
+                min: 1,
+                max: MAX_WORKLOADS as u64,
+                unit: "workloads",
+            }
+            .into());
         }
-        if !spec.controller.is_lesson() {
-            return Err(ScenarioError::NotALessonController(spec.controller));
+        for (i, w) in spec.workloads.iter().enumerate() {
+            check_workload_name(&w.name)?;
+            if spec.workloads[..i].iter().any(|o| o.name == w.name) {
+                return Err(ScenarioError::DuplicateWorkload(w.name.clone()));
+            }
+            Limit::DESIRED.check(w.desired)?;
+            Limit::STARTUP.check(w.startup)?;
         }
-        spec.deaths.sort_by_key(|d| d.at);
+        if spec.events.len() > MAX_DEATH_ENTRIES {
+            return Err(ScenarioError::TooManyEvents(spec.events.len()));
+        }
+        for e in &spec.events {
+            EVENT_AT.check(e.at)?;
+            if let Some(name) = &e.workload {
+                if !spec.workloads.iter().any(|w| &w.name == name) {
+                    return Err(ScenarioError::UnknownWorkload {
+                        at: e.at,
+                        name: name.clone(),
+                    });
+                }
+            }
+            match e.event {
+                Event::Deaths(Toll::Count(n)) | Event::LoseDeletes { count: n } => {
+                    EVENT_COUNT.check(n)?;
+                }
+                Event::Deaths(Toll::PartsPerMillion(ppm)) => {
+                    if ppm > 1_000_000 {
+                        return Err(ScenarioError::BadFraction(format!("{}", ppm as f64 / 1e6)));
+                    }
+                }
+                Event::Scale { desired } => {
+                    Limit::DESIRED.check(desired)?;
+                }
+                Event::Outage { seconds } | Event::Stale { seconds } => {
+                    WINDOW.check(seconds)?;
+                }
+                Event::Restart => {}
+            }
+        }
+        spec.events.sort_by_key(|e| e.at);
         Ok(Scenario { spec })
     }
 
-    /// The lesson's scenario with another report delay and controller.
-    pub fn lesson(delay: u64, controller: ControllerKind) -> Self {
+    /// The lesson's scenario, as a lab scenario.
+    pub fn from_lesson(scenario: &LessonWorld) -> Self {
+        let s = scenario.spec();
         Scenario::new(ScenarioSpec {
-            delay,
-            controller,
-            ..ScenarioSpec::default()
+            period: s.period,
+            duration: s.duration,
+            delay: DelayModel::fixed_seconds(s.delay),
+            controller: ControllerSpec::new(s.controller),
+            workloads: vec![Workload {
+                name: "collector".into(),
+                desired: s.desired,
+                startup: s.startup,
+            }],
+            events: s
+                .deaths
+                .iter()
+                .map(|d| TimedEvent {
+                    at: d.at,
+                    workload: None,
+                    event: Event::Deaths(Toll::Count(d.count)),
+                })
+                .collect(),
+            unique_names: true,
+            seed: 1,
         })
-        .expect("the lesson's settings are inside every limit")
+        .expect("a valid lesson scenario is a valid lab scenario")
     }
 
     /// The validated settings.
     pub fn spec(&self) -> &ScenarioSpec {
         &self.spec
+    }
+
+    /// The same scenario as the lesson's [`LessonWorld`], when the lesson's world can express it:
+    /// one workload, `ledger` or `intent`, a fixed delay of whole seconds and no event but
+    /// deaths by count. Those are the scenarios the fast engine runs.
+    pub fn as_lesson(&self) -> Option<LessonWorld> {
+        let s = &self.spec;
+        let [w] = s.workloads.as_slice() else {
+            return None;
+        };
+        let delay = s.delay.fixed_whole_seconds()?;
+        let deaths = s
+            .events
+            .iter()
+            .map(|e| match e.event {
+                Event::Deaths(Toll::Count(count)) => Some(Death { at: e.at, count }),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
+        LessonWorld::new(LessonSpec {
+            desired: w.desired,
+            period: s.period,
+            delay,
+            startup: w.startup,
+            duration: s.duration,
+            deaths,
+            controller: s.controller.kind,
+        })
+        .ok()
     }
 
     /// The number of rounds the run holds: one at every multiple of the period in
@@ -284,69 +427,208 @@ impl Scenario {
     }
 }
 
+pub(crate) fn check_workload_name(name: &str) -> Result<(), ScenarioError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(ScenarioError::BadWorkloadName(name.to_owned()))
+    }
+}
+
+fn check_delay(delay: &DelayModel) -> Result<(), ScenarioError> {
+    let bad = |s: String| Err(ScenarioError::BadDelay(s));
+    let range = |what: &str, min: u64, max: u64| {
+        if min > max {
+            bad(format!("{what}: min {min} ms is above max {max} ms"))
+        } else if max > MAX_DELAY_MS {
+            bad(format!(
+                "{what}: max {max} ms is above the accepted {MAX_DELAY_MS} ms"
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    match delay {
+        DelayModel::Fixed(d) => range("fixed", *d, *d),
+        DelayModel::Uniform { min, max } => range("uniform", *min, *max),
+        DelayModel::Chain(stages) => {
+            if stages.is_empty() || stages.len() > MAX_STAGES {
+                return bad(format!(
+                    "a chain has {} stages: accepted 1 to {MAX_STAGES}",
+                    stages.len()
+                ));
+            }
+            for Stage { name, min, max } in stages {
+                range(&format!("stage '{name}'"), *min, *max)?;
+            }
+            if delay.max_ms() > MAX_DELAY_MS {
+                return bad(format!(
+                    "the chain's worst case {} ms is above the accepted {MAX_DELAY_MS} ms",
+                    delay.max_ms()
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// What one workload measured in one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkloadMetrics {
+    /// The workload's name.
+    pub workload: String,
+    /// The lesson's metrics, plus peak live and copy-seconds above desired. With desired
+    /// changes, `unneeded` is `created − (initial desired + every increase of desired + died)`.
+    #[serde(flatten)]
+    pub metrics: Metrics,
+    /// Times a copy started running while another copy of the same name was running: duplicate
+    /// identities. Always 0 for unnamed copies.
+    pub duplicate_names: u64,
+    /// Creations under a name that already existed, which the world absorbed as no-ops. They
+    /// count as work.
+    pub absorbed_creates: u64,
+    /// Delete commands lost in transit (counted in `delete_commands` too).
+    pub lost_deletes: u64,
+}
+
+/// The result of one lab run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    /// The seed of the run, when the run drew random numbers; `None` when it drew none.
+    pub seed: Option<u64>,
+    /// Which engine ran it: `fast` (the lesson's) or `general`.
+    pub engine: &'static str,
+    /// One entry per workload, in the scenario's order.
+    pub workloads: Vec<WorkloadMetrics>,
+}
+
+/// Runs `scenario` with `seed`: on the fast engine when [`Scenario::as_lesson`] says the
+/// lesson's world can express it, on the general engine otherwise. The same scenario and seed
+/// always give the same outcome.
+pub fn run(scenario: &Scenario, seed: u64) -> Result<Outcome, ScenarioError> {
+    match scenario.as_lesson() {
+        Some(lesson) => Ok(fast_outcome(scenario, simulate(&lesson))),
+        None => crate::world::run_general(scenario, seed),
+    }
+}
+
+/// The outcome of a scenario the fast engine ran: one workload, no randomness, and none of the
+/// general engine's counts (names, absorbed creates, lost deletes) can occur.
+fn fast_outcome(scenario: &Scenario, metrics: Metrics) -> Outcome {
+    Outcome {
+        seed: None,
+        engine: "fast",
+        workloads: vec![WorkloadMetrics {
+            workload: scenario.spec.workloads[0].name.clone(),
+            metrics,
+            duplicate_names: 0,
+            absorbed_creates: 0,
+            lost_deletes: 0,
+        }],
+    }
+}
+
+/// [`run`], handing `observer` one [`TraceRow`] per workload (by index) per second: from the
+/// fast engine when the lesson's world can express the scenario, from the general one otherwise.
+pub fn run_traced(
+    scenario: &Scenario,
+    seed: u64,
+    observer: &mut dyn FnMut(usize, &crate::TraceRow),
+) -> Result<Outcome, ScenarioError> {
+    match scenario.as_lesson() {
+        Some(lesson) => Ok(fast_outcome(
+            scenario,
+            crate::simulate_traced(&lesson, &mut |r| observer(0, r)),
+        )),
+        None => crate::world::run_general_traced(scenario, seed, observer),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn zero_period_is_refused_with_its_range() {
+    fn the_default_lab_spec_is_the_lessons_run_on_the_fast_engine() {
+        let s = Scenario::new(ScenarioSpec::default()).unwrap();
+        let lesson = s.as_lesson().unwrap();
+        assert_eq!(lesson, LessonWorld::lesson(0, ControllerKind::Ledger));
+        assert_eq!(run(&s, 1).unwrap().engine, "fast");
+    }
+
+    #[test]
+    fn random_delays_new_controllers_and_other_events_need_the_general_engine() {
+        let general = |spec: ScenarioSpec| Scenario::new(spec).unwrap().as_lesson().is_none();
+        assert!(general(ScenarioSpec {
+            delay: DelayModel::lesson_chain(),
+            ..ScenarioSpec::default()
+        }));
+        assert!(general(ScenarioSpec {
+            controller: ControllerSpec::new(ControllerKind::Named),
+            ..ScenarioSpec::default()
+        }));
+        assert!(general(ScenarioSpec {
+            events: vec![TimedEvent {
+                at: 10,
+                workload: None,
+                event: Event::Restart
+            }],
+            ..ScenarioSpec::default()
+        }));
+        assert!(general(ScenarioSpec {
+            delay: DelayModel::Fixed(1500),
+            ..ScenarioSpec::default()
+        }));
+    }
+
+    #[test]
+    fn events_naming_unknown_workloads_are_refused() {
         let err = Scenario::new(ScenarioSpec {
-            period: 0,
+            events: vec![TimedEvent {
+                at: 10,
+                workload: Some("db".into()),
+                event: Event::Restart,
+            }],
             ..ScenarioSpec::default()
         })
         .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "period 0 is out of range: accepted 1 to 1000000000 seconds"
+            "event at second 10 names workload 'db', which is not declared"
         );
     }
 
     #[test]
-    fn negative_and_huge_numbers_are_out_of_range_not_garbage() {
-        assert!(matches!(
-            Limit::DELAY.parse("-3"),
-            Err(ScenarioError::OutOfRange { .. })
-        ));
-        assert!(matches!(
-            Limit::DELAY.parse("99999999999999999999999"),
-            Err(ScenarioError::OutOfRange { .. })
-        ));
-        assert!(matches!(
-            Limit::DELAY.parse("1e3"),
-            Err(ScenarioError::NotANumber { .. })
-        ));
-        assert_eq!(Limit::DELAY.parse("-0"), Ok(0));
-        assert_eq!(Limit::DELAY.parse(" 42 "), Ok(42));
-    }
-
-    #[test]
-    fn deaths_parse_lists_and_none() {
-        assert_eq!(parse_deaths("none").unwrap(), vec![]);
+    fn workload_names_must_be_unique_and_plain() {
+        let mut spec = ScenarioSpec::default();
+        spec.workloads.push(spec.workloads[0].clone());
         assert_eq!(
-            parse_deaths("300:2,10:1").unwrap(),
-            vec![Death { at: 300, count: 2 }, Death { at: 10, count: 1 }]
+            Scenario::new(spec).unwrap_err(),
+            ScenarioError::DuplicateWorkload("collector".into())
         );
-        for bad in ["", "300", "300:", ":2", "300:2,", "a:b", "300:-1", "1:2:3"] {
-            let err = parse_deaths(bad).unwrap_err();
-            assert!(
-                err.to_string().contains("accepted: AT:COUNT"),
-                "{bad}: {err}"
-            );
-        }
+        let mut spec = ScenarioSpec::default();
+        spec.workloads[0].name = "a b".into();
+        assert!(matches!(
+            Scenario::new(spec),
+            Err(ScenarioError::BadWorkloadName(_))
+        ));
     }
 
     #[test]
-    fn deaths_are_sorted_by_time_on_validation() {
-        let s = Scenario::new(ScenarioSpec {
-            deaths: vec![Death { at: 9, count: 1 }, Death { at: 3, count: 2 }],
+    fn a_uniform_delay_with_min_above_max_is_refused() {
+        let err = Scenario::new(ScenarioSpec {
+            delay: DelayModel::Uniform {
+                min: 5000,
+                max: 1000,
+            },
             ..ScenarioSpec::default()
         })
-        .unwrap();
-        assert_eq!(s.spec().deaths[0].at, 3);
-    }
-
-    #[test]
-    fn rounds_include_both_ends() {
-        assert_eq!(Scenario::lesson(0, ControllerKind::Ledger).rounds(), 61);
+        .unwrap_err();
+        assert!(err.to_string().contains("min 5000 ms is above max 1000 ms"));
     }
 }

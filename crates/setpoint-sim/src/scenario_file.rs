@@ -1,4 +1,4 @@
-//! Scenario files: a [`LabSpec`] written in TOML.
+//! Scenario files: a [`ScenarioSpec`] written in TOML.
 //!
 //! ```toml
 //! description = "The lesson's run"   # free text, ignored
@@ -41,11 +41,11 @@ use setpoint_core::{ControllerKind, ExpectationsConfig};
 use toml::{Spanned, Value};
 
 use crate::delay::{DelayModel, Millis, Stage, MAX_DELAY_MS};
-use crate::lab::{
-    ControllerSpec, Event, LabError, LabSpec, TimedEvent, Toll, Workload, BURST, EVENT_AT,
-    EVENT_COUNT, TTL, WINDOW,
+use crate::lesson_world::{Limit, MAX_SECONDS};
+use crate::scenario::{
+    ControllerSpec, Event, ScenarioError, ScenarioSpec, TimedEvent, Toll, Workload, BURST,
+    EVENT_AT, EVENT_COUNT, TTL, WINDOW,
 };
-use crate::scenario::{Limit, MAX_SECONDS};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -111,9 +111,9 @@ struct RawEvent {
 }
 
 /// Reads and parses the scenario file at `path`.
-pub fn load(path: &Path) -> Result<LabSpec, LabError> {
+pub fn load(path: &Path) -> Result<ScenarioSpec, ScenarioError> {
     let label = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| LabError::Unreadable {
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Unreadable {
         path: label.clone(),
         message: e.to_string(),
     })?;
@@ -121,7 +121,7 @@ pub fn load(path: &Path) -> Result<LabSpec, LabError> {
 }
 
 /// Parses the text of a scenario file; `label` names it in errors.
-pub fn parse(label: &str, text: &str) -> Result<LabSpec, LabError> {
+pub fn parse(label: &str, text: &str) -> Result<ScenarioSpec, ScenarioError> {
     let file = Located { label, text };
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let message = e
@@ -131,7 +131,7 @@ pub fn parse(label: &str, text: &str) -> Result<LabSpec, LabError> {
             .replace("expected i64", "expected a whole number");
         match e.span() {
             Some(span) => file.error_at(span, None, message),
-            None => LabError::File {
+            None => ScenarioError::File {
                 path: label.to_owned(),
                 line: 1,
                 key: "(file)".into(),
@@ -151,9 +151,9 @@ struct Located<'a> {
 impl Located<'_> {
     /// An error at byte range `span`; `key` is the key path when known, otherwise it is read
     /// from the file around the span.
-    fn error_at(&self, span: Range<usize>, key: Option<&str>, message: String) -> LabError {
+    fn error_at(&self, span: Range<usize>, key: Option<&str>, message: String) -> ScenarioError {
         let (line, found) = locate(self.text, span.start);
-        LabError::File {
+        ScenarioError::File {
             path: self.label.to_owned(),
             line,
             key: key.map_or(found, str::to_owned),
@@ -161,12 +161,12 @@ impl Located<'_> {
         }
     }
 
-    fn error<T>(&self, value: &Spanned<T>, key: &str, message: impl Into<String>) -> LabError {
+    fn error<T>(&self, value: &Spanned<T>, key: &str, message: impl Into<String>) -> ScenarioError {
         self.error_at(value.span(), Some(key), message.into())
     }
 
     /// A whole number inside `limit`.
-    fn limited(&self, value: &Spanned<i64>, key: &str, limit: Limit) -> Result<u64, LabError> {
+    fn limited(&self, value: &Spanned<i64>, key: &str, limit: Limit) -> Result<u64, ScenarioError> {
         let v = *value.get_ref();
         u64::try_from(v)
             .ok()
@@ -184,7 +184,7 @@ impl Located<'_> {
     }
 
     /// Seconds, whole or with up to three decimals, as milliseconds.
-    fn millis(&self, value: &Spanned<Value>, key: &str) -> Result<Millis, LabError> {
+    fn millis(&self, value: &Spanned<Value>, key: &str) -> Result<Millis, ScenarioError> {
         let range = format!("accepted 0 to {MAX_SECONDS} seconds, to the millisecond");
         let ms = match value.get_ref() {
             Value::Integer(i) => i.checked_mul(1000),
@@ -218,11 +218,11 @@ impl Located<'_> {
             })
     }
 
-    fn convert(&self, raw: RawFile) -> Result<LabSpec, LabError> {
-        let mut spec = LabSpec {
+    fn convert(&self, raw: RawFile) -> Result<ScenarioSpec, ScenarioError> {
+        let mut spec = ScenarioSpec {
             events: Vec::new(),
             workloads: Vec::new(),
-            ..LabSpec::default()
+            ..ScenarioSpec::default()
         };
         if let Some(v) = &raw.period {
             spec.period = self.limited(v, "period", Limit::PERIOD)?;
@@ -250,7 +250,7 @@ impl Located<'_> {
             spec.delay = self.delay(d)?;
         }
         if raw.workload.is_empty() {
-            return Err(LabError::File {
+            return Err(ScenarioError::File {
                 path: self.label.to_owned(),
                 line: 1,
                 key: "workload".into(),
@@ -260,7 +260,7 @@ impl Located<'_> {
         for (i, w) in raw.workload.iter().enumerate() {
             let key = |k: &str| format!("workload[{}].{k}", i + 1);
             let name = w.name.get_ref().clone();
-            if let Err(e) = crate::lab::check_workload_name(&name) {
+            if let Err(e) = crate::scenario::check_workload_name(&name) {
                 return Err(self.error(&w.name, &key("name"), e.to_string()));
             }
             if spec.workloads.iter().any(|o: &Workload| o.name == name) {
@@ -288,7 +288,7 @@ impl Located<'_> {
         Ok(spec)
     }
 
-    fn controller(&self, c: &RawController) -> Result<ControllerSpec, LabError> {
+    fn controller(&self, c: &RawController) -> Result<ControllerSpec, ScenarioError> {
         let kind: ControllerKind =
             c.kind
                 .get_ref()
@@ -318,7 +318,7 @@ impl Located<'_> {
         })
     }
 
-    fn delay(&self, d: &RawDelay) -> Result<DelayModel, LabError> {
+    fn delay(&self, d: &RawDelay) -> Result<DelayModel, ScenarioError> {
         let model = d.model.get_ref().as_str();
         let allowed: &[&str] = match model {
             "fixed" => &["seconds"],
@@ -431,7 +431,7 @@ impl Located<'_> {
         e: &RawEvent,
         n: usize,
         workloads: &[Workload],
-    ) -> Result<TimedEvent, LabError> {
+    ) -> Result<TimedEvent, ScenarioError> {
         let key = |k: &str| format!("event[{n}].{k}");
         let at = self.limited(&e.at, &key("at"), EVENT_AT)?;
         let kind = e.kind.get_ref().as_str();
@@ -535,7 +535,7 @@ impl Located<'_> {
     }
 
     /// A fraction in `0 ..= 1`, as parts per million.
-    fn fraction(&self, value: &Spanned<Value>, key: &str) -> Result<u64, LabError> {
+    fn fraction(&self, value: &Spanned<Value>, key: &str) -> Result<u64, ScenarioError> {
         let f = match value.get_ref() {
             Value::Float(f) => *f,
             Value::Integer(i) => *i as f64,

@@ -18,11 +18,19 @@ use serde::{Serialize, Serializer};
 use setpoint_core::ControllerKind;
 use thiserror::Error;
 
+use setpoint_core::ExpectationsConfig;
+
+use crate::delay::{parse_delay_model, seconds, DelayModel};
 use crate::engine::simulate;
 use crate::lesson::lesson_prediction;
+use crate::lesson_world::{Death, LessonSpec, LessonWorld, Limit, SettingError};
 use crate::metrics::Metrics;
+use crate::montecarlo::{monte_carlo_sequential, RUNS};
+use crate::output::{names_apply, push_spreads, Record, Value, SCHEMA};
 use crate::predict::predict;
-use crate::scenario::{Death, Limit, Scenario, ScenarioError, ScenarioSpec};
+use crate::scenario::{
+    run, ControllerSpec, Event, Scenario, ScenarioError, ScenarioSpec, TimedEvent, Toll,
+};
 
 /// The largest grid a sweep accepts, in cells. A cell costs well under a microsecond on the
 /// lesson's settings, so this is a few minutes of work and, as CSV, about ten gigabytes of output:
@@ -73,13 +81,39 @@ pub enum GridError {
     },
     /// A malformed list of controllers. Name controllers separated by commas.
     #[error(
-        "controller '{value}': {reason}; accepted: a list of ledger, intent, such as ledger,intent"
+        "controller '{value}': {reason}; accepted: a list of ledger, intent, expectations, named, gated, such as ledger,named"
     )]
     BadControllers {
         /// The text as given.
         value: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// A malformed list of delay models.
+    #[error("delay-model '{value}': {reason}")]
+    BadDelayModels {
+        /// The text as given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A malformed `--shard`.
+    #[error("shard '{value}': {reason}; accepted: I/N with N from 1 to {MAX_SHARDS} and I from 1 to N, such as 2/8")]
+    BadShard {
+        /// The text as given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// More simulations (cells × runs) than [`MAX_CELLS`]. Lower `--runs` or narrow the grid.
+    #[error("the sweep asks for {cells} cells x {runs} runs, more than the {max} runs a sweep accepts: lower --runs or narrow the grid")]
+    TooMuchWork {
+        /// Cells in the grid.
+        cells: u64,
+        /// Runs per cell.
+        runs: u64,
+        /// The largest accepted product.
+        max: u64,
     },
     /// A grid with more cells than [`MAX_CELLS`]. Narrow a range or give it a step.
     #[error("the grid has {cells} cells, more than the {max} a sweep accepts: narrow a range or give it a step, such as 0..=120:5")]
@@ -91,7 +125,7 @@ pub enum GridError {
     },
     /// A setting that every cell shares (duration, deaths) is invalid. The message says which.
     #[error(transparent)]
-    Scenario(#[from] ScenarioError),
+    LessonWorld(#[from] SettingError),
 }
 
 /// A run of evenly spaced values: `start`, `start + step`, … (`count` values).
@@ -193,10 +227,10 @@ fn parse_item(limit: Limit, item: &str) -> Result<Run, String> {
     // The caller appends the accepted range, so the reason names only the value.
     let number = |s: &str| {
         limit.parse(s).map_err(|e| match e {
-            ScenarioError::NotANumber { value, .. } => {
+            SettingError::NotANumber { value, .. } => {
                 format!("'{}' is not a whole number", value.trim())
             }
-            ScenarioError::OutOfRange { field, value, .. } => {
+            SettingError::OutOfRange { field, value, .. } => {
                 format!("{field} {value} is out of range")
             }
             other => other.to_string(),
@@ -250,7 +284,8 @@ fn parse_item(limit: Limit, item: &str) -> Result<Run, String> {
     })
 }
 
-/// Parses a comma-separated list of controller names, kept in the order given.
+/// Parses a comma-separated list of controller names, kept in the order given. Every controller
+/// is accepted: cells the lesson's world cannot express run on the general engine.
 pub fn parse_controllers(text: &str) -> Result<Vec<ControllerKind>, GridError> {
     let bad = |reason: String| GridError::BadControllers {
         value: text.to_owned(),
@@ -268,16 +303,87 @@ pub fn parse_controllers(text: &str) -> Result<Vec<ControllerKind>, GridError> {
             if name.contains("..") {
                 return Err(bad("controllers take a list, not a range".into()));
             }
-            match name.parse::<ControllerKind>() {
-                Ok(kind) if kind.is_lesson() => Ok(kind),
-                // The lab's controllers need the general engine, which sweeps do not drive.
-                Ok(kind) => Err(bad(format!(
-                    "controller '{kind}' runs only in `setpoint run`"
-                ))),
-                Err(_) => Err(bad(format!("unknown controller '{name}'"))),
-            }
+            name.parse::<ControllerKind>()
+                .map_err(|_| bad(format!("unknown controller '{name}'")))
         })
         .collect()
+}
+
+/// Parses a comma-separated list of delay models (`fixed:S`, `uniform:MIN:MAX`,
+/// `lesson-chain`), kept in the order given: the delay-model axis.
+pub fn parse_delay_models(text: &str) -> Result<Vec<DelayModel>, GridError> {
+    let bad = |reason: String| GridError::BadDelayModels {
+        value: text.to_owned(),
+        reason,
+    };
+    if text.trim().is_empty() {
+        return Err(bad("the list is empty".into()));
+    }
+    text.split(',')
+        .map(|item| {
+            let item = item.trim();
+            if item.is_empty() {
+                return Err(bad("an item of the list is empty".into()));
+            }
+            parse_delay_model(item).map_err(|e| {
+                bad(format!(
+                    "{e}; a list is accepted too, such as fixed:20,lesson-chain"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Which part of a grid one machine runs: shard `index` (from 0) of `count`. Shard `i` of `n`
+/// runs the cells `⌊i·cells/n⌋ ..< ⌊(i+1)·cells/n⌋`, a contiguous run in cell order, so the
+/// shards' outputs concatenated in shard order are the whole sweep's rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// This shard, from 0.
+    pub index: u64,
+    /// How many shards the grid is cut into, at least 1.
+    pub count: u64,
+}
+
+/// The most shards a grid may be cut into.
+pub const MAX_SHARDS: u64 = 1_000_000;
+
+impl Shard {
+    /// The whole grid.
+    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
+
+    /// Parses `I/N` with I from 1 to N, as the command line writes it (shard 1 is the first).
+    pub fn parse(text: &str) -> Result<Shard, GridError> {
+        let bad = |reason: &str| GridError::BadShard {
+            value: text.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let (i, n) = text.trim().split_once('/').ok_or_else(|| bad("no '/'"))?;
+        let i: u64 = i
+            .trim()
+            .parse()
+            .map_err(|_| bad("I is not a whole number"))?;
+        let n: u64 = n
+            .trim()
+            .parse()
+            .map_err(|_| bad("N is not a whole number"))?;
+        if n == 0 || n > MAX_SHARDS {
+            return Err(bad("N is out of range"));
+        }
+        if i == 0 || i > n {
+            return Err(bad("I is out of range"));
+        }
+        Ok(Shard {
+            index: i - 1,
+            count: n,
+        })
+    }
+
+    /// The cells of this shard in a grid of `cells` cells.
+    pub fn range(&self, cells: u64) -> Range<u64> {
+        let at = |k: u64| (u128::from(k) * u128::from(cells) / u128::from(self.count)) as u64;
+        at(self.index)..at(self.index + 1)
+    }
 }
 
 /// The raw settings of a sweep, before validation.
@@ -287,41 +393,75 @@ pub struct GridSpec {
     pub desired: Axis,
     /// Loop periods U, in seconds.
     pub period: Axis,
-    /// Report delays G, in seconds.
+    /// Report delays G, in seconds (fixed delays). Ignored when `delay_models` is not empty.
     pub delay: Axis,
+    /// Report-delay models to scan, in place of `delay`; empty: scan `delay`.
+    pub delay_models: Vec<DelayModel>,
     /// Startup times B, in seconds.
     pub startup: Axis,
+    /// TTLs of `expectations`, in seconds (a coordinate of every cell, used by `expectations`
+    /// only). Default 300.
+    pub ttl: Axis,
+    /// Burst limits of `expectations`, in copies per pass. Default 500.
+    pub burst: Axis,
     /// Controllers.
     pub controller: Vec<ControllerKind>,
     /// The last second of every run.
     pub duration: u64,
     /// The scripted deaths of every run.
     pub deaths: Vec<Death>,
+    /// Seeded runs per cell. Default 1; above 1 each row carries the distribution of every
+    /// metric ([`crate::output`]).
+    pub runs: u64,
+    /// The base seed. A cell's first seed is derived from it and the cell's coordinates
+    /// ([`cell_seed`]). Default 1.
+    pub seed: u64,
+    /// The part of the grid to run. Default the whole grid.
+    pub shard: Shard,
 }
 
 impl Default for GridSpec {
-    /// One cell: the lesson's scenario (see [`ScenarioSpec::default`]).
+    /// One cell: the lesson's scenario (see [`LessonSpec::default`]).
     fn default() -> Self {
-        let base = ScenarioSpec::default();
+        let base = LessonSpec::default();
+        let expectations = ExpectationsConfig::default();
         GridSpec {
             desired: Axis::single(base.desired),
             period: Axis::single(base.period),
             delay: Axis::single(base.delay),
+            delay_models: Vec::new(),
             startup: Axis::single(base.startup),
+            ttl: Axis::single(expectations.ttl),
+            burst: Axis::single(expectations.burst),
             controller: vec![base.controller],
             duration: base.duration,
             deaths: base.deaths,
+            runs: 1,
+            seed: 1,
+            shard: Shard::WHOLE,
         }
     }
 }
 
-/// A validated grid: every value inside its [`Limit`], at most [`MAX_CELLS`] cells.
+/// A validated grid: every value inside its [`Limit`], at most [`MAX_CELLS`] cells × runs.
 #[derive(Debug, Clone)]
 pub struct Grid {
     spec: GridSpec,
     /// A valid scenario with the shared settings; each cell overrides its five parameters.
-    base: Scenario,
+    base: LessonWorld,
+    /// The canonical text of each delay model, for rows and seeds.
+    model_text: Vec<String>,
     cells: u64,
+    range: Range<u64>,
+}
+
+/// A cell's report delay: whole seconds of the delay axis, or a model of the model axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CellDelay {
+    /// Every report takes this many seconds.
+    Seconds(u64),
+    /// The model at this index of [`GridSpec::delay_models`].
+    Model(usize),
 }
 
 /// The parameters of one cell.
@@ -331,30 +471,146 @@ pub struct Cell {
     pub desired: u64,
     /// Loop period U, in seconds.
     pub period: u64,
-    /// Report delay G, in seconds.
+    /// Report delay G.
+    pub delay_of: CellDelay,
+    /// Report delay G, in seconds, when the delay is fixed whole seconds (0 otherwise).
     pub delay: u64,
     /// Startup time B, in seconds.
     pub startup: u64,
+    /// TTL of `expectations`, in seconds.
+    pub ttl: u64,
+    /// Burst limit of `expectations`.
+    pub burst: u64,
     /// The controller.
     pub controller: ControllerKind,
 }
 
+/// The first seed of a cell: a hash (SplitMix64 steps) of the base seed and the cell's
+/// coordinates, by value, never by position, so a cell has the same seeds whether it is swept
+/// alone or in any grid, on any number of threads or shards. The delay enters as the FNV-1a hash
+/// of its canonical text ([`model_text`]), so `-G 20` and `--delay-model fixed:20` give the same
+/// seeds. Run `i` of the cell uses `cell_seed + i`, wrapping.
+pub fn cell_seed(base: u64, cell: &Cell, model: &ModelName<'_>) -> u64 {
+    fn mix(mut z: u64) -> u64 {
+        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    let controller = ControllerKind::ALL
+        .iter()
+        .position(|&k| k == cell.controller)
+        .unwrap_or(0) as u64;
+    [
+        cell.desired,
+        cell.period,
+        model.fnv(),
+        cell.startup,
+        cell.ttl,
+        cell.burst,
+        controller,
+    ]
+    .into_iter()
+    .fold(mix(base), |h, x| mix(h ^ x))
+}
+
+/// A cell's delay model by its canonical text ([`model_text`]), without allocating for the
+/// delay axis's fixed seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelName<'a> {
+    /// `fixed:S`, whole seconds.
+    Fixed(u64),
+    /// Any other model's text.
+    Text(&'a str),
+}
+
+impl ModelName<'_> {
+    /// FNV-1a of the text.
+    fn fnv(&self) -> u64 {
+        let step = |h: u64, b: u8| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        let basis = 0xcbf2_9ce4_8422_2325u64;
+        match self {
+            ModelName::Text(t) => t.bytes().fold(basis, step),
+            ModelName::Fixed(g) => {
+                let mut digits = [0u8; 20];
+                let mut n = *g;
+                let mut k = digits.len();
+                loop {
+                    k -= 1;
+                    digits[k] = b'0' + (n % 10) as u8;
+                    n /= 10;
+                    if n == 0 {
+                        break;
+                    }
+                }
+                digits[k..]
+                    .iter()
+                    .fold(b"fixed:".iter().fold(basis, |h, &b| step(h, b)), |h, &b| {
+                        step(h, b)
+                    })
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ModelName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelName::Fixed(g) => write!(f, "fixed:{g}"),
+            ModelName::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+impl Serialize for ModelName<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// The canonical text of a delay model on a sweep's axis: `fixed:S`, `uniform:MIN:MAX` (seconds
+/// to the millisecond) or `lesson-chain`; another chain by its description.
+pub fn model_text(model: &DelayModel) -> String {
+    match model {
+        DelayModel::Fixed(d) => format!("fixed:{}", seconds(*d)),
+        DelayModel::Uniform { min, max } => format!("uniform:{}:{}", seconds(*min), seconds(*max)),
+        chain if *chain == DelayModel::lesson_chain() => "lesson-chain".into(),
+        chain => chain.describe(),
+    }
+}
+
 impl Grid {
-    /// Validates `spec`: the shared settings through [`Scenario::new`], and the size.
+    /// Validates `spec`: the shared settings through [`LessonWorld::new`], every delay model
+    /// through [`Scenario::new`], the runs, and the size (cells × runs).
     pub fn new(spec: GridSpec) -> Result<Self, GridError> {
-        let base = Scenario::new(ScenarioSpec {
+        let base = LessonWorld::new(LessonSpec {
             duration: spec.duration,
             deaths: spec.deaths.clone(),
-            ..ScenarioSpec::default()
+            ..LessonSpec::default()
         })?;
-        if let Some(&kind) = spec.controller.iter().find(|k| !k.is_lesson()) {
-            return Err(ScenarioError::NotALessonController(kind).into());
+        RUNS.check(spec.runs)?;
+        for model in &spec.delay_models {
+            Scenario::new(ScenarioSpec {
+                delay: model.clone(),
+                ..ScenarioSpec::default()
+            })
+            .map_err(|e| GridError::BadDelayModels {
+                value: model_text(model),
+                reason: format!("{e}; accepted: models whose delays stay within the limits"),
+            })?;
         }
+        let delays = if spec.delay_models.is_empty() {
+            spec.delay.len()
+        } else {
+            spec.delay_models.len() as u64
+        };
         let cells = [
             spec.desired.len(),
             spec.period.len(),
-            spec.delay.len(),
+            delays,
             spec.startup.len(),
+            spec.ttl.len(),
+            spec.burst.len(),
             spec.controller.len() as u64,
         ]
         .into_iter()
@@ -365,10 +621,23 @@ impl Grid {
                 max: MAX_CELLS,
             });
         }
+        let work = cells.saturating_mul(u128::from(spec.runs));
+        if work > u128::from(MAX_CELLS) {
+            return Err(GridError::TooMuchWork {
+                cells: cells as u64,
+                runs: spec.runs,
+                max: MAX_CELLS,
+            });
+        }
+        let cells = cells as u64;
+        let model_text = spec.delay_models.iter().map(model_text).collect();
+        let range = spec.shard.range(cells);
         Ok(Grid {
             spec,
             base,
-            cells: cells as u64,
+            model_text,
+            cells,
+            range,
         })
     }
 
@@ -377,9 +646,14 @@ impl Grid {
         &self.spec
     }
 
-    /// How many cells the grid holds.
+    /// How many cells the grid holds (all shards).
     pub fn cells(&self) -> u64 {
         self.cells
+    }
+
+    /// The cells this grid's shard runs, in order.
+    pub fn range(&self) -> Range<u64> {
+        self.range.clone()
     }
 
     /// The parameters of cell `index` (below [`Self::cells`]), in row order.
@@ -393,83 +667,267 @@ impl Grid {
         };
         // The fastest axis comes off first.
         let controller = s.controller[digit(s.controller.len() as u64) as usize];
+        let burst = s.burst.get(digit(s.burst.len()));
+        let ttl = s.ttl.get(digit(s.ttl.len()));
         let startup = s.startup.get(digit(s.startup.len()));
-        let delay = s.delay.get(digit(s.delay.len()));
+        let (delay_of, delay) = if s.delay_models.is_empty() {
+            let g = s.delay.get(digit(s.delay.len()));
+            (CellDelay::Seconds(g), g)
+        } else {
+            let k = digit(s.delay_models.len() as u64) as usize;
+            let g = s.delay_models[k].fixed_whole_seconds();
+            (CellDelay::Model(k), g.unwrap_or(0))
+        };
         let period = s.period.get(digit(s.period.len()));
         let desired = s.desired.get(digit(s.desired.len()));
         Cell {
             desired,
             period,
+            delay_of,
             delay,
             startup,
+            ttl,
+            burst,
             controller,
         }
     }
 
-    /// The scenario of a cell of this grid.
-    pub fn scenario(&self, cell: Cell) -> Scenario {
-        self.base.with_cell(cell)
-    }
-
-    /// Simulates cell `index` and returns its row.
-    pub fn row(&self, index: u64) -> SweepRow {
-        let cell = self.cell(index);
-        let scenario = self.scenario(cell);
-        let metrics = simulate(&scenario);
-        let exact = predict(scenario.spec()).overshoot;
-        let prediction = lesson_prediction(cell.desired, cell.delay, cell.startup, cell.period);
-        SweepRow {
-            desired: cell.desired,
-            period: cell.period,
-            delay: cell.delay,
-            startup: cell.startup,
-            duration: self.spec.duration,
-            controller: cell.controller,
-            metrics,
-            lesson_prediction: prediction,
-            lesson_match: i128::from(metrics.overshoot) == prediction,
-            prediction: exact,
-            prediction_match: metrics.overshoot == exact,
+    /// The delay model of a cell.
+    fn model(&self, cell: &Cell) -> DelayModel {
+        match cell.delay_of {
+            CellDelay::Seconds(g) => DelayModel::fixed_seconds(g),
+            CellDelay::Model(k) => self.spec.delay_models[k].clone(),
         }
     }
 
-    /// The cell numbers of chunk `k`.
+    /// The canonical text of a cell's delay model.
+    fn cell_model_text(&self, cell: &Cell) -> ModelName<'_> {
+        match cell.delay_of {
+            CellDelay::Seconds(g) => ModelName::Fixed(g),
+            CellDelay::Model(k) => ModelName::Text(&self.model_text[k]),
+        }
+    }
+
+    /// Whether the lesson's world expresses the cell: a lesson controller and a fixed delay of
+    /// whole seconds. Those cells run on the fast engine, with the lesson's relation and the
+    /// exact predictor beside them.
+    pub fn is_lesson_cell(&self, cell: &Cell) -> bool {
+        cell.controller.is_lesson()
+            && match cell.delay_of {
+                CellDelay::Seconds(_) => true,
+                CellDelay::Model(k) => self.spec.delay_models[k].fixed_whole_seconds().is_some(),
+            }
+    }
+
+    /// The fast engine's input for a lesson cell ([`Self::is_lesson_cell`]).
+    pub fn scenario(&self, cell: Cell) -> LessonWorld {
+        self.base.with_cell(cell)
+    }
+
+    /// The one scenario type's form of any cell, with the cell's first seed.
+    pub fn lab_scenario(&self, cell: &Cell) -> Scenario {
+        let mut spec = ScenarioSpec {
+            period: cell.period,
+            duration: self.spec.duration,
+            delay: self.model(cell),
+            controller: ControllerSpec {
+                kind: cell.controller,
+                expectations: ExpectationsConfig {
+                    ttl: cell.ttl,
+                    burst: cell.burst,
+                },
+            },
+            seed: cell_seed(self.spec.seed, cell, &self.cell_model_text(cell)),
+            ..ScenarioSpec::default()
+        };
+        spec.workloads[0].desired = cell.desired;
+        spec.workloads[0].startup = cell.startup;
+        spec.events = self
+            .spec
+            .deaths
+            .iter()
+            .map(|d| TimedEvent {
+                at: d.at,
+                workload: None,
+                event: Event::Deaths(Toll::Count(d.count)),
+            })
+            .collect();
+        Scenario::new(spec).expect("grid cells are checked against every limit")
+    }
+
+    /// Simulates cell `index` (a single run) and returns its row.
+    pub fn row(&self, index: u64) -> Result<SweepRow<'_>, ScenarioError> {
+        let cell = self.cell(index);
+        let model_text = self.cell_model_text(&cell);
+        let seed = cell_seed(self.spec.seed, &cell, &model_text);
+        let expectations = cell.controller == ControllerKind::Expectations;
+        let mut row = SweepRow {
+            schema: SCHEMA,
+            cell: index,
+            desired: cell.desired,
+            period: cell.period,
+            delay: self.model(&cell).fixed_whole_seconds(),
+            delay_model: model_text,
+            startup: cell.startup,
+            duration: self.spec.duration,
+            controller: cell.controller,
+            ttl: expectations.then_some(cell.ttl),
+            burst: expectations.then_some(cell.burst),
+            seed,
+            engine: "fast",
+            metrics: Metrics::default(),
+            duplicate_names: None,
+            absorbed_creates: None,
+            lost_deletes: 0,
+            lesson_prediction: None,
+            lesson_match: None,
+            prediction: None,
+            prediction_match: None,
+        };
+        if self.is_lesson_cell(&cell) {
+            let scenario = self.scenario(cell);
+            let metrics = simulate(&scenario);
+            let exact = predict(scenario.spec()).overshoot;
+            let prediction = lesson_prediction(cell.desired, cell.delay, cell.startup, cell.period);
+            row.metrics = metrics;
+            row.lesson_prediction = Some(prediction);
+            row.lesson_match = Some(i128::from(metrics.overshoot) == prediction);
+            row.prediction = Some(exact);
+            row.prediction_match = Some(metrics.overshoot == exact);
+        } else {
+            let scenario = self.lab_scenario(&cell);
+            let outcome = run(&scenario, scenario.spec().seed)?;
+            let w = &outcome.workloads[0];
+            row.engine = outcome.engine;
+            row.metrics = w.metrics;
+            let names = names_apply(cell.controller);
+            row.duplicate_names = names.then_some(w.duplicate_names);
+            row.absorbed_creates = names.then_some(w.absorbed_creates);
+            row.lost_deletes = w.lost_deletes;
+        }
+        Ok(row)
+    }
+
+    /// Runs cell `index` `runs` times (seeds `cell_seed + i`) and returns its Monte Carlo row:
+    /// the coordinates, `first_seed`, `runs` and `engine`, every metric's distribution,
+    /// `p_overshoot` and `never_stable`, then the lesson's relation and the predictor (null
+    /// outside the lesson's world). A cell that draws no random number runs once: every run
+    /// would be the same.
+    pub fn monte_carlo_row(&self, index: u64) -> Result<Record, ScenarioError> {
+        let cell = self.cell(index);
+        let scenario = self.lab_scenario(&cell);
+        let first_seed = scenario.spec().seed;
+        let runs = self.spec.runs;
+        let summary = if scenario.spec().delay.is_random() {
+            monte_carlo_sequential(&scenario, first_seed, runs)?
+        } else {
+            let mut s = monte_carlo_sequential(&scenario, first_seed, 1)?;
+            s.runs = runs;
+            for w in &mut s.workloads {
+                w.never_stable *= runs;
+            }
+            s
+        };
+        let single = self.row(index)?;
+        let mut r = Record::new();
+        r.push("cell", index);
+        r.push("desired", cell.desired);
+        r.push("period", cell.period);
+        r.push("delay", single.delay);
+        r.push("delay_model", single.delay_model.to_string());
+        r.push("startup", cell.startup);
+        r.push("duration", self.spec.duration);
+        r.push("controller", cell.controller.name());
+        r.push("ttl", single.ttl);
+        r.push("burst", single.burst);
+        r.push("first_seed", first_seed);
+        r.push("runs", runs);
+        r.push("engine", single.engine);
+        push_spreads(&mut r, &summary, 0, cell.controller);
+        r.push(
+            "lesson_prediction",
+            single.lesson_prediction.map(|p| p as i64),
+        );
+        r.push("lesson_match", single.lesson_match);
+        r.push("prediction", single.prediction);
+        r.push("prediction_match", single.prediction_match);
+        Ok(r)
+    }
+
+    /// Appends cell `index`'s row in `format` (JSON or CSV), with a newline: a single-run row,
+    /// or a Monte Carlo row when the grid has more than one run per cell.
+    pub fn write_row(
+        &self,
+        index: u64,
+        format: RowFormat,
+        out: &mut String,
+    ) -> Result<(), ScenarioError> {
+        if self.spec.runs > 1 {
+            let r = self.monte_carlo_row(index)?;
+            out.push_str(&match format {
+                RowFormat::Csv => r.csv_row(),
+                RowFormat::Jsonl => r.json(),
+            });
+            out.push('\n');
+        } else {
+            self.row(index)?.write_to(format, out);
+        }
+        Ok(())
+    }
+
+    /// The CSV header of this grid's rows.
+    pub fn csv_header(&self) -> String {
+        if self.spec.runs > 1 {
+            self.monte_carlo_row(0)
+                .map_or_else(|_| String::new(), |r| r.csv_header())
+        } else {
+            SweepRow::csv_header()
+        }
+    }
+
+    /// The cell numbers of chunk `k` of this shard.
     fn chunk(&self, k: u64, split: Split) -> Range<u64> {
-        let start = k * split.chunk_cells;
-        start..(start + split.chunk_cells).min(self.cells)
+        let start = self.range.start + k * split.chunk_cells;
+        start..(start + split.chunk_cells).min(self.range.end)
     }
 
     fn chunks(&self, split: Split) -> u64 {
-        self.cells.div_ceil(split.chunk_cells)
+        (self.range.end - self.range.start).div_ceil(split.chunk_cells)
     }
 }
 
-impl Scenario {
+impl LessonWorld {
     /// This scenario with the five parameters of `cell`. The scenario's own settings passed every
     /// limit and the grid's axes checked theirs, so the result is valid without a new check.
-    fn with_cell(&self, cell: Cell) -> Scenario {
+    fn with_cell(&self, cell: Cell) -> LessonWorld {
         let mut spec = self.spec().clone();
         spec.desired = cell.desired;
         spec.period = cell.period;
         spec.delay = cell.delay;
         spec.startup = cell.startup;
         spec.controller = cell.controller;
-        Scenario::new(spec).expect("grid cells are checked against every limit")
+        LessonWorld::new(spec).expect("grid cells are checked against every limit")
     }
 }
 
-/// One row of a sweep: a cell's parameters, its metrics, and the lesson's relation on it.
-///
-/// Its JSON keys, in order, are the parameters (named as `setpoint run`'s flags), the keys of
-/// [`Metrics`], then `lesson_prediction` and `lesson_match`. The CSV columns are the same.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct SweepRow {
+/// One single-run row of a sweep (`docs/output.md`): the schema version, the cell's number and
+/// coordinates, the seed and engine, the metrics of `setpoint run`, and the lesson's relation and
+/// the exact predictor where the lesson's world holds (null elsewhere). Settings that do not
+/// apply to the cell's controller (`ttl`, `burst` outside `expectations`) are null.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SweepRow<'a> {
+    /// The schema version ([`SCHEMA`]).
+    pub schema: u64,
+    /// The cell's number in the whole grid (desired slowest, controller fastest).
+    pub cell: u64,
     /// Declared copies.
     pub desired: u64,
     /// Loop period U, in seconds.
     pub period: u64,
-    /// Report delay G, in seconds.
-    pub delay: u64,
+    /// Report delay G, in seconds, when fixed whole seconds; null for a random model.
+    pub delay: Option<u64>,
+    /// The delay model's canonical text ([`model_text`]).
+    pub delay_model: ModelName<'a>,
     /// Startup time B, in seconds.
     pub startup: u64,
     /// The last second of the run.
@@ -477,30 +935,56 @@ pub struct SweepRow {
     /// The controller, by its command-line name.
     #[serde(serialize_with = "controller_name")]
     pub controller: ControllerKind,
+    /// TTL of `expectations`, in seconds.
+    pub ttl: Option<u64>,
+    /// Burst limit of `expectations`.
+    pub burst: Option<u64>,
+    /// The run's seed ([`cell_seed`]).
+    pub seed: u64,
+    /// The engine that ran the cell: `fast` or `general`.
+    pub engine: &'static str,
     /// What the run measured.
     #[serde(flatten)]
     pub metrics: Metrics,
+    /// Duplicate identities; `named` only.
+    pub duplicate_names: Option<u64>,
+    /// Creations absorbed as no-ops; `named` only.
+    pub absorbed_creates: Option<u64>,
+    /// Delete commands lost in transit.
+    pub lost_deletes: u64,
     /// The lesson's relation `desired × (⌈(G + B) / U⌉ − 1)`, in copies; negative when
-    /// `G + B = 0`.
-    pub lesson_prediction: i128,
+    /// `G + B = 0`. Null outside the lesson's world.
+    pub lesson_prediction: Option<i128>,
     /// Whether the measured overshoot equals `lesson_prediction`.
-    pub lesson_match: bool,
+    pub lesson_match: Option<bool>,
     /// The exact predictor's overshoot ([`crate::predict::predict`], `docs/relation.md`), in
     /// copies: 0 for `intent`, which counts its own work in flight and never overshoots.
-    pub prediction: u64,
+    pub prediction: Option<u64>,
     /// Whether the measured overshoot equals `prediction`.
-    pub prediction_match: bool,
+    pub prediction_match: Option<bool>,
 }
 
 fn controller_name<S: Serializer>(c: &ControllerKind, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(c.name())
 }
 
-impl SweepRow {
+/// An optional value as a CSV cell: empty when absent.
+struct Opt<T>(Option<T>);
+
+impl<T: std::fmt::Display> std::fmt::Display for Opt<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(v) => v.fmt(f),
+            None => Ok(()),
+        }
+    }
+}
+
+impl SweepRow<'_> {
     /// The CSV header, without a newline.
     pub fn csv_header() -> String {
         format!(
-            "desired,period,delay,startup,duration,controller,{},lesson_prediction,lesson_match,prediction,prediction_match",
+            "schema,cell,desired,period,delay,delay_model,startup,duration,controller,ttl,burst,seed,engine,{},duplicate_names,absorbed_creates,lost_deletes,lesson_prediction,lesson_match,prediction,prediction_match",
             Metrics::CSV_HEADER
         )
     }
@@ -512,18 +996,28 @@ impl SweepRow {
                 // Writing into a String cannot fail.
                 let _ = writeln!(
                     out,
-                    "{},{},{},{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    self.schema,
+                    self.cell,
                     self.desired,
                     self.period,
-                    self.delay,
+                    Opt(self.delay),
+                    self.delay_model,
                     self.startup,
                     self.duration,
                     self.controller.name(),
+                    Opt(self.ttl),
+                    Opt(self.burst),
+                    self.seed,
+                    self.engine,
                     self.metrics.csv_row(),
-                    self.lesson_prediction,
-                    self.lesson_match,
-                    self.prediction,
-                    self.prediction_match
+                    Opt(self.duplicate_names),
+                    Opt(self.absorbed_creates),
+                    self.lost_deletes,
+                    Opt(self.lesson_prediction),
+                    Opt(self.lesson_match),
+                    Opt(self.prediction),
+                    Opt(self.prediction_match)
                 );
             }
             RowFormat::Jsonl => {
@@ -550,11 +1044,13 @@ pub enum RowFormat {
 pub struct Summary {
     /// Cells simulated.
     pub cells: u64,
-    /// Cells whose measured overshoot differs from the lesson's relation.
+    /// Cells of the lesson's world whose measured overshoot differs from the lesson's relation
+    /// (cells outside the lesson's world are not counted: the relation is not defined there).
     pub mismatched: u64,
-    /// Cells whose overshoot is above zero.
+    /// Cells whose overshoot is above zero (in any run, with `--runs`).
     pub overshooting: u64,
-    /// Cells whose measured overshoot differs from the exact predictor (0 is the claim).
+    /// Cells of the lesson's world whose measured overshoot differs from the exact predictor (0
+    /// is the claim).
     pub prediction_mismatched: u64,
 }
 
@@ -569,42 +1065,72 @@ impl Summary {
     }
 }
 
-/// Simulates every cell of `grid` on the current rayon pool and counts. `progress` is told how
-/// many cells each finished chunk held, from any thread, in no particular order.
-pub fn summarize(grid: &Grid, progress: &(dyn Fn(u64) + Sync)) -> Summary {
+/// A failure inside a sweep: writing, or a cell the general engine could not hold.
+#[derive(Debug, Error)]
+pub enum SweepError {
+    /// Writing the rows failed.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// A cell's run failed; the message says which cell and why.
+    #[error("cell {cell}: {source}")]
+    Cell {
+        /// The cell's number.
+        cell: u64,
+        /// Why it failed.
+        source: ScenarioError,
+    },
+}
+
+/// Simulates every cell of `grid`'s shard on the current rayon pool and counts. `progress` is
+/// told how many cells each finished chunk held, from any thread, in no particular order.
+pub fn summarize(grid: &Grid, progress: &(dyn Fn(u64) + Sync)) -> Result<Summary, SweepError> {
     summarize_split(grid, progress, SPLIT)
 }
 
-fn summarize_split(grid: &Grid, progress: &(dyn Fn(u64) + Sync), split: Split) -> Summary {
+fn summarize_split(
+    grid: &Grid,
+    progress: &(dyn Fn(u64) + Sync),
+    split: Split,
+) -> Result<Summary, SweepError> {
     (0..grid.chunks(split))
         .into_par_iter()
         .map(|k| {
             let cells = grid.chunk(k, split);
             let mut s = Summary::default();
             for i in cells.clone() {
-                let row = grid.row(i);
+                let cell_err = |source| SweepError::Cell { cell: i, source };
                 s.cells += 1;
-                s.mismatched += u64::from(!row.lesson_match);
-                s.overshooting += u64::from(row.metrics.overshoot > 0);
-                s.prediction_mismatched += u64::from(!row.prediction_match);
+                if grid.spec.runs > 1 {
+                    let r = grid.monte_carlo_row(i).map_err(cell_err)?;
+                    let over = matches!(r.get("p_overshoot"), Some(Value::F64(p)) if *p > 0.0);
+                    s.overshooting += u64::from(over);
+                    s.mismatched += u64::from(r.get("lesson_match") == Some(&Value::Bool(false)));
+                    s.prediction_mismatched +=
+                        u64::from(r.get("prediction_match") == Some(&Value::Bool(false)));
+                } else {
+                    let row = grid.row(i).map_err(cell_err)?;
+                    s.mismatched += u64::from(row.lesson_match == Some(false));
+                    s.overshooting += u64::from(row.metrics.overshoot > 0);
+                    s.prediction_mismatched += u64::from(row.prediction_match == Some(false));
+                }
             }
             progress(cells.end - cells.start);
-            s
+            Ok(s)
         })
-        .reduce(Summary::default, Summary::add)
+        .try_reduce(Summary::default, |a, b| Ok(a.add(b)))
 }
 
-/// Simulates every cell of `grid` on the current rayon pool and writes one row per cell to `out`,
-/// in cell order, preceded by the header for CSV. The bytes written do not depend on the number
-/// of threads. At most a few tens of thousands of rows are held in memory at once: the next block
-/// of chunks is computed while the previous one is written. `progress` is told how many cells each
-/// finished chunk held.
+/// Simulates every cell of `grid`'s shard on the current rayon pool and writes one row per cell
+/// to `out`, in cell order, preceded by the header for CSV. The bytes written do not depend on
+/// the number of threads. At most a few tens of thousands of rows are held in memory at once:
+/// the next block of chunks is computed while the previous one is written. `progress` is told
+/// how many cells each finished chunk held.
 pub fn write_rows<W: Write + Send>(
     grid: &Grid,
     format: RowFormat,
     out: &mut W,
     progress: &(dyn Fn(u64) + Sync),
-) -> io::Result<()> {
+) -> Result<(), SweepError> {
     write_rows_split(grid, format, out, progress, SPLIT)
 }
 
@@ -614,23 +1140,24 @@ fn write_rows_split<W: Write + Send>(
     out: &mut W,
     progress: &(dyn Fn(u64) + Sync),
     split: Split,
-) -> io::Result<()> {
+) -> Result<(), SweepError> {
     if format == RowFormat::Csv {
-        writeln!(out, "{}", SweepRow::csv_header())?;
+        writeln!(out, "{}", grid.csv_header())?;
     }
-    let format_block = |block: u64| -> Vec<String> {
+    let format_block = |block: u64| -> Result<Vec<String>, SweepError> {
         let first = block * split.chunks_per_block;
         let last = (first + split.chunks_per_block).min(grid.chunks(split));
         (first..last)
             .into_par_iter()
             .map(|k| {
                 let cells = grid.chunk(k, split);
-                let mut text = String::with_capacity(160 * (cells.end - cells.start) as usize);
+                let mut text = String::with_capacity(200 * (cells.end - cells.start) as usize);
                 for i in cells.clone() {
-                    grid.row(i).write_to(format, &mut text);
+                    grid.write_row(i, format, &mut text)
+                        .map_err(|source| SweepError::Cell { cell: i, source })?;
                 }
                 progress(cells.end - cells.start);
-                text
+                Ok(text)
             })
             .collect()
     };
@@ -639,10 +1166,11 @@ fn write_rows_split<W: Write + Send>(
     for block in 0..blocks {
         let (written, next) = rayon::join(|| write_all(out, &done), || format_block(block));
         written?;
-        done = next;
+        done = next?;
     }
     write_all(out, &done)?;
-    out.flush()
+    out.flush()?;
+    Ok(())
 }
 
 fn write_all<W: Write>(out: &mut W, texts: &[String]) -> io::Result<()> {
@@ -748,16 +1276,172 @@ mod tests {
     }
 
     #[test]
-    fn grids_refuse_the_labs_controllers_instead_of_panicking_in_a_cell() {
-        let err = Grid::new(GridSpec {
+    fn grids_run_the_labs_controllers_on_the_general_engine() {
+        let g = Grid::new(GridSpec {
+            delay: axis(Limit::DELAY, "20"),
             controller: vec![Ledger, ControllerKind::Named],
             ..GridSpec::default()
         })
-        .unwrap_err();
-        assert!(
-            err.to_string().contains("runs only in the general engine"),
-            "{err}"
+        .unwrap();
+        let (ledger, named) = (g.row(0).unwrap(), g.row(1).unwrap());
+        assert_eq!((ledger.engine, named.engine), ("fast", "general"));
+        assert_eq!(ledger.lesson_match, Some(true));
+        assert_eq!((named.lesson_prediction, named.prediction), (None, None));
+        let s = g.lab_scenario(&g.cell(1));
+        let direct = run(&s, s.spec().seed).unwrap();
+        assert_eq!(named.metrics, direct.workloads[0].metrics);
+        assert_eq!(
+            named.duplicate_names,
+            Some(direct.workloads[0].duplicate_names)
         );
+    }
+
+    #[test]
+    fn a_fast_cell_measures_what_the_general_engine_measures_for_it() {
+        let g = grid("0..=60:20", "10,30", "5");
+        for i in 0..g.cells() {
+            let row = g.row(i).unwrap();
+            let s = g.lab_scenario(&g.cell(i));
+            let general = crate::world::run_general(&s, s.spec().seed).unwrap();
+            assert_eq!(row.metrics, general.workloads[0].metrics, "cell {i}");
+        }
+    }
+
+    fn seeds_of(g: &Grid) -> Vec<(Cell, u64)> {
+        (0..g.cells())
+            .map(|i| (g.cell(i), g.row(i).unwrap().seed))
+            .collect()
+    }
+
+    #[test]
+    fn a_cells_seed_depends_on_its_coordinates_not_its_place_in_the_grid() {
+        let models = parse_delay_models("fixed:20,lesson-chain,uniform:0:30").unwrap();
+        let big = Grid::new(GridSpec {
+            desired: axis(Limit::DESIRED, "3,6"),
+            delay_models: models.clone(),
+            controller: vec![Ledger, ControllerKind::Named],
+            seed: 9,
+            ..GridSpec::default()
+        })
+        .unwrap();
+        for (cell, seed) in seeds_of(&big) {
+            let k = match cell.delay_of {
+                CellDelay::Model(k) => k,
+                CellDelay::Seconds(_) => unreachable!(),
+            };
+            let alone = Grid::new(GridSpec {
+                desired: Axis::single(cell.desired),
+                delay_models: vec![models[k].clone()],
+                controller: vec![cell.controller],
+                seed: 9,
+                ..GridSpec::default()
+            })
+            .unwrap();
+            assert_eq!(seeds_of(&alone)[0].1, seed, "{cell:?}");
+        }
+        // The fixed axis and the model axis name the same delay alike.
+        let by_axis = grid("20", "15", "5");
+        let by_model = Grid::new(GridSpec {
+            delay_models: vec![DelayModel::fixed_seconds(20)],
+            controller: vec![Ledger, Intent],
+            ..GridSpec::default()
+        })
+        .unwrap();
+        assert_eq!(seeds_of(&by_axis)[0].1, seeds_of(&by_model)[0].1);
+        let other_base = Grid::new(GridSpec {
+            seed: 10,
+            ..by_axis.spec().clone()
+        })
+        .unwrap();
+        assert_ne!(seeds_of(&by_axis)[0].1, seeds_of(&other_base)[0].1);
+    }
+
+    #[test]
+    fn monte_carlo_rows_are_the_same_alone_in_a_grid_and_on_any_thread_count() {
+        let spec = GridSpec {
+            delay_models: parse_delay_models("lesson-chain,uniform:0:40").unwrap(),
+            period: axis(Limit::PERIOD, "15,30"),
+            controller: vec![Ledger, ControllerKind::Named],
+            runs: 8,
+            seed: 3,
+            ..GridSpec::default()
+        };
+        let g = Grid::new(spec.clone()).unwrap();
+        let one = rows_on(1, &g, RowFormat::Jsonl, SMALL);
+        assert_eq!(one, rows_on(2, &g, RowFormat::Jsonl, SMALL));
+        let lines: Vec<&str> = std::str::from_utf8(&one).unwrap().lines().collect();
+        let cell = g.cell(5);
+        let CellDelay::Model(k) = cell.delay_of else {
+            unreachable!()
+        };
+        let alone = Grid::new(GridSpec {
+            delay_models: vec![spec.delay_models[k].clone()],
+            period: Axis::single(cell.period),
+            controller: vec![cell.controller],
+            ..spec
+        })
+        .unwrap();
+        let alone_row = alone.monte_carlo_row(0).unwrap().json();
+        // The same numbers; only the cell's number differs.
+        assert_eq!(
+            alone_row.replacen("\"cell\":0,", "\"cell\":5,", 1),
+            lines[5]
+        );
+        let spread = |line: &str, key: &str| -> f64 {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            v[key].as_f64().unwrap()
+        };
+        assert!(
+            lines
+                .iter()
+                .any(|l| spread(l, "created_max") > spread(l, "created_p50")),
+            "random delays spread the runs"
+        );
+    }
+
+    #[test]
+    fn shards_cut_the_grid_into_contiguous_runs_that_cover_it_once() {
+        for cells in [0u64, 1, 7, 100] {
+            for count in [1u64, 3, 8] {
+                let mut next = 0;
+                for index in 0..count {
+                    let r = Shard { index, count }.range(cells);
+                    assert_eq!(r.start, next);
+                    next = r.end;
+                }
+                assert_eq!(next, cells);
+            }
+        }
+        assert_eq!(Shard::parse("2/8").unwrap(), Shard { index: 1, count: 8 });
+        for bad in ["0/8", "9/8", "1/0", "x", "1/x"] {
+            assert!(Shard::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sharded_rows_concatenated_are_the_whole_sweep() {
+        let spec = GridSpec {
+            delay: axis(Limit::DELAY, "0..=40:10"),
+            period: axis(Limit::PERIOD, "5..=35:10"),
+            controller: vec![Ledger, Intent, ControllerKind::Gated],
+            ..GridSpec::default()
+        };
+        let whole = rows_on(
+            2,
+            &Grid::new(spec.clone()).unwrap(),
+            RowFormat::Jsonl,
+            SMALL,
+        );
+        let mut joined = Vec::new();
+        for index in 0..4 {
+            let g = Grid::new(GridSpec {
+                shard: Shard { index, count: 4 },
+                ..spec.clone()
+            })
+            .unwrap();
+            joined.extend(rows_on(1, &g, RowFormat::Jsonl, SMALL));
+        }
+        assert_eq!(joined, whole);
     }
 
     #[test]
@@ -766,10 +1450,11 @@ mod tests {
             parse_controllers("intent,ledger").unwrap(),
             vec![Intent, Ledger]
         );
-        for bad in ["", "ledger,", "ledger..=intent", "pid", "ledger,named"] {
+        assert_eq!(parse_controllers("ledger,named").unwrap().len(), 2);
+        for bad in ["", "ledger,", "ledger..=intent", "pid"] {
             let msg = parse_controllers(bad).unwrap_err().to_string();
             assert!(
-                msg.contains("accepted: a list of ledger, intent"),
+                msg.contains("accepted: a list of ledger, intent, expectations, named, gated"),
                 "{bad}: {msg}"
             );
         }
@@ -833,27 +1518,23 @@ mod tests {
     fn a_row_holds_what_simulate_measures_for_its_cell() {
         let g = grid("0..=90:15", "5..=60:11", "0,5");
         for i in [0, 7, 33, g.cells() - 1] {
-            let row = g.row(i);
+            let row = g.row(i).unwrap();
             let m = simulate(
-                &Scenario::new(ScenarioSpec {
+                &LessonWorld::new(LessonSpec {
                     desired: row.desired,
                     period: row.period,
-                    delay: row.delay,
+                    delay: row.delay.unwrap(),
                     startup: row.startup,
                     controller: row.controller,
-                    ..ScenarioSpec::default()
+                    ..LessonSpec::default()
                 })
                 .unwrap(),
             );
             assert_eq!(row.metrics, m, "cell {i}");
-            assert_eq!(
-                row.lesson_prediction,
-                lesson_prediction(row.desired, row.delay, row.startup, row.period)
-            );
-            assert_eq!(
-                row.lesson_match,
-                i128::from(m.overshoot) == row.lesson_prediction
-            );
+            let expected =
+                lesson_prediction(row.desired, row.delay.unwrap(), row.startup, row.period);
+            assert_eq!(row.lesson_prediction, Some(expected));
+            assert_eq!(row.lesson_match, Some(i128::from(m.overshoot) == expected));
         }
     }
 
@@ -864,20 +1545,22 @@ mod tests {
             ..GridSpec::default()
         })
         .unwrap();
+        let row = g.row(0).unwrap();
         let mut csv = String::new();
-        g.row(0).write_to(RowFormat::Csv, &mut csv);
+        row.write_to(RowFormat::Csv, &mut csv);
+        let seed = row.seed;
         assert_eq!(
             csv,
-            "6,15,20,5,900,ledger,61,0.5245901639344263,16,8,16,8,6,375,2,12,200,6,true,6,true\n"
+            format!("1,0,6,15,20,fixed:20,5,900,ledger,,,{seed},fast,61,0.5245901639344263,16,8,16,8,6,375,2,12,200,,,0,6,true,6,true\n")
         );
         let mut json = String::new();
-        g.row(0).write_to(RowFormat::Jsonl, &mut json);
+        row.write_to(RowFormat::Jsonl, &mut json);
         assert_eq!(
             json,
-            "{\"desired\":6,\"period\":15,\"delay\":20,\"startup\":5,\"duration\":900,\"controller\":\"ledger\",\
+            format!("{{\"schema\":1,\"cell\":0,\"desired\":6,\"period\":15,\"delay\":20,\"delay_model\":\"fixed:20\",\"startup\":5,\"duration\":900,\"controller\":\"ledger\",\"ttl\":null,\"burst\":null,\"seed\":{seed},\"engine\":\"fast\",\
              \"rounds\":61,\"work_per_round\":0.5245901639344263,\"created\":16,\"unneeded\":8,\
              \"delete_commands\":16,\"deleted\":8,\"overshoot\":6,\"stable\":375,\"died\":2,\
-             \"peak_live\":12,\"copy_seconds_above\":200,\"lesson_prediction\":6,\"lesson_match\":true,\"prediction\":6,\"prediction_match\":true}\n"
+             \"peak_live\":12,\"copy_seconds_above\":200,\"duplicate_names\":null,\"absorbed_creates\":null,\"lost_deletes\":0,\"lesson_prediction\":6,\"lesson_match\":true,\"prediction\":6,\"prediction_match\":true}}\n")
         );
     }
 
@@ -886,7 +1569,7 @@ mod tests {
         let header = SweepRow::csv_header();
         let g = grid("0", "15", "5");
         let mut row = String::new();
-        g.row(0).write_to(RowFormat::Csv, &mut row);
+        g.row(0).unwrap().write_to(RowFormat::Csv, &mut row);
         assert_eq!(header.split(',').count(), row.trim_end().split(',').count());
     }
 
@@ -921,7 +1604,7 @@ mod tests {
                 expected.push('\n');
             }
             for i in 0..g.cells() {
-                g.row(i).write_to(format, &mut expected);
+                g.row(i).unwrap().write_to(format, &mut expected);
             }
             assert_eq!(String::from_utf8(one).unwrap(), expected, "{format:?}");
         }
@@ -930,12 +1613,18 @@ mod tests {
     #[test]
     fn summary_counts_agree_with_the_rows_on_any_thread_count() {
         let g = grid("0..=90:10", "1..=60:4", "0..=10:5");
-        let rows: Vec<SweepRow> = (0..g.cells()).map(|i| g.row(i)).collect();
+        let rows: Vec<SweepRow> = (0..g.cells()).map(|i| g.row(i).unwrap()).collect();
         let expected = Summary {
             cells: g.cells(),
-            mismatched: rows.iter().filter(|r| !r.lesson_match).count() as u64,
+            mismatched: rows
+                .iter()
+                .filter(|r| r.lesson_match == Some(false))
+                .count() as u64,
             overshooting: rows.iter().filter(|r| r.metrics.overshoot > 0).count() as u64,
-            prediction_mismatched: rows.iter().filter(|r| !r.prediction_match).count() as u64,
+            prediction_mismatched: rows
+                .iter()
+                .filter(|r| r.prediction_match == Some(false))
+                .count() as u64,
         };
         for threads in [1, 2] {
             let pool = rayon::ThreadPoolBuilder::new()
@@ -952,7 +1641,7 @@ mod tests {
                     SMALL,
                 )
             });
-            assert_eq!(got, expected, "{threads} threads");
+            assert_eq!(got.unwrap(), expected, "{threads} threads");
             assert_eq!(seen.into_inner(), g.cells(), "progress covers every cell");
         }
     }
@@ -965,7 +1654,7 @@ mod tests {
             ..GridSpec::default()
         })
         .unwrap();
-        let s = summarize(&g, &|_| {});
+        let s = summarize(&g, &|_| {}).unwrap();
         assert_eq!((s.cells, s.mismatched), (56, 0));
     }
 }

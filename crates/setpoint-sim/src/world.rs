@@ -26,11 +26,11 @@ use setpoint_core::{
 };
 
 use crate::delay::{whole_seconds, WorldRng};
-use crate::engine::TraceRow;
-use crate::lab::{
-    Event, LabError, LabOutcome, LabScenario, LabSpec, Toll, WorkloadMetrics, MAX_LAB_COPIES,
-};
 use crate::metrics::Metrics;
+use crate::metrics::TraceRow;
+use crate::scenario::{
+    Event, Outcome, Scenario, ScenarioError, ScenarioSpec, Toll, WorkloadMetrics, MAX_LAB_COPIES,
+};
 
 /// The record of one copy.
 #[derive(Debug, Clone)]
@@ -223,7 +223,7 @@ impl LedgerView for View<'_> {
 
 /// The whole world of one run.
 struct Engine<'s> {
-    spec: &'s LabSpec,
+    spec: &'s ScenarioSpec,
     works: Vec<Work>,
     controllers: Vec<Controller>,
     queue: BTreeMap<(Time, u8, u64), Ev>,
@@ -237,17 +237,17 @@ struct Engine<'s> {
 }
 
 /// Runs `scenario` on the general engine with the world's generator seeded by `seed`.
-pub fn run_general(scenario: &LabScenario, seed: u64) -> Result<LabOutcome, LabError> {
+pub fn run_general(scenario: &Scenario, seed: u64) -> Result<Outcome, ScenarioError> {
     run_with_budget(scenario, seed, MAX_LAB_COPIES, None)
 }
 
 /// [`run_general`], handing `observer` one [`TraceRow`] per workload per second, in order of
 /// time, then of workload.
 pub fn run_general_traced(
-    scenario: &LabScenario,
+    scenario: &Scenario,
     seed: u64,
     observer: &mut dyn FnMut(usize, &TraceRow),
-) -> Result<LabOutcome, LabError> {
+) -> Result<Outcome, ScenarioError> {
     run_with_budget(scenario, seed, MAX_LAB_COPIES, Some(observer))
 }
 
@@ -283,11 +283,11 @@ fn trace_row(w: &Work, t: Time, before: [u64; 4]) -> TraceRow {
 
 /// [`run_general`], stopping with an error once more than `budget` copies were created.
 fn run_with_budget(
-    scenario: &LabScenario,
+    scenario: &Scenario,
     seed: u64,
     budget: u64,
     mut observer: Option<&mut LabObserver>,
-) -> Result<LabOutcome, LabError> {
+) -> Result<Outcome, ScenarioError> {
     let spec = scenario.spec();
     let mut engine = Engine::new(spec, seed);
     engine.budget = budget;
@@ -333,7 +333,7 @@ fn run_with_budget(
         .zip(&spec.workloads)
         .map(|(w, decl)| finish(decl.name.clone(), &w.tally, rounds, duration))
         .collect();
-    Ok(LabOutcome {
+    Ok(Outcome {
         seed: spec.delay.is_random().then_some(seed),
         engine: "general",
         workloads,
@@ -368,7 +368,7 @@ fn finish(workload: String, t: &Tally, rounds: u64, duration: Time) -> WorkloadM
 }
 
 impl<'s> Engine<'s> {
-    fn new(spec: &'s LabSpec, seed: u64) -> Self {
+    fn new(spec: &'s ScenarioSpec, seed: u64) -> Self {
         let works = spec
             .workloads
             .iter()
@@ -476,7 +476,7 @@ impl<'s> Engine<'s> {
     }
 
     /// Everything that happens at second `t`, in the documented order.
-    fn second(&mut self, t: Time) -> Result<(), LabError> {
+    fn second(&mut self, t: Time) -> Result<(), ScenarioError> {
         self.drain(t)?;
         if t % self.spec.period == 0 {
             for w in 0..self.works.len() {
@@ -492,7 +492,7 @@ impl<'s> Engine<'s> {
     }
 
     /// Handles every queued happening of second `t`.
-    fn drain(&mut self, t: Time) -> Result<(), LabError> {
+    fn drain(&mut self, t: Time) -> Result<(), ScenarioError> {
         while let Some(entry) = self.queue.first_entry() {
             if entry.key().0 != t {
                 break;
@@ -676,7 +676,7 @@ impl<'s> Engine<'s> {
     }
 
     /// Workload `w`'s pass at `t`, and its actions.
-    fn pass(&mut self, w: usize, t: Time) -> Result<(), LabError> {
+    fn pass(&mut self, w: usize, t: Time) -> Result<(), ScenarioError> {
         let reported_before = self.reported_before(t);
         let work = &self.works[w];
         let view = View {
@@ -752,10 +752,10 @@ impl<'s> Engine<'s> {
         self.works[w].tally.deleted += deleted;
     }
 
-    fn create(&mut self, w: usize, name: Option<Name>, t: Time) -> Result<(), LabError> {
+    fn create(&mut self, w: usize, name: Option<Name>, t: Time) -> Result<(), ScenarioError> {
         self.total_created += 1;
         if self.total_created > self.budget {
-            return Err(LabError::TooManyCopies(self.budget));
+            return Err(ScenarioError::TooManyCopies(self.budget));
         }
         let work = &mut self.works[w];
         let id = work.copies.len() as u64;
@@ -790,10 +790,10 @@ mod tests {
     use super::*;
     use crate::engine::simulate;
     use crate::lesson::LESSON_DELAYS;
-    use crate::scenario::Scenario;
+    use crate::lesson_world::LessonWorld;
 
-    fn general(scenario: &Scenario) -> Metrics {
-        run_general(&LabScenario::from_lesson(scenario), 1)
+    fn general(scenario: &LessonWorld) -> Metrics {
+        run_general(&Scenario::from_lesson(scenario), 1)
             .unwrap()
             .workloads[0]
             .metrics
@@ -803,17 +803,17 @@ mod tests {
     fn the_lessons_rows_match_the_fast_engine() {
         for controller in ControllerKind::LESSON {
             for delay in LESSON_DELAYS {
-                let s = Scenario::lesson(delay, controller);
+                let s = LessonWorld::lesson(delay, controller);
                 assert_eq!(general(&s), simulate(&s), "G={delay} {controller}");
             }
         }
     }
 
     use crate::delay::DelayModel;
-    use crate::lab::{ControllerSpec, LabSpec, TimedEvent, Workload};
+    use crate::scenario::{ControllerSpec, ScenarioSpec, TimedEvent, Workload};
 
-    fn lab(spec: LabSpec, seed: u64) -> LabOutcome {
-        run_general(&LabScenario::new(spec).unwrap(), seed).unwrap()
+    fn lab(spec: ScenarioSpec, seed: u64) -> Outcome {
+        run_general(&Scenario::new(spec).unwrap(), seed).unwrap()
     }
 
     fn event(at: Time, workload: Option<&str>, event: Event) -> TimedEvent {
@@ -826,7 +826,7 @@ mod tests {
 
     #[test]
     fn per_report_delays_bring_copies_to_the_ledger_out_of_order() {
-        let spec = LabSpec {
+        let spec = ScenarioSpec {
             controller: ControllerSpec::new(ControllerKind::Intent),
             delay: DelayModel::Uniform {
                 min: 0,
@@ -837,7 +837,7 @@ mod tests {
                 desired: 20,
                 startup: 0,
             }],
-            ..LabSpec::default()
+            ..ScenarioSpec::default()
         };
         let mut engine = Engine::new(&spec, 5);
         engine.second(0).unwrap();
@@ -857,9 +857,9 @@ mod tests {
         // No delay, but no report reaches the ledger before 100: a ledger-only loop creates six
         // copies at each of the rounds 0, 15, …, 90.
         let m = lab(
-            LabSpec {
+            ScenarioSpec {
                 events: vec![event(0, None, Event::Outage { seconds: 100 })],
-                ..LabSpec::default()
+                ..ScenarioSpec::default()
             },
             1,
         );
@@ -871,7 +871,7 @@ mod tests {
     #[test]
     fn a_death_fraction_rounds_down() {
         let m = lab(
-            LabSpec {
+            ScenarioSpec {
                 workloads: vec![Workload {
                     name: "w".into(),
                     desired: 5,
@@ -882,7 +882,7 @@ mod tests {
                     None,
                     Event::Deaths(Toll::PartsPerMillion(500_000)),
                 )],
-                ..LabSpec::default()
+                ..ScenarioSpec::default()
             },
             1,
         );
@@ -892,7 +892,7 @@ mod tests {
     #[test]
     fn events_for_one_workload_leave_the_others_alone() {
         let m = lab(
-            LabSpec {
+            ScenarioSpec {
                 workloads: vec![
                     Workload {
                         name: "api".into(),
@@ -909,7 +909,7 @@ mod tests {
                     event(300, Some("db"), Event::Deaths(Toll::Count(2))),
                     event(400, Some("api"), Event::Scale { desired: 8 }),
                 ],
-                ..LabSpec::default()
+                ..ScenarioSpec::default()
             },
             1,
         );
@@ -926,10 +926,10 @@ mod tests {
     #[test]
     fn a_scale_down_is_measured_against_the_new_desired_count() {
         let m = lab(
-            LabSpec {
+            ScenarioSpec {
                 controller: ControllerSpec::new(ControllerKind::Intent),
                 events: vec![event(301, None, Event::Scale { desired: 2 })],
-                ..LabSpec::default()
+                ..ScenarioSpec::default()
             },
             1,
         );
@@ -945,11 +945,11 @@ mod tests {
 
     #[test]
     fn the_same_seed_gives_the_same_run_and_another_seed_another() {
-        let spec = || LabSpec {
+        let spec = || ScenarioSpec {
             delay: DelayModel::lesson_chain(),
             period: 5,
             duration: 2000,
-            ..LabSpec::default()
+            ..ScenarioSpec::default()
         };
         let a = lab(spec(), 9);
         assert_eq!(a, lab(spec(), 9));
@@ -961,11 +961,11 @@ mod tests {
     #[test]
     fn general_trace_equals_the_fast_engines_trace_on_the_lessons_world() {
         for (g, controller) in [(60, ControllerKind::Ledger), (20, ControllerKind::Intent)] {
-            let lesson = Scenario::lesson(g, controller);
+            let lesson = LessonWorld::lesson(g, controller);
             let mut fast = Vec::new();
             crate::simulate_traced(&lesson, &mut |r| fast.push(*r));
             let mut general = Vec::new();
-            run_general_traced(&LabScenario::from_lesson(&lesson), 1, &mut |w, r| {
+            run_general_traced(&Scenario::from_lesson(&lesson), 1, &mut |w, r| {
                 assert_eq!(w, 0);
                 general.push(*r);
             })
@@ -977,7 +977,7 @@ mod tests {
     #[test]
     fn a_runaway_run_stops_with_an_error_instead_of_exhausting_memory() {
         let err = run_with_budget(
-            &LabScenario::new(LabSpec {
+            &Scenario::new(ScenarioSpec {
                 period: 1,
                 duration: 100_000,
                 delay: DelayModel::fixed_seconds(100_000),
@@ -988,7 +988,7 @@ mod tests {
                 }],
                 controller: ControllerSpec::new(ControllerKind::Ledger),
                 events: vec![event(0, None, Event::Restart)],
-                ..LabSpec::default()
+                ..ScenarioSpec::default()
             })
             .unwrap(),
             1,
@@ -996,18 +996,18 @@ mod tests {
             None,
         )
         .unwrap_err();
-        assert_eq!(err, LabError::TooManyCopies(10_000));
+        assert_eq!(err, ScenarioError::TooManyCopies(10_000));
     }
 
     mod equivalence {
         use super::*;
-        use crate::scenario::{Death, ScenarioSpec};
+        use crate::lesson_world::{Death, LessonSpec};
         use proptest::prelude::*;
 
         /// Lesson-world scenarios with the edges weighted in: no delay, no startup, nothing
         /// desired, runs of length 0 or near one period, several deaths in one second, deaths on
         /// round seconds.
-        fn lesson_world() -> impl Strategy<Value = ScenarioSpec> {
+        fn lesson_world() -> impl Strategy<Value = LessonSpec> {
             let desired = prop_oneof![1 => Just(0u64), 6 => 1..=10u64, 2 => 11..=40u64];
             let period = prop_oneof![1 => Just(1u64), 5 => 2..=30u64, 2 => 31..=120u64];
             let delay = prop_oneof![2 => Just(0u64), 5 => 1..=40u64, 2 => 41..=120u64];
@@ -1040,7 +1040,7 @@ mod tests {
                                     deaths[i].at = deaths[i - 1].at;
                                 }
                             }
-                            ScenarioSpec {
+                            LessonSpec {
                                 desired,
                                 period,
                                 delay,
@@ -1060,12 +1060,12 @@ mod tests {
 
             #[test]
             fn general_engine_equals_fast_engine_on_the_lessons_world(spec in lesson_world()) {
-                let s = Scenario::new(spec).unwrap();
+                let s = LessonWorld::new(spec).unwrap();
                 prop_assert_eq!(general(&s), simulate(&s));
                 let mut fast = Vec::new();
                 crate::simulate_traced(&s, &mut |r| fast.push(*r));
                 let mut slow = Vec::new();
-                run_general_traced(&LabScenario::from_lesson(&s), 1, &mut |_, r| slow.push(*r))
+                run_general_traced(&Scenario::from_lesson(&s), 1, &mut |_, r| slow.push(*r))
                     .unwrap();
                 prop_assert_eq!(slow, fast, "per-second traces differ");
             }

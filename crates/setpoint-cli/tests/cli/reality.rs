@@ -316,7 +316,7 @@ use setpoint_runtime::events::{read_log, CopyEventKind, Logged};
 use setpoint_runtime::failpoint::ENV as FAILPOINTS;
 use setpoint_runtime::{SqliteStore, Store};
 use setpoint_sim::delay::DelayModel;
-use setpoint_sim::lab::{self, ControllerSpec, Event, LabScenario, LabSpec, TimedEvent, Workload};
+use setpoint_sim::scenario::{ControllerSpec, Event, Scenario, ScenarioSpec, TimedEvent, Workload};
 
 impl Cluster {
     fn store(&self) -> SqliteStore {
@@ -485,7 +485,7 @@ fn an_intent_controller_killed_at_each_pass_failpoint_overshoots_exactly_as_the_
             let first = c.rounds_after(killed_at)[0];
             (first - origin).div_ceil(100).div_ceil(4) * 4
         };
-        let spec = LabSpec {
+        let spec = ScenarioSpec {
             period: 4,
             duration: m["last_second"].as_u64().unwrap(),
             delay: DelayModel::Fixed(21_000),
@@ -503,7 +503,7 @@ fn an_intent_controller_killed_at_each_pass_failpoint_overshoots_exactly_as_the_
             unique_names: true,
             seed: 1,
         };
-        let predicted = lab::run(&LabScenario::new(spec).unwrap(), 1)
+        let predicted = setpoint_sim::run(&Scenario::new(spec).unwrap(), 1)
             .unwrap()
             .workloads[0]
             .metrics

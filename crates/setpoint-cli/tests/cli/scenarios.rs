@@ -38,10 +38,14 @@ fn failure(out: &Output) -> (i32, String) {
     (out.status.code().unwrap_or(-1), err.trim_end().to_owned())
 }
 
-fn json(args: &[&str]) -> Value {
+/// The records `--format json` prints, one JSON object per line (one per workload).
+fn json(args: &[&str]) -> Vec<Value> {
     let mut all = args.to_vec();
     all.extend(["--format", "json"]);
-    serde_json::from_str(&stdout(&setpoint(&all))).expect("JSON output")
+    stdout(&setpoint(&all))
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
 }
 
 fn metrics(w: &Value) -> Metrics {
@@ -82,8 +86,7 @@ fn every_shipped_scenario_runs_clean() {
         let text = stdout(&out);
         assert!(out.stderr.is_empty(), "{name}");
         assert!(text.starts_with(&format!("scenario {name}: ")), "{text}");
-        let v = json(&["run", &name]);
-        for w in v["workloads"].as_array().unwrap() {
+        for w in json(&["run", &name]) {
             assert!(
                 w["stable"].is_u64(),
                 "{name}: every shipped scenario settles: {w}"
@@ -111,11 +114,12 @@ fn lesson_toml_reproduces_every_row_of_the_lessons_table() {
                 "--controller",
                 controller,
             ]);
+            assert_eq!(v.len(), 1);
             assert_eq!(
-                v["engine"], "fast",
+                v[0]["engine"], "fast",
                 "the lesson's world takes the fast engine"
             );
-            let m = metrics(&v["workloads"][0]);
+            let m = metrics(&v[0]);
             assert_eq!(
                 loop_row(delay, &m),
                 rows.next().unwrap(),
@@ -129,13 +133,14 @@ fn lesson_toml_reproduces_every_row_of_the_lessons_table() {
 #[test]
 fn lesson_toml_alone_is_the_lessons_g20_row_and_matches_the_flag_run() {
     let file = json(&["run", "scenarios/lesson.toml"]);
-    let flags = stdout(&setpoint(&["run", "-G", "20", "--format", "json"]));
-    let flags: Value = serde_json::from_str(&flags).unwrap();
-    assert_eq!(metrics(&file["workloads"][0]), metrics(&flags));
+    let flags = json(&["run", "-G", "20"]);
+    assert_eq!(metrics(&file[0]), metrics(&flags[0]));
+    // The same keys in the same order, whatever the source of the settings.
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&file[0]), keys(&flags[0]));
     assert_eq!(
-        file["seed"],
-        Value::Null,
-        "a fixed delay uses no randomness"
+        (&file[0]["seed"], &file[0]["engine"]),
+        (&Value::from(1), &Value::from("fast"))
     );
 }
 
@@ -151,7 +156,7 @@ fn the_same_seed_gives_byte_identical_output_and_prints_it() {
     };
     let a = run("7");
     assert_eq!(a, run("7"));
-    assert!(a.lines().next().unwrap().ends_with("; seed 7"), "{a}");
+    assert!(a.lines().next().unwrap().contains("; seed 7;"), "{a}");
     let others: Vec<String> = ["8", "9", "10", "11"].iter().map(|s| run(s)).collect();
     assert!(others.iter().any(|o| o.lines().nth(2) != a.lines().nth(2)));
 
@@ -181,24 +186,18 @@ fn monte_carlo_reports_mean_p50_p95_and_max_per_workload() {
         "--seed",
         "1",
     ]);
-    assert_eq!(v["runs"], 10);
-    assert_eq!(v["first_seed"], 1);
-    let workloads = v["workloads"].as_array().unwrap();
-    assert_eq!(workloads.len(), 2);
-    for w in workloads {
-        let created = w["metrics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["metric"] == "created")
-            .unwrap();
-        let s = &created["spread"];
+    assert_eq!(v.len(), 2, "one flat record per workload");
+    for w in &v {
+        assert_eq!(w["runs"], 10);
+        assert_eq!(w["first_seed"], 1);
         let (p50, p95, max) = (
-            s["p50"].as_f64().unwrap(),
-            s["p95"].as_f64().unwrap(),
-            s["max"].as_f64().unwrap(),
+            w["created_p50"].as_f64().unwrap(),
+            w["created_p95"].as_f64().unwrap(),
+            w["created_max"].as_f64().unwrap(),
         );
-        assert!(p50 <= p95 && p95 <= max, "{s}");
+        assert!(p50 <= p95 && p95 <= max, "{w}");
+        let p = w["p_overshoot"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&p), "{w}");
     }
 }
 
@@ -206,7 +205,7 @@ fn monte_carlo_reports_mean_p50_p95_and_max_per_workload() {
 fn flags_override_the_file() {
     // U ≥ G + B: the ledger-only loop stops overshooting.
     let v = json(&["run", "scenarios/lesson.toml", "--period", "35"]);
-    assert_eq!(v["workloads"][0]["overshoot"], 0);
+    assert_eq!(v[0]["overshoot"], 0);
     let v = json(&[
         "run",
         "scenarios/faults.toml",
@@ -215,7 +214,7 @@ fn flags_override_the_file() {
         "--deaths",
         "none",
     ]);
-    for w in v["workloads"].as_array().unwrap() {
+    for w in &v {
         assert_eq!(w["died"], 0, "--deaths replaces the file's deaths");
     }
     let v = json(&[
@@ -224,10 +223,7 @@ fn flags_override_the_file() {
         "--controller",
         "intent",
     ]);
-    assert_eq!(
-        v["workloads"][0]["overshoot"], 2,
-        "intent overshoots after the restart"
-    );
+    assert_eq!(v[0]["overshoot"], 2, "intent overshoots after the restart");
     let v = json(&[
         "run",
         "scenarios/lesson.toml",
@@ -236,19 +232,21 @@ fn flags_override_the_file() {
         "--seed",
         "3",
     ]);
-    assert_eq!(v["seed"], 3);
-    assert_eq!(v["engine"], "general");
+    assert_eq!(v[0]["seed"], 3);
+    assert_eq!(v[0]["engine"], "general");
 }
 
 #[test]
 fn every_controller_and_event_works_from_the_command_line() {
     for controller in ["ledger", "intent", "expectations", "named", "gated"] {
         let v = json(&["run", "scenarios/faults.toml", "--controller", controller]);
-        assert!(v["setup"]
-            .as_str()
-            .unwrap()
-            .starts_with(&format!("controller {controller}")));
-        assert_eq!(v["workloads"].as_array().unwrap().len(), 2);
+        assert_eq!(v.len(), 2);
+        for w in &v {
+            assert!(w["setup"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("controller {controller}")));
+        }
     }
     let v = json(&[
         "run",
@@ -259,7 +257,7 @@ fn every_controller_and_event_works_from_the_command_line() {
         "-G",
         "30",
     ]);
-    assert!(v["workloads"][0]["overshoot"].as_u64().unwrap() > 0);
+    assert!(v[0]["overshoot"].as_u64().unwrap() > 0);
 }
 
 #[test]

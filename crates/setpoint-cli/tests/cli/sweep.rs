@@ -26,29 +26,44 @@ fn ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
-const PARAMS: [&str; 6] = [
+const PARAMS: [&str; 13] = [
+    "schema",
+    "cell",
     "desired",
     "period",
     "delay",
+    "delay_model",
     "startup",
     "duration",
     "controller",
+    "ttl",
+    "burst",
+    "seed",
+    "engine",
 ];
+
+/// The metric keys of `run --format json` in their printed order: every key after `workload`.
+fn run_metric_keys() -> Vec<String> {
+    let text = ok(&["run", "--format", "json"]);
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let mut keys: Vec<(usize, String)> = v
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| (text.find(&format!("\"{k}\":")).unwrap(), k.clone()))
+        .collect();
+    keys.sort();
+    let keys: Vec<String> = keys.into_iter().map(|(_, k)| k).collect();
+    let at = keys.iter().position(|k| k == "workload").unwrap();
+    keys[at + 1..].to_vec()
+}
 
 #[test]
 fn csv_header_names_parameters_metrics_and_the_relation() {
     let text = ok(&["sweep"]);
     let header = text.lines().next().unwrap();
-    // The keys of `run --format json` in their printed order (its values hold no comma).
-    let run_keys: Vec<String> = ok(&["run", "--format", "json"])
-        .trim()
-        .trim_start_matches('{')
-        .trim_end_matches('}')
-        .split(',')
-        .map(|pair| pair.split(':').next().unwrap().trim_matches('"').to_owned())
-        .collect();
     let mut expected: Vec<String> = PARAMS.iter().map(|s| s.to_string()).collect();
-    expected.extend(run_keys);
+    expected.extend(run_metric_keys());
     expected.push("lesson_prediction".into());
     expected.push("lesson_match".into());
     expected.push("prediction".into());
@@ -68,7 +83,7 @@ fn jsonl_rows_carry_what_run_measures_for_the_same_cell() {
         "--startup",
         "0,5",
         "--controller",
-        "ledger,intent",
+        "ledger,intent,named,gated",
         "--duration",
         "1200",
         "--deaths",
@@ -80,7 +95,8 @@ fn jsonl_rows_carry_what_run_measures_for_the_same_cell() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(rows.len(), 3 * 3 * 2 * 2);
+    assert_eq!(rows.len(), 3 * 3 * 2 * 4);
+    let metric_keys = run_metric_keys();
     for row in rows.iter().step_by(5) {
         let get = |k: &str| row[k].to_string();
         let ran: Value = serde_json::from_str(&ok(&[
@@ -103,10 +119,18 @@ fn jsonl_rows_carry_what_run_measures_for_the_same_cell() {
             "300:2,700:1",
         ]))
         .unwrap();
-        for (key, value) in ran.as_object().unwrap() {
-            assert_eq!(&row[key], value, "{key} in {row}");
+        for key in &metric_keys {
+            assert_eq!(row[key], ran[key], "{key} in {row}");
         }
+        assert_eq!(row["engine"], ran["engine"]);
         assert_eq!(row["duration"], 1200);
+        if row["lesson_prediction"].is_null() {
+            assert_eq!(
+                row["engine"], "general",
+                "the relation is defined in the lesson's world"
+            );
+            continue;
+        }
         let (d, g, b, u) = (
             row["desired"].as_i64().unwrap(),
             row["delay"].as_i64().unwrap(),
@@ -138,7 +162,7 @@ fn rows_come_out_in_cell_order_with_controller_fastest() {
         .skip(1)
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();
-            (f[2].to_owned(), f[5].to_owned())
+            (f[4].to_owned(), f[8].to_owned())
         })
         .collect();
     let expected = [
@@ -165,14 +189,14 @@ fn summary_of_the_lessons_grid_finds_no_mismatch() {
     ];
     assert_eq!(
         ok(&grid),
-        "cells,mismatched,overshooting,prediction_mismatched\n56,0,32,0\n",
+        "schema,cells,mismatched,overshooting,prediction_mismatched\n1,56,0,32,0\n",
         "32 nonzero cells in the lesson's overshoot table"
     );
     let mut jsonl = grid.to_vec();
     jsonl.extend(["--format", "jsonl"]);
     assert_eq!(
         ok(&jsonl),
-        "{\"cells\":56,\"mismatched\":0,\"overshooting\":32,\"prediction_mismatched\":0}\n"
+        "{\"schema\":1,\"cells\":56,\"mismatched\":0,\"overshooting\":32,\"prediction_mismatched\":0}\n"
     );
 }
 
@@ -218,7 +242,7 @@ fn a_closed_output_pipe_ends_the_sweep_quietly() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
-    assert!(first.starts_with("desired,period,"));
+    assert!(first.starts_with("schema,cell,desired,period,"));
     // The reader is dropped here, closing the pipe.
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -267,7 +291,10 @@ fn bad_controller_lists_name_the_accepted_controllers() {
     for spec in ["pid", "ledger,", "ledger..=intent"] {
         let err = refused(&["sweep", "--controller", spec]);
         assert!(err.contains("'--controller <LIST>'"), "{err}");
-        assert!(err.contains("accepted: a list of ledger, intent"), "{err}");
+        assert!(
+            err.contains("accepted: a list of ledger, intent, expectations, named, gated"),
+            "{err}"
+        );
     }
 }
 
@@ -293,6 +320,189 @@ fn a_grid_too_large_is_refused_before_any_work() {
 fn shared_flags_keep_their_run_checks() {
     let err = refused(&["sweep", "--deaths", "300"]);
     assert!(err.contains("'--deaths"), "{err}");
-    let err = refused(&["sweep", "--format", "table"]);
+    let err = refused(&["sweep", "--format", "xml"]);
     assert!(err.contains("'--format"), "{err}");
+}
+
+#[test]
+fn new_axes_and_flags_are_checked_before_any_work() {
+    for (args, says) in [
+        (
+            &["sweep", "--ttl", "10"][..],
+            "--ttl applies only to controller 'expectations'",
+        ),
+        (
+            &["sweep", "--burst", "0", "--controller", "expectations"][..],
+            "burst 0 is out of range",
+        ),
+        (
+            &["sweep", "--delay-model", "fixed:20,gauss"][..],
+            "unknown delay model 'gauss'",
+        ),
+        (
+            &["sweep", "--delay-model", "uniform:9:1"][..],
+            "uniform min 9 is above max 1",
+        ),
+        (
+            &["sweep", "--delay-model", "lesson-chain", "-G", "5"][..],
+            "cannot be used with",
+        ),
+        (&["sweep", "--runs", "0"][..], "runs 0 is out of range"),
+        (&["sweep", "--shard", "3/2"][..], "accepted: I/N"),
+        (
+            &["sweep", "-G", "0..=99999", "--runs", "10000"][..],
+            "cells x 10000 runs",
+        ),
+    ] {
+        let err = refused(args);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn every_controller_and_delay_model_sweeps_with_ttl_and_burst_axes() {
+    let text = ok(&[
+        "sweep",
+        "--delay-model",
+        "fixed:30,uniform:0:60,lesson-chain",
+        "--controller",
+        "ledger,intent,expectations,named,gated",
+        "--ttl",
+        "10,300",
+        "--burst",
+        "2,500",
+        "--format",
+        "json",
+    ]);
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 3 * 2 * 2 * 5);
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert!(rows.iter().all(|r| keys(r) == keys(&rows[0])), "one schema");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r["cell"], i as u64);
+        let expectations = r["controller"] == "expectations";
+        assert_eq!(r["ttl"].is_null(), !expectations, "{r}");
+    }
+    // A TTL far below G + B brings the overshoot back that expectations prevent.
+    let at = |ttl: u64, model: &str| {
+        rows.iter()
+            .find(|r| {
+                r["controller"] == "expectations"
+                    && r["ttl"] == ttl
+                    && r["burst"] == 500
+                    && r["delay_model"] == model
+            })
+            .unwrap()["overshoot"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(at(10, "fixed:30") > 0);
+    assert_eq!(at(300, "fixed:30"), 0);
+}
+
+#[test]
+fn monte_carlo_rows_are_flat_and_the_same_on_any_thread_count() {
+    let args = [
+        "sweep",
+        "--delay-model",
+        "lesson-chain",
+        "-U",
+        "10,30",
+        "--controller",
+        "ledger,named",
+        "--runs",
+        "20",
+        "--seed",
+        "5",
+        "--format",
+        "json",
+    ];
+    let on = |threads: &str| {
+        let out = setpoint(&args)
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let one = on("1");
+    assert_eq!(one, on("2"));
+    let rows: Vec<Value> = one
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 4);
+    for r in &rows {
+        assert_eq!(r["runs"], 20);
+        let p = r["p_overshoot"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&p), "{r}");
+        let (p50, p95, max) = (
+            r["overshoot_p50"].as_f64().unwrap(),
+            r["overshoot_p95"].as_f64().unwrap(),
+            r["overshoot_max"].as_f64().unwrap(),
+        );
+        assert!(p50 <= p95 && p95 <= max, "{r}");
+        assert_eq!(p > 0.0, max > 0.0, "{r}");
+    }
+    // Each cell alone gives the numbers it gives in the grid.
+    let alone = ok(&[
+        "sweep",
+        "--delay-model",
+        "lesson-chain",
+        "-U",
+        "30",
+        "--controller",
+        "named",
+        "--runs",
+        "20",
+        "--seed",
+        "5",
+        "--format",
+        "json",
+    ]);
+    let alone: Value = serde_json::from_str(alone.trim()).unwrap();
+    for (k, v) in alone.as_object().unwrap() {
+        if k != "cell" {
+            assert_eq!(&rows[3][k], v, "{k}");
+        }
+    }
+}
+
+#[test]
+fn shards_merged_in_any_order_are_the_whole_sweep_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = [
+        "sweep",
+        "-G",
+        "0..=60:15",
+        "-U",
+        "5..=40:5",
+        "--controller",
+        "ledger,intent,named",
+    ];
+    for format in ["csv", "json"] {
+        let mut whole_args = grid.to_vec();
+        whole_args.extend(["--format", format]);
+        let whole = ok(&whole_args);
+        let mut files = Vec::new();
+        // Seven shards for 120 cells: uneven sizes; given to merge in a scrambled order.
+        for i in [4, 1, 7, 3, 6, 2, 5] {
+            let shard = format!("{i}/7");
+            let mut args = whole_args.clone();
+            args.extend(["--shard", &shard]);
+            let path = dir.path().join(format!("{format}-{i}.out"));
+            std::fs::write(&path, ok(&args)).unwrap();
+            files.push(path.display().to_string());
+        }
+        let mut merge = vec!["merge"];
+        merge.extend(files.iter().map(String::as_str));
+        assert_eq!(ok(&merge), whole, "{format}");
+        // The first shard left out: a gap, exit 2.
+        assert_eq!(merge[2], files[1]);
+        let err = refused(&[&merge[..2], &merge[3..]].concat());
+        assert!(err.contains("are missing"), "{err}");
+    }
 }

@@ -4,8 +4,8 @@
 use setpoint_core::ControllerKind;
 use setpoint_core::ExpectationsConfig;
 use setpoint_sim::delay::DelayModel;
-use setpoint_sim::lab::{
-    run, ControllerSpec, Event, LabScenario, LabSpec, TimedEvent, Toll, WorkloadMetrics,
+use setpoint_sim::scenario::{
+    run, ControllerSpec, Event, Scenario, ScenarioSpec, TimedEvent, Toll, WorkloadMetrics,
 };
 
 const DURATION: u64 = 3000;
@@ -71,18 +71,18 @@ fn delays() -> Vec<DelayModel> {
     vec![DelayModel::fixed_seconds(20), DelayModel::lesson_chain()]
 }
 
-fn one(spec: LabSpec, seed: u64) -> WorkloadMetrics {
-    let scenario = LabScenario::new(spec).unwrap();
+fn one(spec: ScenarioSpec, seed: u64) -> WorkloadMetrics {
+    let scenario = Scenario::new(spec).unwrap();
     run(&scenario, seed).unwrap().workloads.remove(0)
 }
 
-fn spec(kind: ControllerKind, delay: DelayModel, events: Vec<TimedEvent>) -> LabSpec {
-    LabSpec {
+fn spec(kind: ControllerKind, delay: DelayModel, events: Vec<TimedEvent>) -> ScenarioSpec {
+    ScenarioSpec {
         delay,
         duration: DURATION,
         controller: ControllerSpec::new(kind),
         events,
-        ..LabSpec::default()
+        ..ScenarioSpec::default()
     }
 }
 
@@ -166,7 +166,7 @@ fn named_survives_a_restart_because_the_world_absorbs_the_repeat() {
 
     // Without the world's rule the same restart runs two copies under one name.
     let without = one(
-        LabSpec {
+        ScenarioSpec {
             unique_names: false,
             ..spec(ControllerKind::Named, DelayModel::fixed_seconds(20), events)
         },
@@ -208,7 +208,7 @@ fn intent_overshoots_after_a_restart_inside_the_blind_window() {
 fn expectations_overshoot_once_the_delay_exceeds_the_ttl() {
     let run_with = |delay: u64, ttl: u64| {
         one(
-            LabSpec {
+            ScenarioSpec {
                 controller: ControllerSpec {
                     kind: ControllerKind::Expectations,
                     expectations: ExpectationsConfig { ttl, burst: 500 },

@@ -4,10 +4,10 @@
 
 use proptest::prelude::*;
 use setpoint_core::ControllerKind;
-use setpoint_sim::{Death, ScenarioSpec};
+use setpoint_sim::{Death, LessonSpec};
 
 /// `max_scale` bounds the sizes (copies, seconds) so that a slow oracle stays quick.
-pub fn scenario(max_scale: u64) -> impl Strategy<Value = ScenarioSpec> {
+pub fn scenario(max_scale: u64) -> impl Strategy<Value = LessonSpec> {
     let desired = prop_oneof![
         2 => Just(0u64),
         2 => Just(1u64),
@@ -61,7 +61,7 @@ pub fn scenario(max_scale: u64) -> impl Strategy<Value = ScenarioSpec> {
             },
         )
         .prop_map(
-            |(deaths, (duration, desired, period, delay, startup, controller))| ScenarioSpec {
+            |(deaths, (duration, desired, period, delay, startup, controller))| LessonSpec {
                 desired,
                 period,
                 delay,

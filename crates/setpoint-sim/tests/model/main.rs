@@ -7,7 +7,7 @@ mod oracle;
 mod reference;
 
 use proptest::prelude::*;
-use setpoint_sim::{simulate, Scenario};
+use setpoint_sim::{simulate, LessonWorld};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
@@ -15,8 +15,8 @@ proptest! {
     /// The engine's metrics equal the oracle's on every scenario, bit for bit.
     #[test]
     fn engine_agrees_with_the_per_second_oracle(spec in generators::scenario(40)) {
-        let fast = simulate(&Scenario::new(spec.clone()).unwrap());
-        let slow = oracle::run(&Scenario::new(spec.clone()).unwrap().spec().clone());
+        let fast = simulate(&LessonWorld::new(spec.clone()).unwrap());
+        let slow = oracle::run(&LessonWorld::new(spec.clone()).unwrap().spec().clone());
         prop_assert_eq!(fast.work_per_round.to_bits(), slow.work_per_round.to_bits());
         prop_assert_eq!(fast, slow, "scenario {:?}", spec);
     }
@@ -25,7 +25,7 @@ proptest! {
     /// where it gives them, equal the engine's metrics.
     #[test]
     fn predictor_agrees_with_the_engine(spec in generators::scenario(40)) {
-        let m = simulate(&Scenario::new(spec.clone()).unwrap());
+        let m = simulate(&LessonWorld::new(spec.clone()).unwrap());
         let p = setpoint_sim::predict::predict(&spec);
         prop_assert_eq!(p.overshoot, m.overshoot, "scenario {:?} regime {:?}", spec, p.regime);
         if let Some(c) = p.closed {
@@ -40,7 +40,7 @@ proptest! {
     /// The engine's per-second trace equals the oracle's, second by second.
     #[test]
     fn engine_trace_agrees_with_the_oracle(spec in generators::scenario(20)) {
-        let scenario = Scenario::new(spec).unwrap();
+        let scenario = LessonWorld::new(spec).unwrap();
         let mut rows = Vec::new();
         setpoint_sim::simulate_traced(&scenario, &mut |r| rows.push(*r));
         let (_, want) = oracle::run_traced(scenario.spec());
@@ -50,7 +50,7 @@ proptest! {
     /// Running the same scenario twice gives the same metrics.
     #[test]
     fn engine_is_deterministic(spec in generators::scenario(40)) {
-        let s = Scenario::new(spec).unwrap();
+        let s = LessonWorld::new(spec).unwrap();
         prop_assert_eq!(simulate(&s), simulate(&s));
     }
 }
@@ -59,7 +59,7 @@ proptest! {
 fn oracle_reproduces_the_lessons_g20_row() {
     // The oracle itself is checked once against the lesson's printed numbers.
     let m = oracle::run(
-        &Scenario::lesson(20, setpoint_core::ControllerKind::Ledger)
+        &LessonWorld::lesson(20, setpoint_core::ControllerKind::Ledger)
             .spec()
             .clone(),
     );

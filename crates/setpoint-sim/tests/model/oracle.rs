@@ -5,7 +5,7 @@
 //! scripted deaths actually killed, and a run that never drifts is stable from second 0.
 
 use setpoint_core::ControllerKind;
-use setpoint_sim::{Metrics, ScenarioSpec, TraceRow};
+use setpoint_sim::{LessonSpec, Metrics, TraceRow};
 
 #[derive(Clone, Copy)]
 struct Copy {
@@ -13,12 +13,12 @@ struct Copy {
     death: Option<u64>,
 }
 
-pub fn run(s: &ScenarioSpec) -> Metrics {
+pub fn run(s: &LessonSpec) -> Metrics {
     run_traced(s).0
 }
 
 /// The metrics and one row per second.
-pub fn run_traced(s: &ScenarioSpec) -> (Metrics, Vec<TraceRow>) {
+pub fn run_traced(s: &LessonSpec) -> (Metrics, Vec<TraceRow>) {
     let mut rows = Vec::new();
     let mut copies: Vec<Copy> = Vec::new();
     let (g, b, u) = (s.delay, s.startup, s.period);

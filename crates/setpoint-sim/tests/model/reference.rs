@@ -13,7 +13,7 @@ use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 use serde_json::{json, Value};
 use setpoint_core::ControllerKind;
-use setpoint_sim::{simulate, Metrics, Scenario, ScenarioSpec};
+use setpoint_sim::{simulate, LessonSpec, LessonWorld, Metrics};
 
 use crate::generators;
 
@@ -24,7 +24,7 @@ fn repo() -> PathBuf {
 }
 
 /// Runs the reference on every spec, or explains why it cannot.
-pub fn reference(specs: &[ScenarioSpec]) -> Result<Vec<Value>, String> {
+pub fn reference(specs: &[LessonSpec]) -> Result<Vec<Value>, String> {
     let folder = std::env::var_os("SETPOINT_REFERENCE")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join("../shared/reference"));
@@ -69,7 +69,7 @@ pub fn reference(specs: &[ScenarioSpec]) -> Result<Vec<Value>, String> {
 /// What the reference must print for a scenario on which setpoint measured `m`: the same
 /// numbers, except for the documented corner cases, translated back to the reference's rules.
 /// `workRound` is left out: it is compared bit for bit separately.
-pub fn expected_reference(spec: &ScenarioSpec, m: &Metrics) -> Value {
+pub fn expected_reference(spec: &LessonSpec, m: &Metrics) -> Value {
     let scheduled: u64 = spec.deaths.iter().map(|d| d.count).sum();
     // The reference subtracts every scheduled death, setpoint only those that killed a copy.
     let unneeded = m.unneeded + m.died as i64 - scheduled as i64;
@@ -92,7 +92,7 @@ pub fn expected_reference(spec: &ScenarioSpec, m: &Metrics) -> Value {
 fn engine_agrees_with_the_reference_model() {
     let mut runner = TestRunner::deterministic();
     let strategy = generators::scenario(30);
-    let specs: Vec<ScenarioSpec> = (0..CASES)
+    let specs: Vec<LessonSpec> = (0..CASES)
         .map(|_| strategy.new_tree(&mut runner).unwrap().current())
         .collect();
     let refs = match reference(&specs) {
@@ -105,7 +105,7 @@ fn engine_agrees_with_the_reference_model() {
     assert_eq!(refs.len(), specs.len());
     let mut corner = 0;
     for (spec, r) in specs.iter().zip(&refs) {
-        let m = simulate(&Scenario::new(spec.clone()).unwrap());
+        let m = simulate(&LessonWorld::new(spec.clone()).unwrap());
         let want = expected_reference(spec, &m);
         assert_eq!(
             r["workRound"].as_f64().unwrap().to_bits(),

@@ -1,5 +1,5 @@
 //! The lesson's scenario on the real runtime: real processes, a real SQLite store, the real
-//! controller and agent, on compressed time; measured with [`crate::measure`] and set against the
+//! controller and agent, on compressed time; measured with [`setpoint_runtime::measure`] and set against the
 //! lab's prediction.
 //!
 //! One **cell** is one report delay G and one controller. It runs the lesson's world (6 copies,
@@ -7,7 +7,7 @@
 //! by the time scale: at 0.01, U is 150 ms, B 50 ms, G = 60 s is 600 ms, and the run lasts 9 s.
 //! The agent's added report delay is G; it reports, reads its assignments and looks at its
 //! processes every half virtual second (5 ms at 0.01), so the ledger lags the world by G plus
-//! that pipeline, which the measurement's [`Jitter`](crate::measure::Jitter) quantifies.
+//! that pipeline, which the measurement's [`Jitter`](setpoint_runtime::measure::Jitter) quantifies.
 //!
 //! A cell's clock starts at its loop's first pass (virtual second 0). The kill at second 300 is
 //! `SIGKILL` to the process groups of the two oldest copies that the agent has running (ready).
@@ -18,17 +18,17 @@ use std::time::Duration;
 
 use serde::Serialize;
 use setpoint_core::ControllerKind;
-use setpoint_sim::{simulate, Metrics, Scenario, ScenarioSpec};
+use setpoint_sim::{simulate, LessonSpec, LessonWorld, Metrics};
 
-use crate::agent::{read_all_node_states, run_agent, AgentConfig};
-use crate::controller::{run_controller, ControllerConfig};
-use crate::events::EVENTS;
-use crate::measure::{measure, MeasureError, Measurement, WindowSpec};
-use crate::model::{report_key, Phase, WorkloadSpec};
-use crate::ops;
-use crate::process;
-use crate::rt::{blocking, shutdown_pair};
-use crate::store::{SqliteStore, Store, StoreError};
+use setpoint_runtime::agent::{read_all_node_states, run_agent, AgentConfig};
+use setpoint_runtime::controller::{run_controller, ControllerConfig};
+use setpoint_runtime::events::EVENTS;
+use setpoint_runtime::measure::{measure, MeasureError, Measurement, WindowSpec};
+use setpoint_runtime::model::{report_key, Phase, WorkloadSpec};
+use setpoint_runtime::ops;
+use setpoint_runtime::process;
+use setpoint_runtime::rt::{blocking, shutdown_pair};
+use setpoint_runtime::store::{SqliteStore, Store, StoreError};
 
 /// How far apart cells that run at once start, in real milliseconds.
 const STAGGER_MS: u64 = 97;
@@ -122,7 +122,7 @@ pub enum ExperimentError {
     Measure(#[from] MeasureError),
     /// The agent failed.
     #[error(transparent)]
-    Agent(#[from] crate::agent::AgentError),
+    Agent(#[from] setpoint_runtime::agent::AgentError),
 }
 
 /// One cell's outcome.
@@ -147,12 +147,12 @@ fn kind_name<S: serde::Serializer>(k: &ControllerKind, s: S) -> Result<S::Ok, S:
     s.serialize_str(k.name())
 }
 
-/// The lesson's world (defaults of [`ScenarioSpec`]), for a cell.
-pub fn lesson_spec(delay: u64, controller: ControllerKind) -> ScenarioSpec {
-    ScenarioSpec {
+/// The lesson's world (defaults of [`LessonSpec`]), for a cell.
+pub fn lesson_spec(delay: u64, controller: ControllerKind) -> LessonSpec {
+    LessonSpec {
         delay,
         controller,
-        ..ScenarioSpec::default()
+        ..LessonSpec::default()
     }
 }
 
@@ -211,7 +211,7 @@ pub async fn run_cell(
         delay,
         controller,
         simulated: simulate(
-            &Scenario::new(world).map_err(|e| ExperimentError::BadInput(e.to_string()))?,
+            &LessonWorld::new(world).map_err(|e| ExperimentError::BadInput(e.to_string()))?,
         ),
         measured,
         killed,
@@ -224,7 +224,7 @@ pub async fn run_cell(
 async fn drive(
     cfg: &RealLesson,
     store: &Arc<dyn Store>,
-    world: &ScenarioSpec,
+    world: &LessonSpec,
     spec: &WorkloadSpec,
     state_dir: &std::path::Path,
 ) -> Result<(Measurement, Vec<String>, i64), ExperimentError> {
@@ -233,7 +233,7 @@ async fn drive(
         Ok(s.get(&report_key("node-1"))?.is_some())
     })
     .await?;
-    let mut ccfg = ControllerConfig::new(crate::controller::default_holder());
+    let mut ccfg = ControllerConfig::new(setpoint_runtime::controller::default_holder());
     ccfg.poll = Duration::from_millis(10);
     let (controller_stop, controller_shutdown) = shutdown_pair();
     let controller = tokio::spawn(run_controller(Arc::clone(store), ccfg, controller_shutdown));
@@ -241,7 +241,7 @@ async fn drive(
     let origin = wait_for_value(store, "the loop's first pass", move |s| {
         let read = s.read(&[&first_round])?;
         Ok(read.entries.first().and_then(|e| {
-            serde_json::from_str::<crate::events::RoundEvent>(&e.value)
+            serde_json::from_str::<setpoint_runtime::events::RoundEvent>(&e.value)
                 .ok()
                 .map(|r| r.at_ms)
         }))
