@@ -498,7 +498,10 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
         ),
         (
             &["run", "--controller", "pid"],
-            &["--controller", "accepted are ledger, intent"],
+            &[
+                "--controller",
+                "[possible values: ledger, intent, expectations, named, gated]",
+            ],
         ),
         (&["run", "--format", "xml"], &["--format", "table"]),
         (&["run", "--bogus"], &["--bogus"]),

@@ -2,6 +2,7 @@
 //! binary. Each module is one area.
 //!
 //! # Layout
+//! - [`commandline`]: missing-argument messages, completions, the manual page and help.
 //! - [`lesson`]: golden lesson outputs, formats, exit codes and messages, plots and reports.
 //! - [`pictures`]: `-o` formats (SVG, PNG, HTML, stdout) and the shapes in the pictures.
 //! - [`scenarios`]: scenario files, seeds, Monte Carlo, flags over files.
@@ -9,6 +10,7 @@
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
 
+mod commandline;
 mod lesson;
 mod pictures;
 mod reality;
