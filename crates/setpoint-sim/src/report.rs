@@ -79,26 +79,31 @@ pub fn summary_table(label: &str, scenario: &Scenario, summary: &Summary) -> Str
         let rows: Vec<Vec<String>> = w
             .metrics
             .iter()
-            .map(|m| match m.spread {
-                Some(Spread {
-                    mean,
-                    p50,
-                    p95,
-                    max,
-                }) => vec![
-                    m.metric.to_owned(),
-                    number(m.metric, mean, true),
-                    number(m.metric, p50, false),
-                    number(m.metric, p95, false),
-                    number(m.metric, max, false),
-                ],
-                None => vec![
-                    m.metric.to_owned(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                ],
+            .map(|m| {
+                match m.spread.filter(|_| {
+                    crate::output::names_apply(scenario.spec().controller.kind)
+                        || !matches!(m.metric, "duplicate_names" | "absorbed_creates")
+                }) {
+                    Some(Spread {
+                        mean,
+                        p50,
+                        p95,
+                        max,
+                    }) => vec![
+                        m.metric.to_owned(),
+                        number(m.metric, mean, true),
+                        number(m.metric, p50, false),
+                        number(m.metric, p95, false),
+                        number(m.metric, max, false),
+                    ],
+                    None => vec![
+                        m.metric.to_owned(),
+                        "-".into(),
+                        "-".into(),
+                        "-".into(),
+                        "-".into(),
+                    ],
+                }
             })
             .collect();
         out.push_str(&columns(

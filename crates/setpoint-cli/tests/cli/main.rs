@@ -12,6 +12,7 @@
 
 mod commandline;
 mod lesson;
+mod output;
 mod pictures;
 mod reality;
 mod runtime;
