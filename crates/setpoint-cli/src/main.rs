@@ -47,13 +47,13 @@ fn main() -> ExitCode {
                 || e.downcast_ref::<setpoint_sim::GridError>().is_some()
                 || e.downcast_ref::<BadInput>().is_some()
                 || e.downcast_ref::<ScenarioError>().is_some()
+                || e.downcast_ref::<setpoint_sim::limits::LimitError>()
+                    .is_some()
                 || e.downcast_ref::<setpoint_sim::merge::MergeError>()
                     .is_some()
                 || runtime::is_bad_input(&e)
-                || matches!(
-                    e.downcast_ref::<setpoint_sim::advise::AdviceError>(),
-                    Some(setpoint_sim::advise::AdviceError::Input(_))
-                )
+                || e.downcast_ref::<setpoint_sim::advise::AdviceError>()
+                    .is_some()
             {
                 ExitCode::from(2)
             } else {

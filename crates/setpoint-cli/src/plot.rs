@@ -67,9 +67,6 @@ pub struct HeatmapArgs {
     pub output: Output,
 }
 
-/// The most cells a heatmap draws: beyond this the SVG gets too heavy to open.
-const MAX_HEATMAP_CELLS: u64 = 200_000;
-
 /// Runs `plot` and returns the line it prints. `matches` are the subcommand's, to refuse run
 /// flags typed next to a scenario file.
 pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow::Result<String> {
@@ -99,13 +96,9 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
             a.output.write_picture(&svg)
         }
         PlotCommand::Heatmap(a) => {
-            let cells = a.delays.len().saturating_mul(a.periods.len());
-            if cells > MAX_HEATMAP_CELLS {
-                return Err(BadInput(format!(
-                    "the heatmap would have {cells} cells: accepted at most {MAX_HEATMAP_CELLS}; give the ranges a step, such as 0..=600:10"
-                ))
-                .into());
-            }
+            setpoint_sim::limits::check_picture_cells(
+                a.delays.len().saturating_mul(a.periods.len()),
+            )?;
             let svg = heatmap_of(&a.world.spec(0, 1), &a.delays, &a.periods)?;
             a.output.write_picture(&svg)
         }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use setpoint_sim::lesson::{lesson_all, lesson_prediction};
+use setpoint_sim::limits;
 use setpoint_sim::predict::predict;
 use setpoint_sim::report as sim_report;
 use setpoint_sim::scenario::Scenario;
@@ -74,8 +75,18 @@ pub fn page(scenario: &LessonWorld) -> anyhow::Result<String> {
     let p = predict(s);
     let lesson = lesson_prediction(s.desired, s.delay, s.startup, s.period);
     let timeline = timeline_of(scenario)?;
-    let heat_delays = Axis::parse(Limit::DELAY, &format!("0..={}", (s.delay * 2).max(90)))?;
-    let heat_periods = Axis::parse(Limit::PERIOD, &format!("1..={}", (s.period * 3).max(60)))?;
+    // Around this run, with a step that keeps each axis short whatever G and U are
+    // (docs/limits.md): G = 92403435 draws 91 delays, not 184 million.
+    let g_max = (s.delay.saturating_mul(2)).clamp(90, Limit::DELAY.max);
+    let u_max = (s.period.saturating_mul(3)).clamp(60, Limit::PERIOD.max);
+    let heat_delays = Axis::parse(
+        Limit::DELAY,
+        &format!("0..={g_max}:{}", limits::report_axis_step(g_max)),
+    )?;
+    let heat_periods = Axis::parse(
+        Limit::PERIOD,
+        &format!("1..={u_max}:{}", limits::report_axis_step(u_max)),
+    )?;
     let heatmap = heatmap_of(s, &heat_delays, &heat_periods)?;
     let deaths = if s.deaths.is_empty() {
         "none".to_owned()

@@ -221,7 +221,7 @@ fn plot_timeline_and_heatmap_write_svg_files() {
         "-",
     ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("accepted at most 200000"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("more than the 200000 accepted"));
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! # Layout
 //! - [`commandline`]: missing-argument messages, completions, the manual page and help.
 //! - [`lesson`]: golden lesson outputs, formats, exit codes and messages, plots and reports.
+//! - [`limits`]: the audit's corpus of inputs over the limits of docs/limits.md.
 //! - [`pictures`]: `-o` formats (SVG, PNG, HTML, stdout) and the shapes in the pictures.
 //! - [`scenarios`]: scenario files, seeds, Monte Carlo, flags over files.
 //! - [`sweep`]: `setpoint sweep` rows, summaries and determinism.
@@ -12,6 +13,7 @@
 
 mod commandline;
 mod lesson;
+mod limits;
 mod output;
 mod pictures;
 mod reality;
