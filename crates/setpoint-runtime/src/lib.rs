@@ -40,6 +40,8 @@ pub mod failpoint;
 pub mod measure;
 pub mod model;
 pub mod ops;
+#[cfg(test)]
+mod parser_props;
 pub mod process;
 pub mod reconcile;
 pub mod rt;
