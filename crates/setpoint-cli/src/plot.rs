@@ -184,6 +184,9 @@ fn event_label(e: &Event) -> String {
         Event::Restart => "restart".to_owned(),
         Event::Stale { seconds } => format!("stale {seconds} s"),
         Event::LoseDeletes { count } => format!("lose {count} deletes"),
+        Event::CrashLoop { after, starts, .. } => {
+            format!("{starts} starts end after {after} s")
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use setpoint_core::ControllerKind;
 use setpoint_reality::experiment::{self, CellOutcome, ExperimentError, RealLesson};
 use setpoint_runtime::measure::{self, Measurement, Spread, WindowSpec};
 use setpoint_runtime::model::{decode, workload_key, WorkloadSpec};
-use setpoint_runtime::{events, parse_duration, SqliteStore, Store};
+use setpoint_runtime::{events, parse_duration, OpenMode, StoreUrl};
 use setpoint_sim::format::js_to_fixed2;
 use setpoint_sim::lesson::{loop_row, LOOP_HEADER};
 use setpoint_sim::{simulate, LessonSpec, LessonWorld, Metrics};
@@ -44,6 +44,10 @@ pub struct MeasureArgs {
     /// The data directory whose store holds the log.
     #[arg(long, default_value = ".setpoint", value_name = "DIR")]
     data_dir: PathBuf,
+    /// The store that holds the log: sqlite:DIR, etcd://HOST:PORT[,HOST:PORT...] [default:
+    /// sqlite:DATA_DIR].
+    #[arg(long, value_name = "URL")]
+    store: Option<StoreUrl>,
     /// Only this workload (default: every workload with a log).
     #[arg(value_name = "WORKLOAD")]
     workload: Option<String>,
@@ -85,6 +89,10 @@ pub struct LessonArgs {
     /// Where the cells' data directories go (one per cell, replaced on every run).
     #[arg(long, default_value = ".setpoint-experiment", value_name = "DIR")]
     data_dir: PathBuf,
+    /// With --real: one store for every cell, each under its own key prefix, such as
+    /// etcd://HOST:PORT[,HOST:PORT...] [default: a SQLite store in each cell's directory].
+    #[arg(long, value_name = "URL")]
+    store: Option<StoreUrl>,
     /// The report delays G, in seconds, comma-separated.
     #[arg(
         long,
@@ -122,17 +130,33 @@ fn measure_cmd(a: &MeasureArgs) -> anyhow::Result<String> {
             a.time_scale
         )));
     }
-    crate::runtime::require_store(&a.data_dir)?;
-    let store = SqliteStore::open(&a.data_dir)
-        .with_context(|| format!("opening the store in {}", a.data_dir.display()))?;
+    let url = a
+        .store
+        .clone()
+        .unwrap_or_else(|| StoreUrl::sqlite(&a.data_dir));
+    let store = url.open(OpenMode::ReadOnly)?;
+    let store = &*store;
     let now_ms = store.now_ms();
     let since_ms = match &a.since {
         None => None,
         Some(t) => Some(parse_since(t, now_ms)?),
     };
+    if let Some(since) = since_ms {
+        let kept_from_ms = setpoint_runtime::retention::kept_from(store)?;
+        if since < kept_from_ms {
+            return Err(BadInput(
+                measure::MeasureError::Compacted {
+                    since_ms: since,
+                    kept_from_ms,
+                }
+                .to_string(),
+            )
+            .into());
+        }
+    }
     let names = match &a.workload {
         Some(w) => vec![w.clone()],
-        None => events::logged_workloads(&store)?,
+        None => events::logged_workloads(store)?,
     };
     let mut all = Vec::new();
     for name in &names {
@@ -147,15 +171,15 @@ fn measure_cmd(a: &MeasureArgs) -> anyhow::Result<String> {
             period_ms,
             now_ms,
         };
-        match measure::measure(&store, name, &spec) {
+        match measure::measure(store, name, &spec) {
             Ok(m) => all.push(m),
             Err(e @ measure::MeasureError::NoEvents(_)) if a.workload.is_some() => {
                 return Err(BadInput(e.to_string()).into())
             }
             Err(measure::MeasureError::NoEvents(_)) => {}
-            Err(e @ measure::MeasureError::EmptyWindow) => {
-                return Err(BadInput(e.to_string()).into())
-            }
+            Err(
+                e @ (measure::MeasureError::EmptyWindow | measure::MeasureError::Compacted { .. }),
+            ) => return Err(BadInput(e.to_string()).into()),
             Err(e) => return Err(e.into()),
         }
     }
@@ -213,6 +237,13 @@ fn measure_table(all: &[Measurement]) -> String {
             x.peak_live,
             x.copy_seconds_above
         );
+        if m.restarts > 0 {
+            let _ = writeln!(
+                t,
+                "restarts {}: creations that replaced a failed start (not counted as died or unneeded)",
+                m.restarts
+            );
+        }
         t.push_str(&jitter_lines(m));
         t.push('\n');
     }
@@ -266,6 +297,7 @@ fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
     cfg.jobs = a.jobs;
     cfg.delays = a.delays.clone();
     cfg.controllers = controllers;
+    cfg.store = a.store.clone();
     cfg.validate().map_err(|e| BadInput(e.to_string()))?;
     if !a.real {
         return Ok(lesson_table(&cfg, None));

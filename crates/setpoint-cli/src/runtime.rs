@@ -11,7 +11,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use setpoint_runtime::ops::{self, OpError};
 use setpoint_runtime::{
     format_duration, parse_duration, run_agent, run_controller, shutdown_pair, AgentConfig,
-    ControllerConfig, SpecError, SqliteStore, Store,
+    ControllerConfig, OpenMode, SpecError, Store, StoreUrl,
 };
 
 /// The runtime's subcommands.
@@ -33,29 +33,62 @@ pub enum RuntimeCommand {
     Kill(KillArgs),
     /// Show the leader, the nodes and the time since each node last reported.
     Status(StatusArgs),
+    /// Print a copy's output (standard output and error), from `{data-dir}/nodes/logs/`.
+    Logs(LogsArgs),
+}
+
+/// `setpoint logs`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The copy, as `setpoint get` names it (`web-3`).
+    #[arg(value_name = "COPY")]
+    copy: String,
+    /// Only the last N lines.
+    #[arg(long, value_name = "N")]
+    tail: Option<usize>,
+    /// Keep printing what the copy writes, until it ends (or Ctrl-C).
+    #[arg(short = 'f', long)]
+    follow: bool,
 }
 
 /// Where the store lives.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// The data directory: the SQLite store and the agents' state files.
+    /// The data directory: the agents' state files and the copies' logs, and the SQLite store
+    /// unless --store names another.
     #[arg(long, default_value = ".setpoint", value_name = "DIR")]
     pub data_dir: PathBuf,
+    /// The store: sqlite:DIR, etcd://HOST:PORT[,HOST:PORT...] or memory: [default:
+    /// sqlite:DATA_DIR].
+    #[arg(long, value_name = "URL")]
+    pub store: Option<StoreUrl>,
 }
 
 impl StoreArgs {
+    /// The store's URL: `--store`, else the SQLite store in `--data-dir`.
+    pub fn url(&self) -> StoreUrl {
+        self.store
+            .clone()
+            .unwrap_or_else(|| StoreUrl::sqlite(&self.data_dir))
+    }
+
     fn open(&self) -> anyhow::Result<Arc<dyn Store>> {
-        let store = SqliteStore::open(&self.data_dir)
-            .with_context(|| format!("opening the store in {}", self.data_dir.display()))?;
-        Ok(Arc::new(store))
+        Ok(self.url().open(OpenMode::Create)?)
     }
 
     /// Opens the store for a command that only reads or changes what is there (`get`,
-    /// `status`, `delete`): a data directory without a store is a mistake in `--data-dir`, not
-    /// a reason to create an empty store.
+    /// `status`, `delete`): a store never used is a mistake in `--data-dir` or `--store`, not
+    /// a reason to create an empty one.
     fn open_existing(&self) -> anyhow::Result<Arc<dyn Store>> {
-        require_store(&self.data_dir)?;
-        self.open()
+        Ok(self.url().open(OpenMode::Existing)?)
+    }
+
+    /// Opens the existing store for a command that only reads (`get`, `status`): it writes
+    /// nothing, so a user who may read the store but not write it can run it.
+    fn open_read_only(&self) -> anyhow::Result<Arc<dyn Store>> {
+        Ok(self.url().open(OpenMode::ReadOnly)?)
     }
 
     fn state_dir(&self) -> PathBuf {
@@ -75,6 +108,10 @@ pub struct ControllerFlags {
     /// Also run a workload's pass as soon as its declaration changes, not only every period.
     #[arg(long)]
     pub wake_on_change: bool,
+    /// Events older than this are removed from the event log (`measure` cannot look further
+    /// back).
+    #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = positive_duration)]
+    pub event_retention: Duration,
 }
 
 impl ControllerFlags {
@@ -89,6 +126,7 @@ impl ControllerFlags {
         c.lease_ttl = self.lease_ttl;
         c.node_timeout = self.node_timeout;
         c.wake_on_change = self.wake_on_change;
+        c.event_retention = self.event_retention;
         c.poll = (self.lease_ttl / 10).min(Duration::from_millis(100));
         Ok(c)
     }
@@ -107,6 +145,13 @@ pub struct AgentFlags {
     /// How often the agent reads its assignments.
     #[arg(long, default_value = "100ms", value_name = "DURATION", value_parser = positive_duration)]
     pub sync_every: Duration,
+    /// A copy's log (`{data-dir}/nodes/logs/COPY.log`) rotates to `COPY.log.1` past this size:
+    /// bytes, or with a unit KiB, MiB, GiB.
+    #[arg(long, default_value = "10MiB", value_name = "SIZE", value_parser = size)]
+    pub log_max_size: u64,
+    /// The log of a copy that ended is removed this long after its last line.
+    #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = positive_duration)]
+    pub log_retention: Duration,
 }
 
 impl AgentFlags {
@@ -115,6 +160,8 @@ impl AgentFlags {
         c.report_every = self.report_every;
         c.report_delay = self.report_delay;
         c.sync_every = self.sync_every;
+        c.log_max_bytes = self.log_max_size;
+        c.log_retention = self.log_retention;
         c
     }
 }
@@ -162,6 +209,9 @@ pub struct ApplyArgs {
     /// The workloads file (TOML, `[[workload]]` tables).
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     file: PathBuf,
+    /// Say what would change (copies, a rolling update, settings) and write nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 /// Output formats of `get` and `status`.
@@ -231,22 +281,17 @@ pub struct StatusArgs {
 pub struct BadInput(String);
 
 /// Whether `e` is the user's to fix (exit code 2) rather than a failure (exit code 1).
-/// Refuses a data directory that holds no store.
-pub fn require_store(dir: &std::path::Path) -> Result<(), BadInput> {
-    if dir.join(setpoint_runtime::store::sqlite::DB_FILE).is_file() {
-        Ok(())
-    } else {
-        Err(BadInput(format!(
-            "no store in {}: accepted a --data-dir that 'setpoint up', 'apply' or 'controller' has used",
-            dir.display()
-        )))
-    }
-}
-
 pub fn is_bad_input(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.is::<BadInput>()
             || c.is::<SpecError>()
+            || c.downcast_ref::<setpoint_runtime::store::OpenError>()
+                .is_some_and(|o| o.is_bad_input())
+            || c.downcast_ref::<setpoint_runtime::StoreError>()
+                .is_some_and(|s| matches!(s, setpoint_runtime::StoreError::Refused(_)))
+            || c.downcast_ref::<OpError>().is_some_and(|o| {
+                matches!(o, OpError::Store(setpoint_runtime::StoreError::Refused(_)))
+            })
             || c.downcast_ref::<OpError>()
                 .is_some_and(|o| matches!(o, OpError::NotFound(_)))
     })
@@ -263,6 +308,23 @@ fn positive_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+fn size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    let (n, unit) = t.split_at(digits);
+    let scale: u64 = match unit {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return Err(format!("'{s}' is not a size: accepted a whole number of bytes, or with KiB, MiB or GiB (1024 bytes and up)")),
+    };
+    match n.parse::<u64>().ok().and_then(|n| n.checked_mul(scale)) {
+        Some(b) if (1024..=1 << 40).contains(&b) => Ok(b),
+        _ => Err(format!("'{s}' is out of range: accepted 1KiB to 1024GiB")),
+    }
+}
+
 fn node_name(s: &str) -> Result<String, String> {
     setpoint_runtime::spec::check_name(s).map(|()| s.to_owned())
 }
@@ -272,18 +334,26 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
     match cmd {
         RuntimeCommand::Controller(a) => {
             let cfg = a.flags.config()?;
-            let store = a.store.open()?;
+            let url = a.store.url();
             serve(|shutdown| async move {
-                run_controller(store, cfg, shutdown).await?;
+                let who = format!("controller {}", cfg.holder);
+                let opened = url.open_retrying(OpenMode::Create, &who, shutdown.clone());
+                if let Some(store) = opened.await? {
+                    run_controller(store, cfg, shutdown).await?;
+                }
                 Ok(())
             })?;
             Ok(String::new())
         }
         RuntimeCommand::Agent(a) => {
             let cfg = a.flags.config(&a.node, &a.store.state_dir());
-            let store = a.store.open()?;
+            let url = a.store.url();
             serve(|shutdown| async move {
-                run_agent(store, cfg, shutdown).await?;
+                let who = format!("agent {}", cfg.node);
+                let opened = url.open_retrying(OpenMode::Create, &who, shutdown.clone());
+                if let Some(store) = opened.await? {
+                    run_agent(store, cfg, shutdown).await?;
+                }
                 Ok(())
             })?;
             Ok(String::new())
@@ -295,6 +365,17 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
                 .map_err(|e| BadInput(format!("{e:#}")))?;
             let specs = setpoint_runtime::parse_workloads(&text)
                 .with_context(|| format!("{} was not applied", a.file.display()))?;
+            if a.dry_run {
+                let mut text = String::new();
+                for (name, change) in ops::apply_preview(&*a.store.open_read_only()?, &specs)? {
+                    match change {
+                        None => writeln!(text, "workload {name}: would be created")?,
+                        Some(c) if c.is_empty() => writeln!(text, "workload {name}: unchanged")?,
+                        Some(c) => writeln!(text, "workload {name}: {}", c.join("; "))?,
+                    }
+                }
+                return Ok(text);
+            }
             let out = ops::apply(&*a.store.open()?, &specs)?;
             let mut text = String::new();
             for (verb, names) in [
@@ -309,7 +390,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             Ok(text)
         }
         RuntimeCommand::Get(a) => {
-            let store = a.store.open_existing()?;
+            let store = a.store.open_read_only()?;
             let all = ops::get(
                 &*store,
                 a.workload.as_deref(),
@@ -339,9 +420,10 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             }
             Ok(killed.iter().map(|k| format!("killed {k}\n")).collect())
         }
+        RuntimeCommand::Logs(a) => logs(&a),
         RuntimeCommand::Status(a) => {
             let s = ops::status(
-                &*a.store.open_existing()?,
+                &*a.store.open_read_only()?,
                 a.node_timeout.as_millis() as u64,
             )?;
             Ok(match a.format {
@@ -352,15 +434,59 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
     }
 }
 
+/// The STATE column of `get`: the rollout's progress, `BACKOFF` with the last exit, the
+/// restarts and the next try while backing off, otherwise the idle reason; `-` if none.
+fn state_cell(w: &ops::WorkloadStatus) -> String {
+    let mut parts = Vec::new();
+    if let Some(r) = &w.rollout {
+        parts.push(format!(
+            "rollout {}{}/{} updated",
+            if r.stalled { "STALLED " } else { "" },
+            r.updated,
+            r.desired
+        ));
+    }
+    let backing: Vec<&ops::BackoffStatus> = w.backoff.iter().filter(|b| b.backing_off).collect();
+    if let Some(b) = backing.iter().min_by_key(|b| b.next_try_in_ms) {
+        let more = if backing.len() > 1 {
+            format!(" (+{} names)", backing.len() - 1)
+        } else {
+            String::new()
+        };
+        parts.push(format!(
+            "BACKOFF {}: {}, {} restarts, next try in {}{more}",
+            b.last_copy,
+            b.last_exit,
+            b.restarts,
+            seconds(b.next_try_in_ms)
+        ));
+    } else if let Some(i) = &w.idle {
+        parts.push(format!("idle: {} for {}", i.text, seconds(i.for_ms)));
+    }
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join("; ")
+    }
+}
+
 fn get_table(all: &[ops::WorkloadStatus]) -> String {
     let mut t = format!(
-        "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}\n",
-        "WORKLOAD", "CONTROLLER", "PERIOD", "DESIRED", "LIVE", "LEDGER", "CREATING", "DELETING"
+        "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}  {}\n",
+        "WORKLOAD",
+        "CONTROLLER",
+        "PERIOD",
+        "DESIRED",
+        "LIVE",
+        "LEDGER",
+        "CREATING",
+        "DELETING",
+        "STATE"
     );
     for w in all {
         let _ = writeln!(
             t,
-            "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}",
+            "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}  {}",
             w.name,
             w.controller,
             format_duration(Duration::from_millis(w.period_ms)),
@@ -368,7 +494,8 @@ fn get_table(all: &[ops::WorkloadStatus]) -> String {
             w.live.map_or("-".to_owned(), |l| l.to_string()),
             w.on_ledger,
             w.pending_create,
-            w.pending_delete
+            w.pending_delete,
+            state_cell(w)
         );
     }
     t
@@ -412,22 +539,79 @@ fn status_table(s: &ops::Status) -> String {
             n.assigned
         );
     }
+    for (name, i) in &s.idle {
+        let _ = writeln!(
+            t,
+            "workload {name}: idle, {} for {}",
+            i.text,
+            seconds(i.for_ms)
+        );
+    }
     t
+}
+
+fn logs(a: &LogsArgs) -> anyhow::Result<String> {
+    use setpoint_runtime::logs as copy_logs;
+    use std::io::Write as _;
+    let state = a.store.state_dir();
+    if !copy_logs::valid_copy_name(&a.copy) {
+        anyhow::bail!(BadInput(format!(
+            "'{}' is not a copy name: accepted a copy as 'setpoint get' lists it, e.g. web-3",
+            a.copy
+        )));
+    }
+    let Some(text) = copy_logs::read(&state, &a.copy, a.tail)? else {
+        anyhow::bail!(BadInput(format!(
+            "no log of copy '{}' in {}: accepted a copy of this data directory, as 'setpoint get' lists it (a log is removed a retention period after its copy ended)",
+            a.copy,
+            state.join("logs").display()
+        )));
+    };
+    if !a.follow {
+        return Ok(String::from_utf8_lossy(&text).into_owned());
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(&text).and_then(|()| out.flush())?;
+    let mut f = copy_logs::Follower::new(&state, &a.copy);
+    // Until the copy has ended, as its agent's state file says, and everything is printed.
+    loop {
+        let running = setpoint_runtime::agent::read_all_node_states(&state)
+            .iter()
+            .flat_map(|s| &s.copies)
+            .any(|r| {
+                r.assignment.copy == a.copy && r.phase != setpoint_runtime::model::Phase::Exited
+            });
+        let more = f.poll()?;
+        out.write_all(&more).and_then(|()| out.flush())?;
+        if !running && more.is_empty() {
+            return Ok(String::new());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 fn up(a: &UpArgs) -> anyhow::Result<String> {
     let ccfg = a.controller.config()?;
-    let store = a.store.open()?;
+    let url = a.store.url();
     let state_dir = a.store.state_dir();
     let agents: Vec<AgentConfig> = (1..=a.nodes)
         .map(|i| a.agent.config(&format!("node-{i}"), &state_dir))
         .collect();
-    eprintln!(
-        "setpoint up: a controller and {} agents on {}; Ctrl-C stops everything",
+    let up_log = a.store.data_dir.join("up.log");
+    setpoint_runtime::rt::log_to_file(&up_log)
+        .with_context(|| format!("opening {}", up_log.display()))?;
+    setpoint_runtime::rt::say(&format!(
+        "setpoint up: a controller and {} agents on {url}; Ctrl-C stops everything; log in {}",
         a.nodes,
-        a.store.data_dir.display()
-    );
+        up_log.display()
+    ));
     serve(|shutdown| async move {
+        let Some(store) = url
+            .open_retrying(OpenMode::Create, "setpoint up", shutdown.clone())
+            .await?
+        else {
+            return Ok(());
+        };
         let mut tasks = tokio::task::JoinSet::new();
         for cfg in agents {
             let (store, shutdown) = (Arc::clone(&store), shutdown.clone());
@@ -442,16 +626,22 @@ fn up(a: &UpArgs) -> anyhow::Result<String> {
                 .await
                 .map_err(anyhow::Error::from)
         });
+        // Every part ends by itself (a lost store stops each of them): wait for all, so that no
+        // agent is cut off before it has stopped its copies, then report the first failure.
+        let mut first = None;
         while let Some(done) = tasks.join_next().await {
-            done??;
+            if let Err(e) = done.map_err(anyhow::Error::from).and_then(|r| r) {
+                first.get_or_insert(e);
+            }
         }
-        Ok(())
+        first.map_or(Ok(()), Err)
     })?;
     Ok(String::new())
 }
 
-/// Runs `body` on a tokio runtime until it ends; Ctrl-C or SIGTERM fires its shutdown signal
-/// and waits for it to finish cleanly.
+/// Runs `body` on a tokio runtime until it ends; SIGINT (Ctrl-C), SIGTERM or SIGHUP fires its
+/// shutdown signal and waits for it to finish cleanly. Nothing on this path writes with
+/// `eprintln!`, so a closed stderr cannot cut the cleanup short.
 fn serve<F, Fut>(body: F) -> anyhow::Result<()>
 where
     F: FnOnce(setpoint_runtime::Shutdown) -> Fut,
@@ -465,14 +655,17 @@ where
     rt.block_on(async move {
         let (trigger, shutdown) = shutdown_pair();
         let mut work = tokio::spawn(body(shutdown));
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("installing the SIGTERM handler")?;
-        tokio::select! {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+        let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+        let why = tokio::select! {
             done = &mut work => return done.context("the runtime task failed")?,
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        eprintln!("setpoint: shutting down");
+            _ = int.recv() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+            _ = hup.recv() => "SIGHUP",
+        };
+        setpoint_runtime::rt::say(&format!("setpoint: {why}: shutting down"));
         trigger.fire();
         work.await.context("the runtime task failed")?
     })

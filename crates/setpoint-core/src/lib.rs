@@ -48,6 +48,7 @@
 //! ```
 
 pub mod action;
+pub mod backoff;
 pub mod controller;
 pub mod expectations;
 #[cfg(test)]

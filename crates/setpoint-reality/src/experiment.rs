@@ -28,7 +28,9 @@ use setpoint_runtime::model::{report_key, Phase, WorkloadSpec};
 use setpoint_runtime::ops;
 use setpoint_runtime::process;
 use setpoint_runtime::rt::{blocking, shutdown_pair};
-use setpoint_runtime::store::{SqliteStore, Store, StoreError};
+use setpoint_runtime::store::{
+    Namespaced, OpenError, OpenMode, SqliteStore, Store, StoreError, StoreUrl,
+};
 
 /// How far apart cells that run at once start, in real milliseconds.
 const STAGGER_MS: u64 = 97;
@@ -51,6 +53,9 @@ pub struct RealLesson {
     pub controllers: Vec<ControllerKind>,
     /// How many cells run at once. Default 6.
     pub jobs: usize,
+    /// The store the cells share, each under its own prefix `/experiment/{controller}-g{G}`;
+    /// `None` (the default) gives each cell its own SQLite store in its data directory.
+    pub store: Option<StoreUrl>,
 }
 
 impl RealLesson {
@@ -63,6 +68,7 @@ impl RealLesson {
             delays: setpoint_sim::lesson::LESSON_DELAYS.to_vec(),
             controllers: ControllerKind::LESSON.to_vec(),
             jobs: 6,
+            store: None,
         }
     }
 
@@ -117,6 +123,9 @@ pub enum ExperimentError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The shared store could not be opened.
+    #[error(transparent)]
+    Open(#[from] OpenError),
     /// The run could not be measured.
     #[error(transparent)]
     Measure(#[from] MeasureError),
@@ -174,7 +183,21 @@ pub async fn run_cell(
         _ => {}
     }
     std::fs::create_dir_all(&dir).map_err(dir_err)?;
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir)?);
+    let store: Arc<dyn Store> = match &cfg.store {
+        None => Arc::new(SqliteStore::open(&dir)?),
+        Some(url) => {
+            let url = url.clone();
+            let prefix = format!("/experiment/{}-g{delay}", controller.name());
+            tokio::task::spawn_blocking(move || {
+                let shared = url.open(OpenMode::Create)?;
+                let cell = Namespaced::new(shared, prefix);
+                cell.clear()?;
+                Ok::<_, ExperimentError>(Arc::new(cell))
+            })
+            .await
+            .map_err(|e| ExperimentError::Stalled(format!("opening the store panicked: {e}")))??
+        }
+    };
     let spec = WorkloadSpec {
         name: WORKLOAD.into(),
         command: cfg.program.clone(),
@@ -184,6 +207,10 @@ pub async fn run_cell(
         startup_ms: scaled(world.startup),
         readiness: None,
         grace_ms: 1_000,
+        env: Default::default(),
+        backoff: Default::default(),
+        rollout: Default::default(),
+        generation: 0,
     };
     ops::apply(&*store, std::slice::from_ref(&spec)).map_err(|e| match e {
         ops::OpError::Store(s) => ExperimentError::Store(s),

@@ -160,6 +160,10 @@ async fn main() {
         startup_ms: 500,
         readiness: None,
         grace_ms: 2000,
+        env: Default::default(),
+        backoff: Default::default(),
+        rollout: Default::default(),
+        generation: 0,
     };
     ops::apply(&*pass_store, &[spec]).expect("apply");
     // Every agent reports before the first pass, so placement spreads the copies.

@@ -33,7 +33,7 @@ use crate::model::{
     decode, encode, placements_of, report_key, Assignment, CopyReport, NodeReport, Phase,
 };
 use crate::process::{self, Launch};
-use crate::rt::{blocking, log, Shutdown};
+use crate::rt::{blocking, log, Reach, Shutdown};
 use crate::store::{Revision, Store, StoreError, Txn};
 
 /// How often a failed readiness command is run again.
@@ -59,6 +59,10 @@ pub struct AgentConfig {
     /// How often the agent looks at its processes: readiness, exits and stops are noticed up to
     /// one tick late, and reports and assignment reads happen on ticks.
     pub tick: Duration,
+    /// A copy's log rotates past this size ([`crate::retention`]).
+    pub log_max_bytes: u64,
+    /// The log of a copy that ended is removed this long after its last write.
+    pub log_retention: Duration,
 }
 
 impl AgentConfig {
@@ -72,6 +76,8 @@ impl AgentConfig {
             report_delay: Duration::ZERO,
             sync_every: Duration::from_millis(100),
             tick: TICK,
+            log_max_bytes: crate::retention::DEFAULT_LOG_MAX_BYTES,
+            log_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
         }
     }
 }
@@ -100,6 +106,10 @@ pub struct CopyRecord {
     pub exit: Option<String>,
     /// Whether it is being stopped.
     pub stopping: bool,
+    /// The copy's secret nonce, also in its environment ([`crate::sandbox`]): recorded before
+    /// the process starts, it proves after a crash which processes this agent started.
+    #[serde(default)]
+    pub nonce: String,
 }
 
 /// An agent's state file.
@@ -217,6 +227,8 @@ struct Agent {
     /// What the last report written showed running, (workload, n) → incarnation: the ledger's
     /// view of this node.
     shown: BTreeMap<(String, u64), Revision>,
+    /// Store entries refused as forged or damaged, by key, so each is logged once.
+    refused: std::collections::BTreeSet<String>,
 }
 
 impl Agent {
@@ -234,10 +246,7 @@ impl Agent {
             copies: self.copies.values().map(|l| l.record.clone()).collect(),
         };
         let path = self.file();
-        let tmp = path.with_extension("json.tmp");
-        let written =
-            std::fs::write(&tmp, encode(&state)).and_then(|()| std::fs::rename(&tmp, &path));
-        match written {
+        match crate::store::identity::write_private(&path, encode(&state).as_bytes()) {
             Ok(()) => self.dirty = false,
             Err(e) => log(&self.who(), format!("cannot write {}: {e}", path.display())),
         }
@@ -296,60 +305,95 @@ impl Agent {
         self.shown = shown;
     }
 
-    fn start(&mut self, a: Assignment, incarnation: Revision, now: u64) {
-        let log_path = self
-            .cfg
-            .state_dir
-            .join("logs")
-            .join(format!("{}.log", a.copy));
-        let spawned = process::spawn_copy(&Launch {
-            command: &a.command,
-            copy: &a.copy,
-            workload: &a.workload,
-            node: &self.cfg.node,
-            agent_mark: &self.mark,
-            log: &log_path,
-        });
-        let mut record = CopyRecord {
-            assignment: a,
-            incarnation,
-            pid: 0,
-            start_ticks: 0,
-            started_ms: now,
-            phase: Phase::Starting,
-            ready_ms: None,
-            exited_ms: None,
-            exit: None,
-            stopping: false,
-        };
-        // A tick that starts many copies takes a while: each records when it really started.
-        let now = crate::store::wall_ms().max(now);
-        record.started_ms = now;
-        let copy = record.assignment.copy.clone();
-        let local = match spawned {
-            Ok((child, start_ticks)) => {
-                crate::failpoint::hit("agent-after-spawn");
-                record.pid = child.id();
-                record.start_ticks = start_ticks;
-                log(&self.who(), format!("started {copy} (pid {})", record.pid));
-                Local::new(record, Some(child))
+    /// Logs the store entries refused since the last call, each once.
+    fn log_refused(&mut self, refused: Vec<(String, String)>) {
+        for (key, why) in refused {
+            if self.refused.insert(key.clone()) {
+                log(
+                    &self.who(),
+                    format!("refused the entry {}: {why}", key.escape_debug()),
+                );
             }
-            Err(e) => {
-                log(&self.who(), format!("cannot start {copy}: {e}"));
-                let mut l = Local::new(record, None);
-                l.mark_exited(now, format!("failed to start: {e}"));
-                l
-            }
-        };
-        let record = local.record.clone();
-        self.copies.insert(copy, local);
+        }
+    }
+
+    /// Starts copies: first records each with a fresh nonce (one state-file write for all),
+    /// then spawns each, then records their pids (one more write). The nonce is on disk before
+    /// the process exists, so after a crash at any point a process holding it is this agent's
+    /// and one without it is not; the pid need not be on disk for that.
+    fn start_all(&mut self, batch: Vec<(Assignment, Revision)>, now: u64) {
+        if batch.is_empty() {
+            return;
+        }
+        let mut pending = Vec::with_capacity(batch.len());
+        for (a, incarnation) in batch {
+            let record = CopyRecord {
+                assignment: a,
+                incarnation,
+                pid: 0,
+                start_ticks: 0,
+                started_ms: now,
+                phase: Phase::Starting,
+                ready_ms: None,
+                exited_ms: None,
+                exit: None,
+                stopping: false,
+                nonce: crate::sandbox::new_nonce(),
+            };
+            let copy = record.assignment.copy.clone();
+            self.copies
+                .insert(copy.clone(), Local::new(record.clone(), None));
+            pending.push(record);
+        }
         self.dirty = true;
-        // Record the pid before anything else can go wrong.
         self.save();
-        crate::failpoint::hit("agent-after-record");
-        self.log_event(CopyEventKind::Start, &record, now);
-        if record.phase == Phase::Exited {
-            self.log_event(CopyEventKind::Exit, &record, now);
+        let mut started = Vec::with_capacity(pending.len());
+        for mut record in pending {
+            let copy = record.assignment.copy.clone();
+            // The name was checked by the rules of `apply` (`assignments_of`), so it is a
+            // plain file name.
+            let log_path = crate::logs::log_path(&self.cfg.state_dir, &copy);
+            let a = &record.assignment;
+            let spawned = process::spawn_copy(&Launch {
+                command: &a.command,
+                copy: &a.copy,
+                workload: &a.workload,
+                node: &self.cfg.node,
+                agent_mark: &self.mark,
+                nonce: &record.nonce,
+                env: &a.env,
+                log: &log_path,
+            });
+            // A tick that starts many copies takes a while: each records when it really
+            // started.
+            let now = crate::store::wall_ms().max(now);
+            record.started_ms = now;
+            let local = match spawned {
+                Ok((child, start_ticks)) => {
+                    crate::failpoint::hit("agent-after-spawn");
+                    record.pid = child.id();
+                    record.start_ticks = start_ticks;
+                    log(&self.who(), format!("started {copy} (pid {})", record.pid));
+                    Local::new(record, Some(child))
+                }
+                Err(e) => {
+                    log(&self.who(), format!("cannot start {copy}: {e}"));
+                    let mut l = Local::new(record, None);
+                    l.mark_exited(now, format!("failed to start: {e}"));
+                    l
+                }
+            };
+            started.push((local.record.clone(), now));
+            self.copies.insert(copy, local);
+        }
+        self.dirty = true;
+        self.save();
+        for (record, at) in started {
+            crate::failpoint::hit("agent-after-record");
+            self.log_event(CopyEventKind::Start, &record, at);
+            if record.phase == Phase::Exited {
+                self.log_event(CopyEventKind::Exit, &record, at);
+            }
         }
     }
 
@@ -441,10 +485,50 @@ impl Agent {
             }
         }
         // A name assigned again waits until its earlier copy has stopped and been forgotten.
-        for (copy, (a, incarnation)) in assigned {
-            if !self.copies.contains_key(&copy) {
-                self.start(a, incarnation, now);
+        let batch = assigned
+            .into_iter()
+            .filter(|(copy, _)| !self.copies.contains_key(copy))
+            .map(|(_, a)| a)
+            .collect();
+        self.start_all(batch, now);
+    }
+
+    /// Rotates the logs of running copies past the size limit and removes the logs of copies
+    /// that ended longer ago than the retention ([`crate::retention`]).
+    fn tend_logs(&self, now: u64, sweep: bool) {
+        let who = self.who();
+        let running: std::collections::BTreeSet<String> = self
+            .copies
+            .iter()
+            .filter(|(_, l)| !l.exited())
+            .map(|(c, _)| c.clone())
+            .collect();
+        for copy in &running {
+            let path = crate::logs::log_path(&self.cfg.state_dir, copy);
+            match crate::retention::rotate_log(&path, self.cfg.log_max_bytes) {
+                Ok(true) => log(&who, format!("rotated the log of {copy}")),
+                Ok(false) => {}
+                Err(e) => log(&who, format!("cannot rotate {}: {e}", path.display())),
             }
+        }
+        if !sweep {
+            return;
+        }
+        // The agents of one data directory share the folder: a copy running on any node keeps
+        // its log, as its node's state file says.
+        let mut running = running;
+        for st in read_all_node_states(&self.cfg.state_dir) {
+            running.extend(
+                st.copies
+                    .into_iter()
+                    .filter(|r| r.phase != Phase::Exited)
+                    .map(|r| r.assignment.copy),
+            );
+        }
+        let dir = self.cfg.state_dir.join("logs");
+        let retention = self.cfg.log_retention.as_millis() as u64;
+        if let Err(e) = crate::retention::sweep_logs(&dir, &running, now, retention) {
+            log(&who, format!("cannot sweep {}: {e}", dir.display()));
         }
     }
 
@@ -504,7 +588,7 @@ fn ready(l: &mut Local, now: u64) -> bool {
         }
     }
     if l.check.is_none() && now >= l.next_check_ms {
-        match process::spawn_check(&cmd, &l.record.assignment.copy) {
+        match process::spawn_check(&cmd, &l.record.assignment.copy, &l.record.assignment.env) {
             Ok(c) => l.check = Some(c),
             Err(_) => l.next_check_ms = now + READINESS_RETRY_MS,
         }
@@ -512,22 +596,50 @@ fn ready(l: &mut Local, now: u64) -> bool {
     false
 }
 
-/// Reads the assignments of `node`, by copy identity, each with its incarnation. It reads the
-/// node's index only: with A agents and N copies, every agent reading every assignment cost
-/// A·N keys per read (`docs/performance-runtime.md`).
+/// The assignments of a node by copy identity, each with its incarnation.
+type Assigned = BTreeMap<String, (Assignment, Revision)>;
+
+/// Reads the assignments of `node`, by copy identity, each with its incarnation, and the
+/// entries refused (key, reason). It reads the node's index only: with A agents and N copies,
+/// every agent reading every assignment cost A·N keys per read
+/// (`docs/performance-runtime.md`).
+///
+/// Nothing read from the store is trusted: an entry that does not decode, breaks a rule of
+/// `apply` ([`crate::rules::check_assignment`]: a copy name that is not `{workload}-{n}`, a
+/// command with a NUL byte, …) or does not sit at its own key is refused, and never reaches a
+/// path or a command.
+#[allow(clippy::type_complexity)]
 fn assignments_of(
     store: &dyn Store,
     node: &str,
-) -> Result<BTreeMap<String, (Assignment, Revision)>, StoreError> {
+) -> Result<(Assigned, Vec<(String, String)>), StoreError> {
     let read = store.read(&[&placements_of(node)])?;
     let mut out = BTreeMap::new();
+    let mut refused = Vec::new();
     for e in &read.entries {
-        let a: Assignment = decode(e)?.value;
-        if a.node == node {
-            out.insert(a.copy.clone(), (a, e.create_revision));
+        let a: Assignment = match decode(e) {
+            Ok(a) => a.value,
+            Err(err) => {
+                refused.push((e.key.clone(), err.to_string()));
+                continue;
+            }
+        };
+        let checked = crate::rules::check_assignment(&a, node).and_then(|()| {
+            let own = crate::model::placement_key(node, &a.workload, a.n);
+            if e.key == own {
+                Ok(())
+            } else {
+                Err(format!("it sits at {}, not at its own key {own}", e.key))
+            }
+        });
+        match checked {
+            Ok(()) => {
+                out.insert(a.copy.clone(), (a, e.create_revision));
+            }
+            Err(why) => refused.push((e.key.clone(), why)),
         }
     }
-    Ok(out)
+    Ok((out, refused))
 }
 
 /// Writes a report, compare-and-set on the last revision this agent wrote. Another writer on
@@ -561,7 +673,7 @@ pub async fn run_agent(
         path: cfg.state_dir.clone(),
         source,
     };
-    std::fs::create_dir_all(cfg.state_dir.join("logs")).map_err(state_err)?;
+    crate::store::identity::create_private_dir(&cfg.state_dir.join("logs")).map_err(state_err)?;
     let canonical = cfg.state_dir.canonicalize().map_err(state_err)?;
     let mark = canonical.join(&cfg.node).display().to_string();
     let mut agent = Agent {
@@ -572,18 +684,20 @@ pub async fn run_agent(
         queue: VecDeque::new(),
         events: Vec::new(),
         shown: BTreeMap::new(),
+        refused: Default::default(),
         cfg,
     };
     let who = agent.who();
 
     // Recovery: adopt or reap what a previous agent of this node left behind.
     let node = agent.cfg.node.clone();
-    let (assigned, last_report) = blocking(&store, move |s| {
+    let ((assigned, refused), last_report) = blocking(&store, move |s| {
         let assigned = assignments_of(s, &node)?;
         let report = s.get(&report_key(&node))?;
         Ok::<_, StoreError>((assigned, report))
     })
     .await?;
+    agent.log_refused(refused);
     let now = store.now_ms();
     agent.report_rev = last_report.as_ref().map_or(0, |e| e.mod_revision);
     if let Some(e) = &last_report {
@@ -609,8 +723,14 @@ pub async fn run_agent(
     let delay = agent.cfg.report_delay.as_millis() as u64;
     let mut next_sync = now + sync_every;
     let mut next_report = now + report_every;
+    let mut next_logs = now;
+    let mut next_sweep = now;
     let mut tick = tokio::time::interval(agent.cfg.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut reach = Reach::default();
+    // Once the store is lost, the agent stops acting on it: it stops its copies, which nobody
+    // can manage any more, and writes nothing to the store.
+    let mut lost: Option<StoreError> = None;
     loop {
         tokio::select! {
             _ = shutdown.wait() => break,
@@ -622,11 +742,27 @@ pub async fn run_agent(
             next_sync = now + sync_every;
             let node = agent.cfg.node.clone();
             match blocking(&store, move |s| assignments_of(s, &node)).await {
-                Ok(assigned) => agent.sync(assigned, now),
-                Err(e) => log(&who, format!("cannot read assignments: {e}")),
+                Ok((assigned, refused)) => {
+                    reach.answered(&who);
+                    agent.log_refused(refused);
+                    agent.sync(assigned, now);
+                }
+                Err(e) if e.is_lost() => {
+                    lost = Some(e);
+                    break;
+                }
+                Err(e) => reach.failed(&who, format!("cannot read assignments: {e}")),
             }
         }
         agent.save();
+        if now >= next_logs {
+            next_logs = now + 1_000;
+            let sweep = now >= next_sweep;
+            if sweep {
+                next_sweep = now + 10_000;
+            }
+            agent.tend_logs(now, sweep);
+        }
         if now >= next_report {
             next_report = now + report_every;
             agent.queue.push_back((now + delay, agent.observe(now)));
@@ -646,14 +782,26 @@ pub async fn run_agent(
                     agent.report_rev = r;
                     agent.log_ledger_changes(&written, now);
                 }
+                Err(e) if e.is_lost() => {
+                    lost = Some(e);
+                    break;
+                }
                 Err(e) => log(&who, format!("cannot report: {e}")),
             }
         }
-        flush_events(&store, &mut agent).await;
+        if let Some(e) = flush_events(&store, &mut agent).await {
+            lost = Some(e);
+            break;
+        }
+    }
+    if let Some(e) = &lost {
+        log(&who, format!("{e}: this agent stops its copies and exits"));
     }
 
     // Shutdown: stop every copy, wait for them, report at once.
-    log(&who, "shutting down: stopping copies");
+    if lost.is_none() {
+        log(&who, "shutting down: stopping copies");
+    }
     let now = store.now_ms();
     let running: Vec<(String, u64)> = agent
         .copies
@@ -687,6 +835,9 @@ pub async fn run_agent(
     }
     agent.dirty = true;
     agent.save();
+    if let Some(e) = lost {
+        return Err(AgentError::Store(e));
+    }
     let now = store.now_ms();
     let last = agent.observe(now);
     let node = agent.cfg.node.clone();
@@ -702,22 +853,32 @@ pub async fn run_agent(
 }
 
 /// Writes the agent's queued event-log entries in one transaction; on failure keeps them for the
-/// next tick.
-async fn flush_events(store: &Arc<dyn Store>, agent: &mut Agent) {
+/// next tick. Returns the error if the store is lost.
+async fn flush_events(store: &Arc<dyn Store>, agent: &mut Agent) -> Option<StoreError> {
     if agent.events.is_empty() {
-        return;
+        return None;
     }
     let batch = std::mem::take(&mut agent.events);
     let kept = batch.clone();
-    if let Err(e) = blocking(store, move |s| events::append_all(s, batch)).await {
-        log(&agent.who(), format!("cannot write the event log: {e}"));
-        agent.events = kept;
+    match blocking(store, move |s| events::append_all(s, batch)).await {
+        Ok(_) => None,
+        Err(e) if e.is_lost() => Some(e),
+        Err(e) => {
+            log(&agent.who(), format!("cannot write the event log: {e}"));
+            agent.events = kept;
+            None
+        }
     }
 }
 
 /// Rebuilds the agent's copies from its state file, the processes carrying its mark and its
-/// last report: live processes are adopted (and stopped later if unassigned), dead ones become
-/// exited records, and processes nobody recorded are adopted or reaped.
+/// last report: live processes proven its own are adopted (and stopped later if unassigned),
+/// dead ones become exited records, and every other process carrying its mark is foreign:
+/// never adopted, logged, and stopped if it runs as the agent's user (it claims a copy's
+/// identity, so leaving it would be a second copy by its own account).
+///
+/// A process is proven the agent's own by its nonce ([`crate::sandbox::proves_own`]): recorded
+/// before the process started, so even a copy whose pid was never recorded is recognised.
 fn recover(
     agent: &mut Agent,
     assigned: &BTreeMap<String, (Assignment, Revision)>,
@@ -729,18 +890,52 @@ fn recover(
         path: agent.file(),
         source,
     })?;
+    let mut marked = process::find_marked(&agent.mark);
+    let me = crate::sandbox::own_uid();
     for mut record in saved.map(|s| s.copies).unwrap_or_default() {
         let copy = record.assignment.copy.clone();
+        if let Err(why) = crate::rules::check_assignment(&record.assignment, &agent.cfg.node) {
+            log(
+                &who,
+                format!(
+                    "refused the state file's record of {}: {why}",
+                    copy.escape_debug()
+                ),
+            );
+            continue;
+        }
+        if record.phase != Phase::Exited && record.pid == 0 {
+            // Started, or about to be, when the agent died: its pid was never recorded, but its
+            // nonce was.
+            let own = marked.iter().position(|m| {
+                m.copy == copy
+                    && m.uid == me
+                    && m.nonce.as_deref() == Some(record.nonce.as_str())
+                    && !record.nonce.is_empty()
+            });
+            if let Some(i) = own {
+                let m = marked.remove(i);
+                log(&who, format!("adopted unrecorded {copy} (pid {})", m.pid));
+                record.pid = m.pid;
+                record.start_ticks = m.start_ticks;
+                record.started_ms = now;
+                agent.copies.insert(copy, Local::new(record, None));
+                continue;
+            }
+        }
         if record.phase != Phase::Exited
             && record.pid != 0
-            && process::is_alive(record.pid, record.start_ticks)
+            && crate::sandbox::proves_own(record.pid, record.start_ticks, &record.nonce)
         {
             log(&who, format!("adopted {copy} (pid {})", record.pid));
+            marked.retain(|m| m.pid != record.pid);
             record.stopping = false;
             agent.copies.insert(copy, Local::new(record, None));
         } else {
             let mut l = Local::new(record, None);
             if !l.exited() {
+                // Not proven its own: the pid may be anyone's by now, so it is not signalled.
+                l.record.pid = 0;
                 l.mark_exited(now, "ended while the agent was down".into());
                 let r = l.record.clone();
                 agent.log_event(CopyEventKind::Exit, &r, now);
@@ -748,7 +943,7 @@ fn recover(
             agent.copies.insert(copy, l);
         }
     }
-    for m in process::find_marked(&agent.mark) {
+    for m in marked {
         let known = agent
             .copies
             .get(&m.copy)
@@ -756,41 +951,34 @@ fn recover(
         if known {
             continue;
         }
-        match assigned.get(&m.copy) {
-            Some((a, incarnation)) if !agent.copies.contains_key(&m.copy) => {
-                log(
-                    &who,
-                    format!("adopted unrecorded {} (pid {})", m.copy, m.pid),
-                );
-                let record = CopyRecord {
-                    assignment: a.clone(),
-                    incarnation: *incarnation,
-                    pid: m.pid,
-                    start_ticks: m.start_ticks,
-                    started_ms: now,
-                    phase: Phase::Starting,
-                    ready_ms: None,
-                    exited_ms: None,
-                    exit: None,
-                    stopping: false,
-                };
-                agent
-                    .copies
-                    .insert(m.copy.clone(), Local::new(record, None));
-            }
-            _ => {
-                // A duplicate of a recorded copy, or a copy nobody wants: reap it.
-                log(&who, format!("reaping stray {} (pid {})", m.copy, m.pid));
-                let _ = process::signal_group(m.pid, Signal::TERM);
-                let deadline = std::time::Instant::now() + Duration::from_millis(UNKNOWN_GRACE_MS);
-                while process::is_alive(m.pid, m.start_ticks)
-                    && std::time::Instant::now() < deadline
-                {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                let _ = process::kill_verified(m.pid, m.start_ticks);
-            }
+        if m.uid != me {
+            log(
+                &who,
+                format!(
+                    "foreign process {} of user {} carries the mark of {}: not adopted, left alone",
+                    m.pid,
+                    m.uid,
+                    m.copy.escape_debug()
+                ),
+            );
+            continue;
         }
+        let assigned_here = assigned.contains_key(&m.copy);
+        log(
+            &who,
+            format!(
+                "foreign process {} carries the mark of {} without its nonce: not adopted{}; stopping it",
+                m.pid,
+                m.copy.escape_debug(),
+                if assigned_here { ", the real copy starts" } else { "" }
+            ),
+        );
+        let _ = process::signal_group(m.pid, Signal::TERM);
+        let deadline = std::time::Instant::now() + Duration::from_millis(UNKNOWN_GRACE_MS);
+        while process::is_alive(m.pid, m.start_ticks) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = process::kill_verified(m.pid, m.start_ticks);
     }
     // Copies the store last heard of as exited must not start again, even if the state file
     // was lost.
@@ -817,6 +1005,7 @@ fn recover(
                         exited_ms: c.exited_ms,
                         exit: c.exit.clone(),
                         stopping: false,
+                        nonce: String::new(),
                     },
                     None,
                 );

@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::model::{decode, encode, Leader, WorkloadSpec, LEADER, WORKLOADS};
 use crate::reconcile::{collect_orphans, run_pass, PassError, PassSettings};
-use crate::rt::{blocking, log, shutdown_pair, Shutdown, ShutdownTrigger};
+use crate::rt::{blocking, log, shutdown_pair, Reach, Shutdown, ShutdownTrigger};
 use crate::store::{LeaseId, Revision, Store, StoreError, Txn};
 
 /// How a controller runs.
@@ -42,6 +42,8 @@ pub struct ControllerConfig {
     pub wake_on_change: bool,
     /// How often the store is polled for leadership and declaration changes.
     pub poll: Duration,
+    /// Events older than this are removed from the event log ([`crate::retention`]).
+    pub event_retention: Duration,
 }
 
 impl ControllerConfig {
@@ -54,6 +56,7 @@ impl ControllerConfig {
             node_timeout: Duration::from_secs(10),
             wake_on_change: false,
             poll: Duration::from_millis(100),
+            event_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
         }
     }
 }
@@ -127,7 +130,9 @@ pub async fn run_controller(
     let who = format!("controller {}", cfg.holder);
     let mut tick = tokio::time::interval(cfg.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut reach = Reach::default();
     loop {
+        let mut standby_said = false;
         let held = loop {
             tokio::select! {
                 _ = shutdown.wait() => return Ok(()),
@@ -136,16 +141,32 @@ pub async fn run_controller(
             let c = cfg.clone();
             match blocking(&store, move |s| try_acquire(s, &c)).await {
                 Ok(Some(h)) => break h,
-                Ok(None) => {}
-                Err(e) => log(&who, format!("cannot reach the store: {e}")),
+                Ok(None) if !standby_said => {
+                    reach.answered(&who);
+                    standby_said = true;
+                    log(
+                        &who,
+                        "standby: another controller holds the lease; waiting for it",
+                    );
+                }
+                Ok(None) => reach.answered(&who),
+                Err(e) if e.is_lost() => {
+                    log(&who, format!("{e}: this controller stops"));
+                    return Err(e);
+                }
+                Err(e) => reach.failed(&who, format!("cannot reach the store: {e}")),
             }
         };
+        reach.answered(&who);
         log(&who, format!("became the leader (lease {})", held.lease));
         let stopped = lead(&store, &cfg, held, &mut shutdown, &who).await;
         if stopped {
             let lease = held.lease;
-            if let Err(e) = blocking(&store, move |s| s.revoke(lease)).await {
-                log(&who, format!("cannot give up the lease: {e}"));
+            match blocking(&store, move |s| s.revoke(lease)).await {
+                Ok(()) => {}
+                // `lead` said so already.
+                Err(e) if e.is_lost() => return Err(e),
+                Err(e) => log(&who, format!("cannot give up the lease: {e}")),
             }
             log(&who, "stopped");
             return Ok(());
@@ -169,7 +190,9 @@ async fn lead(
     let renew_every = cfg.lease_ttl / 3;
     let mut renewed = Instant::now();
     let mut last_gc = Instant::now() - Duration::from_secs(3600);
+    let mut last_compaction = Instant::now();
     let mut seen_revision = None;
+    let mut reach = Reach::default();
     let settings = PassSettings {
         node_timeout_ms: cfg.node_timeout.as_millis() as u64,
         fence: Some(held.fence),
@@ -183,11 +206,33 @@ async fn lead(
         if *lost_rx.borrow() {
             break false;
         }
+        if last_compaction.elapsed()
+            >= Duration::from_millis(crate::retention::COMPACT_EVERY_MS).min(cfg.event_retention)
+        {
+            last_compaction = Instant::now();
+            let keep = cfg.event_retention.as_millis() as u64;
+            match blocking(store, move |s| {
+                crate::retention::compact_events(s, s.now_ms(), keep)
+            })
+            .await
+            {
+                Ok(0) => {}
+                Ok(n) => log(
+                    who,
+                    format!("compacted the event log: {n} old entries removed"),
+                ),
+                Err(e) => log(who, format!("cannot compact the event log: {e}")),
+            }
+        }
         if renewed.elapsed() >= renew_every {
             let lease = held.lease;
             match blocking(store, move |s| s.keep_alive(lease)).await {
                 Ok(()) => renewed = Instant::now(),
                 Err(StoreError::LeaseExpired(_)) => break false,
+                Err(e) if e.is_lost() => {
+                    log(who, format!("{e}: this controller stops"));
+                    break true;
+                }
                 Err(e) => {
                     log(who, format!("cannot renew the lease: {e}"));
                     if renewed.elapsed() >= cfg.lease_ttl {
@@ -198,9 +243,16 @@ async fn lead(
         }
         // Declarations: start, restart, wake and stop loops when they change.
         let revision = match blocking(store, |s| s.revision()).await {
-            Ok(r) => r,
+            Ok(r) => {
+                reach.answered(who);
+                r
+            }
+            Err(e) if e.is_lost() => {
+                log(who, format!("{e}: this controller stops"));
+                break true;
+            }
             Err(e) => {
-                log(who, format!("cannot read the store: {e}"));
+                reach.failed(who, format!("cannot read the store: {e}"));
                 continue;
             }
         };
@@ -330,12 +382,8 @@ fn spawn_worker(
                             "target {target}, counted {counted}: created {}",
                             r.created.join(", ")
                         )),
-                        Some(Action::Create {
-                            target, counted, ..
-                        }) => Some(format!(
-                            "target {target}, counted {counted}: {} copies wanted, no live node",
-                            r.unplaced
-                        )),
+                        // Nothing written: the idle reason below says why, once.
+                        Some(Action::Create { .. }) => None,
                         Some(Action::Delete { target, counted }) => Some(format!(
                             "target {target}, counted {counted}: {} delete commands, deleted [{}]",
                             r.delete_commands,
@@ -343,16 +391,28 @@ fn spawn_worker(
                         )),
                         Some(Action::Named {
                             target, counted, ..
-                        }) => Some(format!(
+                        }) if r.wrote() || r.delete_commands > 0 => Some(format!(
                             "target {target}, counted {counted}: created [{}], {} delete commands, deleted [{}]",
                             r.created.join(", "),
                             r.delete_commands,
                             r.deleted.join(", ")
                         )),
-                        None => None,
+                        Some(Action::Named { .. }) | None => None,
                     };
+                    for f in &r.failures {
+                        log(&who, f);
+                    }
+                    if let Some(note) = &r.rollout {
+                        log(&who, note);
+                    }
                     if let Some(what) = what {
                         log(&who, what);
+                    }
+                    if let Some(idle) = r.idle {
+                        log(
+                            &who,
+                            crate::loops::describe_idle(&idle, r.held_back, r.unplaced),
+                        );
                     }
                     if !r.collected.is_empty() {
                         log(&who, format!("collected exited {}", r.collected.join(", ")));
@@ -369,6 +429,8 @@ fn spawn_worker(
                     return;
                 }
                 Err(PassError::Gone(_)) => return,
+                // The leader's loop notices too, says so once and stops every loop.
+                Err(PassError::Store(e)) if e.is_lost() => return,
                 Err(e) => log(&who, format!("pass failed: {e}")),
             }
         }

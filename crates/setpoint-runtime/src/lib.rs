@@ -20,6 +20,10 @@
 //!   [`MemoryStore`] and [`SqliteStore`].
 //! - [`model`]: the keys and records the store holds, and a typed [`Snapshot`].
 //! - [`spec`]: the workloads file of `setpoint apply`.
+//! - [`rules`]: the rules of names, commands and environments, checked by `apply` and again by
+//!   the agent on everything it reads.
+//! - [`sandbox`]: what a copy is given (a clean environment, only stdin/stdout/stderr) and how
+//!   the agent proves a process is its own (a per-copy nonce, uid and start time).
 //! - [`view`]: the ledger a pass reads ([`WorkloadView`], a [`setpoint_core::LedgerView`]).
 //! - [`reconcile`]: one pass: plan, compare-and-set, retry ([`run_pass`]); garbage collection.
 //! - [`controller`]: leader election and the per-workload loops ([`run_controller`]).
@@ -30,13 +34,21 @@
 //! - [`measure`]: the lesson's metrics of a real run, computed from the event log.
 //! - [`failpoint`]: named crash points for tests (compiled out of release builds).
 //! - [`duration`]: durations with units (`150ms`, `15s`, `2m`).
+//! - [`backoff`]: crash-loop backoff after failed starts (I/O-free).
+//! - [`rollout`]: rolling updates under surge and unavailability budgets (I/O-free).
+//! - [`loops`]: each workload loop's record in the store: backoff and why it is idle.
+//! - [`retention`]: bounded history: event-log compaction, copy-log rotation and removal.
+//! - [`logs`]: reading a copy's output (`setpoint logs`).
 //! - [`rt`]: shutdown signal, blocking store calls, log lines.
 
 pub mod agent;
+pub mod backoff;
 pub mod controller;
 pub mod duration;
 pub mod events;
 pub mod failpoint;
+pub mod logs;
+pub mod loops;
 pub mod measure;
 pub mod model;
 pub mod ops;
@@ -44,9 +56,15 @@ pub mod ops;
 mod parser_props;
 pub mod process;
 pub mod reconcile;
+pub mod retention;
+pub mod rollout;
 pub mod rt;
+pub mod rules;
+pub mod sandbox;
 pub mod spec;
 pub mod store;
+#[doc(hidden)]
+pub mod testing;
 pub mod view;
 
 pub use agent::{run_agent, AgentConfig, AgentError};
@@ -57,5 +75,7 @@ pub use ops::OpError;
 pub use reconcile::{run_pass, PassError, PassReport, PassSettings};
 pub use rt::{shutdown_pair, Shutdown, ShutdownTrigger};
 pub use spec::{parse_workloads, SpecError};
-pub use store::{MemoryStore, SqliteStore, Store, StoreError};
+pub use store::{
+    EtcdOptions, EtcdStore, MemoryStore, OpenMode, SqliteStore, Store, StoreError, StoreUrl,
+};
 pub use view::WorkloadView;

@@ -128,6 +128,10 @@ pub struct Measurement {
     pub metrics: Metrics,
     /// Real delays.
     pub jitter: Jitter,
+    /// Creations that replaced a failed start (a copy that ended, uncommanded, before it was
+    /// ever ready: a crash loop's restarts). Such copies count neither in `metrics.died` nor,
+    /// through their replacements, in `metrics.unneeded`.
+    pub restarts: u64,
     /// The per-second series the metrics come from.
     #[serde(skip)]
     pub series: Vec<TraceRow>,
@@ -142,6 +146,15 @@ pub enum MeasureError {
     /// The window holds no second: `--since` is in the future, or too little time has passed.
     #[error("nothing to measure: the window holds no complete second")]
     EmptyWindow,
+    /// The window starts before the oldest event kept: the event log was compacted
+    /// ([`crate::retention`]).
+    #[error("the window starts at {since_ms} ms, before the event log's retention kept anything (events before {kept_from_ms} ms were removed): accepted a --since at or after {kept_from_ms} ms")]
+    Compacted {
+        /// Where the window starts, in store milliseconds.
+        since_ms: u64,
+        /// The oldest time kept.
+        kept_from_ms: u64,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -192,6 +205,13 @@ pub fn measure(
         .first()
         .ok_or_else(|| MeasureError::NoEvents(workload.to_owned()))?;
     let origin_ms = spec.since_ms.unwrap_or(first_round.at_ms);
+    let kept_from_ms = crate::retention::kept_from(store)?;
+    if origin_ms < kept_from_ms {
+        return Err(MeasureError::Compacted {
+            since_ms: origin_ms,
+            kept_from_ms,
+        });
+    }
     let mut window = Window {
         origin_ms,
         time_scale: spec.time_scale,
@@ -300,7 +320,18 @@ pub fn from_log(
             (row.desired, row.seen, row.pending) = (r.desired, r.on_ledger, r.in_flight);
         }
     }
-    let metrics = metrics_from_series(&rows, counted_rounds);
+    let mut metrics = metrics_from_series(&rows, counted_rounds);
+    // A failed start is no death of a live copy: the lab's `unneeded = created − needed − died`
+    // would count its replacement as needed twice over (−2 for two crash-looping copies).
+    let failed = copies
+        .values()
+        .filter(|l| l.ready.is_none())
+        .filter(|l| matches!(l.exit, Some((x, false)) if index(x).is_some()))
+        .count() as u64;
+    metrics.died -= failed;
+    let restarts = (metrics.unneeded + failed as i64).clamp(0, failed as i64);
+    metrics.unneeded += failed as i64 - restarts;
+    let restarts = restarts as u64;
     let jitter = jitter(&copies, &rounds, &window, period_ms);
     Measurement {
         workload: workload.to_owned(),
@@ -310,6 +341,7 @@ pub fn from_log(
         last_second: window.last,
         metrics,
         jitter,
+        restarts,
         series: rows,
     }
 }
@@ -436,6 +468,42 @@ mod tests {
         assert_eq!((x.rounds, x.created, x.died, x.unneeded), (4, 2, 1, 0));
         assert_eq!((x.overshoot, x.stable), (0, Some(35)));
         assert_eq!(m.jitter.round_error.max, 0);
+    }
+
+    #[test]
+    fn a_crash_loops_replacements_are_restarts_not_negative_unneeded() {
+        // Two copies wanted; every attempt of two fails before it is ready, four attempts.
+        use CopyEventKind::*;
+        let mut log = Vec::new();
+        for attempt in 0..4u64 {
+            let at = 1000 + attempt * 100;
+            log.push(round(at, 2, 2, 0));
+            for k in 0..2 {
+                let n = attempt * 2 + k;
+                log.push(copy(Create, n, at, false));
+                log.push(copy(Start, n, at + 2, false));
+                log.push(copy(Exit, n, at + 5, false));
+            }
+        }
+        let w = Window {
+            origin_ms: 1000,
+            time_scale: 0.01,
+            last: 50,
+        };
+        let m = from_log("w", &log, w, None);
+        let x = m.metrics;
+        assert_eq!((x.created, x.died, x.unneeded), (8, 0, 0));
+        assert_eq!(
+            m.restarts, 6,
+            "the first two were needed; six replaced failures"
+        );
+        // Then a copy that became ready and died is a death again, and its replacement needed.
+        log.push(copy(Create, 8, 1500, false));
+        log.push(copy(Ready, 8, 1510, false));
+        log.push(copy(Exit, 8, 1520, false));
+        let w = Window { last: 60, ..w };
+        let m = from_log("w", &log, w, None);
+        assert_eq!((m.metrics.died, m.metrics.unneeded, m.restarts), (1, 0, 6));
     }
 
     #[test]

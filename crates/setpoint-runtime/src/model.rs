@@ -8,6 +8,7 @@
 //! | `/placements/{node}/{name}/{n:012}` | the same [`Assignment`], indexed by node: what that node's agent reads | written and removed in the same transactions as the assignment |
 //! | `/reports/{node}` | [`NodeReport`]: the node's copies and their phases | the node's agent |
 //! | `/leader` | [`Leader`], under the leader's lease | the controller holding the lease |
+//! | `/loops/{name}` | [`LoopRecord`](crate::loops::LoopRecord): backoff and idle reason | the controller's passes, only when it changes |
 //!
 //! A workload's *uid* is the `create_revision` of its key: deleting a workload and applying it
 //! again gives a new uid, so assignments left by the old one are recognised as orphans.
@@ -18,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use setpoint_core::ControllerKind;
 
+pub use crate::rules::CopyEnv;
 use crate::store::{Entry, Revision, Store, StoreError, Txn};
 
 /// The key prefix of workload declarations.
@@ -109,6 +111,19 @@ pub struct WorkloadSpec {
     pub readiness: Option<Vec<String>>,
     /// How long a copy may take to stop after SIGTERM before it gets SIGKILL, in milliseconds.
     pub grace_ms: u64,
+    /// The copies' environment beyond setpoint's own variables (`env`, `env_passthrough`).
+    #[serde(default, skip_serializing_if = "CopyEnv::is_empty")]
+    pub env: CopyEnv,
+    /// Crash-loop backoff after failed starts ([`crate::backoff`]); the kubelet's defaults.
+    #[serde(default)]
+    pub backoff: crate::backoff::BackoffPolicy,
+    /// Rolling-update budgets and deadline ([`crate::rollout`]).
+    #[serde(default)]
+    pub rollout: crate::rollout::RolloutPolicy,
+    /// Bumped by `apply` when what a copy runs (command, readiness) changes; set by `apply`, not
+    /// by the workloads file.
+    #[serde(default)]
+    pub generation: u64,
 }
 
 mod kind_name {
@@ -157,6 +172,12 @@ pub struct Assignment {
     pub grace_ms: u64,
     /// When the pass created it, in store milliseconds.
     pub created_ms: u64,
+    /// The copy's environment beyond setpoint's own variables, copied from the declaration.
+    #[serde(default, skip_serializing_if = "CopyEnv::is_empty")]
+    pub env: CopyEnv,
+    /// The declaration's generation it was created from ([`crate::rollout`]).
+    #[serde(default)]
+    pub generation: u64,
 }
 
 /// A copy's phase as its agent reports it.
@@ -277,13 +298,22 @@ pub struct Snapshot {
     pub reports: BTreeMap<String, Stored<NodeReport>>,
     /// The leader record, while a controller holds the lease.
     pub leader: Option<Stored<Leader>>,
+    /// Loop records (backoff, idle reason) by workload name ([`crate::loops`]).
+    pub loops: BTreeMap<String, Stored<crate::loops::LoopRecord>>,
 }
 
 impl Snapshot {
     /// Reads the whole runtime state at one revision.
     pub fn load(store: &dyn Store) -> Result<Self, StoreError> {
         let now_ms = store.now_ms();
-        let read = store.read(&[WORKLOADS, COUNTERS, ASSIGNMENTS, REPORTS, LEADER])?;
+        let read = store.read(&[
+            WORKLOADS,
+            COUNTERS,
+            ASSIGNMENTS,
+            REPORTS,
+            LEADER,
+            crate::loops::LOOPS,
+        ])?;
         let mut s = Snapshot {
             revision: read.revision,
             now_ms,
@@ -300,6 +330,8 @@ impl Snapshot {
                 s.reports.insert(node.to_owned(), decode(e)?);
             } else if e.key == LEADER {
                 s.leader = Some(decode(e)?);
+            } else if let Some(name) = e.key.strip_prefix(crate::loops::LOOPS) {
+                s.loops.insert(name.to_owned(), decode(e)?);
             }
         }
         Ok(s)
@@ -358,6 +390,10 @@ mod tests {
             startup_ms: 5_000,
             readiness: None,
             grace_ms: 2_000,
+            env: CopyEnv::default(),
+            backoff: Default::default(),
+            rollout: Default::default(),
+            generation: 0,
         };
         let text = encode(&w);
         assert!(text.contains(r#""controller":"intent""#), "{text}");

@@ -6,6 +6,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::agent::read_all_node_states;
+use crate::loops::IdleReason;
 use crate::model::{encode, workload_key, Phase, Snapshot, WorkloadSpec, WORKLOADS};
 use crate::process;
 use crate::store::{Revision, Store, StoreError, Txn};
@@ -45,6 +46,7 @@ pub fn apply(store: &dyn Store, specs: &[WorkloadSpec]) -> Result<ApplyOutcome, 
         let mut out = ApplyOutcome::default();
         for w in specs {
             let key = workload_key(&w.name);
+            let w = &crate::rollout::with_generation(&read, w);
             let value = encode(w);
             match read.entries.iter().find(|e| e.key == key) {
                 Some(e) if e.value == value => out.unchanged.push(w.name.clone()),
@@ -65,6 +67,30 @@ pub fn apply(store: &dyn Store, specs: &[WorkloadSpec]) -> Result<ApplyOutcome, 
         }
     }
     Err(OpError::Contended)
+}
+
+/// What applying one workload would do: `None` if it is new, else its changes in words (empty:
+/// unchanged).
+pub type Preview = Option<Vec<String>>;
+
+/// What `apply` would change, without writing: per workload of `specs`, in file order, `None` if
+/// it is new, or the changes in words (empty: unchanged).
+pub fn apply_preview(
+    store: &dyn Store,
+    specs: &[WorkloadSpec],
+) -> Result<Vec<(String, Preview)>, OpError> {
+    let read = store.read(&[WORKLOADS])?;
+    Ok(specs
+        .iter()
+        .map(|w| {
+            let new = crate::rollout::with_generation(&read, w);
+            let old = crate::rollout::stored_spec(&read, &w.name);
+            (
+                w.name.clone(),
+                old.map(|o| crate::rollout::describe_changes(&o, &new)),
+            )
+        })
+        .collect())
 }
 
 /// Removes a workload's declaration. The controller then collects its assignments and the
@@ -95,6 +121,10 @@ pub struct CopyStatus {
     /// Whether its process is running and ready right now, checked on this machine; `None`
     /// when no local state says.
     pub live: Option<bool>,
+    /// How it ended, as its node reported: `exit status 1`, `signal 9`, or
+    /// `failed to start: program 'x' not found on the agent's PATH (…)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit: Option<String>,
 }
 
 /// One workload as `get` shows it.
@@ -119,6 +149,94 @@ pub struct WorkloadStatus {
     pub pending_delete: u64,
     /// Every copy with an assignment or in a report, by identity order.
     pub copies: Vec<CopyStatus>,
+    /// Why the loop is idle while not converged, if it is.
+    pub idle: Option<IdleStatus>,
+    /// Crash-loop backoff by key (the workload, or each name for `named`), keys that ever
+    /// failed to start.
+    pub backoff: Vec<BackoffStatus>,
+    /// The declaration's generation (bumped by `apply` when the command or readiness changes).
+    pub generation: u64,
+    /// Copies of the current generation on the ledger and assigned.
+    pub updated: u64,
+    /// The rolling update under way, if any.
+    pub rollout: Option<RolloutStatus>,
+}
+
+/// A rolling update as `get` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RolloutStatus {
+    /// The generation being rolled out.
+    pub generation: u64,
+    /// Copies of it available.
+    pub updated: u64,
+    /// Of how many.
+    pub desired: u64,
+    /// Copies of older generations left.
+    pub old: u64,
+    /// It made no progress within its deadline and stopped.
+    pub stalled: bool,
+    /// Milliseconds since it began.
+    pub for_ms: u64,
+}
+
+/// A loop's idle stretch as `get` and `status` show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct IdleStatus {
+    /// The reason, as a word (`no_live_node`, `backing_off`, …).
+    pub reason: IdleReason,
+    /// The reason in words.
+    pub text: String,
+    /// For how long, in milliseconds.
+    pub for_ms: u64,
+}
+
+/// One backoff key as `get` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BackoffStatus {
+    /// The workload's name, or a copy name for `named`.
+    pub key: String,
+    /// Whether creation is held back now.
+    pub backing_off: bool,
+    /// Consecutive failed attempts.
+    pub failures: u32,
+    /// Failed starts in all.
+    pub restarts: u64,
+    /// How the last failed copy ended (`exit status 1`, `signal 9`, `failed to start: …`).
+    pub last_exit: String,
+    /// Which copy that was.
+    pub last_copy: String,
+    /// Milliseconds until the next try (0 if it is due).
+    pub next_try_in_ms: u64,
+}
+
+fn loop_status(
+    s: &Snapshot,
+    name: &str,
+    uid: Revision,
+) -> (Option<IdleStatus>, Vec<BackoffStatus>) {
+    let Some(rec) = s.loops.get(name).filter(|r| r.value.uid == uid) else {
+        return (None, Vec::new());
+    };
+    let idle = rec.value.idle.map(|i| IdleStatus {
+        reason: i.reason,
+        text: i.reason.describe().to_owned(),
+        for_ms: s.now_ms.saturating_sub(i.since_ms),
+    });
+    let backoff = rec
+        .value
+        .backoff
+        .iter()
+        .map(|(key, b)| BackoffStatus {
+            key: key.clone(),
+            backing_off: b.blocks(s.now_ms),
+            failures: b.failures,
+            restarts: b.restarts,
+            last_exit: b.last_exit.clone(),
+            last_copy: b.last_copy.clone(),
+            next_try_in_ms: b.next_try_ms.saturating_sub(s.now_ms),
+        })
+        .collect();
+    (idle, backoff)
 }
 
 /// What `get` shows: every workload, or one.
@@ -155,6 +273,7 @@ pub fn get(
                     assigned: true,
                     reported: None,
                     live: None,
+                    exit: None,
                 },
             );
         }
@@ -171,10 +290,30 @@ pub fn get(
                     assigned: false,
                     reported: None,
                     live: None,
+                    exit: None,
                 });
                 s.reported = Some(c.phase);
+                s.exit.clone_from(&c.exit);
             }
         }
+        let (idle, backoff) = loop_status(&snapshot, wname, uid);
+        let rc = crate::loops::rollout_copies(&v);
+        let updated = rc.iter().filter(|c| c.current && c.available()).count() as u64;
+        let old = rc.iter().filter(|c| !c.current).count() as u64;
+        let rec = snapshot
+            .loops
+            .get(wname.as_str())
+            .filter(|r| r.value.uid == uid)
+            .and_then(|r| r.value.rollout)
+            .filter(|r| r.generation == w.value.generation);
+        let rollout = (old > 0 || rec.is_some()).then(|| RolloutStatus {
+            generation: w.value.generation,
+            updated,
+            desired: w.value.copies,
+            old,
+            stalled: rec.is_some_and(|r| r.stalled),
+            for_ms: rec.map_or(0, |r| snapshot.now_ms.saturating_sub(r.started_ms)),
+        });
         let mut live = None;
         if let Some(states) = &states {
             let mut count = 0;
@@ -204,6 +343,11 @@ pub fn get(
             pending_create: v.pending_creates(),
             pending_delete: v.pending_deletes(),
             copies: copies.into_values().collect(),
+            idle,
+            backoff,
+            generation: w.value.generation,
+            updated,
+            rollout,
         });
     }
     Ok(out)
@@ -274,6 +418,8 @@ pub struct Status {
     pub nodes: Vec<NodeStatus>,
     /// Declared workloads.
     pub workloads: u64,
+    /// Workloads whose loop is idle while not converged, with the reason.
+    pub idle: std::collections::BTreeMap<String, IdleStatus>,
 }
 
 /// Reads the leader, the nodes and how long ago each reported.
@@ -314,5 +460,10 @@ pub fn status(store: &dyn Store, node_timeout_ms: u64) -> Result<Status, OpError
         }),
         nodes,
         workloads: s.workloads.len() as u64,
+        idle: s
+            .workloads
+            .iter()
+            .filter_map(|(n, w)| Some((n.clone(), loop_status(&s, n, w.create_revision).0?)))
+            .collect(),
     })
 }

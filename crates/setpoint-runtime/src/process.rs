@@ -1,13 +1,17 @@
 //! Real processes: spawning a copy in its own process group, signalling groups, and telling a
 //! live process from a dead one or from a later process that reuses its pid (Linux `/proc`).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use rustix::process::{kill_process_group, Pid, Signal};
+
+use crate::rules::CopyEnv;
+use crate::sandbox;
+pub use crate::sandbox::ENV_NONCE;
 
 /// The environment variable that tells a copy its identity, e.g. `collector-3`.
 pub const ENV_COPY: &str = "SETPOINT_COPY";
@@ -87,25 +91,43 @@ pub struct Launch<'a> {
     pub node: &'a str,
     /// The agent's mark (see [`ENV_AGENT`]).
     pub agent_mark: &'a str,
+    /// The copy's secret nonce (see [`ENV_NONCE`]), already recorded in the state file.
+    pub nonce: &'a str,
+    /// The copy's declared environment; nothing else of the agent's is passed.
+    pub env: &'a CopyEnv,
     /// Where its standard output and error go (appended).
     pub log: &'a Path,
 }
 
-/// Starts a copy as the leader of a new process group, with its identity in the environment
-/// and stdin closed. Returns the child and its start time.
+/// Starts a copy as the leader of a new process group, with a clean environment (its declared
+/// variables and its identity, see [`crate::sandbox`]), stdin closed and no descriptor but
+/// stdin, stdout and stderr. Returns the child and its start time. A program that is not found
+/// or not executable fails with [`io::ErrorKind::NotFound`] and the reason in words.
 pub fn spawn_copy(l: &Launch<'_>) -> io::Result<(Child, u64)> {
     let (program, args) = l
         .command
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
+    let path = sandbox::resolve_program(program)
+        .map_err(|why| io::Error::new(io::ErrorKind::NotFound, why))?;
     let out = open_log(l.log)?;
     let err = out.try_clone()?;
-    let child = Command::new(program)
+    let env = sandbox::copy_environment(
+        l.env,
+        &[
+            (ENV_COPY, l.copy),
+            (ENV_WORKLOAD, l.workload),
+            (ENV_NODE, l.node),
+            (ENV_AGENT, l.agent_mark),
+            (ENV_NONCE, l.nonce),
+        ],
+    );
+    sandbox::close_inherited_fds();
+    let child = Command::new(path)
+        .arg0(program)
         .args(args)
-        .env(ENV_COPY, l.copy)
-        .env(ENV_WORKLOAD, l.workload)
-        .env(ENV_NODE, l.node)
-        .env(ENV_AGENT, l.agent_mark)
+        .env_clear()
+        .envs(env)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
@@ -116,14 +138,20 @@ pub fn spawn_copy(l: &Launch<'_>) -> io::Result<(Child, u64)> {
     Ok((child, start_ticks))
 }
 
-/// Runs a readiness command for a copy, in its own process group, output discarded.
-pub fn spawn_check(command: &[String], copy: &str) -> io::Result<Child> {
+/// Runs a readiness command for a copy, in its own process group, output discarded, with the
+/// copy's declared environment and its identity only.
+pub fn spawn_check(command: &[String], copy: &str, env: &CopyEnv) -> io::Result<Child> {
     let (program, args) = command
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
-    Command::new(program)
+    let path = sandbox::resolve_program(program)
+        .map_err(|why| io::Error::new(io::ErrorKind::NotFound, why))?;
+    sandbox::close_inherited_fds();
+    Command::new(path)
+        .arg0(program)
         .args(args)
-        .env(ENV_COPY, copy)
+        .env_clear()
+        .envs(sandbox::copy_environment(env, &[(ENV_COPY, copy)]))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -133,9 +161,9 @@ pub fn spawn_check(command: &[String], copy: &str) -> io::Result<Child> {
 
 fn open_log(path: &Path) -> io::Result<File> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::store::identity::create_private_dir(dir)?;
     }
-    OpenOptions::new().create(true).append(true).open(path)
+    crate::store::identity::open_private_append(path)
 }
 
 /// A process group leader found in `/proc` carrying an agent's mark.
@@ -147,6 +175,11 @@ pub struct Marked {
     pub start_ticks: u64,
     /// The identity in its `SETPOINT_COPY`.
     pub copy: String,
+    /// The nonce in its `SETPOINT_NONCE`, if any: only the agent's own copies hold one it
+    /// recorded.
+    pub nonce: Option<String>,
+    /// The user it runs as.
+    pub uid: u32,
 }
 
 /// Finds the live process group leaders whose environment carries `SETPOINT_AGENT=mark`.
@@ -173,19 +206,23 @@ pub fn find_marked(mark: &str) -> Vec<Marked> {
         if !vars.contains(&want.as_bytes()) {
             continue;
         }
-        let copy = vars.iter().find_map(|v| {
-            std::str::from_utf8(v)
-                .ok()?
-                .strip_prefix(ENV_COPY)?
-                .strip_prefix('=')
-                .map(str::to_owned)
-        });
-        match (copy, proc_stat(pid)) {
-            (Some(copy), Some(s)) if s.pgid == pid && !matches!(s.state, 'Z' | 'X') => {
+        let var = |name: &str| {
+            vars.iter().find_map(|v| {
+                std::str::from_utf8(v)
+                    .ok()?
+                    .strip_prefix(name)?
+                    .strip_prefix('=')
+                    .map(str::to_owned)
+            })
+        };
+        match (var(ENV_COPY), proc_stat(pid), sandbox::process_uid(pid)) {
+            (Some(copy), Some(s), Some(uid)) if s.pgid == pid && !matches!(s.state, 'Z' | 'X') => {
                 found.push(Marked {
                     pid,
                     start_ticks: s.start_ticks,
                     copy,
+                    nonce: var(ENV_NONCE),
+                    uid,
                 })
             }
             _ => {}
@@ -225,6 +262,8 @@ mod tests {
             workload: "w",
             node: "n",
             agent_mark: &mark,
+            nonce: "n0nce",
+            env: &CopyEnv::default(),
             log: &log,
         })
         .unwrap();
@@ -245,7 +284,9 @@ mod tests {
             [Marked {
                 pid,
                 start_ticks: start,
-                copy: "w-7".into()
+                copy: "w-7".into(),
+                nonce: Some("n0nce".into()),
+                uid: sandbox::own_uid(),
             }]
         );
         assert!(kill_verified(pid, start).unwrap());

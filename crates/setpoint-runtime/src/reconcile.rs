@@ -21,12 +21,15 @@ use std::collections::BTreeMap;
 use setpoint_core::{Action, Controller, Desired, LedgerView};
 
 use crate::events::{self, CopyEvent, CopyEventKind, RoundEvent};
+use crate::loops;
 use crate::model::{
     assignment_key, copy_name, counter_key, encode, put_assignment, remove_assignment,
     workload_key, Assignment, Counter, Snapshot, Stored, LEADER,
 };
+use crate::rollout;
 use crate::store::{Revision, Store, StoreError, Txn};
 use crate::view::WorkloadView;
+use setpoint_core::ControllerKind;
 
 /// How a pass runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +63,14 @@ pub struct PassReport {
     pub conflicts: u32,
     /// The revision written, or the revision read if nothing was written.
     pub revision: Revision,
+    /// Copies the controller wanted that crash-loop backoff held back ([`crate::backoff`]).
+    pub held_back: u64,
+    /// One log line per failed start this pass collected.
+    pub failures: Vec<String>,
+    /// An idle stretch to log: it began with this pass (or has lasted long enough to mention).
+    pub idle: Option<crate::loops::Idle>,
+    /// A rolling update began, completed or stalled with this pass.
+    pub rollout: Option<String>,
 }
 
 impl PassReport {
@@ -119,19 +130,41 @@ pub fn plan_pass(
         revision: snapshot.revision,
         ..PassReport::default()
     };
+    let mut gate = loops::Gate::prepare(snapshot, &view);
     let before = controller.clone();
-    let action = controller.pass(
-        Desired {
-            copies: spec.copies,
-        },
-        &view,
-    );
+    let copies = loops::rollout_copies(&view);
+    let rolling = gate.rollout(&view, &copies, snapshot.now_ms);
+    let action = if gate.stalled() && spec.controller != ControllerKind::Named {
+        None
+    } else if rolling && spec.controller != ControllerKind::Named {
+        // A rolling update drives the copies until it is done; the controller takes over again
+        // from an exact ledger.
+        rollout::as_action(spec, &copies, view.next_copy().0)
+    } else {
+        let a = controller.pass(
+            Desired {
+                copies: spec.copies,
+            },
+            &view,
+        );
+        if rolling {
+            rollout::with_named_step(a, spec, &copies)
+        } else {
+            a
+        }
+    };
     let mut commanded = Vec::new();
     match action.as_ref() {
         None => {}
         Some(&Action::Create { batch, .. }) => {
+            let held = gate.holds(name, batch.first.0, snapshot.now_ms);
             let nodes = place(snapshot, batch.count, settings.node_timeout_ms);
-            if nodes.is_empty() {
+            if held {
+                // Backing off after failed starts: as with no live node, write nothing and let
+                // the controller forget it tried.
+                *controller = before;
+                gate.held_back = batch.count;
+            } else if nodes.is_empty() {
                 // Nothing can run the copies: write nothing, and let the controller forget
                 // it tried, so the next pass decides afresh.
                 *controller = before;
@@ -157,6 +190,7 @@ pub fn plan_pass(
             let fresh: Vec<u64> = create
                 .iter()
                 .map(|k| k.0)
+                .filter(|&k| !gate.holds(name, k, snapshot.now_ms))
                 .filter(|&k| view.assignment(k).is_none())
                 .collect();
             let nodes = place(snapshot, fresh.len() as u64, settings.node_timeout_ms);
@@ -211,6 +245,30 @@ pub fn plan_pass(
             report.collected.push(stored.value.copy.clone());
         }
     }
+    let acted = !(report.created.is_empty() && report.deleted.is_empty());
+    let reason = if gate.stalled() {
+        Some(loops::IdleReason::RolloutPaused)
+    } else {
+        loops::idle_reason(
+            spec.controller,
+            &view,
+            acted,
+            report.unplaced,
+            gate.held_back,
+        )
+    };
+    report.rollout = gate.rollout_note.take();
+    let (t, idle) = gate.finish(
+        txn,
+        &loops::loop_key(name),
+        reason,
+        snapshot.now_ms,
+        spec.period_ms,
+    );
+    txn = t;
+    report.idle = idle;
+    report.held_back = gate.held_back;
+    report.failures = std::mem::take(&mut gate.failures);
     let round = RoundEvent {
         at_ms: snapshot.now_ms,
         desired: spec.copies,
@@ -287,6 +345,8 @@ fn new_assignment(
         readiness: spec.readiness.clone(),
         grace_ms: spec.grace_ms,
         created_ms: now_ms,
+        env: spec.env.clone(),
+        generation: spec.generation,
     }
 }
 
@@ -378,7 +438,17 @@ pub fn collect_orphans(
             gone.push(a.value.copy.clone());
         }
     }
-    if gone.is_empty() {
+    // A loop record (backoff, idle reason, rollout) outlives nothing it belonged to.
+    let mut stale_loops = false;
+    for (name, rec) in &snapshot.loops {
+        let owner = snapshot.workloads.get(name);
+        if owner.is_none_or(|w| w.create_revision != rec.value.uid) {
+            let key = loops::loop_key(name);
+            txn = txn.expect(&key, rec.mod_revision).delete(key);
+            stale_loops = true;
+        }
+    }
+    if gone.is_empty() && !stale_loops {
         return Ok(gone);
     }
     crate::failpoint::hit("gc-before-commit");
@@ -421,6 +491,10 @@ mod tests {
             startup_ms: 0,
             readiness: None,
             grace_ms: 100,
+            env: Default::default(),
+            backoff: Default::default(),
+            rollout: Default::default(),
+            generation: 0,
         };
         let old = store
             .get(&workload_key("w"))
@@ -466,7 +540,9 @@ mod tests {
                     pid: 0,
                     start_ticks: 0,
                     started_ms: 0,
-                    ready_ms: None,
+                    // Copies reported past starting became ready: their exit is a death, not a
+                    // failed start (see `loops` for those).
+                    ready_ms: (phase != Phase::Starting).then_some(0),
                     exited_ms: None,
                     exit: None,
                     stopping: false,

@@ -59,14 +59,70 @@ where
     }
 }
 
-/// Writes one log line to stderr: wall-clock time, who, what.
+/// A file every log line is also appended to (`setpoint up` keeps `{data-dir}/up.log`).
+static LOG_FILE: std::sync::OnceLock<std::sync::Mutex<std::fs::File>> = std::sync::OnceLock::new();
+
+/// Also appends every log line of this process to `path`, from now on. Only the first call
+/// takes effect.
+pub fn log_to_file(path: &std::path::Path) -> std::io::Result<()> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let _ = LOG_FILE.set(std::sync::Mutex::new(file));
+    Ok(())
+}
+
+/// Writes one log line to stderr: wall-clock time, who, what. (And to the log file, if one was
+/// set with [`log_to_file`].)
 pub fn log(who: &str, what: impl std::fmt::Display) {
     let ms = crate::store::wall_ms();
     let (s, ms) = (ms / 1000, ms % 1000);
-    eprintln!(
+    say(&format!(
         "{:02}:{:02}:{:02}.{ms:03} {who}: {what}",
         (s / 3600) % 24,
         (s / 60) % 60,
         s % 60
-    );
+    ));
+}
+
+/// Writes `line` to stderr and the log file. It never panics and never blocks shutdown: a closed
+/// pipe (`setpoint up 2>&1 | tee log` after Ctrl-C killed `tee`) only loses the line on stderr,
+/// where `eprintln!` would panic the task that logs and skip its cleanup.
+pub fn say(line: &str) {
+    use std::io::Write;
+    if let Some(f) = LOG_FILE.get() {
+        if let Ok(mut f) = f.lock() {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// Whether the store answered the last call, so that a daemon logs once when the store stops
+/// answering and once when it answers again, rather than once per failed call.
+#[derive(Debug, Default)]
+pub struct Reach {
+    failing: bool,
+}
+
+impl Reach {
+    /// Logs `what` if the store was answering until now.
+    pub fn failed(&mut self, who: &str, what: impl std::fmt::Display) {
+        if !self.failing {
+            log(
+                who,
+                format!("{what} (retrying; logged again when it answers)"),
+            );
+            self.failing = true;
+        }
+    }
+
+    /// Logs that the store answers again, if it was failing.
+    pub fn answered(&mut self, who: &str) {
+        if self.failing {
+            log(who, "the store answers again");
+            self.failing = false;
+        }
+    }
 }

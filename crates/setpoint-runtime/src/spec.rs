@@ -10,7 +10,14 @@
 //! startup = "5s"                  # startup time B, default 5s
 //! readiness = ["test", "-f", "/tmp/ready"]  # optional; replaces the startup time
 //! grace = "10s"                   # SIGTERM to SIGKILL, default 10s
+//! env = { RUST_LOG = "info" }     # the copies' environment; nothing else is inherited
+//! env_passthrough = ["HOME"]      # variables copied from the agent's environment, by name
+//! backoff = { initial = "10s", max = "5m", reset = "10m" }  # after failed starts (defaults)
+//! rollout = { max_surge = "25%", max_unavailable = "25%", progress_deadline = "10m" }  # (defaults)
 //! ```
+//!
+//! Commands obey [`rules`](crate::rules): no NUL byte, within the system's exec limit. The
+//! period is at least [`MIN_PERIOD`].
 //!
 //! Parse before you act: every workload of the file is checked before anything is written, and
 //! one error rejects the whole file.
@@ -21,13 +28,19 @@ use std::time::Duration;
 use serde::Deserialize;
 use setpoint_core::ControllerKind;
 
-use crate::duration::parse_duration;
+use crate::backoff::BackoffPolicy;
+use crate::duration::{format_duration, parse_duration};
 use crate::model::WorkloadSpec;
+use crate::rollout::{Amount, RolloutPolicy};
+use crate::rules::{self, CopyEnv};
 
 /// The most copies one workload may declare.
 pub const MAX_COPIES: u64 = 10_000;
-/// The longest workload name; copy identities add `-` and a number to it.
-pub const MAX_NAME: usize = 40;
+pub use crate::rules::{check_name, MAX_NAME};
+/// The shortest loop period: each pass reads the store and may write events, so a 1 ms period
+/// would cost about 0.6 GB of events an hour and a core, with nothing gained below the agents'
+/// own 25 ms tick.
+pub const MIN_PERIOD: Duration = Duration::from_millis(10);
 /// The default loop period U.
 pub const DEFAULT_PERIOD: Duration = Duration::from_secs(15);
 /// The default startup time B.
@@ -84,25 +97,35 @@ struct RawWorkload {
     startup: Option<String>,
     readiness: Option<RawCommand>,
     grace: Option<String>,
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    env_passthrough: Vec<String>,
+    backoff: Option<RawBackoff>,
+    rollout: Option<RawRollout>,
 }
 
-/// Checks a workload name: 1 to 40 characters of `a-z`, `0-9` and `-`, starting with a letter
-/// and not ending with `-`.
-pub fn check_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_NAME
-        && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && !name.ends_with('-')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "'{name}' is not a valid name: accepted 1 to {MAX_NAME} characters of a-z, 0-9 and '-', starting with a letter and not ending with '-'"
-        ))
-    }
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRollout {
+    max_surge: Option<RawAmount>,
+    max_unavailable: Option<RawAmount>,
+    progress_deadline: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawAmount {
+    Count(i64),
+    Text(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBackoff {
+    initial: Option<String>,
+    max: Option<String>,
+    reset: Option<String>,
 }
 
 /// Parses and validates a workloads file. Returns the workloads in file order.
@@ -140,7 +163,12 @@ fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
         reason,
     };
     check_name(&name).map_err(|r| bad("name", r))?;
-    let command = argv(raw.command).map_err(|r| bad("command", r))?;
+    let env = CopyEnv {
+        vars: raw.env,
+        passthrough: raw.env_passthrough,
+    };
+    rules::check_env(&env).map_err(|r| bad("env", r))?;
+    let command = argv(raw.command, &env).map_err(|r| bad("command", r))?;
     if raw.copies < 0 || raw.copies as u64 > MAX_COPIES {
         return Err(bad(
             "copies",
@@ -167,13 +195,30 @@ fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
         Ok(d.as_millis() as u64)
     };
     let period_ms = duration("period", raw.period, DEFAULT_PERIOD, false)?;
+    if period_ms < MIN_PERIOD.as_millis() as u64 {
+        return Err(bad(
+            "period",
+            format!(
+                "{period_ms}ms is too short: accepted at least {}ms",
+                MIN_PERIOD.as_millis()
+            ),
+        ));
+    }
     let startup_ms = duration("startup", raw.startup, DEFAULT_STARTUP, true)?;
     let grace_ms = duration("grace", raw.grace, DEFAULT_GRACE, true)?;
     let readiness = raw
         .readiness
-        .map(argv)
+        .map(|r| argv(r, &env))
         .transpose()
         .map_err(|r| bad("readiness", r))?;
+    let backoff = match raw.backoff {
+        None => BackoffPolicy::default(),
+        Some(b) => backoff_policy(b).map_err(|(field, reason)| bad(field, reason))?,
+    };
+    let rollout = match raw.rollout {
+        None => RolloutPolicy::default(),
+        Some(r) => rollout_policy(r).map_err(|(field, reason)| bad(field, reason))?,
+    };
     Ok(WorkloadSpec {
         name: name.clone(),
         command,
@@ -183,17 +228,126 @@ fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
         startup_ms,
         readiness,
         grace_ms,
+        env,
+        backoff,
+        rollout,
+        generation: 0,
     })
 }
 
-fn argv(c: RawCommand) -> Result<Vec<String>, String> {
+/// Reads `rollout = { max_surge, max_unavailable, progress_deadline }`: each budget a number of
+/// copies (0 to 10000) or a percentage (`"25%"`, 0 to 100), not both 0; the deadline from 1s to
+/// 24h.
+fn rollout_policy(r: RawRollout) -> Result<RolloutPolicy, (&'static str, String)> {
+    let d = RolloutPolicy::default();
+    let amount = |field: &'static str, raw: Option<RawAmount>, default: Amount| {
+        let accepted =
+            "accepted a number of copies from 0 to 10000 or a percentage from \"0%\" to \"100%\"";
+        match raw {
+            None => Ok(default),
+            Some(RawAmount::Count(n)) if (0..=MAX_COPIES as i64).contains(&n) => {
+                Ok(Amount::Copies(n as u64))
+            }
+            Some(RawAmount::Count(n)) => Err((field, format!("{n} is out of range: {accepted}"))),
+            Some(RawAmount::Text(t)) => t
+                .strip_suffix('%')
+                .and_then(|p| p.trim().parse::<u64>().ok())
+                .filter(|p| *p <= 100)
+                .map(Amount::Percent)
+                .ok_or_else(|| (field, format!("'{t}' is not valid: {accepted}"))),
+        }
+    };
+    let max_surge = amount("rollout.max_surge", r.max_surge, d.max_surge)?;
+    let max_unavailable = amount(
+        "rollout.max_unavailable",
+        r.max_unavailable,
+        d.max_unavailable,
+    )?;
+    if max_surge.is_zero() && max_unavailable.is_zero() {
+        return Err((
+            "rollout.max_unavailable",
+            "0 with rollout.max_surge 0 is out of range: a rollout could never replace a copy; accepted at least one of the two above 0".into(),
+        ));
+    }
+    let progress_deadline_ms = match r.progress_deadline {
+        None => d.progress_deadline_ms,
+        Some(t) => parse_duration(&t)
+            .map(|d| d.as_millis() as u64)
+            .map_err(|e| {
+                (
+                    "rollout.progress_deadline",
+                    format!("{e}; accepted 1s to 24h"),
+                )
+            })?,
+    };
+    if !(1_000..=crate::backoff::MAX_INITIAL_MS).contains(&progress_deadline_ms) {
+        return Err((
+            "rollout.progress_deadline",
+            format!(
+                "{} is out of range: accepted 1s to 24h",
+                format_duration(Duration::from_millis(progress_deadline_ms))
+            ),
+        ));
+    }
+    Ok(RolloutPolicy {
+        max_surge,
+        max_unavailable,
+        progress_deadline_ms,
+    })
+}
+
+/// Reads `backoff = { initial, max, reset }`: `initial` from 1ms to 24h, `max` at least
+/// `initial` and at most 24h, `reset` at least 1ms. Missing fields take the kubelet's defaults.
+fn backoff_policy(b: RawBackoff) -> Result<BackoffPolicy, (&'static str, String)> {
+    let d = BackoffPolicy::default();
+    let read = |field: &'static str, text: Option<String>, default: u64| match text {
+        None => Ok(default),
+        Some(t) => parse_duration(&t)
+            .map(|d| d.as_millis() as u64)
+            .map_err(|e| (field, format!("{e}; accepted 1ms to 24h"))),
+    };
+    let initial_ms = read("backoff.initial", b.initial, d.initial_ms)?;
+    let max_ms = read("backoff.max", b.max, d.max_ms.max(initial_ms))?;
+    let reset_ms = read("backoff.reset", b.reset, d.reset_ms)?;
+    let day = crate::backoff::MAX_INITIAL_MS;
+    if initial_ms == 0 || initial_ms > day {
+        return Err((
+            "backoff.initial",
+            format!(
+                "{} is out of range: accepted 1ms to 24h",
+                format_duration(Duration::from_millis(initial_ms))
+            ),
+        ));
+    }
+    if max_ms < initial_ms || max_ms > day {
+        return Err((
+            "backoff.max",
+            format!(
+                "{} is out of range: accepted from backoff.initial ({}) to 24h",
+                format_duration(Duration::from_millis(max_ms)),
+                format_duration(Duration::from_millis(initial_ms))
+            ),
+        ));
+    }
+    if reset_ms == 0 {
+        return Err((
+            "backoff.reset",
+            "0 is out of range: accepted at least 1ms".into(),
+        ));
+    }
+    Ok(BackoffPolicy {
+        initial_ms,
+        max_ms,
+        reset_ms,
+    })
+}
+
+fn argv(c: RawCommand, env: &CopyEnv) -> Result<Vec<String>, String> {
     let v = match c {
         RawCommand::Argv(v) => v,
         RawCommand::Shell(s) => vec!["sh".into(), "-c".into(), s],
     };
-    if v.first().is_none_or(|p| p.trim().is_empty()) {
-        return Err("it is empty: give a program and its arguments".into());
-    }
+    rules::check_command(&v, env)?;
     Ok(v)
 }
 
@@ -215,6 +369,32 @@ mod tests {
             (15_000, 5_000, 10_000)
         );
         assert_eq!(w.readiness, None);
+        assert_eq!(w.backoff, BackoffPolicy::default());
+    }
+
+    #[test]
+    fn backoff_settings_are_read_with_units_and_missing_ones_keep_the_defaults() {
+        let w = parse_workloads(
+            "[[workload]]\nname = \"a\"\ncommand = [\"false\"]\ncopies = 1\nbackoff = { initial = \"200ms\", reset = \"3s\" }\n",
+        )
+        .unwrap();
+        assert_eq!(
+            w[0].backoff,
+            BackoffPolicy {
+                initial_ms: 200,
+                max_ms: 300_000,
+                reset_ms: 3_000
+            }
+        );
+        // A large initial delay lifts the default cap with it rather than failing.
+        let w = parse_workloads(
+            "[[workload]]\nname = \"a\"\ncommand = [\"false\"]\ncopies = 1\nbackoff = { initial = \"10m\" }\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (w[0].backoff.initial_ms, w[0].backoff.max_ms),
+            (600_000, 600_000)
+        );
     }
 
     #[test]
@@ -249,6 +429,42 @@ mod tests {
             (
                 "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\ncontroller = \"pid\"",
                 "controller",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nbackoff = { initial = \"0\" }",
+                "backoff.initial",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nbackoff = { initial = \"25h\", max = \"25h\" }",
+                "backoff.initial",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nbackoff = { initial = \"-1s\" }",
+                "backoff.initial",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nbackoff = { initial = \"1m\", max = \"10s\" }",
+                "backoff.max",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nbackoff = { reset = \"0\" }",
+                "backoff.reset",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nrollout = { max_surge = 0, max_unavailable = \"0%\" }",
+                "rollout.max_unavailable",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nrollout = { max_surge = -1 }",
+                "rollout.max_surge",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nrollout = { max_surge = \"150%\" }",
+                "rollout.max_surge",
+            ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nrollout = { progress_deadline = \"0\" }",
+                "rollout.progress_deadline",
             ),
         ];
         for (body, field) in cases {

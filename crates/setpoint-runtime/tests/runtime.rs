@@ -113,6 +113,10 @@ impl Cluster {
             startup_ms: 100,
             readiness: None,
             grace_ms: 300,
+            env: Default::default(),
+            backoff: Default::default(),
+            rollout: Default::default(),
+            generation: 0,
         };
         ops::apply(&*self.store, &[w]).unwrap();
     }
@@ -348,6 +352,10 @@ async fn readiness_gates_the_ledger_and_a_copy_ignoring_sigterm_is_killed_after_
             format!("test -f {}/$SETPOINT_COPY", flags.display()),
         ]),
         grace_ms: 400,
+        env: Default::default(),
+        backoff: Default::default(),
+        rollout: Default::default(),
+        generation: 0,
     };
     ops::apply(&*c.store, &[w]).unwrap();
     c.until("the copy runs", |c| c.processes().len() == 1).await;
@@ -424,6 +432,8 @@ async fn a_name_assigned_again_after_its_copy_exited_starts_a_new_copy_exactly_o
         readiness: None,
         grace_ms: 100,
         created_ms: 0,
+        env: Default::default(),
+        generation: 0,
     };
     let key = assignment_key("w", 0);
     c.store

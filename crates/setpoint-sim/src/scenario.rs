@@ -140,6 +140,17 @@ pub enum Event {
         /// How many commands are lost.
         count: u64,
     },
+    /// The next `starts` copies created end `after` seconds after their creation; one that ends
+    /// before its startup time is a failed start, and the workload backs off as the runtime
+    /// does (`setpoint_core::backoff`) with `backoff`, the settings its declaration would carry.
+    CrashLoop {
+        /// Seconds from creation to the end.
+        after: Time,
+        /// How many creations it strikes.
+        starts: u64,
+        /// The backoff settings, in seconds.
+        backoff: setpoint_core::backoff::BackoffPolicy,
+    },
 }
 
 impl Event {
@@ -152,6 +163,7 @@ impl Event {
             Event::Restart => "restart",
             Event::Stale { .. } => "stale",
             Event::LoseDeletes { .. } => "lose-delete",
+            Event::CrashLoop { .. } => "crash-loop",
         }
     }
 }
@@ -355,6 +367,16 @@ impl Scenario {
                     WINDOW.check(seconds)?;
                 }
                 Event::Restart => {}
+                Event::CrashLoop {
+                    after,
+                    starts,
+                    backoff,
+                } => {
+                    WINDOW.check(after)?;
+                    EVENT_COUNT.check(starts)?;
+                    WINDOW.check(backoff.initial.max(1))?;
+                    WINDOW.check(backoff.max.max(backoff.initial))?;
+                }
             }
         }
         spec.events.sort_by_key(|e| e.at);
@@ -550,6 +572,22 @@ pub fn run_traced(
         )),
         None => crate::world::run_general_traced(scenario, seed, observer),
     }
+}
+
+/// The seconds at which workload `w` of `scenario` created copies: a crash loop's attempt
+/// times, to set beside the runtime's (`setpoint-cli`'s `trust` tests).
+pub fn creation_times(
+    scenario: &Scenario,
+    seed: u64,
+    w: usize,
+) -> Result<Vec<Time>, ScenarioError> {
+    let mut out = Vec::new();
+    run_traced(scenario, seed, &mut |i, r| {
+        if i == w && r.created > 0 {
+            out.push(r.t);
+        }
+    })?;
+    Ok(out)
 }
 
 #[cfg(test)]

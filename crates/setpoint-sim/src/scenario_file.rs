@@ -27,6 +27,9 @@
 //! kind = "deaths"                    # deaths (count or fraction) | scale (desired)
 //! count = 2                          #   | outage (seconds) | restart | stale (seconds)
 //!                                    #   | lose-delete (count, default 1)
+//!                                    #   | crash-loop (seconds: each of the next `count`
+//!                                    #     copies ends this long after its creation; the
+//!                                    #     workload backs off from `initial` (10) to `max` (300))
 //! ```
 //!
 //! Every error names the file, the line and the key, on one line: an unknown key, a value of the
@@ -108,6 +111,8 @@ struct RawEvent {
     fraction: Option<Spanned<Value>>,
     desired: Option<Spanned<i64>>,
     seconds: Option<Spanned<i64>>,
+    initial: Option<Spanned<i64>>,
+    max: Option<Spanned<i64>>,
 }
 
 /// Reads and parses the scenario file at `path`.
@@ -441,11 +446,12 @@ impl Located<'_> {
             "outage" | "stale" => &["seconds"],
             "restart" => &[],
             "lose-delete" => &["count"],
+            "crash-loop" => &["seconds", "count", "initial", "max"],
             other => {
                 return Err(self.error(
                     &e.kind,
                     &key("kind"),
-                    format!("unknown event '{other}': accepted are deaths, scale, outage, restart, stale, lose-delete"),
+                    format!("unknown event '{other}': accepted are deaths, scale, outage, restart, stale, lose-delete, crash-loop"),
                 ))
             }
         };
@@ -454,6 +460,8 @@ impl Located<'_> {
             ("fraction", e.fraction.as_ref().map(Spanned::span)),
             ("desired", e.desired.as_ref().map(Spanned::span)),
             ("seconds", e.seconds.as_ref().map(Spanned::span)),
+            ("initial", e.initial.as_ref().map(Spanned::span)),
+            ("max", e.max.as_ref().map(Spanned::span)),
         ];
         for (k, span) in &present {
             if let Some(span) = span {
@@ -506,6 +514,30 @@ impl Located<'_> {
                 )?,
             },
             "restart" => Event::Restart,
+            "crash-loop" => {
+                let secs = |v: &Option<Spanned<i64>>, k: &str, default: u64| match v {
+                    Some(v) => self.limited(v, &key(k), WINDOW),
+                    None => Ok(default),
+                };
+                let initial = secs(&e.initial, "initial", 10)?;
+                Event::CrashLoop {
+                    after: self.limited(
+                        e.seconds.as_ref().ok_or_else(|| needs("seconds"))?,
+                        &key("seconds"),
+                        WINDOW,
+                    )?,
+                    starts: self.limited(
+                        e.count.as_ref().ok_or_else(|| needs("count"))?,
+                        &key("count"),
+                        EVENT_COUNT,
+                    )?,
+                    backoff: setpoint_core::backoff::BackoffPolicy {
+                        initial,
+                        max: secs(&e.max, "max", 300)?.max(initial),
+                        reset: 600,
+                    },
+                }
+            }
             _ => Event::LoseDeletes {
                 count: match &e.count {
                     Some(c) => self.limited(c, &key("count"), EVENT_COUNT)?,
@@ -633,6 +665,31 @@ count = 2
         assert_eq!(spec.delay, DelayModel::Fixed(20_000));
         assert_eq!(spec.workloads[0].desired, 6);
         assert_eq!(spec.events[0].event, Event::Deaths(Toll::Count(2)));
+    }
+
+    #[test]
+    fn a_crash_loop_event_reads_its_ending_count_and_backoff() {
+        let text = LESSON.replace(
+            "kind = \"deaths\"\ncount = 2",
+            "kind = \"crash-loop\"\nseconds = 1\ncount = 5\ninitial = 4",
+        );
+        let spec = parse("s.toml", &text).unwrap();
+        assert_eq!(
+            spec.events[0].event,
+            Event::CrashLoop {
+                after: 1,
+                starts: 5,
+                backoff: setpoint_core::backoff::BackoffPolicy {
+                    initial: 4,
+                    max: 300,
+                    reset: 600
+                }
+            }
+        );
+        let e = err(&text.replace("count = 5", "count = 5\ndesired = 3"));
+        assert!(e.contains("does not apply to a 'crash-loop' event"), "{e}");
+        let e = err(&text.replace("seconds = 1\n", ""));
+        assert!(e.contains("a 'crash-loop' event needs 'seconds'"), "{e}");
     }
 
     #[test]

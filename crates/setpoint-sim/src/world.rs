@@ -44,6 +44,8 @@ struct CopyRec {
     /// Whether the report of its end has reached the ledger. A start report that arrives after
     /// it is dropped: the ledger knows the copy is gone.
     end_arrived: bool,
+    /// When it was created.
+    created: Time,
 }
 
 /// What happens at a point of the queue.
@@ -55,6 +57,8 @@ enum Ev {
     Scripted(usize),
     /// A stale-view window of one workload closes.
     StaleEnd { w: usize },
+    /// A crash-looping copy ends by itself.
+    Fail { w: usize, id: u64 },
     /// A report reaches the ledger. `made` is when it was made.
     Arrive {
         w: usize,
@@ -121,6 +125,14 @@ struct Work {
     /// Whether the last pass returned an action.
     acted: bool,
     tally: Tally,
+    /// A crash loop: copies end this many seconds after creation, for this many more starts.
+    crash: Option<(Time, u64)>,
+    /// The backoff settings of the last crash loop, and each key's backoff (the workload's,
+    /// `None`, or a name's for `named`), as the runtime keeps them (`setpoint_core::backoff`).
+    backoff: Option<setpoint_core::backoff::BackoffPolicy>,
+    backoffs: BTreeMap<Option<Name>, setpoint_core::backoff::Backoff>,
+    /// A pass held back by a backoff is due again at this time.
+    backoff_wake: Option<Time>,
 }
 
 impl Work {
@@ -392,6 +404,10 @@ impl<'s> Engine<'s> {
                     required: decl.desired,
                     ..Tally::default()
                 },
+                crash: None,
+                backoff: None,
+                backoffs: BTreeMap::new(),
+                backoff_wake: None,
             })
             .collect();
         let mut engine = Engine {
@@ -470,7 +486,8 @@ impl<'s> Engine<'s> {
                 if w.dirty || w.acted {
                     Some(after(t + 1))
                 } else {
-                    c.wake_at().map(|at| after(at.max(t + 1)))
+                    let wake = c.wake_at().into_iter().chain(w.backoff_wake).min();
+                    wake.map(|at| after(at.max(t + 1)))
                 }
             })
             .min()
@@ -483,7 +500,8 @@ impl<'s> Engine<'s> {
             for w in 0..self.works.len() {
                 let due = self.works[w].dirty
                     || self.works[w].acted
-                    || self.controllers[w].wake_at().is_some_and(|at| at <= t);
+                    || self.controllers[w].wake_at().is_some_and(|at| at <= t)
+                    || self.works[w].backoff_wake.is_some_and(|at| at <= t);
                 if due {
                     self.pass(w, t)?;
                 }
@@ -501,6 +519,7 @@ impl<'s> Engine<'s> {
             let ev = entry.remove();
             match ev {
                 Ev::Ready { w, id } => self.ready(w, id, t),
+                Ev::Fail { w, id } => self.fail(w, id, t),
                 Ev::Scripted(i) => self.scripted(i, t),
                 Ev::StaleEnd { w } => {
                     let work = &mut self.works[w];
@@ -672,6 +691,15 @@ impl<'s> Engine<'s> {
                     let work = &mut self.works[w];
                     work.lost_armed = work.lost_armed.saturating_add(count);
                 }
+                Event::CrashLoop {
+                    after,
+                    starts,
+                    backoff,
+                } => {
+                    let work = &mut self.works[w];
+                    work.crash = Some((after, starts));
+                    work.backoff = Some(backoff);
+                }
             }
         }
     }
@@ -688,7 +716,34 @@ impl<'s> Engine<'s> {
         let desired = Desired {
             copies: work.desired,
         };
-        let action = self.controllers[w].pass(desired, &view);
+        let before = self.controllers[w].clone();
+        let mut action = self.controllers[w].pass(desired, &view);
+        // Backoff after failed starts: a held creation is not written, and the controller forgets
+        // it tried, as in the runtime (`reconcile::plan_pass`).
+        let held = |key: Option<Name>| {
+            work.backoffs
+                .get(&key)
+                .is_some_and(|b| work.backoff.is_some() && b.blocks(t))
+        };
+        let mut wake = None;
+        match &mut action {
+            Some(Action::Create { .. }) if held(None) => {
+                self.controllers[w] = before;
+                wake = work.backoffs.get(&None).map(|b| b.next_try);
+                action = None;
+            }
+            Some(Action::Named { create, .. }) => {
+                create.retain(|&n| {
+                    let h = held(Some(n));
+                    if h {
+                        let at = work.backoffs[&Some(n)].next_try;
+                        wake = Some(wake.map_or(at, |w: Time| w.min(at)));
+                    }
+                    !h
+                });
+            }
+            _ => {}
+        }
         // Delete commands go to the oldest copies of the ledger this pass read (CA25).
         let targets = match &action {
             Some(a @ Action::Delete { .. }) => view.oldest_on_ledger(a.size()),
@@ -697,6 +752,7 @@ impl<'s> Engine<'s> {
         let work = &mut self.works[w];
         work.dirty = false;
         work.acted = action.is_some();
+        work.backoff_wake = wake;
         match action {
             None => {}
             Some(Action::Create { batch, .. }) => {
@@ -765,7 +821,13 @@ impl<'s> Engine<'s> {
             started: false,
             dead: false,
             end_arrived: false,
+            created: t,
         });
+        if let Some((after, left)) = work.crash {
+            work.crash = (left > 1).then_some((after, left - 1));
+            self.push(t.saturating_add(after), READY, Ev::Fail { w, id });
+        }
+        let work = &mut self.works[w];
         if let Some(name) = name {
             work.existing_names.entry(name).or_default().insert(id);
         }
@@ -774,6 +836,34 @@ impl<'s> Engine<'s> {
         let ready = t.saturating_add(work.startup);
         self.push(ready, READY, Ev::Ready { w, id });
         Ok(())
+    }
+}
+
+impl Engine<'_> {
+    /// A crash-looping copy ends at `t`: a failed start if it never became ready (its key backs
+    /// off), otherwise a death.
+    fn fail(&mut self, w: usize, id: u64, t: Time) {
+        let rec = &self.works[w].copies[id as usize];
+        let (started, created, name) = (rec.started, rec.created, rec.name);
+        if !self.kill(w, id, t) {
+            return;
+        }
+        let work = &mut self.works[w];
+        if started {
+            work.tally.died += 1;
+            return;
+        }
+        let key = if self.spec.controller.kind == ControllerKind::Named {
+            name
+        } else {
+            None
+        };
+        if let Some(policy) = work.backoff {
+            work.backoffs
+                .entry(key)
+                .or_default()
+                .record(&policy, created, t);
+        }
     }
 }
 
@@ -823,6 +913,67 @@ mod tests {
             workload: workload.map(str::to_owned),
             event,
         }
+    }
+
+    fn crash_spec(kind: ControllerKind, desired: u64) -> ScenarioSpec {
+        ScenarioSpec {
+            period: 2,
+            duration: 120,
+            delay: crate::delay::DelayModel::Fixed(0),
+            controller: crate::scenario::ControllerSpec::new(kind),
+            workloads: vec![crate::scenario::Workload {
+                name: "ghost".into(),
+                desired,
+                startup: 3,
+            }],
+            events: vec![event(
+                0,
+                None,
+                Event::CrashLoop {
+                    after: 1,
+                    starts: 1_000,
+                    backoff: setpoint_core::backoff::BackoffPolicy {
+                        initial: 4,
+                        max: 16,
+                        reset: 10_000,
+                    },
+                },
+            )],
+            unique_names: true,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn a_crash_loop_backs_off_on_the_runtimes_schedule() {
+        // Each attempt ends 1 s after its creation; the next waits 4, 8, 16, 16 s from that end,
+        // rounded up to the period of 2: gaps of 6, 10, 18, 18.
+        for kind in [
+            ControllerKind::Intent,
+            ControllerKind::Ledger,
+            ControllerKind::Named,
+        ] {
+            let s = Scenario::new(crash_spec(kind, 2)).unwrap();
+            let at = crate::scenario::creation_times(&s, 1, 0).unwrap();
+            assert_eq!(&at[..6], [0, 6, 16, 34, 52, 70], "{kind:?}");
+            let out = lab(crash_spec(kind, 2), 1);
+            let m = out.workloads[0].metrics;
+            assert_eq!(
+                (m.peak_live, m.died),
+                (0, 0),
+                "{kind:?}: failed starts are no deaths"
+            );
+            assert_eq!(m.created, 2 * at.len() as u64, "{kind:?}: two per attempt");
+        }
+        // Without the event nothing crashes, and without the backoff (initial 0) it is retried
+        // every period.
+        let mut spec = crash_spec(ControllerKind::Intent, 2);
+        if let Event::CrashLoop { backoff, .. } = &mut spec.events[0].event {
+            backoff.initial = 0;
+            backoff.max = 0;
+        }
+        let at = crate::scenario::creation_times(&Scenario::new(spec).unwrap(), 1, 0).unwrap();
+        assert_eq!(&at[..4], [0, 2, 4, 6]);
     }
 
     #[test]

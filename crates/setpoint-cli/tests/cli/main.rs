@@ -3,6 +3,8 @@
 //!
 //! # Layout
 //! - [`commandline`]: missing-argument messages, completions, the manual page and help.
+//! - [`hardening`]: a store that cannot be lost silently, an agent that trusts nothing it is
+//!   handed, and `apply` refusing what can never run (issue 14).
 //! - [`lesson`]: golden lesson outputs, formats, exit codes and messages, plots and reports.
 //! - [`limits`]: the audit's corpus of inputs over the limits of docs/limits.md.
 //! - [`pictures`]: `-o` formats (SVG, PNG, HTML, stdout) and the shapes in the pictures.
@@ -10,8 +12,12 @@
 //! - [`sweep`]: `setpoint sweep` rows, summaries and determinism.
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
+//! - [`store`]: `--store URL` on every runtime command; the runtime on etcd.
+//! - [`trust`]: crash-loop backoff, clean shutdown through a closed pipe, idle reasons, refused
+//!   settings (issue 11).
 
 mod commandline;
+mod hardening;
 mod lesson;
 mod limits;
 mod output;
@@ -19,4 +25,6 @@ mod pictures;
 mod reality;
 mod runtime;
 mod scenarios;
+mod store;
 mod sweep;
+mod trust;

@@ -11,9 +11,9 @@ use rustix::process::Signal;
 use serde_json::Value;
 use setpoint_runtime::process::{find_marked, signal_group};
 
-const DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
 
-const WORKLOAD: &str = r#"
+pub(crate) const WORKLOAD: &str = r#"
 [[workload]]
 name = "collector"
 command = ["sleep", "120"]
@@ -26,10 +26,10 @@ grace = "500ms"
 
 /// A data directory, the setpoint processes started on it, and the nodes they run. Dropping it
 /// kills all of them and every copy they left.
-struct Cluster {
-    dir: tempfile::TempDir,
-    daemons: BTreeMap<String, Child>,
-    nodes: Vec<String>,
+pub(crate) struct Cluster {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) daemons: BTreeMap<String, Child>,
+    pub(crate) nodes: Vec<String>,
 }
 
 impl Drop for Cluster {
@@ -47,7 +47,7 @@ impl Drop for Cluster {
 }
 
 impl Cluster {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             dir: tempfile::tempdir().unwrap(),
             daemons: BTreeMap::new(),
@@ -55,29 +55,30 @@ impl Cluster {
         }
     }
 
-    fn data_dir(&self) -> PathBuf {
+    pub(crate) fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }
 
-    fn mark(&self, node: &str) -> String {
-        let nodes = self.data_dir().join("nodes");
-        std::fs::create_dir_all(&nodes).unwrap();
-        nodes
+    pub(crate) fn mark(&self, node: &str) -> String {
+        // Without creating the directory, which the agent makes owner-only.
+        self.dir
+            .path()
             .canonicalize()
             .unwrap()
+            .join("data/nodes")
             .join(node)
             .display()
             .to_string()
     }
 
-    fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_setpoint"));
         c.args(args).arg("--data-dir").arg(self.data_dir());
         c
     }
 
     /// Starts a long-running setpoint process, its log in the data directory's parent.
-    fn start(&mut self, name: &str, args: &[&str]) {
+    pub(crate) fn start(&mut self, name: &str, args: &[&str]) {
         let log = std::fs::File::create(self.dir.path().join(format!("{name}.log"))).unwrap();
         let child = self
             .command(args)
@@ -89,7 +90,7 @@ impl Cluster {
         self.daemons.insert(name.to_owned(), child);
     }
 
-    fn up(&mut self, nodes: u32) {
+    pub(crate) fn up(&mut self, nodes: u32) {
         for i in 1..=nodes {
             let n = format!("node-{i}");
             if !self.nodes.contains(&n) {
@@ -111,18 +112,18 @@ impl Cluster {
     }
 
     /// Sends `signal` to a setpoint process and waits for it to end.
-    fn signal(&mut self, name: &str, signal: Signal) -> std::process::ExitStatus {
+    pub(crate) fn signal(&mut self, name: &str, signal: Signal) -> std::process::ExitStatus {
         let mut child = self.daemons.remove(name).unwrap();
         let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
         rustix::process::kill_process(pid, signal).unwrap();
         child.wait().unwrap()
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
     }
 
-    fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
         assert!(
             out.status.success(),
@@ -132,7 +133,7 @@ impl Cluster {
         String::from_utf8(out.stdout).unwrap()
     }
 
-    fn apply(&self, copies: u64, controller: &str) {
+    pub(crate) fn apply(&self, copies: u64, controller: &str) {
         let path = self.dir.path().join("workloads.toml");
         let text = WORKLOAD
             .replace("COPIES", &copies.to_string())
@@ -141,14 +142,14 @@ impl Cluster {
         self.ok(&["apply", "-f", path.to_str().unwrap()]);
     }
 
-    fn get(&self) -> Value {
+    pub(crate) fn get(&self) -> Value {
         let text = self.ok(&["get", "collector", "--format", "json"]);
         serde_json::from_str::<Value>(&text).unwrap()["workloads"][0].clone()
     }
 
     /// The cluster's status; `null` until a daemon has created the store (read commands refuse
     /// a data directory without one).
-    fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         if !self.data_dir().join("store.sqlite").is_file() {
             return Value::Null;
         }
@@ -156,7 +157,7 @@ impl Cluster {
     }
 
     /// The real copies, by identity, with their pids.
-    fn processes(&self) -> BTreeMap<String, Vec<u32>> {
+    pub(crate) fn processes(&self) -> BTreeMap<String, Vec<u32>> {
         let mut out: BTreeMap<String, Vec<u32>> = BTreeMap::new();
         for node in &self.nodes {
             for m in find_marked(&self.mark(node)) {
@@ -166,7 +167,7 @@ impl Cluster {
         out
     }
 
-    fn until(&self, what: &str, want: impl Fn(&Self) -> bool) {
+    pub(crate) fn until(&self, what: &str, want: impl Fn(&Self) -> bool) {
         let deadline = Instant::now() + DEADLINE;
         while !want(self) {
             if Instant::now() >= deadline {
@@ -188,7 +189,7 @@ impl Cluster {
     }
 
     /// Waits until `n` copies run, once each, and `get` shows them live and on the ledger.
-    fn converged(&self, n: u64) {
+    pub(crate) fn converged(&self, n: u64) {
         self.until(&format!("{n} live copies"), |c| {
             let p = c.processes();
             let g = c.get();
@@ -200,7 +201,7 @@ impl Cluster {
         });
     }
 
-    fn kill(&self, n: u64) -> Vec<String> {
+    pub(crate) fn kill(&self, n: u64) -> Vec<String> {
         let out = self.ok(&["kill", "collector", &n.to_string()]);
         let killed: Vec<String> = out
             .lines()

@@ -179,25 +179,6 @@ impl Store for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::conformance;
 
-    #[test]
-    fn compare_and_set_conflicts_on_a_stale_revision() {
-        conformance::compare_and_set_conflicts_on_a_stale_revision(&MemoryStore::new());
-    }
-
-    #[test]
-    fn a_failed_transaction_writes_nothing() {
-        conformance::a_failed_transaction_writes_nothing(&MemoryStore::new());
-    }
-
-    #[test]
-    fn reads_are_by_prefix_in_key_order_at_one_revision() {
-        conformance::reads_are_by_prefix_in_key_order_at_one_revision(&MemoryStore::new());
-    }
-
-    #[test]
-    fn leased_keys_vanish_when_the_lease_expires() {
-        conformance::leased_keys_vanish_when_the_lease_expires(&MemoryStore::new());
-    }
+    crate::store::conformance_tests!(Some(((), MemoryStore::new())), Duration::from_millis(100));
 }

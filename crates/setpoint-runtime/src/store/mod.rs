@@ -1,6 +1,6 @@
 //! The store: a key-value space where every write is a compare-and-set on a revision.
 //!
-//! The model is etcd's, so that a networked store can implement the same trait later:
+//! The model is etcd's, and [`EtcdStore`] implements it on etcd itself:
 //! - one revision counter for the whole store, bumped by every committed transaction; each key
 //!   remembers the revision that created it and the one that last changed it;
 //! - a transaction ([`Txn`]) is a list of comparisons (each key's `mod_revision`, where 0 means
@@ -11,19 +11,34 @@
 //! - watch by poll: [`Store::revision`] is cheap, and a reader that sees it move reads again.
 //!
 //! Calls block; async callers run them on a blocking thread. Every method can fail with
-//! [`StoreError::Unavailable`], as a networked store would.
+//! [`StoreError::Unavailable`], as a networked store does; a networked store returns it within a
+//! bounded time rather than hang. After `Unavailable` a commit may or may not have applied: read
+//! again before redoing it (the comparisons make a redo of an applied write a conflict).
 //!
 //! # Layout
 //! - [`memory`]: [`MemoryStore`], for tests and single-process use.
 //! - [`sqlite`]: [`SqliteStore`], the embedded default, safe for several processes.
+//! - [`etcd`]: [`EtcdStore`], on an etcd cluster, for runtimes that span machines.
+//! - [`namespace`]: [`Namespaced`], the keys of a store under one prefix.
+//! - [`url`]: [`StoreUrl`], which store to open (`sqlite:DIR`, `etcd://…`, `memory:`), and its
+//!   format check.
+//! - [`identity`]: the file checks that keep a SQLite store from being lost silently, and the
+//!   owner-only modes of the files setpoint creates.
 
+pub mod etcd;
+pub mod identity;
 pub mod memory;
+pub mod namespace;
 pub mod sqlite;
+pub mod url;
 
 use std::time::Duration;
 
+pub use etcd::{EtcdOptions, EtcdStore};
 pub use memory::MemoryStore;
+pub use namespace::Namespaced;
 pub use sqlite::SqliteStore;
+pub use url::{OpenError, OpenMode, StoreUrl, StoreUrlError};
 
 /// A store-wide revision. Every committed transaction gets the next one. 0 means "never".
 pub type Revision = u64;
@@ -171,12 +186,26 @@ pub enum StoreError {
         /// Why it could not be read.
         reason: String,
     },
+    /// The store this handle opened is gone: its file was removed or replaced. Nothing more is
+    /// read or written through this handle; every part using it stops. Restore the file, or
+    /// stop every part and start again on a new data directory.
+    #[error("store lost: {0}; nothing more is read or written through it")]
+    Lost(String),
+    /// The file at the store's place is not a setpoint store (empty, foreign, or a removed
+    /// store's leftover write-ahead log). It was left untouched; the message says what to do.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl StoreError {
     /// Whether this is a failed compare-and-set, which a fresh read and a retry resolve.
     pub fn is_conflict(&self) -> bool {
         matches!(self, StoreError::Conflict { .. })
+    }
+
+    /// Whether the store is gone for good ([`StoreError::Lost`]): the caller must stop acting.
+    pub fn is_lost(&self) -> bool {
+        matches!(self, StoreError::Lost(_))
     }
 }
 
@@ -231,6 +260,43 @@ pub(crate) fn prefix_end(prefix: &str) -> String {
     s.push('\u{7f}');
     s
 }
+
+/// The conformance suite as `#[test]` functions, for one store. `$setup` gives
+/// `Some((guard, store))`, where the guard holds what the store needs (a directory, a server)
+/// for the test's length, or `None` when the store cannot run here (the test then passes
+/// after saying why); `$ttl` is the shortest lease the store honours.
+#[cfg(test)]
+macro_rules! conformance_tests {
+    ($setup:expr, $ttl:expr) => {
+        $crate::store::conformance_tests!(@each $setup, $ttl;
+            compare_and_set_conflicts_on_a_stale_revision,
+            a_failed_transaction_writes_nothing,
+            reads_are_by_prefix_in_key_order_at_one_revision,
+            leased_keys_vanish_when_the_lease_expires,
+            comparing_an_absent_key,
+            the_first_failed_comparison_is_the_one_reported,
+            revoking_a_lease_removes_its_keys_at_once,
+            a_read_of_several_prefixes_never_sees_half_a_transaction);
+        #[test]
+        fn keep_alive_holds_a_lease_past_its_ttl() {
+            if let Some((_guard, s)) = $setup {
+                crate::store::conformance::keep_alive_holds_a_lease_past_its_ttl(&s, $ttl);
+            }
+        }
+    };
+    (@each $setup:expr, $ttl:expr; $($name:ident),*) => {
+        $(
+            #[test]
+            fn $name() {
+                if let Some((_guard, s)) = $setup {
+                    crate::store::conformance::$name(&s);
+                }
+            }
+        )*
+    };
+}
+#[cfg(test)]
+pub(crate) use conformance_tests;
 
 #[cfg(test)]
 pub(crate) mod conformance {
@@ -328,5 +394,123 @@ pub(crate) mod conformance {
         .unwrap();
         s.revoke(next).unwrap();
         assert_eq!(s.get("/leader").unwrap(), None);
+    }
+    pub fn comparing_an_absent_key(s: &dyn Store) {
+        // 0 means absent: it holds for a key never written, and for a deleted one.
+        let r = s
+            .commit(&Txn::new().expect("/new", 0).put("/new", "1"))
+            .unwrap();
+        let wrong = s.commit(&Txn::new().expect("/never", r).put("/never", "1"));
+        assert_eq!(
+            wrong,
+            Err(StoreError::Conflict {
+                key: "/never".into(),
+                expected: r,
+                found: 0
+            })
+        );
+        assert_eq!(s.get("/never").unwrap(), None);
+        s.commit(&Txn::new().expect("/new", r).delete("/new"))
+            .unwrap();
+        s.commit(&Txn::new().expect("/new", 0).put("/new", "2"))
+            .unwrap();
+        assert_eq!(s.get("/new").unwrap().unwrap().value, "2");
+        // A transaction that only compares writes nothing and returns the current revision.
+        let now = s.revision().unwrap();
+        assert_eq!(s.commit(&Txn::new().expect("/gone", 0)), Ok(now));
+        assert_eq!(s.revision().unwrap(), now);
+    }
+
+    pub fn the_first_failed_comparison_is_the_one_reported(s: &dyn Store) {
+        let ra = s.commit(&Txn::new().put("/ca", "1")).unwrap();
+        let rb = s.commit(&Txn::new().put("/cb", "1")).unwrap();
+        let t = Txn::new()
+            .expect("/ca", ra)
+            .expect("/cb", ra)
+            .expect("/cc", 7)
+            .put("/ca", "2");
+        assert_eq!(
+            s.commit(&t),
+            Err(StoreError::Conflict {
+                key: "/cb".into(),
+                expected: ra,
+                found: rb
+            })
+        );
+        assert_eq!(s.get("/ca").unwrap().unwrap().mod_revision, ra);
+    }
+
+    pub fn revoking_a_lease_removes_its_keys_at_once(s: &dyn Store) {
+        let lease = s.grant(Duration::from_secs(60)).unwrap();
+        let other = s.grant(Duration::from_secs(60)).unwrap();
+        assert_ne!(lease, other);
+        let r = s
+            .commit(
+                &Txn::new()
+                    .put_leased("/l/a", "1", lease)
+                    .put_leased("/l/b", "1", lease)
+                    .put_leased("/l/c", "1", other)
+                    .put("/l/d", "1"),
+            )
+            .unwrap();
+        let e = s.get("/l/a").unwrap().unwrap();
+        assert_eq!(e.lease, Some(lease));
+        assert_eq!(s.get("/l/d").unwrap().unwrap().lease, None);
+        s.revoke(lease).unwrap();
+        let read = s.read(&["/l/"]).unwrap();
+        let keys: Vec<_> = read.entries.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(keys, ["/l/c", "/l/d"]);
+        assert!(read.revision > r, "removing keys is a change");
+        assert_eq!(s.keep_alive(lease), Err(StoreError::LeaseExpired(lease)));
+        assert_eq!(s.revoke(lease), Ok(()), "revoking twice does nothing");
+        let put = s.commit(&Txn::new().put("/l/e", "1").put_leased("/l/f", "1", lease));
+        assert_eq!(put, Err(StoreError::LeaseExpired(lease)));
+        assert_eq!(
+            s.get("/l/e").unwrap(),
+            None,
+            "a refused transaction writes nothing"
+        );
+        s.keep_alive(other).unwrap();
+        s.revoke(other).unwrap();
+    }
+
+    pub fn keep_alive_holds_a_lease_past_its_ttl(s: &dyn Store, ttl: Duration) {
+        let lease = s.grant(ttl).unwrap();
+        s.commit(&Txn::new().put_leased("/kept", "1", lease))
+            .unwrap();
+        let until = std::time::Instant::now() + ttl * 3;
+        while std::time::Instant::now() < until {
+            s.keep_alive(lease).unwrap();
+            assert!(s.get("/kept").unwrap().is_some(), "a kept lease expired");
+            std::thread::sleep(ttl / 4);
+        }
+        s.revoke(lease).unwrap();
+    }
+
+    /// A writer moves two keys under two prefixes together; every read of both prefixes must
+    /// show them equal, and at a revision no older than the keys it shows.
+    pub fn a_read_of_several_prefixes_never_sees_half_a_transaction(s: &dyn Store) {
+        s.commit(&Txn::new().put("/p/x", "0").put("/q/x", "0"))
+            .unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for i in 1..=60 {
+                    let v = i.to_string();
+                    s.commit(&Txn::new().put("/p/x", v.clone()).put("/q/x", v))
+                        .unwrap();
+                }
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            });
+            let mut reads = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) || reads == 0 {
+                let r = s.read(&["/q/", "/p/"]).unwrap();
+                assert_eq!(r.entries.len(), 2);
+                assert_eq!(r.entries[0].value, r.entries[1].value, "{r:?}");
+                assert!(r.entries.iter().all(|e| e.mod_revision <= r.revision));
+                reads += 1;
+            }
+        });
+        assert_eq!(s.get("/q/x").unwrap().unwrap().value, "60");
     }
 }

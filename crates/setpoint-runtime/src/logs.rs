@@ -1,0 +1,138 @@
+//! A copy's output, as `setpoint logs COPY [--tail N] [--follow]` prints it.
+//!
+//! An agent appends each copy's standard output and error to `{state_dir}/logs/{copy}.log`
+//! (`{data-dir}/nodes/logs/…` for the CLI), rotated to `{copy}.log.1` past its size limit and
+//! removed a retention period after the copy ended ([`crate::retention`]). Reading needs no
+//! agent: the files are the record.
+
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// The log file of `copy` under an agent's `state_dir`.
+pub fn log_path(state_dir: &Path, copy: &str) -> PathBuf {
+    state_dir.join("logs").join(format!("{copy}.log"))
+}
+
+/// Whether `copy` can name a log file: a copy identity, `{workload}-{n}`, of `a-z`, `0-9`
+/// and `-` only (so no path can be smuggled in).
+pub fn valid_copy_name(copy: &str) -> bool {
+    !copy.is_empty()
+        && copy.len() <= crate::spec::MAX_NAME + 21
+        && copy
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// The last `tail` lines (all, if `None`) of `copy`'s output, the rotated part first.
+/// `Ok(None)` if the copy has no log.
+pub fn read(state_dir: &Path, copy: &str, tail: Option<usize>) -> io::Result<Option<Vec<u8>>> {
+    let path = log_path(state_dir, copy);
+    let mut text = match std::fs::read(crate::retention::rotated(&path)) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    match std::fs::read(&path) {
+        Ok(t) => text.extend_from_slice(&t),
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !text.is_empty() => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    Ok(Some(match tail {
+        None => text,
+        Some(n) => last_lines(&text, n).to_vec(),
+    }))
+}
+
+/// The last `n` lines of `text` (a final line without a newline counts as a line).
+pub fn last_lines(text: &[u8], n: usize) -> &[u8] {
+    if n == 0 {
+        return &[];
+    }
+    let body = text.strip_suffix(b"\n").unwrap_or(text);
+    let mut seen = 0;
+    for (i, &b) in body.iter().enumerate().rev() {
+        if b == b'\n' {
+            seen += 1;
+            if seen == n {
+                return &text[i + 1..];
+            }
+        }
+    }
+    text
+}
+
+/// Reads what is appended to a log after a point, across rotations.
+#[derive(Debug)]
+pub struct Follower {
+    path: PathBuf,
+    pos: u64,
+}
+
+impl Follower {
+    /// Follows `copy`'s log from its current end.
+    pub fn new(state_dir: &Path, copy: &str) -> Self {
+        let path = log_path(state_dir, copy);
+        let pos = std::fs::metadata(&path).map_or(0, |m| m.len());
+        Self { path, pos }
+    }
+
+    /// What was appended since the last call. A file shorter than what was read was rotated
+    /// (copied and truncated): reading starts again from its beginning.
+    pub fn poll(&mut self) -> io::Result<Vec<u8>> {
+        let mut f = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let len = f.metadata()?.len();
+        if len < self.pos {
+            self.pos = 0;
+        }
+        f.seek(SeekFrom::Start(self.pos))?;
+        let mut out = Vec::new();
+        f.read_to_end(&mut out)?;
+        self.pos += out.len() as u64;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_counts_lines_from_the_end_with_or_without_a_final_newline() {
+        assert_eq!(last_lines(b"a\nb\nc\n", 2), b"b\nc\n");
+        assert_eq!(last_lines(b"a\nb\nc", 2), b"b\nc");
+        assert_eq!(last_lines(b"a\nb\n", 5), b"a\nb\n");
+        assert_eq!(last_lines(b"a\nb\n", 0), b"");
+    }
+
+    #[test]
+    fn read_joins_the_rotated_part_and_a_follower_survives_a_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+        let path = log_path(dir.path(), "w-0");
+        assert_eq!(read(dir.path(), "w-0", None).unwrap(), None);
+        std::fs::write(&path, "1\n2\n").unwrap();
+        let mut f = Follower::new(dir.path(), "w-0");
+        crate::retention::rotate_log(&path, 1).unwrap();
+        std::fs::write(&path, "3\n").unwrap();
+        assert_eq!(
+            read(dir.path(), "w-0", None).unwrap().unwrap(),
+            b"1\n2\n3\n"
+        );
+        assert_eq!(
+            read(dir.path(), "w-0", Some(2)).unwrap().unwrap(),
+            b"2\n3\n"
+        );
+        assert_eq!(
+            f.poll().unwrap(),
+            b"3\n",
+            "after the truncation, from the start"
+        );
+        assert_eq!(f.poll().unwrap(), b"");
+        assert!(valid_copy_name("web-12") && !valid_copy_name("../x") && !valid_copy_name(""));
+    }
+}

@@ -1,0 +1,520 @@
+//! A store on an etcd cluster (v3 API, through the `etcd-client` crate).
+//!
+//! The [`Store`] trait was drawn from etcd's model, so the mapping is direct:
+//! - **revisions** are etcd's own: one counter for the cluster, a key's `create_revision` and
+//!   `mod_revision` as etcd keeps them;
+//! - **a transaction** is one etcd `Txn`: each [`Compare`](super::Compare) becomes
+//!   `mod_revision(key) == r` (etcd compares an absent key as revision 0, which is the trait's
+//!   "absent"), the writes are its success branch, and its failure branch reads every compared
+//!   key, so a [`StoreError::Conflict`] names the first key that moved and what it is at now,
+//!   in the same round trip;
+//! - **a read of several prefixes** is one read-only `Txn` of range requests, which etcd serves
+//!   at one revision;
+//! - **leases** are etcd leases: [`Store::grant`] is `LeaseGrant`, [`Store::keep_alive`] one
+//!   `LeaseKeepAlive` exchange, [`Store::revoke`] `LeaseRevoke`. etcd counts lease TTLs in whole
+//!   seconds and raises them to its minimum (1.5 election timeouts, rounded up), so a TTL is
+//!   rounded up to whole seconds here: a lease never lasts *less* than asked.
+//!
+//! # Deadlines
+//! The trait blocks, while the client is async: the store owns a small tokio runtime and every
+//! call runs on it, with the caller waiting on a channel. Every call has a deadline
+//! ([`EtcdOptions::timeout`]); the client also asks etcd to *require a leader*, so a member that
+//! has lost quorum answers "no leader" at once instead of queueing the request. A call that
+//! misses its deadline is [`StoreError::Unavailable`]: a lost quorum or an unreachable cluster
+//! is an error within a bounded time, never a hang.
+//!
+//! A commit that fails with `Unavailable` may or may not have been applied (the reply was lost,
+//! not necessarily the request). Every setpoint write compares revisions, so redoing it after a
+//! fresh read is safe: a write that did land makes the redo a conflict.
+//!
+//! # What etcd must allow
+//! A pass that creates many copies writes them in one transaction (two puts each). etcd refuses
+//! a transaction of more than `--max-txn-ops` operations (128 by default) or larger than
+//! `--max-request-bytes` (1.5 MiB): run etcd with room for the largest burst, e.g.
+//! `--max-txn-ops 65536 --max-request-bytes 33554432` ([`crate::testing`] does).
+
+use std::future::Future;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare as EtcdCompare, CompareOp, ConnectOptions, GetOptions, KeyValue, PutOptions,
+    Txn as EtcdTxn, TxnOp, TxnOpResponse,
+};
+
+use super::{prefix_end, wall_ms, Entry, LeaseId, Op, Read, Revision, Store, StoreError, Txn};
+
+/// How an [`EtcdStore`] talks to its cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EtcdOptions {
+    /// The deadline of every call: past it, the call fails with [`StoreError::Unavailable`].
+    pub timeout: Duration,
+}
+
+impl Default for EtcdOptions {
+    /// A 3-second deadline: longer than an etcd leader election (1 s by default), shorter than
+    /// the controller's default lease (5 s).
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// A store on an etcd cluster.
+pub struct EtcdStore {
+    client: Client,
+    /// `Some` until drop, which shuts it down without blocking (a drop may happen on an async
+    /// thread, where a blocking shutdown would panic).
+    rt: Option<tokio::runtime::Runtime>,
+    endpoints: String,
+    opts: EtcdOptions,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("endpoints", &self.endpoints)
+            .field("opts", &self.opts)
+            .finish()
+    }
+}
+
+impl Drop for EtcdStore {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Whether an etcd error says that a lease does not exist (expired or revoked).
+fn lease_not_found(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::GRpcStatus(s) => s.message().contains("requested lease not found"),
+        etcd_client::Error::LeaseKeepAliveError(m) => m.contains("lease not found"),
+        _ => false,
+    }
+}
+
+impl EtcdStore {
+    /// Connects to the cluster at `endpoints` (`host:port` or `http://host:port`) and checks
+    /// that it answers within the deadline.
+    pub fn connect(endpoints: &[String], opts: EtcdOptions) -> Result<Self, StoreError> {
+        let shown = endpoints.join(",");
+        if endpoints.is_empty() {
+            return Err(StoreError::Unavailable("no etcd endpoint given".into()));
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("setpoint-etcd")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Unavailable(format!("starting the etcd client: {e}")))?;
+        let urls: Vec<String> = endpoints
+            .iter()
+            .map(|e| {
+                if e.contains("://") {
+                    e.clone()
+                } else {
+                    format!("http://{e}")
+                }
+            })
+            .collect();
+        let connect = ConnectOptions::new()
+            .with_timeout(opts.timeout)
+            .with_connect_timeout(opts.timeout)
+            .with_keep_alive(Duration::from_secs(2), opts.timeout)
+            .with_require_leader(true);
+        let (tx, rx) = mpsc::channel();
+        rt.spawn(async move {
+            let _ = tx.send(Client::connect(urls, Some(connect)).await);
+        });
+        let client = match rx.recv_timeout(opts.timeout) {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                return Err(StoreError::Unavailable(format!("etcd at {shown}: {e}")));
+            }
+            Err(_) => {
+                return Err(StoreError::Unavailable(format!(
+                    "etcd at {shown}: no connection within {:?}",
+                    opts.timeout
+                )))
+            }
+        };
+        let store = Self {
+            client,
+            rt: Some(rt),
+            endpoints: shown,
+            opts,
+        };
+        // The client connects lazily: one request proves the cluster answers and has a leader.
+        store.revision()?;
+        Ok(store)
+    }
+
+    /// The endpoints, as given, joined by commas.
+    pub fn endpoints(&self) -> &str {
+        &self.endpoints
+    }
+
+    /// The client, for what the trait does not cover (watches, tests).
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// Runs `f` on the store's runtime and waits for it, at most the deadline.
+    fn call<T, F, Fut>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
+    {
+        let Some(rt) = &self.rt else {
+            return Err(StoreError::Unavailable(
+                "the etcd client is shut down".into(),
+            ));
+        };
+        let (tx, rx) = mpsc::channel();
+        let fut = f(self.client.clone());
+        let timeout = self.opts.timeout;
+        rt.spawn(async move {
+            let _ = tx.send(tokio::time::timeout(timeout, fut).await);
+        });
+        // The task's own timeout answers first; this one only guards against a stalled runtime.
+        match rx.recv_timeout(timeout + Duration::from_millis(500)) {
+            Ok(Ok(r)) => r.map_err(|e| self.failed(e)),
+            Ok(Err(_)) | Err(_) => Err(self.no_answer()),
+        }
+    }
+
+    fn no_answer(&self) -> StoreError {
+        StoreError::Unavailable(format!(
+            "etcd at {} did not answer within {:?}: it is unreachable or has no quorum",
+            self.endpoints, self.opts.timeout
+        ))
+    }
+
+    fn failed(&self, e: etcd_client::Error) -> StoreError {
+        let text = describe(&e);
+        if text.contains("no leader") {
+            StoreError::Unavailable(format!(
+                "etcd at {} has no quorum (no leader): {text}",
+                self.endpoints
+            ))
+        } else if text.contains("too many operations in txn") || text.contains("too large") {
+            StoreError::Unavailable(format!(
+                "etcd at {} refused a transaction as too big ({text}): raise its \
+                 --max-txn-ops and --max-request-bytes",
+                self.endpoints
+            ))
+        } else {
+            StoreError::Unavailable(format!("etcd at {}: {text}", self.endpoints))
+        }
+    }
+}
+
+/// An etcd error in one line: a gRPC status by its message and its root cause (such as
+/// "connection refused"), without the client's debug dump.
+fn describe(e: &etcd_client::Error) -> String {
+    match e {
+        etcd_client::Error::GRpcStatus(s) => {
+            let mut root: Option<&dyn std::error::Error> = std::error::Error::source(s);
+            let mut deepest = None;
+            while let Some(cause) = root {
+                deepest = Some(cause.to_string());
+                root = cause.source();
+            }
+            match deepest {
+                Some(d) => format!("{}: {d}", s.message()),
+                None => s.message().to_owned(),
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+fn entry(kv: &KeyValue) -> Result<Entry, StoreError> {
+    let key = kv
+        .key_str()
+        .map_err(|e| StoreError::Corrupt {
+            key: String::from_utf8_lossy(kv.key()).into_owned(),
+            reason: e.to_string(),
+        })?
+        .to_owned();
+    let value = kv
+        .value_str()
+        .map_err(|e| StoreError::Corrupt {
+            key: key.clone(),
+            reason: e.to_string(),
+        })?
+        .to_owned();
+    Ok(Entry {
+        key,
+        value,
+        create_revision: kv.create_revision() as Revision,
+        mod_revision: kv.mod_revision() as Revision,
+        lease: (kv.lease() != 0).then_some(kv.lease() as LeaseId),
+    })
+}
+
+fn header_revision(h: Option<&etcd_client::ResponseHeader>) -> Revision {
+    h.map_or(0, |h| h.revision() as Revision)
+}
+
+/// etcd refuses a transaction that writes one key twice; the trait applies writes in order, so
+/// only the last write of each key matters.
+fn last_write_per_key(ops: &[Op]) -> Vec<&Op> {
+    let key = |op: &Op| match op {
+        Op::Put { key, .. } | Op::Delete { key } => key.clone(),
+    };
+    let mut out: Vec<&Op> = Vec::with_capacity(ops.len());
+    let mut seen = std::collections::BTreeSet::new();
+    for op in ops.iter().rev() {
+        if seen.insert(key(op)) {
+            out.push(op);
+        }
+    }
+    out.reverse();
+    out
+}
+
+impl Store for EtcdStore {
+    fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError> {
+        let gets: Vec<TxnOp> = prefixes
+            .iter()
+            .map(|p| TxnOp::get(*p, Some(GetOptions::new().with_range(prefix_end(p)))))
+            .collect();
+        let resp =
+            self.call(move |mut c| async move { c.txn(EtcdTxn::new().and_then(gets)).await })?;
+        let mut entries = Vec::new();
+        for r in resp.op_responses() {
+            if let TxnOpResponse::Get(g) = r {
+                for kv in g.kvs() {
+                    entries.push(entry(kv)?);
+                }
+            }
+        }
+        entries.sort_by(|a, b| a.key.cmp(&b.key));
+        entries.dedup_by(|a, b| a.key == b.key);
+        Ok(Read {
+            revision: header_revision(resp.header()),
+            entries,
+        })
+    }
+
+    fn commit(&self, txn: &Txn) -> Result<Revision, StoreError> {
+        let compares: Vec<EtcdCompare> = txn
+            .compares
+            .iter()
+            .map(|c| {
+                EtcdCompare::mod_revision(c.key.as_str(), CompareOp::Equal, c.mod_revision as i64)
+            })
+            .collect();
+        let writes: Vec<TxnOp> = last_write_per_key(&txn.ops)
+            .into_iter()
+            .map(|op| match op {
+                Op::Put { key, value, lease } => TxnOp::put(
+                    key.as_str(),
+                    value.as_str(),
+                    lease.map(|l| PutOptions::new().with_lease(l as i64)),
+                ),
+                Op::Delete { key } => TxnOp::delete(key.as_str(), None),
+            })
+            .collect();
+        let reads: Vec<TxnOp> = txn
+            .compares
+            .iter()
+            .map(|c| TxnOp::get(c.key.as_str(), None))
+            .collect();
+        let request = EtcdTxn::new()
+            .when(compares)
+            .and_then(writes)
+            .or_else(reads);
+        let resp = match self.call(move |mut c| async move { c.txn(request).await }) {
+            Ok(r) => r,
+            Err(e) => {
+                // etcd names no lease when a put's lease is gone: name the first one written.
+                let leased = txn.ops.iter().find_map(|op| match op {
+                    Op::Put { lease: Some(l), .. } => Some(*l),
+                    _ => None,
+                });
+                return match (leased, &e) {
+                    (Some(l), StoreError::Unavailable(m))
+                        if m.contains("requested lease not found") =>
+                    {
+                        Err(StoreError::LeaseExpired(l))
+                    }
+                    _ => Err(e),
+                };
+            }
+        };
+        if resp.succeeded() {
+            return Ok(header_revision(resp.header()));
+        }
+        for (c, r) in txn.compares.iter().zip(resp.op_responses()) {
+            let found = match r {
+                TxnOpResponse::Get(g) => g
+                    .kvs()
+                    .first()
+                    .map_or(0, |kv| kv.mod_revision() as Revision),
+                _ => 0,
+            };
+            if found != c.mod_revision {
+                return Err(StoreError::Conflict {
+                    key: c.key.clone(),
+                    expected: c.mod_revision,
+                    found,
+                });
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "etcd at {}: a transaction failed its comparisons, yet every compared key matches",
+            self.endpoints
+        )))
+    }
+
+    fn revision(&self) -> Result<Revision, StoreError> {
+        let resp = self.call(|mut c| async move {
+            c.get(VERSION_PROBE, Some(GetOptions::new().with_count_only()))
+                .await
+        })?;
+        Ok(header_revision(resp.header()))
+    }
+
+    fn grant(&self, ttl: Duration) -> Result<LeaseId, StoreError> {
+        let secs = ttl.as_millis().div_ceil(1000).max(1) as i64;
+        let resp = self.call(move |mut c| async move { c.lease_grant(secs, None).await })?;
+        if !resp.error().is_empty() {
+            return Err(StoreError::Unavailable(format!(
+                "etcd at {} refused a lease: {}",
+                self.endpoints,
+                resp.error()
+            )));
+        }
+        Ok(resp.id() as LeaseId)
+    }
+
+    fn keep_alive(&self, lease: LeaseId) -> Result<(), StoreError> {
+        let (tx, rx) = mpsc::channel();
+        let Some(rt) = &self.rt else {
+            return Err(StoreError::Unavailable(
+                "the etcd client is shut down".into(),
+            ));
+        };
+        let mut c = self.client.clone();
+        let timeout = self.opts.timeout;
+        rt.spawn(async move {
+            let r = tokio::time::timeout(timeout, async move {
+                // The first answer of the stream is the answer to this keep-alive: a TTL of 0
+                // (reported as "lease not found") means the lease is gone.
+                c.lease_keep_alive(lease as i64).await.map(|_| ())
+            })
+            .await;
+            let _ = tx.send(r);
+        });
+        match rx.recv_timeout(timeout + Duration::from_millis(500)) {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) if lease_not_found(&e) => Err(StoreError::LeaseExpired(lease)),
+            Ok(Ok(Err(e))) => Err(self.failed(e)),
+            Ok(Err(_)) | Err(_) => Err(self.no_answer()),
+        }
+    }
+
+    fn revoke(&self, lease: LeaseId) -> Result<(), StoreError> {
+        match self.call(move |mut c| async move { c.lease_revoke(lease as i64).await }) {
+            Ok(_) => Ok(()),
+            Err(StoreError::Unavailable(m)) if m.contains("requested lease not found") => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        wall_ms()
+    }
+}
+
+/// A key read only for its response header (the cluster's revision).
+const VERSION_PROBE: &str = "/setpoint/version";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::EtcdCluster;
+
+    fn store(test: &str) -> Option<(EtcdCluster, EtcdStore)> {
+        let cluster = EtcdCluster::start_or_skip(test, 1)?;
+        let store = cluster.store();
+        Some((cluster, store))
+    }
+
+    crate::store::conformance_tests!(store(module_path!()), Duration::from_secs(1));
+
+    #[test]
+    fn a_call_to_a_stopped_server_is_unavailable_within_the_deadline() {
+        let Some((mut cluster, _)) = store("a_call_to_a_stopped_server_is_unavailable") else {
+            return;
+        };
+        let timeout = Duration::from_millis(700);
+        let s = cluster.store_with(EtcdOptions { timeout });
+        s.commit(&Txn::new().put("/a", "1")).unwrap();
+        cluster.kill(0);
+        for call in ["read", "commit", "revision", "grant", "keep_alive"] {
+            let t0 = std::time::Instant::now();
+            let r = match call {
+                "read" => s.read(&["/"]).map(|_| ()),
+                "commit" => s.commit(&Txn::new().put("/a", "2")).map(|_| ()),
+                "revision" => s.revision().map(|_| ()),
+                "grant" => s.grant(Duration::from_secs(5)).map(|_| ()),
+                _ => s.keep_alive(1).map(|_| ()),
+            };
+            let took = t0.elapsed();
+            match r {
+                Err(StoreError::Unavailable(m)) => assert!(m.contains(s.endpoints()), "{m}"),
+                other => panic!("{call} on a stopped server: {other:?}"),
+            }
+            assert!(
+                took < timeout + Duration::from_millis(600),
+                "{call} took {took:?}"
+            );
+        }
+        // Connecting to nothing fails within the deadline too, naming the endpoint.
+        let t0 = std::time::Instant::now();
+        let err = EtcdStore::connect(&cluster.endpoints(), EtcdOptions { timeout }).unwrap_err();
+        assert!(t0.elapsed() < timeout * 2 + Duration::from_millis(600));
+        assert!(err.to_string().contains(&cluster.endpoints()[0]), "{err}");
+    }
+
+    #[test]
+    fn a_stopped_server_started_again_serves_what_was_committed() {
+        let Some((mut cluster, s)) = store("a_stopped_server_started_again") else {
+            return;
+        };
+        let r = s
+            .commit(&Txn::new().expect("/k", 0).put("/k", "v"))
+            .unwrap();
+        cluster.kill(0);
+        assert!(s.get("/k").is_err());
+        cluster.restart(0).unwrap();
+        cluster.wait_for_leader(Duration::from_secs(20)).unwrap();
+        let e = s.get("/k").unwrap().unwrap();
+        assert_eq!((e.value.as_str(), e.mod_revision), ("v", r));
+    }
+
+    #[test]
+    fn only_the_last_write_of_a_key_is_sent() {
+        let t = Txn::new().put("/a", "1").put("/b", "1").delete("/a");
+        let kept = last_write_per_key(&t.ops);
+        assert_eq!(
+            kept,
+            [
+                &Op::Put {
+                    key: "/b".into(),
+                    value: "1".into(),
+                    lease: None
+                },
+                &Op::Delete { key: "/a".into() }
+            ]
+        );
+    }
+}
