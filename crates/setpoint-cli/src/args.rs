@@ -26,8 +26,8 @@ pub struct Cli {
 const GROUPS: &str = "\
 The lab (deterministic simulation, fast): lesson, run, relation, plot, report, advise, sweep, merge.
 The runtime (real processes, declared in a store): controller and agent keep the copies running
-  (up runs a controller and N agents in one process); apply, get, delete, kill and status declare,
-  show and disturb the workloads.
+  (up runs a controller and N agents in one process); apply, get, delete, kill, status and logs
+  declare, show and disturb the workloads.
 Model against reality: measure (a real run's metrics), experiment (a lab scenario on real processes).
 Shell: completions, man.
 

@@ -116,12 +116,13 @@ fn timeline_marks_each_round_that_created_copies() {
     );
 }
 
-#[test]
-fn heatmap_parses_and_draws_one_cell_per_grid_point_with_both_boundaries() {
+/// The heatmap of the lesson's world over these delays and periods: the grid, which cells the
+/// lesson's relation mispredicts, and the SVG.
+fn heatmap(delays: Vec<u64>, periods: Vec<u64>) -> (RelationGrid, Vec<bool>, String) {
     let grid = RelationGrid {
         base: Default::default(),
-        delays: (0..=30).step_by(5).collect(),
-        periods: (1..=40).collect(),
+        delays,
+        periods,
     };
     let scan = RelationScan::try_run(&grid).unwrap();
     let overshoot: Vec<u64> = scan.cells.iter().map(|c| c.overshoot).collect();
@@ -135,6 +136,12 @@ fn heatmap_parses_and_draws_one_cell_per_grid_point_with_both_boundaries() {
         lesson_wrong: &wrong,
     })
     .unwrap();
+    (grid, wrong, svg)
+}
+
+#[test]
+fn heatmap_parses_and_draws_one_cell_per_grid_point_with_both_boundaries() {
+    let (grid, wrong, svg) = heatmap((0..=30).step_by(5).collect(), (1..=40).collect());
     let doc = roxmltree::Document::parse(&svg).expect("the heatmap is well-formed SVG");
     let t = texts(&doc);
     assert!(t
@@ -434,23 +441,10 @@ fn a_timeline_png_has_the_pngs_signature_and_the_svgs_size() {
 
 #[test]
 fn heatmap_legends_sit_outside_the_cells() {
-    let grid = RelationGrid {
-        base: Default::default(),
-        delays: (0..=90).step_by(10).collect(),
-        periods: (1..=60).step_by(3).collect(),
-    };
-    let scan = RelationScan::try_run(&grid).unwrap();
-    let overshoot: Vec<u64> = scan.cells.iter().map(|c| c.overshoot).collect();
-    let wrong: Vec<bool> = scan.cells.iter().map(|c| !c.lesson_match).collect();
-    let svg = heatmap_svg(&Heatmap {
-        title: "overshoot".into(),
-        delays: &grid.delays,
-        periods: &grid.periods,
-        overshoot: &overshoot,
-        startup: 5,
-        lesson_wrong: &wrong,
-    })
-    .unwrap();
+    let (grid, _, svg) = heatmap(
+        (0..=90).step_by(10).collect(),
+        (1..=60).step_by(3).collect(),
+    );
     // The cells: every stroke-less rectangle inside the chart's column, except the background.
     let doc = roxmltree::Document::parse(&svg).unwrap();
     let rects: Vec<[f64; 4]> = doc

@@ -1,24 +1,9 @@
 //! The command line itself: messages for missing arguments, shell completions, the manual page,
 //! and help that names every command and controller.
 
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn setpoint(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_setpoint"))
-        .args(args)
-        .output()
-        .expect("the setpoint binary runs")
-}
-
-fn stdout(args: &[&str]) -> String {
-    let out = setpoint(args);
-    assert!(
-        out.status.success(),
-        "setpoint {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use crate::lesson::{setpoint, stdout};
 
 /// The top-level subcommands, as `--help` lists them.
 fn subcommands() -> Vec<String> {

@@ -3,14 +3,14 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn setpoint(args: &[&str]) -> Output {
+pub(crate) fn setpoint(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_setpoint"))
         .args(args)
         .output()
         .expect("the setpoint binary runs")
 }
 
-fn stdout(args: &[&str]) -> String {
+pub(crate) fn stdout(args: &[&str]) -> String {
     let out = setpoint(args);
     assert!(
         out.status.success(),
