@@ -42,6 +42,9 @@ pub enum AdviseFormat {
     Table,
     /// One JSON object.
     Json,
+    /// One record per period compared (`docs/output.md`), with the recommendation repeated on
+    /// each row.
+    Csv,
 }
 
 /// A parsed `--periods` list. A newtype, so that clap takes the whole list as one value.
@@ -95,6 +98,7 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<String> {
     Ok(match args.format {
         AdviseFormat::Json => format!("{}\n", serde_json::to_string(&advice)?),
         AdviseFormat::Table => table(&advice),
+        AdviseFormat::Csv => csv(&advice),
     })
 }
 
@@ -192,4 +196,40 @@ fn table(a: &Advice) -> String {
         );
     }
     out
+}
+
+/// The advice as CSV: one record per period compared.
+fn csv(advice: &setpoint_sim::advise::Advice) -> String {
+    let records: Vec<setpoint_sim::output::Record> = advice
+        .periods
+        .iter()
+        .map(|p| {
+            let mut r = setpoint_sim::output::Record::new();
+            r.push("delay", advice.delay.as_str());
+            r.push("startup", advice.startup);
+            r.push("desired", advice.desired);
+            r.push("recommended_period", advice.recommended_period);
+            r.push(
+                "recommended_controller",
+                advice.recommended_controller.as_str(),
+            );
+            r.push("period", p.period);
+            r.push("blind_rounds", p.blind_rounds);
+            r.push("ledger_overshoot", p.ledger_overshoot);
+            for name in ["ledger", "intent", "named"] {
+                let share = p
+                    .p_overshoot
+                    .as_ref()
+                    .and_then(|v| v.iter().find(|(c, _)| c == name).map(|(_, x)| *x));
+                r.push(format!("p_overshoot_{name}"), share);
+            }
+            r.push("ledger_mean_overshoot", p.ledger_mean_overshoot);
+            r.push("reads_per_hour", p.reads_per_hour);
+            r.push("records_read_per_hour", p.records_read_per_hour);
+            r.push("replace_mean_s", p.replace_mean_s);
+            r.push("replace_worst_s", p.replace_worst_s);
+            r
+        })
+        .collect();
+    setpoint_sim::output::print(&records, setpoint_sim::output::Format::Csv, &[])
 }

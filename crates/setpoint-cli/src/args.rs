@@ -1,8 +1,6 @@
 //! The command line, as clap types. They stay in this crate; `into_spec` turns them into the
 //! validated types of setpoint-sim.
 
-use std::path::PathBuf;
-
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use setpoint_core::ControllerKind;
 use setpoint_sim::delay::{parse_delay_model, DelayModel};
@@ -116,45 +114,19 @@ pub struct LessonArgs {
     pub world: WorldArgs,
 }
 
-impl LessonArgs {
-    /// The raw scenario these flags describe.
-    pub fn spec(&self) -> LessonSpec {
-        self.world.spec(self.delay, self.period)
-    }
-}
-
 /// `setpoint run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The lesson's world.
+    /// The scenario: flags, or a file and the flags that override it.
     #[command(flatten)]
-    pub lesson: LessonArgs,
+    pub world: crate::scenario_args::ScenarioArgs,
     /// Output format (`docs/output.md`): one record per workload.
     #[arg(long, value_enum, default_value = "table")]
     pub format: crate::output::Format,
-    /// A scenario file (TOML, see `scenarios/`). Flags given on the command line override its
-    /// settings; --desired and --startup then set every workload, --deaths replaces its deaths.
-    #[arg(value_name = "SCENARIO.toml")]
-    pub scenario: Option<PathBuf>,
-    /// Seed of the world's random number generator [default: the file's, else 1].
-    #[arg(long, value_name = "N")]
-    pub seed: Option<u64>,
     /// Monte Carlo: run N seeds (SEED, SEED+1, ...) and print mean, p50, p95 and max of every
     /// metric.
     #[arg(long, value_name = "N", value_parser = runs, allow_negative_numbers = true)]
     pub runs: Option<u64>,
-    /// Report-delay model: fixed:S, uniform:MIN:MAX or lesson-chain (seconds, to the
-    /// millisecond). Replaces --delay.
-    #[arg(long, value_name = "MODEL", value_parser = delay_model, conflicts_with = "delay")]
-    pub delay_model: Option<DelayModel>,
-    /// TTL of the expectations controller: seconds after which an unmet expectation counts as
-    /// satisfied [default: 300].
-    #[arg(long, value_name = "SECONDS", value_parser = ttl, allow_negative_numbers = true)]
-    pub ttl: Option<u64>,
-    /// Burst limit of the expectations controller: most copies one pass creates or deletes
-    /// [default: 500].
-    #[arg(long, value_name = "N", value_parser = burst, allow_negative_numbers = true)]
-    pub burst: Option<u64>,
     /// Also write one CSV row per second to FILE: t, desired, live, seen, pending, created,
     /// delete commands, deletions and deaths.
     #[arg(long, value_name = "FILE")]
@@ -202,13 +174,13 @@ fn duration(s: &str) -> Result<u64, String> {
 fn runs(s: &str) -> Result<u64, String> {
     limited(RUNS)(s)
 }
-fn ttl(s: &str) -> Result<u64, String> {
+pub(crate) fn ttl(s: &str) -> Result<u64, String> {
     limited(TTL)(s)
 }
-fn burst(s: &str) -> Result<u64, String> {
+pub(crate) fn burst(s: &str) -> Result<u64, String> {
     limited(BURST)(s)
 }
-fn delay_model(s: &str) -> Result<DelayModel, String> {
+pub(crate) fn delay_model(s: &str) -> Result<DelayModel, String> {
     parse_delay_model(s)
 }
 fn deaths(s: &str) -> Result<DeathList, String> {

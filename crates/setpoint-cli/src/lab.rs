@@ -2,14 +2,9 @@
 //! engine fits; seeds, Monte Carlo, traces and every controller.
 
 use anyhow::Context;
-use clap::parser::ValueSource;
 use clap::ArgMatches;
-use setpoint_sim::delay::DelayModel;
 use setpoint_sim::montecarlo::monte_carlo;
-use setpoint_sim::scenario::{
-    ControllerSpec, Event, Scenario, ScenarioSpec, TimedEvent, Toll, Workload,
-};
-use setpoint_sim::scenario_file;
+use setpoint_sim::scenario::Scenario;
 use setpoint_sim::{output, report};
 
 use crate::args::RunArgs;
@@ -23,7 +18,7 @@ pub fn run(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<String> {
         )
         .into());
     }
-    let (label, scenario) = build(args, matches)?;
+    let (label, scenario) = args.world.build(matches)?;
     let seed = scenario.spec().seed;
     match args.runs {
         None => {
@@ -67,85 +62,6 @@ fn write_trace(
     out.flush()
         .with_context(|| format!("writing the trace file {}", path.display()))?;
     Ok(outcome)
-}
-
-/// The lab scenario that `run`'s arguments describe: the file, if one is given, with the flags
-/// typed on the command line on top; otherwise the flags alone. Returns a label for outputs too.
-pub fn build(args: &RunArgs, matches: &ArgMatches) -> anyhow::Result<(String, Scenario)> {
-    let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
-    let (label, mut spec) = match &args.scenario {
-        Some(path) => (path.display().to_string(), scenario_file::load(path)?),
-        None => (
-            "(command line)".to_owned(),
-            ScenarioSpec {
-                events: Vec::new(),
-                ..ScenarioSpec::default()
-            },
-        ),
-    };
-    // Without a file every flag counts, defaults included: they are the lesson's settings.
-    let set = |id: &str| args.scenario.is_none() || given(id);
-    let w = &args.lesson.world;
-    if set("period") {
-        spec.period = args.lesson.period;
-    }
-    if set("duration") {
-        spec.duration = w.duration;
-    }
-    if let Some(model) = &args.delay_model {
-        spec.delay = model.clone();
-    } else if set("delay") {
-        spec.delay = DelayModel::fixed_seconds(args.lesson.delay);
-    }
-    if args.scenario.is_none() {
-        spec.workloads = vec![Workload {
-            name: "collector".into(),
-            desired: w.desired,
-            startup: w.startup,
-        }];
-    } else {
-        for workload in &mut spec.workloads {
-            if given("desired") {
-                workload.desired = w.desired;
-            }
-            if given("startup") {
-                workload.startup = w.startup;
-            }
-        }
-    }
-    if set("deaths") {
-        spec.events.retain(|e| !matches!(e.event, Event::Deaths(_)));
-        spec.events.extend(w.deaths.0.iter().map(|d| TimedEvent {
-            at: d.at,
-            workload: None,
-            event: Event::Deaths(Toll::Count(d.count)),
-        }));
-    }
-    if set("controller") {
-        spec.controller = ControllerSpec {
-            kind: w.controller,
-            ..spec.controller
-        };
-    }
-    for (value, flag) in [(args.ttl, "--ttl"), (args.burst, "--burst")] {
-        if value.is_some() && spec.controller.kind != setpoint_core::ControllerKind::Expectations {
-            return Err(setpoint_sim::ScenarioError::DoesNotApply {
-                setting: flag.to_owned(),
-                controller: spec.controller.kind,
-            }
-            .into());
-        }
-    }
-    if let Some(ttl) = args.ttl {
-        spec.controller.expectations.ttl = ttl;
-    }
-    if let Some(burst) = args.burst {
-        spec.controller.expectations.burst = burst;
-    }
-    if let Some(seed) = args.seed {
-        spec.seed = seed;
-    }
-    Ok((label, Scenario::new(spec)?))
 }
 
 fn single(

@@ -14,6 +14,7 @@ mod reality;
 mod relation;
 mod report;
 mod runtime;
+mod scenario_args;
 mod shell;
 mod sweep;
 

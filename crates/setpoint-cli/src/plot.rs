@@ -1,6 +1,8 @@
 //! `setpoint plot`: pictures of one run (timeline) and of a grid (heatmap), as SVG, PNG or HTML.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use anyhow::Context;
 
 use clap::{Args, Subcommand};
 use setpoint_plot::{
@@ -8,11 +10,11 @@ use setpoint_plot::{
 };
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
 use setpoint_sim::scenario::{Event, Scenario, Toll};
-use setpoint_sim::scenario_file;
-use setpoint_sim::{simulate_traced, Axis, LessonSpec, LessonWorld};
+use setpoint_sim::{simulate_traced, Axis, Grid, GridSpec, LessonSpec, LessonWorld};
 
-use crate::args::{LessonArgs, WorldArgs};
+use crate::args::WorldArgs;
 use crate::destination::{self, Output};
+use crate::scenario_args::ScenarioArgs;
 use crate::sweep::{delay_axis, period_axis};
 use crate::BadInput;
 
@@ -26,21 +28,16 @@ pub enum PlotCommand {
     Heatmap(HeatmapArgs),
 }
 
-/// `setpoint plot timeline`: a scenario file, or the flags of `setpoint run`.
+/// `setpoint plot timeline`: the scenario of `setpoint run`, from flags or a file and the flags
+/// that override it, with every controller and delay model.
 #[derive(Debug, Args)]
 pub struct TimelineArgs {
-    /// A scenario file (TOML, see `scenarios/`). It sets the whole world; only --seed and
-    /// --workload may accompany it. Without it, the flags below describe the lesson's world.
-    pub scenario: Option<PathBuf>,
-    /// With a scenario file: which workload to draw (default: the first).
+    /// The scenario.
+    #[command(flatten)]
+    pub world: ScenarioArgs,
+    /// Which workload to draw (default: the first).
     #[arg(long, value_name = "NAME")]
     pub workload: Option<String>,
-    /// With a scenario file: the seed of the world's random numbers (default: the file's).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// The lesson's world, when no scenario file is given.
-    #[command(flatten)]
-    pub lesson: LessonArgs,
     /// Where to write the picture: FILE.svg, FILE.png (rasterized with the bundled font),
     /// FILE.html (a page around the SVG), or - for SVG on standard output.
     #[arg(short = 'o', long, value_name = "FILE.svg|FILE.png|FILE.html|-", value_parser = destination::picture)]
@@ -61,10 +58,27 @@ pub struct HeatmapArgs {
     /// Everything else about the world.
     #[command(flatten)]
     pub world: WorldArgs,
+    /// Monte Carlo: N seeded runs per cell (fixed delays draw no random number, so this matters
+    /// for the general engine's controllers only through --colour's distributions).
+    #[arg(long, default_value = "1", value_name = "N", value_parser = heat_runs)]
+    pub runs: u64,
+    /// The base seed of the cells' runs (`docs/output.md`, "Seeds").
+    #[arg(long, default_value = "1", value_name = "N")]
+    pub seed: u64,
+    /// What colours a cell: any numeric column of `setpoint sweep`'s rows for this grid, such as
+    /// overshoot, or with --runs: p_overshoot (drawn in percent), overshoot_p95, overshoot_mean.
+    #[arg(long, default_value = "overshoot", value_name = "KEY")]
+    pub colour: String,
     /// Where to write the picture: FILE.svg, FILE.png (rasterized with the bundled font),
     /// FILE.html (a page around the SVG), or - for SVG on standard output.
     #[arg(short = 'o', long, value_name = "FILE.svg|FILE.png|FILE.html|-", value_parser = destination::picture)]
     pub output: Output,
+}
+
+fn heat_runs(s: &str) -> Result<u64, String> {
+    setpoint_sim::montecarlo::RUNS
+        .parse(s)
+        .map_err(|e| e.to_string())
 }
 
 /// Runs `plot` and returns the line it prints. `matches` are the subcommand's, to refuse run
@@ -72,26 +86,19 @@ pub struct HeatmapArgs {
 pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow::Result<String> {
     match command {
         PlotCommand::Timeline(a) => {
-            file_sets_the_world(matches, a.scenario.is_some())?;
-            let svg = match &a.scenario {
-                Some(path) => {
-                    let (scenario, seed) = load_lab(path, a.seed)?;
-                    timeline_of_lab(
-                        &scenario,
-                        &path.display().to_string(),
-                        a.workload.as_deref(),
-                        seed,
-                    )?
+            let matches = matches.context("the timeline subcommand's matches")?;
+            let (label, scenario) = a.world.build(matches)?;
+            let svg = match scenario.as_lesson() {
+                // The lesson's world from flags: its own title (G, U, B).
+                Some(lesson) if a.world.scenario.is_none() && a.workload.is_none() => {
+                    timeline_of(&lesson)?
                 }
-                None => {
-                    if a.workload.is_some() || a.seed.is_some() {
-                        return Err(BadInput(
-                            "--workload and --seed go with a scenario file; accepted: setpoint plot timeline SCENARIO.toml --workload NAME --seed N".into(),
-                        )
-                        .into());
-                    }
-                    timeline_of(&LessonWorld::new(a.lesson.spec())?)?
-                }
+                _ => timeline_of_lab(
+                    &scenario,
+                    &label,
+                    a.workload.as_deref(),
+                    scenario.spec().seed,
+                )?,
             };
             a.output.write_picture(&svg)
         }
@@ -99,7 +106,12 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
             setpoint_sim::limits::check_picture_cells(
                 a.delays.len().saturating_mul(a.periods.len()),
             )?;
-            let svg = heatmap_of(&a.world.spec(0, 1), &a.delays, &a.periods)?;
+            let base = a.world.spec(0, 1);
+            let svg = if base.controller.is_lesson() && a.runs == 1 && a.colour == "overshoot" {
+                heatmap_of(&base, &a.delays, &a.periods)?
+            } else {
+                heatmap_of_grid(a, &base)?
+            };
             a.output.write_picture(&svg)
         }
     }
@@ -135,43 +147,6 @@ pub fn timeline_of(scenario: &LessonWorld) -> anyhow::Result<String> {
         events: &events,
         spans: &[],
     })?)
-}
-
-/// Loads a scenario file, with `seed` (if given) in place of the file's.
-pub fn load_lab(path: &Path, seed: Option<u64>) -> anyhow::Result<(Scenario, u64)> {
-    let mut spec = scenario_file::load(path)?;
-    if let Some(seed) = seed {
-        spec.seed = seed;
-    }
-    let scenario = Scenario::new(spec)?;
-    let seed = scenario.spec().seed;
-    Ok((scenario, seed))
-}
-
-/// Refuses run flags typed next to a scenario file: the file sets the world.
-pub fn file_sets_the_world(
-    matches: Option<&clap::ArgMatches>,
-    has_file: bool,
-) -> Result<(), BadInput> {
-    let Some(m) = matches.filter(|_| has_file) else {
-        return Ok(());
-    };
-    for id in [
-        "period",
-        "delay",
-        "desired",
-        "startup",
-        "duration",
-        "deaths",
-        "controller",
-    ] {
-        if m.value_source(id) == Some(clap::parser::ValueSource::CommandLine) {
-            return Err(BadInput(format!(
-                "--{id} cannot change a scenario file here: the file sets the world; accepted alongside a file: --seed, --workload, -o (or use 'setpoint run FILE --{id} ...')"
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// A short label for a timeline event.
@@ -291,5 +266,62 @@ pub fn heatmap_of(base: &LessonSpec, delays: &Axis, periods: &Axis) -> anyhow::R
         overshoot: &overshoot,
         startup: base.startup,
         lesson_wrong: &lesson_wrong,
+    })?)
+}
+
+/// The heatmap of any controller, coloured by any numeric column of the sweep's rows: the same
+/// grid `setpoint sweep` runs, with delays as rows and periods as columns. `p_overshoot` is
+/// drawn in percent (the picture's scale counts whole numbers); other values are rounded.
+fn heatmap_of_grid(a: &HeatmapArgs, base: &LessonSpec) -> anyhow::Result<String> {
+    let grid = Grid::new(GridSpec {
+        desired: Axis::single(base.desired),
+        period: a.periods.clone(),
+        delay: a.delays.clone(),
+        startup: Axis::single(base.startup),
+        controller: vec![base.controller],
+        duration: base.duration,
+        deaths: base.deaths.clone(),
+        runs: a.runs,
+        seed: a.seed,
+        ..GridSpec::default()
+    })?;
+    let column = setpoint_sim::sweep::column(&grid, &a.colour).map_err(|e| match e {
+        e @ setpoint_sim::sweep::SweepError::NoColumn { .. } => {
+            anyhow::Error::new(BadInput(format!("--colour: {e}")))
+        }
+        e => anyhow::Error::new(e),
+    })?;
+    let (nd, np) = (a.delays.len() as usize, a.periods.len() as usize);
+    let percent = a.colour == "p_overshoot";
+    // Grid cells go period-major; the picture goes row by row over delays.
+    let mut values = vec![0u64; nd * np];
+    for (i, v) in column.iter().enumerate() {
+        let (p, d) = (i / nd, i % nd);
+        let v = v.unwrap_or(0.0) * if percent { 100.0 } else { 1.0 };
+        values[d * np + p] = v.round().max(0.0) as u64;
+    }
+    let title = format!(
+        "{}{}, desired {}, B={} s, {} s run, controller {}{}",
+        a.colour,
+        if percent { " (% of runs)" } else { "" },
+        base.desired,
+        base.startup,
+        base.duration,
+        base.controller,
+        if a.runs > 1 {
+            format!(", {} runs per cell, seed {}", a.runs, a.seed)
+        } else {
+            String::new()
+        }
+    );
+    let delays: Vec<u64> = a.delays.values().collect();
+    let periods: Vec<u64> = a.periods.values().collect();
+    Ok(heatmap_svg(&Heatmap {
+        title,
+        delays: &delays,
+        periods: &periods,
+        overshoot: &values,
+        startup: base.startup,
+        lesson_wrong: &[],
     })?)
 }

@@ -7,6 +7,8 @@ use setpoint_sim::boundary::{scan_grid, BoundaryReport};
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
 use setpoint_sim::{parse_deaths, Axis, Death, Grid, GridSpec, LessonSpec, Limit};
 
+use setpoint_sim::output::{self, Record};
+
 use crate::sweep::{
     axis, controllers, delay_axis, desired_axis, period_axis, progress_bar, startup_axis,
     ControllerList,
@@ -60,6 +62,10 @@ pub enum RelationFormat {
     Table,
     /// One JSON object.
     Json,
+    /// One record per cell (`docs/output.md`): the shared settings, then G, U, the measured
+    /// overshoot and the lesson's prediction. Not with --boundary, whose report is not a table
+    /// of cells.
+    Csv,
 }
 
 /// Parsed `--deaths` sets. A newtype, so that clap takes the whole text as one value.
@@ -142,6 +148,26 @@ pub fn run(args: &RelationArgs) -> anyhow::Result<String> {
         })
         .count();
     Ok(match args.format {
+        RelationFormat::Csv => {
+            let records: Vec<Record> = scan
+                .cells
+                .iter()
+                .map(|c| {
+                    let mut r = Record::new();
+                    r.push("desired", base.desired);
+                    r.push("startup", base.startup);
+                    r.push("duration", base.duration);
+                    r.push("controller", base.controller.name());
+                    r.push("delay", c.delay);
+                    r.push("period", c.period);
+                    r.push("overshoot", c.overshoot);
+                    r.push("lesson_prediction", c.lesson_prediction as i64);
+                    r.push("lesson_match", c.lesson_match);
+                    r
+                })
+                .collect();
+            output::print(&records, output::Format::Csv, &[])
+        }
         RelationFormat::Json => format!(
             "{}\n",
             serde_json::to_string(&RelationJson {
@@ -225,6 +251,12 @@ fn boundary(args: &RelationArgs) -> anyhow::Result<String> {
         .fold(BoundaryReport::default(), BoundaryReport::merge);
     bar.finish_and_clear();
     Ok(match args.format {
+        RelationFormat::Csv => {
+            return Err(crate::BadInput(
+                "--format csv: the boundary report is not a table of cells; accepted with --boundary: table, json".into(),
+            )
+            .into())
+        }
         RelationFormat::Table => report.to_text(),
         RelationFormat::Json => format!("{}\n", serde_json::to_string(&report)?),
     })

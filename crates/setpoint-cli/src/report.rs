@@ -2,8 +2,8 @@
 //! prediction, its timeline and the overshoot heatmap around it. The page loads nothing: styles
 //! and pictures are inline, and it has no scripts.
 
+use anyhow::Context;
 use std::fmt::Write as _;
-use std::path::PathBuf;
 
 use clap::Args;
 use setpoint_sim::lesson::{lesson_all, lesson_prediction};
@@ -13,21 +13,15 @@ use setpoint_sim::report as sim_report;
 use setpoint_sim::scenario::Scenario;
 use setpoint_sim::{simulate, Axis, LessonWorld, Limit};
 
-use crate::args::LessonArgs;
-use crate::plot::{file_sets_the_world, heatmap_of, load_lab, timeline_of, timeline_of_lab};
+use crate::plot::{heatmap_of, timeline_of, timeline_of_lab};
 
 /// `setpoint report`: a scenario file or the flags of `setpoint run`, and where to write the page.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A scenario file (TOML, see `scenarios/`). It sets the whole world; only --seed may
-    /// accompany it. Without it, the flags below describe the lesson's world.
-    pub scenario: Option<PathBuf>,
-    /// With a scenario file: the seed of the world's random numbers (default: the file's).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// The lesson's world, when no scenario file is given.
+    /// The scenario: the flags of `setpoint run`, or a file and the flags that override it,
+    /// with every controller and delay model.
     #[command(flatten)]
-    pub lesson: LessonArgs,
+    pub world: crate::scenario_args::ScenarioArgs,
     /// Where to write the page: FILE.html, or - for standard output.
     #[arg(short = 'o', long, value_name = "FILE.html|-", value_parser = crate::destination::page)]
     pub output: crate::destination::Output,
@@ -49,21 +43,12 @@ th{background:#f0f0f0}.note{color:#555;font-size:.92em}svg{max-width:100%;height
 
 /// Writes the report and returns the line to print.
 pub fn run(args: &ReportArgs, matches: Option<&clap::ArgMatches>) -> anyhow::Result<String> {
-    file_sets_the_world(matches, args.scenario.is_some())?;
-    let page = match &args.scenario {
-        Some(path) => {
-            let (scenario, seed) = load_lab(path, args.seed)?;
-            lab_page(&scenario, &path.display().to_string(), seed)?
-        }
-        None => {
-            if args.seed.is_some() {
-                return Err(crate::BadInput(
-                    "--seed goes with a scenario file; accepted: setpoint report SCENARIO.toml --seed N -o FILE".into(),
-                )
-                .into());
-            }
-            page(&LessonWorld::new(args.lesson.spec())?)?
-        }
+    let matches = matches.context("the report subcommand's matches")?;
+    let (label, scenario) = args.world.build(matches)?;
+    let page = match scenario.as_lesson() {
+        // The lesson's world from flags: the page with its prediction and its heatmap.
+        Some(lesson) if args.world.scenario.is_none() => page(&lesson)?,
+        _ => lab_page(&scenario, &label, scenario.spec().seed)?,
     };
     args.output.write_page(&page)
 }

@@ -9,10 +9,14 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use setpoint_runtime::ops::{self, OpError};
+use setpoint_runtime::remote;
 use setpoint_runtime::{
     format_duration, parse_duration, run_agent, run_controller, shutdown_pair, AgentConfig,
     ControllerConfig, OpenMode, SpecError, Store, StoreUrl,
 };
+
+/// How long `kill` waits for the agents to carry its requests out.
+const KILL_WAIT: Duration = Duration::from_secs(10);
 
 /// The runtime's subcommands.
 #[derive(Debug, Subcommand)]
@@ -29,7 +33,8 @@ pub enum RuntimeCommand {
     Get(GetArgs),
     /// Remove a workload's declaration; its copies are stopped.
     Delete(DeleteArgs),
-    /// Kill COUNT running copies of a workload with SIGKILL, oldest first (fault injection).
+    /// Kill COUNT running copies of a workload with SIGKILL, oldest first (fault injection):
+    /// the request goes through the store to the agent that runs each copy, on any machine.
     Kill(KillArgs),
     /// Show the leader, the nodes and the time since each node last reported.
     Status(StatusArgs),
@@ -102,9 +107,6 @@ pub struct ControllerFlags {
     /// The leader lease's time to live: a dead leader is replaced within it.
     #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = duration)]
     pub lease_ttl: Duration,
-    /// A node silent for this long is lost: its copies leave the ledger.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
-    pub node_timeout: Duration,
     /// Also run a workload's pass as soon as its declaration changes, not only every period.
     #[arg(long)]
     pub wake_on_change: bool,
@@ -124,7 +126,6 @@ impl ControllerFlags {
         }
         let mut c = ControllerConfig::new(setpoint_runtime::default_holder());
         c.lease_ttl = self.lease_ttl;
-        c.node_timeout = self.node_timeout;
         c.wake_on_change = self.wake_on_change;
         c.event_retention = self.event_retention;
         c.poll = (self.lease_ttl / 10).min(Duration::from_millis(100));
@@ -152,6 +153,14 @@ pub struct AgentFlags {
     /// The log of a copy that ended is removed this long after its last line.
     #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = positive_duration)]
     pub log_retention: Duration,
+    /// The node lease's time to live: an agent that cannot renew its lease for this long is
+    /// lost, its copies are replaced elsewhere, and it stops them itself before then.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
+    pub node_timeout: Duration,
+    /// Benchmarks only: report copies without starting processes (a simulated copy is ready
+    /// after its startup time and ends only when stopped). Real processes are the default.
+    #[arg(long)]
+    pub simulate_copies: bool,
 }
 
 impl AgentFlags {
@@ -162,7 +171,19 @@ impl AgentFlags {
         c.sync_every = self.sync_every;
         c.log_max_bytes = self.log_max_size;
         c.log_retention = self.log_retention;
+        c.lease_ttl = self.node_timeout;
+        c.simulate_copies = self.simulate_copies;
         c
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        if self.node_timeout < Duration::from_millis(200) {
+            anyhow::bail!(BadInput(format!(
+                "--node-timeout {} is too short: accepted at least 200ms",
+                format_duration(self.node_timeout)
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -234,9 +255,6 @@ pub struct GetArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
-    /// A node silent for this long is lost: its copies are not on the ledger.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
-    node_timeout: Duration,
 }
 
 /// `setpoint delete`.
@@ -270,9 +288,6 @@ pub struct StatusArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
-    /// A node silent for this long is shown as lost.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
-    node_timeout: Duration,
 }
 
 /// An input the user can fix: exit code 2.
@@ -294,6 +309,8 @@ pub fn is_bad_input(e: &anyhow::Error) -> bool {
             })
             || c.downcast_ref::<OpError>()
                 .is_some_and(|o| matches!(o, OpError::NotFound(_)))
+            || c.downcast_ref::<setpoint_runtime::AgentError>()
+                .is_some_and(setpoint_runtime::AgentError::is_refusal)
     })
 }
 
@@ -346,6 +363,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             Ok(String::new())
         }
         RuntimeCommand::Agent(a) => {
+            a.flags.check()?;
             let cfg = a.flags.config(&a.node, &a.store.state_dir());
             let url = a.store.url();
             serve(|shutdown| async move {
@@ -391,12 +409,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         }
         RuntimeCommand::Get(a) => {
             let store = a.store.open_read_only()?;
-            let all = ops::get(
-                &*store,
-                a.workload.as_deref(),
-                a.node_timeout.as_millis() as u64,
-                Some(&a.store.state_dir()),
-            )?;
+            let all = ops::get(&*store, a.workload.as_deref())?;
             Ok(match a.format {
                 Format::Json => format!(
                     "{}\n",
@@ -410,22 +423,39 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             Ok(format!("workload {} deleted\n", a.workload))
         }
         RuntimeCommand::Kill(a) => {
-            let killed =
-                ops::kill(&a.store.state_dir(), &a.workload, a.count).context("killing copies")?;
-            if killed.is_empty() {
+            let store = a.store.open_existing()?;
+            let (workload, count) = (a.workload.clone(), a.count);
+            let outcomes = (|| {
+                let batch = remote::request_kills(&*store, &workload, count, KILL_WAIT * 2)?;
+                remote::await_kills(&*store, &batch, KILL_WAIT)
+            })()
+            .context("killing copies")?;
+            if outcomes.is_empty() {
+                anyhow::bail!("no live node reports a running copy of '{}'", a.workload);
+            }
+            let mut out = String::new();
+            let mut unanswered = Vec::new();
+            for (copy, outcome) in &outcomes {
+                match outcome {
+                    // One word per line to script against, as before the kill went remote.
+                    Some(o) if o.starts_with("killed ") => writeln!(out, "killed {copy}")?,
+                    Some(o) => writeln!(out, "not killed {copy}: {o}")?,
+                    None => unanswered.push(copy.as_str()),
+                }
+            }
+            if !unanswered.is_empty() {
+                print!("{out}");
                 anyhow::bail!(
-                    "no running copy of '{}' was found on this machine",
-                    a.workload
+                    "no agent carried out the kill of {} within {}: is its node cut off?",
+                    unanswered.join(", "),
+                    format_duration(KILL_WAIT)
                 );
             }
-            Ok(killed.iter().map(|k| format!("killed {k}\n")).collect())
+            Ok(out)
         }
         RuntimeCommand::Logs(a) => logs(&a),
         RuntimeCommand::Status(a) => {
-            let s = ops::status(
-                &*a.store.open_read_only()?,
-                a.node_timeout.as_millis() as u64,
-            )?;
+            let s = ops::status(&*a.store.open_read_only()?)?;
             Ok(match a.format {
                 Format::Json => format!("{}\n", serde_json::to_string(&s)?),
                 Format::Table => status_table(&s),
@@ -522,16 +552,33 @@ fn status_table(s: &ops::Status) -> String {
     );
     let _ = writeln!(
         t,
-        "{:<20} {:<5} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
-        "NODE", "LIVE", "LAST REPORT", "LAG", "STARTING", "RUNNING", "EXITED", "ASSIGNED"
+        "{:<20} {:<5} {:>8} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
+        "NODE",
+        "LIVE",
+        "LEASE",
+        "LEASE TTL",
+        "HELD FOR",
+        "LAST REPORT",
+        "LAG",
+        "STARTING",
+        "RUNNING",
+        "EXITED",
+        "ASSIGNED"
     );
     for n in &s.nodes {
+        let lease = n.lease.as_ref();
         let _ = writeln!(
             t,
-            "{:<20} {:<5} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
+            "{:<20} {:<5} {:>8} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
             n.node,
             if n.live { "yes" } else { "lost" },
-            format!("{} ago", seconds(n.since_report_ms)),
+            lease.map_or("-".to_owned(), |l| l.lease.to_string()),
+            lease.map_or("-".to_owned(), |l| format_duration(Duration::from_millis(
+                l.ttl_ms
+            ))),
+            lease.map_or("-".to_owned(), |l| seconds(l.held_ms)),
+            n.since_report_ms
+                .map_or("never".to_owned(), |ms| format!("{} ago", seconds(ms))),
             format!("{}ms", n.report_lag_ms),
             n.starting,
             n.running,
@@ -592,6 +639,7 @@ fn logs(a: &LogsArgs) -> anyhow::Result<String> {
 
 fn up(a: &UpArgs) -> anyhow::Result<String> {
     let ccfg = a.controller.config()?;
+    a.agent.check()?;
     let url = a.store.url();
     let state_dir = a.store.state_dir();
     let agents: Vec<AgentConfig> = (1..=a.nodes)

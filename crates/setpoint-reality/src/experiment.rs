@@ -18,12 +18,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 use setpoint_core::ControllerKind;
-use setpoint_sim::{simulate, LessonSpec, LessonWorld, Metrics};
+use setpoint_sim::{run, LessonSpec, Metrics, Scenario};
 
 use setpoint_runtime::agent::{read_all_node_states, run_agent, AgentConfig};
 use setpoint_runtime::controller::{run_controller, ControllerConfig};
 use setpoint_runtime::events::EVENTS;
-use setpoint_runtime::measure::{measure, MeasureError, Measurement, WindowSpec};
+use setpoint_runtime::measure::{measure, MeasureError, Measurement, Spread, WindowSpec};
 use setpoint_runtime::model::{report_key, Phase, WorkloadSpec};
 use setpoint_runtime::ops;
 use setpoint_runtime::process;
@@ -150,6 +150,42 @@ pub struct CellOutcome {
     pub killed: Vec<String>,
     /// How late the kill came after its place at second 300, in real milliseconds.
     pub kill_late_ms: i64,
+    /// The store's own delay, in real microseconds: from a report-sized commit to a pass being
+    /// able to read it ([`store_delay_us`]), measured after the run on the cell's store.
+    pub store_delay_us: Spread,
+}
+
+/// How long the store itself holds a report back from a pass: from the commit of a
+/// report-sized value (2 kB) to a read that shows it, through the same watch cache a pass reads
+/// on a store that pushes changes (so: the commit's round trip, and on etcd its Raft commit and
+/// the watch's delivery), `n` times, in microseconds.
+pub fn store_delay_us(store: &Arc<dyn Store>, n: usize) -> Result<Spread, StoreError> {
+    const PROBE: &str = "/probe/";
+    let key = format!("{PROBE}report");
+    let (reader, cache) = setpoint_runtime::cache::cached(store, &[PROBE]);
+    let pad = "x".repeat(2000);
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n {
+        let t0 = std::time::Instant::now();
+        let rev =
+            store.commit(&setpoint_runtime::store::Txn::new().put(&key, format!("{i}{pad}")))?;
+        if let Some(c) = &cache {
+            if !c.wait_for(rev, Duration::from_secs(5)) {
+                return Err(StoreError::Unavailable(
+                    "the watch did not deliver a probe within 5 s".into(),
+                ));
+            }
+        }
+        let seen = reader.get(&key)?.map(|e| e.mod_revision);
+        if seen < Some(rev) {
+            return Err(StoreError::Unavailable(format!(
+                "a read after revision {rev} showed {seen:?}"
+            )));
+        }
+        samples.push(t0.elapsed().as_micros() as i64);
+    }
+    store.commit(&setpoint_runtime::store::Txn::new().delete(&key))?;
+    Ok(Spread::of(samples))
 }
 
 fn kind_name<S: serde::Serializer>(k: &ControllerKind, s: S) -> Result<S::Ok, S::Error> {
@@ -163,6 +199,15 @@ pub fn lesson_spec(delay: u64, controller: ControllerKind) -> LessonSpec {
         controller,
         ..LessonSpec::default()
     }
+}
+
+/// What the lab computes for a cell's world, for any controller, through the lab's one entry
+/// point ([`setpoint_sim::run`]): the fast engine for `ledger` and `intent`, the general engine
+/// for the others.
+pub fn lab_metrics(world: &LessonSpec) -> Result<Metrics, ExperimentError> {
+    let bad = |e: setpoint_sim::ScenarioError| ExperimentError::BadInput(e.to_string());
+    let scenario = Scenario::from_lesson_spec(world).map_err(bad)?;
+    Ok(run(&scenario, 1).map_err(bad)?.workloads[0].metrics)
 }
 
 /// Runs one cell on real processes and measures it.
@@ -234,15 +279,18 @@ pub async fn run_cell(
         return Err(e.into());
     }
     let (measured, killed, kill_late_ms) = outcome;
+    let probe = Arc::clone(&store);
+    let store_delay_us = tokio::task::spawn_blocking(move || store_delay_us(&probe, 30))
+        .await
+        .map_err(|e| ExperimentError::Stalled(format!("the store probe panicked: {e}")))??;
     Ok(CellOutcome {
         delay,
         controller,
-        simulated: simulate(
-            &LessonWorld::new(world).map_err(|e| ExperimentError::BadInput(e.to_string()))?,
-        ),
+        simulated: lab_metrics(&world)?,
         measured,
         killed,
         kill_late_ms,
+        store_delay_us,
     })
 }
 

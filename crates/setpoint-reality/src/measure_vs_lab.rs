@@ -32,6 +32,7 @@ fn round(at_ms: u64, desired: u64, created: u64, delete_commands: u64) -> Logged
         created,
         delete_commands,
         commanded: Vec::new(),
+        fence: None,
     })
 }
 

@@ -1,6 +1,8 @@
-//! Load: N copies of `sleep` across A in-process agents on one SQLite store, kept by the
-//! `intent` controller's passes. It prints pass latency, store writes per pass, the read load of
-//! the controller and of the agents, and report-to-ledger latency (from the event log).
+//! Load: N copies of `sleep` across A in-process agents on one store (SQLite, or etcd with the
+//! watch cache), kept by the `intent` controller's passes. It prints pass latency, store writes
+//! per pass, the keys each pass takes from the store, the read load of the controller and of the
+//! agents, creations per second from `apply` to all copies on the ledger, the store's write
+//! rate, and report-to-ledger latency (from the event log).
 //!
 //! ```text
 //! cargo run --release -p setpoint-runtime --example load -- copies=1000 agents=10 period_ms=1000 seconds=20
@@ -8,7 +10,9 @@
 //!
 //! Settings (`key=value`, all optional): `copies` (1000), `agents` (10), `period_ms` U (1000),
 //! `seconds` of steady state measured after every copy is on the ledger (20), `sync_ms` (the
-//! agents' assignment read period, 100), `report_ms` (R, 1000), `dir` (a temporary directory).
+//! agents' assignment read period, 100), `report_ms` (R, 1000), `dir` (a temporary directory),
+//! `store` (a store URL, such as `etcd://127.0.0.1:2379`; default `sqlite:DIR`), `simulate`
+//! (1: the agents simulate their copies instead of starting processes, `--simulate-copies`).
 //!
 //! The passes run here, not in `run_controller`, so that each can be timed: the same
 //! `run_pass`, without the leader lease and garbage collection around it.
@@ -19,12 +23,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use setpoint_core::{Controller, ControllerKind};
+use setpoint_runtime::cache::cached;
 use setpoint_runtime::measure::{measure, WindowSpec};
 use setpoint_runtime::model::WorkloadSpec;
+use setpoint_runtime::model::{ASSIGNMENTS, COUNTERS, LEADER, REPORTS, WORKLOADS};
 use setpoint_runtime::reconcile::PassSettings;
-use setpoint_runtime::store::{LeaseId, Read, Revision, Txn};
+use setpoint_runtime::store::{LeaseId, Read, Revision, Txn, Watcher};
 use setpoint_runtime::{
-    ops, run_agent, run_pass, shutdown_pair, AgentConfig, SqliteStore, Store, StoreError,
+    ops, run_agent, run_pass, shutdown_pair, AgentConfig, OpenMode, Store, StoreError, StoreUrl,
 };
 
 /// Counts what passes through a store.
@@ -37,7 +43,7 @@ struct Counts {
 }
 
 struct Counting {
-    inner: Arc<SqliteStore>,
+    inner: Arc<dyn Store>,
     counts: Arc<Counts>,
 }
 
@@ -72,6 +78,12 @@ impl Store for Counting {
     }
     fn now_ms(&self) -> u64 {
         self.inner.now_ms()
+    }
+    fn watches(&self) -> bool {
+        self.inner.watches()
+    }
+    fn watch(&self, p: &[&str], after: Revision) -> Option<Result<Box<dyn Watcher>, StoreError>> {
+        self.inner.watch(p, after)
     }
 }
 
@@ -127,15 +139,31 @@ async fn main() {
     let dir = args
         .get("dir")
         .map_or_else(|| tmp.path().to_owned(), std::path::PathBuf::from);
-    let sqlite = Arc::new(SqliteStore::open(&dir).expect("the store"));
+    let url: StoreUrl = args.get("store").map_or_else(
+        || StoreUrl::sqlite(&dir),
+        |u| u.parse().unwrap_or_else(|e| panic!("{e}")),
+    );
+    let simulate = setting(&args, "simulate", 0) == 1;
+    let raw = url.open(OpenMode::Create).expect("the store");
     let agent_counts = Arc::new(Counts::default());
     let pass_counts = Arc::new(Counts::default());
     let agent_store: Arc<dyn Store> = Arc::new(Counting {
-        inner: Arc::clone(&sqlite),
+        inner: Arc::clone(&raw),
         counts: Arc::clone(&agent_counts),
     });
+    // The controller's side: the store, counted, under the watch cache (on a store that pushes
+    // changes, as the controller does), counted again as the passes see it.
+    let store_counts = Arc::new(Counts::default());
+    let counted: Arc<dyn Store> = Arc::new(Counting {
+        inner: Arc::clone(&raw),
+        counts: Arc::clone(&store_counts),
+    });
+    let (under_cache, cache) = cached(
+        &counted,
+        &[WORKLOADS, COUNTERS, ASSIGNMENTS, REPORTS, LEADER],
+    );
     let pass_store: Arc<dyn Store> = Arc::new(Counting {
-        inner: Arc::clone(&sqlite),
+        inner: under_cache,
         counts: Arc::clone(&pass_counts),
     });
 
@@ -145,6 +173,7 @@ async fn main() {
         let mut cfg = AgentConfig::new(format!("node-{i:02}"), dir.join("nodes"));
         cfg.sync_every = Duration::from_millis(sync_ms);
         cfg.report_every = Duration::from_millis(report_ms);
+        cfg.simulate_copies = simulate;
         tasks.push(tokio::spawn(run_agent(
             Arc::clone(&agent_store),
             cfg,
@@ -165,18 +194,12 @@ async fn main() {
         rollout: Default::default(),
         generation: 0,
     };
-    ops::apply(&*pass_store, &[spec]).expect("apply");
-    // Every agent reports before the first pass, so placement spreads the copies.
-    while ops::status(&*pass_store, 10_000)
-        .expect("status")
-        .nodes
-        .len()
-        < agents as usize
-    {
+    // Every agent reports before the declaration, so placement spreads the copies.
+    while ops::status(&*pass_store).expect("status").nodes.len() < agents as usize {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    ops::apply(&*pass_store, &[spec]).expect("apply");
     let settings = PassSettings {
-        node_timeout_ms: 10_000,
         fence: None,
         max_attempts: 5,
     };
@@ -190,11 +213,17 @@ async fn main() {
     let mut writes = Vec::new();
     let mut keys = Vec::new();
     let mut reads_per_pass = Vec::new();
+    let mut from_store = Vec::new();
+    let changes = || cache.as_ref().map_or(0, |c| c.stats().changes);
+    let mut last_changes = 0;
     let mut base = (snapshot(&agent_counts), Instant::now(), 0u64);
+    let mut rev_base = 0;
+    let mut pass_counts_base = [0u64; 4];
     let mut cpu_base = 0.0;
     loop {
         every.tick().await;
         let before = snapshot(&pass_counts);
+        let store_before = store_counts.keys_read.load(Relaxed);
         let s = Arc::clone(&pass_store);
         let t = Instant::now();
         let (c, r) = tokio::task::spawn_blocking(move || {
@@ -208,11 +237,14 @@ async fn main() {
         r.expect("a pass");
         let after = snapshot(&pass_counts);
         if converged.is_none() {
-            let st = ops::get(&*pass_store, Some("load"), 10_000, None).expect("get");
+            let st = ops::get(&*pass_store, Some("load")).expect("get");
             if st[0].on_ledger == copies {
                 converged = Some(started.elapsed());
                 steady_from = Some(pass_store.now_ms());
                 base = (snapshot(&agent_counts), Instant::now(), after[1]);
+                pass_counts_base = snapshot(&pass_counts);
+                rev_base = raw.revision().expect("revision");
+                last_changes = changes();
                 cpu_base = cpu_seconds();
                 eprintln!(
                     "all {copies} copies on the ledger after {:.1}s",
@@ -225,6 +257,14 @@ async fn main() {
         writes.push((after[2] - before[2]) as f64);
         keys.push((after[3] - before[3]) as f64);
         reads_per_pass.push((after[1] - before[1]) as f64);
+        // What the pass took from the store itself: keys read past the cache (all of them on
+        // a store without one), and the changes the watch delivered since the last pass.
+        let now_changes = changes();
+        from_store.push(
+            (store_counts.keys_read.load(Relaxed) - store_before + now_changes - last_changes)
+                as f64,
+        );
+        last_changes = now_changes;
         if base.1.elapsed() >= Duration::from_secs(seconds) {
             break;
         }
@@ -234,6 +274,8 @@ async fn main() {
     }
     let elapsed = base.1.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu_base;
+    let revisions = raw.revision().expect("revision") - rev_base;
+    let pass_now = snapshot(&pass_counts);
     let agent_now = snapshot(&agent_counts);
     let pass_keys_read = pass_counts.keys_read.load(Relaxed) - base.2;
     let m = measure(
@@ -251,12 +293,25 @@ async fn main() {
     latencies.sort_by(f64::total_cmp);
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     println!(
-        "copies {copies}, agents {agents}, U {period_ms} ms, agent sync {sync_ms} ms, R {report_ms} ms, steady {elapsed:.1} s"
+        "store {url}, copies {copies}{}, agents {agents}, U {period_ms} ms, agent sync {sync_ms} ms, R {report_ms} ms, steady {elapsed:.1} s",
+        if simulate { " (simulated)" } else { "" }
+    );
+    let conv = converged.map_or(f64::NAN, |d| d.as_secs_f64());
+    println!(
+        "apply to all {copies} on the ledger: {conv:.1} s ({:.0} creations/s); steady passes {}",
+        copies as f64 / conv,
+        latencies.len()
     );
     println!(
-        "converged in {:.1} s; steady passes {}",
-        converged.map_or(f64::NAN, |d| d.as_secs_f64()),
-        latencies.len()
+        "keys per pass: {:.0} read by the pass (cache or store), {:.1} taken from the store (reads past the cache + watch changes)",
+        mean(&reads_per_pass),
+        mean(&from_store)
+    );
+    println!(
+        "store write rate, steady: {:.1} transactions/s ({:.1} revisions/s), {:.0} keys/s",
+        (agent_now[2] - base.0[2] + pass_now[2] - pass_counts_base[2]) as f64 / elapsed,
+        revisions as f64 / elapsed,
+        (agent_now[3] - base.0[3] + pass_now[3] - pass_counts_base[3]) as f64 / elapsed,
     );
     println!(
         "pass latency ms: p50 {:.2}, p99 {:.2}, max {:.2}",

@@ -13,6 +13,10 @@
 //! 4. every R (`report_every`), observes its copies; the observation is written to the store
 //!    `report_delay` later, which emulates a longer reporting chain.
 //!
+//! Before anything else it takes its node's name: a lock in the state directory and a lease in
+//! the store ([`crate::node`]). It keeps that lease alive, and if it cannot, it stops every copy
+//! before the lease can end, then claims the name again.
+//!
 //! Its local state file (`{state_dir}/{node}.json`) records every copy (pid, start time, phase)
 //! as soon as it is started. After a crash, the next agent adopts the copies whose assignment
 //! still exists and reaps the others. Copies started but not yet recorded are found by the mark
@@ -32,9 +36,11 @@ use crate::events::{self, CopyEvent, CopyEventKind};
 use crate::model::{
     decode, encode, placements_of, report_key, Assignment, CopyReport, NodeReport, Phase,
 };
+use crate::node::{self, DirLock, Fence, LeaseState, NodeError, NodeRecord};
 use crate::process::{self, Launch};
+use crate::remote::{self, LiveCopy, LiveRecord};
 use crate::rt::{blocking, log, Reach, Shutdown};
-use crate::store::{Revision, Store, StoreError, Txn};
+use crate::store::{LeaseId, Revision, Store, StoreError, Txn};
 
 /// How often a failed readiness command is run again.
 const READINESS_RETRY_MS: u64 = 100;
@@ -63,11 +69,17 @@ pub struct AgentConfig {
     pub log_max_bytes: u64,
     /// The log of a copy that ended is removed this long after its last write.
     pub log_retention: Duration,
+    /// The node lease's time to live: an agent that cannot renew it for this long is lost, and
+    /// it stops its own copies before then ([`crate::node`]).
+    pub lease_ttl: Duration,
+    /// Report copies without starting processes (benchmarks of the control plane): a simulated
+    /// copy has pid 0, becomes ready after its startup time, and ends only when it is stopped.
+    pub simulate_copies: bool,
 }
 
 impl AgentConfig {
     /// An agent for `node` keeping state in `state_dir`: R = 1s, no added delay, assignments
-    /// read every 100ms, a tick every 25ms.
+    /// read every 100ms, a tick every 25ms, a node lease of 10s.
     pub fn new(node: impl Into<String>, state_dir: impl Into<PathBuf>) -> Self {
         Self {
             node: node.into(),
@@ -78,6 +90,8 @@ impl AgentConfig {
             tick: TICK,
             log_max_bytes: crate::retention::DEFAULT_LOG_MAX_BYTES,
             log_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
+            lease_ttl: Duration::from_secs(10),
+            simulate_copies: false,
         }
     }
 }
@@ -167,6 +181,24 @@ pub enum AgentError {
     /// The store failed while the agent was starting.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The node's name is held by another agent, or could not be claimed.
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// Another agent took the node's name while this one was fenced (cut off from the store):
+    /// this one stopped its copies and exits.
+    #[error("{0}")]
+    Replaced(String),
+}
+
+impl AgentError {
+    /// Whether the user must fix this: the node name is taken.
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            AgentError::Node(e) => e.is_refusal(),
+            AgentError::Replaced(_) => true,
+            _ => false,
+        }
+    }
 }
 
 /// A copy in the agent's hands.
@@ -229,6 +261,10 @@ struct Agent {
     shown: BTreeMap<(String, u64), Revision>,
     /// Store entries refused as forged or damaged, by key, so each is logged once.
     refused: std::collections::BTreeSet<String>,
+    /// The node lease's fence: it stops the copies by itself when the lease cannot be kept.
+    fence: Arc<Fence>,
+    /// The live set last written to `/live/{node}`, and under which lease.
+    live_written: Option<(LeaseId, Vec<LiveCopy>)>,
 }
 
 impl Agent {
@@ -325,6 +361,29 @@ impl Agent {
         if batch.is_empty() {
             return;
         }
+        if self.cfg.simulate_copies {
+            // Benchmarks of the control plane: a record and a start event, no process.
+            for (a, incarnation) in batch {
+                let record = CopyRecord {
+                    assignment: a,
+                    incarnation,
+                    pid: 0,
+                    start_ticks: 0,
+                    started_ms: now,
+                    phase: Phase::Starting,
+                    ready_ms: None,
+                    exited_ms: None,
+                    exit: None,
+                    stopping: false,
+                    nonce: String::new(),
+                };
+                self.log_event(CopyEventKind::Start, &record, now);
+                self.copies
+                    .insert(record.assignment.copy.clone(), Local::new(record, None));
+            }
+            self.dirty = true;
+            return;
+        }
         let mut pending = Vec::with_capacity(batch.len());
         for (a, incarnation) in batch {
             let record = CopyRecord {
@@ -417,11 +476,17 @@ impl Agent {
         let who = self.who();
         let mut gone = Vec::new();
         let mut happened = Vec::new();
+        let simulated = self.cfg.simulate_copies;
         for (copy, l) in &mut self.copies {
             if l.exited() {
                 continue;
             }
             let ended = match &mut l.child {
+                // A simulated copy (pid 0) has no process: it ends when it is stopped.
+                None if simulated && l.record.pid == 0 => l
+                    .kill_at_ms
+                    .is_some()
+                    .then(|| "stopped (simulated copy)".to_owned()),
                 Some(child) => match child.try_wait() {
                     Ok(Some(status)) => Some(process::describe_exit(status)),
                     Ok(None) => None,
@@ -532,6 +597,31 @@ impl Agent {
         }
     }
 
+    /// The copies running and ready now, as `/live/{node}` shows them.
+    fn live_set(&self) -> Vec<LiveCopy> {
+        self.copies
+            .values()
+            .filter(|l| l.record.phase == Phase::Running && !l.record.stopping)
+            .map(|l| LiveCopy {
+                copy: l.record.assignment.copy.clone(),
+                workload: l.record.assignment.workload.clone(),
+                owner_uid: l.record.assignment.owner_uid,
+                n: l.record.assignment.n,
+                incarnation: l.record.incarnation,
+                pid: l.record.pid,
+            })
+            .collect()
+    }
+
+    /// The process groups of the copies that run now, for the fence.
+    fn groups(&self) -> Vec<(u32, u64)> {
+        self.copies
+            .values()
+            .filter(|l| !l.exited() && l.record.pid != 0)
+            .map(|l| (l.record.pid, l.record.start_ticks))
+            .collect()
+    }
+
     fn observe(&self, now: u64) -> NodeReport {
         let mut copies: Vec<CopyReport> = self
             .copies
@@ -614,9 +704,42 @@ fn assignments_of(
     node: &str,
 ) -> Result<(Assigned, Vec<(String, String)>), StoreError> {
     let read = store.read(&[&placements_of(node)])?;
+    parse_assignments(&read.entries, node)
+}
+
+/// A kill request addressed to this node: key, request, revision, the requester's lease.
+type Kill = (
+    String,
+    remote::KillRequest,
+    Revision,
+    Option<crate::store::LeaseId>,
+);
+
+/// One read of everything the store asks of `node`: its assignments and its kill requests.
+#[allow(clippy::type_complexity)]
+fn node_work(
+    store: &dyn Store,
+    node: &str,
+) -> Result<(Assigned, Vec<(String, String)>, Vec<Kill>), StoreError> {
+    let placements = placements_of(node);
+    let read = store.read(&[&placements, &remote::kills_of(node)])?;
+    let (placed, asked): (Vec<_>, Vec<_>) = read
+        .entries
+        .into_iter()
+        .partition(|e| e.key.starts_with(&placements));
+    let (assigned, forged) = parse_assignments(&placed, node)?;
+    Ok((assigned, forged, remote::pending_kills(&asked, node)))
+}
+
+/// The assignments among `entries`, and the entries refused with why.
+#[allow(clippy::type_complexity)]
+fn parse_assignments(
+    entries: &[crate::store::Entry],
+    node: &str,
+) -> Result<(Assigned, Vec<(String, String)>), StoreError> {
     let mut out = BTreeMap::new();
     let mut refused = Vec::new();
-    for e in &read.entries {
+    for e in entries {
         let a: Assignment = match decode(e) {
             Ok(a) => a.value,
             Err(err) => {
@@ -676,7 +799,46 @@ pub async fn run_agent(
     crate::store::identity::create_private_dir(&cfg.state_dir.join("logs")).map_err(state_err)?;
     let canonical = cfg.state_dir.canonicalize().map_err(state_err)?;
     let mark = canonical.join(&cfg.node).display().to_string();
+    // One agent per node: first on this data directory (a lock the kernel drops if we die),
+    // then in the store (a lease, on any machine).
+    let _lock = DirLock::acquire(&cfg.state_dir, &cfg.node)?;
+    let record = NodeRecord {
+        node: cfg.node.clone(),
+        host: node::host_id(),
+        place: canonical.display().to_string(),
+        agent_pid: std::process::id(),
+        acquired_ms: store.now_ms(),
+        ttl_ms: cfg.lease_ttl.as_millis() as u64,
+        report_every_ms: cfg.report_every.as_millis() as u64,
+        lease: 0,
+    };
+    let rec = record.clone();
+    let claim = blocking(&store, move |s| node::claim(s, &rec)).await?;
+    log(
+        &format!("agent {}", cfg.node),
+        format!(
+            "holds node lease {} (ttl {}ms{})",
+            claim.lease,
+            claim.ttl_ms,
+            if claim.adopted {
+                ", taken over from the previous agent here"
+            } else {
+                ""
+            }
+        ),
+    );
+    let fence = Fence::new(claim.lease);
+    let (keeper_stop, keeper_shutdown) = crate::rt::shutdown_pair();
+    let keeper = tokio::spawn(node::keep(
+        Arc::clone(&store),
+        record,
+        claim,
+        Arc::clone(&fence),
+        keeper_shutdown,
+    ));
     let mut agent = Agent {
+        fence,
+        live_written: None,
         mark,
         copies: BTreeMap::new(),
         dirty: true,
@@ -718,6 +880,10 @@ pub async fn run_agent(
     flush_events(&store, &mut agent).await;
     log(&who, format!("ready with {} copies", agent.copies.len()));
 
+    // On a store that pushes changes, the node's assignments come from a watch cache.
+    let placements = placements_of(&agent.cfg.node);
+    let kills = remote::kills_of(&agent.cfg.node);
+    let (assigned_store, _cache) = crate::cache::cached(&store, &[&placements, &kills]);
     let report_every = agent.cfg.report_every.as_millis() as u64;
     let sync_every = agent.cfg.sync_every.as_millis() as u64;
     let delay = agent.cfg.report_delay.as_millis() as u64;
@@ -727,6 +893,7 @@ pub async fn run_agent(
     let mut next_sweep = now;
     let mut tick = tokio::time::interval(agent.cfg.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut refused = None;
     let mut reach = Reach::default();
     // Once the store is lost, the agent stops acting on it: it stops its copies, which nobody
     // can manage any more, and writes nothing to the store.
@@ -738,14 +905,30 @@ pub async fn run_agent(
         }
         let now = store.now_ms();
         agent.watch(now);
+        agent.fence.set_groups(agent.groups());
+        match agent.fence.state() {
+            LeaseState::Held(_) => {}
+            LeaseState::Fenced => {
+                // The fence stops the copies; observations taken before it must never reach
+                // the ledger, and nothing starts until the name is held again.
+                agent.queue.clear();
+                agent.save();
+                continue;
+            }
+            LeaseState::Refused => {
+                refused = agent.fence.refusal();
+                break;
+            }
+        }
         if now >= next_sync {
             next_sync = now + sync_every;
             let node = agent.cfg.node.clone();
-            match blocking(&store, move |s| assignments_of(s, &node)).await {
-                Ok((assigned, refused)) => {
+            match blocking(&assigned_store, move |s| node_work(s, &node)).await {
+                Ok((assigned, forged, kills)) => {
                     reach.answered(&who);
-                    agent.log_refused(refused);
+                    agent.log_refused(forged);
                     agent.sync(assigned, now);
+                    carry_out_kills(&store, &mut agent, kills).await;
                 }
                 Err(e) if e.is_lost() => {
                     lost = Some(e);
@@ -762,6 +945,9 @@ pub async fn run_agent(
                 next_sweep = now + 10_000;
             }
             agent.tend_logs(now, sweep);
+        }
+        if let LeaseState::Held(lease) = agent.fence.state() {
+            publish_live_set(&store, &mut agent, lease, now).await;
         }
         if now >= next_report {
             next_report = now + report_every;
@@ -802,6 +988,7 @@ pub async fn run_agent(
     if lost.is_none() {
         log(&who, "shutting down: stopping copies");
     }
+    agent.queue.clear();
     let now = store.now_ms();
     let running: Vec<(String, u64)> = agent
         .copies
@@ -848,8 +1035,69 @@ pub async fn run_agent(
         Err(e) => log(&who, format!("cannot write the last report: {e}")),
     }
     flush_events(&store, &mut agent).await;
+    // Give the name up last, with nothing left running: the node is lost at once, and the
+    // controller reassigns its names without waiting for the lease to run out.
+    keeper_stop.fire();
+    if let Ok(Some(lease)) = keeper.await {
+        if let Err(e) = blocking(&store, move |s| s.revoke(lease)).await {
+            log(&who, format!("cannot give up the node lease: {e}"));
+        }
+    }
     log(&who, "stopped");
-    Ok(())
+    match refused {
+        Some(why) => Err(AgentError::Replaced(why)),
+        None => Ok(()),
+    }
+}
+
+/// Writes `/live/{node}` if the set of ready copies changed (or the lease did), at once: `get`
+/// reads it, so it carries no emulated report delay.
+async fn publish_live_set(store: &Arc<dyn Store>, agent: &mut Agent, lease: LeaseId, now: u64) {
+    let copies = agent.live_set();
+    if agent
+        .live_written
+        .as_ref()
+        .is_some_and(|(l, c)| *l == lease && *c == copies)
+    {
+        return;
+    }
+    let record = LiveRecord {
+        node: agent.cfg.node.clone(),
+        observed_ms: now,
+        copies: copies.clone(),
+    };
+    match blocking(store, move |s| remote::publish_live(s, &record, lease)).await {
+        Ok(_) => agent.live_written = Some((lease, copies)),
+        Err(e) => log(&agent.who(), format!("cannot write the live record: {e}")),
+    }
+}
+
+/// Carries out the kill requests addressed to this node: SIGKILL to the copy's group, checked
+/// by pid and start time, and the outcome written back for the `kill` command.
+async fn carry_out_kills(store: &Arc<dyn Store>, agent: &mut Agent, kills: Vec<Kill>) {
+    for (key, req, rev, lease) in kills {
+        let outcome = match agent.copies.get(&req.copy) {
+            Some(l) if l.record.incarnation == req.incarnation && !l.exited() => {
+                match process::kill_verified(l.record.pid, l.record.start_ticks) {
+                    Ok(true) => format!("killed pid {} on {}", l.record.pid, agent.cfg.node),
+                    Ok(false) => format!("{} had already ended", req.copy),
+                    Err(e) => format!("cannot kill {}: {e}", req.copy),
+                }
+            }
+            _ => format!("{} does not run on {}", req.copy, agent.cfg.node),
+        };
+        log(
+            &agent.who(),
+            format!("kill request for {}: {outcome}", req.copy),
+        );
+        if let Err(e) = blocking(store, move |s| {
+            remote::answer_kill(s, &key, req, rev, lease, outcome)
+        })
+        .await
+        {
+            log(&agent.who(), format!("cannot answer a kill request: {e}"));
+        }
+    }
 }
 
 /// Writes the agent's queued event-log entries in one transaction; on failure keeps them for the

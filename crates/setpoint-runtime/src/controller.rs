@@ -11,6 +11,11 @@
 //!   replacement starts.
 //! - **Garbage collection.** Assignments whose owner is gone are removed; the agents then stop
 //!   the copies.
+//! - **Watch cache.** On a store that pushes changes (etcd), the leader reads through a
+//!   [`crate::cache::Cache`] of the runtime's prefixes: one read, then a watch. With
+//!   `wake_on_change`, a new node report also wakes every workload's loop (still one pass at a
+//!   time per workload; reports during a pass wake it once more), but the passes' own writes
+//!   never do.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,7 +25,10 @@ use setpoint_core::{Action, Controller, ControllerKind, Expectations, Expectatio
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::model::{decode, encode, Leader, WorkloadSpec, LEADER, WORKLOADS};
+use crate::cache::cached;
+use crate::model::{
+    decode, encode, Leader, WorkloadSpec, ASSIGNMENTS, COUNTERS, LEADER, REPORTS, WORKLOADS,
+};
 use crate::reconcile::{collect_orphans, run_pass, PassError, PassSettings};
 use crate::rt::{blocking, log, shutdown_pair, Reach, Shutdown, ShutdownTrigger};
 use crate::store::{LeaseId, Revision, Store, StoreError, Txn};
@@ -36,8 +44,6 @@ pub struct ControllerConfig {
     /// A TTL shorter than a slow store write lets the lease lapse under a live leader, which
     /// then stops acting until it wins the lease again.
     pub lease_ttl: Duration,
-    /// A node silent for longer than this is lost: its copies leave the ledger.
-    pub node_timeout: Duration,
     /// Also run a workload's pass as soon as its declaration changes, not only every period.
     pub wake_on_change: bool,
     /// How often the store is polled for leadership and declaration changes.
@@ -47,13 +53,12 @@ pub struct ControllerConfig {
 }
 
 impl ControllerConfig {
-    /// A controller named `holder`: lease TTL 5s, node timeout 10s, no wake-up on change,
+    /// A controller named `holder`: lease TTL 5s, no wake-up on change,
     /// poll every 100ms.
     pub fn new(holder: impl Into<String>) -> Self {
         Self {
             holder: holder.into(),
             lease_ttl: Duration::from_secs(5),
-            node_timeout: Duration::from_secs(10),
             wake_on_change: false,
             poll: Duration::from_millis(100),
             event_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
@@ -184,6 +189,23 @@ async fn lead(
     who: &str,
 ) -> bool {
     let (lost_tx, lost_rx) = watch::channel(false);
+    // On a store that pushes changes, passes read a watch cache instead of every key.
+    let (store, cache) = cached(
+        store,
+        &[
+            WORKLOADS,
+            COUNTERS,
+            ASSIGNMENTS,
+            REPORTS,
+            LEADER,
+            crate::node::NODES,
+        ],
+    );
+    let store = &store;
+    let changes = cache
+        .as_ref()
+        .filter(|_| cfg.wake_on_change)
+        .map(|c| c.subscribe());
     let mut workers: BTreeMap<String, Worker> = BTreeMap::new();
     let mut tick = tokio::time::interval(cfg.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -194,7 +216,6 @@ async fn lead(
     let mut seen_revision = None;
     let mut reach = Reach::default();
     let settings = PassSettings {
-        node_timeout_ms: cfg.node_timeout.as_millis() as u64,
         fence: Some(held.fence),
         max_attempts: 5,
     };
@@ -297,7 +318,10 @@ async fn lead(
                                 key,
                                 w.mod_revision,
                                 settings,
-                                cfg.wake_on_change,
+                                Wake {
+                                    declaration: cfg.wake_on_change,
+                                    changes: changes.clone(),
+                                },
                                 &lost_tx,
                             ),
                         );
@@ -338,16 +362,28 @@ async fn lead(
     stopped
 }
 
+/// What wakes a workload's loop besides its period.
+struct Wake {
+    /// A change of its declaration.
+    declaration: bool,
+    /// A new node report, as the watch cache sees it.
+    changes: Option<watch::Receiver<Revision>>,
+}
+
 fn spawn_worker(
     store: &Arc<dyn Store>,
     name: &str,
     key: LoopKey,
     revision: Revision,
     settings: PassSettings,
-    wake_on_change: bool,
+    wake: Wake,
     lost: &watch::Sender<bool>,
 ) -> Worker {
     let (stop, mut stopped) = shutdown_pair();
+    let Wake {
+        declaration: wake_on_change,
+        mut changes,
+    } = wake;
     let (wake, mut woken) = watch::channel(revision);
     let store = Arc::clone(store);
     let name = name.to_owned();
@@ -365,6 +401,7 @@ fn spawn_worker(
                 _ = stopped.wait() => return,
                 _ = every.tick() => {}
                 Ok(()) = woken.changed(), if wake_on_change => {}
+                Some(()) = changed(&mut changes) => {}
             }
             let n = name.clone();
             let (c, result) = blocking(&store, move |s| {
@@ -417,6 +454,12 @@ fn spawn_worker(
                     if !r.collected.is_empty() {
                         log(&who, format!("collected exited {}", r.collected.join(", ")));
                     }
+                    if !r.lost.is_empty() {
+                        log(
+                            &who,
+                            format!("removed {} of lost nodes (lease ended)", r.lost.join(", ")),
+                        );
+                    }
                     if r.conflicts > 0 {
                         log(
                             &who,
@@ -440,6 +483,14 @@ fn spawn_worker(
         stop,
         wake,
         handle,
+    }
+}
+
+/// Waits for the watch cache to move, if passes are woken by changes (`None` waits forever).
+async fn changed(changes: &mut Option<watch::Receiver<Revision>>) -> Option<()> {
+    match changes {
+        Some(rx) => rx.changed().await.ok(),
+        None => std::future::pending().await,
     }
 }
 

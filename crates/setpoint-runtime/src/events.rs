@@ -121,6 +121,10 @@ pub struct RoundEvent {
     /// The copy numbers the delete commands went to, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commanded: Vec<u64>,
+    /// The fencing token of the leader that wrote the round (the `/leader` revision its writes
+    /// compare), if it ran under a lease: the log shows which leader wrote what.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<Revision>,
 }
 
 /// The key of a pass's round entry.

@@ -18,6 +18,8 @@
 //! # Layout
 //! - [`store`]: the [`Store`] trait (revisions, compare-and-set transactions, leases, poll-watch),
 //!   [`MemoryStore`] and [`SqliteStore`].
+//! - [`cache`]: the informer: a local copy of the store's prefixes from one read and a watch
+//!   ([`cache::Cache`], [`cache::CachedStore`]).
 //! - [`model`]: the keys and records the store holds, and a typed [`Snapshot`].
 //! - [`spec`]: the workloads file of `setpoint apply`.
 //! - [`rules`]: the rules of names, commands and environments, checked by `apply` and again by
@@ -28,8 +30,10 @@
 //! - [`reconcile`]: one pass: plan, compare-and-set, retry ([`run_pass`]); garbage collection.
 //! - [`controller`]: leader election and the per-workload loops ([`run_controller`]).
 //! - [`agent`]: the node agent ([`run_agent`]).
+//! - [`node`]: node identity and liveness: the node lease, the data-directory lock, the fence.
 //! - [`process`]: process groups, signals, `/proc` checks.
 //! - [`ops`]: `apply`, `get`, `delete`, `kill`, `status`.
+//! - [`remote`]: what works across machines: the agents' live records, kill requests.
 //! - [`events`]: the event log in the store (append-only, each entry created only if absent).
 //! - [`measure`]: the lesson's metrics of a real run, computed from the event log.
 //! - [`failpoint`]: named crash points for tests (compiled out of release builds).
@@ -43,6 +47,7 @@
 
 pub mod agent;
 pub mod backoff;
+pub mod cache;
 pub mod controller;
 pub mod duration;
 pub mod events;
@@ -51,11 +56,13 @@ pub mod logs;
 pub mod loops;
 pub mod measure;
 pub mod model;
+pub mod node;
 pub mod ops;
 #[cfg(test)]
 mod parser_props;
 pub mod process;
 pub mod reconcile;
+pub mod remote;
 pub mod retention;
 pub mod rollout;
 pub mod rt;

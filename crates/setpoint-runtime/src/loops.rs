@@ -419,7 +419,6 @@ mod tests {
     use setpoint_core::Controller;
 
     const SETTINGS: PassSettings = PassSettings {
-        node_timeout_ms: 3_600_000,
         fence: None,
         max_attempts: 3,
     };
@@ -446,6 +445,8 @@ mod tests {
         store
             .commit(&Txn::new().put(workload_key("w"), encode(&w)))
             .unwrap();
+        // Node `a` is live: its agent holds the node lease.
+        crate::node::fake_node(store, "a").unwrap();
     }
 
     /// Node `a` reports copy `n` exited `after_ms` after it started, ready or not.

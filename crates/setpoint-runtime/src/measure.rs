@@ -434,6 +434,7 @@ mod tests {
             created,
             delete_commands,
             commanded: Vec::new(),
+            fence: None,
         })
     }
 

@@ -9,6 +9,7 @@
 //! | `/reports/{node}` | [`NodeReport`]: the node's copies and their phases | the node's agent |
 //! | `/leader` | [`Leader`], under the leader's lease | the controller holding the lease |
 //! | `/loops/{name}` | [`LoopRecord`](crate::loops::LoopRecord): backoff and idle reason | the controller's passes, only when it changes |
+//! | `/nodes/{node}` | [`NodeRecord`]: the node's agent, under its lease | that agent ([`crate::node`]) |
 //!
 //! A workload's *uid* is the `create_revision` of its key: deleting a workload and applying it
 //! again gives a new uid, so assignments left by the old one are recognised as orphans.
@@ -19,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use setpoint_core::ControllerKind;
 
+use crate::node::{NodeRecord, NODES};
 pub use crate::rules::CopyEnv;
 use crate::store::{Entry, Revision, Store, StoreError, Txn};
 
@@ -300,6 +302,8 @@ pub struct Snapshot {
     pub leader: Option<Stored<Leader>>,
     /// Loop records (backoff, idle reason) by workload name ([`crate::loops`]).
     pub loops: BTreeMap<String, Stored<crate::loops::LoopRecord>>,
+    /// The nodes whose agent holds its lease, by name: the live nodes.
+    pub nodes: BTreeMap<String, Stored<NodeRecord>>,
 }
 
 impl Snapshot {
@@ -312,6 +316,7 @@ impl Snapshot {
             ASSIGNMENTS,
             REPORTS,
             LEADER,
+            NODES,
             crate::loops::LOOPS,
         ])?;
         let mut s = Snapshot {
@@ -332,16 +337,17 @@ impl Snapshot {
                 s.leader = Some(decode(e)?);
             } else if let Some(name) = e.key.strip_prefix(crate::loops::LOOPS) {
                 s.loops.insert(name.to_owned(), decode(e)?);
+            } else if let Some(node) = e.key.strip_prefix(NODES) {
+                s.nodes.insert(node.to_owned(), decode(e)?);
             }
         }
         Ok(s)
     }
 
-    /// Whether `node` reported within `timeout_ms` of the read.
-    pub fn node_live(&self, node: &str, timeout_ms: u64) -> bool {
-        self.reports
-            .get(node)
-            .is_some_and(|r| r.value.reported_ms.saturating_add(timeout_ms) >= self.now_ms)
+    /// Whether `node` is live: its agent holds its lease (`/nodes/{node}` exists). A node is
+    /// lost when its lease expires or is given up, never by a clock of the reader's.
+    pub fn node_live(&self, node: &str) -> bool {
+        self.nodes.contains_key(node)
     }
 
     /// The assignments of workload `name`, in creation order.

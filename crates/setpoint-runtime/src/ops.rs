@@ -118,8 +118,8 @@ pub struct CopyStatus {
     pub assigned: bool,
     /// Its phase in its node's last report, if reported.
     pub reported: Option<Phase>,
-    /// Whether its process is running and ready right now, checked on this machine; `None`
-    /// when no local state says.
+    /// Whether its agent runs it and it is ready, as the agent's live record says right now
+    /// (on any machine); `None` when no live node has written one.
     pub live: Option<bool>,
     /// How it ended, as its node reported: `exit status 1`, `signal 9`, or
     /// `failed to start: program 'x' not found on the agent's PATH (…)`.
@@ -138,8 +138,9 @@ pub struct WorkloadStatus {
     pub period_ms: u64,
     /// Declared copies.
     pub desired: u64,
-    /// Copies running and ready right now, checked on this machine (agents' state files and
-    /// `/proc`). `None` if no agent state was found.
+    /// Copies running and ready right now, from the live nodes' live records
+    /// ([`crate::remote`]): what the agents see, on every machine, without the report delay.
+    /// `None` if no live node has written one.
     pub live: Option<u64>,
     /// Copies on the ledger: reported running.
     pub on_ledger: u64,
@@ -240,25 +241,20 @@ fn loop_status(
 }
 
 /// What `get` shows: every workload, or one.
-pub fn get(
-    store: &dyn Store,
-    name: Option<&str>,
-    node_timeout_ms: u64,
-    state_dir: Option<&Path>,
-) -> Result<Vec<WorkloadStatus>, OpError> {
+pub fn get(store: &dyn Store, name: Option<&str>) -> Result<Vec<WorkloadStatus>, OpError> {
     let snapshot = Snapshot::load(store)?;
+    let live_records = crate::remote::live_copies(store)?;
     if let Some(n) = name {
         if !snapshot.workloads.contains_key(n) {
             return Err(OpError::NotFound(n.to_owned()));
         }
     }
-    let states = state_dir.map(read_all_node_states);
     let mut out = Vec::new();
     for (wname, w) in &snapshot.workloads {
         if name.is_some_and(|n| n != wname) {
             continue;
         }
-        let v = WorkloadView::new(&snapshot, wname, node_timeout_ms).expect("declared");
+        let v = WorkloadView::new(&snapshot, wname).expect("declared");
         let uid = w.create_revision;
         let mut copies: std::collections::BTreeMap<u64, CopyStatus> = Default::default();
         for (_, a) in snapshot
@@ -315,20 +311,18 @@ pub fn get(
             for_ms: rec.map_or(0, |r| snapshot.now_ms.saturating_sub(r.started_ms)),
         });
         let mut live = None;
-        if let Some(states) = &states {
+        if !live_records.is_empty() {
+            for s in copies.values_mut() {
+                s.live = Some(false);
+            }
             let mut count = 0;
-            for st in states {
-                for rec in &st.copies {
-                    let a = &rec.assignment;
-                    if a.workload != *wname || a.owner_uid != uid {
-                        continue;
-                    }
-                    let is_live =
-                        rec.phase == Phase::Running && process::is_alive(rec.pid, rec.start_ticks);
-                    count += u64::from(is_live);
-                    if let Some(s) = copies.get_mut(&a.n) {
-                        s.live = Some(is_live);
-                    }
+            for c in live_records.values().flat_map(|r| &r.copies) {
+                if c.workload != *wname || c.owner_uid != uid {
+                    continue;
+                }
+                count += 1;
+                if let Some(s) = copies.get_mut(&c.n) {
+                    s.live = Some(true);
                 }
             }
             live = Some(count);
@@ -386,17 +380,36 @@ pub struct LeaderStatus {
     pub ttl_ms: u64,
 }
 
+/// A node's lease as `status` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeLeaseStatus {
+    /// The store lease holding `/nodes/{node}`.
+    pub lease: u64,
+    /// The agent's process id.
+    pub agent_pid: u32,
+    /// The agent's machine.
+    pub host: String,
+    /// The agent's state directory.
+    pub place: String,
+    /// The lease's time to live, in milliseconds.
+    pub ttl_ms: u64,
+    /// How long the agent has held the name, in milliseconds.
+    pub held_ms: u64,
+}
+
 /// One node as `status` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NodeStatus {
     /// The node's name.
     pub node: String,
-    /// Milliseconds since its last report was written.
-    pub since_report_ms: u64,
+    /// Milliseconds since its last report was written; `None` if it never reported.
+    pub since_report_ms: Option<u64>,
     /// Milliseconds between observing and writing that report (the emulated chain).
     pub report_lag_ms: u64,
-    /// Whether it reported within the node timeout.
+    /// Whether its agent holds the node lease.
     pub live: bool,
+    /// The node lease, while its agent holds it.
+    pub lease: Option<NodeLeaseStatus>,
     /// Copies in its last report, by phase.
     pub starting: u64,
     /// Copies reported running.
@@ -414,7 +427,7 @@ pub struct Status {
     pub revision: Revision,
     /// The leader, if a controller holds the lease.
     pub leader: Option<LeaderStatus>,
-    /// Every node that ever reported.
+    /// Every node that holds a lease or ever reported.
     pub nodes: Vec<NodeStatus>,
     /// Declared workloads.
     pub workloads: u64,
@@ -423,24 +436,35 @@ pub struct Status {
 }
 
 /// Reads the leader, the nodes and how long ago each reported.
-pub fn status(store: &dyn Store, node_timeout_ms: u64) -> Result<Status, OpError> {
+pub fn status(store: &dyn Store) -> Result<Status, OpError> {
     let s = Snapshot::load(store)?;
     let count = |node: &str, phase: Phase| {
-        s.reports[node]
-            .value
-            .copies
-            .iter()
-            .filter(|c| c.phase == phase)
-            .count() as u64
+        s.reports.get(node).map_or(0, |r| {
+            r.value.copies.iter().filter(|c| c.phase == phase).count() as u64
+        })
     };
-    let nodes = s
-        .reports
-        .iter()
-        .map(|(node, r)| NodeStatus {
+    let names: std::collections::BTreeSet<&String> =
+        s.reports.keys().chain(s.nodes.keys()).collect();
+    let nodes = names
+        .into_iter()
+        .map(|node| NodeStatus {
             node: node.clone(),
-            since_report_ms: s.now_ms.saturating_sub(r.value.reported_ms),
-            report_lag_ms: r.value.reported_ms.saturating_sub(r.value.observed_ms),
-            live: s.node_live(node, node_timeout_ms),
+            since_report_ms: s
+                .reports
+                .get(node)
+                .map(|r| s.now_ms.saturating_sub(r.value.reported_ms)),
+            report_lag_ms: s.reports.get(node).map_or(0, |r| {
+                r.value.reported_ms.saturating_sub(r.value.observed_ms)
+            }),
+            live: s.node_live(node),
+            lease: s.nodes.get(node).map(|n| NodeLeaseStatus {
+                lease: n.value.lease,
+                agent_pid: n.value.agent_pid,
+                host: n.value.host.clone(),
+                place: n.value.place.clone(),
+                ttl_ms: n.value.ttl_ms,
+                held_ms: s.now_ms.saturating_sub(n.value.acquired_ms),
+            }),
             starting: count(node, Phase::Starting),
             running: count(node, Phase::Running),
             exited: count(node, Phase::Exited),

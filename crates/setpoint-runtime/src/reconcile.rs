@@ -11,7 +11,9 @@
 //!   cannot both win;
 //! - `Delete`: the assignments of the oldest copies on the ledger are removed, each only if
 //!   unchanged. A command to a copy whose assignment is already gone counts and does nothing;
-//! - garbage: assignments whose copy a node reported exited are removed;
+//! - garbage: assignments whose copy a node reported exited are removed, and so are the
+//!   assignments of lost nodes (no node lease: [`crate::node`]), whose copies their agent has
+//!   fenced. That frees their names for `named`;
 //! - the event log ([`crate::events`]): the pass's round, each creation and each removal by a
 //!   delete command, each created only if absent, in the same transaction. A pass that does
 //!   nothing else still writes its round.
@@ -34,9 +36,6 @@ use setpoint_core::ControllerKind;
 /// How a pass runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PassSettings {
-    /// A node silent for longer than this, in milliseconds, is lost: its copies leave the ledger
-    /// and it gets no new copies.
-    pub node_timeout_ms: u64,
     /// The leader record's `mod_revision` when this controller took the lease; every write
     /// compares it. `None` runs without a leader (tests, single-shot tools).
     pub fence: Option<Revision>,
@@ -57,6 +56,8 @@ pub struct PassReport {
     pub deleted: Vec<String>,
     /// Assignments removed because their copy had exited.
     pub collected: Vec<String>,
+    /// Assignments removed because their node is lost (its lease ended).
+    pub lost: Vec<String>,
     /// Copies the controller wanted but no live node could take; nothing was written for them.
     pub unplaced: u64,
     /// Attempts lost to conflicts before this one committed.
@@ -76,7 +77,10 @@ pub struct PassReport {
 impl PassReport {
     /// Whether the pass changed anything in the store.
     pub fn wrote(&self) -> bool {
-        !(self.created.is_empty() && self.deleted.is_empty() && self.collected.is_empty())
+        !(self.created.is_empty()
+            && self.deleted.is_empty()
+            && self.collected.is_empty()
+            && self.lost.is_empty())
     }
 }
 
@@ -119,8 +123,7 @@ pub fn plan_pass(
             return Err(PassError::NotLeader);
         }
     }
-    let view = WorkloadView::new(snapshot, name, settings.node_timeout_ms)
-        .ok_or_else(|| PassError::Gone(name.to_owned()))?;
+    let view = WorkloadView::new(snapshot, name).ok_or_else(|| PassError::Gone(name.to_owned()))?;
     let spec = &view.spec.value;
     let mut txn = Txn::new().expect(workload_key(name), view.spec.mod_revision);
     if let Some(fence) = settings.fence {
@@ -158,7 +161,7 @@ pub fn plan_pass(
         None => {}
         Some(&Action::Create { batch, .. }) => {
             let held = gate.holds(name, batch.first.0, snapshot.now_ms);
-            let nodes = place(snapshot, batch.count, settings.node_timeout_ms);
+            let nodes = place(snapshot, batch.count);
             if held {
                 // Backing off after failed starts: as with no live node, write nothing and let
                 // the controller forget it tried.
@@ -193,7 +196,7 @@ pub fn plan_pass(
                 .filter(|&k| !gate.holds(name, k, snapshot.now_ms))
                 .filter(|&k| view.assignment(k).is_none())
                 .collect();
-            let nodes = place(snapshot, fresh.len() as u64, settings.node_timeout_ms);
+            let nodes = place(snapshot, fresh.len() as u64);
             if nodes.is_empty() && !fresh.is_empty() {
                 *controller = before.clone();
                 report.unplaced = fresh.len() as u64;
@@ -245,6 +248,14 @@ pub fn plan_pass(
             report.collected.push(stored.value.copy.clone());
         }
     }
+    // A lost node's copies were fenced by their agent before its lease could end: their
+    // assignments only hold names now (the `named` stall), so they go.
+    for (key, stored) in view.lost_assignments() {
+        if !report.deleted.contains(&stored.value.copy) {
+            txn = remove_assignment(txn, key, stored);
+            report.lost.push(stored.value.copy.clone());
+        }
+    }
     let acted = !(report.created.is_empty() && report.deleted.is_empty());
     let reason = if gate.stalled() {
         Some(loops::IdleReason::RolloutPaused)
@@ -277,6 +288,7 @@ pub fn plan_pass(
         created: report.created.len() as u64,
         delete_commands: report.delete_commands,
         commanded,
+        fence: settings.fence,
     };
     txn = events::append(
         txn,
@@ -352,13 +364,8 @@ fn new_assignment(
 
 /// Places `count` new copies on the live nodes, each on the node with the fewest assignments
 /// (ties by name). Empty when no node is live.
-fn place(snapshot: &Snapshot, count: u64, node_timeout_ms: u64) -> Vec<String> {
-    let mut load: BTreeMap<&str, u64> = snapshot
-        .reports
-        .keys()
-        .filter(|n| snapshot.node_live(n, node_timeout_ms))
-        .map(|n| (n.as_str(), 0))
-        .collect();
+fn place(snapshot: &Snapshot, count: u64) -> Vec<String> {
+    let mut load: BTreeMap<&str, u64> = snapshot.nodes.keys().map(|n| (n.as_str(), 0)).collect();
     if load.is_empty() {
         return Vec::new();
     }
@@ -465,12 +472,8 @@ pub fn collect_orphans(
 }
 
 /// Counts, for `get`: desired, on the ledger, pending creations and deletions.
-pub fn ledger_counts(
-    snapshot: &Snapshot,
-    name: &str,
-    node_timeout_ms: u64,
-) -> Option<(u64, u64, u64)> {
-    let v = WorkloadView::new(snapshot, name, node_timeout_ms)?;
+pub fn ledger_counts(snapshot: &Snapshot, name: &str) -> Option<(u64, u64, u64)> {
+    let v = WorkloadView::new(snapshot, name)?;
     Some((v.on_ledger(), v.pending_creates(), v.pending_deletes()))
 }
 
@@ -509,8 +512,12 @@ mod tests {
             .unwrap();
     }
 
-    /// Writes node `node`'s report: the given copy numbers of `w`, all in `phase`.
+    /// Writes node `node`'s report: the given copy numbers of `w`, all in `phase`; the node
+    /// holds a lease (it is live) from its first report on.
     fn report(store: &dyn Store, node: &str, copies: &[(u64, Phase)]) {
+        if store.get(&crate::node::node_key(node)).unwrap().is_none() {
+            crate::node::fake_node(store, node).unwrap();
+        }
         let uid = store
             .get(&workload_key("w"))
             .unwrap()
@@ -555,7 +562,6 @@ mod tests {
     }
 
     const SETTINGS: PassSettings = PassSettings {
-        node_timeout_ms: 60_000,
         fence: None,
         max_attempts: 3,
     };

@@ -65,10 +65,11 @@ static LOG_FILE: std::sync::OnceLock<std::sync::Mutex<std::fs::File>> = std::syn
 /// Also appends every log line of this process to `path`, from now on. Only the first call
 /// takes effect.
 pub fn log_to_file(path: &std::path::Path) -> std::io::Result<()> {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?;
+    // The log sits in the data directory, which holds the store: both are the owner's only.
+    if let Some(dir) = path.parent() {
+        crate::store::identity::create_private_dir(dir)?;
+    }
+    let file = crate::store::identity::open_private_append(path)?;
     let _ = LOG_FILE.set(std::sync::Mutex::new(file));
     Ok(())
 }

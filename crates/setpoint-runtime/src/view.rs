@@ -34,23 +34,27 @@ pub struct WorkloadView<'s> {
 }
 
 impl<'s> WorkloadView<'s> {
-    /// The view of workload `name`, or `None` if it is not declared. A node that has not
-    /// reported within `node_timeout_ms` is treated as lost: its copies are neither on the
-    /// ledger nor in flight.
-    pub fn new(snapshot: &'s Snapshot, name: &str, node_timeout_ms: u64) -> Option<Self> {
+    /// The view of workload `name`, or `None` if it is not declared. A node whose agent holds
+    /// no lease is lost: its copies are neither on the ledger nor in flight.
+    pub fn new(snapshot: &'s Snapshot, name: &str) -> Option<Self> {
         let spec = snapshot.workloads.get(name)?;
         let uid = spec.create_revision;
-        let live_nodes: BTreeSet<&str> = snapshot
-            .reports
-            .keys()
-            .filter(|n| snapshot.node_live(n, node_timeout_ms))
-            .map(String::as_str)
-            .collect();
+        let live_nodes: BTreeSet<&str> = snapshot.nodes.keys().map(String::as_str).collect();
         let mut ledger = BTreeMap::new();
         let mut exited = BTreeSet::new();
         let mut reported_before = snapshot.now_ms;
         for node in &live_nodes {
-            let report = &snapshot.reports[*node].value;
+            // Only a report of the agent that holds the lease now counts: one left by an earlier
+            // holder describes copies that were fenced or died with it.
+            let acquired = snapshot.nodes[*node].value.acquired_ms;
+            let Some(report) = snapshot
+                .reports
+                .get(*node)
+                .map(|r| &r.value)
+                .filter(|r| r.reported_ms >= acquired)
+            else {
+                continue;
+            };
             reported_before = reported_before.min(report.observed_ms);
             for c in &report.copies {
                 if c.workload != name || c.owner_uid != uid {
@@ -133,6 +137,16 @@ impl<'s> WorkloadView<'s> {
     /// `LedgerView::reported_before`).
     pub fn reported_before(&self) -> u64 {
         self.reported_before
+    }
+
+    /// Assignments placed on a node that is lost (its lease expired or was given up). Their
+    /// agent has stopped their copies, or is dead, so the name is free: a pass removes them,
+    /// and `named` then creates the name again on a live node.
+    pub fn lost_assignments(&self) -> impl Iterator<Item = (&'s str, &'s Stored<Assignment>)> + '_ {
+        self.assigned
+            .values()
+            .filter(|(_, a)| !self.live_nodes.contains(a.value.node.as_str()))
+            .copied()
     }
 
     /// Whether a copy named `n` exists and has not reached the ledger: a named creation in

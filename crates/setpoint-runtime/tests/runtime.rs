@@ -95,7 +95,7 @@ impl Cluster {
     fn controller(&self, holder: &str, ttl: Duration) -> Running {
         let mut cfg = ControllerConfig::new(holder);
         cfg.lease_ttl = ttl;
-        cfg.node_timeout = Duration::from_secs(3);
+        // Node liveness is each agent's lease now (crate::node).
         cfg.poll = Duration::from_millis(25);
         let (trigger, shutdown) = shutdown_pair();
         let store = Arc::clone(&self.store);
@@ -133,7 +133,7 @@ impl Cluster {
     }
 
     fn live(&self) -> u64 {
-        let all = ops::get(&*self.store, Some("w"), 3_000, Some(&self.state_dir())).unwrap();
+        let all = ops::get(&*self.store, Some("w")).unwrap();
         all[0].live.unwrap_or(0)
     }
 
@@ -144,10 +144,7 @@ impl Cluster {
     }
 
     fn leader(&self) -> Option<String> {
-        ops::status(&*self.store, 3_000)
-            .unwrap()
-            .leader
-            .map(|l| l.holder)
+        ops::status(&*self.store).unwrap().leader.map(|l| l.holder)
     }
 
     /// Waits until `want` holds, failing with `what` and the cluster's state at the deadline.
@@ -182,7 +179,7 @@ impl Cluster {
             p.len() as u64 == n
                 && p.values().all(|pids| pids.len() == 1)
                 && c.live() == n
-                && ops::get(&*c.store, Some("w"), 3_000, None).unwrap()[0].on_ledger == n
+                && ops::get(&*c.store, Some("w")).unwrap()[0].on_ledger == n
         })
         .await;
     }
@@ -361,7 +358,7 @@ async fn readiness_gates_the_ledger_and_a_copy_ignoring_sigterm_is_killed_after_
     c.until("the copy runs", |c| c.processes().len() == 1).await;
     // Not ready: it runs, but it is in flight, not on the ledger, however long it waits.
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let g = &ops::get(&*c.store, Some("w"), 3_000, Some(&c.state_dir())).unwrap()[0];
+    let g = &ops::get(&*c.store, Some("w")).unwrap()[0];
     assert_eq!((g.on_ledger, g.pending_create, g.live), (0, 1, Some(0)));
     std::fs::write(flags.join("w-0"), "").unwrap();
     c.converged(1).await;
@@ -405,7 +402,7 @@ async fn the_ledger_lags_by_the_added_report_delay() {
         "the ledger showed the copies {:?} after they were ready",
         ready.elapsed()
     );
-    let lag = ops::status(&*c.store, 3_000).unwrap().nodes[0].report_lag_ms;
+    let lag = ops::status(&*c.store).unwrap().nodes[0].report_lag_ms;
     assert!(lag >= 600, "report lag {lag}ms");
     ctl.stop().await;
     agent.stop().await;
@@ -501,4 +498,144 @@ async fn named_survives_a_controller_crash_without_duplicates_and_replaces_under
     assert_eq!(names(&c), ["w-0", "w-1", "w-2"]);
     second.stop().await;
     agent.stop().await;
+}
+
+/// A store handle that can be cut off: while cut, every call waits 100ms and fails as an
+/// unreachable network store would. The store behind it goes on for everyone else.
+struct Cuttable {
+    inner: Arc<dyn Store>,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Cuttable {
+    fn check(&self) -> Result<(), setpoint_runtime::StoreError> {
+        if self.cut.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(100));
+            return Err(setpoint_runtime::StoreError::Unavailable("cut off".into()));
+        }
+        Ok(())
+    }
+}
+
+impl Store for Cuttable {
+    fn read(
+        &self,
+        p: &[&str],
+    ) -> Result<setpoint_runtime::store::Read, setpoint_runtime::StoreError> {
+        self.check()?;
+        self.inner.read(p)
+    }
+    fn commit(
+        &self,
+        t: &setpoint_runtime::store::Txn,
+    ) -> Result<u64, setpoint_runtime::StoreError> {
+        self.check()?;
+        self.inner.commit(t)
+    }
+    fn revision(&self) -> Result<u64, setpoint_runtime::StoreError> {
+        self.check()?;
+        self.inner.revision()
+    }
+    fn grant(&self, ttl: Duration) -> Result<u64, setpoint_runtime::StoreError> {
+        self.check()?;
+        self.inner.grant(ttl)
+    }
+    fn keep_alive(&self, l: u64) -> Result<(), setpoint_runtime::StoreError> {
+        self.check()?;
+        self.inner.keep_alive(l)
+    }
+    fn revoke(&self, l: u64) -> Result<(), setpoint_runtime::StoreError> {
+        self.check()?;
+        self.inner.revoke(l)
+    }
+    fn now_ms(&self) -> u64 {
+        self.inner.now_ms()
+    }
+}
+
+/// An agent cut off from the store stops its copies by itself before its node lease can end;
+/// the controller then replaces them on the other node under the same names, so no name ever
+/// runs twice; after the heal the agent rejoins under a new lease and the loop converges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_agent_fences_its_copies_before_its_lease_ends_and_named_never_doubles() {
+    let mut c = Cluster::new();
+    let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ttl = Duration::from_millis(1_000);
+    let agent_with = |c: &mut Cluster, node: &str, store: Arc<dyn Store>| {
+        c.nodes.push(node.to_owned());
+        let mut cfg = AgentConfig::new(node, c.state_dir());
+        cfg.report_every = Duration::from_millis(50);
+        cfg.sync_every = Duration::from_millis(50);
+        cfg.lease_ttl = ttl;
+        let (trigger, shutdown) = shutdown_pair();
+        let task = tokio::spawn(async move { run_agent(store, cfg, shutdown).await.unwrap() });
+        Running { trigger, task }
+    };
+    let cut_store: Arc<dyn Store> = Arc::new(Cuttable {
+        inner: Arc::clone(&c.store),
+        cut: Arc::clone(&cut),
+    });
+    let a = agent_with(&mut c, "a", cut_store);
+    let full = Arc::clone(&c.store);
+    let b = agent_with(&mut c, "b", full);
+    let ctl = c.controller("solo", Duration::from_secs(2));
+    c.apply(4, ControllerKind::Named);
+    c.converged(4).await;
+    let mark_a = c.mark("a");
+    let on_a: Vec<String> = find_marked(&mark_a).into_iter().map(|m| m.copy).collect();
+    assert!(!on_a.is_empty());
+
+    let t0 = Instant::now();
+    cut.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (mut stopped, mut lost) = (None, None);
+    let deadline = t0 + DEADLINE;
+    while stopped.is_none() || lost.is_none() {
+        assert!(Instant::now() < deadline, "no fence or no lost node");
+        let p = c.processes();
+        assert!(
+            p.values().all(|pids| pids.len() == 1),
+            "a name runs twice: {p:?}"
+        );
+        if stopped.is_none() && find_marked(&mark_a).is_empty() {
+            stopped = Some(t0.elapsed());
+        }
+        if lost.is_none() && c.store.get("/nodes/a").unwrap().is_none() {
+            lost = Some(t0.elapsed());
+            // The copies were gone before the store could hand their names to anyone.
+            assert!(
+                stopped.is_some(),
+                "the lease ended while a's copies still ran"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (stopped, lost) = (stopped.unwrap(), lost.unwrap());
+    c.converged(4).await;
+    let replaced = t0.elapsed();
+    assert_eq!(
+        c.processes().keys().cloned().collect::<Vec<_>>(),
+        ["w-0", "w-1", "w-2", "w-3"]
+    );
+    println!(
+        "cut off agent (lease {}ms): its copies stopped at {}ms, its lease ended at {}ms, \
+         replaced on b by {}ms, 0 names doubled",
+        ttl.as_millis(),
+        stopped.as_millis(),
+        lost.as_millis(),
+        replaced.as_millis()
+    );
+    assert!(stopped < ttl, "{stopped:?}");
+
+    // Heal: the agent claims its name again under a new lease and takes new work.
+    cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    c.until("a is live again", |c| {
+        c.store.get("/nodes/a").unwrap().is_some()
+    })
+    .await;
+    c.apply(6, ControllerKind::Named);
+    c.converged(6).await;
+    c.holds(6, Duration::from_millis(300)).await;
+    ctl.stop().await;
+    a.stop().await;
+    b.stop().await;
 }

@@ -82,11 +82,67 @@ fn sweep_slice(c: &mut Criterion) {
     group.finish();
 }
 
+/// The general engine against the fast one on the lesson's world (G = 60, the same metrics), per
+/// run and per copy-event (a creation, a delete command, a death); and a slice of the Monte Carlo
+/// target (10,000 cells x 100 runs, lesson-chain, ledger/intent/named): 102 cells x 100 runs,
+/// on one thread.
+fn general_engine(c: &mut Criterion) {
+    use setpoint_sim::delay::DelayModel;
+    use setpoint_sim::scenario::{ControllerSpec, Scenario, ScenarioSpec};
+    use setpoint_sim::world::run_general;
+    let lesson = LessonWorld::lesson(60, ControllerKind::Ledger);
+    let general = Scenario::from_lesson(&lesson);
+    let m = simulate(&lesson);
+    let events = m.created + m.delete_commands + m.died;
+    let mut group = c.benchmark_group("engines");
+    group.throughput(Throughput::Elements(events));
+    group.bench_function("fast_lesson_g60_per_copy_event", |b| {
+        b.iter(|| simulate(black_box(&lesson)))
+    });
+    group.bench_function("general_lesson_g60_per_copy_event", |b| {
+        b.iter(|| run_general(black_box(&general), 1))
+    });
+    let chain = Scenario::new(ScenarioSpec {
+        delay: DelayModel::lesson_chain(),
+        controller: ControllerSpec::new(ControllerKind::Named),
+        ..ScenarioSpec::default()
+    })
+    .expect("valid");
+    group.bench_function("general_named_lesson_chain_run", |b| {
+        b.iter(|| run_general(black_box(&chain), 7))
+    });
+    group.finish();
+
+    let grid = Grid::new(GridSpec {
+        delay_models: vec![DelayModel::lesson_chain()],
+        period: Axis::parse(Limit::PERIOD, "1..=100:3").expect("valid"),
+        controller: vec![
+            ControllerKind::Ledger,
+            ControllerKind::Intent,
+            ControllerKind::Named,
+        ],
+        runs: 100,
+        ..GridSpec::default()
+    })
+    .expect("valid");
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("a pool");
+    let mut group = c.benchmark_group("monte_carlo_sweep");
+    group.throughput(Throughput::Elements(grid.cells() * 100));
+    group.sample_size(10);
+    group.bench_function("lesson_chain_102_cells_x_100_runs_1_thread", |b| {
+        b.iter(|| pool.install(|| summarize(black_box(&grid), &|_| {})))
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = lesson, big_scenario, desired_scan, sweep_slice
+    targets = lesson, big_scenario, desired_scan, sweep_slice, general_engine
 }
 criterion_main!(benches);

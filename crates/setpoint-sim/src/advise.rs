@@ -17,9 +17,7 @@ use crate::delay::{whole_seconds, DelayModel};
 use crate::lesson_world::{LessonSpec, Limit};
 use crate::predict::predict;
 use crate::scenario::ScenarioError;
-use crate::scenario::{
-    self, ControllerSpec, Event, Scenario, ScenarioSpec, TimedEvent, Toll, Workload,
-};
+use crate::scenario::{ControllerSpec, Event, Scenario, ScenarioSpec, TimedEvent, Toll, Workload};
 use crate::SettingError;
 
 /// Why the advisor could not answer.
@@ -249,17 +247,18 @@ fn period_advice(
             ControllerKind::Intent,
             ControllerKind::Named,
         ] {
+            // The same Monte Carlo machinery as `run --runs` and sweeps (seeds seed, seed + 1, …).
             let scenario = monte_carlo_scenario(req, u, worst, kind)?;
-            let overshoots: Vec<u64> = (0..req.runs)
-                .map(|i| {
-                    scenario::run(&scenario, req.seed.wrapping_add(i))
-                        .map(|o| o.workloads[0].metrics.overshoot)
-                })
-                .collect::<Result<_, _>>()?;
-            let any = overshoots.iter().filter(|&&o| o > 0).count();
-            shares.push((kind.name().to_owned(), any as f64 / req.runs as f64));
+            let summary = crate::montecarlo::monte_carlo(&scenario, req.seed, req.runs)?;
+            let w = &summary.workloads[0];
+            shares.push((kind.name().to_owned(), w.p_overshoot));
             if kind == ControllerKind::Ledger {
-                ledger_mean = overshoots.iter().sum::<u64>() as f64 / req.runs as f64;
+                ledger_mean = w
+                    .metrics
+                    .iter()
+                    .find(|m| m.metric == "overshoot")
+                    .and_then(|m| m.spread)
+                    .map_or(0.0, |s| s.mean);
             }
         }
         (None, Some(shares), Some(ledger_mean))

@@ -335,8 +335,15 @@ pub const METRIC_KEYS: [&str; 14] = [
 
 /// Appends the metrics of one workload, in the order of [`METRIC_KEYS`].
 pub fn push_metrics(r: &mut Record, w: &WorkloadMetrics, kind: ControllerKind) {
-    let m = &w.metrics;
     let names = names_apply(kind);
+    push_lesson_metrics(r, &w.metrics);
+    r.push("duplicate_names", names.then_some(w.duplicate_names));
+    r.push("absorbed_creates", names.then_some(w.absorbed_creates));
+    r.push("lost_deletes", w.lost_deletes);
+}
+
+/// Appends the lesson's eight metrics and the lab's three (`rounds` … `copy_seconds_above`).
+pub fn push_lesson_metrics(r: &mut Record, m: &crate::Metrics) {
     r.push("rounds", m.rounds);
     r.push("work_per_round", m.work_per_round);
     r.push("created", m.created);
@@ -348,9 +355,6 @@ pub fn push_metrics(r: &mut Record, w: &WorkloadMetrics, kind: ControllerKind) {
     r.push("died", m.died);
     r.push("peak_live", m.peak_live);
     r.push("copy_seconds_above", m.copy_seconds_above);
-    r.push("duplicate_names", names.then_some(w.duplicate_names));
-    r.push("absorbed_creates", names.then_some(w.absorbed_creates));
-    r.push("lost_deletes", w.lost_deletes);
 }
 
 /// The records of one run: one per workload, with `scenario` (the label: a file name or

@@ -385,7 +385,14 @@ impl Scenario {
 
     /// The lesson's scenario, as a lab scenario.
     pub fn from_lesson(scenario: &LessonWorld) -> Self {
-        let s = scenario.spec();
+        Scenario::from_lesson_spec(scenario.spec())
+            .expect("a valid lesson scenario is a valid lab scenario")
+    }
+
+    /// The lesson's world with any controller: one workload `collector`, a fixed delay of whole
+    /// seconds and deaths by count, as `spec` says. The fast engine runs it when the controller
+    /// is one of the lesson's two, the general engine otherwise.
+    pub fn from_lesson_spec(s: &LessonSpec) -> Result<Self, ScenarioError> {
         Scenario::new(ScenarioSpec {
             period: s.period,
             duration: s.duration,
@@ -396,19 +403,10 @@ impl Scenario {
                 desired: s.desired,
                 startup: s.startup,
             }],
-            events: s
-                .deaths
-                .iter()
-                .map(|d| TimedEvent {
-                    at: d.at,
-                    workload: None,
-                    event: Event::Deaths(Toll::Count(d.count)),
-                })
-                .collect(),
+            events: death_events(&s.deaths),
             unique_names: true,
             seed: 1,
         })
-        .expect("a valid lesson scenario is a valid lab scenario")
     }
 
     /// The validated settings.
@@ -450,6 +448,18 @@ impl Scenario {
     pub fn rounds(&self) -> u64 {
         self.spec.duration / self.spec.period + 1
     }
+}
+
+/// The lesson's scripted deaths as events that strike every workload.
+pub fn death_events(deaths: &[Death]) -> Vec<TimedEvent> {
+    deaths
+        .iter()
+        .map(|d| TimedEvent {
+            at: d.at,
+            workload: None,
+            event: Event::Deaths(Toll::Count(d.count)),
+        })
+        .collect()
 }
 
 pub(crate) fn check_workload_name(name: &str) -> Result<(), ScenarioError> {

@@ -26,11 +26,9 @@ use crate::lesson::lesson_prediction;
 use crate::lesson_world::{Death, LessonSpec, LessonWorld, Limit, SettingError};
 use crate::metrics::Metrics;
 use crate::montecarlo::{monte_carlo_sequential, RUNS};
-use crate::output::{names_apply, push_spreads, Record, Value, SCHEMA};
+use crate::output::{names_apply, push_lesson_metrics, push_spreads, Record, Value, SCHEMA};
 use crate::predict::predict;
-use crate::scenario::{
-    run, ControllerSpec, Event, Scenario, ScenarioError, ScenarioSpec, TimedEvent, Toll,
-};
+use crate::scenario::{death_events, run, ControllerSpec, Scenario, ScenarioError, ScenarioSpec};
 
 /// The largest grid a sweep accepts, in cells. A cell costs well under a microsecond on the
 /// lesson's settings, so this is a few minutes of work and, as CSV, about ten gigabytes of output:
@@ -742,16 +740,7 @@ impl Grid {
         };
         spec.workloads[0].desired = cell.desired;
         spec.workloads[0].startup = cell.startup;
-        spec.events = self
-            .spec
-            .deaths
-            .iter()
-            .map(|d| TimedEvent {
-                at: d.at,
-                workload: None,
-                event: Event::Deaths(Toll::Count(d.count)),
-            })
-            .collect();
+        spec.events = death_events(&self.spec.deaths);
         Scenario::new(spec).expect("grid cells are checked against every limit")
     }
 
@@ -981,6 +970,35 @@ impl<T: std::fmt::Display> std::fmt::Display for Opt<T> {
 }
 
 impl SweepRow<'_> {
+    /// The row as a [`Record`]: the same keys and values as [`Self::write_to`] prints.
+    pub fn record(&self) -> Record {
+        let mut r = Record::new();
+        r.push("cell", self.cell);
+        r.push("desired", self.desired);
+        r.push("period", self.period);
+        r.push("delay", self.delay);
+        r.push("delay_model", self.delay_model.to_string());
+        r.push("startup", self.startup);
+        r.push("duration", self.duration);
+        r.push("controller", self.controller.name());
+        r.push("ttl", self.ttl);
+        r.push("burst", self.burst);
+        r.push("seed", self.seed);
+        r.push("engine", self.engine);
+        push_lesson_metrics(&mut r, &self.metrics);
+        r.push("duplicate_names", self.duplicate_names);
+        r.push("absorbed_creates", self.absorbed_creates);
+        r.push("lost_deletes", self.lost_deletes);
+        r.push(
+            "lesson_prediction",
+            self.lesson_prediction.map(|p| p as i64),
+        );
+        r.push("lesson_match", self.lesson_match);
+        r.push("prediction", self.prediction);
+        r.push("prediction_match", self.prediction_match);
+        r
+    }
+
     /// The CSV header, without a newline.
     pub fn csv_header() -> String {
         format!(
@@ -1071,6 +1089,14 @@ pub enum SweepError {
     /// Writing the rows failed.
     #[error(transparent)]
     Io(#[from] io::Error),
+    /// A column that the grid's rows do not have, or that is not a number.
+    #[error("no numeric column '{key}' in these rows; accepted: {accepted}")]
+    NoColumn {
+        /// The key as given.
+        key: String,
+        /// The numeric keys the rows have.
+        accepted: String,
+    },
     /// A cell's run failed; the message says which cell and why.
     #[error("cell {cell}: {source}")]
     Cell {
@@ -1171,6 +1197,53 @@ fn write_rows_split<W: Write + Send>(
     write_all(out, &done)?;
     out.flush()?;
     Ok(())
+}
+
+/// One numeric column of every row of `grid`'s shard, in cell order: what colours a heatmap
+/// (`setpoint plot heatmap --colour`). `key` is any numeric key of the grid's rows
+/// (`docs/output.md`): `overshoot` of a single-run grid, or `p_overshoot`, `overshoot_p95`,
+/// `created_mean`, … of a Monte Carlo grid. A `null` cell is `None`.
+pub fn column(grid: &Grid, key: &str) -> Result<Vec<Option<f64>>, SweepError> {
+    let record = |i: u64| -> Result<Record, SweepError> {
+        let cell_err = |source| SweepError::Cell { cell: i, source };
+        if grid.spec.runs > 1 {
+            grid.monte_carlo_row(i).map_err(cell_err)
+        } else {
+            Ok(grid.row(i).map_err(cell_err)?.record())
+        }
+    };
+    let range = grid.range();
+    if range.is_empty() {
+        return Ok(Vec::new());
+    }
+    let first = record(range.start)?;
+    if !matches!(
+        first.get(key),
+        Some(Value::U64(_) | Value::I64(_) | Value::F64(_) | Value::Null)
+    ) {
+        let numeric: Vec<&str> = first
+            .fields
+            .iter()
+            .filter(|(_, v)| matches!(v, Value::U64(_) | Value::I64(_) | Value::F64(_)))
+            .map(|(k, _)| k.as_ref())
+            .filter(|k| !matches!(*k, "schema" | "cell" | "seed" | "first_seed"))
+            .collect();
+        return Err(SweepError::NoColumn {
+            key: key.to_owned(),
+            accepted: numeric.join(", "),
+        });
+    }
+    range
+        .into_par_iter()
+        .map(|i| {
+            Ok(match record(i)?.get(key) {
+                Some(Value::U64(v)) => Some(*v as f64),
+                Some(Value::I64(v)) => Some(*v as f64),
+                Some(Value::F64(v)) => Some(*v),
+                _ => None,
+            })
+        })
+        .collect()
 }
 
 fn write_all<W: Write>(out: &mut W, texts: &[String]) -> io::Result<()> {
@@ -1562,6 +1635,48 @@ mod tests {
              \"delete_commands\":16,\"deleted\":8,\"overshoot\":6,\"stable\":375,\"died\":2,\
              \"peak_live\":12,\"copy_seconds_above\":200,\"duplicate_names\":null,\"absorbed_creates\":null,\"lost_deletes\":0,\"lesson_prediction\":6,\"lesson_match\":true,\"prediction\":6,\"prediction_match\":true}}\n")
         );
+    }
+
+    #[test]
+    fn the_fast_row_writer_prints_exactly_the_rows_record() {
+        let g = Grid::new(GridSpec {
+            delay_models: parse_delay_models("fixed:0,fixed:45,lesson-chain").unwrap(),
+            period: axis(Limit::PERIOD, "5,30"),
+            controller: ControllerKind::ALL.to_vec(),
+            ..GridSpec::default()
+        })
+        .unwrap();
+        for i in 0..g.cells() {
+            let row = g.row(i).unwrap();
+            let (mut csv, mut json) = (String::new(), String::new());
+            row.write_to(RowFormat::Csv, &mut csv);
+            row.write_to(RowFormat::Jsonl, &mut json);
+            let r = row.record();
+            assert_eq!(csv, format!("{}\n", r.csv_row()), "cell {i}");
+            assert_eq!(json, format!("{}\n", r.json()), "cell {i}");
+            assert_eq!(SweepRow::csv_header(), r.csv_header());
+        }
+    }
+
+    #[test]
+    fn a_column_reads_one_key_of_every_row_and_refuses_unknown_keys() {
+        let g = grid("0..=60:30", "10,30", "5");
+        let over = column(&g, "overshoot").unwrap();
+        let rows: Vec<Option<f64>> = (0..g.cells())
+            .map(|i| Some(g.row(i).unwrap().metrics.overshoot as f64))
+            .collect();
+        assert_eq!(over, rows);
+        let err = column(&g, "p_overshoot").unwrap_err().to_string();
+        assert!(err.contains("accepted: desired, period,"), "{err}");
+        let mc = Grid::new(GridSpec {
+            runs: 5,
+            ..g.spec().clone()
+        })
+        .unwrap();
+        let p = column(&mc, "p_overshoot").unwrap();
+        for (p, o) in p.iter().zip(&over) {
+            assert_eq!(*p, Some(if o.unwrap() > 0.0 { 1.0 } else { 0.0 }));
+        }
     }
 
     #[test]

@@ -12,14 +12,22 @@
 //! - [`sweep`]: `setpoint sweep` rows, summaries and determinism.
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
+//! - [`cluster`]: node leases, lost nodes, fencing, one agent per node name.
+//! - [`netns`]: agents and etcd members on separate hosts (network namespaces): partitions,
+//!   quorum loss, a paused leader.
 //! - [`store`]: `--store URL` on every runtime command; the runtime on etcd.
+//! - [`output`]: the one output schema, pinned by snapshots.
+//! - [`distributed`]: sharded sweeps merged back, as a Kubernetes Indexed Job and a Slurm array.
 //! - [`trust`]: crash-loop backoff, clean shutdown through a closed pipe, idle reasons, refused
 //!   settings (issue 11).
 
+mod cluster;
 mod commandline;
+mod distributed;
 mod hardening;
 mod lesson;
 mod limits;
+mod netns;
 mod output;
 mod pictures;
 mod reality;

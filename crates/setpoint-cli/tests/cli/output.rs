@@ -164,3 +164,96 @@ fn csv_has_as_many_columns_as_json_has_keys_in_the_same_order() {
         assert_eq!(csv.lines().count(), json.lines().count() + 1, "{args:?}");
     }
 }
+
+#[test]
+fn relation_and_advise_print_csv_records_too() {
+    for args in [
+        &["relation", "--format", "csv"][..],
+        &[
+            "advise",
+            "-G",
+            "lesson-chain",
+            "-B",
+            "5",
+            "--runs",
+            "20",
+            "--format",
+            "csv",
+        ],
+        &["advise", "-G", "30", "-B", "5", "--format", "csv"],
+    ] {
+        let text = ok(args);
+        let mut lines = text.lines();
+        let header = lines.next().unwrap();
+        assert!(header.starts_with("schema,"), "{args:?}: {header}");
+        let n = header.split(',').count();
+        let mut rows = 0;
+        for l in lines {
+            // Quoted cells (the delay model's description) hold commas; count outside quotes.
+            let cells = l
+                .split('"')
+                .step_by(2)
+                .map(|s| s.matches(',').count())
+                .sum::<usize>()
+                + 1;
+            assert_eq!(cells, n, "{args:?}: {l}");
+            rows += 1;
+        }
+        assert!(rows > 1, "{args:?}");
+    }
+    insta::assert_snapshot!(
+        "relation_csv_head",
+        ok(&["relation", "--format", "csv"])
+            .lines()
+            .take(4)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn experiment_takes_every_controller_and_predicts_through_the_labs_one_run() {
+    let text = ok(&[
+        "experiment",
+        "lesson",
+        "--controllers",
+        "ledger,named,expectations,gated",
+        "--delays",
+        "60",
+    ]);
+    // The lab's G = 60 row of each controller: the lesson's 24 for ledger, none for the others,
+    // as `setpoint run` computes them.
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("60 "))
+        .collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    for (row, controller) in rows
+        .iter()
+        .zip(["ledger", "named", "expectations", "gated"])
+    {
+        let v: Value = serde_json::from_str(
+            ok(&[
+                "run",
+                "-G",
+                "60",
+                "--controller",
+                controller,
+                "--format",
+                "json",
+            ])
+            .trim(),
+        )
+        .unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[6], v["overshoot"].to_string(), "{controller}: {row}");
+        assert_eq!(cells[2], v["created"].to_string(), "{controller}: {row}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_setpoint"))
+        .args(["experiment", "lesson", "--controllers", "pid"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("accepted ledger, intent, expectations, named or gated"));
+}

@@ -252,7 +252,8 @@ fn a_daemon_waits_for_etcd_logging_once_and_leads_when_it_answers() {
     etcd.kill(0);
     let mut d = Daemons::new(etcd.url());
     d.start("controller", &["controller", "--lease-ttl", "1s"]);
-    std::thread::sleep(Duration::from_millis(2_500));
+    // Each attempt lasts the store's deadline (3 s); then the backoff.
+    std::thread::sleep(Duration::from_millis(4_500));
     let waiting = d.log("controller");
     assert_eq!(
         waiting.matches("retrying with backoff").count(),

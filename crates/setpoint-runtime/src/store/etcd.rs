@@ -34,15 +34,18 @@
 //! `--max-txn-ops 65536 --max-request-bytes 33554432` ([`crate::testing`] does).
 
 use std::future::Future;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare as EtcdCompare, CompareOp, ConnectOptions, GetOptions, KeyValue, PutOptions,
-    Txn as EtcdTxn, TxnOp, TxnOpResponse,
+    Client, Compare as EtcdCompare, CompareOp, ConnectOptions, EventType, GetOptions, KeyValue,
+    PutOptions, Txn as EtcdTxn, TxnOp, TxnOpResponse, WatchOptions,
 };
 
-use super::{prefix_end, wall_ms, Entry, LeaseId, Op, Read, Revision, Store, StoreError, Txn};
+use super::{
+    prefix_end, wall_ms, Change, Entry, LeaseId, Op, Read, Revision, Store, StoreError, Txn,
+    WatchEvent, Watcher,
+};
 
 /// How an [`EtcdStore`] talks to its cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +89,21 @@ impl Drop for EtcdStore {
             rt.shutdown_background();
         }
     }
+}
+
+/// gRPC's status code "unavailable".
+const GRPC_UNAVAILABLE: i32 = 14;
+
+/// Whether a failed request may be sent again: surely not applied (no connection was made, or
+/// the member had no leader), or any unavailable member when the request is `idempotent`.
+fn retryable(e: &etcd_client::Error, idempotent: bool) -> bool {
+    let etcd_client::Error::GRpcStatus(s) = e else {
+        return false;
+    };
+    let text = describe(e);
+    text.contains("tcp connect error")
+        || text.contains("no leader")
+        || (idempotent && s.code() as i32 == GRPC_UNAVAILABLE)
 }
 
 /// Whether an etcd error says that a lease does not exist (expired or revoked).
@@ -163,11 +181,14 @@ impl EtcdStore {
         self.client.clone()
     }
 
-    /// Runs `f` on the store's runtime and waits for it, at most the deadline.
-    fn call<T, F, Fut>(&self, f: F) -> Result<T, StoreError>
+    /// Runs `f` on the store's runtime and waits for it, at most the deadline. Within the
+    /// deadline a request is tried again when it surely did not apply: its connection was never
+    /// made (one member is down; the client then picks another), or the member had no leader
+    /// (an election is under way). With `idempotent`, any unavailable member is tried again.
+    fn call<T, F, Fut>(&self, idempotent: bool, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(Client) -> Fut,
+        F: Fn(Client) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
     {
         let Some(rt) = &self.rt else {
@@ -176,28 +197,47 @@ impl EtcdStore {
             ));
         };
         let (tx, rx) = mpsc::channel();
-        let fut = f(self.client.clone());
+        let client = self.client.clone();
         let timeout = self.opts.timeout;
+        let last = Arc::new(Mutex::new(None::<String>));
+        let seen = Arc::clone(&last);
         rt.spawn(async move {
-            let _ = tx.send(tokio::time::timeout(timeout, fut).await);
+            let attempts = async {
+                loop {
+                    match f(client.clone()).await {
+                        Err(e) if retryable(&e, idempotent) => {
+                            *seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(describe(&e));
+                            tokio::time::sleep(Duration::from_millis(25)).await;
+                        }
+                        other => return other,
+                    }
+                }
+            };
+            let _ = tx.send(tokio::time::timeout(timeout, attempts).await);
         });
         // The task's own timeout answers first; this one only guards against a stalled runtime.
         match rx.recv_timeout(timeout + Duration::from_millis(500)) {
             Ok(Ok(r)) => r.map_err(|e| self.failed(e)),
-            Ok(Err(_)) | Err(_) => Err(self.no_answer()),
+            Ok(Err(_)) | Err(_) => {
+                let last = last.lock().unwrap_or_else(|p| p.into_inner()).take();
+                Err(self.no_answer(last))
+            }
         }
     }
 
-    fn no_answer(&self) -> StoreError {
+    fn no_answer(&self, last: Option<String>) -> StoreError {
+        let last = last.map_or(String::new(), |l| format!(" (last: {l})"));
         StoreError::Unavailable(format!(
-            "etcd at {} did not answer within {:?}: it is unreachable or has no quorum",
+            "etcd at {} did not answer within {:?}{last}: it is unreachable or has no quorum",
             self.endpoints, self.opts.timeout
         ))
     }
 
     fn failed(&self, e: etcd_client::Error) -> StoreError {
         let text = describe(&e);
-        if text.contains("no leader") {
+        if text.contains("Timeout expired") {
+            self.no_answer(None)
+        } else if text.contains("no leader") {
             StoreError::Unavailable(format!(
                 "etcd at {} has no quorum (no leader): {text}",
                 self.endpoints
@@ -285,8 +325,10 @@ impl Store for EtcdStore {
             .iter()
             .map(|p| TxnOp::get(*p, Some(GetOptions::new().with_range(prefix_end(p)))))
             .collect();
-        let resp =
-            self.call(move |mut c| async move { c.txn(EtcdTxn::new().and_then(gets)).await })?;
+        let resp = self.call(true, move |mut c| {
+            let gets = gets.clone();
+            async move { c.txn(EtcdTxn::new().and_then(gets)).await }
+        })?;
         let mut entries = Vec::new();
         for r in resp.op_responses() {
             if let TxnOpResponse::Get(g) = r {
@@ -331,7 +373,10 @@ impl Store for EtcdStore {
             .when(compares)
             .and_then(writes)
             .or_else(reads);
-        let resp = match self.call(move |mut c| async move { c.txn(request).await }) {
+        let resp = match self.call(false, move |mut c| {
+            let request = request.clone();
+            async move { c.txn(request).await }
+        }) {
             Ok(r) => r,
             Err(e) => {
                 // etcd names no lease when a put's lease is gone: name the first one written.
@@ -375,7 +420,7 @@ impl Store for EtcdStore {
     }
 
     fn revision(&self) -> Result<Revision, StoreError> {
-        let resp = self.call(|mut c| async move {
+        let resp = self.call(true, |mut c| async move {
             c.get(VERSION_PROBE, Some(GetOptions::new().with_count_only()))
                 .await
         })?;
@@ -384,7 +429,9 @@ impl Store for EtcdStore {
 
     fn grant(&self, ttl: Duration) -> Result<LeaseId, StoreError> {
         let secs = ttl.as_millis().div_ceil(1000).max(1) as i64;
-        let resp = self.call(move |mut c| async move { c.lease_grant(secs, None).await })?;
+        let resp = self.call(false, move |mut c| async move {
+            c.lease_grant(secs, None).await
+        })?;
         if !resp.error().is_empty() {
             return Err(StoreError::Unavailable(format!(
                 "etcd at {} refused a lease: {}",
@@ -396,41 +443,143 @@ impl Store for EtcdStore {
     }
 
     fn keep_alive(&self, lease: LeaseId) -> Result<(), StoreError> {
-        let (tx, rx) = mpsc::channel();
-        let Some(rt) = &self.rt else {
-            return Err(StoreError::Unavailable(
-                "the etcd client is shut down".into(),
-            ));
-        };
-        let mut c = self.client.clone();
-        let timeout = self.opts.timeout;
-        rt.spawn(async move {
-            let r = tokio::time::timeout(timeout, async move {
-                // The first answer of the stream is the answer to this keep-alive: a TTL of 0
-                // (reported as "lease not found") means the lease is gone.
-                c.lease_keep_alive(lease as i64).await.map(|_| ())
-            })
-            .await;
-            let _ = tx.send(r);
-        });
-        match rx.recv_timeout(timeout + Duration::from_millis(500)) {
-            Ok(Ok(Ok(()))) => Ok(()),
-            Ok(Ok(Err(e))) if lease_not_found(&e) => Err(StoreError::LeaseExpired(lease)),
-            Ok(Ok(Err(e))) => Err(self.failed(e)),
-            Ok(Err(_)) | Err(_) => Err(self.no_answer()),
+        // The first answer of the stream is the answer to this keep-alive: a TTL of 0
+        // (reported as "lease not found") means the lease is gone.
+        let alive = self.call(true, move |mut c| async move {
+            match c.lease_keep_alive(lease as i64).await {
+                Ok(_) => Ok(true),
+                Err(e) if lease_not_found(&e) => Ok(false),
+                Err(e) => Err(e),
+            }
+        })?;
+        if alive {
+            Ok(())
+        } else {
+            Err(StoreError::LeaseExpired(lease))
         }
     }
 
     fn revoke(&self, lease: LeaseId) -> Result<(), StoreError> {
-        match self.call(move |mut c| async move { c.lease_revoke(lease as i64).await }) {
-            Ok(_) => Ok(()),
-            Err(StoreError::Unavailable(m)) if m.contains("requested lease not found") => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.call(true, move |mut c| async move {
+            match c.lease_revoke(lease as i64).await {
+                Ok(_) => Ok(()),
+                Err(e) if lease_not_found(&e) => Ok(()),
+                Err(e) => Err(e),
+            }
+        })
     }
 
     fn now_ms(&self) -> u64 {
         wall_ms()
+    }
+
+    fn watches(&self) -> bool {
+        true
+    }
+
+    /// One etcd watch over the range that spans every prefix (so that all the changes of one
+    /// revision arrive in one response, as etcd never splits a revision), filtered to the
+    /// prefixes here.
+    fn watch(
+        &self,
+        prefixes: &[&str],
+        after: Revision,
+    ) -> Option<Result<Box<dyn Watcher>, StoreError>> {
+        let rt = self.rt.as_ref()?;
+        let prefixes: Vec<String> = prefixes.iter().map(|p| (*p).to_owned()).collect();
+        let start = prefixes.iter().min()?.clone();
+        let end = prefixes.iter().map(|p| prefix_end(p)).max()?;
+        let (tx, rx) = mpsc::channel();
+        let mut client = self.client.clone();
+        let timeout = self.opts.timeout;
+        let task = rt.spawn(async move {
+            let opts = WatchOptions::new()
+                .with_range(end)
+                .with_start_revision(after as i64 + 1);
+            let mut stream = match tokio::time::timeout(timeout, client.watch(start, Some(opts)))
+                .await
+            {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    let _ = tx.send(WatchEvent::Lost(format!("cannot watch: {}", describe(&e))));
+                    return;
+                }
+                Err(_) => {
+                    let _ = tx.send(WatchEvent::Lost(format!("no watch within {timeout:?}")));
+                    return;
+                }
+            };
+            loop {
+                let event = match stream.message().await {
+                    Ok(Some(resp)) if resp.compact_revision() > 0 => WatchEvent::Lost(format!(
+                        "the history after revision {after} was compacted (to {})",
+                        resp.compact_revision()
+                    )),
+                    Ok(Some(resp)) if resp.canceled() => WatchEvent::Lost(format!(
+                        "etcd cancelled the watch: {}",
+                        resp.cancel_reason()
+                    )),
+                    Ok(Some(resp)) if resp.events().is_empty() => continue,
+                    Ok(Some(resp)) => {
+                        let mut changes = Vec::with_capacity(resp.events().len());
+                        for ev in resp.events() {
+                            let Some(kv) = ev.kv() else { continue };
+                            let Ok(key) = kv.key_str() else { continue };
+                            if !prefixes.iter().any(|p| key.starts_with(p.as_str())) {
+                                continue;
+                            }
+                            let entry = match ev.event_type() {
+                                EventType::Delete => None,
+                                EventType::Put => match entry(kv) {
+                                    Ok(e) => Some(e),
+                                    Err(err) => {
+                                        let _ = tx.send(WatchEvent::Lost(err.to_string()));
+                                        return;
+                                    }
+                                },
+                            };
+                            changes.push(Change {
+                                key: key.to_owned(),
+                                entry,
+                            });
+                        }
+                        WatchEvent::Changes {
+                            revision: header_revision(resp.header()),
+                            changes,
+                        }
+                    }
+                    Ok(None) => WatchEvent::Lost("the watch stream ended".into()),
+                    Err(e) => WatchEvent::Lost(format!("the watch broke: {}", describe(&e))),
+                };
+                let lost = matches!(event, WatchEvent::Lost(_));
+                if tx.send(event).is_err() || lost {
+                    return;
+                }
+            }
+        });
+        Some(Ok(Box::new(EtcdWatcher { rx, task })))
+    }
+}
+
+/// The receiving end of a watch running on the store's runtime; dropping it ends the watch.
+struct EtcdWatcher {
+    rx: mpsc::Receiver<WatchEvent>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Watcher for EtcdWatcher {
+    fn next(&mut self, wait: Duration) -> WatchEvent {
+        match self.rx.recv_timeout(wait) {
+            Ok(e) => e,
+            Err(mpsc::RecvTimeoutError::Timeout) => WatchEvent::Idle,
+            Err(mpsc::RecvTimeoutError::Disconnected) => WatchEvent::Lost("the watch ended".into()),
+        }
+    }
+}
+
+impl Drop for EtcdWatcher {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 
@@ -483,6 +632,44 @@ mod tests {
         let err = EtcdStore::connect(&cluster.endpoints(), EtcdOptions { timeout }).unwrap_err();
         assert!(t0.elapsed() < timeout * 2 + Duration::from_millis(600));
         assert!(err.to_string().contains(&cluster.endpoints()[0]), "{err}");
+    }
+
+    #[test]
+    fn three_members_serve_through_the_loss_of_one_and_refuse_without_quorum() {
+        let Some(mut cluster) = EtcdCluster::start_or_skip("three_members", 3) else {
+            return;
+        };
+        let s = cluster.store();
+        let r = s
+            .commit(&Txn::new().expect("/k", 0).put("/k", "1"))
+            .unwrap();
+        cluster.kill(0);
+        // The client balances over every endpoint: one member down, the others answer (after
+        // an election if the dead one led).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let r2 = loop {
+            match s.commit(&Txn::new().expect("/k", r).put("/k", "2")) {
+                Ok(r2) => break r2,
+                Err(StoreError::Unavailable(_)) if std::time::Instant::now() < deadline => {}
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!(s.get("/k").unwrap().unwrap().mod_revision, r2);
+        cluster.kill(1);
+        let t0 = std::time::Instant::now();
+        match s.commit(&Txn::new().expect("/k", r2).put("/k", "3")) {
+            Err(StoreError::Unavailable(m)) => assert!(
+                m.contains("no quorum") || m.contains("unreachable or has no quorum"),
+                "{m}"
+            ),
+            other => panic!("a commit without quorum: {other:?}"),
+        }
+        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+        cluster.restart(1).unwrap();
+        cluster.wait_for_leader(Duration::from_secs(20)).unwrap();
+        // Nothing was half-written, and the write that failed did not land.
+        let e = s.get("/k").unwrap().unwrap();
+        assert_eq!((e.value.as_str(), e.mod_revision), ("2", r2));
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //!   [`StoreError::Conflict`]: the writer read stale state and must read again and redo its work;
 //! - leases with a time to live: a key written under a lease disappears when the lease expires
 //!   or is revoked. Expiry is applied by the first operation after the deadline;
-//! - watch by poll: [`Store::revision`] is cheap, and a reader that sees it move reads again.
+//! - watch: [`Store::watch`] pushes changes after a revision where the store can (etcd), and
+//!   [`Store::revision`] is cheap, so a reader of a store that cannot push sees it move and reads
+//!   again. [`crate::cache::Cache`] hides the difference.
 //!
 //! Calls block; async callers run them on a blocking thread. Every method can fail with
 //! [`StoreError::Unavailable`], as a networked store does; a networked store returns it within a
@@ -237,6 +239,23 @@ pub trait Store: Send + Sync + 'static {
     /// measured on it.
     fn now_ms(&self) -> u64;
 
+    /// Whether [`Store::watch`] pushes changes (else it is `None`, and readers poll).
+    fn watches(&self) -> bool {
+        false
+    }
+
+    /// Watches the keys under `prefixes` for changes after revision `after`, if the store can
+    /// push them; `None` if it cannot (then a reader polls [`Store::revision`] and reads again,
+    /// as [`crate::cache::Cache`] does). [`EtcdStore`] watches; the embedded stores poll.
+    fn watch(
+        &self,
+        prefixes: &[&str],
+        after: Revision,
+    ) -> Option<Result<Box<dyn Watcher>, StoreError>> {
+        let _ = (prefixes, after);
+        None
+    }
+
     /// Reads one key.
     fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
         Ok(self
@@ -245,6 +264,39 @@ pub trait Store: Send + Sync + 'static {
             .into_iter()
             .find(|e| e.key == key))
     }
+}
+
+/// One key's change, as a watch delivers it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// The key.
+    pub key: String,
+    /// What it holds now; `None`: it was deleted (or its lease ended).
+    pub entry: Option<Entry>,
+}
+
+/// What a [`Watcher`] delivers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WatchEvent {
+    /// Every change of one or more whole transactions, in order; after them the watched keys
+    /// are as the store held them at `revision`.
+    Changes {
+        /// The store's revision after these changes.
+        revision: Revision,
+        /// The changes, in commit order.
+        changes: Vec<Change>,
+    },
+    /// Nothing changed within the wait.
+    Idle,
+    /// The watch ended: the history it needed was compacted, the connection broke, or the
+    /// store cancelled it. Read again, and watch from that read's revision.
+    Lost(String),
+}
+
+/// A stream of changes to some keys, from [`Store::watch`].
+pub trait Watcher: Send {
+    /// Waits at most `wait` for the next changes.
+    fn next(&mut self, wait: Duration) -> WatchEvent;
 }
 
 /// The wall clock in milliseconds since the Unix epoch.

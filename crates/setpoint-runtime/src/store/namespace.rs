@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Compare, LeaseId, Op, Read, Revision, Store, StoreError, Txn};
+use super::{Compare, LeaseId, Op, Read, Revision, Store, StoreError, Txn, WatchEvent, Watcher};
 
 /// The keys of `inner` under `prefix`, seen without the prefix.
 pub struct Namespaced {
@@ -112,6 +112,51 @@ impl Store for Namespaced {
 
     fn now_ms(&self) -> u64 {
         self.inner.now_ms()
+    }
+
+    fn watches(&self) -> bool {
+        self.inner.watches()
+    }
+
+    fn watch(
+        &self,
+        prefixes: &[&str],
+        after: Revision,
+    ) -> Option<Result<Box<dyn Watcher>, StoreError>> {
+        let outer: Vec<String> = prefixes.iter().map(|p| self.outer(p)).collect();
+        let refs: Vec<&str> = outer.iter().map(String::as_str).collect();
+        Some(self.inner.watch(&refs, after)?.map(|inner| {
+            Box::new(Stripped {
+                inner,
+                cut: self.prefix.len(),
+            }) as Box<dyn Watcher>
+        }))
+    }
+}
+
+/// A watch of the outer store whose keys lose the namespace's prefix.
+struct Stripped {
+    inner: Box<dyn Watcher>,
+    cut: usize,
+}
+
+impl Watcher for Stripped {
+    fn next(&mut self, wait: Duration) -> WatchEvent {
+        match self.inner.next(wait) {
+            WatchEvent::Changes {
+                revision,
+                mut changes,
+            } => {
+                for c in &mut changes {
+                    c.key = c.key[self.cut..].to_owned();
+                    if let Some(e) = &mut c.entry {
+                        e.key = c.key.clone();
+                    }
+                }
+                WatchEvent::Changes { revision, changes }
+            }
+            other => other,
+        }
     }
 }
 

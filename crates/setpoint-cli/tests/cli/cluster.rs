@@ -1,0 +1,500 @@
+//! Node identity and liveness with the real binary: node leases, lost nodes, fencing, and one
+//! agent per node name. A controller and agents run as separate processes on one SQLite data
+//! directory, with real copies (`sleep`) on compressed time. Every wait polls with a deadline,
+//! and a guard kills every process a test started (by pid) and every copy they left.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::process::Signal;
+use serde_json::Value;
+use setpoint_runtime::process::{find_marked, signal_group};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Two workloads side by side: `named` keeps names 0…N-1, `intent` counts.
+const WORKLOADS: &str = r#"
+[[workload]]
+name = "nm"
+command = ["sleep", "120"]
+copies = NAMED
+controller = "named"
+period = "200ms"
+startup = "100ms"
+grace = "300ms"
+
+[[workload]]
+name = "it"
+command = ["sleep", "120"]
+copies = INTENT
+controller = "intent"
+period = "200ms"
+startup = "100ms"
+grace = "300ms"
+"#;
+
+/// A data directory and the setpoint processes started on it. Dropping it kills them (by pid)
+/// and every copy their agents left.
+pub struct Local {
+    pub dir: tempfile::TempDir,
+    pub daemons: BTreeMap<String, Child>,
+    pub nodes: Vec<String>,
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        for child in self.daemons.values_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for node in &self.nodes {
+            for m in find_marked(&self.mark(node)) {
+                let _ = signal_group(m.pid, Signal::KILL);
+            }
+        }
+    }
+}
+
+impl Local {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+            daemons: BTreeMap::new(),
+            nodes: Vec::new(),
+        }
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn mark(&self, node: &str) -> String {
+        let nodes = self.data_dir().join("nodes");
+        std::fs::create_dir_all(&nodes).unwrap();
+        nodes
+            .canonicalize()
+            .unwrap()
+            .join(node)
+            .display()
+            .to_string()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_setpoint"));
+        c.args(args).arg("--data-dir").arg(self.data_dir());
+        c
+    }
+
+    fn log_path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(format!("{name}.log"))
+    }
+
+    /// Starts a long-running setpoint process, its log next to the data directory.
+    pub fn start(&mut self, name: &str, args: &[&str]) {
+        let log = std::fs::File::create(self.log_path(name)).unwrap();
+        let child = self
+            .command(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.daemons.insert(name.to_owned(), child);
+    }
+
+    /// Starts an agent for `node` with R = 50ms and a node lease of `ttl`.
+    fn agent(&mut self, node: &str, ttl: &str, extra: &[&str]) {
+        if !self.nodes.iter().any(|n| n == node) {
+            self.nodes.push(node.to_owned());
+        }
+        let mut args = vec![
+            "agent",
+            "--node",
+            node,
+            "--report-every",
+            "50ms",
+            "--sync-every",
+            "50ms",
+            "--node-timeout",
+            ttl,
+        ];
+        args.extend_from_slice(extra);
+        self.start(&format!("agent-{node}"), &args);
+    }
+
+    fn signal(&mut self, name: &str, signal: Signal) -> std::process::ExitStatus {
+        let mut child = self.daemons.remove(name).unwrap();
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+        child.wait().unwrap()
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "setpoint {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn apply(&self, named: u64, intent: u64) {
+        let path = self.dir.path().join("workloads.toml");
+        let text = WORKLOADS
+            .replace("NAMED", &named.to_string())
+            .replace("INTENT", &intent.to_string());
+        std::fs::write(&path, text).unwrap();
+        self.ok(&["apply", "-f", path.to_str().unwrap()]);
+    }
+
+    fn get(&self, workload: &str) -> Value {
+        let text = self.ok(&["get", workload, "--format", "json"]);
+        serde_json::from_str::<Value>(&text).unwrap()["workloads"][0].clone()
+    }
+
+    fn status(&self) -> Value {
+        if !self.data_dir().join("store.sqlite").is_file() {
+            return Value::Null;
+        }
+        serde_json::from_str(&self.ok(&["status", "--format", "json"])).unwrap()
+    }
+
+    /// The real copies of one node, by identity, with their pids.
+    fn processes_of(&self, node: &str) -> BTreeMap<String, Vec<u32>> {
+        let mut out: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for m in find_marked(&self.mark(node)) {
+            out.entry(m.copy).or_default().push(m.pid);
+        }
+        out
+    }
+
+    /// The real copies of every node, by identity, with their pids.
+    fn processes(&self) -> BTreeMap<String, Vec<u32>> {
+        let mut out: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for node in &self.nodes {
+            for (copy, pids) in self.processes_of(node) {
+                out.entry(copy).or_default().extend(pids);
+            }
+        }
+        out
+    }
+
+    fn logs(&self) -> String {
+        self.daemons
+            .keys()
+            .map(|n| {
+                let log = std::fs::read_to_string(self.log_path(n)).unwrap_or_default();
+                format!("--- {n}\n{log}\n")
+            })
+            .collect()
+    }
+
+    /// Polls `want` every 50ms until it holds; panics with the logs after the deadline. Also
+    /// checks, at every poll, that no `named` name runs twice.
+    fn until(&self, what: &str, want: impl Fn(&Self) -> bool) {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let p = self.processes();
+            let doubled: Vec<_> = p
+                .iter()
+                .filter(|(c, pids)| c.starts_with("nm-") && pids.len() > 1)
+                .collect();
+            assert!(doubled.is_empty(), "two copies of one name: {doubled:?}");
+            if want(self) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for: {what}; processes {p:?}\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether `n` copies of `workload` run, once each, all live on the ledger.
+    fn converged(&self, workload: &str, n: u64) -> bool {
+        let p: Vec<_> = self
+            .processes()
+            .into_iter()
+            .filter(|(c, _)| c.starts_with(&format!("{workload}-")))
+            .collect();
+        let g = self.get(workload);
+        p.len() as u64 == n
+            && p.iter().all(|(_, pids)| pids.len() == 1)
+            && g["on_ledger"] == n
+            && g["pending_create"] == 0
+    }
+}
+
+fn names(p: &BTreeMap<String, Vec<u32>>, prefix: &str) -> Vec<String> {
+    p.keys()
+        .filter(|c| c.starts_with(prefix))
+        .cloned()
+        .collect()
+}
+
+/// The issue's reproduction: 3 agents, a node lease of 1s, `named` 6 copies beside `intent` 2.
+/// SIGKILL one agent and its copies: once its lease ends, both workloads are replaced on the
+/// other nodes, `named` under the same names, and no name ever runs twice.
+#[test]
+fn named_replaces_the_copies_of_a_killed_agent_once_its_node_lease_ends() {
+    let mut c = Local::new();
+    c.start("controller", &["controller", "--lease-ttl", "1s"]);
+    for n in ["a", "b", "c"] {
+        c.agent(n, "1s", &[]);
+    }
+    c.until("three live nodes", |c| {
+        c.status()["nodes"]
+            .as_array()
+            .is_some_and(|n| n.iter().filter(|n| n["live"] == true).count() == 3)
+    });
+    c.apply(6, 3);
+    c.until("6 named and 3 intent copies", |c| {
+        c.converged("nm", 6) && c.converged("it", 3)
+    });
+    let on_a = c.processes_of("a");
+    let lost_names = names(&on_a, "nm-");
+    assert_eq!(lost_names.len(), 2, "{on_a:?}");
+
+    // The agent dies, and so do its copies.
+    let killed = Instant::now();
+    c.signal("agent-a", Signal::KILL);
+    for m in find_marked(&c.mark("a")) {
+        let _ = signal_group(m.pid, Signal::KILL);
+    }
+    c.until("the node's names run again elsewhere", |c| {
+        c.converged("nm", 6) && c.converged("it", 3)
+    });
+    let took = killed.elapsed();
+    let after = c.processes();
+    assert_eq!(
+        names(&after, "nm-"),
+        (0..6).map(|n| format!("nm-{n}")).collect::<Vec<_>>()
+    );
+    assert!(c.processes_of("a").is_empty());
+    println!(
+        "lost node: lease 1s, {} named names and the intent copies replaced {}ms after SIGKILL",
+        lost_names.len(),
+        took.as_millis()
+    );
+    // Lease (1s) plus a pass period or two; far less than the test's deadline.
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    let s = c.status();
+    let a = s["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == "a")
+        .unwrap()
+        .clone();
+    assert_eq!(a["live"], false, "{s}");
+    assert!(a["lease"].is_null(), "{s}");
+    for n in &s["nodes"].as_array().unwrap()[1..] {
+        assert_eq!(n["lease"]["ttl_ms"], 1000, "{s}");
+        assert!(n["since_report_ms"].as_u64().unwrap() < 1000, "{s}");
+    }
+    // `kill` goes through the store to the agent that runs the copy.
+    let out = c.ok(&["kill", "nm", "1"]);
+    assert_eq!(out, "killed nm-0\n");
+    c.until("nm-0 replaced", |c| c.converged("nm", 6));
+    assert_eq!(
+        a["assigned"], 0,
+        "the lost node's assignments are gone: {s}"
+    );
+}
+
+/// Issue 11's stall: every node stopped with Ctrl-C, then a new controller and an agent with a
+/// new name. The old nodes gave their leases up, so their assignments no longer hold the names
+/// and `named` creates them on the new node.
+#[test]
+fn named_comes_back_on_a_new_node_after_every_earlier_node_stopped_with_ctrl_c() {
+    let mut c = Local::new();
+    c.start("controller", &["controller", "--lease-ttl", "1s"]);
+    c.agent("a", "10s", &[]);
+    c.agent("b", "10s", &[]);
+    c.apply(3, 1);
+    c.until("3 named copies", |c| {
+        c.converged("nm", 3) && c.converged("it", 1)
+    });
+    for d in ["agent-a", "agent-b", "controller"] {
+        assert!(c.signal(d, Signal::INT).success(), "{d} stopped cleanly");
+    }
+    assert!(c.processes().is_empty());
+
+    // A 10s node lease, given up on Ctrl-C: no waiting for it.
+    let started = Instant::now();
+    c.start("controller2", &["controller", "--lease-ttl", "1s"]);
+    c.agent("edge-a", "10s", &["--report-delay", "300ms"]);
+    c.until("3 named copies on the new node", |c| {
+        c.converged("nm", 3) && c.converged("it", 1)
+    });
+    assert_eq!(
+        names(&c.processes_of("edge-a"), "nm-"),
+        ["nm-0", "nm-1", "nm-2"]
+    );
+    println!(
+        "after Ctrl-C of every node: named back on a new node in {}ms (node lease 10s, given up)",
+        started.elapsed().as_millis()
+    );
+}
+
+/// One agent per node name on a data directory: a second agent of a running node, and a second
+/// `up`, are refused with one line and exit 2, and start nothing. A restarted agent (after a
+/// crash) is not refused: it takes its predecessor's lease over and adopts its copies.
+#[test]
+fn a_second_agent_or_up_on_a_taken_node_is_refused_and_a_crashed_one_comes_back() {
+    let mut c = Local::new();
+    c.start("controller", &["controller", "--lease-ttl", "1s"]);
+    c.agent("a", "2s", &[]);
+    c.apply(2, 1);
+    c.until("3 copies", |c| c.converged("nm", 2) && c.converged("it", 1));
+    let before = c.processes();
+
+    for args in [
+        vec!["agent", "--node", "a"],
+        vec!["up", "--nodes", "1", "--node-timeout", "2s"],
+    ] {
+        let mut args = args.clone();
+        if args[0] == "up" {
+            // `up` names its nodes node-1…: run one on this data directory first.
+            c.agent("node-1", "2s", &[]);
+            c.until("node-1 is live", |c| {
+                c.status()["nodes"]
+                    .as_array()
+                    .is_some_and(|n| n.iter().any(|n| n["node"] == "node-1" && n["live"] == true))
+            });
+            args.push("--report-every");
+            args.push("50ms");
+        }
+        let out = c.run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().last().unwrap_or_default();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(last.starts_with("error: node '"), "{args:?}: {err}");
+        assert!(last.contains("runs one agent"), "{args:?}: {err}");
+    }
+    // Nothing was doubled.
+    assert_eq!(names(&c.processes(), ""), names(&before, ""));
+
+    // A crash: the agent dies, its copies live on. Its successor holds the lock the kernel
+    // released, takes the lease over (the node never goes lost) and adopts the same processes.
+    let before = c.processes_of("a");
+    c.signal("agent-a", Signal::KILL);
+    c.agent("a", "2s", &[]);
+    c.until("the restarted agent reports", |c| {
+        std::fs::read_to_string(c.log_path("agent-a"))
+            .unwrap_or_default()
+            .contains("taken over from the previous agent here")
+    });
+    std::thread::sleep(Duration::from_millis(2_500));
+    assert_eq!(c.processes_of("a"), before, "the same processes, adopted");
+}
+
+/// A controller paused past its leader lease (SIGSTOP, then SIGCONT) is deposed: the other one
+/// leads, and every write the old one tries after waking is refused on the fence. The event log
+/// shows it: each round carries the fencing token of the leader that wrote it, and after the
+/// takeover none carries the old one.
+#[test]
+fn a_leader_paused_past_its_lease_has_every_write_refused_after_it_wakes() {
+    let mut c = Local::new();
+    c.agent("a", "5s", &[]);
+    c.start("c1", &["controller", "--lease-ttl", "500ms"]);
+    c.until("a leader", |c| !c.status()["leader"].is_null());
+    c.start("c2", &["controller", "--lease-ttl", "500ms"]);
+    c.apply(2, 1);
+    c.until("3 copies", |c| c.converged("nm", 2) && c.converged("it", 1));
+    let holder = c.status()["leader"]["holder"].as_str().unwrap().to_owned();
+    let pid: u32 = holder.split('/').nth(1).unwrap().parse().unwrap();
+    let (old, other) = if c.daemons["c1"].id() == pid {
+        ("c1", "c2")
+    } else {
+        ("c2", "c1")
+    };
+    let old_pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::kill_process(old_pid, Signal::STOP).unwrap();
+    let paused = Instant::now();
+    c.until("the other controller leads", |c| {
+        c.status()["leader"]["holder"]
+            .as_str()
+            .is_some_and(|h| h != holder)
+    });
+    let takeover = paused.elapsed();
+    // Scale while the old leader sleeps, so that it wakes on stale state with work to do.
+    c.apply(3, 2);
+    c.until("the new leader converged", |c| {
+        c.converged("nm", 3) && c.converged("it", 2)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    rustix::process::kill_process(old_pid, Signal::CONT).unwrap();
+    let woke = Instant::now();
+    c.until("the old leader noticed", |c| {
+        std::fs::read_to_string(c.log_path(old))
+            .unwrap_or_default()
+            .contains("lost the leader lease")
+    });
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert!(
+        c.converged("nm", 3) && c.converged("it", 2),
+        "nothing doubled"
+    );
+    // The event log: which fencing token wrote each round.
+    let events = events_by_fence(&c.data_dir());
+    let fences: Vec<u64> = events.keys().copied().collect();
+    assert_eq!(fences.len(), 2, "two leaders wrote rounds: {events:?}");
+    let (first, second) = (&events[&fences[0]], &events[&fences[1]]);
+    assert!(
+        first.last().unwrap() < second.first().unwrap(),
+        "the first leader wrote nothing after the second began: {events:?}"
+    );
+    println!(
+        "leader pause: takeover {}ms after SIGSTOP (lease 500ms); old leader ({old}) noticed {}ms \
+         after SIGCONT; rounds by fence {:?}, the old one's last at {} < the new one's first at {}; \
+         {other} leads",
+        takeover.as_millis(),
+        woke.elapsed().as_millis(),
+        events.iter().map(|(f, r)| (*f, r.len())).collect::<Vec<_>>(),
+        first.last().unwrap(),
+        second.first().unwrap()
+    );
+}
+
+/// The event log's round times, by the fencing token of the leader that wrote them.
+fn events_by_fence(data_dir: &Path) -> BTreeMap<u64, Vec<u64>> {
+    let conn = store_events(data_dir);
+    let mut out: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for (key, value) in conn {
+        if !key.contains("/round/") {
+            continue;
+        }
+        let v: Value = serde_json::from_str(&value).unwrap();
+        let fence = v["fence"].as_u64().unwrap_or(0);
+        out.entry(fence)
+            .or_default()
+            .push(v["at_ms"].as_u64().unwrap());
+    }
+    for times in out.values_mut() {
+        times.sort_unstable();
+    }
+    out
+}
+
+/// Every event-log entry, read through the library's store (read-only use).
+fn store_events(data_dir: &Path) -> Vec<(String, String)> {
+    use setpoint_runtime::Store;
+    let store = setpoint_runtime::SqliteStore::open(data_dir).unwrap();
+    store
+        .read(&["/events/"])
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| (e.key, e.value))
+        .collect()
+}
