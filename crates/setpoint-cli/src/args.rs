@@ -8,15 +8,28 @@ use setpoint_sim::montecarlo::RUNS;
 use setpoint_sim::scenario::{BURST, TTL};
 use setpoint_sim::{parse_deaths, Death, LessonSpec, Limit};
 
-/// setpoint: a lab for reconciliation loops that converge without overshoot.
+/// Reconciliation loops that converge without overshoot: the lab simulates them, the runtime
+/// keeps real processes running with the same controllers.
 #[derive(Debug, Parser)]
-#[command(name = "setpoint", version, about)]
-#[command(after_help = "Exit codes: 0 success, 1 failure, 2 bad input.")]
+#[command(name = "setpoint", version)]
+#[command(after_help = GROUPS)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// The two halves of the command set, under the top-level help. A test checks that every
+/// subcommand is named here.
+const GROUPS: &str = "\
+The lab (deterministic simulation, fast): lesson, run, relation, plot, report, advise, sweep, merge.
+The runtime (real processes, declared in a store): controller and agent keep the copies running
+  (up runs a controller and N agents in one process); apply, get, delete, kill, status and logs
+  declare, show and disturb the workloads.
+Model against reality: measure (a real run's metrics), experiment (a lab scenario on real processes).
+Shell: completions, man.
+
+Exit codes: 0 success, 1 failure, 2 bad input.";
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
@@ -32,7 +45,7 @@ pub enum Command {
     Run(RunArgs),
     /// Scan report delay against loop period and test the lesson's relation on every cell.
     Relation(crate::relation::RelationArgs),
-    /// Draw pictures as SVG: a run's timeline, or a heatmap of overshoot over G x U.
+    /// Draw pictures (SVG, PNG or HTML): a run's timeline, or a heatmap of overshoot over G x U.
     #[command(subcommand)]
     Plot(crate::plot::PlotCommand),
     /// Write one self-contained HTML page: the lesson's tables, a run's metrics and prediction,
@@ -51,6 +64,9 @@ pub enum Command {
     /// Model against reality: measure real runs, run the lab's scenarios on real processes.
     #[command(flatten)]
     Reality(crate::reality::RealityCommand),
+    /// Shell completions and the manual page.
+    #[command(flatten)]
+    Shell(crate::shell::ShellCommand),
 }
 
 /// A block of the lesson's output.
@@ -79,7 +95,7 @@ pub struct WorldArgs {
           value_parser = deaths, allow_hyphen_values = true)]
     pub deaths: DeathList,
     /// The controller that runs each pass.
-    #[arg(long, default_value = "ledger", value_parser = controller)]
+    #[arg(long, default_value = "ledger", value_parser = controller())]
     pub controller: ControllerKind,
 }
 
@@ -170,7 +186,19 @@ pub(crate) fn delay_model(s: &str) -> Result<DelayModel, String> {
 fn deaths(s: &str) -> Result<DeathList, String> {
     parse_deaths(s).map(DeathList).map_err(|e| e.to_string())
 }
-fn controller(s: &str) -> Result<ControllerKind, String> {
-    s.parse()
-        .map_err(|e: setpoint_core::UnknownController| e.to_string())
+/// The controllers, listed with a line each in `--help` and in the error for a wrong name.
+fn controller() -> impl clap::builder::TypedValueParser<Value = ControllerKind> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(ControllerKind::ALL.map(|k| {
+        PossibleValue::new(k.name()).help(match k {
+            ControllerKind::Ledger => "trusts the ledger alone; overshoots on a stale one",
+            ControllerKind::Intent => "also counts its own creations the ledger does not show yet",
+            ControllerKind::Expectations => {
+                "Kubernetes ReplicaSet style: waits for its writes to be seen or expire (--ttl, --burst)"
+            }
+            ControllerKind::Named => "deterministic names 0..n-1; creates only names not seen or commanded",
+            ControllerKind::Gated => "read-your-writes: skips passes until the ledger caught up with its last write",
+        })
+    }))
+    .try_map(|s| s.parse::<ControllerKind>())
 }

@@ -39,6 +39,8 @@ fn write_trace(
     path: &std::path::Path,
 ) -> anyhow::Result<setpoint_sim::Outcome> {
     use std::io::Write;
+    let spec = scenario.spec();
+    setpoint_sim::limits::check_trace(spec.duration, spec.workloads.len() as u64)?;
     let file = std::fs::File::create(path)
         .with_context(|| format!("cannot create the trace file {}", path.display()))?;
     let mut out = std::io::BufWriter::new(file);

@@ -5,6 +5,7 @@
 
 mod advise;
 mod args;
+mod destination;
 mod lab;
 mod merge;
 mod output;
@@ -14,6 +15,7 @@ mod relation;
 mod report;
 mod runtime;
 mod scenario_args;
+mod shell;
 mod sweep;
 
 use std::io::{self, Write};
@@ -46,13 +48,13 @@ fn main() -> ExitCode {
                 || e.downcast_ref::<setpoint_sim::GridError>().is_some()
                 || e.downcast_ref::<BadInput>().is_some()
                 || e.downcast_ref::<ScenarioError>().is_some()
+                || e.downcast_ref::<setpoint_sim::limits::LimitError>()
+                    .is_some()
                 || e.downcast_ref::<setpoint_sim::merge::MergeError>()
                     .is_some()
                 || runtime::is_bad_input(&e)
-                || matches!(
-                    e.downcast_ref::<setpoint_sim::advise::AdviceError>(),
-                    Some(setpoint_sim::advise::AdviceError::Input(_))
-                )
+                || e.downcast_ref::<setpoint_sim::advise::AdviceError>()
+                    .is_some()
             {
                 ExitCode::from(2)
             } else {
@@ -85,34 +87,57 @@ fn clap_exit(e: clap::Error) -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
+            let (path, cmd) = command_path();
+            let path = path.join(" ");
             match e.kind() {
                 ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-                    // Walk to the command the user named, and list its subcommands as clap
-                    // knows them, so the list cannot go stale.
-                    let mut cmd = <Cli as clap::CommandFactory>::command();
-                    let mut path = vec!["setpoint".to_owned()];
-                    for arg in std::env::args().skip(1) {
-                        match cmd.find_subcommand(&arg) {
-                            Some(sub) => {
-                                path.push(arg.clone());
-                                cmd = sub.clone();
-                            }
-                            None => break,
-                        }
-                    }
+                    // List the subcommands as clap knows them, so the list cannot go stale.
                     let names: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).collect();
                     eprintln!(
-                        "error: '{}' needs a subcommand: {} (see '{} --help')",
-                        path.join(" "),
+                        "error: '{path}' needs a subcommand: {} (see '{path} --help')",
                         names.join(", "),
-                        path.join(" ")
                     )
                 }
-                _ => eprintln!("{} (see 'setpoint --help')", one_line(&e.to_string())),
+                ErrorKind::MissingRequiredArgument => {
+                    use clap::error::{ContextKind, ContextValue};
+                    let missing = match e.get(ContextKind::InvalidArg) {
+                        Some(ContextValue::Strings(v)) => v.join(", "),
+                        Some(ContextValue::String(v)) => v.clone(),
+                        _ => "an argument".to_owned(),
+                    };
+                    // The command's whole usage line, not clap's, which lists only what was given.
+                    let usage = cmd.clone().render_usage().to_string();
+                    let usage = usage.trim().trim_start_matches("Usage:").trim();
+                    let usage = usage
+                        .strip_prefix(cmd.get_name())
+                        .map_or_else(|| usage.to_owned(), |rest| format!("{path}{rest}"));
+                    eprintln!(
+                        "error: '{path}' needs {missing}; usage: {usage} (see '{path} --help')"
+                    )
+                }
+                _ => eprintln!("{} (see '{path} --help')", one_line(&e.to_string())),
             }
             ExitCode::from(2)
         }
     }
+}
+
+/// The subcommand path the user typed (`setpoint plot timeline`) and that command, for messages
+/// that point at the right `--help`.
+fn command_path() -> (Vec<String>, clap::Command) {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    let mut path = vec!["setpoint".to_owned()];
+    for arg in std::env::args().skip(1) {
+        match cmd.find_subcommand(&arg) {
+            Some(sub) => {
+                path.push(arg.clone());
+                cmd = sub.clone();
+            }
+            None if arg.starts_with('-') => continue,
+            None => break,
+        }
+    }
+    (path, cmd)
 }
 
 /// Folds clap's multi-line message into one line: the error itself, plus the accepted values
@@ -162,6 +187,7 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         Command::Merge(args) => merge::run(&args)?,
         Command::Runtime(cmd) => runtime::execute(cmd)?,
         Command::Reality(cmd) => reality::execute(cmd)?,
+        Command::Shell(cmd) => shell::execute(&cmd)?,
     };
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())

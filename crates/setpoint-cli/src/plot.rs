@@ -1,15 +1,19 @@
-//! `setpoint plot`: pictures of one run (timeline) and of a grid (heatmap), as SVG files.
+//! `setpoint plot`: pictures of one run (timeline) and of a grid (heatmap), as SVG, PNG or HTML.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context;
+
 use clap::{Args, Subcommand};
-use setpoint_plot::{heatmap_svg, timeline_svg, Heatmap, Marker, Timeline};
+use setpoint_plot::{
+    heatmap_svg, timeline_svg, Downsample, Heatmap, Marker, Span, SpanKind, Timeline,
+};
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
 use setpoint_sim::scenario::{Event, Scenario, Toll};
 use setpoint_sim::{simulate_traced, Axis, Grid, GridSpec, LessonSpec, LessonWorld};
 
 use crate::args::WorldArgs;
+use crate::destination::{self, Output};
 use crate::scenario_args::ScenarioArgs;
 use crate::sweep::{delay_axis, period_axis};
 use crate::BadInput;
@@ -34,9 +38,10 @@ pub struct TimelineArgs {
     /// Which workload to draw (default: the first).
     #[arg(long, value_name = "NAME")]
     pub workload: Option<String>,
-    /// The SVG file to write.
-    #[arg(short = 'o', long, value_name = "FILE.svg")]
-    pub output: PathBuf,
+    /// Where to write the picture: FILE.svg, FILE.png (rasterized with the bundled font),
+    /// FILE.html (a page around the SVG), or - for SVG on standard output.
+    #[arg(short = 'o', long, value_name = "FILE.svg|FILE.png|FILE.html|-", value_parser = destination::picture)]
+    pub output: Output,
 }
 
 /// `setpoint plot heatmap`.
@@ -64,9 +69,10 @@ pub struct HeatmapArgs {
     /// overshoot, or with --runs: p_overshoot (drawn in percent), overshoot_p95, overshoot_mean.
     #[arg(long, default_value = "overshoot", value_name = "KEY")]
     pub colour: String,
-    /// The SVG file to write.
-    #[arg(short = 'o', long, value_name = "FILE.svg")]
-    pub output: PathBuf,
+    /// Where to write the picture: FILE.svg, FILE.png (rasterized with the bundled font),
+    /// FILE.html (a page around the SVG), or - for SVG on standard output.
+    #[arg(short = 'o', long, value_name = "FILE.svg|FILE.png|FILE.html|-", value_parser = destination::picture)]
+    pub output: Output,
 }
 
 fn heat_runs(s: &str) -> Result<u64, String> {
@@ -74,9 +80,6 @@ fn heat_runs(s: &str) -> Result<u64, String> {
         .parse(s)
         .map_err(|e| e.to_string())
 }
-
-/// The most cells a heatmap draws: beyond this the SVG gets too heavy to open.
-const MAX_HEATMAP_CELLS: u64 = 200_000;
 
 /// Runs `plot` and returns the line it prints. `matches` are the subcommand's, to refuse run
 /// flags typed next to a scenario file.
@@ -97,25 +100,19 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
                     scenario.spec().seed,
                 )?,
             };
-            write(&a.output, &svg)?;
-            Ok(format!("wrote {}\n", a.output.display()))
+            a.output.write_picture(&svg)
         }
         PlotCommand::Heatmap(a) => {
-            let cells = a.delays.len().saturating_mul(a.periods.len());
-            if cells > MAX_HEATMAP_CELLS {
-                return Err(BadInput(format!(
-                    "the heatmap would have {cells} cells: accepted at most {MAX_HEATMAP_CELLS}; give the ranges a step, such as 0..=600:10"
-                ))
-                .into());
-            }
+            setpoint_sim::limits::check_picture_cells(
+                a.delays.len().saturating_mul(a.periods.len()),
+            )?;
             let base = a.world.spec(0, 1);
             let svg = if base.controller.is_lesson() && a.runs == 1 && a.colour == "overshoot" {
                 heatmap_of(&base, &a.delays, &a.periods)?
             } else {
                 heatmap_of_grid(a, &base)?
             };
-            write(&a.output, &svg)?;
-            Ok(format!("wrote {}\n", a.output.display()))
+            a.output.write_picture(&svg)
         }
     }
 }
@@ -123,8 +120,10 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
 /// The timeline SVG of one scenario.
 pub fn timeline_of(scenario: &LessonWorld) -> anyhow::Result<String> {
     let s = scenario.spec();
-    let mut rows = Vec::new();
-    let m = simulate_traced(scenario, &mut |r| rows.push(*r));
+    // Memory stays bounded by the picture, not the duration: see `Downsample`.
+    let mut rows = Downsample::new(0, s.duration, s.period);
+    let m = simulate_traced(scenario, &mut |r| rows.push(r));
+    let rows = rows.finish();
     let events: Vec<Marker> = s
         .deaths
         .iter()
@@ -146,6 +145,7 @@ pub fn timeline_of(scenario: &LessonWorld) -> anyhow::Result<String> {
         rows: &rows,
         period: s.period,
         events: &events,
+        spans: &[],
     })?)
 }
 
@@ -191,12 +191,13 @@ pub fn timeline_of_lab(
             })?,
     };
     let name = &spec.workloads[index].name;
-    let mut rows = Vec::new();
+    let mut rows = Downsample::new(0, spec.duration, spec.period);
     let outcome = setpoint_sim::run_traced(scenario, seed, &mut |w, r| {
         if w == index {
-            rows.push(*r);
+            rows.push(r);
         }
     })?;
+    let rows = rows.finish();
     let m = &outcome.workloads[index].metrics;
     let events: Vec<Marker> = spec
         .events
@@ -205,6 +206,21 @@ pub fn timeline_of_lab(
         .map(|e| Marker {
             t: e.at,
             label: event_label(&e.event),
+        })
+        .collect();
+    let spans: Vec<Span> = spec
+        .events
+        .iter()
+        .filter(|e| e.workload.as_deref().is_none_or(|w| w == name))
+        .filter_map(|e| match e.event {
+            Event::Outage { seconds } => Some((e.at, seconds, SpanKind::Outage)),
+            Event::Stale { seconds } => Some((e.at, seconds, SpanKind::Stale)),
+            _ => None,
+        })
+        .map(|(from, seconds, kind)| Span {
+            from,
+            to: from.saturating_add(seconds),
+            kind,
         })
         .collect();
     let stable = m
@@ -225,6 +241,7 @@ pub fn timeline_of_lab(
         rows: &rows,
         period: spec.period,
         events: &events,
+        spans: &spans,
     })?)
 }
 
@@ -307,8 +324,4 @@ fn heatmap_of_grid(a: &HeatmapArgs, base: &LessonSpec) -> anyhow::Result<String>
         startup: base.startup,
         lesson_wrong: &[],
     })?)
-}
-
-fn write(path: &Path, svg: &str) -> anyhow::Result<()> {
-    std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))
 }

@@ -2,12 +2,12 @@
 //! prediction, its timeline and the overshoot heatmap around it. The page loads nothing: styles
 //! and pictures are inline, and it has no scripts.
 
-use std::fmt::Write as _;
-use std::path::PathBuf;
-
 use anyhow::Context;
+use std::fmt::Write as _;
+
 use clap::Args;
 use setpoint_sim::lesson::{lesson_all, lesson_prediction};
+use setpoint_sim::limits;
 use setpoint_sim::predict::predict;
 use setpoint_sim::report as sim_report;
 use setpoint_sim::scenario::Scenario;
@@ -22,9 +22,9 @@ pub struct ReportArgs {
     /// with every controller and delay model.
     #[command(flatten)]
     pub world: crate::scenario_args::ScenarioArgs,
-    /// The HTML file to write.
-    #[arg(short = 'o', long, value_name = "FILE.html")]
-    pub output: PathBuf,
+    /// Where to write the page: FILE.html, or - for standard output.
+    #[arg(short = 'o', long, value_name = "FILE.html|-", value_parser = crate::destination::page)]
+    pub output: crate::destination::Output,
 }
 
 /// Escapes text for HTML.
@@ -50,9 +50,7 @@ pub fn run(args: &ReportArgs, matches: Option<&clap::ArgMatches>) -> anyhow::Res
         Some(lesson) if args.world.scenario.is_none() => page(&lesson)?,
         _ => lab_page(&scenario, &label, scenario.spec().seed)?,
     };
-    std::fs::write(&args.output, page)
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
-    Ok(format!("wrote {}\n", args.output.display()))
+    args.output.write_page(&page)
 }
 
 /// The whole page for `scenario`.
@@ -62,8 +60,18 @@ pub fn page(scenario: &LessonWorld) -> anyhow::Result<String> {
     let p = predict(s);
     let lesson = lesson_prediction(s.desired, s.delay, s.startup, s.period);
     let timeline = timeline_of(scenario)?;
-    let heat_delays = Axis::parse(Limit::DELAY, &format!("0..={}", (s.delay * 2).max(90)))?;
-    let heat_periods = Axis::parse(Limit::PERIOD, &format!("1..={}", (s.period * 3).max(60)))?;
+    // Around this run, with a step that keeps each axis short whatever G and U are
+    // (docs/limits.md): G = 92403435 draws 91 delays, not 184 million.
+    let g_max = (s.delay.saturating_mul(2)).clamp(90, Limit::DELAY.max);
+    let u_max = (s.period.saturating_mul(3)).clamp(60, Limit::PERIOD.max);
+    let heat_delays = Axis::parse(
+        Limit::DELAY,
+        &format!("0..={g_max}:{}", limits::report_axis_step(g_max)),
+    )?;
+    let heat_periods = Axis::parse(
+        Limit::PERIOD,
+        &format!("1..={u_max}:{}", limits::report_axis_step(u_max)),
+    )?;
     let heatmap = heatmap_of(s, &heat_delays, &heat_periods)?;
     let deaths = if s.deaths.is_empty() {
         "none".to_owned()

@@ -2,6 +2,7 @@
 
 use plotters::prelude::*;
 
+use crate::legend::{self, Entry, Swatch};
 use crate::{draw_err, whole, PlotError};
 
 /// What a heatmap shows.
@@ -108,9 +109,28 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
     let y_range = ys[0].0..ys[ys.len() - 1].1;
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (1000, 700)).into_drawing_area();
+        let entries = [
+            Entry {
+                swatch: Swatch::Dot(LESSON),
+                label: "lesson's relation mispredicts this cell".into(),
+            },
+            Entry {
+                swatch: Swatch::Line(LESSON, 2, false),
+                label: format!("lesson's boundary U = G + B (B = {})", h.startup),
+            },
+            Entry {
+                swatch: Swatch::Line(MEASURED, 3, true),
+                label: "measured boundary (overshoot 0 to its right)".into(),
+            },
+        ];
+        // The series legend gets a strip of its own under the chart, and the colour scale a
+        // column to its right: neither covers a cell.
+        let strip = legend::height(&entries, 870, 68);
+        let root =
+            SVGBackend::with_string(&mut svg, (1000, 680 + strip as u32)).into_drawing_area();
         root.fill(&WHITE).map_err(draw_err)?;
-        let (main, legend) = root.split_horizontally(870);
+        let (upper, below) = root.split_vertically(680);
+        let (main, legend) = upper.split_horizontally(870);
         let mut chart = ChartBuilder::on(&main)
             .caption(&h.title, ("sans-serif", 19))
             .margin(12)
@@ -152,9 +172,7 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
                         Circle::new((x, y), 2, LESSON.filled())
                     }),
             )
-            .map_err(draw_err)?
-            .label("lesson's relation mispredicts this cell")
-            .legend(|(x, y)| Circle::new((x + 9, y), 3, LESSON.filled()));
+            .map_err(draw_err)?;
 
         // The lesson's boundary U = G + B, clipped to the picture (plotters would clamp).
         let b = h.startup as f64;
@@ -170,9 +188,7 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
                 lesson,
                 LESSON.stroke_width(2),
             )))
-            .map_err(draw_err)?
-            .label(format!("lesson's boundary U = G + B (B = {})", h.startup))
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], LESSON.stroke_width(2)));
+            .map_err(draw_err)?;
 
         // The measured boundary: left edge of each row's zero run, drawn as steps.
         let mut path = Vec::new();
@@ -192,17 +208,8 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
         }
         chart
             .draw_series(DashedLineSeries::new(path, 8, 5, MEASURED.stroke_width(3)))
-            .map_err(draw_err)?
-            .label("measured boundary (overshoot 0 to its right)")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], MEASURED.stroke_width(3)));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .label_font(("sans-serif", 13))
-            .draw()
             .map_err(draw_err)?;
+        legend::draw(&below, &entries, 68)?;
 
         // The colour scale.
         legend

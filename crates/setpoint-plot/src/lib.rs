@@ -10,12 +10,17 @@
 //!   events marked.
 //! - [`heatmap`]: [`heatmap_svg`], overshoot over report delay × loop period, with the lesson's
 //!   boundary `U = G + B` and the measured one.
+//! - [`png`]: [`svg_to_png`], any of these pictures as PNG, rasterized by resvg with the one
+//!   font this crate ships, so text renders the same on every machine.
 
 pub mod heatmap;
+mod legend;
+pub mod png;
 pub mod timeline;
 
 pub use heatmap::{heatmap_svg, Heatmap};
-pub use timeline::{timeline_svg, Marker, Timeline};
+pub use png::svg_to_png;
+pub use timeline::{timeline_svg, Downsample, Marker, Span, SpanKind, Timeline};
 
 /// A picture that could not be drawn.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +39,10 @@ pub enum PlotError {
         /// Periods given.
         periods: usize,
     },
+    /// The SVG could not be rasterized into a PNG. This is a bug in setpoint for its own
+    /// pictures; please report the command.
+    #[error("cannot rasterize the picture: {0}")]
+    Raster(String),
     /// The drawing library failed. This is a bug in setpoint; please report the command.
     #[error("drawing failed: {0}")]
     Draw(String),

@@ -58,6 +58,8 @@ pub mod measure;
 pub mod model;
 pub mod node;
 pub mod ops;
+#[cfg(test)]
+mod parser_props;
 pub mod process;
 pub mod reconcile;
 pub mod remote;

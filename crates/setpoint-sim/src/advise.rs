@@ -26,6 +26,9 @@ pub enum AdviceError {
     /// A setting outside its accepted range; the message names it and the range.
     #[error(transparent)]
     Input(#[from] SettingError),
+    /// The Monte Carlo would run longer than [`crate::limits::MAX_ADVISE_SECONDS`] allows.
+    #[error(transparent)]
+    Budget(#[from] crate::limits::LimitError),
     /// A Monte Carlo run could not be built or run; the message says why. Narrow the periods or
     /// the delay model.
     #[error(transparent)]
@@ -135,6 +138,13 @@ pub fn advise(req: &AdviceRequest) -> Result<Advice, AdviceError> {
     periods.sort_unstable();
     periods.dedup();
     let random = req.delay.is_random();
+    if random {
+        // Checked before any run, in the terms the user gave: the worst delay and the periods.
+        crate::limits::check_advise(&periods, 3, req.runs, |u| {
+            let span = worst.saturating_add(req.startup).saturating_add(u);
+            monte_carlo_duration(span, u)
+        })?;
+    }
     let rows = periods
         .par_iter()
         .map(|&u| period_advice(req, u, worst, mean, random))
@@ -277,6 +287,11 @@ fn period_advice(
     })
 }
 
+/// The simulated seconds of one Monte Carlo run: settle, lose copies, settle again.
+fn monte_carlo_duration(span: u64, u: u64) -> u64 {
+    span.saturating_mul(8).saturating_add(u.saturating_mul(2))
+}
+
 /// The Monte Carlo world for one period and controller: the workload starts from zero, settles,
 /// then loses a third of its copies (at least one), and settles again.
 fn monte_carlo_scenario(
@@ -289,7 +304,7 @@ fn monte_carlo_scenario(
     let deaths_at = 4 * span;
     let spec = ScenarioSpec {
         period: u,
-        duration: deaths_at + 4 * span + 2 * u,
+        duration: monte_carlo_duration(span, u),
         delay: req.delay.clone(),
         controller: ControllerSpec::new(kind),
         workloads: vec![Workload {

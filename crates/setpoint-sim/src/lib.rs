@@ -67,6 +67,7 @@ pub mod engine;
 pub mod format;
 pub mod lesson;
 pub mod lesson_world;
+pub mod limits;
 pub mod merge;
 pub mod montecarlo;
 pub mod output;

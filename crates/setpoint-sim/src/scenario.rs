@@ -66,6 +66,9 @@ pub enum ScenarioError {
     /// lengthen the loop period, or lower the desired counts.
     #[error("the run created more than {0} copies, the most the general engine keeps one record each of; shorten the run, lengthen the period or lower desired")]
     TooManyCopies(u64),
+    /// The run would need more than a limit of [`crate::limits`] allows; checked before it starts.
+    #[error(transparent)]
+    Limit(#[from] crate::limits::LimitError),
     /// A scenario file that could not be read or parsed; `line` and `key` say where.
     #[error("{path}:{line}: {key}: {message}")]
     File {

@@ -301,6 +301,7 @@ fn run_with_budget(
     mut observer: Option<&mut LabObserver>,
 ) -> Result<Outcome, ScenarioError> {
     let spec = scenario.spec();
+    crate::limits::check_general_copies(spec, budget)?;
     let mut engine = Engine::new(spec, seed);
     engine.budget = budget;
     let duration = spec.duration;

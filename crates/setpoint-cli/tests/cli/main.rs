@@ -2,9 +2,12 @@
 //! binary. Each module is one area.
 //!
 //! # Layout
+//! - [`commandline`]: missing-argument messages, completions, the manual page and help.
 //! - [`hardening`]: a store that cannot be lost silently, an agent that trusts nothing it is
 //!   handed, and `apply` refusing what can never run (issue 14).
 //! - [`lesson`]: golden lesson outputs, formats, exit codes and messages, plots and reports.
+//! - [`limits`]: the audit's corpus of inputs over the limits of docs/limits.md.
+//! - [`pictures`]: `-o` formats (SVG, PNG, HTML, stdout) and the shapes in the pictures.
 //! - [`scenarios`]: scenario files, seeds, Monte Carlo, flags over files.
 //! - [`sweep`]: `setpoint sweep` rows, summaries and determinism.
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
@@ -19,11 +22,14 @@
 //!   settings (issue 11).
 
 mod cluster;
+mod commandline;
 mod distributed;
 mod hardening;
 mod lesson;
+mod limits;
 mod netns;
 mod output;
+mod pictures;
 mod reality;
 mod runtime;
 mod scenarios;

@@ -4,6 +4,7 @@
 mod faults;
 mod generators;
 mod oracle;
+mod parsers;
 mod reference;
 
 use proptest::prelude::*;
