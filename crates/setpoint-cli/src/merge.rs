@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
 
 /// `setpoint merge`.
@@ -20,8 +19,13 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<String> {
         .files
         .iter()
         .map(|path| {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the shard output {}", path.display()))?;
+            // A shard file that is not there is the user's mistake (exit 2), as for `apply -f`.
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                crate::BadInput(format!(
+                    "cannot read the shard output {}: {e}",
+                    path.display()
+                ))
+            })?;
             Ok((path.display().to_string(), text))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;

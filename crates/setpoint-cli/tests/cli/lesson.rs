@@ -518,6 +518,10 @@ fn long_runs_with_many_copies_work() {
 fn bad_input_gets_one_clear_line_and_exit_code_2() {
     let cases: &[(&[&str], &[&str])] = &[
         (
+            &["merge", "/nonexistent/shard-1.csv"],
+            &["cannot read the shard output /nonexistent/shard-1.csv"],
+        ),
+        (
             &["run", "-U", "0"],
             &["--period", "accepted 1 to 1000000000"],
         ),
