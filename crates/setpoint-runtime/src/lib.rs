@@ -44,6 +44,8 @@
 //! - [`retention`]: bounded history: event-log compaction, copy-log rotation and removal.
 //! - [`logs`]: reading a copy's output (`setpoint logs`).
 //! - [`rt`]: shutdown signal, blocking store calls, log lines.
+//! - [`machine`]: what the I/O-free state machines (controller host, agent) share: store
+//!   requests and replies, wake-ups.
 
 pub mod agent;
 pub mod backoff;
@@ -54,6 +56,7 @@ pub mod events;
 pub mod failpoint;
 pub mod logs;
 pub mod loops;
+pub mod machine;
 pub mod measure;
 pub mod model;
 pub mod node;

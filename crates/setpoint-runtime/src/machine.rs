@@ -1,0 +1,116 @@
+//! What the runtime's I/O-free state machines share: the store requests they emit and the
+//! replies they are handed.
+//!
+//! The controller host (`crate::host`) and the agent (`crate::agent_core`) are state machines
+//! in the manner of raft-rs's `RawNode` and quinn-proto's `Connection`: they never touch a store,
+//! a process, a file or a clock. The caller hands them inputs (a tick at a given time, a store
+//! reply, a watch event, a process exit) through `step(now_ms, input)`, and they return what to do
+//! (store requests, process starts and signals, the next time to be ticked). Two kinds of driver
+//! run the same machines:
+//! - the tokio drivers ([`crate::controller::run_controller`], [`crate::agent::run_agent`])
+//!   carry the requests out on a real [`Store`](crate::store::Store) and real processes;
+//! - the lab's chaos world (crate `setpoint-chaos`) carries them out on a simulated store, a
+//!   simulated network and simulated processes, on virtual time, with faults.
+//!
+//! # Contract
+//! - Every store request has a [`ReqId`], unique per machine; its reply comes back as exactly one
+//!   [`StoreResult`] with that id (or never, if the request or the reply was lost: a machine
+//!   must not wait for a reply forever, it gives up at a deadline of its own and may send a new
+//!   request).
+//! - Several requests may be outstanding at once; replies may come back in any order.
+//! - `now_ms` is the machine's own host clock, in milliseconds. It never goes backwards between
+//!   two steps of one machine, but it may differ from the store's clock and from other hosts'
+//!   clocks (skew). Lease expiry is decided by the store on the store's clock.
+//! - A machine asks to be stepped again at a time with [`Wake`]; the driver may step it earlier
+//!   (for another input), never later than it can help.
+
+use std::time::Duration;
+
+use crate::store::{LeaseId, Read, Revision, StoreError, Txn, WatchEvent};
+
+/// The identity of one store request of one machine.
+pub type ReqId = u64;
+
+/// A request a machine wants carried out on the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreRequest {
+    /// [`Store::read`](crate::store::Store::read) of these prefixes, at one revision.
+    Read {
+        /// The prefixes read.
+        prefixes: Vec<String>,
+    },
+    /// [`Store::commit`](crate::store::Store::commit).
+    Commit(Txn),
+    /// [`Store::revision`](crate::store::Store::revision).
+    Revision,
+    /// [`Store::grant`](crate::store::Store::grant) of a lease with this time to live.
+    Grant {
+        /// The lease's time to live.
+        ttl: Duration,
+    },
+    /// [`Store::keep_alive`](crate::store::Store::keep_alive).
+    KeepAlive(LeaseId),
+    /// [`Store::revoke`](crate::store::Store::revoke).
+    Revoke(LeaseId),
+    /// [`Store::watch`](crate::store::Store::watch) of these prefixes after a revision. Its
+    /// events come back as [`WatchDelivery`] inputs carrying this request's id, until the
+    /// watch is lost or cancelled.
+    Watch {
+        /// The prefixes watched.
+        prefixes: Vec<String>,
+        /// Changes after this revision are delivered.
+        after: Revision,
+    },
+    /// Ends the watch started by the request with this id. No reply.
+    CancelWatch(ReqId),
+}
+
+/// A successful reply to a [`StoreRequest`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreReply {
+    /// The entries read, and the store's clock when it read them (report ages are measured on
+    /// it).
+    Read {
+        /// What was read.
+        read: Read,
+        /// The store's clock, milliseconds since the Unix epoch (virtual in the lab).
+        now_ms: u64,
+    },
+    /// The revision the commit wrote (or the current one, if it wrote nothing).
+    Committed(Revision),
+    /// The store's current revision.
+    Revision(Revision),
+    /// The lease granted.
+    Granted(LeaseId),
+    /// The lease was extended by its time to live.
+    KeptAlive,
+    /// The lease is revoked (or had already ended).
+    Revoked,
+    /// The watch is established; its events follow as [`WatchDelivery`] inputs.
+    Watching,
+}
+
+/// The outcome of a [`StoreRequest`].
+pub type StoreResult = Result<StoreReply, StoreError>;
+
+/// A reply, routed back to the machine that asked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replied {
+    /// The request's id.
+    pub id: ReqId,
+    /// Its outcome.
+    pub result: StoreResult,
+}
+
+/// One event of a watch, routed back to the machine that started it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchDelivery {
+    /// The id of the [`StoreRequest::Watch`] request.
+    pub watch: ReqId,
+    /// What the watch delivers.
+    pub event: WatchEvent,
+}
+
+/// When a machine wants to be stepped next, on its own clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Wake(pub u64);
