@@ -162,6 +162,11 @@ fn event_label(e: &Event) -> String {
         Event::CrashLoop { after, starts, .. } => {
             format!("{starts} starts end after {after} s")
         }
+        Event::Update {
+            max_surge,
+            max_unavailable,
+            ..
+        } => format!("update (surge {max_surge}, unavailable {max_unavailable})"),
     }
 }
 
