@@ -20,6 +20,8 @@
 //! - [`distributed`]: sharded sweeps merged back, as a Kubernetes Indexed Job and a Slurm array.
 //! - [`trust`]: crash-loop backoff, clean shutdown through a closed pipe, idle reasons, refused
 //!   settings (issue 11).
+//! - [`update`]: the lab's `update` event against the runtime's rolling update: surge and the
+//!   order and times of replacements; bad update settings in a scenario file.
 
 mod cluster;
 mod commandline;
@@ -36,3 +38,4 @@ mod scenarios;
 mod store;
 mod sweep;
 mod trust;
+mod update;

@@ -14,8 +14,8 @@ use setpoint_runtime::process::{find_marked, signal_group};
 const DEADLINE: Duration = Duration::from_secs(40);
 
 /// A data directory and the setpoint daemons running on it.
-struct Rig {
-    dir: tempfile::TempDir,
+pub(super) struct Rig {
+    pub(super) dir: tempfile::TempDir,
     daemons: Vec<Child>,
     nodes: Vec<String>,
 }
@@ -33,7 +33,7 @@ impl Drop for Rig {
 }
 
 impl Rig {
-    fn new(nodes: u32) -> Self {
+    pub(super) fn new(nodes: u32) -> Self {
         Self {
             dir: tempfile::tempdir().unwrap(),
             daemons: Vec::new(),
@@ -41,12 +41,12 @@ impl Rig {
         }
     }
 
-    fn data(&self) -> PathBuf {
+    pub(super) fn data(&self) -> PathBuf {
         self.dir.path().join("data")
     }
 
     /// Every live copy process any of this rig's agents started.
-    fn marked(&self) -> Vec<setpoint_runtime::process::Marked> {
+    pub(super) fn marked(&self) -> Vec<setpoint_runtime::process::Marked> {
         let nodes = self.data().join("nodes");
         let Ok(nodes) = nodes.canonicalize() else {
             return Vec::new();
@@ -63,11 +63,11 @@ impl Rig {
         c
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(super) fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
     }
 
-    fn ok(&self, args: &[&str]) -> String {
+    pub(super) fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
         assert!(
             out.status.success(),
@@ -78,7 +78,7 @@ impl Rig {
     }
 
     /// `setpoint up` with fast reports, stderr to `stderr`.
-    fn up(&mut self, stderr: Stdio) -> u32 {
+    pub(super) fn up(&mut self, stderr: Stdio) -> u32 {
         let n = self.nodes.len().to_string();
         let child = self
             .command(&["up", "--nodes", &n, "--report-every", "50ms"])
@@ -92,13 +92,13 @@ impl Rig {
         pid
     }
 
-    fn apply(&self, text: &str) -> Output {
+    pub(super) fn apply(&self, text: &str) -> Output {
         let path = self.dir.path().join("w.toml");
         std::fs::write(&path, text).unwrap();
         self.run(&["apply", "-f", path.to_str().unwrap()])
     }
 
-    fn get(&self, name: &str) -> Value {
+    pub(super) fn get(&self, name: &str) -> Value {
         if !self.data().join("store.sqlite").is_file() {
             return Value::Null;
         }
@@ -109,11 +109,11 @@ impl Rig {
         serde_json::from_slice::<Value>(&out.stdout).unwrap()["workloads"][0].clone()
     }
 
-    fn up_log(&self) -> String {
+    pub(super) fn up_log(&self) -> String {
         std::fs::read_to_string(self.data().join("up.log")).unwrap_or_default()
     }
 
-    fn until(&self, what: &str, want: impl Fn(&Self) -> bool) {
+    pub(super) fn until(&self, what: &str, want: impl Fn(&Self) -> bool) {
         let deadline = Instant::now() + DEADLINE;
         while !want(self) {
             assert!(
@@ -144,7 +144,7 @@ fn signal(pid: u32, sig: Signal) {
 }
 
 /// Milliseconds since midnight of a log line's `HH:MM:SS.mmm` stamp.
-fn stamp_ms(line: &str) -> u64 {
+pub(super) fn stamp_ms(line: &str) -> u64 {
     let t = line.split_whitespace().next().unwrap();
     let (hms, ms) = t.split_once('.').unwrap();
     let p: Vec<u64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
@@ -389,7 +389,7 @@ fn web(command: &str, extra: &str) -> String {
     )
 }
 
-fn cmdline(pid: u32) -> String {
+pub(super) fn cmdline(pid: u32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .unwrap_or_default()
         .split(|&b| b == 0)
