@@ -253,3 +253,38 @@ fn update_settings_out_of_range_in_a_scenario_file_are_refused_with_file_line_an
         assert!(!err.contains("panicked"));
     }
 }
+
+#[test]
+fn a_timeline_shades_the_rollout_and_titles_its_surge() {
+    let out = Command::new(env!("CARGO_BIN_EXE_setpoint"))
+        .args([
+            "plot",
+            "timeline",
+            "scenarios/rolling-update.toml",
+            "--duration",
+            "700",
+            "-o",
+            "-",
+        ])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let svg = String::from_utf8(out.stdout).unwrap();
+    assert!(svg.contains("overshoot 0, surge 2, peak 10"), "title");
+    assert!(
+        svg.contains("rolling update: copies above desired within the surge are deliberate"),
+        "legend"
+    );
+    assert!(
+        svg.contains("update (surge 25%, unavailable 0)"),
+        "event label"
+    );
+    // Without an update: no rollout in the legend, no surge in the title.
+    let out = Command::new(env!("CARGO_BIN_EXE_setpoint"))
+        .args(["plot", "timeline", "-G", "20", "-o", "-"])
+        .output()
+        .unwrap();
+    let svg = String::from_utf8(out.stdout).unwrap();
+    assert!(!svg.contains("rolling update") && !svg.contains("surge"));
+}
