@@ -11,36 +11,14 @@ use rustix::process::Signal;
 use serde_json::Value;
 use setpoint_runtime::process::{find_marked, signal_group};
 
-use super::harness::Rig;
-
-/// Two workloads side by side: `named` keeps names 0…N-1, `intent` counts.
-const WORKLOADS: &str = r#"
-[[workload]]
-name = "nm"
-command = ["sleep", "120"]
-copies = NAMED
-controller = "named"
-period = "200ms"
-startup = "100ms"
-grace = "300ms"
-
-[[workload]]
-name = "it"
-command = ["sleep", "120"]
-copies = INTENT
-controller = "intent"
-period = "200ms"
-startup = "100ms"
-grace = "300ms"
-"#;
+use super::harness::{sleeping, Rig};
 
 /// Declares `named` copies of `nm` and `intent` copies of `it`.
+/// Two workloads side by side: `named` keeps names 0…N-1, `intent` counts.
 fn apply(c: &Rig, named: u64, intent: u64) {
-    c.apply(
-        &WORKLOADS
-            .replace("NAMED", &named.to_string())
-            .replace("INTENT", &intent.to_string()),
-    );
+    let nm = sleeping("nm", named, "named", 120, "200ms", "100ms", "300ms");
+    let it = sleeping("it", intent, "intent", 120, "200ms", "100ms", "300ms");
+    c.apply(&format!("{nm}\n{it}"));
 }
 
 /// Starts an agent for `node` with R = 50ms and a node lease of `ttl`.

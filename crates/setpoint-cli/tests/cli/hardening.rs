@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use setpoint_runtime::testing::{wait_until, Wait};
 
-use super::harness::{Rig, Start, BIN, DEADLINE};
+use super::harness::{assert_one_line, Rig, Start, BIN, DEADLINE};
 use super::runtime::{apply, converged, up};
 
 /// A file's length and a hash of its bytes, or `None` if it is absent.
@@ -26,10 +26,7 @@ fn mode(p: &Path) -> u32 {
 
 /// Asserts one line on stderr, exit code 2, and that the line holds `needle`.
 fn refused(out: &Output, needle: &str, what: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
-    assert_eq!(err.lines().count(), 1, "{what}: {err}");
-    assert!(err.contains(needle), "{what}: {err}");
+    assert_one_line(out, 2, &[needle], what);
 }
 
 #[test]

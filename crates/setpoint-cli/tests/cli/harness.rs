@@ -539,6 +539,34 @@ impl Rig {
     }
 }
 
+/// Asserts that a command was refused as bad input is: exit `code`, one line on stderr (UTF-8),
+/// holding every needle; `what` names the case in a failure.
+pub fn assert_one_line(out: &Output, code: i32, needles: &[&str], what: &str) {
+    let err = std::str::from_utf8(&out.stderr).expect("stderr is UTF-8");
+    assert_eq!(out.status.code(), Some(code), "{what}: {err}");
+    assert_eq!(err.lines().count(), 1, "{what}: not one line: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{what}: no '{n}' in {err}");
+    }
+}
+
+/// A workload of `copies` real copies of `sleep SECS` under `controller`, as `apply -f` reads
+/// it; `period`, `startup` and `grace` are durations such as `"200ms"`.
+pub fn sleeping(
+    name: &str,
+    copies: u64,
+    controller: &str,
+    secs: u32,
+    period: &str,
+    startup: &str,
+    grace: &str,
+) -> String {
+    format!(
+        "[[workload]]\nname = \"{name}\"\ncommand = [\"sleep\", \"{secs}\"]\ncopies = {copies}\n\
+         controller = \"{controller}\"\nperiod = \"{period}\"\nstartup = \"{startup}\"\ngrace = \"{grace}\"\n"
+    )
+}
+
 /// Sends `signal` to `pid`, which may have ended already.
 pub fn signal_pid(pid: u32, signal: Signal) {
     if let Some(pid) = Pid::from_raw(pid as i32) {

@@ -15,7 +15,7 @@ use setpoint_runtime::store::etcd::{EtcdOptions, EtcdStore};
 use setpoint_runtime::testing::{etcd_missing, EtcdCluster, EtcdClusterConfig, Wait};
 use setpoint_runtime::Store;
 
-use super::harness::{Rig, Start, DEADLINE};
+use super::harness::{sleeping, Rig, Start, DEADLINE};
 
 const BRIDGE: &str = "spcbr0";
 
@@ -131,30 +131,11 @@ struct World {
     net: Net,
 }
 
-const WORKLOADS: &str = r#"
-[[workload]]
-name = "nm"
-command = ["sleep", "300"]
-copies = NAMED
-controller = "named"
-period = "200ms"
-startup = "100ms"
-grace = "200ms"
-
-[[workload]]
-name = "it"
-command = ["sleep", "300"]
-copies = INTENT
-controller = "intent"
-period = "200ms"
-startup = "100ms"
-grace = "200ms"
-"#;
-
 /// The node lease of every agent here: short, for compressed time (etcd rounds leases up to
 /// whole seconds).
 const NODE_TTL: Duration = Duration::from_secs(4);
-/// The loop period U and the report period R of the workloads and agents above.
+/// The loop period U and the report period R of the workloads (`nm`, named, and `it`,
+/// intent: `sleep 300`, startup 100ms, grace 200ms) and the agents.
 const PERIOD: Duration = Duration::from_millis(200);
 const REPORT: Duration = Duration::from_millis(100);
 
@@ -191,9 +172,9 @@ impl World {
     /// Applies the workloads; returns how many attempts it took (a one-shot command can meet
     /// a dead etcd member first and fail: see the report of this test).
     fn apply(&self, named: u64, intent: u64) -> u32 {
-        let text = WORKLOADS
-            .replace("NAMED", &named.to_string())
-            .replace("INTENT", &intent.to_string());
+        let nm = sleeping("nm", named, "named", 300, "200ms", "100ms", "200ms");
+        let it = sleeping("it", intent, "intent", 300, "200ms", "100ms", "200ms");
+        let text = format!("{nm}\n{it}");
         let path = self.rig.write("workloads.toml", &text);
         for attempt in 1..=20 {
             let out = self.rig.run(&["apply", "-f", &path]);

@@ -7,13 +7,18 @@ use std::time::{Duration, Instant};
 use rustix::process::Signal;
 use serde_json::Value;
 
-use super::harness::Rig;
+use super::harness::{assert_one_line, sleeping, Rig};
 
 /// One workload, `collector`, of real copies (`sleep`) on compressed time.
 pub(crate) fn collector(copies: u64, controller: &str, period: &str, startup: &str) -> String {
-    format!(
-        "[[workload]]\nname = \"collector\"\ncommand = [\"sleep\", \"120\"]\ncopies = {copies}\n\
-         controller = \"{controller}\"\nperiod = \"{period}\"\nstartup = \"{startup}\"\ngrace = \"500ms\"\n"
+    sleeping(
+        "collector",
+        copies,
+        controller,
+        120,
+        period,
+        startup,
+        "500ms",
     )
 }
 
@@ -189,11 +194,7 @@ fn runtime_bad_input_gets_one_line_and_exit_code_2() {
         (vec!["up", "--lease-ttl", "5"], "the unit is missing"),
         (vec!["agent", "--node", "Bad_Name"], "not a valid name"),
     ] {
-        let out = c.run(&args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_one_line(&c.run(&args), 2, &[needle], &format!("{args:?}"));
     }
     // Nothing of a rejected file was applied.
     let ok = c.dir().join("ok.toml");

@@ -12,17 +12,11 @@ use setpoint_runtime::store::Txn;
 use setpoint_runtime::testing::EtcdCluster;
 use setpoint_runtime::{SqliteStore, Store};
 
-use super::harness::Rig;
+use super::harness::{assert_one_line, Rig};
 
 /// Runs `args`, expects exit `code` and one line on stderr containing every needle.
 fn one_line(r: &Rig, args: &[&str], code: i32, needles: &[&str]) {
-    let out = r.run(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-    for n in needles {
-        assert!(err.contains(n), "{args:?}: no '{n}' in {err}");
-    }
+    assert_one_line(&r.run(args), code, needles, &format!("{args:?}"));
 }
 
 /// Every runtime command, with what it needs besides `--store`.

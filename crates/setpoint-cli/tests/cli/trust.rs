@@ -10,7 +10,7 @@ use rustix::process::Signal;
 use serde_json::Value;
 use setpoint_runtime::testing::{wait_until, Wait};
 
-use super::harness::{Rig, Start};
+use super::harness::{assert_one_line, Rig, Start};
 
 const DEADLINE: Duration = Duration::from_secs(40);
 
@@ -62,6 +62,16 @@ fn stamp_ms(line: &str) -> u64 {
     ((p[0] * 60 + p[1]) * 60 + p[2]) * 1000 + ms.parse::<u64>().unwrap()
 }
 
+/// The times (ms since midnight) at which `up`'s log says an attempt of `ghost` was created.
+fn created_ms(log: &str) -> Vec<u64> {
+    log.lines()
+        .filter(|l| l.contains(GHOST_CREATED))
+        .map(stamp_ms)
+        .collect()
+}
+
+const GHOST_CREATED: &str = "loop ghost: target 2, counted 0: created ghost-";
+
 const CRASHING: &str = r#"
 [[workload]]
 name = "ghost"
@@ -104,11 +114,7 @@ fn a_failing_command_and_a_missing_binary_back_off_on_the_kubelet_schedule() {
     // The attempts, from the log: each creation waits the doubled delay after the last
     // failure (400, 800, 1600, 1600 ms), never less and never more than a few periods later.
     let log = up_log(&r);
-    let created: Vec<u64> = log
-        .lines()
-        .filter(|l| l.contains("loop ghost: target 2, counted 0: created ghost-"))
-        .map(stamp_ms)
-        .collect();
+    let created = created_ms(&log);
     let failed: Vec<u64> = log
         .lines()
         .filter(|l| l.contains("loop ghost: ghost-") && l.contains("next try of ghost in"))
@@ -224,13 +230,7 @@ fn refused(r: &Rig, body: &str, field: &str) {
         r,
         &format!("[[workload]]\nname = \"w\"\ncommand = [\"sleep\", \"60\"]\ncopies = 3\n{body}\n"),
     );
-    assert_eq!(out.status.code(), Some(2), "{body}");
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.lines().count(), 1, "{body}: one line: {err}");
-    assert!(
-        err.contains(field) && err.contains("accepted"),
-        "{body}: {err}"
-    );
+    assert_one_line(&out, 2, &[field, "accepted"], body);
 }
 
 #[test]
@@ -506,17 +506,10 @@ fn the_lab_predicts_the_runtimes_crash_loop_attempt_times() {
         .status
         .success());
     r.until("five attempts", |r| {
-        up_log(r)
-            .matches("loop ghost: target 2, counted 0: created ghost-")
-            .count()
-            >= 5
+        up_log(r).matches(GHOST_CREATED).count() >= 5
     });
     let log = up_log(&r);
-    let created: Vec<u64> = log
-        .lines()
-        .filter(|l| l.contains("loop ghost: target 2, counted 0: created ghost-"))
-        .map(stamp_ms)
-        .collect();
+    let created = created_ms(&log);
     let real: Vec<u64> = created.windows(2).map(|w| w[1] - w[0]).take(4).collect();
     for (i, (p, m)) in predicted.iter().zip(&real).enumerate() {
         // A real exit is seen up to a period later than the lab's whole tick under load.
