@@ -589,3 +589,38 @@ fn tails(logs: &BTreeMap<String, PathBuf>) -> String {
         })
         .collect()
 }
+
+/// Whether `pid` runs (a zombie has ended; nobody may have reaped it yet).
+fn alive(pid: u32) -> bool {
+    setpoint_runtime::process::proc_stat(pid).is_some_and(|s| s.state != 'Z')
+}
+
+/// The guard itself: dropping a rig ends its processes by pid within [`STOP_BOUND`], a
+/// stopped (SIGSTOP) one included, and kills every copy an agent killed with SIGKILL left.
+#[test]
+fn a_dropped_rig_ends_its_processes_a_stopped_one_too_and_kills_every_copy_left() {
+    let mut r = Rig::new();
+    r.start("agent", &["agent", "--node", "a", "--report-every", "50ms"]);
+    let c1 = r.start("c1", &["controller", "--lease-ttl", "1s"]);
+    r.apply(&sleeping("w", 2, "intent", 120, "100ms", "50ms", "300ms"));
+    r.until("two copies run", |r| r.marked().len() == 2);
+    // The agent dies without stopping its copies: orphans, until the guard kills them.
+    r.signal("agent", Signal::KILL);
+    let copies: Vec<u32> = r.marked().iter().map(|m| m.pid).collect();
+    assert_eq!(copies.len(), 2);
+    let c2 = r.start("c2", &["controller"]);
+    r.until("c2 runs", |r| {
+        r.log("c2").contains("standby") || r.log("c2").contains("leader")
+    });
+    r.send("c2", Signal::STOP);
+    let mark = r.mark("a");
+    let started = Instant::now();
+    drop(r);
+    let took = started.elapsed();
+    for pid in [c1, c2].into_iter().chain(copies) {
+        assert!(!alive(pid), "{pid} still runs");
+    }
+    assert!(setpoint_runtime::process::find_marked(&mark).is_empty());
+    // SIGTERM was enough, for the stopped one too: no SIGKILL was needed.
+    assert!(took < STOP_BOUND, "took {took:?}");
+}
