@@ -200,23 +200,27 @@ impl World {
     /// The round events' times by the fencing token of the leader that wrote them.
     fn rounds_by_fence(&self) -> BTreeMap<u64, Vec<u64>> {
         // A member that has just come back may not answer at once, not even to connect:
-        // retry both, bounded.
-        let mut read = None;
-        for _ in 0..20 {
+        // retry both, bounded (20 tries, 250ms apart, each bounded by the store's 2s).
+        let mut wait = Wait::new(
+            "etcd to answer a read of the event log",
+            Duration::from_secs(60),
+            Duration::from_millis(250),
+        )
+        .max_polls(20);
+        let read = loop {
             let opts = EtcdOptions {
                 timeout: Duration::from_secs(2),
             };
             match EtcdStore::connect(&self.etcd.endpoints(), opts)
                 .and_then(|s| s.read(&["/events/"]))
             {
-                Ok(r) => {
-                    read = Some(r);
-                    break;
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(250)),
+                Ok(r) => break r,
+                Err(e) => match wait.again() {
+                    Ok(pause) => std::thread::sleep(pause),
+                    Err(t) => panic!("{t}: {e}"),
+                },
             }
-        }
-        let read = read.expect("etcd answers a read of the event log within 5s");
+        };
         let mut out: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
         for e in read.entries {
             if e.key.contains("/round/") {
