@@ -15,29 +15,31 @@ use super::harness::{assert_one_line, Rig, Start};
 const DEADLINE: Duration = Duration::from_secs(40);
 
 /// A rig whose waits last up to 40s.
-fn rig() -> Rig {
+pub(super) fn rig() -> Rig {
     Rig::new().deadline(DEADLINE)
 }
 
 /// `setpoint up` with `nodes` nodes and fast reports, stderr to `stderr`; the log that `up`
 /// writes itself (`DATA/up.log`) is shown when a wait times out.
-fn up(r: &mut Rig, nodes: u32, stderr: Stdio) {
+pub(super) fn up(r: &mut Rig, nodes: u32, stderr: Stdio) {
     let n = nodes.to_string();
     r.spawn(Start::new("up", &["up", "--nodes", &n, "--report-every", "50ms"]).stderr(stderr));
     let log = r.data_dir().join("up.log");
     r.watch_log("up", log);
 }
 
-fn apply(r: &Rig, text: &str) -> Output {
+/// Writes `text` to `w.toml` and applies it, to the end of the command.
+pub(super) fn apply(r: &Rig, text: &str) -> Output {
     r.apply_file("w.toml", text)
 }
 
 /// `get NAME` as JSON, `null` while the command fails (no store yet).
-fn get(r: &Rig, name: &str) -> Value {
+pub(super) fn get(r: &Rig, name: &str) -> Value {
     r.try_get(name).unwrap_or_default()
 }
 
-fn up_log(r: &Rig) -> String {
+/// What `up` has written to its own log, `DATA/up.log`.
+pub(super) fn up_log(r: &Rig) -> String {
     std::fs::read_to_string(r.data_dir().join("up.log")).unwrap_or_default()
 }
 
@@ -55,7 +57,7 @@ fn sleepers(r: &Rig, n: usize) {
 }
 
 /// Milliseconds since midnight of a log line's `HH:MM:SS.mmm` stamp.
-fn stamp_ms(line: &str) -> u64 {
+pub(super) fn stamp_ms(line: &str) -> u64 {
     let t = line.split_whitespace().next().unwrap();
     let (hms, ms) = t.split_once('.').unwrap();
     let p: Vec<u64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
@@ -275,7 +277,8 @@ fn web(command: &str, extra: &str) -> String {
     )
 }
 
-fn cmdline(pid: u32) -> String {
+/// The command line of process `pid`, its arguments joined by spaces.
+pub(super) fn cmdline(pid: u32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .unwrap_or_default()
         .split(|&b| b == 0)
