@@ -2,7 +2,7 @@
 //!
 //! The host machine does the work, without I/O: leader election under a lease with a fencing
 //! token, one reconcile loop per workload on the grid of its period, garbage collection,
-//! event-log compaction. Its module
+//! event-log compaction, and on a store that pushes changes the watch cache. Its module
 //! documentation states the timing rules. [`run_controller`] only steps it, carries out its
 //! store requests on blocking threads, follows its watches, sleeps until it asks to be woken,
 //! and prints its log lines. The same machine runs on virtual time in the chaos world.
