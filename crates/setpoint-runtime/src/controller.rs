@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use setpoint_core::{Controller, ControllerKind, Expectations, ExpectationsConfig};
 use tokio::sync::mpsc;
 
-use crate::host::{carry_out, Host, HostConfig, HostInput, HostOutput, Purpose};
-use crate::machine::{Replied, ReqId, StoreReply, StoreRequest, WatchDelivery};
+use crate::host::{Host, HostConfig, HostInput, HostOutput, Purpose};
+use crate::machine::{carry_out, Replied, ReqId, StoreReply, StoreRequest, WatchDelivery};
 use crate::rt::{log, Shutdown};
 use crate::store::{Revision, Store, StoreError, WatchEvent};
 

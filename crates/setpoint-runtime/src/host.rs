@@ -51,7 +51,7 @@ use crate::machine::{Replied, ReqId, StoreReply, StoreRequest, StoreResult, Wake
 use crate::model::{decode, encode, Leader, Snapshot, WorkloadSpec, LEADER, REPORTS, WORKLOADS};
 use crate::reconcile::{gc_outcome, plan_gc, plan_pass, PassError, PassReport, PassSettings, Plan};
 use crate::retention;
-use crate::store::{LeaseId, Op, Read, Revision, Store, StoreError, Txn, WatchEvent};
+use crate::store::{LeaseId, Op, Read, Revision, StoreError, Txn, WatchEvent};
 
 /// How many attempts a pass makes before a conflict makes it give up until its next round.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -1538,41 +1538,12 @@ pub fn pass_log_lines(r: &PassReport) -> Vec<String> {
     lines
 }
 
-/// Carries out one store request (not a watch) on `store`, as a blocking driver does.
-pub fn carry_out(store: &dyn Store, request: &StoreRequest) -> StoreResult {
-    Ok(match request {
-        StoreRequest::Read { prefixes } => {
-            let now_ms = store.now_ms();
-            let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-            StoreReply::Read {
-                read: store.read(&refs)?,
-                now_ms,
-            }
-        }
-        StoreRequest::Commit(txn) => StoreReply::Committed(store.commit(txn)?),
-        StoreRequest::Revision => StoreReply::Revision(store.revision()?),
-        StoreRequest::Grant { ttl } => StoreReply::Granted(store.grant(*ttl)?),
-        StoreRequest::KeepAlive(lease) => {
-            store.keep_alive(*lease)?;
-            StoreReply::KeptAlive
-        }
-        StoreRequest::Revoke(lease) => {
-            store.revoke(*lease)?;
-            StoreReply::Revoked
-        }
-        StoreRequest::Watch { .. } | StoreRequest::CancelWatch(_) => {
-            return Err(StoreError::Unavailable(
-                "a watch is not a one-shot request".into(),
-            ))
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::carry_out;
     use crate::model::{Snapshot, WorkloadSpec};
-    use crate::store::{Entry, MemoryStore};
+    use crate::store::{Entry, MemoryStore, Store};
     use std::collections::VecDeque;
 
     /// Decides, before a request is carried out, whether its reply reaches the machine (`false`:
