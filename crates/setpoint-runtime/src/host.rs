@@ -202,7 +202,6 @@ struct Lead {
     collecting: bool,
     last_compaction_ms: u64,
     compacting: bool,
-    failing: bool,
     /// The watch cache, on a store that pushes changes.
     cache: Option<HostCache>,
 }
@@ -300,8 +299,9 @@ pub struct Host {
     term: u64,
     pending: BTreeMap<ReqId, Pending>,
     role: Role,
-    /// The follower's view of the store: failing since the last answer.
-    follow_failing: bool,
+    /// The store has been failing since its last answer (logged once per stretch; a new role
+    /// starts afresh).
+    failing: bool,
     /// The store's clock minus this host's, as the last read reply showed it: how a read served
     /// by the cache dates itself.
     store_offset: i64,
@@ -325,7 +325,7 @@ impl Host {
                 busy: false,
                 standby_said: false,
             },
-            follow_failing: false,
+            failing: false,
             store_offset: 0,
             out: Vec::new(),
         }
@@ -673,25 +673,31 @@ impl Host {
         if let Role::Follow { busy, .. } = &mut self.role {
             *busy = false;
         }
-        if !self.follow_failing {
-            self.follow_failing = true;
+        self.reach_failed(format!("cannot reach the store: {e}"));
+    }
+
+    /// Logs `what` if the store was answering until now (once per stretch of failures).
+    fn reach_failed(&mut self, what: String) {
+        if !self.failing {
+            self.failing = true;
             self.log(
                 None,
-                format!("cannot reach the store: {e} (retrying; logged again when it answers)"),
+                format!("{what} (retrying; logged again when it answers)"),
             );
         }
     }
 
-    fn follow_answered(&mut self) {
-        if self.follow_failing {
-            self.follow_failing = false;
+    /// Logs that the store answers again, if it was failing.
+    fn reach_answered(&mut self) {
+        if self.failing {
+            self.failing = false;
             self.log(None, "the store answers again");
         }
     }
 
     /// Someone else holds the lease: say so once per stretch of following.
     fn standby(&mut self) {
-        self.follow_answered();
+        self.reach_answered();
         let mut say = false;
         if let Role::Follow {
             busy, standby_said, ..
@@ -770,7 +776,7 @@ impl Host {
     }
 
     fn become_leader(&mut self, lease: LeaseId, fence: Revision, asked_ms: u64) {
-        self.follow_answered();
+        self.reach_answered();
         self.log(None, format!("became the leader (lease {lease})"));
         self.term += 1;
         let now = self.now;
@@ -787,7 +793,6 @@ impl Host {
             collecting: false,
             last_compaction_ms: now,
             compacting: false,
-            failing: false,
             cache: self.cfg.watch_cache.then(|| HostCache {
                 core: CacheCore::new(&Snapshot::PREFIXES),
                 watch: None,
@@ -803,6 +808,7 @@ impl Host {
             return;
         }
         self.term += 1;
+        self.failing = false;
         self.log(None, "lost the leader lease; following");
         let old = std::mem::replace(
             &mut self.role,
@@ -1089,29 +1095,10 @@ impl Host {
         }
     }
 
-    fn lead_failed(&mut self, what: String) {
-        let Some(l) = self.lead() else { return };
-        if !l.failing {
-            l.failing = true;
-            self.log(
-                None,
-                format!("{what} (retrying; logged again when it answers)"),
-            );
-        }
-    }
-
-    fn lead_answered(&mut self) {
-        let Some(l) = self.lead() else { return };
-        if l.failing {
-            l.failing = false;
-            self.log(None, "the store answers again");
-        }
-    }
-
     fn on_revision(&mut self, result: StoreResult) {
         match result {
             Ok(StoreReply::Revision(r)) => {
-                self.lead_answered();
+                self.reach_answered();
                 let Some(l) = self.lead() else { return };
                 if l.seen_revision == Some(r) {
                     l.declaring = false;
@@ -1133,7 +1120,7 @@ impl Host {
                 if let Some(l) = self.lead() {
                     l.declaring = false;
                 }
-                self.lead_failed(format!("cannot read the store: {e}"));
+                self.reach_failed(format!("cannot read the store: {e}"));
             }
         }
     }
@@ -1730,20 +1717,7 @@ mod tests {
     }
 
     fn spec(name: &str, copies: u64, period_ms: u64) -> WorkloadSpec {
-        WorkloadSpec {
-            name: name.into(),
-            command: vec!["sleep".into(), "60".into()],
-            copies,
-            controller: ControllerKind::Intent,
-            period_ms,
-            startup_ms: 0,
-            readiness: None,
-            grace_ms: 100,
-            env: Default::default(),
-            backoff: Default::default(),
-            rollout: Default::default(),
-            generation: 0,
-        }
+        crate::reconcile::tests::test_spec(name, copies, ControllerKind::Intent, period_ms)
     }
 
     fn store_with(specs: &[WorkloadSpec]) -> MemoryStore {
@@ -1754,12 +1728,7 @@ mod tests {
     }
 
     fn copies(store: &MemoryStore) -> Vec<String> {
-        Snapshot::load(store)
-            .unwrap()
-            .assignments
-            .values()
-            .map(|a| a.value.copy.clone())
-            .collect()
+        crate::reconcile::tests::names(store)
     }
 
     fn is_pass_commit(r: &StoreRequest) -> bool {
