@@ -547,6 +547,12 @@ impl Host {
         }
     }
 
+    /// The poll, at least a millisecond (a zero poll would step the machine forever at one
+    /// instant).
+    fn poll_ms(&self) -> u64 {
+        (self.cfg.controller.poll.as_millis() as u64).max(1)
+    }
+
     fn next_wake(&self) -> u64 {
         let mut at = u64::MAX;
         for p in self.pending.values() {
@@ -568,7 +574,7 @@ impl Host {
         }
         if at == u64::MAX {
             // Nothing due: look again after a poll (never reached while following or leading).
-            at = self.now + self.cfg.controller.poll.as_millis() as u64;
+            at = self.now + self.poll_ms();
         }
         at.max(self.now)
     }
@@ -975,7 +981,7 @@ impl Host {
 
     fn drive(&mut self) {
         let now = self.now;
-        let poll = self.cfg.controller.poll.as_millis() as u64;
+        let poll = self.poll_ms();
         match &mut self.role {
             Role::Follow {
                 next_try_ms, busy, ..
@@ -1000,7 +1006,7 @@ impl Host {
     fn drive_lead(&mut self) {
         let now = self.now;
         let c = &self.cfg.controller;
-        let poll = c.poll.as_millis() as u64;
+        let poll = self.poll_ms();
         let ttl = c.lease_ttl.as_millis() as u64;
         let retention = c.event_retention.as_millis() as u64;
         let compact_every = retention::COMPACT_EVERY_MS.min(retention);
@@ -2119,5 +2125,38 @@ mod tests {
             },
         }));
         assert_eq!(d.host.cache_stats().unwrap(), before);
+    }
+
+    #[test]
+    fn with_wake_on_change_a_changed_declaration_or_a_new_report_runs_a_pass_at_once() {
+        for wake in [false, true] {
+            let store = store_with(&[spec("w", 1, 10_000)]);
+            let mut c = cached("c1");
+            c.controller.wake_on_change = wake;
+            let mut d = Driver::new(c);
+            d.run(&store, 500);
+            assert_eq!(copies(&store), ["w-0"]);
+            crate::ops::apply(&store, &[spec("w", 2, 10_000)]).unwrap();
+            d.run(&store, 1_000);
+            // Without wake-on-change the next pass is the next round, 10 s on.
+            let want: &[&str] = if wake { &["w-0", "w-1"] } else { &["w-0"] };
+            assert_eq!(copies(&store), want, "wake {wake}");
+            let passes = d.count(Purpose::Pass, is_pass_commit);
+            // A node report, through the watch cache, wakes the loop too.
+            crate::node::fake_node(&store, "b").unwrap();
+            let report = crate::model::NodeReport {
+                node: "b".into(),
+                observed_ms: 0,
+                reported_ms: 0,
+                agent_pid: 1,
+                copies: vec![],
+            };
+            store
+                .commit(&Txn::new().put(crate::model::report_key("b"), encode(&report)))
+                .unwrap();
+            d.run(&store, 1_500);
+            let more = d.count(Purpose::Pass, is_pass_commit) - passes;
+            assert_eq!(more > 0, wake, "wake {wake}: {more} passes after the report");
+        }
     }
 }
