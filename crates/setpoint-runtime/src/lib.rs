@@ -48,6 +48,7 @@
 //!   requests and replies, wake-ups.
 
 pub mod agent;
+pub mod agent_core;
 pub mod backoff;
 pub mod cache;
 pub mod controller;
