@@ -2422,6 +2422,15 @@ mod tests {
     }
 
     #[test]
+    fn the_fence_acts_before_the_store_can_expire_the_lease() {
+        let (term, kill) = fence_times_ms(1_000, 4_000);
+        assert_eq!((term, kill), (4_000, 4_600));
+        assert!(kill < 1_000 + 4_000);
+        // Three renewals fit before the SIGTERM: one lost renewal never fences.
+        assert!(renew_every_ms(4_000) * 2 < term - 1_000);
+    }
+
+    #[test]
     fn each_assignment_starts_once_runs_is_reported_and_stops_when_unassigned() {
         let store = MemoryStore::new();
         assign(&store, "a", 0);
