@@ -2192,6 +2192,12 @@ mod tests {
         saved: Option<NodeState>,
         stopped: Option<Result<(), AgentError>>,
         log: Vec<String>,
+        /// Every output, as `{now} {output:?}`.
+        trace: Vec<String>,
+        /// The last wake asked for.
+        wake: u64,
+        /// Probes answer this (true: ready).
+        probe_ok: bool,
     }
 
     fn config(node: &str) -> AgentCoreConfig {
@@ -2253,6 +2259,9 @@ mod tests {
                 saved: None,
                 stopped: None,
                 log: Vec::new(),
+                trace: Vec::new(),
+                wake: 0,
+                probe_ok: true,
             };
             w.input(AgentInput::Tick);
             w
@@ -2269,6 +2278,7 @@ mod tests {
                 replies: Vec::new(),
                 stopped: None,
                 log: Vec::new(),
+                trace: Vec::new(),
                 ..self
             };
             w.input(AgentInput::Tick);
@@ -2286,6 +2296,7 @@ mod tests {
 
         fn carry(&mut self, o: AgentOutput, inputs: &mut VecDeque<AgentInput>) {
             let now = self.now;
+            self.trace.push(format!("{now} {o:?}"));
             match o {
                 AgentOutput::Store { id, request } => {
                     self.sent.push((now, id, request.clone()));
@@ -2295,7 +2306,10 @@ mod tests {
                             .push((now + self.delay, Replied { id, result }));
                     }
                 }
-                AgentOutput::Wake(Wake(t)) => assert!(t >= now, "a wake in the past"),
+                AgentOutput::Wake(Wake(t)) => {
+                    assert!(t >= now, "a wake in the past");
+                    self.wake = t;
+                }
                 AgentOutput::Start { copy, .. } => {
                     assert!(!self.core.is_fenced(), "{copy} started while fenced");
                     self.starts.push((now, copy.clone()));
@@ -2330,9 +2344,10 @@ mod tests {
                         p.alive = false;
                     }
                 }
-                AgentOutput::Probe { copy, .. } => {
-                    inputs.push_back(AgentInput::ProbeDone { copy, ok: true })
-                }
+                AgentOutput::Probe { copy, .. } => inputs.push_back(AgentInput::ProbeDone {
+                    copy,
+                    ok: self.probe_ok,
+                }),
                 AgentOutput::Recover => {
                     let records = self
                         .saved
@@ -2369,30 +2384,58 @@ mod tests {
         /// Runs to `until`, a tick at a time.
         fn run(&mut self, until: u64) {
             while self.now < until && self.stopped.is_none() {
-                self.now += TICK;
-                let now = self.now;
-                let (due, later): (Vec<_>, Vec<_>) =
-                    self.replies.drain(..).partition(|(t, _)| *t <= now);
-                self.replies = later;
-                for (_, r) in due {
-                    self.input(AgentInput::Replied(r));
-                }
-                let ended: Vec<(String, i32)> = self
+                self.tick_at(self.now + TICK);
+            }
+        }
+
+        /// Delivers what is due at `now` (replies, process ends), then a tick.
+        fn tick_at(&mut self, now: u64) {
+            self.now = now;
+            let (due, later): (Vec<_>, Vec<_>) =
+                self.replies.drain(..).partition(|(t, _)| *t <= now);
+            self.replies = later;
+            for (_, r) in due {
+                self.input(AgentInput::Replied(r));
+            }
+            let ended: Vec<(String, i32)> = self
+                .procs
+                .iter_mut()
+                .filter(|p| p.alive && p.ending.is_some())
+                .map(|p| {
+                    p.alive = false;
+                    (p.copy.clone(), p.ending.unwrap_or(0))
+                })
+                .collect();
+            for (copy, s) in ended {
+                self.input(AgentInput::Exited {
+                    copy,
+                    how: Ended::Signal(s),
+                });
+            }
+            self.input(AgentInput::Tick);
+        }
+
+        /// Runs to `until`, stepping only when something happens: a wake the machine asked
+        /// for, a reply, a process end (1ms after its signal). What a discrete-event world does.
+        fn run_by_wakes(&mut self, until: u64) {
+            while self.stopped.is_none() {
+                let reply = self.replies.iter().map(|(t, _)| *t).min();
+                let ending = self
                     .procs
-                    .iter_mut()
-                    .filter(|p| p.alive && p.ending.is_some())
-                    .map(|p| {
-                        p.alive = false;
-                        (p.copy.clone(), p.ending.unwrap_or(0))
-                    })
-                    .collect();
-                for (copy, s) in ended {
-                    self.input(AgentInput::Exited {
-                        copy,
-                        how: Ended::Signal(s),
-                    });
+                    .iter()
+                    .any(|p| p.alive && p.ending.is_some())
+                    .then_some(self.now + 1);
+                let next = [Some(self.wake), reply, ending]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .unwrap_or(u64::MAX)
+                    .max(self.now + 1);
+                if next > until {
+                    self.now = until;
+                    return;
                 }
-                self.input(AgentInput::Tick);
+                self.tick_at(next);
             }
         }
 
@@ -2687,6 +2730,112 @@ mod tests {
     }
 
     #[test]
+    fn driven_only_at_its_wakes_it_runs_copies_and_fences_to_the_millisecond() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        assign(&store, "a", 1);
+        let mut w = World::new(store, config("a"));
+        w.run_by_wakes(1_000);
+        assert_eq!(w.running(), ["w-0", "w-1"]);
+        let r = w.report("a");
+        assert!(r.copies.iter().all(|c| c.phase == Phase::Running), "{r:?}");
+        let steps = w.trace.iter().filter(|l| l.contains("Wake(")).count();
+        assert!(
+            steps < 200,
+            "{steps} steps in a second: it sleeps between timers"
+        );
+        w.drop = Box::new(|t, r| t >= 1_000 && matches!(r, StoreRequest::KeepAlive(_)));
+        w.run_by_wakes(3_000);
+        let last_ok = *w.renewals_answered().last().unwrap();
+        let term = w
+            .signals
+            .iter()
+            .find(|(_, _, s)| *s == CopySignal::Term)
+            .map(|(t, _, _)| *t)
+            .unwrap();
+        assert_eq!(term, last_ok + 750, "SIGTERM at exactly 3/4 of the TTL");
+        assert!(w.running().is_empty());
+    }
+
+    #[test]
+    fn the_same_inputs_give_the_same_outputs() {
+        let trace = || {
+            let store = MemoryStore::new();
+            assign(&store, "a", 0);
+            assign(&store, "a", 1);
+            let mut w = World::new(store, config("a"));
+            w.delay = 7;
+            w.run(600);
+            w.drop = Box::new(|t, r| t >= 600 && matches!(r, StoreRequest::KeepAlive(_)));
+            w.run(1_800);
+            w.trace
+        };
+        let (a, b) = (trace(), trace());
+        assert!(a.len() > 20, "{a:?}");
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_copy_with_a_readiness_command_runs_only_once_it_passes() {
+        let store = MemoryStore::new();
+        let a = Assignment {
+            copy: "w-0".into(),
+            workload: "w".into(),
+            owner_uid: 1,
+            n: 0,
+            node: "a".into(),
+            command: vec!["sleep".into(), "100".into()],
+            startup_ms: 0,
+            readiness: Some(vec!["true".into()]),
+            grace_ms: 100,
+            created_ms: 0,
+            env: CopyEnv::default(),
+            generation: 0,
+        };
+        let key = placement_key("a", "w", 0);
+        store.commit(&Txn::new().put(&key, encode(&a))).unwrap();
+        let mut w = World::new(store, config("a"));
+        w.probe_ok = false;
+        w.run(500);
+        let phase = |w: &World| w.core.records()[0].phase;
+        assert_eq!(phase(&w), Phase::Starting);
+        let probes = w.trace.iter().filter(|l| l.contains("Probe {")).count();
+        // Retried every 100ms, one at a time.
+        assert!((3..=5).contains(&probes), "{probes} probes in 500ms");
+        w.probe_ok = true;
+        w.run(700);
+        assert_eq!(phase(&w), Phase::Running);
+    }
+
+    #[test]
+    fn a_kill_request_kills_the_copy_and_its_outcome_is_written_back() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(300);
+        let inc = w.core.records()[0].incarnation;
+        let key = format!("{}w-0", remote::kills_of("a"));
+        let req = remote::KillRequest {
+            copy: "w-0".into(),
+            incarnation: inc,
+            requested_ms: 0,
+            outcome: None,
+        };
+        w.store.commit(&Txn::new().put(&key, encode(&req))).unwrap();
+        w.run(600);
+        assert!(w.running().is_empty());
+        let e = w.store.get(&key).unwrap().unwrap();
+        let answered = decode::<remote::KillRequest>(&e).unwrap().value;
+        assert_eq!(answered.outcome.as_deref(), Some("killed pid 101 on a"));
+        let kills = w
+            .signals
+            .iter()
+            .filter(|(_, _, s)| *s == CopySignal::Kill)
+            .count();
+        assert_eq!(kills, 1, "answered once: {:?}", w.signals);
+    }
+
+    #[test]
     fn a_name_held_by_an_agent_elsewhere_is_refused() {
         let store = MemoryStore::new();
         let mut first = World::new(store, config("a"));
@@ -2701,5 +2850,13 @@ mod tests {
             Some(Err(e)) => assert!(e.is_refusal(), "{e}"),
             other => panic!("{other:?}"),
         }
+        // Another name is free.
+        let b = AgentCoreConfig {
+            place: "elsewhere".into(),
+            ..config("b")
+        };
+        let mut w = World::on(std::sync::Arc::clone(&first.store), b);
+        w.run(100);
+        assert!(w.stopped.is_none() && w.core.held_lease().is_some());
     }
 }
