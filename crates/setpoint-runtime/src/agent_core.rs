@@ -1578,11 +1578,7 @@ impl AgentCore {
             };
             self.log(format!("kill request for {}: {outcome}", req.copy));
             req.outcome = Some(outcome);
-            let txn = Txn::new().expect(&key, rev);
-            let txn = match lease {
-                Some(l) => txn.put_leased(&key, encode(&req), l),
-                None => txn.put(&key, encode(&req)),
-            };
+            let txn = remote::answer_txn(&key, &req, rev, lease);
             self.answering.insert(key.clone());
             self.send(now, StoreRequest::Commit(txn), Purpose::KillAnswer { key });
         }
@@ -1919,7 +1915,7 @@ impl AgentCore {
             observed_ms: now,
             copies: copies.clone(),
         };
-        let txn = Txn::new().put_leased(remote::live_key(&self.cfg.node), encode(&record), lease);
+        let txn = remote::live_txn(&record, lease);
         self.live_in_flight = true;
         self.send(
             now,
