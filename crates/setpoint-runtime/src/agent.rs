@@ -551,13 +551,17 @@ pub async fn run_agent(
         checks: BTreeMap::new(),
         replies: tx,
     };
-    let mut core = AgentCore::new(core_cfg, store.now_ms());
+    // The machine's clock is the store's (its times go into reports and events), kept from
+    // going backwards as the machine's contract asks.
+    let mut clock = store.now_ms();
+    let mut core = AgentCore::new(core_cfg, clock);
     let mut inputs = VecDeque::from([AgentInput::Tick]);
     let mut asked_to_stop = false;
     loop {
         while let Some(input) = inputs.pop_front() {
             let started = matches!(input, AgentInput::Started { .. });
-            for out in core.step(store.now_ms(), input) {
+            clock = clock.max(store.now_ms());
+            for out in core.step(clock, input) {
                 if let Some(end) = driver.carry(out, started, &mut inputs).await? {
                     return end;
                 }

@@ -503,6 +503,9 @@ pub struct AgentCore {
     lost: Option<StoreError>,
     refusal: Option<String>,
     nonce_counter: u64,
+    /// The leases granted to the claim under way: a record found under one of them is this
+    /// agent's own (its create committed, the reply was lost).
+    granted: BTreeSet<LeaseId>,
 }
 
 /// The assignments of a node by copy identity, each with its incarnation.
@@ -546,6 +549,7 @@ impl AgentCore {
             lost: None,
             refusal: None,
             nonce_counter: 0,
+            granted: BTreeSet::new(),
             cfg,
         }
     }
@@ -862,7 +866,10 @@ impl AgentCore {
                             Err(e) => return self.claim_failed(now, e.into()),
                         };
                         let mine = self.record(now, 0, self.cfg.lease_ttl_ms);
-                        match entry.lease.filter(|_| !fresh && held.same_place(&mine)) {
+                        let ours = |l: &LeaseId| {
+                            self.granted.contains(l) || (!fresh && held.same_place(&mine))
+                        };
+                        match entry.lease.filter(ours) {
                             Some(lease) => self.set_claim_step(ClaimStep::KeepAlive {
                                 lease,
                                 ttl_ms: held.ttl_ms,
@@ -882,6 +889,7 @@ impl AgentCore {
                 }
             }
             (ClaimStep::Grant, Ok(StoreReply::Granted(lease))) => {
+                self.granted.insert(lease);
                 self.set_claim_step(ClaimStep::Create(lease))
             }
             (ClaimStep::Create(lease), Ok(_)) => {
@@ -958,6 +966,7 @@ impl AgentCore {
     /// The name is held under `lease`, whose end is counted from `sent`.
     fn held(&mut self, now: u64, lease: LeaseId, ttl_ms: u64, sent: u64, adopted: bool) {
         let first = self.life == Life::Claiming;
+        self.granted.clear();
         self.lease = LeaseSt::Held {
             lease,
             ttl_ms,
@@ -1793,6 +1802,11 @@ impl AgentCore {
                     return self.stop_now(Err(AgentError::Store(e)));
                 }
                 self.life = Life::Finishing;
+                if self.refusal.is_some() {
+                    // The name is another agent's now, and so are its report and its events:
+                    // a last report from this one would hide that agent's copies.
+                    return self.release(now);
+                }
                 let last = self.observe(now);
                 self.send_report(now, last, true);
             }
@@ -2182,8 +2196,10 @@ mod tests {
         sent: Vec<(u64, ReqId, StoreRequest)>,
         /// Replies on their way: (due, reply).
         replies: Vec<(u64, Replied)>,
-        /// Which requests lose their reply.
+        /// Which requests lose their reply (they are carried out).
         drop: Dropper,
+        /// Which requests never reach the store.
+        cut: Dropper,
         delay: u64,
         saved: Option<NodeState>,
         stopped: Option<Result<(), AgentError>>,
@@ -2251,6 +2267,7 @@ mod tests {
                 sent: Vec::new(),
                 replies: Vec::new(),
                 drop: Box::new(|_, _| false),
+                cut: Box::new(|_, _| false),
                 delay: 0,
                 saved: None,
                 stopped: None,
@@ -2296,6 +2313,9 @@ mod tests {
             match o {
                 AgentOutput::Store { id, request } => {
                     self.sent.push((now, id, request.clone()));
+                    if (self.cut)(now, &request) {
+                        return;
+                    }
                     let result = carry_out(&*self.store, &request);
                     if !(self.drop)(now, &request) {
                         self.replies
@@ -2829,6 +2849,76 @@ mod tests {
             .filter(|(_, _, s)| *s == CopySignal::Kill)
             .count();
         assert_eq!(kills, 1, "answered once: {:?}", w.signals);
+    }
+
+    #[test]
+    fn a_rejoin_whose_create_reply_is_lost_still_rejoins_under_its_own_record() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(1_000);
+        // Renewals fail from 1000ms; then the first create of the rejoin loses its reply.
+        let creates = std::rc::Rc::new(std::cell::Cell::new(0));
+        let seen = std::rc::Rc::clone(&creates);
+        let key = node_key("a");
+        w.drop = Box::new(move |t, r| match r {
+            StoreRequest::KeepAlive(_) => (1_000..1_500).contains(&t),
+            StoreRequest::Commit(txn)
+                if t >= 1_000 && txn.compares.iter().any(|c| c.key == key) =>
+            {
+                seen.set(seen.get() + 1);
+                seen.get() == 1
+            }
+            _ => false,
+        });
+        w.run(4_000);
+        assert!(creates.get() >= 1);
+        assert!(w.stopped.is_none(), "{:?} {:#?}", w.stopped, w.log);
+        assert!(w.core.held_lease().is_some(), "{:#?}", w.log);
+        assert!(
+            w.log.iter().any(|l| l.contains("rejoined under lease")),
+            "{:#?}",
+            w.log
+        );
+    }
+
+    #[test]
+    fn an_agent_replaced_while_fenced_stops_without_touching_the_new_holders_report() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(1_000);
+        // Cut off: renewals and the rejoin's revoke fail until another agent has the name.
+        w.cut = Box::new(|t, r| {
+            t < 2_500 && matches!(r, StoreRequest::KeepAlive(_) | StoreRequest::Revoke(_))
+        });
+        w.run(1_800);
+        assert!(w.core.is_fenced());
+        // The store expires the old lease; another agent, elsewhere, takes the name.
+        let lease = match w.store.get(&node_key("a")).unwrap() {
+            Some(e) => e.lease.unwrap(),
+            None => panic!("no record"),
+        };
+        w.store.revoke(lease).unwrap();
+        let other = AgentCoreConfig {
+            place: "elsewhere".into(),
+            ..config("a")
+        };
+        let mut them = World::on(std::sync::Arc::clone(&w.store), other);
+        them.run(300);
+        assert!(them.core.held_lease().is_some());
+        let theirs = them.report("a");
+        w.run(5_000);
+        match &w.stopped {
+            Some(Err(AgentError::Replaced(why))) => assert!(why.contains("already held"), "{why}"),
+            other => panic!("{other:?} {:#?}", w.log),
+        }
+        assert_eq!(
+            w.report("a"),
+            theirs,
+            "the replaced agent wrote no last report"
+        );
+        assert!(w.running().is_empty());
     }
 
     #[test]
