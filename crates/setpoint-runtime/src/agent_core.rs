@@ -1947,9 +1947,6 @@ impl AgentCore {
         if sweep {
             self.next_sweep = now + SWEEP_EVERY_MS;
         }
-        if self.cfg.simulate_copies {
-            return;
-        }
         let running = self
             .copies
             .iter()
