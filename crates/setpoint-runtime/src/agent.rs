@@ -37,10 +37,10 @@ use rustix::process::Signal;
 use serde::{Deserialize, Serialize};
 
 use crate::agent_core::{
-    carry_out, AgentCore, AgentCoreConfig, AgentInput, AgentOutput, CopySignal, Ended, FoundRecord,
-    Nonces, Recovery,
+    AgentCore, AgentCoreConfig, AgentInput, AgentOutput, CopySignal, Ended, FoundRecord, Nonces,
+    Recovery,
 };
-use crate::machine::{Replied, StoreRequest};
+use crate::machine::{carry_out, Replied, StoreRequest};
 use crate::model::{encode, report_key, Assignment, Phase};
 use crate::node::{self, DirLock, NodeError};
 use crate::process::{self, Launch};

@@ -2132,36 +2132,13 @@ pub(crate) fn parse_assignments(
     (out, refused)
 }
 
-/// Carries out one store request on `store`, synchronously: what a driver does with an
-/// [`AgentOutput::Store`] (on a blocking thread). A watch is not carried out here (the agent
-/// machine starts none): it fails as unavailable.
-pub fn carry_out(store: &dyn crate::store::Store, request: &StoreRequest) -> StoreResult {
-    match request {
-        StoreRequest::Read { prefixes } => {
-            let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-            let read = store.read(&refs)?;
-            Ok(StoreReply::Read {
-                read,
-                now_ms: store.now_ms(),
-            })
-        }
-        StoreRequest::Commit(txn) => store.commit(txn).map(StoreReply::Committed),
-        StoreRequest::Revision => store.revision().map(StoreReply::Revision),
-        StoreRequest::Grant { ttl } => store.grant(*ttl).map(StoreReply::Granted),
-        StoreRequest::KeepAlive(lease) => store.keep_alive(*lease).map(|()| StoreReply::KeptAlive),
-        StoreRequest::Revoke(lease) => store.revoke(*lease).map(|()| StoreReply::Revoked),
-        StoreRequest::Watch { .. } | StoreRequest::CancelWatch(_) => Err(StoreError::Unavailable(
-            "this driver carries out no watches".into(),
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     //! A tiny synchronous driver: a [`MemoryStore`], fake processes, virtual time in 5ms ticks,
     //! replies delayed or dropped at will.
 
     use super::*;
+    use crate::machine::carry_out;
     use crate::model::placement_key;
     use crate::store::{MemoryStore, Store};
 

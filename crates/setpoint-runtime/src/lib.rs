@@ -28,7 +28,9 @@
 //!   the agent proves a process is its own (a per-copy nonce, uid and start time).
 //! - [`view`]: the ledger a pass reads ([`WorkloadView`], a [`setpoint_core::LedgerView`]).
 //! - [`reconcile`]: one pass: plan, compare-and-set, retry ([`run_pass`]); garbage collection.
-//! - [`controller`]: leader election and the per-workload loops ([`run_controller`]).
+//! - [`host`]: the controller host as an I/O-free state machine ([`host::Host`]): leader
+//!   election, the per-workload loops, garbage collection, compaction.
+//! - [`controller`]: its tokio driver ([`run_controller`]).
 //! - [`agent`]: the node agent ([`run_agent`]), the tokio driver of [`agent_core`].
 //! - [`agent_core`]: the node agent as an I/O-free state machine ([`agent_core::AgentCore`]):
 //!   the node claim, renewals and self-fencing, sync, starts and stops, reports, recovery.
@@ -57,6 +59,7 @@ pub mod controller;
 pub mod duration;
 pub mod events;
 pub mod failpoint;
+pub mod host;
 pub mod logs;
 pub mod loops;
 pub mod machine;
