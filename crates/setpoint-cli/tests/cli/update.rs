@@ -3,14 +3,16 @@
 //! the same times, within the lab's whole ticks. And bad update settings in a scenario file.
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use setpoint_core::rollout::Amount;
 use setpoint_sim::scenario::{
     run_traced, ControllerSpec, Event, Scenario, ScenarioSpec, TimedEvent, Workload,
 };
 
-use super::trust::{cmdline, stamp_ms, Rig};
+use setpoint_runtime::testing::Wait;
+
+use super::trust::{apply, cmdline, get, rig, stamp_ms, up, up_log};
 
 /// One pass that acted: when (ms from the rollout's first action), copies created, delete
 /// commands.
@@ -91,36 +93,35 @@ fn the_lab_predicts_the_runtimes_rolling_update_surge_and_replacements() {
     );
     assert_eq!(lab_peak, 6, "desired 4 + surge 2");
 
-    let mut r = Rig::new(1);
-    r.up(Stdio::null());
-    r.until("the store exists", |r| {
-        r.data().join("store.sqlite").is_file()
-    });
-    assert!(r.apply(&WEB.replace("COMMAND", "300")).status.success());
+    let mut r = rig();
+    up(&mut r, 1, Stdio::null());
+    r.until("the store exists", |r| r.store_file().is_file());
+    assert!(apply(&r, &WEB.replace("COMMAND", "300")).status.success());
     r.until("4 copies run", |r| {
-        r.get("web")["on_ledger"] == 4 && r.marked().len() == 4
+        get(r, "web")["on_ledger"] == 4 && r.marked().len() == 4
     });
-    let before = r.up_log().lines().count();
-    assert!(r.apply(&WEB.replace("COMMAND", "301")).status.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let before = up_log(&r).lines().count();
+    assert!(apply(&r, &WEB.replace("COMMAND", "301")).status.success());
+    // Polled every 10ms, to see the most and the fewest copies that ever ran at once.
+    let mut wait = Wait::new(
+        "the rollout to finish",
+        Duration::from_secs(30),
+        Duration::from_millis(10),
+    );
     let (mut most, mut fewest) = (0, usize::MAX);
     loop {
         let procs = r.marked();
         most = most.max(procs.len());
         fewest = fewest.min(procs.len());
-        if r.up_log()
-            .contains("loop web: rollout of generation 2 complete")
-        {
+        if up_log(&r).contains("loop web: rollout of generation 2 complete") {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "rollout did not finish\n{}",
-            r.up_log()
-        );
-        std::thread::sleep(Duration::from_millis(10));
+        match wait.again() {
+            Ok(pause) => std::thread::sleep(pause),
+            Err(t) => panic!("{t}: rollout did not finish\n{}", r.logs()),
+        }
     }
-    let log = r.up_log();
+    let log = up_log(&r);
     let acts: Vec<(u64, u64, u64)> = log
         .lines()
         .skip(before)
