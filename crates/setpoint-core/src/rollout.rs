@@ -25,6 +25,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::{Action, Name};
+
 /// A budget: a number of copies, or a percentage of the desired count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -214,6 +216,48 @@ pub fn named_step(desired: u64, budget: Budget, copies: &[Copy]) -> Vec<u64> {
     out
 }
 
+/// Adds a name-by-name rollout's deletions (`extra`, numbers from [`named_step`]) to the
+/// `named` controller's `action` towards `desired`: merged into its delete list, or as an
+/// action of their own (having counted the copies on the ledger) when the controller had
+/// nothing to do. Another kind of action is passed on unchanged (`named` returns only
+/// [`Action::Named`]).
+pub fn with_deletions(
+    action: Option<Action>,
+    extra: &[u64],
+    desired: u64,
+    copies: &[Copy],
+) -> Option<Action> {
+    if extra.is_empty() {
+        return action;
+    }
+    let extra = extra.iter().copied().map(Name);
+    match action {
+        Some(Action::Named {
+            target,
+            counted,
+            create,
+            mut delete,
+        }) => {
+            delete.extend(extra);
+            delete.sort();
+            delete.dedup();
+            Some(Action::Named {
+                target,
+                counted,
+                create,
+                delete,
+            })
+        }
+        None => Some(Action::Named {
+            target: desired,
+            counted: copies.iter().filter(|c| c.on_ledger).count() as u64,
+            create: Vec::new(),
+            delete: extra.collect(),
+        }),
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +321,36 @@ mod tests {
         assert_eq!(step(3, b, &copies).delete, [0]);
         copies[0].assigned = false;
         assert_eq!(step(3, b, &copies), Step::default());
+    }
+
+    #[test]
+    fn a_named_rollouts_deletions_join_the_controllers_action_or_make_one() {
+        let copies = [old(0), old(1)];
+        assert_eq!(with_deletions(None, &[], 2, &copies), None);
+        assert_eq!(
+            with_deletions(None, &[1], 2, &copies),
+            Some(Action::Named {
+                target: 2,
+                counted: 2,
+                create: vec![],
+                delete: vec![Name(1)],
+            })
+        );
+        let own = Action::Named {
+            target: 3,
+            counted: 2,
+            create: vec![Name(2)],
+            delete: vec![Name(1)],
+        };
+        assert_eq!(
+            with_deletions(Some(own), &[0, 1], 3, &copies),
+            Some(Action::Named {
+                target: 3,
+                counted: 2,
+                create: vec![Name(2)],
+                delete: vec![Name(0), Name(1)],
+            })
+        );
     }
 
     #[test]

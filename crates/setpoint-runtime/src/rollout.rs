@@ -158,35 +158,7 @@ pub fn with_named_step(
     copies: &[Copy],
 ) -> Option<Action> {
     let extra = named_step(spec.copies, spec.rollout.budget(spec.copies), copies);
-    if extra.is_empty() {
-        return action;
-    }
-    match action {
-        Some(Action::Named {
-            target,
-            counted,
-            create,
-            mut delete,
-        }) => {
-            delete.extend(extra.into_iter().map(Name));
-            delete.sort();
-            delete.dedup();
-            Some(Action::Named {
-                target,
-                counted,
-                create,
-                delete,
-            })
-        }
-        None => Some(Action::Named {
-            target: spec.copies,
-            counted: copies.iter().filter(|c| c.on_ledger).count() as u64,
-            create: Vec::new(),
-            delete: extra.into_iter().map(Name).collect(),
-        }),
-        // `named` only ever returns `Named`; another action is passed on unchanged.
-        other => other,
-    }
+    setpoint_core::rollout::with_deletions(action, &extra, spec.copies, copies)
 }
 
 #[cfg(test)]

@@ -480,6 +480,20 @@ mod tests {
     }
 
     #[test]
+    fn the_rollout_keys_end_the_metric_keys_and_a_run_without_update_leaves_them_null() {
+        assert!(METRIC_KEYS.ends_with(&ROLLOUT_KEYS));
+        let s = scenario(ControllerKind::Intent, DelayModel::Fixed(0));
+        let records = run_records("x", &s, &run(&s, 1).unwrap());
+        for k in ROLLOUT_KEYS {
+            assert_eq!(records[0].get(k), Some(&Value::Null), "{k}");
+        }
+        let table = print(&records, Format::Table, &[]);
+        assert!(!table.contains("surge"), "{table}");
+        let csv = print(&records, Format::Csv, &[]);
+        assert!(csv.contains("surge_budget,surge,"), "{csv}");
+    }
+
+    #[test]
     fn name_counts_are_null_unless_the_controller_names_its_copies() {
         let s = scenario(ControllerKind::Ledger, DelayModel::fixed_seconds(20));
         let r = &run_records("x", &s, &run(&s, 1).unwrap())[0];

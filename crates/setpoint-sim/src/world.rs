@@ -879,33 +879,7 @@ impl<'s> Engine<'s> {
         if rolling {
             let extra = rollout::named_step(work.desired, budget(work), &copies);
             needed = replaced(&copies, &extra);
-            if !extra.is_empty() {
-                let extra = extra.into_iter().map(Name);
-                action = Some(match action {
-                    Some(Action::Named {
-                        target,
-                        counted,
-                        create,
-                        mut delete,
-                    }) => {
-                        delete.extend(extra);
-                        delete.sort();
-                        delete.dedup();
-                        Action::Named {
-                            target,
-                            counted,
-                            create,
-                            delete,
-                        }
-                    }
-                    _ => Action::Named {
-                        target: work.desired,
-                        counted: view.on_ledger(),
-                        create: Vec::new(),
-                        delete: extra.collect(),
-                    },
-                });
-            }
+            action = rollout::with_deletions(action, &extra, work.desired, &copies);
         }
         // Delete commands go to the oldest copies of the ledger this pass read (CA25).
         let targets = match &action {
