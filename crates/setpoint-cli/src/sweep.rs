@@ -7,6 +7,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use setpoint_core::ControllerKind;
 use setpoint_sim::delay::DelayModel;
+use setpoint_sim::merge;
 use setpoint_sim::montecarlo::RUNS;
 use setpoint_sim::output::{self, Record};
 use setpoint_sim::scenario::{BURST, TTL};
@@ -61,7 +62,8 @@ pub struct SweepArgs {
     /// The base seed; each cell's seeds derive from it and the cell's coordinates.
     #[arg(long, default_value = "1", value_name = "N")]
     pub seed: u64,
-    /// Run only shard I of N (I from 1): a contiguous 1/N of the cells, in cell order.
+    /// Run only shard I of N (I from 1): a contiguous 1/N of the cells, in cell order, and end
+    /// with a trailer line naming the shard and the grid's cell count (CSV and JSON).
     /// `setpoint merge` joins the shards' outputs, in any order, into the whole sweep's bytes.
     /// A Kubernetes Indexed Job or a Slurm array passes its index here (`docs/distributed.md`).
     #[arg(long, value_name = "I/N", value_parser = shard)]
@@ -209,7 +211,16 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
             return Ok(());
         }
     };
-    let r = sweep::write_rows(&grid, format, &mut out, &tick);
+    let r = sweep::write_rows(&grid, format, &mut out, &tick).and_then(|()| {
+        // A shard ends with its trailer, written only once every row is out, so that
+        // `setpoint merge` can tell a missing or unfinished shard (`setpoint_sim::merge`).
+        if let Some(shard) = args.shard {
+            let csv = format == RowFormat::Csv;
+            out.write_all(merge::trailer(shard, grid.cells(), csv).as_bytes())?;
+            out.flush()?;
+        }
+        Ok(())
+    });
     bar.finish_and_clear();
     match r {
         Err(SweepError::Io(e)) => Err(anyhow::Error::new(e).context("writing to stdout")),

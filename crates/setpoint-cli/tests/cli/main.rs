@@ -10,6 +10,7 @@
 //! - [`pictures`]: `-o` formats (SVG, PNG, HTML, stdout) and the shapes in the pictures.
 //! - [`scenarios`]: scenario files, seeds, Monte Carlo, flags over files.
 //! - [`sweep`]: `setpoint sweep` rows, summaries and determinism.
+//! - [`shards`]: shard trailers, and `merge` refusing a missing, cut-off or foreign shard.
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
 //! - [`cluster`]: node leases, lost nodes, fencing, one agent per node name.
@@ -33,6 +34,7 @@ mod pictures;
 mod reality;
 mod runtime;
 mod scenarios;
+mod shards;
 mod store;
 mod sweep;
 mod trust;
