@@ -183,7 +183,9 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         )?,
         Command::Report(args) => report::run(&args, matches.subcommand_matches("report"))?,
         Command::Advise(args) => advise::run(&args)?,
-        Command::Sweep(args) => return sweep::run(args),
+        Command::Sweep(args) => {
+            return sweep::run(args, matches.subcommand_matches("sweep"));
+        }
         Command::Merge(args) => merge::run(&args)?,
         Command::Runtime(cmd) => runtime::execute(cmd)?,
         Command::Reality(cmd) => reality::execute(cmd)?,

@@ -10,6 +10,7 @@
 //! - [`pictures`]: `-o` formats (SVG, PNG, HTML, stdout) and the shapes in the pictures.
 //! - [`scenarios`]: scenario files, seeds, Monte Carlo, flags over files.
 //! - [`sweep`]: `setpoint sweep` rows, summaries and determinism.
+//! - [`sweep_file`]: `sweep FILE.toml`, the grid flags over the file.
 //! - [`shards`]: shard trailers, and `merge` refusing a missing, cut-off or foreign shard.
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
@@ -37,4 +38,5 @@ mod scenarios;
 mod shards;
 mod store;
 mod sweep;
+mod sweep_file;
 mod trust;
