@@ -11,6 +11,7 @@ mod merge;
 mod output;
 mod plot;
 mod reality;
+mod records;
 mod relation;
 mod report;
 mod runtime;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use setpoint_core::ControllerKind;
 use setpoint_reality::experiment::{self, CellOutcome, ExperimentError, RealLesson};
 use setpoint_runtime::measure::{self, Measurement, Spread, WindowSpec};
@@ -29,14 +29,9 @@ pub enum RealityCommand {
     Experiment(ExperimentCommand),
 }
 
-/// Output formats.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum Format {
-    /// Text tables.
-    Table,
-    /// JSON.
-    Json,
-}
+/// Output formats: the one `--format` of every data command. JSON is one object; CSV one row per
+/// workload (`measure`) or cell (`experiment lesson`), `docs/output.md`.
+use crate::output::Format;
 
 /// `setpoint measure`.
 #[derive(Debug, Args)]
@@ -189,6 +184,12 @@ fn measure_cmd(a: &MeasureArgs) -> anyhow::Result<String> {
             serde_json::to_string(&serde_json::json!({ "workloads": all }))?
         ),
         Format::Table => measure_table(&all),
+        // No workload measured prints nothing, as the table does.
+        Format::Csv => setpoint_sim::output::print(
+            &crate::records::measure_records(&all),
+            setpoint_sim::output::Format::Csv,
+            &[],
+        ),
     })
 }
 
@@ -297,7 +298,10 @@ fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
     cfg.store = a.store.clone();
     cfg.validate().map_err(|e| BadInput(e.to_string()))?;
     if !a.real {
-        return Ok(lesson_table(&cfg, None));
+        return Ok(match a.format {
+            Format::Csv => lesson_csv(&cfg, None)?,
+            _ => lesson_table(&cfg, None),
+        });
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -322,7 +326,26 @@ fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
             }))?
         ),
         Format::Table => lesson_table(&cfg, Some(&cells)),
+        Format::Csv => lesson_csv(&cfg, Some(&cells))?,
     })
+}
+
+/// One CSV row per cell, controllers slowest ([`crate::records::experiment_records`]).
+fn lesson_csv(cfg: &RealLesson, cells: Option<&[CellOutcome]>) -> anyhow::Result<String> {
+    let mut lab = Vec::new();
+    for &c in &cfg.controllers {
+        for &g in &cfg.delays {
+            let m = experiment::lab_metrics(&experiment::lesson_spec(g, c))
+                .map_err(|e| BadInput(e.to_string()))?;
+            lab.push((g, c.name(), m));
+        }
+    }
+    let rows = crate::records::experiment_records(cfg.time_scale, &lab, cells);
+    Ok(setpoint_sim::output::print(
+        &rows,
+        setpoint_sim::output::Format::Csv,
+        &[],
+    ))
 }
 
 /// The lab's table, and with real cells, each measured row under its simulated one, the lab's

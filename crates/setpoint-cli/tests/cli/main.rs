@@ -19,6 +19,7 @@
 //!   quorum loss, a paused leader.
 //! - [`store`]: `--store URL` on every runtime command; the runtime on etcd.
 //! - [`output`]: the one output schema, pinned by snapshots.
+//! - [`formats`]: `--format csv` of `experiment`, `measure`, `get` and `status`.
 //! - [`distributed`]: sharded sweeps merged back, as a Kubernetes Indexed Job and a Slurm array.
 //! - [`trust`]: crash-loop backoff, clean shutdown through a closed pipe, idle reasons, refused
 //!   settings (issue 11).
@@ -26,6 +27,7 @@
 mod cluster;
 mod commandline;
 mod distributed;
+mod formats;
 mod hardening;
 mod lesson;
 mod limits;
