@@ -99,7 +99,7 @@ pub struct ControllerList(pub Vec<ControllerKind>);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DelayModels(pub Vec<DelayModel>);
 
-fn delay_models(s: &str) -> Result<DelayModels, String> {
+pub(crate) fn delay_models(s: &str) -> Result<DelayModels, String> {
     parse_delay_models(s)
         .map(DelayModels)
         .map_err(|e| e.to_string())

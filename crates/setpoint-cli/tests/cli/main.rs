@@ -5,6 +5,7 @@
 //! - [`commandline`]: missing-argument messages, completions, the manual page and help.
 //! - [`hardening`]: a store that cannot be lost silently, an agent that trusts nothing it is
 //!   handed, and `apply` refusing what can never run (issue 14).
+//! - [`heatmap_models`]: `plot heatmap --delay-model`, rows of models against the sweep.
 //! - [`lesson`]: golden lesson outputs, formats, exit codes and messages, plots and reports.
 //! - [`limits`]: the audit's corpus of inputs over the limits of docs/limits.md.
 //! - [`pictures`]: `-o` formats (SVG, PNG, HTML, stdout) and the shapes in the pictures.
@@ -29,6 +30,7 @@ mod commandline;
 mod distributed;
 mod formats;
 mod hardening;
+mod heatmap_models;
 mod lesson;
 mod limits;
 mod netns;
