@@ -6,6 +6,7 @@
 
 use setpoint_core::metrics::Metrics;
 use setpoint_reality::experiment::CellOutcome;
+use setpoint_reality::jitter::{JitterOutcome, LabRuns};
 use setpoint_runtime::measure::{Measurement, Spread};
 use setpoint_runtime::ops::{Status, WorkloadStatus};
 use setpoint_sim::output::{self, push_lesson_metrics, Record};
@@ -140,12 +141,13 @@ pub fn status_records(s: &Status) -> Vec<Record> {
 /// The measured delays of [`Measurement::jitter`], by name.
 fn jitter(m: &Measurement) -> [(&'static str, &Spread); 5] {
     let j = &m.jitter;
+    let [a, b, c, d, e] = JITTER_NAMES;
     [
-        ("ready_to_ledger", &j.ready_to_ledger),
-        ("exit_to_ledger", &j.exit_to_ledger),
-        ("create_to_start", &j.create_to_start),
-        ("start_to_ready", &j.start_to_ready),
-        ("round_error", &j.round_error),
+        (a, &j.ready_to_ledger),
+        (b, &j.exit_to_ledger),
+        (c, &j.create_to_start),
+        (d, &j.start_to_ready),
+        (e, &j.round_error),
     ]
 }
 
@@ -214,38 +216,94 @@ pub fn experiment_records(
             r.push("time_scale", cell.map(|_| time_scale));
             push_prefixed(&mut r, "lab_", Some(sim));
             push_prefixed(&mut r, "real_", cell.map(|c| &c.measured.metrics));
-            r.push("real_restarts", cell.map(|c| c.measured.restarts));
-            r.push("killed", cell.map(|c| c.killed.len() as u64));
-            r.push("kill_late_ms", cell.map(|c| c.kill_late_ms));
-            let none = Spread::of(Vec::new());
-            push_spread(
+            push_real(
                 &mut r,
-                "store_delay",
-                "_us",
-                cell.map_or(&none, |c| &c.store_delay_us),
+                cell.map(|c| {
+                    (
+                        &c.measured,
+                        c.killed.len(),
+                        c.kill_late_ms,
+                        &c.store_delay_us,
+                    )
+                }),
             );
-            match cell {
-                Some(c) => {
-                    for (name, s) in jitter(&c.measured) {
-                        push_spread(&mut r, name, "_ms", s);
-                    }
-                }
-                None => {
-                    for name in [
-                        "ready_to_ledger",
-                        "exit_to_ledger",
-                        "create_to_start",
-                        "start_to_ready",
-                        "round_error",
-                    ] {
-                        push_spread(&mut r, name, "_ms", &none);
-                    }
-                }
-            }
             r
         })
         .collect()
 }
+
+/// One lab cell of `experiment lesson --delay-model`: controller, model text, seed, the lab's
+/// run at that seed and its spread over seeds.
+pub type JitterLab = (&'static str, String, u64, Metrics, LabRuns);
+
+/// One row per cell of `experiment lesson --delay-model`, controllers slowest: `controller`,
+/// `delay_model`, `seed`, `time_scale` (empty without `--real`), the lab's run at the seed
+/// (`lab_…`), the lab's overshoot over many seeds (`lab_runs`, `lab_p_overshoot`,
+/// `lab_overshoot_mean`, `lab_overshoot_p95`, `lab_overshoot_max`), then as in
+/// [`experiment_records`] the measured metrics, the kill, the store's delay and the measured
+/// delays (empty without `--real`).
+pub fn jitter_records(
+    time_scale: f64,
+    lab: &[JitterLab],
+    real: Option<&[JitterOutcome]>,
+) -> Vec<Record> {
+    lab.iter()
+        .map(|(controller, model, seed, sim, runs)| {
+            let cell = real.and_then(|cells| {
+                cells
+                    .iter()
+                    .find(|c| c.delay_model == *model && c.controller.name() == *controller)
+            });
+            let mut r = Record::new();
+            r.push("controller", *controller);
+            r.push("delay_model", model.as_str());
+            r.push("seed", *seed);
+            r.push("time_scale", cell.map(|_| time_scale));
+            push_prefixed(&mut r, "lab_", Some(sim));
+            r.push("lab_runs", runs.runs);
+            r.push("lab_p_overshoot", runs.p_overshoot);
+            r.push("lab_overshoot_mean", runs.overshoot_mean);
+            r.push("lab_overshoot_p95", runs.overshoot_p95);
+            r.push("lab_overshoot_max", runs.overshoot_max);
+            push_prefixed(&mut r, "real_", cell.map(|c| &c.measured.metrics));
+            push_real(
+                &mut r,
+                cell.map(|c| {
+                    (
+                        &c.measured,
+                        c.killed.len(),
+                        c.kill_late_ms,
+                        &c.store_delay_us,
+                    )
+                }),
+            );
+            r
+        })
+        .collect()
+}
+
+/// The measured columns after `real_…`: restarts, the kill, the store's delay and the measured
+/// delays; empty without a real run.
+fn push_real(r: &mut Record, real: Option<(&Measurement, usize, i64, &Spread)>) {
+    r.push("real_restarts", real.map(|x| x.0.restarts));
+    r.push("killed", real.map(|x| x.1 as u64));
+    r.push("kill_late_ms", real.map(|x| x.2));
+    let none = Spread::of(Vec::new());
+    push_spread(r, "store_delay", "_us", real.map_or(&none, |x| x.3));
+    for (k, name) in JITTER_NAMES.iter().enumerate() {
+        let s = real.map_or(&none, |x| jitter(x.0)[k].1);
+        push_spread(r, name, "_ms", s);
+    }
+}
+
+/// The names of [`jitter`]'s delays, in order.
+const JITTER_NAMES: [&str; 5] = [
+    "ready_to_ledger",
+    "exit_to_ledger",
+    "create_to_start",
+    "start_to_ready",
+    "round_error",
+];
 
 /// A serde enum's word (`no_live_node`).
 fn word<T: serde::Serialize>(v: &T) -> String {

@@ -60,6 +60,9 @@ pub struct AgentConfig {
     pub report_every: Duration,
     /// Added delay between observing the copies and writing the report.
     pub report_delay: Duration,
+    /// Jittered added delays, one per report in turn, in place of `report_delay` when not empty
+    /// ([`crate::report_delay`]).
+    pub report_delays: crate::report_delay::ReportDelays,
     /// How often the agent reads its assignments.
     pub sync_every: Duration,
     /// How often the agent looks at its processes: readiness, exits and stops are noticed up to
@@ -86,6 +89,7 @@ impl AgentConfig {
             state_dir: state_dir.into(),
             report_every: Duration::from_secs(1),
             report_delay: Duration::ZERO,
+            report_delays: Default::default(),
             sync_every: Duration::from_millis(100),
             tick: TICK,
             log_max_bytes: crate::retention::DEFAULT_LOG_MAX_BYTES,
@@ -944,6 +948,7 @@ pub async fn run_agent(
         }
         if now >= next_report {
             next_report = now + report_every;
+            let delay = agent.cfg.report_delays.next_ms(delay);
             agent.queue.push_back((now + delay, agent.observe(now)));
         }
         let mut due = None;

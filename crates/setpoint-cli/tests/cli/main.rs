@@ -6,6 +6,7 @@
 //! - [`hardening`]: a store that cannot be lost silently, an agent that trusts nothing it is
 //!   handed, and `apply` refusing what can never run (issue 14).
 //! - [`heatmap_models`]: `plot heatmap --delay-model`, rows of models against the sweep.
+//! - [`jitter_real`]: `experiment lesson --real --delay-model`: drawn report delays on real processes.
 //! - [`lesson`]: golden lesson outputs, formats, exit codes and messages, plots and reports.
 //! - [`limits`]: the audit's corpus of inputs over the limits of docs/limits.md.
 //! - [`pictures`]: `-o` formats (SVG, PNG, HTML, stdout) and the shapes in the pictures.
@@ -31,6 +32,7 @@ mod distributed;
 mod formats;
 mod hardening;
 mod heatmap_models;
+mod jitter_real;
 mod lesson;
 mod limits;
 mod netns;
