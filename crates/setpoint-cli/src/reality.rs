@@ -321,11 +321,7 @@ fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
             _ => lesson_table(&cfg, None),
         });
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let rt = async_runtime()?;
     let cells = rt
         .block_on(experiment::run_all(&cfg))
         .map_err(|e| match e {
@@ -346,6 +342,15 @@ fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
         Format::Table => lesson_table(&cfg, Some(&cells)),
         Format::Csv => lesson_csv(&cfg, Some(&cells))?,
     })
+}
+
+/// The two-thread async runtime the real cells run on.
+fn async_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }
 
 /// `experiment lesson --delay-model LIST`: the lab's side of every (controller, model) cell, and
@@ -369,11 +374,7 @@ fn jitter_lesson(
         }
     }
     let cells = if a.real {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .context("starting the async runtime")?;
+        let rt = async_runtime()?;
         let cells = rt
             .block_on(jitter::run_jitter_all(cfg, models, a.seed))
             .map_err(|e| match e {

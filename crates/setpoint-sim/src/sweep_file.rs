@@ -54,7 +54,7 @@ pub fn grid_spec(file: &str, spec: &ScenarioSpec) -> Result<GridSpec, SweepFileE
             other => {
                 return Err(refuse(format!(
                     "the event '{}' at second {}",
-                    event_kind(&other),
+                    other.name(),
                     e.at
                 )))
             }
@@ -79,19 +79,6 @@ pub fn grid_spec(file: &str, spec: &ScenarioSpec) -> Result<GridSpec, SweepFileE
         seed: spec.seed,
         ..GridSpec::default()
     })
-}
-
-/// The file's name of an event's kind.
-fn event_kind(e: &Event) -> &'static str {
-    match e {
-        Event::Deaths(_) => "deaths",
-        Event::Scale { .. } => "scale",
-        Event::Outage { .. } => "outage",
-        Event::Restart => "restart",
-        Event::Stale { .. } => "stale",
-        Event::LoseDeletes { .. } => "lose-delete",
-        Event::CrashLoop { .. } => "crash-loop",
-    }
 }
 
 /// The delay model that a one-cell grid of [`grid_spec`] sweeps.

@@ -2,24 +2,9 @@
 //! `get` and `status`. One flat row per record in the one schema (`docs/output.md`), the same
 //! values as the command's JSON, and the keys pinned by snapshots.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
 use serde_json::Value;
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_setpoint"))
-        .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
-        .output()
-        .expect("the binary runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
+use crate::lab_cmd::{ok, run};
 
 /// CSV text as (header, rows), split on commas (no value here holds one).
 fn csv(text: &str) -> (Vec<String>, Vec<Vec<String>>) {

@@ -2,22 +2,10 @@
 //! by the same numbers `setpoint sweep --delay-model LIST` prints.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_setpoint"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
+use crate::lab_cmd::{ok, run};
 
 const MODELS: &str = "fixed:20,uniform:0:40,lesson-chain";
 const GRID: [&str; 10] = [

@@ -1,20 +1,7 @@
 //! `experiment lesson --real --delay-model LIST`: the agent's report delays drawn from a random
 //! model, on real processes, next to the lab on the same model.
 
-use std::process::{Command, Output};
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_setpoint"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
+use crate::lab_cmd::{ok, run};
 
 fn field<'a>(header: &'a str, row: &'a str, key: &str) -> &'a str {
     let i = header

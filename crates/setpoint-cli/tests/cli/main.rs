@@ -7,6 +7,7 @@
 //!   handed, and `apply` refusing what can never run (issue 14).
 //! - [`heatmap_models`]: `plot heatmap --delay-model`, rows of models against the sweep.
 //! - [`jitter_real`]: `experiment lesson --real --delay-model`: drawn report delays on real processes.
+//! - [`lab_cmd`]: the binary as a command (status, stdout, one-line refusals) for issue 12's later modules.
 //! - [`lesson`]: golden lesson outputs, formats, exit codes and messages, plots and reports.
 //! - [`limits`]: the audit's corpus of inputs over the limits of docs/limits.md.
 //! - [`pictures`]: `-o` formats (SVG, PNG, HTML, stdout) and the shapes in the pictures.
@@ -33,6 +34,7 @@ mod formats;
 mod hardening;
 mod heatmap_models;
 mod jitter_real;
+mod lab_cmd;
 mod lesson;
 mod limits;
 mod netns;

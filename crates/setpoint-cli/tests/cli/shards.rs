@@ -3,30 +3,8 @@
 //! last one included, and a shard cut off before its trailer are refused with one line, exit 2.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_setpoint"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// The one line on stderr of a refused command (exit 2, nothing on stdout).
-fn refused(args: &[&str]) -> String {
-    let out = run(args);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
-    assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    err
-}
+use crate::lab_cmd::{ok, refused};
 
 const GRID: [&str; 5] = ["sweep", "-G", "0..=30:10", "-U", "10,20"];
 

@@ -2,16 +2,9 @@
 //! flags typed on the command line do not, and each row is the run of the file with the cell's
 //! parameters and seed.
 
-use std::process::{Command, Output};
-
 use serde_json::Value;
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_setpoint"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
+use crate::lab_cmd::run;
 
 fn rows(args: &[&str]) -> Vec<Value> {
     let out = run(args);
