@@ -279,6 +279,7 @@ pub fn heatmap_of(base: &LessonSpec, delays: &Axis, periods: &Axis) -> anyhow::R
         startup: base.startup,
         lesson_wrong: &lesson_wrong,
         row_labels: &[],
+        scale: "overshoot",
     })?)
 }
 
@@ -342,6 +343,11 @@ fn heatmap_of_grid(a: &HeatmapArgs, base: &LessonSpec) -> anyhow::Result<String>
         }
     );
     let periods: Vec<u64> = a.periods.values().collect();
+    let scale = if percent {
+        format!("{} (%)", a.colour)
+    } else {
+        a.colour.clone()
+    };
     Ok(heatmap_svg(&Heatmap {
         title,
         delays: &delays,
@@ -350,5 +356,6 @@ fn heatmap_of_grid(a: &HeatmapArgs, base: &LessonSpec) -> anyhow::Result<String>
         startup: base.startup,
         lesson_wrong: &[],
         row_labels: &labels,
+        scale: &scale,
     })?)
 }

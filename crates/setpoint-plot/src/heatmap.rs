@@ -26,6 +26,8 @@ pub struct Heatmap<'a> {
     /// for delays in seconds. With names, the rows are evenly spaced and the lesson's boundary
     /// `U = G + B`, which needs a number G, is not drawn.
     pub row_labels: &'a [String],
+    /// The colour scale's heading: what colours a cell (`overshoot`, `p_overshoot (%)`, …).
+    pub scale: &'a str,
 }
 
 const LESSON: RGBColor = RGBColor(20, 20, 20);
@@ -251,7 +253,7 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
         // The colour scale.
         legend
             .draw(&Text::new(
-                "overshoot",
+                h.scale,
                 (10, 40),
                 ("sans-serif", 14).into_font(),
             ))
@@ -297,6 +299,7 @@ mod tests {
             startup: 5,
             lesson_wrong: &[],
             row_labels: &[],
+            scale: "overshoot",
         }
     }
 

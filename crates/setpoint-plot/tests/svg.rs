@@ -135,6 +135,7 @@ fn heatmap(delays: Vec<u64>, periods: Vec<u64>) -> (RelationGrid, Vec<bool>, Str
         startup: 5,
         lesson_wrong: &wrong,
         row_labels: &[],
+        scale: "overshoot",
     })
     .unwrap();
     (grid, wrong, svg)
@@ -154,6 +155,7 @@ fn heatmap_rows_can_be_named_delay_models_without_the_lessons_boundary() {
             startup: 5,
             lesson_wrong: &[],
             row_labels: labels,
+            scale: "p_overshoot (%)",
         })
     };
     let svg = draw(&labels).unwrap();
@@ -171,6 +173,10 @@ fn heatmap_rows_can_be_named_delay_models_without_the_lessons_boundary() {
         );
     }
     assert!(texts.contains(&"report-delay model"), "{texts:?}");
+    assert!(
+        texts.contains(&"p_overshoot (%)"),
+        "the scale names its key: {texts:?}"
+    );
     assert!(!texts.iter().any(|t| t.contains("U = G + B")), "{texts:?}");
     assert!(texts.iter().any(|t| t.contains("measured boundary")));
     // One name per row, or none.
