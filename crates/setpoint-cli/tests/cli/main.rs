@@ -2,6 +2,8 @@
 //! binary. Each module is one area.
 //!
 //! # Layout
+//! - [`harness`]: the one real-process harness: the runtime's parts as child processes, one
+//!   bounded wait, one-shot commands and their JSON, the copies found by their mark.
 //! - [`commandline`]: missing-argument messages, completions, the manual page and help.
 //! - [`hardening`]: a store that cannot be lost silently, an agent that trusts nothing it is
 //!   handed, and `apply` refusing what can never run (issue 14).
@@ -32,6 +34,7 @@ mod commandline;
 mod distributed;
 mod formats;
 mod hardening;
+mod harness;
 mod heatmap_models;
 mod jitter_real;
 mod lab_cmd;
