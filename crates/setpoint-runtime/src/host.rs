@@ -37,8 +37,17 @@
 //! - **Deadlines.** Every request has one, [`HostConfig::request_timeout`] after it was sent; a
 //!   request unanswered by then counts as failed with [`StoreError::Unavailable`], and its late
 //!   reply, if any, is ignored. A lost reply never wedges the machine.
+//! - **Watch cache** (with [`HostConfig::watch_cache`], on a store that pushes changes). The
+//!   leader reads [`Snapshot::PREFIXES`] once and watches from that read's revision
+//!   ([`StoreRequest::Watch`]; deliveries come as [`HostInput::Watch`]). A lost watch is
+//!   cancelled and the cache reads and watches again. While the cache is live and has caught up
+//!   with the newest revision this host committed to a cached key or met in a conflict on one,
+//!   reads of cached prefixes and the revision are answered from it at once (no request goes
+//!   out); otherwise they go to the store. A read it serves is dated with the store's clock as
+//!   the last read reply showed it (the offset to this host's clock).
 //! - **Shutdown.** A leader revokes its lease (so another controller takes over at once) and
-//!   stops when the revoke is answered or times out; a follower stops at once.
+//!   stops when the revoke is answered or times out; a follower stops at once, unless it is
+//!   taking the lease right then: that lease is revoked first.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
