@@ -74,8 +74,8 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct HostConfig {
     /// Who it is, its lease, its poll, its retention: what the tokio controller took.
     pub controller: ControllerConfig,
-    /// Whether the store pushes changes ([`Store::watches`]): then the leader keeps a watch
-    /// cache of the runtime's prefixes and serves passes from it.
+    /// Whether the store pushes changes ([`crate::store::Store::watches`]): then the leader
+    /// keeps a watch cache of the runtime's prefixes and serves passes from it.
     pub watch_cache: bool,
     /// How long a store request may stay unanswered before it counts as failed.
     pub request_timeout: Duration,
