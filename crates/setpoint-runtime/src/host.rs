@@ -2298,4 +2298,11 @@ mod tests {
             proptest::prop_assert_eq!(fence, Some(leader.mod_revision));
         }
     }
+
+    #[test]
+    fn a_host_can_move_between_threads() {
+        fn send<T: Send + 'static>() {}
+        send::<Host>();
+        send::<HostOutput>();
+    }
 }
