@@ -33,7 +33,8 @@
 //!   `/workloads/` when it moved.
 //! - **Garbage collection** every [`GC_EVERY_MS`] ([`plan_gc`]); **compaction** of the event log
 //!   every [`retention::COMPACT_EVERY_MS`] or retention, whichever is shorter
-//!   ([`retention::plan_compaction`]).
+//!   ([`retention::plan_compaction`]). Every write of the leader (passes, collections,
+//!   compactions) compares `/leader` against its fence.
 //! - **Deadlines.** Every request has one, [`HostConfig::request_timeout`] after it was sent; a
 //!   request unanswered by then counts as failed with [`StoreError::Unavailable`], and its late
 //!   reply, if any, is ignored. A lost reply never wedges the machine.
@@ -1412,7 +1413,20 @@ impl Host {
         let plan = read_of(result)
             .and_then(|(read, now_ms)| retention::plan_compaction(&read, now_ms, retention));
         match plan {
-            Ok(plan) => self.compact_next(plan.txns, plan.removed),
+            Ok(plan) => {
+                // Compaction is a write of the leader's too: fenced like the others, so a
+                // deposed leader removes nothing.
+                let fence = self.fence();
+                let txns = plan
+                    .txns
+                    .into_iter()
+                    .map(|t| match fence {
+                        Some(f) => t.expect(LEADER, f),
+                        None => t,
+                    })
+                    .collect();
+                self.compact_next(txns, plan.removed)
+            }
             Err(e) => self.compact_failed(e),
         }
     }
@@ -1451,6 +1465,9 @@ impl Host {
     fn compact_failed(&mut self, e: StoreError) {
         if e.is_lost() {
             return self.lost(e);
+        }
+        if matches!(&e, StoreError::Conflict { key, .. } if key == LEADER) {
+            return self.depose();
         }
         if let Some(l) = self.lead() {
             l.compacting = false;
@@ -2304,5 +2321,48 @@ mod tests {
         fn send<T: Send + 'static>() {}
         send::<Host>();
         send::<HostOutput>();
+    }
+
+    #[test]
+    fn a_deposed_leaders_compaction_removes_nothing() {
+        let store = store_with(&[]);
+        let entries: Vec<(String, String)> = (0..10u64)
+            .map(|i| {
+                (
+                    crate::events::round_key("w", i, i),
+                    format!("{{\"at_ms\":{i}}}"),
+                )
+            })
+            .collect();
+        crate::events::append_all(&store, entries).unwrap();
+        let mut c = cfg("c1");
+        c.controller.event_retention = Duration::from_millis(1_000);
+        let mut d = Driver::new(c);
+        // Between the compaction's read and its first removal, another controller takes
+        // /leader.
+        d.hook = Some(Box::new(move |s, r, p| {
+            if p == Purpose::Compaction && matches!(r, StoreRequest::Commit(_)) {
+                let old = s.get(LEADER).unwrap().unwrap();
+                let lease = s.grant(Duration::from_secs(30)).unwrap();
+                let usurper = Leader {
+                    holder: "c2".into(),
+                    acquired_ms: 0,
+                    ttl_ms: 30_000,
+                };
+                let _ = s.commit(&Txn::new().expect(LEADER, old.mod_revision).put_leased(
+                    LEADER,
+                    encode(&usurper),
+                    lease,
+                ));
+            }
+            true
+        }));
+        d.run(&store, 1_100);
+        assert_eq!(
+            store.read(&[crate::events::EVENTS]).unwrap().entries.len(),
+            10
+        );
+        assert!(!d.host.is_leader());
+        assert!(d.said("lost the leader lease; following"));
     }
 }
