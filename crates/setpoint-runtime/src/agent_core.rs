@@ -1535,7 +1535,7 @@ impl AgentCore {
             self.copies.insert(copy, Local::new(record));
         }
         self.dirty = true;
-        self.save();
+        self.save_now();
         self.out.extend(starts);
     }
 
@@ -1797,7 +1797,7 @@ impl AgentCore {
                 if self.copies.values().all(Local::exited) || now >= deadline =>
             {
                 self.dirty = true;
-                self.save();
+                self.save_now();
                 if let Some(e) = self.lost.take() {
                     return self.stop_now(Err(AgentError::Store(e)));
                 }
@@ -1956,7 +1956,23 @@ impl AgentCore {
         self.out.push(AgentOutput::TendLogs { running, sweep });
     }
 
+    /// Writes the state file if anything changed, unless starts are still being answered: the
+    /// pids of a batch of starts go to disk in one write once every start of it has answered,
+    /// not one write per copy (a file of N records written N times). Until then the nonces on
+    /// disk prove which processes are this agent's.
     fn save(&mut self) {
+        let simulated = self.cfg.simulate_copies;
+        let starting = self
+            .copies
+            .values()
+            .any(|l| !simulated && !l.exited() && l.record.pid == 0);
+        if !starting {
+            self.save_now();
+        }
+    }
+
+    /// Writes the state file if anything changed.
+    fn save_now(&mut self) {
         if !self.dirty || !matches!(self.life, Life::Running | Life::Draining { .. }) {
             return;
         }
@@ -2498,6 +2514,36 @@ mod tests {
         w.run(2_000);
         assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
         assert!(w.store.get(&node_key("a")).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_batch_of_starts_is_written_twice_nonces_first_then_every_pid() {
+        let store = MemoryStore::new();
+        let mut w = World::new(store, config("a"));
+        w.run(200);
+        for n in 0..5 {
+            assign(&w.store, "a", n);
+        }
+        let before = w.trace.len();
+        // Up to just before the copies become ready (another write, a phase change).
+        w.run(240);
+        let saves: Vec<&String> = w.trace[before..]
+            .iter()
+            .filter(|l| l.contains("SaveState("))
+            .collect();
+        assert_eq!(saves.len(), 2, "{saves:#?}");
+        // The first holds every nonce before any process exists, the second every pid.
+        assert_eq!(saves[0].matches(" pid: 0,").count(), 5, "{}", saves[0]);
+        assert_eq!(saves[1].matches(" pid: 0,").count(), 0, "{}", saves[1]);
+        let first_start = w.trace[before..]
+            .iter()
+            .position(|l| l.contains("Start {"))
+            .unwrap();
+        let first_save = w.trace[before..]
+            .iter()
+            .position(|l| l.contains("SaveState("))
+            .unwrap();
+        assert!(first_save < first_start);
     }
 
     #[test]
