@@ -369,12 +369,14 @@ enum ClaimStep {
         lease: LeaseId,
         ttl_ms: u64,
         mod_revision: Revision,
+        acquired_ms: u64,
     },
-    /// ... then write the record under it.
+    /// ... then write the record under it, keeping when the name was acquired.
     TakeOver {
         lease: LeaseId,
         ttl_ms: u64,
         mod_revision: Revision,
+        acquired_ms: u64,
     },
     /// Wait until this time, then start again.
     Wait(u64),
@@ -810,8 +812,13 @@ impl AgentCore {
                 lease,
                 ttl_ms,
                 mod_revision,
+                acquired_ms,
             } => {
-                let mine = self.record(now, lease, ttl_ms);
+                // The node's tenure goes on across a takeover: the earlier agent's last report
+                // (its copies live on, to be adopted) still counts until this one reports. A
+                // new `acquired_ms` would drop it from the ledger, and a pass in between would
+                // count the node's copies as gone and create them again.
+                let mine = self.record(acquired_ms, lease, ttl_ms);
                 StoreRequest::Commit(Txn::new().expect(&key, mod_revision).put_leased(
                     &key,
                     encode(&mine),
@@ -874,6 +881,7 @@ impl AgentCore {
                                 lease,
                                 ttl_ms: held.ttl_ms,
                                 mod_revision: entry.mod_revision,
+                                acquired_ms: held.acquired_ms,
                             }),
                             None => self.claim_failed(
                                 now,
@@ -904,12 +912,14 @@ impl AgentCore {
                     lease,
                     ttl_ms,
                     mod_revision,
+                    acquired_ms,
                 },
                 Ok(_),
             ) => self.set_claim_step(ClaimStep::TakeOver {
                 lease,
                 ttl_ms,
                 mod_revision,
+                acquired_ms,
             }),
             (ClaimStep::KeepAlive { .. }, Err(StoreError::LeaseExpired(_))) => {
                 self.claim_retry(now, attempt)
@@ -2730,6 +2740,11 @@ mod tests {
         w.run(500);
         assert_eq!(w.running(), ["w-0", "w-1", "w-2"]);
         let pids: Vec<u32> = w.procs.iter().map(|p| p.pid).collect();
+        let acquired = |w: &World| {
+            let e = w.store.get(&node_key("a")).unwrap().unwrap();
+            decode::<NodeRecord>(&e).unwrap().value.acquired_ms
+        };
+        let tenure = acquired(&w);
         // The agent dies (no shutdown); w-1 dies while it is down.
         w.procs[1].alive = false;
         let now = w.now;
