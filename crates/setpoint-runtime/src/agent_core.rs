@@ -2756,6 +2756,8 @@ mod tests {
             .log
             .iter()
             .any(|l| l.contains("taken over from the previous agent")));
+        // The tenure goes on: the earlier agent's last report counts until this one's lands.
+        assert_eq!(acquired(&w), tenure);
         assert!(w
             .log
             .iter()
