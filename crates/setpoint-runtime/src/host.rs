@@ -202,7 +202,6 @@ struct Lead {
     collecting: bool,
     last_compaction_ms: u64,
     compacting: bool,
-    failing: bool,
     /// The watch cache, on a store that pushes changes.
     cache: Option<HostCache>,
 }
@@ -300,8 +299,9 @@ pub struct Host {
     term: u64,
     pending: BTreeMap<ReqId, Pending>,
     role: Role,
-    /// The follower's view of the store: failing since the last answer.
-    follow_failing: bool,
+    /// The store has been failing since its last answer (logged once per stretch; a new role
+    /// starts afresh).
+    failing: bool,
     /// The store's clock minus this host's, as the last read reply showed it: how a read served
     /// by the cache dates itself.
     store_offset: i64,
@@ -325,7 +325,7 @@ impl Host {
                 busy: false,
                 standby_said: false,
             },
-            follow_failing: false,
+            failing: false,
             store_offset: 0,
             out: Vec::new(),
         }
@@ -547,6 +547,12 @@ impl Host {
         }
     }
 
+    /// The poll, at least a millisecond (a zero poll would step the machine forever at one
+    /// instant).
+    fn poll_ms(&self) -> u64 {
+        (self.cfg.controller.poll.as_millis() as u64).max(1)
+    }
+
     fn next_wake(&self) -> u64 {
         let mut at = u64::MAX;
         for p in self.pending.values() {
@@ -568,7 +574,7 @@ impl Host {
         }
         if at == u64::MAX {
             // Nothing due: look again after a poll (never reached while following or leading).
-            at = self.now + self.cfg.controller.poll.as_millis() as u64;
+            at = self.now + self.poll_ms();
         }
         at.max(self.now)
     }
@@ -673,25 +679,31 @@ impl Host {
         if let Role::Follow { busy, .. } = &mut self.role {
             *busy = false;
         }
-        if !self.follow_failing {
-            self.follow_failing = true;
+        self.reach_failed(format!("cannot reach the store: {e}"));
+    }
+
+    /// Logs `what` if the store was answering until now (once per stretch of failures).
+    fn reach_failed(&mut self, what: String) {
+        if !self.failing {
+            self.failing = true;
             self.log(
                 None,
-                format!("cannot reach the store: {e} (retrying; logged again when it answers)"),
+                format!("{what} (retrying; logged again when it answers)"),
             );
         }
     }
 
-    fn follow_answered(&mut self) {
-        if self.follow_failing {
-            self.follow_failing = false;
+    /// Logs that the store answers again, if it was failing.
+    fn reach_answered(&mut self) {
+        if self.failing {
+            self.failing = false;
             self.log(None, "the store answers again");
         }
     }
 
     /// Someone else holds the lease: say so once per stretch of following.
     fn standby(&mut self) {
-        self.follow_answered();
+        self.reach_answered();
         let mut say = false;
         if let Role::Follow {
             busy, standby_said, ..
@@ -770,7 +782,7 @@ impl Host {
     }
 
     fn become_leader(&mut self, lease: LeaseId, fence: Revision, asked_ms: u64) {
-        self.follow_answered();
+        self.reach_answered();
         self.log(None, format!("became the leader (lease {lease})"));
         self.term += 1;
         let now = self.now;
@@ -787,7 +799,6 @@ impl Host {
             collecting: false,
             last_compaction_ms: now,
             compacting: false,
-            failing: false,
             cache: self.cfg.watch_cache.then(|| HostCache {
                 core: CacheCore::new(&Snapshot::PREFIXES),
                 watch: None,
@@ -803,6 +814,7 @@ impl Host {
             return;
         }
         self.term += 1;
+        self.failing = false;
         self.log(None, "lost the leader lease; following");
         let old = std::mem::replace(
             &mut self.role,
@@ -969,7 +981,7 @@ impl Host {
 
     fn drive(&mut self) {
         let now = self.now;
-        let poll = self.cfg.controller.poll.as_millis() as u64;
+        let poll = self.poll_ms();
         match &mut self.role {
             Role::Follow {
                 next_try_ms, busy, ..
@@ -994,7 +1006,7 @@ impl Host {
     fn drive_lead(&mut self) {
         let now = self.now;
         let c = &self.cfg.controller;
-        let poll = c.poll.as_millis() as u64;
+        let poll = self.poll_ms();
         let ttl = c.lease_ttl.as_millis() as u64;
         let retention = c.event_retention.as_millis() as u64;
         let compact_every = retention::COMPACT_EVERY_MS.min(retention);
@@ -1089,29 +1101,10 @@ impl Host {
         }
     }
 
-    fn lead_failed(&mut self, what: String) {
-        let Some(l) = self.lead() else { return };
-        if !l.failing {
-            l.failing = true;
-            self.log(
-                None,
-                format!("{what} (retrying; logged again when it answers)"),
-            );
-        }
-    }
-
-    fn lead_answered(&mut self) {
-        let Some(l) = self.lead() else { return };
-        if l.failing {
-            l.failing = false;
-            self.log(None, "the store answers again");
-        }
-    }
-
     fn on_revision(&mut self, result: StoreResult) {
         match result {
             Ok(StoreReply::Revision(r)) => {
-                self.lead_answered();
+                self.reach_answered();
                 let Some(l) = self.lead() else { return };
                 if l.seen_revision == Some(r) {
                     l.declaring = false;
@@ -1133,7 +1126,7 @@ impl Host {
                 if let Some(l) = self.lead() {
                     l.declaring = false;
                 }
-                self.lead_failed(format!("cannot read the store: {e}"));
+                self.reach_failed(format!("cannot read the store: {e}"));
             }
         }
     }
@@ -1730,20 +1723,7 @@ mod tests {
     }
 
     fn spec(name: &str, copies: u64, period_ms: u64) -> WorkloadSpec {
-        WorkloadSpec {
-            name: name.into(),
-            command: vec!["sleep".into(), "60".into()],
-            copies,
-            controller: ControllerKind::Intent,
-            period_ms,
-            startup_ms: 0,
-            readiness: None,
-            grace_ms: 100,
-            env: Default::default(),
-            backoff: Default::default(),
-            rollout: Default::default(),
-            generation: 0,
-        }
+        crate::reconcile::tests::test_spec(name, copies, ControllerKind::Intent, period_ms)
     }
 
     fn store_with(specs: &[WorkloadSpec]) -> MemoryStore {
@@ -1754,12 +1734,7 @@ mod tests {
     }
 
     fn copies(store: &MemoryStore) -> Vec<String> {
-        Snapshot::load(store)
-            .unwrap()
-            .assignments
-            .values()
-            .map(|a| a.value.copy.clone())
-            .collect()
+        crate::reconcile::tests::names(store)
     }
 
     fn is_pass_commit(r: &StoreRequest) -> bool {
@@ -2150,5 +2125,168 @@ mod tests {
             },
         }));
         assert_eq!(d.host.cache_stats().unwrap(), before);
+    }
+
+    #[test]
+    fn with_wake_on_change_a_changed_declaration_or_a_new_report_runs_a_pass_at_once() {
+        for wake in [false, true] {
+            let store = store_with(&[spec("w", 1, 10_000)]);
+            let mut c = cached("c1");
+            c.controller.wake_on_change = wake;
+            let mut d = Driver::new(c);
+            d.run(&store, 500);
+            assert_eq!(copies(&store), ["w-0"]);
+            crate::ops::apply(&store, &[spec("w", 2, 10_000)]).unwrap();
+            d.run(&store, 1_000);
+            // Without wake-on-change the next pass is the next round, 10 s on.
+            let want: &[&str] = if wake { &["w-0", "w-1"] } else { &["w-0"] };
+            assert_eq!(copies(&store), want, "wake {wake}");
+            let passes = d.count(Purpose::Pass, is_pass_commit);
+            // A node report, through the watch cache, wakes the loop too.
+            crate::node::fake_node(&store, "b").unwrap();
+            let report = crate::model::NodeReport {
+                node: "b".into(),
+                observed_ms: 0,
+                reported_ms: 0,
+                agent_pid: 1,
+                copies: vec![],
+            };
+            store
+                .commit(&Txn::new().put(crate::model::report_key("b"), encode(&report)))
+                .unwrap();
+            d.run(&store, 1_500);
+            let more = d.count(Purpose::Pass, is_pass_commit) - passes;
+            assert_eq!(
+                more > 0,
+                wake,
+                "wake {wake}: {more} passes after the report"
+            );
+        }
+    }
+
+    /// Two hosts on one store, whose requests are carried out in an order a schedule picks.
+    struct Pair {
+        hosts: Vec<Host>,
+        queues: Vec<VecDeque<(ReqId, StoreRequest)>>,
+        wakes: Vec<u64>,
+        now: u64,
+    }
+
+    impl Pair {
+        fn new() -> Self {
+            let hosts: Vec<Host> = ["c1", "c2"]
+                .iter()
+                .map(|h| {
+                    let mut c = cfg(h);
+                    // Leases live on the memory store's real clock: long enough never to end
+                    // within a test, so every take-over here is by the fence or by shutdown.
+                    c.controller.lease_ttl = Duration::from_secs(60);
+                    c.request_timeout = Duration::from_millis(300);
+                    Host::new(c, 0)
+                })
+                .collect();
+            let mut p = Self {
+                hosts,
+                queues: vec![VecDeque::new(), VecDeque::new()],
+                wakes: vec![0, 0],
+                now: 0,
+            };
+            for i in 0..2 {
+                p.step(i, HostInput::Tick);
+            }
+            p
+        }
+
+        fn step(&mut self, i: usize, input: HostInput) {
+            for out in self.hosts[i].step(self.now, input) {
+                match out {
+                    HostOutput::Request { id, request, .. } => {
+                        self.queues[i].push_back((id, request))
+                    }
+                    HostOutput::Wake(Wake(at)) => {
+                        assert!(at >= self.now, "a wake in the past");
+                        self.wakes[i] = at;
+                    }
+                    HostOutput::Stopped(r) => panic!("stopped unasked: {r:?}"),
+                    HostOutput::Log { .. } => {}
+                }
+            }
+            // At most: election or (renewal, declarations, collection, compaction, one pass),
+            // plus revokes of leases that lost a race.
+            assert!(self.hosts[i].outstanding() <= 8, "{:?}", self.hosts[i]);
+        }
+
+        /// Carries out host `i`'s oldest (or newest) request; its reply is delivered or lost.
+        fn carry(&mut self, store: &MemoryStore, i: usize, newest: bool, deliver: bool) {
+            let next = if newest {
+                self.queues[i].pop_back()
+            } else {
+                self.queues[i].pop_front()
+            };
+            if let Some((id, request)) = next {
+                let result = carry_out(store, &request);
+                if deliver {
+                    self.step(i, HostInput::Replied(Replied { id, result }));
+                }
+            }
+        }
+
+        fn advance(&mut self, ms: u64) {
+            self.now += ms;
+            for i in 0..2 {
+                self.step(i, HostInput::Tick);
+            }
+        }
+
+        /// Runs without faults until `until`: every request answered in order, each host
+        /// stepped at its wake.
+        fn settle(&mut self, store: &MemoryStore, until: u64) {
+            while self.now < until {
+                for i in 0..2 {
+                    while !self.queues[i].is_empty() {
+                        self.carry(store, i, false, true);
+                    }
+                }
+                let next = self.wakes.iter().copied().min().unwrap_or(until);
+                self.now = next.clamp(self.now + 1, until);
+                for i in 0..2 {
+                    if self.wakes[i] <= self.now {
+                        self.step(i, HostInput::Tick);
+                    }
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// Whatever order two hosts' requests are carried out in, and whichever replies are
+        /// lost, once the faults stop exactly one host leads and the workload has exactly the
+        /// copies it declares, each created once.
+        #[test]
+        fn after_lost_and_reordered_replies_one_leader_keeps_exactly_the_declared_copies(
+            schedule in proptest::collection::vec((0usize..2, 0u8..8, 1u64..200), 0..300),
+        ) {
+            let store = store_with(&[spec("w", 3, 200)]);
+            let mut p = Pair::new();
+            for (i, action, ms) in schedule {
+                match action {
+                    0..=3 => p.carry(&store, i, false, true),
+                    4 => p.carry(&store, i, false, false),
+                    5 => p.carry(&store, i, true, true),
+                    6 => p.carry(&store, i, true, false),
+                    _ => p.advance(ms),
+                }
+            }
+            let settled = p.now + 3_000;
+            p.settle(&store, settled);
+            let leaders = p.hosts.iter().filter(|h| h.is_leader()).count();
+            proptest::prop_assert_eq!(leaders, 1);
+            proptest::prop_assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+            let leader = Snapshot::load(&store).unwrap().leader.unwrap();
+            let fence = p.hosts.iter().find_map(|h| h.fence());
+            proptest::prop_assert_eq!(fence, Some(leader.mod_revision));
+        }
     }
 }

@@ -2,6 +2,8 @@
 //! binary. Each module is one area.
 //!
 //! # Layout
+//! - [`harness`]: the one real-process harness: the runtime's parts as child processes, one
+//!   bounded wait, one-shot commands and their JSON, the copies found by their mark.
 //! - [`commandline`]: missing-argument messages, completions, the manual page and help.
 //! - [`hardening`]: a store that cannot be lost silently, an agent that trusts nothing it is
 //!   handed, and `apply` refusing what can never run (issue 14).
@@ -25,6 +27,7 @@ mod cluster;
 mod commandline;
 mod distributed;
 mod hardening;
+mod harness;
 mod lesson;
 mod limits;
 mod netns;
