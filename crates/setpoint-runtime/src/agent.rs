@@ -227,6 +227,8 @@ struct Driver {
     /// Readiness commands in progress, by copy.
     checks: BTreeMap<String, Child>,
     replies: tokio::sync::mpsc::UnboundedSender<Replied>,
+    /// Copies spawned whose pid no state-file write has recorded yet.
+    unsaved_starts: usize,
 }
 
 impl Driver {
@@ -239,7 +241,6 @@ impl Driver {
     async fn carry(
         &mut self,
         out: AgentOutput,
-        started: bool,
         inputs: &mut VecDeque<AgentInput>,
     ) -> Result<Option<Result<(), AgentError>>, AgentError> {
         match out {
@@ -318,7 +319,8 @@ impl Driver {
                 let path = self.file();
                 match crate::store::identity::write_private(&path, encode(&state).as_bytes()) {
                     Ok(()) => {
-                        if started {
+                        // Each copy started since the last write is now on disk with its pid.
+                        for _ in 0..std::mem::take(&mut self.unsaved_starts) {
                             crate::failpoint::hit("agent-after-record");
                         }
                     }
@@ -349,6 +351,7 @@ impl Driver {
         match spawned {
             Ok((child, start_ticks)) => {
                 crate::failpoint::hit("agent-after-spawn");
+                self.unsaved_starts += 1;
                 let pid = child.id();
                 self.procs.insert(
                     copy.clone(),
@@ -555,6 +558,7 @@ pub async fn run_agent(
         procs: BTreeMap::new(),
         checks: BTreeMap::new(),
         replies: tx,
+        unsaved_starts: 0,
     };
     // The machine's clock is the store's (its times go into reports and events), kept from
     // going backwards as the machine's contract asks.
@@ -564,10 +568,9 @@ pub async fn run_agent(
     let mut asked_to_stop = false;
     loop {
         while let Some(input) = inputs.pop_front() {
-            let started = matches!(input, AgentInput::Started { .. });
             clock = clock.max(store.now_ms());
             for out in core.step(clock, input) {
-                if let Some(end) = driver.carry(out, started, &mut inputs).await? {
+                if let Some(end) = driver.carry(out, &mut inputs).await? {
                     return end;
                 }
             }

@@ -373,12 +373,14 @@ enum ClaimStep {
         lease: LeaseId,
         ttl_ms: u64,
         mod_revision: Revision,
+        acquired_ms: u64,
     },
-    /// ... then write the record under it.
+    /// ... then write the record under it, keeping when the name was acquired.
     TakeOver {
         lease: LeaseId,
         ttl_ms: u64,
         mod_revision: Revision,
+        acquired_ms: u64,
     },
     /// Wait until this time, then start again.
     Wait(u64),
@@ -815,8 +817,13 @@ impl AgentCore {
                 lease,
                 ttl_ms,
                 mod_revision,
+                acquired_ms,
             } => {
-                let mine = self.record(now, lease, ttl_ms);
+                // The node's tenure goes on across a takeover: the earlier agent's last report
+                // (its copies live on, to be adopted) still counts until this one reports. A
+                // new `acquired_ms` would drop it from the ledger, and a pass in between would
+                // count the node's copies as gone and create them again.
+                let mine = self.record(acquired_ms, lease, ttl_ms);
                 StoreRequest::Commit(Txn::new().expect(&key, mod_revision).put_leased(
                     &key,
                     encode(&mine),
@@ -879,6 +886,7 @@ impl AgentCore {
                                 lease,
                                 ttl_ms: held.ttl_ms,
                                 mod_revision: entry.mod_revision,
+                                acquired_ms: held.acquired_ms,
                             }),
                             None => self.claim_failed(
                                 now,
@@ -909,12 +917,14 @@ impl AgentCore {
                     lease,
                     ttl_ms,
                     mod_revision,
+                    acquired_ms,
                 },
                 Ok(_),
             ) => self.set_claim_step(ClaimStep::TakeOver {
                 lease,
                 ttl_ms,
                 mod_revision,
+                acquired_ms,
             }),
             (ClaimStep::KeepAlive { .. }, Err(StoreError::LeaseExpired(_))) => {
                 self.claim_retry(now, attempt)
@@ -1540,7 +1550,7 @@ impl AgentCore {
             self.copies.insert(copy, Local::new(record));
         }
         self.dirty = true;
-        self.save();
+        self.save_now();
         self.out.extend(starts);
     }
 
@@ -1802,7 +1812,7 @@ impl AgentCore {
                 if self.copies.values().all(Local::exited) || now >= deadline =>
             {
                 self.dirty = true;
-                self.save();
+                self.save_now();
                 if let Some(e) = self.lost.take() {
                     return self.stop_now(Err(AgentError::Store(e)));
                 }
@@ -1961,7 +1971,23 @@ impl AgentCore {
         self.out.push(AgentOutput::TendLogs { running, sweep });
     }
 
+    /// Writes the state file if anything changed, unless starts are still being answered: the
+    /// pids of a batch of starts go to disk in one write once every start of it has answered,
+    /// not one write per copy (a file of N records written N times). Until then the nonces on
+    /// disk prove which processes are this agent's.
     fn save(&mut self) {
+        let simulated = self.cfg.simulate_copies;
+        let starting = self
+            .copies
+            .values()
+            .any(|l| !simulated && !l.exited() && l.record.pid == 0);
+        if !starting {
+            self.save_now();
+        }
+    }
+
+    /// Writes the state file if anything changed.
+    fn save_now(&mut self) {
         if !self.dirty || !matches!(self.life, Life::Running | Life::Draining { .. }) {
             return;
         }
@@ -2527,6 +2553,36 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_of_starts_is_written_twice_nonces_first_then_every_pid() {
+        let store = MemoryStore::new();
+        let mut w = World::new(store, config("a"));
+        w.run(200);
+        for n in 0..5 {
+            assign(&w.store, "a", n);
+        }
+        let before = w.trace.len();
+        // Up to just before the copies become ready (another write, a phase change).
+        w.run(240);
+        let saves: Vec<&String> = w.trace[before..]
+            .iter()
+            .filter(|l| l.contains("SaveState("))
+            .collect();
+        assert_eq!(saves.len(), 2, "{saves:#?}");
+        // The first holds every nonce before any process exists, the second every pid.
+        assert_eq!(saves[0].matches(" pid: 0,").count(), 5, "{}", saves[0]);
+        assert_eq!(saves[1].matches(" pid: 0,").count(), 0, "{}", saves[1]);
+        let first_start = w.trace[before..]
+            .iter()
+            .position(|l| l.contains("Start {"))
+            .unwrap();
+        let first_save = w.trace[before..]
+            .iter()
+            .position(|l| l.contains("SaveState("))
+            .unwrap();
+        assert!(first_save < first_start);
+    }
+
+    #[test]
     fn failing_renewals_fence_the_copies_at_three_quarters_and_nine_tenths_of_the_ttl() {
         let store = MemoryStore::new();
         assign(&store, "a", 0);
@@ -2710,6 +2766,11 @@ mod tests {
         w.run(500);
         assert_eq!(w.running(), ["w-0", "w-1", "w-2"]);
         let pids: Vec<u32> = w.procs.iter().map(|p| p.pid).collect();
+        let acquired = |w: &World| {
+            let e = w.store.get(&node_key("a")).unwrap().unwrap();
+            decode::<NodeRecord>(&e).unwrap().value.acquired_ms
+        };
+        let tenure = acquired(&w);
         // The agent dies (no shutdown); w-1 dies while it is down.
         w.procs[1].alive = false;
         let now = w.now;
@@ -2721,6 +2782,8 @@ mod tests {
             .log
             .iter()
             .any(|l| l.contains("taken over from the previous agent")));
+        // The tenure goes on: the earlier agent's last report counts until this one's lands.
+        assert_eq!(acquired(&w), tenure);
         assert!(w
             .log
             .iter()
