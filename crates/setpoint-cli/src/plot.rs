@@ -174,6 +174,11 @@ fn event_label(e: &Event) -> String {
         Event::CrashLoop { after, starts, .. } => {
             format!("{starts} starts end after {after} s")
         }
+        Event::Update {
+            max_surge,
+            max_unavailable,
+            ..
+        } => format!("update (surge {max_surge}, unavailable {max_unavailable})"),
     }
 }
 
@@ -220,6 +225,12 @@ pub fn timeline_of_lab(
             label: event_label(&e.event),
         })
         .collect();
+    // A rolling update is shaded from its event to the second its rollout was found done (or
+    // the end of the run).
+    let rollout_end = outcome.workloads[index]
+        .rollout
+        .rollout_done
+        .unwrap_or(spec.duration);
     let spans: Vec<Span> = spec
         .events
         .iter()
@@ -227,6 +238,7 @@ pub fn timeline_of_lab(
         .filter_map(|e| match e.event {
             Event::Outage { seconds } => Some((e.at, seconds, SpanKind::Outage)),
             Event::Stale { seconds } => Some((e.at, seconds, SpanKind::Stale)),
+            Event::Update { .. } => Some((e.at, rollout_end.max(e.at) - e.at, SpanKind::Rollout)),
             _ => None,
         })
         .map(|(from, seconds, kind)| Span {
@@ -244,8 +256,12 @@ pub fn timeline_of_lab(
     let file = Path::new(label)
         .file_name()
         .map_or(label.to_owned(), |f| f.to_string_lossy().into_owned());
+    let surge = outcome.workloads[index]
+        .rollout
+        .surge
+        .map_or_else(String::new, |s| format!(", surge {s}"));
     let title = format!(
-        "{file}: {name}, {}, U={}: overshoot {}, peak {}, stable {stable}{seeded}",
+        "{file}: {name}, {}, U={}: overshoot {}{surge}, peak {}, stable {stable}{seeded}",
         spec.controller.kind, spec.period, m.overshoot, m.peak_live
     );
     Ok(timeline_svg(&Timeline {

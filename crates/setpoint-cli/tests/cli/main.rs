@@ -28,6 +28,8 @@
 //! - [`distributed`]: sharded sweeps merged back, as a Kubernetes Indexed Job and a Slurm array.
 //! - [`trust`]: crash-loop backoff, clean shutdown through a closed pipe, idle reasons, refused
 //!   settings (issue 11).
+//! - [`update`]: the lab's `update` event against the runtime's rolling update: surge and the
+//!   order and times of replacements; bad update settings in a scenario file.
 
 mod cluster;
 mod commandline;
@@ -51,3 +53,4 @@ mod store;
 mod sweep;
 mod sweep_file;
 mod trust;
+mod update;
