@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 
 use setpoint_core::{Action, Batch, Controller, ControllerKind, CopyId, Desired, LedgerView, Time};
 
-use crate::lesson_world::LessonWorld;
+use crate::lesson_world::{LessonParams, LessonWorld};
 use setpoint_core::metrics::{Metrics, TraceRow};
 
 /// Copies created in one round: `[previous batch's end, end)`, all running at `ready`.
@@ -220,22 +220,29 @@ impl Tally {
 /// Runs `scenario` and returns its metrics. Deterministic: the same scenario always gives the
 /// same metrics.
 pub fn simulate(scenario: &LessonWorld) -> Metrics {
-    run::<false>(scenario, None)
+    run::<false>(&LessonParams::of(scenario.spec()), None)
+}
+
+/// [`simulate`] on borrowed settings, for a sweep's cells. The caller promises what
+/// [`LessonWorld::new`] checks: every setting inside its limit, a lesson controller, and deaths
+/// sorted by time.
+pub(crate) fn simulate_params(spec: &LessonParams<'_>) -> Metrics {
+    debug_assert!(spec.controller.is_lesson() && spec.deaths.is_sorted_by_key(|d| d.at));
+    run::<false>(spec, None)
 }
 
 /// Runs `scenario` like [`simulate`] and hands `observer` one [`TraceRow`] per second, in order,
 /// from 0 to the duration. The metrics are the same as [`simulate`]'s.
 pub fn simulate_traced(scenario: &LessonWorld, observer: &mut dyn FnMut(&TraceRow)) -> Metrics {
-    run::<true>(scenario, Some(observer))
+    run::<true>(&LessonParams::of(scenario.spec()), Some(observer))
 }
 
 /// `TRACED` is whether `observer` is given. As a constant it compiles the untraced run without
 /// any of the tracing (perf, issue 3: the untraced loop had become a quarter slower).
 fn run<const TRACED: bool>(
-    scenario: &LessonWorld,
+    spec: &LessonParams<'_>,
     mut observer: Option<&mut dyn FnMut(&TraceRow)>,
 ) -> Metrics {
-    let spec = scenario.spec();
     let (period, delay, startup, duration) = (spec.period, spec.delay, spec.startup, spec.duration);
     let desired = Desired {
         copies: spec.desired,
@@ -393,7 +400,7 @@ fn run<const TRACED: bool>(
         t = next;
     }
 
-    finish(scenario, &tally)
+    finish(spec, &tally)
 }
 
 /// Carries out one action on the world. Returns whether the world changed.
@@ -429,8 +436,7 @@ fn apply(
     }
 }
 
-fn finish(scenario: &LessonWorld, tally: &Tally) -> Metrics {
-    let spec = scenario.spec();
+fn finish(spec: &LessonParams<'_>, tally: &Tally) -> Metrics {
     let required = i128::from(spec.desired) + i128::from(tally.died);
     Metrics {
         rounds: tally.rounds,

@@ -21,13 +21,13 @@ use thiserror::Error;
 use setpoint_core::ExpectationsConfig;
 
 use crate::delay::{parse_delay_model, seconds, DelayModel};
-use crate::engine::simulate;
+use crate::engine::simulate_params;
 use crate::lesson::lesson_prediction;
-use crate::lesson_world::{Death, LessonSpec, LessonWorld, Limit, SettingError};
+use crate::lesson_world::{Death, LessonParams, LessonSpec, LessonWorld, Limit, SettingError};
 use crate::metrics::Metrics;
 use crate::montecarlo::{monte_carlo_sequential, RUNS};
 use crate::output::{names_apply, push_lesson_metrics, push_spreads, Record, Value, SCHEMA};
-use crate::predict::predict;
+use crate::predict::predict_params;
 use crate::scenario::{death_events, run, ControllerSpec, Scenario, ScenarioError, ScenarioSpec};
 
 /// The largest grid a sweep accepts, in cells. A cell costs well under a microsecond on the
@@ -717,6 +717,13 @@ impl Grid {
             }
     }
 
+    /// The outcome of cell `index` if it is a lesson cell.
+    fn lesson_cell_outcome(&self, index: u64) -> Option<LessonOutcome> {
+        let cell = self.cell(index);
+        self.is_lesson_cell(&cell)
+            .then(|| self.lesson_outcome(&cell))
+    }
+
     /// The fast engine's input for a lesson cell ([`Self::is_lesson_cell`]).
     pub fn scenario(&self, cell: Cell) -> LessonWorld {
         self.base.with_cell(cell)
@@ -744,6 +751,41 @@ impl Grid {
         Scenario::new(spec).expect("grid cells are checked against every limit")
     }
 
+    /// What a lesson cell ([`Self::is_lesson_cell`]) measures, on the fast engine, and what the
+    /// lesson's relation and the exact predictor say of it. The cell's settings are read in
+    /// place: nothing is cloned or validated again per cell.
+    fn lesson_outcome(&self, cell: &Cell) -> LessonOutcome {
+        let base = self.base.spec();
+        let params = LessonParams {
+            desired: cell.desired,
+            period: cell.period,
+            delay: cell.delay,
+            startup: cell.startup,
+            duration: base.duration,
+            deaths: &base.deaths,
+            controller: cell.controller,
+        };
+        let metrics = simulate_params(&params);
+        LessonOutcome {
+            metrics,
+            lesson_prediction: lesson_prediction(
+                cell.desired,
+                cell.delay,
+                cell.startup,
+                cell.period,
+            ),
+            prediction: predict_params(&params).overshoot,
+        }
+    }
+
+    /// A cell's delay in whole seconds, when it is fixed whole seconds.
+    fn fixed_delay(&self, cell: &Cell) -> Option<u64> {
+        match cell.delay_of {
+            CellDelay::Seconds(g) => Some(g),
+            CellDelay::Model(k) => self.spec.delay_models[k].fixed_whole_seconds(),
+        }
+    }
+
     /// Simulates cell `index` (a single run) and returns its row.
     pub fn row(&self, index: u64) -> Result<SweepRow<'_>, ScenarioError> {
         let cell = self.cell(index);
@@ -755,7 +797,7 @@ impl Grid {
             cell: index,
             desired: cell.desired,
             period: cell.period,
-            delay: self.model(&cell).fixed_whole_seconds(),
+            delay: self.fixed_delay(&cell),
             delay_model: model_text,
             startup: cell.startup,
             duration: self.spec.duration,
@@ -774,15 +816,12 @@ impl Grid {
             prediction_match: None,
         };
         if self.is_lesson_cell(&cell) {
-            let scenario = self.scenario(cell);
-            let metrics = simulate(&scenario);
-            let exact = predict(scenario.spec()).overshoot;
-            let prediction = lesson_prediction(cell.desired, cell.delay, cell.startup, cell.period);
-            row.metrics = metrics;
-            row.lesson_prediction = Some(prediction);
-            row.lesson_match = Some(i128::from(metrics.overshoot) == prediction);
-            row.prediction = Some(exact);
-            row.prediction_match = Some(metrics.overshoot == exact);
+            let o = self.lesson_outcome(&cell);
+            row.metrics = o.metrics;
+            row.lesson_prediction = Some(o.lesson_prediction);
+            row.lesson_match = Some(o.lesson_match());
+            row.prediction = Some(o.prediction);
+            row.prediction_match = Some(o.prediction_match());
         } else {
             let scenario = self.lab_scenario(&cell);
             let outcome = run(&scenario, scenario.spec().seed)?;
@@ -882,6 +921,27 @@ impl Grid {
 
     fn chunks(&self, split: Split) -> u64 {
         (self.range.end - self.range.start).div_ceil(split.chunk_cells)
+    }
+}
+
+/// What [`Grid::lesson_outcome`] computes for one lesson cell.
+#[derive(Debug, Clone, Copy)]
+struct LessonOutcome {
+    /// What the fast engine measured.
+    metrics: Metrics,
+    /// The lesson's relation ([`lesson_prediction`]).
+    lesson_prediction: i128,
+    /// The exact predictor's overshoot.
+    prediction: u64,
+}
+
+impl LessonOutcome {
+    fn lesson_match(&self) -> bool {
+        i128::from(self.metrics.overshoot) == self.lesson_prediction
+    }
+
+    fn prediction_match(&self) -> bool {
+        self.metrics.overshoot == self.prediction
     }
 }
 
@@ -1133,6 +1193,11 @@ fn summarize_split(
                     s.mismatched += u64::from(r.get("lesson_match") == Some(&Value::Bool(false)));
                     s.prediction_mismatched +=
                         u64::from(r.get("prediction_match") == Some(&Value::Bool(false)));
+                } else if let Some(o) = grid.lesson_cell_outcome(i) {
+                    // The counts need neither the seed nor the row's other columns.
+                    s.mismatched += u64::from(!o.lesson_match());
+                    s.overshooting += u64::from(o.metrics.overshoot > 0);
+                    s.prediction_mismatched += u64::from(!o.prediction_match());
                 } else {
                     let row = grid.row(i).map_err(cell_err)?;
                     s.mismatched += u64::from(row.lesson_match == Some(false));
@@ -1592,7 +1657,7 @@ mod tests {
         let g = grid("0..=90:15", "5..=60:11", "0,5");
         for i in [0, 7, 33, g.cells() - 1] {
             let row = g.row(i).unwrap();
-            let m = simulate(
+            let m = crate::simulate(
                 &LessonWorld::new(LessonSpec {
                     desired: row.desired,
                     period: row.period,
