@@ -27,6 +27,7 @@
 //! changes, and accounts for the identical rounds between them in one step. Its cost is
 //! O(acting rounds + batches + deaths), independent of the duration and of the copy count.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 use setpoint_core::{Action, Batch, Controller, ControllerKind, CopyId, Desired, LedgerView, Time};
@@ -256,10 +257,13 @@ fn run<const TRACED: bool>(
     // A ledger-only loop holds about one batch per round of its blind window in flight: size the
     // queue for that once instead of growing it (perf, issue 3: allocation was a tenth of a sweep).
     // Deletes it sends while their reports travel are bounded the same way.
-    let blind_rounds = (delay.saturating_add(startup) / period).min(1 << 12) as usize;
+    let blind_rounds = (delay.saturating_add(startup) / period).min(KEPT_QUEUE) as usize;
+    let (mut unseen, mut unheard) = QUEUES.take();
+    unseen.reserve(blind_rounds + 2);
+    unheard.reserve(blind_rounds + 2);
     let mut world = World {
-        unseen: VecDeque::with_capacity(blind_rounds + 2),
-        unheard: VecDeque::with_capacity(blind_rounds + 2),
+        unseen,
+        unheard,
         ..World::default()
     };
     let mut tally = Tally::default();
@@ -400,7 +404,28 @@ fn run<const TRACED: bool>(
         t = next;
     }
 
-    finish(spec, &tally)
+    let metrics = finish(spec, &tally);
+    let World {
+        mut unseen,
+        mut unheard,
+        ..
+    } = world;
+    if unseen.capacity().max(unheard.capacity()) as u64 <= KEPT_QUEUE + 2 {
+        unseen.clear();
+        unheard.clear();
+        QUEUES.set((unseen, unheard));
+    }
+    metrics
+}
+
+/// The longest queues a thread keeps between runs, in entries; longer ones are freed.
+const KEPT_QUEUE: u64 = 1 << 12;
+
+thread_local! {
+    /// The last run's emptied queues, reused by the next run on the same thread: a sweep runs
+    /// millions of short cells, and two allocations and frees a cell were a twentieth of the
+    /// engine's time (perf, issue 12).
+    static QUEUES: Cell<(VecDeque<Cohort>, VecDeque<DeadRun>)> = Cell::default();
 }
 
 /// Carries out one action on the world. Returns whether the world changed.
