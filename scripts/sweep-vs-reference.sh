@@ -15,9 +15,10 @@
 #   - `setpoint sweep --delay 0..=199 --period 1..=100 --startup 0..=49 --summary`
 #     (1,000,000 cells: desired 6, ledger, 900 s, deaths 300:2; every cell runs the fast engine,
 #     the lesson's relation and the exact predictor), on all cores and with RAYON_NUM_THREADS=1;
-#   - the same grid as CSV rows to /dev/null (the row writer's cost);
-#   - `node scripts/reference-batch.mjs` on SAMPLE_CELLS cells drawn from the same grid, minus the
-#     same with no input (node's start-up), divided by SAMPLE_CELLS: the reference's time a cell.
+#   - the same grid as CSV rows to a temporary file (the row writer's cost);
+#   - `node scripts/reference-batch.mjs` on SAMPLE_CELLS cells drawn from the same grid
+#     (scripts/sample-cells.mjs), minus the same with no input (node's start-up), divided by
+#     SAMPLE_CELLS: the reference's time a cell.
 # It checks that the reference and the sweep's CSV rows agree on the sampled cells (created,
 # delete commands, deleted, overshoot), and prints a markdown table with the load (`uptime`) of
 # every run. It never runs inside `cargo test` and writes no file outside a temporary folder.
@@ -69,18 +70,8 @@ range() { awk -v c="$2" '{print $c}' "$TMP/$1.times" | sort -g | awk 'NR==1{lo=$
 calc() { awk "BEGIN {print $1}"; }
 
 say "sample of $SAMPLE_CELLS cells"
-# The same generator (mulberry32) and seed as scripts/compare-reference.sh.
-node -e '
-let a = +process.argv[1] >>> 0;
-const rand = () => { a = (a + 0x6d2b79f5) >>> 0; let t = a;
-  t = Math.imul(t ^ (t >>> 15), t | 1); t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296; };
-const pick = (lo, hi) => lo + Math.floor(rand() * (hi - lo + 1));
-const lines = [];
-for (let i = 0; i < +process.argv[2]; i++)
-  lines.push(JSON.stringify({ desired: 6, U: pick(1, 100), G: pick(0, 199), B: pick(0, 49),
-    duration: 900, intent: false, deaths: [[300, 2]] }));
-console.log(lines.join("\n"));' "$SAMPLE_SEED" "$SAMPLE_CELLS" >"$TMP/sample.jsonl"
+# The same cells as scripts/compare-reference.sh (the same generator and seed).
+node scripts/sample-cells.mjs "$SAMPLE_SEED" "$SAMPLE_CELLS" >"$TMP/sample.jsonl"
 : >"$TMP/empty.jsonl"
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -812,14 +812,7 @@ impl Grid {
             burst: expectations.then_some(cell.burst),
             seed,
             engine: "fast",
-            metrics: Metrics::default(),
-            duplicate_names: None,
-            absorbed_creates: None,
-            lost_deletes: 0,
-            lesson_prediction: None,
-            lesson_match: None,
-            prediction: None,
-            prediction_match: None,
+            ..SweepRow::blank()
         };
         if self.is_lesson_cell(&cell) {
             let o = self.lesson_outcome(&cell);
@@ -1117,12 +1110,13 @@ impl SweepRow<'_> {
     /// The CSV header, without a newline.
     pub fn csv_header() -> String {
         let mut h = Header::default();
-        SweepRow::header_row().visit(&mut h);
+        SweepRow::blank().visit(&mut h);
         h.text
     }
 
-    /// A row whose values do not matter: what [`Self::csv_header`] visits for the keys.
-    fn header_row() -> SweepRow<'static> {
+    /// A row of zeros and nulls: what [`Self::csv_header`] visits for the keys, and the fields
+    /// [`Grid::row`] fills in from there.
+    fn blank() -> SweepRow<'static> {
         SweepRow {
             schema: SCHEMA,
             cell: 0,
