@@ -74,6 +74,7 @@ pub mod montecarlo;
 pub mod output;
 pub mod predict;
 pub mod report;
+mod row_writer;
 pub mod scenario;
 pub mod scenario_file;
 #[cfg(test)]
