@@ -63,6 +63,9 @@ pub struct AgentConfig {
     pub report_every: Duration,
     /// Added delay between observing the copies and writing the report.
     pub report_delay: Duration,
+    /// Jittered added delays, one per report in turn, in place of `report_delay` when not empty
+    /// ([`crate::report_delay`]).
+    pub report_delays: crate::report_delay::ReportDelays,
     /// How often the agent reads its assignments.
     pub sync_every: Duration,
     /// How often the agent looks at its processes: readiness, exits and stops are noticed up to
@@ -89,6 +92,7 @@ impl AgentConfig {
             state_dir: state_dir.into(),
             report_every: Duration::from_secs(1),
             report_delay: Duration::ZERO,
+            report_delays: Default::default(),
             sync_every: Duration::from_millis(100),
             tick: TICK,
             log_max_bytes: crate::retention::DEFAULT_LOG_MAX_BYTES,
@@ -223,6 +227,8 @@ struct Driver {
     /// Readiness commands in progress, by copy.
     checks: BTreeMap<String, Child>,
     replies: tokio::sync::mpsc::UnboundedSender<Replied>,
+    /// Copies spawned whose pid no state-file write has recorded yet.
+    unsaved_starts: usize,
 }
 
 impl Driver {
@@ -235,7 +241,6 @@ impl Driver {
     async fn carry(
         &mut self,
         out: AgentOutput,
-        started: bool,
         inputs: &mut VecDeque<AgentInput>,
     ) -> Result<Option<Result<(), AgentError>>, AgentError> {
         match out {
@@ -314,7 +319,8 @@ impl Driver {
                 let path = self.file();
                 match crate::store::identity::write_private(&path, encode(&state).as_bytes()) {
                     Ok(()) => {
-                        if started {
+                        // Each copy started since the last write is now on disk with its pid.
+                        for _ in 0..std::mem::take(&mut self.unsaved_starts) {
                             crate::failpoint::hit("agent-after-record");
                         }
                     }
@@ -345,6 +351,7 @@ impl Driver {
         match spawned {
             Ok((child, start_ticks)) => {
                 crate::failpoint::hit("agent-after-spawn");
+                self.unsaved_starts += 1;
                 let pid = child.id();
                 self.procs.insert(
                     copy.clone(),
@@ -527,6 +534,7 @@ pub async fn run_agent(
         agent_pid: std::process::id(),
         report_every_ms: ms(cfg.report_every),
         report_delay_ms: ms(cfg.report_delay),
+        report_delays: cfg.report_delays.clone(),
         sync_every_ms: ms(cfg.sync_every),
         lease_ttl_ms: ms(cfg.lease_ttl),
         simulate_copies: cfg.simulate_copies,
@@ -550,6 +558,7 @@ pub async fn run_agent(
         procs: BTreeMap::new(),
         checks: BTreeMap::new(),
         replies: tx,
+        unsaved_starts: 0,
     };
     // The machine's clock is the store's (its times go into reports and events), kept from
     // going backwards as the machine's contract asks.
@@ -559,10 +568,9 @@ pub async fn run_agent(
     let mut asked_to_stop = false;
     loop {
         while let Some(input) = inputs.pop_front() {
-            let started = matches!(input, AgentInput::Started { .. });
             clock = clock.max(store.now_ms());
             for out in core.step(clock, input) {
-                if let Some(end) = driver.carry(out, started, &mut inputs).await? {
+                if let Some(end) = driver.carry(out, &mut inputs).await? {
                     return end;
                 }
             }

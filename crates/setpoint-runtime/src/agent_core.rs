@@ -94,6 +94,9 @@ pub struct AgentCoreConfig {
     pub report_every_ms: u64,
     /// Added delay between observing the copies and writing the report.
     pub report_delay_ms: u64,
+    /// Jittered added delays, one per report in turn, in place of `report_delay_ms` when not
+    /// empty ([`crate::report_delay`]).
+    pub report_delays: crate::report_delay::ReportDelays,
     /// How often the agent reads its assignments and kill requests.
     pub sync_every_ms: u64,
     /// The node lease's time to live.
@@ -124,6 +127,7 @@ impl AgentCoreConfig {
             agent_pid: 0,
             report_every_ms: 1_000,
             report_delay_ms: 0,
+            report_delays: Default::default(),
             sync_every_ms: 100,
             lease_ttl_ms: 10_000,
             simulate_copies: false,
@@ -369,12 +373,14 @@ enum ClaimStep {
         lease: LeaseId,
         ttl_ms: u64,
         mod_revision: Revision,
+        acquired_ms: u64,
     },
-    /// ... then write the record under it.
+    /// ... then write the record under it, keeping when the name was acquired.
     TakeOver {
         lease: LeaseId,
         ttl_ms: u64,
         mod_revision: Revision,
+        acquired_ms: u64,
     },
     /// Wait until this time, then start again.
     Wait(u64),
@@ -587,10 +593,11 @@ impl AgentCore {
     }
 
     /// How long after observing its copies at `observed_ms` the agent writes the report: the
-    /// configured report delay. The one place that decides it.
+    /// configured report delay, or the next entry of the jittered schedule when there is one
+    /// (each call takes one entry). The one place that decides it.
     pub fn report_delay_ms(&self, observed_ms: u64) -> u64 {
         let _ = observed_ms;
-        self.cfg.report_delay_ms
+        self.cfg.report_delays.next_ms(self.cfg.report_delay_ms)
     }
 
     /// Hands the machine one input at `now_ms` (its host clock, never going backwards) and
@@ -810,8 +817,13 @@ impl AgentCore {
                 lease,
                 ttl_ms,
                 mod_revision,
+                acquired_ms,
             } => {
-                let mine = self.record(now, lease, ttl_ms);
+                // The node's tenure goes on across a takeover: the earlier agent's last report
+                // (its copies live on, to be adopted) still counts until this one reports. A
+                // new `acquired_ms` would drop it from the ledger, and a pass in between would
+                // count the node's copies as gone and create them again.
+                let mine = self.record(acquired_ms, lease, ttl_ms);
                 StoreRequest::Commit(Txn::new().expect(&key, mod_revision).put_leased(
                     &key,
                     encode(&mine),
@@ -874,6 +886,7 @@ impl AgentCore {
                                 lease,
                                 ttl_ms: held.ttl_ms,
                                 mod_revision: entry.mod_revision,
+                                acquired_ms: held.acquired_ms,
                             }),
                             None => self.claim_failed(
                                 now,
@@ -904,12 +917,14 @@ impl AgentCore {
                     lease,
                     ttl_ms,
                     mod_revision,
+                    acquired_ms,
                 },
                 Ok(_),
             ) => self.set_claim_step(ClaimStep::TakeOver {
                 lease,
                 ttl_ms,
                 mod_revision,
+                acquired_ms,
             }),
             (ClaimStep::KeepAlive { .. }, Err(StoreError::LeaseExpired(_))) => {
                 self.claim_retry(now, attempt)
@@ -1535,7 +1550,7 @@ impl AgentCore {
             self.copies.insert(copy, Local::new(record));
         }
         self.dirty = true;
-        self.save();
+        self.save_now();
         self.out.extend(starts);
     }
 
@@ -1797,7 +1812,7 @@ impl AgentCore {
                 if self.copies.values().all(Local::exited) || now >= deadline =>
             {
                 self.dirty = true;
-                self.save();
+                self.save_now();
                 if let Some(e) = self.lost.take() {
                     return self.stop_now(Err(AgentError::Store(e)));
                 }
@@ -1956,7 +1971,23 @@ impl AgentCore {
         self.out.push(AgentOutput::TendLogs { running, sweep });
     }
 
+    /// Writes the state file if anything changed, unless starts are still being answered: the
+    /// pids of a batch of starts go to disk in one write once every start of it has answered,
+    /// not one write per copy (a file of N records written N times). Until then the nonces on
+    /// disk prove which processes are this agent's.
     fn save(&mut self) {
+        let simulated = self.cfg.simulate_copies;
+        let starting = self
+            .copies
+            .values()
+            .any(|l| !simulated && !l.exited() && l.record.pid == 0);
+        if !starting {
+            self.save_now();
+        }
+    }
+
+    /// Writes the state file if anything changed.
+    fn save_now(&mut self) {
         if !self.dirty || !matches!(self.life, Life::Running | Life::Draining { .. }) {
             return;
         }
@@ -2195,6 +2226,27 @@ mod tests {
             nonces: Nonces::Counter(7),
             ..AgentCoreConfig::new(node)
         }
+    }
+
+    #[test]
+    fn a_jittered_schedule_gives_each_report_its_next_delay() {
+        let fixed = AgentCore::new(config("n"), 0);
+        assert_eq!(
+            (fixed.report_delay_ms(0), fixed.report_delay_ms(100)),
+            (0, 0)
+        );
+        let cfg = AgentCoreConfig {
+            report_delay_ms: 40,
+            report_delays: crate::report_delay::ReportDelays::new(vec![250, 60]),
+            ..config("n")
+        };
+        let core = AgentCore::new(cfg, 0);
+        let got: Vec<u64> = (0..3).map(|k| core.report_delay_ms(k * 100)).collect();
+        assert_eq!(
+            got,
+            [250, 60, 250],
+            "the schedule in turn, not the fixed 40 ms"
+        );
     }
 
     fn assign(store: &MemoryStore, node: &str, n: u64) {
@@ -2501,6 +2553,36 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_of_starts_is_written_twice_nonces_first_then_every_pid() {
+        let store = MemoryStore::new();
+        let mut w = World::new(store, config("a"));
+        w.run(200);
+        for n in 0..5 {
+            assign(&w.store, "a", n);
+        }
+        let before = w.trace.len();
+        // Up to just before the copies become ready (another write, a phase change).
+        w.run(240);
+        let saves: Vec<&String> = w.trace[before..]
+            .iter()
+            .filter(|l| l.contains("SaveState("))
+            .collect();
+        assert_eq!(saves.len(), 2, "{saves:#?}");
+        // The first holds every nonce before any process exists, the second every pid.
+        assert_eq!(saves[0].matches(" pid: 0,").count(), 5, "{}", saves[0]);
+        assert_eq!(saves[1].matches(" pid: 0,").count(), 0, "{}", saves[1]);
+        let first_start = w.trace[before..]
+            .iter()
+            .position(|l| l.contains("Start {"))
+            .unwrap();
+        let first_save = w.trace[before..]
+            .iter()
+            .position(|l| l.contains("SaveState("))
+            .unwrap();
+        assert!(first_save < first_start);
+    }
+
+    #[test]
     fn failing_renewals_fence_the_copies_at_three_quarters_and_nine_tenths_of_the_ttl() {
         let store = MemoryStore::new();
         assign(&store, "a", 0);
@@ -2684,6 +2766,11 @@ mod tests {
         w.run(500);
         assert_eq!(w.running(), ["w-0", "w-1", "w-2"]);
         let pids: Vec<u32> = w.procs.iter().map(|p| p.pid).collect();
+        let acquired = |w: &World| {
+            let e = w.store.get(&node_key("a")).unwrap().unwrap();
+            decode::<NodeRecord>(&e).unwrap().value.acquired_ms
+        };
+        let tenure = acquired(&w);
         // The agent dies (no shutdown); w-1 dies while it is down.
         w.procs[1].alive = false;
         let now = w.now;
@@ -2695,6 +2782,8 @@ mod tests {
             .log
             .iter()
             .any(|l| l.contains("taken over from the previous agent")));
+        // The tenure goes on: the earlier agent's last report counts until this one's lands.
+        assert_eq!(acquired(&w), tenure);
         assert!(w
             .log
             .iter()
