@@ -30,7 +30,9 @@ use crate::montecarlo::{monte_carlo_sequential, RUNS};
 use crate::output::{names_apply, push_lesson_metrics, push_spreads, Record, Value, SCHEMA};
 use crate::predict::predict_params;
 use crate::row_writer::{Csv, Header, Json, RowSink};
-use crate::scenario::{death_events, run, ControllerSpec, Scenario, ScenarioError, ScenarioSpec};
+use crate::scenario::{
+    death_events, run, ControllerSpec, RolloutMetrics, Scenario, ScenarioError, ScenarioSpec,
+};
 
 /// The largest grid a sweep accepts, in cells. A cell costs well under a microsecond on the
 /// lesson's settings, so this is a few minutes of work and, as CSV, about ten gigabytes of output:
@@ -831,6 +833,7 @@ impl Grid {
             row.duplicate_names = names.then_some(w.duplicate_names);
             row.absorbed_creates = names.then_some(w.absorbed_creates);
             row.lost_deletes = w.lost_deletes;
+            row.rollout = w.rollout;
         }
         Ok(row)
     }
@@ -1000,6 +1003,10 @@ pub struct SweepRow<'a> {
     pub absorbed_creates: Option<u64>,
     /// Delete commands lost in transit.
     pub lost_deletes: u64,
+    /// The rolling update's metrics (`docs/model.md`, "Rolling updates"): null in every row of
+    /// a grid, whose cells hold no `update` event, and on the fast engine.
+    #[serde(flatten)]
+    pub rollout: RolloutMetrics,
     /// The lesson's relation `desired × (⌈(G + B) / U⌉ − 1)`, in copies; negative when
     /// `G + B = 0`. Null outside the lesson's world.
     pub lesson_prediction: Option<i128>,
@@ -1050,6 +1057,13 @@ impl SweepRow<'_> {
         r.push("duplicate_names", self.duplicate_names);
         r.push("absorbed_creates", self.absorbed_creates);
         r.push("lost_deletes", self.lost_deletes);
+        let u = &self.rollout;
+        r.push("surge_budget", u.surge_budget);
+        r.push("surge", u.surge);
+        r.push("surge_copy_seconds", u.surge_copy_seconds);
+        r.push("rollout_overshoot", u.rollout_overshoot);
+        r.push("rollout_done", u.rollout_done);
+        r.push("rollout_stalled", u.rollout_stalled);
         r.push(
             "lesson_prediction",
             self.lesson_prediction.map(|p| p as i64),
@@ -1101,6 +1115,13 @@ impl SweepRow<'_> {
         s.opt_u64("duplicate_names", self.duplicate_names);
         s.opt_u64("absorbed_creates", self.absorbed_creates);
         s.u64("lost_deletes", self.lost_deletes);
+        let u = &self.rollout;
+        s.opt_u64("surge_budget", u.surge_budget);
+        s.opt_u64("surge", u.surge);
+        s.opt_u64("surge_copy_seconds", u.surge_copy_seconds);
+        s.opt_u64("rollout_overshoot", u.rollout_overshoot);
+        s.opt_u64("rollout_done", u.rollout_done);
+        s.opt_u64("rollout_stalled", u.rollout_stalled);
         s.opt_i128("lesson_prediction", self.lesson_prediction);
         s.opt_bool("lesson_match", self.lesson_match);
         s.opt_u64("prediction", self.prediction);
@@ -1135,6 +1156,7 @@ impl SweepRow<'_> {
             duplicate_names: None,
             absorbed_creates: None,
             lost_deletes: 0,
+            rollout: RolloutMetrics::default(),
             lesson_prediction: None,
             lesson_match: None,
             prediction: None,
@@ -1168,7 +1190,7 @@ impl SweepRow<'_> {
                 // Writing into a String cannot fail.
                 let _ = writeln!(
                     out,
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                     self.schema,
                     self.cell,
                     self.desired,
@@ -1186,6 +1208,12 @@ impl SweepRow<'_> {
                     Opt(self.duplicate_names),
                     Opt(self.absorbed_creates),
                     self.lost_deletes,
+                    Opt(self.rollout.surge_budget),
+                    Opt(self.rollout.surge),
+                    Opt(self.rollout.surge_copy_seconds),
+                    Opt(self.rollout.rollout_overshoot),
+                    Opt(self.rollout.rollout_done),
+                    Opt(self.rollout.rollout_stalled),
                     Opt(self.lesson_prediction),
                     Opt(self.lesson_match),
                     Opt(self.prediction),
@@ -1783,7 +1811,7 @@ mod tests {
         let seed = row.seed;
         assert_eq!(
             csv,
-            format!("1,0,6,15,20,fixed:20,5,900,ledger,,,{seed},fast,61,0.5245901639344263,16,8,16,8,6,375,2,12,200,,,0,6,true,6,true\n")
+            format!("1,0,6,15,20,fixed:20,5,900,ledger,,,{seed},fast,61,0.5245901639344263,16,8,16,8,6,375,2,12,200,,,0,,,,,,,6,true,6,true\n")
         );
         let mut json = String::new();
         row.write_to(RowFormat::Jsonl, &mut json);
@@ -1792,7 +1820,7 @@ mod tests {
             format!("{{\"schema\":1,\"cell\":0,\"desired\":6,\"period\":15,\"delay\":20,\"delay_model\":\"fixed:20\",\"startup\":5,\"duration\":900,\"controller\":\"ledger\",\"ttl\":null,\"burst\":null,\"seed\":{seed},\"engine\":\"fast\",\
              \"rounds\":61,\"work_per_round\":0.5245901639344263,\"created\":16,\"unneeded\":8,\
              \"delete_commands\":16,\"deleted\":8,\"overshoot\":6,\"stable\":375,\"died\":2,\
-             \"peak_live\":12,\"copy_seconds_above\":200,\"duplicate_names\":null,\"absorbed_creates\":null,\"lost_deletes\":0,\"lesson_prediction\":6,\"lesson_match\":true,\"prediction\":6,\"prediction_match\":true}}\n")
+             \"peak_live\":12,\"copy_seconds_above\":200,\"duplicate_names\":null,\"absorbed_creates\":null,\"lost_deletes\":0,\"surge_budget\":null,\"surge\":null,\"surge_copy_seconds\":null,\"rollout_overshoot\":null,\"rollout_done\":null,\"rollout_stalled\":null,\"lesson_prediction\":6,\"lesson_match\":true,\"prediction\":6,\"prediction_match\":true}}\n")
         );
     }
 
