@@ -442,7 +442,10 @@ enum Purpose {
         sent: u64,
     },
     ReadState,
-    Sync,
+    /// A sync read sent under this lease.
+    Sync {
+        lease: LeaseId,
+    },
     Report {
         report: NodeReport,
         last: bool,
@@ -1180,10 +1183,12 @@ impl AgentCore {
                 )))),
                 Err(e) => self.stop_now(Err(AgentError::Store(e))),
             },
-            Purpose::Sync => {
+            Purpose::Sync { lease } => {
                 self.sync_in_flight = false;
-                if self.life != Life::Running || self.is_fenced() {
-                    // Read before the fence or the shutdown: never acted on.
+                if self.life != Life::Running || self.held_lease() != Some(lease) {
+                    // Read before the fence or the shutdown, or under a lease since lost (the
+                    // node may have been lost meanwhile and its names given to other nodes):
+                    // never acted on.
                     return;
                 }
                 match result {
@@ -1767,12 +1772,19 @@ impl AgentCore {
         self.watch(now);
         match self.life.clone() {
             Life::Running if !self.is_fenced() => {
-                if now >= self.next_sync && !self.sync_in_flight {
+                if let Some(lease) = self
+                    .held_lease()
+                    .filter(|_| now >= self.next_sync && !self.sync_in_flight)
+                {
                     self.next_sync = now + self.cfg.sync_every_ms;
                     self.sync_in_flight = true;
                     let node = &self.cfg.node;
                     let prefixes = vec![placements_of(node), remote::kills_of(node)];
-                    self.send(now, StoreRequest::Read { prefixes }, Purpose::Sync);
+                    self.send(
+                        now,
+                        StoreRequest::Read { prefixes },
+                        Purpose::Sync { lease },
+                    );
                 }
                 self.save();
                 self.tend_logs(now);
@@ -2181,6 +2193,8 @@ mod tests {
 
     /// Which store requests lose their reply, by the time they are sent.
     type Dropper = Box<dyn Fn(u64, &StoreRequest) -> bool>;
+    /// How much longer a reply takes, by the request and when it was sent.
+    type Slower = Box<dyn Fn(u64, &StoreRequest) -> u64>;
 
     struct World {
         store: std::sync::Arc<MemoryStore>,
@@ -2200,6 +2214,8 @@ mod tests {
         drop: Dropper,
         /// Which requests never reach the store.
         cut: Dropper,
+        /// How much longer than `delay` each request's reply takes.
+        slow: Slower,
         delay: u64,
         saved: Option<NodeState>,
         stopped: Option<Result<(), AgentError>>,
@@ -2268,6 +2284,7 @@ mod tests {
                 replies: Vec::new(),
                 drop: Box::new(|_, _| false),
                 cut: Box::new(|_, _| false),
+                slow: Box::new(|_, _| 0),
                 delay: 0,
                 saved: None,
                 stopped: None,
@@ -2318,8 +2335,8 @@ mod tests {
                     }
                     let result = carry_out(&*self.store, &request);
                     if !(self.drop)(now, &request) {
-                        self.replies
-                            .push((now + self.delay, Replied { id, result }));
+                        let due = now + self.delay + (self.slow)(now, &request);
+                        self.replies.push((due, Replied { id, result }));
                     }
                 }
                 AgentOutput::Wake(Wake(t)) => {
@@ -2698,6 +2715,44 @@ mod tests {
         // The fenced copies stay exited (their assignments still exist): only w-2 runs.
         assert_eq!(w.running(), ["w-2"], "{:#?}", w.log);
         assert!(w.core.held_lease().is_some());
+    }
+
+    #[test]
+    fn a_read_sent_under_a_lease_that_was_lost_is_never_acted_on_after_the_rejoin() {
+        let store = MemoryStore::new();
+        let cfg = AgentCoreConfig {
+            request_timeout_ms: 5_000,
+            ..config("a")
+        };
+        let mut w = World::new(store, cfg);
+        w.run(1_000);
+        // Cut off from 1000ms: renewals are lost, and the sync read sent then takes 2s.
+        w.cut =
+            Box::new(|t, r| (1_000..1_600).contains(&t) && matches!(r, StoreRequest::KeepAlive(_)));
+        let placements = placements_of("a");
+        w.slow = Box::new(move |t, r| match r {
+            StoreRequest::Read { prefixes }
+                if prefixes[0] == placements && (1_000..1_900).contains(&t) =>
+            {
+                2_000
+            }
+            _ => 0,
+        });
+        assign(&w.store, "a", 1);
+        w.run(1_200);
+        // While the agent is fenced, the node is lost and its assignment moves elsewhere.
+        unassign(&w.store, "a", 1);
+        w.run(4_000);
+        assert!(
+            w.log.iter().any(|l| l.contains("rejoined under lease")),
+            "{:#?}",
+            w.log
+        );
+        assert!(
+            w.starts.is_empty(),
+            "started from a read of the lost lease: {:?}",
+            w.starts
+        );
     }
 
     #[test]
