@@ -63,6 +63,9 @@ pub struct AgentConfig {
     pub report_every: Duration,
     /// Added delay between observing the copies and writing the report.
     pub report_delay: Duration,
+    /// Jittered added delays, one per report in turn, in place of `report_delay` when not empty
+    /// ([`crate::report_delay`]).
+    pub report_delays: crate::report_delay::ReportDelays,
     /// How often the agent reads its assignments.
     pub sync_every: Duration,
     /// How often the agent looks at its processes: readiness, exits and stops are noticed up to
@@ -89,6 +92,7 @@ impl AgentConfig {
             state_dir: state_dir.into(),
             report_every: Duration::from_secs(1),
             report_delay: Duration::ZERO,
+            report_delays: Default::default(),
             sync_every: Duration::from_millis(100),
             tick: TICK,
             log_max_bytes: crate::retention::DEFAULT_LOG_MAX_BYTES,
@@ -530,6 +534,7 @@ pub async fn run_agent(
         agent_pid: std::process::id(),
         report_every_ms: ms(cfg.report_every),
         report_delay_ms: ms(cfg.report_delay),
+        report_delays: cfg.report_delays.clone(),
         sync_every_ms: ms(cfg.sync_every),
         lease_ttl_ms: ms(cfg.lease_ttl),
         simulate_copies: cfg.simulate_copies,

@@ -94,6 +94,9 @@ pub struct AgentCoreConfig {
     pub report_every_ms: u64,
     /// Added delay between observing the copies and writing the report.
     pub report_delay_ms: u64,
+    /// Jittered added delays, one per report in turn, in place of `report_delay_ms` when not
+    /// empty ([`crate::report_delay`]).
+    pub report_delays: crate::report_delay::ReportDelays,
     /// How often the agent reads its assignments and kill requests.
     pub sync_every_ms: u64,
     /// The node lease's time to live.
@@ -124,6 +127,7 @@ impl AgentCoreConfig {
             agent_pid: 0,
             report_every_ms: 1_000,
             report_delay_ms: 0,
+            report_delays: Default::default(),
             sync_every_ms: 100,
             lease_ttl_ms: 10_000,
             simulate_copies: false,
@@ -592,10 +596,11 @@ impl AgentCore {
     }
 
     /// How long after observing its copies at `observed_ms` the agent writes the report: the
-    /// configured report delay. The one place that decides it.
+    /// configured report delay, or the next entry of the jittered schedule when there is one
+    /// (each call takes one entry). The one place that decides it.
     pub fn report_delay_ms(&self, observed_ms: u64) -> u64 {
         let _ = observed_ms;
-        self.cfg.report_delay_ms
+        self.cfg.report_delays.next_ms(self.cfg.report_delay_ms)
     }
 
     /// Hands the machine one input at `now_ms` (its host clock, never going backwards) and
@@ -2237,6 +2242,27 @@ mod tests {
             nonces: Nonces::Counter(7),
             ..AgentCoreConfig::new(node)
         }
+    }
+
+    #[test]
+    fn a_jittered_schedule_gives_each_report_its_next_delay() {
+        let fixed = AgentCore::new(config("n"), 0);
+        assert_eq!(
+            (fixed.report_delay_ms(0), fixed.report_delay_ms(100)),
+            (0, 0)
+        );
+        let cfg = AgentCoreConfig {
+            report_delay_ms: 40,
+            report_delays: crate::report_delay::ReportDelays::new(vec![250, 60]),
+            ..config("n")
+        };
+        let core = AgentCore::new(cfg, 0);
+        let got: Vec<u64> = (0..3).map(|k| core.report_delay_ms(k * 100)).collect();
+        assert_eq!(
+            got,
+            [250, 60, 250],
+            "the schedule in turn, not the fixed 40 ms"
+        );
     }
 
     fn assign(store: &MemoryStore, node: &str, n: u64) {

@@ -33,12 +33,22 @@
 //!   `/workloads/` when it moved.
 //! - **Garbage collection** every [`GC_EVERY_MS`] ([`plan_gc`]); **compaction** of the event log
 //!   every [`retention::COMPACT_EVERY_MS`] or retention, whichever is shorter
-//!   ([`retention::plan_compaction`]).
+//!   ([`retention::plan_compaction`]). Every write of the leader (passes, collections,
+//!   compactions) compares `/leader` against its fence.
 //! - **Deadlines.** Every request has one, [`HostConfig::request_timeout`] after it was sent; a
 //!   request unanswered by then counts as failed with [`StoreError::Unavailable`], and its late
 //!   reply, if any, is ignored. A lost reply never wedges the machine.
+//! - **Watch cache** (with [`HostConfig::watch_cache`], on a store that pushes changes). The
+//!   leader reads [`Snapshot::PREFIXES`] once and watches from that read's revision
+//!   ([`StoreRequest::Watch`]; deliveries come as [`HostInput::Watch`]). A lost watch is
+//!   cancelled and the cache reads and watches again. While the cache is live and has caught up
+//!   with the newest revision this host committed to a cached key or met in a conflict on one,
+//!   reads of cached prefixes and the revision are answered from it at once (no request goes
+//!   out); otherwise they go to the store. A read it serves is dated with the store's clock as
+//!   the last read reply showed it (the offset to this host's clock).
 //! - **Shutdown.** A leader revokes its lease (so another controller takes over at once) and
-//!   stops when the revoke is answered or times out; a follower stops at once.
+//!   stops when the revoke is answered or times out; a follower stops at once, unless it is
+//!   taking the lease right then: that lease is revoked first.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -65,8 +75,8 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct HostConfig {
     /// Who it is, its lease, its poll, its retention: what the tokio controller took.
     pub controller: ControllerConfig,
-    /// Whether the store pushes changes ([`Store::watches`]): then the leader keeps a watch
-    /// cache of the runtime's prefixes and serves passes from it.
+    /// Whether the store pushes changes ([`crate::store::Store::watches`]): then the leader
+    /// keeps a watch cache of the runtime's prefixes and serves passes from it.
     pub watch_cache: bool,
     /// How long a store request may stay unanswered before it counts as failed.
     pub request_timeout: Duration,
@@ -1403,7 +1413,20 @@ impl Host {
         let plan = read_of(result)
             .and_then(|(read, now_ms)| retention::plan_compaction(&read, now_ms, retention));
         match plan {
-            Ok(plan) => self.compact_next(plan.txns, plan.removed),
+            Ok(plan) => {
+                // Compaction is a write of the leader's too: fenced like the others, so a
+                // deposed leader removes nothing.
+                let fence = self.fence();
+                let txns = plan
+                    .txns
+                    .into_iter()
+                    .map(|t| match fence {
+                        Some(f) => t.expect(LEADER, f),
+                        None => t,
+                    })
+                    .collect();
+                self.compact_next(txns, plan.removed)
+            }
             Err(e) => self.compact_failed(e),
         }
     }
@@ -1442,6 +1465,9 @@ impl Host {
     fn compact_failed(&mut self, e: StoreError) {
         if e.is_lost() {
             return self.lost(e);
+        }
+        if matches!(&e, StoreError::Conflict { key, .. } if key == LEADER) {
+            return self.depose();
         }
         if let Some(l) = self.lead() {
             l.compacting = false;
@@ -2288,5 +2314,55 @@ mod tests {
             let fence = p.hosts.iter().find_map(|h| h.fence());
             proptest::prop_assert_eq!(fence, Some(leader.mod_revision));
         }
+    }
+
+    #[test]
+    fn a_host_can_move_between_threads() {
+        fn send<T: Send + 'static>() {}
+        send::<Host>();
+        send::<HostOutput>();
+    }
+
+    #[test]
+    fn a_deposed_leaders_compaction_removes_nothing() {
+        let store = store_with(&[]);
+        let entries: Vec<(String, String)> = (0..10u64)
+            .map(|i| {
+                (
+                    crate::events::round_key("w", i, i),
+                    format!("{{\"at_ms\":{i}}}"),
+                )
+            })
+            .collect();
+        crate::events::append_all(&store, entries).unwrap();
+        let mut c = cfg("c1");
+        c.controller.event_retention = Duration::from_millis(1_000);
+        let mut d = Driver::new(c);
+        // Between the compaction's read and its first removal, another controller takes
+        // /leader.
+        d.hook = Some(Box::new(move |s, r, p| {
+            if p == Purpose::Compaction && matches!(r, StoreRequest::Commit(_)) {
+                let old = s.get(LEADER).unwrap().unwrap();
+                let lease = s.grant(Duration::from_secs(30)).unwrap();
+                let usurper = Leader {
+                    holder: "c2".into(),
+                    acquired_ms: 0,
+                    ttl_ms: 30_000,
+                };
+                let _ = s.commit(&Txn::new().expect(LEADER, old.mod_revision).put_leased(
+                    LEADER,
+                    encode(&usurper),
+                    lease,
+                ));
+            }
+            true
+        }));
+        d.run(&store, 1_100);
+        assert_eq!(
+            store.read(&[crate::events::EVENTS]).unwrap().entries.len(),
+            10
+        );
+        assert!(!d.host.is_leader());
+        assert!(d.said("lost the leader lease; following"));
     }
 }

@@ -47,6 +47,7 @@
 //! - [`loops`]: each workload loop's record in the store: backoff and why it is idle.
 //! - [`retention`]: bounded history: event-log compaction, copy-log rotation and removal.
 //! - [`logs`]: reading a copy's output (`setpoint logs`).
+//! - [`report_delay`]: a schedule of jittered report delays an agent gives its reports in turn.
 //! - [`rt`]: shutdown signal, blocking store calls, log lines.
 //! - [`machine`]: what the I/O-free state machines (controller host, agent) share: store
 //!   requests and replies, wake-ups.
@@ -72,6 +73,7 @@ mod parser_props;
 pub mod process;
 pub mod reconcile;
 pub mod remote;
+pub mod report_delay;
 pub mod retention;
 pub mod rollout;
 pub mod rt;
