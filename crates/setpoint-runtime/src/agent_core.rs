@@ -722,7 +722,8 @@ impl AgentCore {
                 in_flight,
                 ..
             } => {
-                if *in_flight < RENEWALS_IN_FLIGHT {
+                // Fenced (termed), no renewal goes out: its time is no reason to wake.
+                if *in_flight < RENEWALS_IN_FLIGHT && !*termed {
                     at(*next_renewal);
                 }
                 let (term, kill) = fence_times_ms(*ok_sent, *ttl_ms);
@@ -730,27 +731,34 @@ impl AgentCore {
             }
             _ => {}
         }
+        // Only what the next step would act on: a timer whose work waits for a reply (a sync
+        // or a report in flight) or for a start to answer wakes nobody, or the machine spins.
         if matches!(self.life, Life::Running) && !self.is_fenced() {
-            at(self.next_sync);
+            if !self.sync_in_flight {
+                at(self.next_sync);
+            }
             at(self.next_report);
-            if let Some((due, _)) = self.queue.front() {
+            if let Some((due, _)) = self.queue.front().filter(|_| !self.report_in_flight) {
                 at(*due);
             }
-        }
-        if matches!(self.life, Life::Running | Life::Draining { .. }) {
             at(self.next_logs);
         }
         if let Life::Draining { deadline } = self.life {
             at(deadline);
         }
+        let simulated = self.cfg.simulate_copies;
         for l in self.copies.values().filter(|l| !l.exited()) {
-            if let Some(k) = l.kill_at_ms.filter(|_| !l.killed) {
+            if l.record.pid == 0 && !simulated {
+                // Its start is under way: nothing happens to it before it answers.
+                continue;
+            }
+            if let Some(k) = l.kill_at_ms.filter(|_| !l.killed && l.record.pid != 0) {
                 at(k);
             }
             if l.record.phase == Phase::Starting && l.kill_at_ms.is_none() {
                 match &l.record.assignment.readiness {
                     None => at(l.record.started_ms + l.record.assignment.startup_ms),
-                    Some(_) if !l.probing => at(l.next_check_ms),
+                    Some(_) if !l.probing && !l.probe_ok => at(l.next_check_ms),
                     Some(_) => {}
                 }
             }
@@ -1771,6 +1779,8 @@ impl AgentCore {
         }
         self.drive_claim(now);
         self.keep_lease(now);
+        // A fence that just came down starts the rejoin in this same step.
+        self.drive_claim(now);
         if self.life == Life::Stopped {
             return;
         }
@@ -2231,6 +2241,9 @@ mod tests {
         wake: u64,
         /// Probes answer this (true: ready).
         probe_ok: bool,
+        /// Where in the trace a step asked to be woken at the very time it ran: work it left
+        /// undone, or a busy loop.
+        busy: Vec<usize>,
     }
 
     fn config(node: &str) -> AgentCoreConfig {
@@ -2318,6 +2331,7 @@ mod tests {
                 trace: Vec::new(),
                 wake: 0,
                 probe_ok: true,
+                busy: Vec::new(),
             };
             w.input(AgentInput::Tick);
             w
@@ -2367,6 +2381,9 @@ mod tests {
                 }
                 AgentOutput::Wake(Wake(t)) => {
                     assert!(t >= now, "a wake in the past");
+                    if t == now {
+                        self.busy.push(self.trace.len());
+                    }
                     self.wake = t;
                 }
                 AgentOutput::Start { copy, .. } => {
@@ -2889,6 +2906,38 @@ mod tests {
             .unwrap();
         assert_eq!(term, last_ok + 750, "SIGTERM at exactly 3/4 of the TTL");
         assert!(w.running().is_empty());
+    }
+
+    #[test]
+    fn no_step_asks_to_be_woken_at_its_own_time_fenced_or_waiting_for_replies() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        // Replies take 20ms: syncs and reports wait in flight past their timers.
+        w.delay = 20;
+        w.run_by_wakes(1_000);
+        // Fenced from 3/4 TTL to 9/10 TTL, then rejoined; then a shutdown. The agent is paused
+        // (not stepped) until 600ms after its last good renewal: the renewal it sends then is
+        // due again after the SIGTERM and before the SIGKILL, and must not be waited for.
+        w.cut =
+            Box::new(|t, r| (1_000..1_600).contains(&t) && matches!(r, StoreRequest::KeepAlive(_)));
+        let last_ok = *w.renewals_answered().last().unwrap();
+        w.tick_at(last_ok + 600);
+        w.run_by_wakes(3_000);
+        assert!(
+            w.log.iter().any(|l| l.contains("rejoined under lease")),
+            "{:#?}",
+            w.log
+        );
+        w.input(AgentInput::Shutdown);
+        w.run_by_wakes(5_000);
+        assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+        let busy: Vec<&String> = w.busy.iter().map(|&i| &w.trace[i - 1]).take(5).collect();
+        assert!(
+            busy.is_empty(),
+            "{} busy steps, first: {busy:#?}",
+            w.busy.len()
+        );
     }
 
     #[test]
