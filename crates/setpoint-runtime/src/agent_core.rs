@@ -446,7 +446,10 @@ enum Purpose {
         sent: u64,
     },
     ReadState,
-    Sync,
+    /// A sync read sent under this lease.
+    Sync {
+        lease: LeaseId,
+    },
     Report {
         report: NodeReport,
         last: bool,
@@ -719,7 +722,8 @@ impl AgentCore {
                 in_flight,
                 ..
             } => {
-                if *in_flight < RENEWALS_IN_FLIGHT {
+                // Fenced (termed), no renewal goes out: its time is no reason to wake.
+                if *in_flight < RENEWALS_IN_FLIGHT && !*termed {
                     at(*next_renewal);
                 }
                 let (term, kill) = fence_times_ms(*ok_sent, *ttl_ms);
@@ -727,27 +731,34 @@ impl AgentCore {
             }
             _ => {}
         }
+        // Only what the next step would act on: a timer whose work waits for a reply (a sync
+        // or a report in flight) or for a start to answer wakes nobody, or the machine spins.
         if matches!(self.life, Life::Running) && !self.is_fenced() {
-            at(self.next_sync);
+            if !self.sync_in_flight {
+                at(self.next_sync);
+            }
             at(self.next_report);
-            if let Some((due, _)) = self.queue.front() {
+            if let Some((due, _)) = self.queue.front().filter(|_| !self.report_in_flight) {
                 at(*due);
             }
-        }
-        if matches!(self.life, Life::Running | Life::Draining { .. }) {
             at(self.next_logs);
         }
         if let Life::Draining { deadline } = self.life {
             at(deadline);
         }
+        let simulated = self.cfg.simulate_copies;
         for l in self.copies.values().filter(|l| !l.exited()) {
-            if let Some(k) = l.kill_at_ms.filter(|_| !l.killed) {
+            if l.record.pid == 0 && !simulated {
+                // Its start is under way: nothing happens to it before it answers.
+                continue;
+            }
+            if let Some(k) = l.kill_at_ms.filter(|_| !l.killed && l.record.pid != 0) {
                 at(k);
             }
             if l.record.phase == Phase::Starting && l.kill_at_ms.is_none() {
                 match &l.record.assignment.readiness {
                     None => at(l.record.started_ms + l.record.assignment.startup_ms),
-                    Some(_) if !l.probing => at(l.next_check_ms),
+                    Some(_) if !l.probing && !l.probe_ok => at(l.next_check_ms),
                     Some(_) => {}
                 }
             }
@@ -1185,10 +1196,12 @@ impl AgentCore {
                 )))),
                 Err(e) => self.stop_now(Err(AgentError::Store(e))),
             },
-            Purpose::Sync => {
+            Purpose::Sync { lease } => {
                 self.sync_in_flight = false;
-                if self.life != Life::Running || self.is_fenced() {
-                    // Read before the fence or the shutdown: never acted on.
+                if self.life != Life::Running || self.held_lease() != Some(lease) {
+                    // Read before the fence or the shutdown, or under a lease since lost (the
+                    // node may have been lost meanwhile and its names given to other nodes):
+                    // never acted on.
                     return;
                 }
                 match result {
@@ -1766,18 +1779,27 @@ impl AgentCore {
         }
         self.drive_claim(now);
         self.keep_lease(now);
+        // A fence that just came down starts the rejoin in this same step.
+        self.drive_claim(now);
         if self.life == Life::Stopped {
             return;
         }
         self.watch(now);
         match self.life.clone() {
             Life::Running if !self.is_fenced() => {
-                if now >= self.next_sync && !self.sync_in_flight {
+                if let Some(lease) = self
+                    .held_lease()
+                    .filter(|_| now >= self.next_sync && !self.sync_in_flight)
+                {
                     self.next_sync = now + self.cfg.sync_every_ms;
                     self.sync_in_flight = true;
                     let node = &self.cfg.node;
                     let prefixes = vec![placements_of(node), remote::kills_of(node)];
-                    self.send(now, StoreRequest::Read { prefixes }, Purpose::Sync);
+                    self.send(
+                        now,
+                        StoreRequest::Read { prefixes },
+                        Purpose::Sync { lease },
+                    );
                 }
                 self.save();
                 self.tend_logs(now);
@@ -2186,6 +2208,8 @@ mod tests {
 
     /// Which store requests lose their reply, by the time they are sent.
     type Dropper = Box<dyn Fn(u64, &StoreRequest) -> bool>;
+    /// How much longer a reply takes, by the request and when it was sent.
+    type Slower = Box<dyn Fn(u64, &StoreRequest) -> u64>;
 
     struct World {
         store: std::sync::Arc<MemoryStore>,
@@ -2205,6 +2229,8 @@ mod tests {
         drop: Dropper,
         /// Which requests never reach the store.
         cut: Dropper,
+        /// How much longer than `delay` each request's reply takes.
+        slow: Slower,
         delay: u64,
         saved: Option<NodeState>,
         stopped: Option<Result<(), AgentError>>,
@@ -2215,6 +2241,9 @@ mod tests {
         wake: u64,
         /// Probes answer this (true: ready).
         probe_ok: bool,
+        /// Where in the trace a step asked to be woken at the very time it ran: work it left
+        /// undone, or a busy loop.
+        busy: Vec<usize>,
     }
 
     fn config(node: &str) -> AgentCoreConfig {
@@ -2294,6 +2323,7 @@ mod tests {
                 replies: Vec::new(),
                 drop: Box::new(|_, _| false),
                 cut: Box::new(|_, _| false),
+                slow: Box::new(|_, _| 0),
                 delay: 0,
                 saved: None,
                 stopped: None,
@@ -2301,6 +2331,7 @@ mod tests {
                 trace: Vec::new(),
                 wake: 0,
                 probe_ok: true,
+                busy: Vec::new(),
             };
             w.input(AgentInput::Tick);
             w
@@ -2344,12 +2375,15 @@ mod tests {
                     }
                     let result = carry_out(&*self.store, &request);
                     if !(self.drop)(now, &request) {
-                        self.replies
-                            .push((now + self.delay, Replied { id, result }));
+                        let due = now + self.delay + (self.slow)(now, &request);
+                        self.replies.push((due, Replied { id, result }));
                     }
                 }
                 AgentOutput::Wake(Wake(t)) => {
                     assert!(t >= now, "a wake in the past");
+                    if t == now {
+                        self.busy.push(self.trace.len());
+                    }
                     self.wake = t;
                 }
                 AgentOutput::Start { copy, .. } => {
@@ -2727,6 +2761,44 @@ mod tests {
     }
 
     #[test]
+    fn a_read_sent_under_a_lease_that_was_lost_is_never_acted_on_after_the_rejoin() {
+        let store = MemoryStore::new();
+        let cfg = AgentCoreConfig {
+            request_timeout_ms: 5_000,
+            ..config("a")
+        };
+        let mut w = World::new(store, cfg);
+        w.run(1_000);
+        // Cut off from 1000ms: renewals are lost, and the sync read sent then takes 2s.
+        w.cut =
+            Box::new(|t, r| (1_000..1_600).contains(&t) && matches!(r, StoreRequest::KeepAlive(_)));
+        let placements = placements_of("a");
+        w.slow = Box::new(move |t, r| match r {
+            StoreRequest::Read { prefixes }
+                if prefixes[0] == placements && (1_000..1_900).contains(&t) =>
+            {
+                2_000
+            }
+            _ => 0,
+        });
+        assign(&w.store, "a", 1);
+        w.run(1_200);
+        // While the agent is fenced, the node is lost and its assignment moves elsewhere.
+        unassign(&w.store, "a", 1);
+        w.run(4_000);
+        assert!(
+            w.log.iter().any(|l| l.contains("rejoined under lease")),
+            "{:#?}",
+            w.log
+        );
+        assert!(
+            w.starts.is_empty(),
+            "started from a read of the lost lease: {:?}",
+            w.starts
+        );
+    }
+
+    #[test]
     fn a_lost_reply_times_out_and_the_read_is_sent_again() {
         let store = MemoryStore::new();
         let mut w = World::new(store, config("a"));
@@ -2834,6 +2906,38 @@ mod tests {
             .unwrap();
         assert_eq!(term, last_ok + 750, "SIGTERM at exactly 3/4 of the TTL");
         assert!(w.running().is_empty());
+    }
+
+    #[test]
+    fn no_step_asks_to_be_woken_at_its_own_time_fenced_or_waiting_for_replies() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        // Replies take 20ms: syncs and reports wait in flight past their timers.
+        w.delay = 20;
+        w.run_by_wakes(1_000);
+        // Fenced from 3/4 TTL to 9/10 TTL, then rejoined; then a shutdown. The agent is paused
+        // (not stepped) until 600ms after its last good renewal: the renewal it sends then is
+        // due again after the SIGTERM and before the SIGKILL, and must not be waited for.
+        w.cut =
+            Box::new(|t, r| (1_000..1_600).contains(&t) && matches!(r, StoreRequest::KeepAlive(_)));
+        let last_ok = *w.renewals_answered().last().unwrap();
+        w.tick_at(last_ok + 600);
+        w.run_by_wakes(3_000);
+        assert!(
+            w.log.iter().any(|l| l.contains("rejoined under lease")),
+            "{:#?}",
+            w.log
+        );
+        w.input(AgentInput::Shutdown);
+        w.run_by_wakes(5_000);
+        assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+        let busy: Vec<&String> = w.busy.iter().map(|&i| &w.trace[i - 1]).take(5).collect();
+        assert!(
+            busy.is_empty(),
+            "{} busy steps, first: {busy:#?}",
+            w.busy.len()
+        );
     }
 
     #[test]
