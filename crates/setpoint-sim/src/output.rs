@@ -26,7 +26,7 @@ use crate::scenario::{Outcome, Scenario, WorkloadMetrics};
 
 /// The version of the schema, the first key of every record. It changes when a key is renamed,
 /// removed or moved; adding a kind of record does not change it.
-pub const SCHEMA: u64 = 1;
+pub const SCHEMA: u64 = 2;
 
 /// One value of a record.
 #[derive(Debug, Clone, PartialEq)]

@@ -92,7 +92,7 @@ fn run_json_has_the_metadata_then_the_lesson_keys_in_order() {
         at.windows(2).all(|w| w[0] < w[1]),
         "keys out of order: {text}"
     );
-    assert!(text.starts_with("{\"schema\":1,"));
+    assert!(text.starts_with(&format!("{{\"schema\":{},", setpoint_sim::output::SCHEMA)));
     assert_eq!(text.lines().count(), 1, "one workload, one line");
 }
 

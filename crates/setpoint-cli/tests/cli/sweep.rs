@@ -63,12 +63,9 @@ fn csv_header_names_parameters_metrics_and_the_relation() {
     let text = ok(&["sweep"]);
     let header = text.lines().next().unwrap();
     let mut expected: Vec<String> = PARAMS.iter().map(|s| s.to_string()).collect();
-    // A sweep row carries a run record's metrics but the rolling update's: no axis makes one.
-    expected.extend(
-        run_metric_keys()
-            .into_iter()
-            .filter(|k| !setpoint_sim::output::ROLLOUT_KEYS.contains(&k.as_str())),
-    );
+    // A sweep row carries every metric key of a run record, in the same order; the rolling
+    // update's keys are there too (null: no axis makes an update), so one schema holds.
+    expected.extend(run_metric_keys());
     expected.push("lesson_prediction".into());
     expected.push("lesson_match".into());
     expected.push("prediction".into());
@@ -194,14 +191,20 @@ fn summary_of_the_lessons_grid_finds_no_mismatch() {
     ];
     assert_eq!(
         ok(&grid),
-        "schema,cells,mismatched,overshooting,prediction_mismatched\n1,56,0,32,0\n",
+        format!(
+            "schema,cells,mismatched,overshooting,prediction_mismatched\n{},56,0,32,0\n",
+            setpoint_sim::output::SCHEMA
+        ),
         "32 nonzero cells in the lesson's overshoot table"
     );
     let mut jsonl = grid.to_vec();
     jsonl.extend(["--format", "jsonl"]);
     assert_eq!(
         ok(&jsonl),
-        "{\"schema\":1,\"cells\":56,\"mismatched\":0,\"overshooting\":32,\"prediction_mismatched\":0}\n"
+        format!(
+            "{{\"schema\":{},\"cells\":56,\"mismatched\":0,\"overshooting\":32,\"prediction_mismatched\":0}}\n",
+            setpoint_sim::output::SCHEMA
+        )
     );
 }
 
