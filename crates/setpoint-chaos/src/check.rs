@@ -183,3 +183,88 @@ pub fn check(
     v.sort_by(|a, b| (a.at_ms, a.check).cmp(&(b.at_ms, b.check)));
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::parse;
+    use crate::store::SimStore;
+    use crate::world::ProcRecord;
+    use setpoint_runtime::store::Txn;
+
+    fn proc(pid: u32, node: &str, copy: &str, up: u64, end: Option<u64>) -> ProcRecord {
+        ProcRecord {
+            pid,
+            host: 0,
+            node: node.into(),
+            copy: copy.into(),
+            workload: "web".into(),
+            up_ms: Some(up),
+            end_ms: end,
+            down_ms: end,
+            start_at: up,
+        }
+    }
+
+    fn outcome(procs: Vec<ProcRecord>, store: SimStore) -> Outcome {
+        Outcome {
+            events: 0,
+            end_ms: 60_000,
+            procs,
+            unfenced: vec![],
+            store,
+            trace: vec![],
+        }
+    }
+
+    fn checks(v: &[Violation]) -> Vec<Check> {
+        v.iter().map(|v| v.check).collect()
+    }
+
+    #[test]
+    fn each_end_state_invariant_is_reported_on_its_own() {
+        let m = parse("m", "[[workload]]\nname = \"web\"\ncopies = 2\n").unwrap();
+        let declared = vec![("/workloads/web".to_string(), "{}".to_string())];
+        let mut s = SimStore::new();
+        s.commit(
+            &Txn::new()
+                .put("/workloads/web", "{}")
+                .put(placement_key("node-1", "web", 0), "{}")
+                .put(placement_key("node-2", "web", 1), "{}"),
+        )
+        .unwrap();
+        let good = vec![
+            proc(1, "node-1", "web-0", 10, None),
+            proc(2, "node-2", "web-1", 10, None),
+        ];
+        assert!(check(&m, &[], &declared, &outcome(good.clone(), s.clone())).is_empty());
+        // A copy ended and back-to-back with its successor is no double run.
+        let mut handover = good.clone();
+        handover[0].end_ms = Some(500);
+        handover.push(proc(3, "node-1", "web-0", 500, None));
+        assert!(check(&m, &[], &declared, &outcome(handover, s.clone())).is_empty());
+        let mut twice = good.clone();
+        twice.push(proc(3, "node-3", "web-1", 499, Some(501)));
+        assert_eq!(
+            checks(&check(&m, &[], &declared, &outcome(twice, s.clone()))),
+            [Check::DoubleRun]
+        );
+        let mut orphan = good.clone();
+        orphan[1].node = "node-3".into();
+        assert_eq!(
+            checks(&check(&m, &[], &declared, &outcome(orphan, s.clone()))),
+            [Check::Orphan]
+        );
+        let short = vec![good[0].clone()];
+        assert_eq!(
+            checks(&check(&m, &[], &declared, &outcome(short, s.clone()))),
+            [Check::NotConverged]
+        );
+        let mut lost = s.clone();
+        lost.commit(&Txn::new().delete("/workloads/web")).unwrap();
+        assert_eq!(
+            checks(&check(&m, &[], &declared, &outcome(good, lost))),
+            [Check::LostDeclaration]
+        );
+    }
+}

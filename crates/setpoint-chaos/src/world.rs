@@ -96,9 +96,9 @@ pub struct ProcRecord {
     /// When it ended, if it did.
     pub end_ms: Option<u64>,
     /// When it is scheduled to end.
-    down_ms: Option<u64>,
+    pub(crate) down_ms: Option<u64>,
     /// When it is scheduled to start.
-    start_at: u64,
+    pub(crate) start_at: u64,
 }
 
 /// A write committed by a controller that did not hold `/leader` at commit time.
@@ -512,6 +512,7 @@ impl World<'_> {
     }
 
     fn serve(&mut self, host: usize, id: ReqId, req: StoreRequest) {
+        self.note(|| format!("store serves host {host} request {id}: {}", brief(&req)));
         let before = self.store.revision();
         let now = self.now;
         let result = match req {
@@ -696,4 +697,29 @@ impl World<'_> {
 
 fn r_was_up(r: &ProcRecord) -> bool {
     r.up_ms.is_some()
+}
+
+/// A request in a few words, for traces.
+fn brief(req: &StoreRequest) -> String {
+    match req {
+        StoreRequest::Read { prefixes } => format!("read {}", prefixes.join(" ")),
+        StoreRequest::Commit(t) => {
+            let keys: Vec<&str> = t
+                .ops
+                .iter()
+                .map(|op| match op {
+                    Op::Put { key, .. } | Op::Delete { key } => key.as_str(),
+                })
+                .collect();
+            format!("commit {}", keys.join(" "))
+        }
+        StoreRequest::Revision => "revision".into(),
+        StoreRequest::Grant { ttl } => format!("grant {} ms", ttl.as_millis()),
+        StoreRequest::KeepAlive(l) => format!("keep-alive {l}"),
+        StoreRequest::Revoke(l) => format!("revoke {l}"),
+        StoreRequest::Watch { prefixes, after } => {
+            format!("watch {} after {after}", prefixes.join(" "))
+        }
+        StoreRequest::CancelWatch(w) => format!("cancel watch {w}"),
+    }
 }
