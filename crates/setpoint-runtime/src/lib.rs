@@ -28,7 +28,9 @@
 //!   the agent proves a process is its own (a per-copy nonce, uid and start time).
 //! - [`view`]: the ledger a pass reads ([`WorkloadView`], a [`setpoint_core::LedgerView`]).
 //! - [`reconcile`]: one pass: plan, compare-and-set, retry ([`run_pass`]); garbage collection.
-//! - [`controller`]: leader election and the per-workload loops ([`run_controller`]).
+//! - [`host`]: the controller host as an I/O-free state machine ([`host::Host`]): leader
+//!   election, the per-workload loops, garbage collection, compaction.
+//! - [`controller`]: its tokio driver ([`run_controller`]).
 //! - [`agent`]: the node agent ([`run_agent`]).
 //! - [`node`]: node identity and liveness: the node lease, the data-directory lock, the fence.
 //! - [`process`]: process groups, signals, `/proc` checks.
@@ -48,12 +50,14 @@
 //!   requests and replies, wake-ups.
 
 pub mod agent;
+pub mod agent_core;
 pub mod backoff;
 pub mod cache;
 pub mod controller;
 pub mod duration;
 pub mod events;
 pub mod failpoint;
+pub mod host;
 pub mod logs;
 pub mod loops;
 pub mod machine;

@@ -22,7 +22,7 @@ use setpoint_core::ControllerKind;
 
 use crate::node::{NodeRecord, NODES};
 pub use crate::rules::CopyEnv;
-use crate::store::{Entry, Revision, Store, StoreError, Txn};
+use crate::store::{Entry, Read, Revision, Store, StoreError, Txn};
 
 /// The key prefix of workload declarations.
 pub const WORKLOADS: &str = "/workloads/";
@@ -307,18 +307,28 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The prefixes a snapshot reads, in one [`Store::read`].
+    pub const PREFIXES: [&'static str; 7] = [
+        WORKLOADS,
+        COUNTERS,
+        ASSIGNMENTS,
+        REPORTS,
+        LEADER,
+        NODES,
+        crate::loops::LOOPS,
+    ];
+
     /// Reads the whole runtime state at one revision.
     pub fn load(store: &dyn Store) -> Result<Self, StoreError> {
         let now_ms = store.now_ms();
-        let read = store.read(&[
-            WORKLOADS,
-            COUNTERS,
-            ASSIGNMENTS,
-            REPORTS,
-            LEADER,
-            NODES,
-            crate::loops::LOOPS,
-        ])?;
+        let read = store.read(&Self::PREFIXES)?;
+        Self::from_read(&read, now_ms)
+    }
+
+    /// The snapshot of `read` (a read of [`Snapshot::PREFIXES`]), taken when the store's clock
+    /// showed `now_ms`: what [`Snapshot::load`] does after its read, without a store, so that an
+    /// I/O-free machine ([`crate::host`]) builds it from a reply.
+    pub fn from_read(read: &Read, now_ms: u64) -> Result<Self, StoreError> {
         let mut s = Snapshot {
             revision: read.revision,
             now_ms,

@@ -430,6 +430,37 @@ pub fn collect_orphans(
     fence: Option<Revision>,
 ) -> Result<Vec<String>, PassError> {
     let snapshot = Snapshot::load(store)?;
+    let Some(GcPlan { txn, gone }) = plan_gc(&snapshot, fence, false)? else {
+        return Ok(Vec::new());
+    };
+    crate::failpoint::hit("gc-before-commit");
+    let committed = store.commit(&txn);
+    if committed.is_ok() {
+        crate::failpoint::hit("gc-after-commit");
+    }
+    gc_outcome(committed, gone)
+}
+
+/// Garbage collection's write, ready to commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GcPlan {
+    /// The transaction to commit.
+    pub txn: Txn,
+    /// The identities of the copies whose assignments it removes.
+    pub gone: Vec<String>,
+}
+
+/// Decides one garbage collection on `snapshot`: the removal of every assignment whose owner is
+/// gone, and of every loop record whose workload is gone, compared against the leader record's
+/// revision `fence` if given. `None`: nothing to collect.
+///
+/// `ignore_owner_uid` is an injected bug for the chaos checker ([`crate::host::HostConfig`]):
+/// an assignment counts as owned whenever a workload of its name is declared, whatever its uid.
+pub fn plan_gc(
+    snapshot: &Snapshot,
+    fence: Option<Revision>,
+    ignore_owner_uid: bool,
+) -> Result<Option<GcPlan>, PassError> {
     if fence.is_some() && snapshot.leader.as_ref().map(|l| l.mod_revision) != fence {
         return Err(PassError::NotLeader);
     }
@@ -440,7 +471,12 @@ pub fn collect_orphans(
     let mut gone = Vec::new();
     for (key, a) in &snapshot.assignments {
         let owner = snapshot.workloads.get(&a.value.workload);
-        if owner.is_none_or(|w| w.create_revision != a.value.owner_uid) {
+        let orphan = if ignore_owner_uid {
+            owner.is_none()
+        } else {
+            owner.is_none_or(|w| w.create_revision != a.value.owner_uid)
+        };
+        if orphan {
             txn = remove_assignment(txn, key, a);
             gone.push(a.value.copy.clone());
         }
@@ -456,16 +492,21 @@ pub fn collect_orphans(
         }
     }
     if gone.is_empty() && !stale_loops {
-        return Ok(gone);
+        return Ok(None);
     }
-    crate::failpoint::hit("gc-before-commit");
-    match store.commit(&txn) {
-        Ok(_) => {
-            crate::failpoint::hit("gc-after-commit");
-            Ok(gone)
-        }
+    Ok(Some(GcPlan { txn, gone }))
+}
+
+/// What garbage collection's commit means: the identities removed; nothing (someone else changed
+/// an assignment meanwhile: the next sweep sees it); or [`PassError::NotLeader`] on a conflict
+/// on the leader record.
+pub fn gc_outcome(
+    committed: Result<Revision, StoreError>,
+    gone: Vec<String>,
+) -> Result<Vec<String>, PassError> {
+    match committed {
+        Ok(_) => Ok(gone),
         Err(StoreError::Conflict { key, .. }) if key == LEADER => Err(PassError::NotLeader),
-        // Someone else changed an assignment meanwhile: the next sweep sees it.
         Err(e) if e.is_conflict() => Ok(Vec::new()),
         Err(e) => Err(e.into()),
     }

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::events::EVENTS;
 use crate::model::{decode, encode};
-use crate::store::{Store, StoreError, Txn};
+use crate::store::{Read, Store, StoreError, Txn};
 
 /// The default retention of events and of ended copies' logs: one hour.
 pub const DEFAULT_RETENTION_MS: u64 = 3_600_000;
@@ -56,14 +56,44 @@ pub fn compact_events(
     now_ms: u64,
     retention_ms: u64,
 ) -> Result<u64, StoreError> {
-    let cutoff = now_ms.saturating_sub(retention_ms);
-    if cutoff == 0 {
+    if now_ms.saturating_sub(retention_ms) == 0 {
         return Ok(0);
     }
-    let read = store.read(&[EVENTS])?;
+    let read = store.read(&COMPACTION_PREFIXES)?;
+    let plan = plan_compaction(&read, now_ms, retention_ms)?;
+    for txn in &plan.txns {
+        store.commit(txn)?;
+    }
+    Ok(plan.removed)
+}
+
+/// What a compaction reads, in one [`Store::read`]: the event log and the compaction record.
+pub const COMPACTION_PREFIXES: [&str; 2] = [EVENTS, COMPACTED];
+
+/// A compaction's writes, ready to commit one after another.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompactionPlan {
+    /// The removals, at most [`BATCH`] keys each, then the new record of the cutoff if it moved.
+    pub txns: Vec<Txn>,
+    /// How many entries the removals remove.
+    pub removed: u64,
+}
+
+/// Decides a compaction on `read` (a read of [`COMPACTION_PREFIXES`]) at `now_ms`: the removal
+/// of every event older than `now_ms − retention_ms` and the record of that cutoff.
+pub fn plan_compaction(
+    read: &Read,
+    now_ms: u64,
+    retention_ms: u64,
+) -> Result<CompactionPlan, StoreError> {
+    let cutoff = now_ms.saturating_sub(retention_ms);
+    if cutoff == 0 {
+        return Ok(CompactionPlan::default());
+    }
     let old: Vec<String> = read
         .entries
         .iter()
+        .filter(|e| e.key.starts_with(EVENTS))
         .filter(|e| {
             serde_json::from_str::<At>(&e.value)
                 .map(|a| a.at_ms < cutoff)
@@ -71,17 +101,21 @@ pub fn compact_events(
         })
         .map(|e| e.key.clone())
         .collect();
-    let mut removed = 0;
-    for chunk in old.chunks(BATCH) {
-        let txn = chunk.iter().fold(Txn::new(), |t, k| t.delete(k.clone()));
-        store.commit(&txn)?;
-        removed += chunk.len() as u64;
-    }
-    let prev = kept_from(store)?;
+    let mut txns: Vec<Txn> = old
+        .chunks(BATCH)
+        .map(|chunk| chunk.iter().fold(Txn::new(), |t, k| t.delete(k.clone())))
+        .collect();
+    let prev = match read.entries.iter().find(|e| e.key == COMPACTED) {
+        Some(e) => decode::<Compacted>(e)?.value.before_ms,
+        None => 0,
+    };
     if cutoff > prev {
-        store.commit(&Txn::new().put(COMPACTED, encode(&Compacted { before_ms: cutoff })))?;
+        txns.push(Txn::new().put(COMPACTED, encode(&Compacted { before_ms: cutoff })));
     }
-    Ok(removed)
+    Ok(CompactionPlan {
+        txns,
+        removed: old.len() as u64,
+    })
 }
 
 /// Events before this time (store milliseconds) may have been removed; 0 if none was.
