@@ -13,6 +13,11 @@
 //! controllers = 2          # controller hosts, 1 to 8 (default 2)
 //! agents = 3               # node agents node-1 … node-N, 1 to 32 (default 3)
 //! skew_max_ms = 250        # host clocks differ by up to 2 × this (default 0)
+//! leader_ttl_ms = 5000     # the controllers' leader lease (default 5000, the runtime's)
+//! node_ttl_ms = 10000      # the agents' node lease (default 10000, the runtime's)
+//! poll_ms = 100            # controllers poll the store this often (default 100)
+//! sync_ms = 100            # agents read their assignments this often (default 100)
+//! report_ms = 1000         # agents report this often, R (default 1000)
 //!
 //! [network]
 //! delay_ms = 2             # fixed delay of every message (default 1)
@@ -34,6 +39,7 @@
 //! [[fault]]                # any number
 //! kind = "partition"       # partition | cut-up | cut-down | pause | restart   (a host)
 //!                          #   | crash (a process) | leader-change | compaction (the store)
+//!                          #   | redeclare (the operator deletes and re-applies every workload)
 //! count = 2                # how many per run
 //! target = "agent"         # host faults: agent | controller | any (default any;
 //!                          # restart: controller only)
@@ -82,6 +88,8 @@ pub struct Model {
     pub agents: usize,
     /// Host clocks are skewed by `0 ..= 2 × skew_max_ms`.
     pub skew_max_ms: u64,
+    /// The machines' timing.
+    pub timing: Timing,
     /// The network.
     pub net: NetConfig,
     /// Process start time, milliseconds.
@@ -94,6 +102,21 @@ pub struct Model {
     pub faults: Vec<FaultRule>,
     /// An explicit schedule, which replaces drawing.
     pub schedule: Option<Vec<Fault>>,
+}
+
+/// The controllers' and agents' timing, milliseconds (the runtime's defaults unless set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// The leader lease's time to live.
+    pub leader_ttl_ms: u64,
+    /// The node lease's time to live.
+    pub node_ttl_ms: u64,
+    /// How often a controller polls the store.
+    pub poll_ms: u64,
+    /// How often an agent reads its assignments.
+    pub sync_ms: u64,
+    /// How often an agent reports, R.
+    pub report_ms: u64,
 }
 
 /// One declared workload.
@@ -132,11 +155,14 @@ pub enum FaultKind {
     LeaderChange,
     /// The store compacts its history to the current revision.
     Compaction,
+    /// The operator deletes every workload and declares it again at once (`setpoint delete`
+    /// then `apply`): same declaration, new uid, so the old copies are orphans to collect.
+    Redeclare,
 }
 
 impl FaultKind {
     /// Every kind, with its name in files.
-    pub const ALL: [(FaultKind, &'static str); 8] = [
+    pub const ALL: [(FaultKind, &'static str); 9] = [
         (FaultKind::Partition, "partition"),
         (FaultKind::CutUp, "cut-up"),
         (FaultKind::CutDown, "cut-down"),
@@ -145,6 +171,7 @@ impl FaultKind {
         (FaultKind::Crash, "crash"),
         (FaultKind::LeaderChange, "leader-change"),
         (FaultKind::Compaction, "compaction"),
+        (FaultKind::Redeclare, "redeclare"),
     ];
 
     /// Its name in files.
@@ -257,6 +284,11 @@ struct RawCluster {
     controllers: Option<Spanned<i64>>,
     agents: Option<Spanned<i64>>,
     skew_max_ms: Option<Spanned<i64>>,
+    leader_ttl_ms: Option<Spanned<i64>>,
+    node_ttl_ms: Option<Spanned<i64>>,
+    poll_ms: Option<Spanned<i64>>,
+    sync_ms: Option<Spanned<i64>>,
+    report_ms: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -429,6 +461,28 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
         60_000,
         0,
     )?;
+    let knob = |k: &str, v: Option<Spanned<i64>>, default: u64| {
+        f.opt(&v, &format!("cluster.{k}"), 10, 3_600_000, default)
+    };
+    let timing = Timing {
+        leader_ttl_ms: knob(
+            "leader_ttl_ms",
+            cluster.and_then(|c| c.leader_ttl_ms.clone()),
+            5_000,
+        )?,
+        node_ttl_ms: knob(
+            "node_ttl_ms",
+            cluster.and_then(|c| c.node_ttl_ms.clone()),
+            10_000,
+        )?,
+        poll_ms: knob("poll_ms", cluster.and_then(|c| c.poll_ms.clone()), 100)?,
+        sync_ms: knob("sync_ms", cluster.and_then(|c| c.sync_ms.clone()), 100)?,
+        report_ms: knob(
+            "report_ms",
+            cluster.and_then(|c| c.report_ms.clone()),
+            1_000,
+        )?,
+    };
     let net_raw = raw.network.as_ref();
     let delay_ms = f.opt(
         &net_raw.and_then(|n| n.delay_ms.clone()),
@@ -649,6 +703,7 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
         controllers,
         agents,
         skew_max_ms,
+        timing,
         net: NetConfig {
             delay_ms,
             jitter_ms,
@@ -739,10 +794,11 @@ impl Model {
             s.push_str("event = []  # no fault\n");
         }
         s.push('\n');
+        let t = &self.timing;
         let _ = writeln!(
             s,
-            "[cluster]\ncontrollers = {}\nagents = {}\nskew_max_ms = {}\n",
-            self.controllers, self.agents, self.skew_max_ms
+            "[cluster]\ncontrollers = {}\nagents = {}\nskew_max_ms = {}\nleader_ttl_ms = {}\nnode_ttl_ms = {}\npoll_ms = {}\nsync_ms = {}\nreport_ms = {}\n",
+            self.controllers, self.agents, self.skew_max_ms, t.leader_ttl_ms, t.node_ttl_ms, t.poll_ms, t.sync_ms, t.report_ms
         );
         let _ = writeln!(
             s,

@@ -14,10 +14,12 @@
 //! - [`world`]: the event queue on virtual time, hosts with skewed clocks and pauses, processes,
 //!   the fault schedule; [`run`].
 //! - [`faults`]: fault model files ([`Model`]) and the schedule drawn from a model and a seed.
+//! - [`adapt`]: the runtime's `Host` and `AgentCore` behind [`Machine`], with the injected bugs.
 //! - [`check`]: the invariants checked after each run.
 //! - [`runner`]: one seed end to end: the setup from a model, the run, the checks.
 //! - [`shrink`]: the failing schedule cut down to a minimal one.
 
+pub mod adapt;
 pub mod check;
 pub mod faults;
 pub mod machine;
@@ -27,6 +29,8 @@ pub mod shrink;
 pub mod store;
 pub mod world;
 
+#[cfg(test)]
+mod bug_hunt;
 #[cfg(test)]
 mod toy;
 

@@ -40,11 +40,29 @@ pub enum Input {
         copy: String,
         /// Its pid.
         pid: u32,
-        /// How it ended, as the runtime prints it (`exit status 1`, `signal 9`).
-        how: String,
+        /// How it ended.
+        how: Exit,
     },
     /// Stop: the host is shutting down.
     Shutdown,
+}
+
+/// How a simulated process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this status (a crash is status 1).
+    Code(i32),
+    /// A signal ended it (15: SIGTERM, 9: SIGKILL).
+    Signal(i32),
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Exit::Code(c) => write!(f, "exit status {c}"),
+            Exit::Signal(s) => write!(f, "signal {s}"),
+        }
+    }
 }
 
 /// What a machine asks of the world.

@@ -89,23 +89,78 @@ pub fn run_checked(
             };
             (r, Some(out))
         }
-        Err(e @ RunError::Budget { budget, at_ms }) => (
-            SeedReport {
-                seed,
-                faults,
-                events: budget,
-                violations: vec![Violation {
-                    check: Check::Budget,
-                    at_ms,
-                    detail: e.to_string(),
-                }],
-            },
-            None,
-        ),
+        Err(e @ RunError::Budget { budget, at_ms, .. }) => {
+            let tail = match &e {
+                RunError::Budget { tail, .. } => tail.clone(),
+            };
+            (
+                SeedReport {
+                    seed,
+                    faults,
+                    events: budget,
+                    violations: vec![Violation {
+                        check: Check::Budget,
+                        at_ms,
+                        detail: e.to_string(),
+                    }],
+                },
+                trace.then(|| Outcome {
+                    events: budget,
+                    end_ms: at_ms,
+                    procs: Vec::new(),
+                    unfenced: Vec::new(),
+                    store: crate::store::SimStore::new(),
+                    trace: tail,
+                }),
+            )
+        }
     }
 }
 
 /// Runs `seed` of `model` (its own schedule, drawn or explicit) and checks it.
 pub fn run_seed(model: &Model, seed: u64, factory: &Factory<'_>) -> SeedReport {
     run_checked(model, seed, model.schedule(seed), factory, false).0
+}
+
+/// Runs `seeds` of `model` in parallel on the current rayon pool, with the runtime's machines
+/// (and `bugs`); the reports come back in seed order whatever the thread count.
+pub fn run_seeds(
+    model: &Model,
+    seeds: std::ops::Range<u64>,
+    bugs: crate::adapt::Bugs,
+) -> Vec<SeedReport> {
+    use rayon::prelude::*;
+    seeds
+        .into_par_iter()
+        .map(|seed| {
+            let f = |i: usize, r: &crate::machine::Role, now: u64| {
+                crate::adapt::make(model, bugs, seed, i, r, now)
+            };
+            run_seed(model, seed, &f)
+        })
+        .collect()
+}
+
+/// A failing seed's schedule shrunk to a minimal one that still breaks the same check, with
+/// the runs spent; `None` if the seed passes.
+pub fn shrink_seed(
+    model: &Model,
+    seed: u64,
+    bugs: crate::adapt::Bugs,
+) -> Option<(Vec<Fault>, Check, usize)> {
+    let f = |i: usize, r: &crate::machine::Role, now: u64| {
+        crate::adapt::make(model, bugs, seed, i, r, now)
+    };
+    let schedule = model.schedule(seed);
+    let first = run_checked(model, seed, schedule.clone(), &f, false).0;
+    let check = crate::shrink::first_check(&first.violations)?;
+    let mut fails = |s: &[Fault]| {
+        run_checked(model, seed, s.to_vec(), &f, false)
+            .0
+            .violations
+            .iter()
+            .any(|v| v.check == check)
+    };
+    let (min, tries) = crate::shrink::shrink(&schedule, &mut fails);
+    Some((min, check, tries + 1))
 }

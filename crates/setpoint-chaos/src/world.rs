@@ -28,7 +28,7 @@ use setpoint_runtime::store::{Op, Txn, WatchEvent};
 use setpoint_sim::delay::WorldRng;
 
 use crate::faults::{Fault, FaultKind};
-use crate::machine::{Input, Machine, Output, Role};
+use crate::machine::{Exit, Input, Machine, Output, Role};
 use crate::net::{Dir, Net, NetConfig};
 use crate::store::SimStore;
 
@@ -69,12 +69,16 @@ pub struct Setup {
 pub enum RunError {
     /// The run handled more events than its budget allows; raise `event_budget` in the fault
     /// model if the workload really needs them, or look for a machine that wakes in a loop.
-    #[error("the run exceeded its event budget of {budget} events at {at_ms} ms; raise event_budget or look for a machine that wakes itself in a loop")]
+    #[error("the run exceeded its event budget of {budget} events at {at_ms} ms; host {busiest} was stepped most in the last 100,000 events: raise event_budget or look for a machine that wakes itself in a loop")]
     Budget {
         /// The budget.
         budget: u64,
         /// Virtual time when it was exceeded.
         at_ms: u64,
+        /// The host stepped most often in the last 100,000 events.
+        busiest: usize,
+        /// The last 300 lines of the trace, if one was kept.
+        tail: Vec<String>,
     },
 }
 
@@ -154,7 +158,7 @@ enum Ev {
     ProcUp(usize),
     ProcDown {
         proc: usize,
-        how: String,
+        how: Exit,
     },
 }
 
@@ -214,6 +218,7 @@ pub struct World<'a> {
     live: BTreeMap<(usize, String), usize>,
     unfenced: Vec<UnfencedWrite>,
     trace: Vec<String>,
+    recent_steps: Vec<u64>,
 }
 
 /// Runs `setup` with machines from `factory`, seeded with `seed`.
@@ -234,6 +239,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         live: BTreeMap::new(),
         unfenced: Vec::new(),
         trace: Vec::new(),
+        recent_steps: vec![0; setup.roles.len()],
     };
     for (key, value) in &setup.declarations {
         w.store
@@ -266,10 +272,19 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
             break;
         }
         w.events += 1;
+        if w.events % 100_000 == 0 {
+            w.recent_steps.iter_mut().for_each(|c| *c = 0);
+        }
         if w.events > setup.event_budget {
+            let busiest = (0..w.recent_steps.len())
+                .max_by_key(|&i| (w.recent_steps[i], std::cmp::Reverse(i)))
+                .unwrap_or(0);
+            let from = w.trace.len().saturating_sub(300);
             return Err(RunError::Budget {
                 budget: setup.event_budget,
                 at_ms: item.at,
+                busiest,
+                tail: w.trace.split_off(from),
             });
         }
         w.now = item.at;
@@ -370,6 +385,7 @@ impl World<'_> {
             slot.inbox.push_back(input);
             return;
         }
+        self.recent_steps[host] += 1;
         let clock = EPOCH_MS + self.now + slot.offset;
         let outputs = slot.machine.step(clock, input);
         for out in outputs {
@@ -432,7 +448,7 @@ impl World<'_> {
             Output::Signal { copy, kill } => {
                 if let Some(&p) = self.live.get(&(host, copy)) {
                     let after = if kill { 0 } else { self.setup.term_exit_ms };
-                    let how = if kill { "signal 9" } else { "signal 15" };
+                    let how = Exit::Signal(if kill { 9 } else { 15 });
                     self.end_proc(p, self.now + after, how);
                 }
             }
@@ -442,20 +458,14 @@ impl World<'_> {
     }
 
     /// Schedules process `p` to end at `at` (not before it starts), unless it ends sooner.
-    fn end_proc(&mut self, p: usize, at: u64, how: &str) {
+    fn end_proc(&mut self, p: usize, at: u64, how: Exit) {
         let r = &mut self.procs[p];
         let at = at.max(r.start_at);
         if r.end_ms.is_some() || r.down_ms.is_some_and(|d| d <= at) {
             return;
         }
         r.down_ms = Some(at);
-        self.push(
-            at,
-            Ev::ProcDown {
-                proc: p,
-                how: how.to_owned(),
-            },
-        );
+        self.push(at, Ev::ProcDown { proc: p, how });
     }
 
     fn reply(&mut self, host: usize, input: Input) {
@@ -670,13 +680,23 @@ impl World<'_> {
                 let live: Vec<usize> = self.live.values().copied().collect();
                 if !live.is_empty() {
                     let k = self.rng.uniform(0, live.len() as u64 - 1) as usize;
-                    self.end_proc(live[k], self.now, "exit status 1");
+                    self.end_proc(live[k], self.now, Exit::Code(1));
                 }
             }
             FaultKind::LeaderChange if start => self.store.leader_change(self.now),
             FaultKind::Compaction if start => {
                 let r = self.store.revision();
                 self.store.compact(r);
+            }
+            FaultKind::Redeclare if start => {
+                let before = self.store.revision();
+                for (key, value) in &self.setup.declarations {
+                    let _ = self.store.commit(&Txn::new().delete(key.clone()));
+                    let _ = self
+                        .store
+                        .commit(&Txn::new().put(key.clone(), value.clone()));
+                }
+                self.fan_out(before);
             }
             FaultKind::Restart if start => {
                 let slot = &mut self.slots[host];

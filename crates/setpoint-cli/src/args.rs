@@ -58,6 +58,9 @@ pub enum Command {
     Sweep(crate::sweep::SweepArgs),
     /// Join the outputs of `sweep --shard I/N`, in any order, into the whole sweep's bytes.
     Merge(crate::merge::MergeArgs),
+    /// Run the runtime's own controller host and agents in a simulated world under fault
+    /// schedules, check invariants after every run, shrink failures to replay files.
+    Chaos(crate::chaos::ChaosArgs),
     /// The real runtime's commands.
     #[command(flatten)]
     Runtime(crate::runtime::RuntimeCommand),
