@@ -134,18 +134,7 @@ SWEEP_COUNTS=$(tail -1 "$TMP/sweep.out")
 
 # ---------------------------------------------------------------------------------------------
 say "per-cell speed: $SAMPLE_CELLS random cells of the sweep's grid (seed $SAMPLE_SEED)"
-node -e '
-// mulberry32: a small seeded generator, so that the sample is the same on every machine.
-let s = +process.argv[1] >>> 0;
-const rand = () => { s = (s + 0x6d2b79f5) >>> 0; let t = s;
-  t = Math.imul(t ^ (t >>> 15), t | 1); t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296; };
-const pick = (lo, hi) => lo + Math.floor(rand() * (hi - lo + 1));
-const lines = [];
-for (let i = 0; i < +process.argv[2]; i++)
-  lines.push(JSON.stringify({ desired: 6, U: pick(1, 100), G: pick(0, 199), B: pick(0, 49),
-    duration: 900, intent: false, deaths: [[300, 2]] }));
-console.log(lines.join("\n"));' "$SAMPLE_SEED" "$SAMPLE_CELLS" >"$TMP/sample.jsonl"
+node scripts/sample-cells.mjs "$SAMPLE_SEED" "$SAMPLE_CELLS" >"$TMP/sample.jsonl"
 LOAD_CELL=$(load)
 node "$BATCH" <"$TMP/sample.jsonl" >"$TMP/sample_ref.out"
 "$CASES" <"$TMP/sample.jsonl" >"$TMP/sample_sp.out"

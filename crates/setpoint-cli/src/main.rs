@@ -12,6 +12,7 @@ mod merge;
 mod output;
 mod plot;
 mod reality;
+mod records;
 mod relation;
 mod report;
 mod runtime;
@@ -185,7 +186,9 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         )?,
         Command::Report(args) => report::run(&args, matches.subcommand_matches("report"))?,
         Command::Advise(args) => advise::run(&args)?,
-        Command::Sweep(args) => return sweep::run(args),
+        Command::Sweep(args) => {
+            return sweep::run(args, matches.subcommand_matches("sweep"));
+        }
         Command::Merge(args) => merge::run(&args)?,
         Command::Chaos(args) => return chaos::run(&args),
         Command::Runtime(cmd) => runtime::execute(cmd)?,

@@ -15,7 +15,7 @@ use setpoint_sim::{simulate_traced, Axis, Grid, GridSpec, LessonSpec, LessonWorl
 use crate::args::WorldArgs;
 use crate::destination::{self, Output};
 use crate::scenario_args::ScenarioArgs;
-use crate::sweep::{delay_axis, period_axis};
+use crate::sweep::{delay_axis, delay_models, period_axis, DelayModels};
 use crate::BadInput;
 
 /// `setpoint plot`.
@@ -51,6 +51,12 @@ pub struct HeatmapArgs {
     #[arg(short = 'G', long = "delays", visible_alias = "delay", default_value = "0..=90",
           value_name = "GRID", value_parser = delay_axis, allow_hyphen_values = true)]
     pub delays: Axis,
+    /// Report-delay models as the rows, in place of --delays, in the order given: a list of
+    /// fixed:S, uniform:MIN:MAX and lesson-chain (seconds to the millisecond), such as
+    /// fixed:20,uniform:0:40,lesson-chain. With random models, --runs N --colour p_overshoot
+    /// shows how often each cell overshoots.
+    #[arg(long, value_name = "LIST", value_parser = delay_models, conflicts_with = "delays")]
+    pub delay_model: Option<DelayModels>,
     /// Loop periods U (columns), in seconds.
     #[arg(short = 'U', long = "periods", visible_alias = "period", default_value = "1..=60",
           value_name = "GRID", value_parser = period_axis, allow_hyphen_values = true)]
@@ -103,11 +109,17 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
             a.output.write_picture(&svg)
         }
         PlotCommand::Heatmap(a) => {
-            setpoint_sim::limits::check_picture_cells(
-                a.delays.len().saturating_mul(a.periods.len()),
-            )?;
+            let rows = a
+                .delay_model
+                .as_ref()
+                .map_or(a.delays.len(), |m| m.0.len() as u64);
+            setpoint_sim::limits::check_picture_cells(rows.saturating_mul(a.periods.len()))?;
             let base = a.world.spec(0, 1);
-            let svg = if base.controller.is_lesson() && a.runs == 1 && a.colour == "overshoot" {
+            let svg = if base.controller.is_lesson()
+                && a.runs == 1
+                && a.colour == "overshoot"
+                && a.delay_model.is_none()
+            {
                 heatmap_of(&base, &a.delays, &a.periods)?
             } else {
                 heatmap_of_grid(a, &base)?
@@ -162,6 +174,11 @@ fn event_label(e: &Event) -> String {
         Event::CrashLoop { after, starts, .. } => {
             format!("{starts} starts end after {after} s")
         }
+        Event::Update {
+            max_surge,
+            max_unavailable,
+            ..
+        } => format!("update (surge {max_surge}, unavailable {max_unavailable})"),
     }
 }
 
@@ -208,6 +225,12 @@ pub fn timeline_of_lab(
             label: event_label(&e.event),
         })
         .collect();
+    // A rolling update is shaded from its event to the second its rollout was found done (or
+    // the end of the run).
+    let rollout_end = outcome.workloads[index]
+        .rollout
+        .rollout_done
+        .unwrap_or(spec.duration);
     let spans: Vec<Span> = spec
         .events
         .iter()
@@ -215,6 +238,7 @@ pub fn timeline_of_lab(
         .filter_map(|e| match e.event {
             Event::Outage { seconds } => Some((e.at, seconds, SpanKind::Outage)),
             Event::Stale { seconds } => Some((e.at, seconds, SpanKind::Stale)),
+            Event::Update { .. } => Some((e.at, rollout_end.max(e.at) - e.at, SpanKind::Rollout)),
             _ => None,
         })
         .map(|(from, seconds, kind)| Span {
@@ -232,8 +256,12 @@ pub fn timeline_of_lab(
     let file = Path::new(label)
         .file_name()
         .map_or(label.to_owned(), |f| f.to_string_lossy().into_owned());
+    let surge = outcome.workloads[index]
+        .rollout
+        .surge
+        .map_or_else(String::new, |s| format!(", surge {s}"));
     let title = format!(
-        "{file}: {name}, {}, U={}: overshoot {}, peak {}, stable {stable}{seeded}",
+        "{file}: {name}, {}, U={}: overshoot {}{surge}, peak {}, stable {stable}{seeded}",
         spec.controller.kind, spec.period, m.overshoot, m.peak_live
     );
     Ok(timeline_svg(&Timeline {
@@ -266,6 +294,8 @@ pub fn heatmap_of(base: &LessonSpec, delays: &Axis, periods: &Axis) -> anyhow::R
         overshoot: &overshoot,
         startup: base.startup,
         lesson_wrong: &lesson_wrong,
+        row_labels: &[],
+        scale: "overshoot",
     })?)
 }
 
@@ -277,6 +307,11 @@ fn heatmap_of_grid(a: &HeatmapArgs, base: &LessonSpec) -> anyhow::Result<String>
         desired: Axis::single(base.desired),
         period: a.periods.clone(),
         delay: a.delays.clone(),
+        delay_models: a
+            .delay_model
+            .as_ref()
+            .map(|m| m.0.clone())
+            .unwrap_or_default(),
         startup: Axis::single(base.startup),
         controller: vec![base.controller],
         duration: base.duration,
@@ -291,7 +326,16 @@ fn heatmap_of_grid(a: &HeatmapArgs, base: &LessonSpec) -> anyhow::Result<String>
         }
         e => anyhow::Error::new(e),
     })?;
-    let (nd, np) = (a.delays.len() as usize, a.periods.len() as usize);
+    // The rows: delays in seconds, or the models by their canonical text.
+    let labels: Vec<String> = a.delay_model.as_ref().map_or_else(Vec::new, |m| {
+        m.0.iter().map(setpoint_sim::sweep::model_text).collect()
+    });
+    let delays: Vec<u64> = if labels.is_empty() {
+        a.delays.values().collect()
+    } else {
+        (0..labels.len() as u64).collect()
+    };
+    let (nd, np) = (delays.len(), a.periods.len() as usize);
     let percent = a.colour == "p_overshoot";
     // Grid cells go period-major; the picture goes row by row over delays.
     let mut values = vec![0u64; nd * np];
@@ -314,8 +358,12 @@ fn heatmap_of_grid(a: &HeatmapArgs, base: &LessonSpec) -> anyhow::Result<String>
             String::new()
         }
     );
-    let delays: Vec<u64> = a.delays.values().collect();
     let periods: Vec<u64> = a.periods.values().collect();
+    let scale = if percent {
+        format!("{} (%)", a.colour)
+    } else {
+        a.colour.clone()
+    };
     Ok(heatmap_svg(&Heatmap {
         title,
         delays: &delays,
@@ -323,5 +371,7 @@ fn heatmap_of_grid(a: &HeatmapArgs, base: &LessonSpec) -> anyhow::Result<String>
         overshoot: &values,
         startup: base.startup,
         lesson_wrong: &[],
+        row_labels: &labels,
+        scale: &scale,
     })?)
 }

@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use setpoint_core::ControllerKind;
 use setpoint_reality::experiment::{self, CellOutcome, ExperimentError, RealLesson};
+use setpoint_reality::jitter;
 use setpoint_runtime::measure::{self, Measurement, Spread, WindowSpec};
 use setpoint_runtime::model::{decode, workload_key, WorkloadSpec};
 use setpoint_runtime::{events, parse_duration, OpenMode, StoreUrl};
@@ -29,14 +30,9 @@ pub enum RealityCommand {
     Experiment(ExperimentCommand),
 }
 
-/// Output formats.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum Format {
-    /// Text tables.
-    Table,
-    /// JSON.
-    Json,
-}
+/// Output formats: the one `--format` of every data command. JSON is one object; CSV one row per
+/// workload (`measure`) or cell (`experiment lesson`), `docs/output.md`.
+use crate::output::Format;
 
 /// `setpoint measure`.
 #[derive(Debug, Args)]
@@ -102,6 +98,15 @@ pub struct LessonArgs {
         value_parser = whole_seconds
     )]
     delays: Vec<u64>,
+    /// Random report-delay models, in place of --delays: a list of fixed:S, uniform:MIN:MAX
+    /// and lesson-chain (seconds to the millisecond). With --real the agent's report delays are
+    /// drawn from each model with --seed; each cell is set against the lab's run with that seed
+    /// and the lab's overshoot over 200 seeds.
+    #[arg(long, value_name = "LIST", value_parser = crate::sweep::delay_models, conflicts_with = "delays")]
+    delay_model: Option<crate::sweep::DelayModels>,
+    /// With --delay-model: the seed of the lab's run and of the agent's drawn delays.
+    #[arg(long, default_value = "1", value_name = "N")]
+    seed: u64,
     /// The controllers, comma-separated.
     #[arg(
         long,
@@ -189,6 +194,12 @@ fn measure_cmd(a: &MeasureArgs) -> anyhow::Result<String> {
             serde_json::to_string(&serde_json::json!({ "workloads": all }))?
         ),
         Format::Table => measure_table(&all),
+        // No workload measured prints nothing, as the table does.
+        Format::Csv => setpoint_sim::output::print(
+            &crate::records::measure_records(&all),
+            setpoint_sim::output::Format::Csv,
+            &[],
+        ),
     })
 }
 
@@ -296,14 +307,21 @@ fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
     cfg.controllers = controllers;
     cfg.store = a.store.clone();
     cfg.validate().map_err(|e| BadInput(e.to_string()))?;
-    if !a.real {
-        return Ok(lesson_table(&cfg, None));
+    if let Some(models) = &a.delay_model {
+        return jitter_lesson(a, &cfg, &models.0);
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    if a.seed != 1 {
+        anyhow::bail!(BadInput(
+            "--seed applies only with --delay-model: fixed delays draw no random number; accepted: --seed with --delay-model".into()
+        ));
+    }
+    if !a.real {
+        return Ok(match a.format {
+            Format::Csv => lesson_csv(&cfg, None)?,
+            _ => lesson_table(&cfg, None),
+        });
+    }
+    let rt = async_runtime()?;
     let cells = rt
         .block_on(experiment::run_all(&cfg))
         .map_err(|e| match e {
@@ -322,7 +340,125 @@ fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
             }))?
         ),
         Format::Table => lesson_table(&cfg, Some(&cells)),
+        Format::Csv => lesson_csv(&cfg, Some(&cells))?,
     })
+}
+
+/// The two-thread async runtime the real cells run on.
+fn async_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// `experiment lesson --delay-model LIST`: the lab's side of every (controller, model) cell, and
+/// with --real the real runs ([`setpoint_reality::jitter`]).
+fn jitter_lesson(
+    a: &LessonArgs,
+    cfg: &RealLesson,
+    models: &[setpoint_sim::delay::DelayModel],
+) -> anyhow::Result<String> {
+    let mut lab = Vec::new();
+    for &c in &cfg.controllers {
+        for m in models {
+            let (one, runs) = jitter::lab_of(m, c, a.seed).map_err(|e| BadInput(e.to_string()))?;
+            lab.push((
+                c.name(),
+                setpoint_sim::sweep::model_text(m),
+                a.seed,
+                one,
+                runs,
+            ));
+        }
+    }
+    let cells = if a.real {
+        let rt = async_runtime()?;
+        let cells = rt
+            .block_on(jitter::run_jitter_all(cfg, models, a.seed))
+            .map_err(|e| match e {
+                ExperimentError::BadInput(m) => anyhow::Error::new(BadInput(m)),
+                other => anyhow::Error::new(other),
+            })
+            .context("the real jittered run failed")?;
+        rt.shutdown_timeout(Duration::from_secs(2));
+        Some(cells)
+    } else {
+        None
+    };
+    let rows = crate::records::jitter_records(cfg.time_scale, &lab, cells.as_deref());
+    Ok(match a.format {
+        Format::Csv => setpoint_sim::output::print(&rows, setpoint_sim::output::Format::Csv, &[]),
+        Format::Json => match &cells {
+            Some(cells) => format!(
+                "{}\n",
+                serde_json::to_string(&serde_json::json!({
+                    "time_scale": cfg.time_scale,
+                    "seed": a.seed,
+                    "cells": cells,
+                }))?
+            ),
+            None => setpoint_sim::output::print(&rows, setpoint_sim::output::Format::Json, &[]),
+        },
+        Format::Table => jitter_table_of(&lab, cells.as_deref()),
+    })
+}
+
+/// The table of `experiment lesson --delay-model`: per cell the lab's row at the seed, the real
+/// row with its differences, and the lab's overshoot over many seeds.
+fn jitter_table_of(
+    lab: &[crate::records::JitterLab],
+    cells: Option<&[jitter::JitterOutcome]>,
+) -> String {
+    let mut out = String::from(
+        "U=15 sec loop, B=5 sec startup, desired 6 copies, 2 deaths at sec 300, 900 sec run
+",
+    );
+    let header = LOOP_HEADER.replacen("G(sec)", "      ", 1);
+    let row = |m: &Metrics| loop_row(0, m)[6..].to_owned();
+    for (controller, model, seed, one, runs) in lab {
+        let _ = write!(
+            out,
+            "\ncontroller {controller}, report delay {model}, seed {seed}\n{header}\nlab   {}\n",
+            row(one)
+        );
+        if let Some(c) = cells.and_then(|cs| {
+            cs.iter()
+                .find(|c| c.delay_model == *model && c.controller.name() == *controller)
+        }) {
+            let real = &c.measured.metrics;
+            let _ = writeln!(out, "real  {}{}", row(real), differences(real, one));
+        }
+        let _ = writeln!(
+            out,
+            "lab over {} seeds: overshoot in {:.1}% of runs, mean {:.2}, p95 {}, max {}",
+            runs.runs,
+            100.0 * runs.p_overshoot,
+            runs.overshoot_mean,
+            runs.overshoot_p95,
+            runs.overshoot_max
+        );
+    }
+    out
+}
+
+/// One CSV row per cell, controllers slowest ([`crate::records::experiment_records`]).
+fn lesson_csv(cfg: &RealLesson, cells: Option<&[CellOutcome]>) -> anyhow::Result<String> {
+    let mut lab = Vec::new();
+    for &c in &cfg.controllers {
+        for &g in &cfg.delays {
+            let m = experiment::lab_metrics(&experiment::lesson_spec(g, c))
+                .map_err(|e| BadInput(e.to_string()))?;
+            lab.push((g, c.name(), m));
+        }
+    }
+    let rows = crate::records::experiment_records(cfg.time_scale, &lab, cells);
+    Ok(setpoint_sim::output::print(
+        &rows,
+        setpoint_sim::output::Format::Csv,
+        &[],
+    ))
 }
 
 /// The lab's table, and with real cells, each measured row under its simulated one, the lab's

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use setpoint_runtime::ops::{self, OpError};
 use setpoint_runtime::remote;
 use setpoint_runtime::{
@@ -235,14 +235,9 @@ pub struct ApplyArgs {
     dry_run: bool,
 }
 
-/// Output formats of `get` and `status`.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum Format {
-    /// A text table.
-    Table,
-    /// One JSON object.
-    Json,
-}
+/// Output formats of `get` and `status`: the one `--format` of every data command. JSON is one
+/// object; CSV one row per workload (`get`) or node (`status`), `docs/output.md`.
+pub use crate::output::Format;
 
 /// `setpoint get`.
 #[derive(Debug, Args)]
@@ -416,6 +411,10 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
                     serde_json::to_string(&serde_json::json!({ "workloads": all }))?
                 ),
                 Format::Table => get_table(&all),
+                Format::Csv => crate::records::csv(
+                    &crate::records::get_records(&all),
+                    crate::records::GET_KEYS,
+                ),
             })
         }
         RuntimeCommand::Delete(a) => {
@@ -459,6 +458,10 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             Ok(match a.format {
                 Format::Json => format!("{}\n", serde_json::to_string(&s)?),
                 Format::Table => status_table(&s),
+                Format::Csv => crate::records::csv(
+                    &crate::records::status_records(&s),
+                    crate::records::STATUS_KEYS,
+                ),
             })
         }
     }

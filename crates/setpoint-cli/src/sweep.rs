@@ -1,12 +1,15 @@
 //! `setpoint sweep`: its flags, and the driver that runs a grid with a progress bar.
 
 use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::Args;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args};
 use indicatif::{ProgressBar, ProgressStyle};
 use setpoint_core::ControllerKind;
 use setpoint_sim::delay::DelayModel;
+use setpoint_sim::merge;
 use setpoint_sim::montecarlo::RUNS;
 use setpoint_sim::output::{self, Record};
 use setpoint_sim::scenario::{BURST, TTL};
@@ -28,6 +31,10 @@ stepped range like 0..=120:5.\nRows come out in cell order (desired slowest, con
 byte for byte the same on any number of threads (RAYON_NUM_THREADS sets it; default: all cores)."
 )]
 pub struct SweepArgs {
+    /// A scenario file (TOML, see `scenarios/`) that gives every setting the grid flags typed
+    /// on the command line do not: one workload, deaths by count as its only events.
+    #[arg(value_name = "SCENARIO.toml")]
+    pub scenario: Option<PathBuf>,
     /// Declared copies to scan.
     #[arg(long, default_value = "6", value_name = "GRID", value_parser = desired_axis, allow_hyphen_values = true)]
     pub desired: Axis,
@@ -61,7 +68,8 @@ pub struct SweepArgs {
     /// The base seed; each cell's seeds derive from it and the cell's coordinates.
     #[arg(long, default_value = "1", value_name = "N")]
     pub seed: u64,
-    /// Run only shard I of N (I from 1): a contiguous 1/N of the cells, in cell order.
+    /// Run only shard I of N (I from 1): a contiguous 1/N of the cells, in cell order, and end
+    /// with a trailer line naming the shard and the grid's cell count (CSV and JSON).
     /// `setpoint merge` joins the shards' outputs, in any order, into the whole sweep's bytes.
     /// A Kubernetes Indexed Job or a Slurm array passes its index here (`docs/distributed.md`).
     #[arg(long, value_name = "I/N", value_parser = shard)]
@@ -91,7 +99,7 @@ pub struct ControllerList(pub Vec<ControllerKind>);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DelayModels(pub Vec<DelayModel>);
 
-fn delay_models(s: &str) -> Result<DelayModels, String> {
+pub(crate) fn delay_models(s: &str) -> Result<DelayModels, String> {
     parse_delay_models(s)
         .map(DelayModels)
         .map_err(|e| e.to_string())
@@ -137,36 +145,11 @@ fn deaths(s: &str) -> Result<DeathList, String> {
 }
 
 /// Validates the grid, then runs it, writing to stdout as it goes. Every flag and the grid's
-/// size (cells × runs) are checked before any cell runs.
-pub fn run(args: SweepArgs) -> anyhow::Result<()> {
-    let expectations = args.controller.0.contains(&ControllerKind::Expectations);
-    for (given, flag) in [
-        (args.ttl.is_some(), "--ttl"),
-        (args.burst.is_some(), "--burst"),
-    ] {
-        if given && !expectations {
-            return Err(crate::BadInput(format!(
-                "{flag} applies only to controller 'expectations', which --controller does not list; accepted: --controller with expectations in the list"
-            ))
-            .into());
-        }
-    }
-    let defaults = GridSpec::default();
-    let grid = Grid::new(GridSpec {
-        desired: args.desired,
-        period: args.period,
-        delay: args.delay,
-        delay_models: args.delay_model.map(|m| m.0).unwrap_or_default(),
-        startup: args.startup,
-        ttl: args.ttl.unwrap_or(defaults.ttl),
-        burst: args.burst.unwrap_or(defaults.burst),
-        controller: args.controller.0,
-        duration: args.duration,
-        deaths: args.deaths.0,
-        runs: args.runs,
-        seed: args.seed,
-        shard: args.shard.unwrap_or(Shard::WHOLE),
-    })?;
+/// size (cells × runs) are checked before any cell runs. `matches` are the subcommand's: with a
+/// scenario file, they tell which flags the command line typed, which replace the file's
+/// settings.
+pub fn run(args: SweepArgs, matches: Option<&ArgMatches>) -> anyhow::Result<()> {
+    let grid = Grid::new(grid_spec(&args, matches)?)?;
     let range = grid.range();
     let bar = progress_bar("sweep", range.end - range.start);
     let tick = |n: u64| bar.inc(n);
@@ -209,12 +192,92 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
             return Ok(());
         }
     };
-    let r = sweep::write_rows(&grid, format, &mut out, &tick);
+    let r = sweep::write_rows(&grid, format, &mut out, &tick).and_then(|()| {
+        // A shard ends with its trailer, written only once every row is out, so that
+        // `setpoint merge` can tell a missing or unfinished shard (`setpoint_sim::merge`).
+        if let Some(shard) = args.shard {
+            let csv = format == RowFormat::Csv;
+            out.write_all(merge::trailer(shard, grid.cells(), csv).as_bytes())?;
+            out.flush()?;
+        }
+        Ok(())
+    });
     bar.finish_and_clear();
     match r {
         Err(SweepError::Io(e)) => Err(anyhow::Error::new(e).context("writing to stdout")),
         other => Ok(other?),
     }
+}
+
+/// The grid the flags describe: the flags alone, or the scenario file's settings with the flags
+/// typed on the command line on top.
+fn grid_spec(args: &SweepArgs, matches: Option<&ArgMatches>) -> anyhow::Result<GridSpec> {
+    let typed =
+        |id: &str| matches.and_then(|m| m.value_source(id)) == Some(ValueSource::CommandLine);
+    let base = match &args.scenario {
+        None => None,
+        Some(path) => {
+            let label = path.display().to_string();
+            let file = setpoint_sim::scenario_file::load(path)?;
+            let spec = setpoint_sim::sweep_file::grid_spec(&label, &file)
+                .map_err(|e| crate::BadInput(e.to_string()))?;
+            Some(spec)
+        }
+    };
+    // Without a file every flag counts, defaults included; with one, the typed flags only.
+    let from_file = base.is_some();
+    let set = |id: &str| !from_file || typed(id);
+    let controllers = match (&base, set("controller")) {
+        (Some(b), false) => b.controller.clone(),
+        _ => args.controller.0.clone(),
+    };
+    let expectations = controllers.contains(&ControllerKind::Expectations);
+    for (given, flag) in [
+        (args.ttl.is_some(), "--ttl"),
+        (args.burst.is_some(), "--burst"),
+    ] {
+        if given && !expectations {
+            return Err(crate::BadInput(format!(
+                "{flag} applies only to controller 'expectations', which --controller does not list; accepted: --controller with expectations in the list"
+            ))
+            .into());
+        }
+    }
+    let mut g = base.unwrap_or_default();
+    g.controller = controllers;
+    if set("desired") {
+        g.desired = args.desired.clone();
+    }
+    if set("period") {
+        g.period = args.period.clone();
+    }
+    if set("startup") {
+        g.startup = args.startup.clone();
+    }
+    if let Some(models) = &args.delay_model {
+        g.delay_models = models.0.clone();
+    } else if set("delay") {
+        g.delay = args.delay.clone();
+        g.delay_models.clear();
+    }
+    if let Some(ttl) = &args.ttl {
+        g.ttl = ttl.clone();
+    }
+    if let Some(burst) = &args.burst {
+        g.burst = burst.clone();
+    }
+    if set("duration") {
+        g.duration = args.duration;
+    }
+    if set("deaths") {
+        g.deaths = args.deaths.0.clone();
+    }
+    if set("seed") {
+        g.seed = args.seed;
+    }
+    g.runs = args.runs;
+    g.shard = args.shard.unwrap_or(Shard::WHOLE);
+    Ok(g)
 }
 
 /// Standard output that lifts the progress bar while it writes, so that rows printed to the same

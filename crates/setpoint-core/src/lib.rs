@@ -21,6 +21,8 @@
 //!   runtime's measurement of real runs share.
 //! - [`expectations`], [`named`], [`gated`]: the three controllers beyond the lesson's two,
 //!   each with its memory and its pass.
+//! - [`backoff`], [`rollout`]: crash-loop backoff and rolling updates, the rules the runtime and
+//!   the lab's general engine both apply.
 //!
 //! # Example
 //! ```
@@ -56,6 +58,7 @@ mod fake;
 pub mod gated;
 pub mod metrics;
 pub mod named;
+pub mod rollout;
 pub mod view;
 
 pub use action::Action;

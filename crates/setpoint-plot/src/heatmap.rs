@@ -21,6 +21,13 @@ pub struct Heatmap<'a> {
     /// Per cell, in the order of `overshoot`: whether the lesson's relation mispredicts it.
     /// Empty to mark none.
     pub lesson_wrong: &'a [bool],
+    /// Names of the rows when they are report-delay models rather than delays in seconds (a
+    /// sweep's `--delay-model` axis), one per entry of `delays`, drawn in the given order; empty
+    /// for delays in seconds. With names, the rows are evenly spaced and the lesson's boundary
+    /// `U = G + B`, which needs a number G, is not drawn.
+    pub row_labels: &'a [String],
+    /// The colour scale's heading: what colours a cell (`overshoot`, `p_overshoot (%)`, …).
+    pub scale: &'a str,
 }
 
 const LESSON: RGBColor = RGBColor(20, 20, 20);
@@ -95,6 +102,13 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
     if h.delays.is_empty() || h.periods.is_empty() {
         return Err(PlotError::Empty("the grid has no cells"));
     }
+    if !h.row_labels.is_empty() && h.row_labels.len() != h.delays.len() {
+        return Err(PlotError::Shape {
+            cells: h.row_labels.len(),
+            delays: h.delays.len(),
+            periods: 1,
+        });
+    }
     if h.overshoot.len() != h.delays.len() * h.periods.len() {
         return Err(PlotError::Shape {
             cells: h.overshoot.len(),
@@ -104,12 +118,15 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
     }
     let max = h.overshoot.iter().copied().max().unwrap_or(0);
     let xs = spans(h.periods);
-    let ys = spans(h.delays);
+    let named = !h.row_labels.is_empty();
+    // Named rows (delay models) sit at 0, 1, 2, … in the given order.
+    let row_at: Vec<u64> = (0..h.delays.len() as u64).collect();
+    let ys = spans(if named { &row_at } else { h.delays });
     let x_range = xs[0].0..xs[xs.len() - 1].1;
     let y_range = ys[0].0..ys[ys.len() - 1].1;
     let mut svg = String::new();
     {
-        let entries = [
+        let mut entries = vec![
             Entry {
                 swatch: Swatch::Dot(LESSON),
                 label: "lesson's relation mispredicts this cell".into(),
@@ -123,6 +140,10 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
                 label: "measured boundary (overshoot 0 to its right)".into(),
             },
         ];
+        if named {
+            // No number G for the lesson's relation or boundary.
+            entries.drain(..2);
+        }
         // The series legend gets a strip of its own under the chart, and the colour scale a
         // column to its right: neither covers a cell.
         let strip = legend::height(&entries, 870, 68);
@@ -135,18 +156,36 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
             .caption(&h.title, ("sans-serif", 19))
             .margin(12)
             .x_label_area_size(42)
-            .y_label_area_size(56)
+            .y_label_area_size(if named {
+                // Room for the longest model name at 13 px per character, at most a third.
+                let longest = h.row_labels.iter().map(|l| l.chars().count()).max();
+                (longest.unwrap_or(0) as u32 * 8 + 28).clamp(56, 290)
+            } else {
+                56
+            })
             .build_cartesian_2d(x_range.clone(), y_range.clone())
             .map_err(draw_err)?;
-        chart
-            .configure_mesh()
-            .disable_mesh()
+        let row_name = |y: &f64| {
+            let k = y.round();
+            if (y - k).abs() < 1e-9 && k >= 0.0 {
+                h.row_labels.get(k as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        };
+        let mut mesh = chart.configure_mesh();
+        mesh.disable_mesh()
             .x_label_formatter(&whole)
-            .y_label_formatter(&whole)
-            .x_desc("loop period U (seconds)")
-            .y_desc("report delay G (seconds)")
-            .draw()
-            .map_err(draw_err)?;
+            .x_desc("loop period U (seconds)");
+        if named {
+            mesh.y_labels(h.row_labels.len() + 1)
+                .y_label_formatter(&row_name)
+                .y_desc("report-delay model");
+        } else {
+            mesh.y_label_formatter(&whole)
+                .y_desc("report delay G (seconds)");
+        }
+        mesh.draw().map_err(draw_err)?;
         let n = h.periods.len();
         chart
             .draw_series(h.overshoot.iter().enumerate().map(|(i, &v)| {
@@ -178,7 +217,7 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
         let b = h.startup as f64;
         let g_lo = y_range.start.max(x_range.start - b);
         let g_hi = y_range.end.min(x_range.end - b);
-        let lesson = if g_lo < g_hi {
+        let lesson = if g_lo < g_hi && !named {
             vec![(g_lo + b, g_lo), (g_hi + b, g_hi)]
         } else {
             Vec::new()
@@ -214,7 +253,7 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
         // The colour scale.
         legend
             .draw(&Text::new(
-                "overshoot",
+                h.scale,
                 (10, 40),
                 ("sans-serif", 14).into_font(),
             ))
@@ -259,6 +298,8 @@ mod tests {
             overshoot,
             startup: 5,
             lesson_wrong: &[],
+            row_labels: &[],
+            scale: "overshoot",
         }
     }
 

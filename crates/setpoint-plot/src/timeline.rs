@@ -24,6 +24,9 @@ pub enum SpanKind {
     Outage,
     /// Every pass reads the ledger as it stood when the window opened.
     Stale,
+    /// A rolling update is under way: copies above desired within its surge budget are
+    /// deliberate.
+    Rollout,
 }
 
 /// A stretch of time drawn as a shaded band behind the lines.
@@ -48,7 +51,7 @@ pub struct Timeline<'a> {
     pub period: u64,
     /// Events, drawn as vertical lines with their labels in a band above the data.
     pub events: &'a [Marker],
-    /// Outages and stale views, drawn as shaded spans.
+    /// Outages, stale views and rolling updates, drawn as shaded spans.
     pub spans: &'a [Span],
 }
 
@@ -59,6 +62,7 @@ const EVENT: RGBColor = RGBColor(200, 30, 45);
 const ROUND: RGBColor = RGBColor(150, 150, 150);
 const OUTAGE: RGBColor = RGBColor(90, 90, 90);
 const STALE: RGBColor = RGBColor(140, 80, 200);
+const ROLLOUT: RGBColor = RGBColor(0, 150, 160);
 /// Opacity of a shaded span.
 const SHADE: f64 = 0.16;
 /// Opacity of the desired band under the live line.
@@ -336,6 +340,11 @@ pub fn timeline_svg(timeline: &Timeline) -> Result<String, PlotError> {
             STALE,
             "stale view: passes read an old ledger",
         ),
+        (
+            SpanKind::Rollout,
+            ROLLOUT,
+            "rolling update: copies above desired within the surge are deliberate",
+        ),
     ] {
         if spans.iter().any(|s| s.kind == kind) {
             entries.push(Entry {
@@ -391,6 +400,7 @@ pub fn timeline_svg(timeline: &Timeline) -> Result<String, PlotError> {
                 let colour = match s.kind {
                     SpanKind::Outage => OUTAGE,
                     SpanKind::Stale => STALE,
+                    SpanKind::Rollout => ROLLOUT,
                 };
                 Rectangle::new(
                     [

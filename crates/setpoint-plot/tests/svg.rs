@@ -134,9 +134,53 @@ fn heatmap(delays: Vec<u64>, periods: Vec<u64>) -> (RelationGrid, Vec<bool>, Str
         overshoot: &overshoot,
         startup: 5,
         lesson_wrong: &wrong,
+        row_labels: &[],
+        scale: "overshoot",
     })
     .unwrap();
     (grid, wrong, svg)
+}
+
+#[test]
+fn heatmap_rows_can_be_named_delay_models_without_the_lessons_boundary() {
+    let labels: Vec<String> = ["fixed:20", "uniform:0:40", "lesson-chain"]
+        .map(String::from)
+        .to_vec();
+    let draw = |labels: &[String]| {
+        heatmap_svg(&Heatmap {
+            title: "p_overshoot".into(),
+            delays: &[0, 1, 2],
+            periods: &[10, 20, 30],
+            overshoot: &[50, 0, 0, 90, 40, 0, 100, 70, 0],
+            startup: 5,
+            lesson_wrong: &[],
+            row_labels: labels,
+            scale: "p_overshoot (%)",
+        })
+    };
+    let svg = draw(&labels).unwrap();
+    let doc = roxmltree::Document::parse(&svg).expect("well-formed SVG");
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text().map(str::trim))
+        .collect();
+    for l in &labels {
+        assert_eq!(
+            texts.iter().filter(|t| *t == l).count(),
+            1,
+            "{l}: {texts:?}"
+        );
+    }
+    assert!(texts.contains(&"report-delay model"), "{texts:?}");
+    assert!(
+        texts.contains(&"p_overshoot (%)"),
+        "the scale names its key: {texts:?}"
+    );
+    assert!(!texts.iter().any(|t| t.contains("U = G + B")), "{texts:?}");
+    assert!(texts.iter().any(|t| t.contains("measured boundary")));
+    // One name per row, or none.
+    assert!(draw(&labels[..2]).is_err());
 }
 
 #[test]

@@ -27,6 +27,7 @@ use setpoint_runtime::measure::{measure, MeasureError, Measurement, Spread, Wind
 use setpoint_runtime::model::{report_key, Phase, WorkloadSpec};
 use setpoint_runtime::ops;
 use setpoint_runtime::process;
+use setpoint_runtime::report_delay::ReportDelays;
 use setpoint_runtime::rt::{blocking, shutdown_pair};
 use setpoint_runtime::store::{
     Namespaced, OpenError, OpenMode, SqliteStore, Store, StoreError, StoreUrl,
@@ -217,8 +218,44 @@ pub async fn run_cell(
     controller: ControllerKind,
 ) -> Result<CellOutcome, ExperimentError> {
     let world = lesson_spec(delay, controller);
+    let name = format!("{}-g{delay}", controller.name());
+    let real = run_real(cfg, &world, &name, ReportDelays::default()).await?;
+    Ok(CellOutcome {
+        delay,
+        controller,
+        simulated: lab_metrics(&world)?,
+        measured: real.measured,
+        killed: real.killed,
+        kill_late_ms: real.kill_late_ms,
+        store_delay_us: real.store_delay_us,
+    })
+}
+
+/// What one real run measured.
+pub struct RealRun {
+    /// The lesson's metrics of the run.
+    pub measured: Measurement,
+    /// The copies killed.
+    pub killed: Vec<String>,
+    /// How late the last kill came, in real milliseconds.
+    pub kill_late_ms: i64,
+    /// The store's own delay, in real microseconds ([`store_delay_us`]).
+    pub store_delay_us: Spread,
+}
+
+/// Runs `world` on real processes in the cell directory `name` (under `cfg.data_dir`, and the
+/// store prefix `/experiment/{name}` on a shared store), with the agent's report delay
+/// `world.delay` or, when `delays` is not empty, the jittered schedule `delays` (real
+/// milliseconds); measures it.
+pub async fn run_real(
+    cfg: &RealLesson,
+    world: &LessonSpec,
+    name: &str,
+    delays: ReportDelays,
+) -> Result<RealRun, ExperimentError> {
+    let (world, controller) = (world.clone(), world.controller);
     let scaled = |s: u64| (s as f64 * cfg.second_ms()).round() as u64;
-    let dir = cfg.data_dir.join(format!("{}-g{delay}", controller.name()));
+    let dir = cfg.data_dir.join(name);
     let dir_err = |source| ExperimentError::DataDir {
         path: dir.clone(),
         source,
@@ -232,7 +269,7 @@ pub async fn run_cell(
         None => Arc::new(SqliteStore::open(&dir)?),
         Some(url) => {
             let url = url.clone();
-            let prefix = format!("/experiment/{}-g{delay}", controller.name());
+            let prefix = format!("/experiment/{name}");
             tokio::task::spawn_blocking(move || {
                 let shared = url.open(OpenMode::Create)?;
                 let cell = Namespaced::new(shared, prefix);
@@ -267,7 +304,8 @@ pub async fn run_cell(
     acfg.report_every = half;
     acfg.sync_every = half;
     acfg.tick = half;
-    acfg.report_delay = Duration::from_millis(scaled(delay));
+    acfg.report_delay = Duration::from_millis(scaled(world.delay));
+    acfg.report_delays = delays;
     let state_dir = acfg.state_dir.clone();
     let (agent_stop, agent_shutdown) = shutdown_pair();
     let agent = tokio::spawn(run_agent(Arc::clone(&store), acfg, agent_shutdown));
@@ -283,10 +321,7 @@ pub async fn run_cell(
     let store_delay_us = tokio::task::spawn_blocking(move || store_delay_us(&probe, 30))
         .await
         .map_err(|e| ExperimentError::Stalled(format!("the store probe panicked: {e}")))??;
-    Ok(CellOutcome {
-        delay,
-        controller,
-        simulated: lab_metrics(&world)?,
+    Ok(RealRun {
         measured,
         killed,
         kill_late_ms,

@@ -10,10 +10,14 @@
 //! # Layout
 //! - [`experiment`]: the lesson's cells ([`RealLesson`]) on real processes, each cell's real
 //!   measurement next to the lab's metrics ([`CellOutcome`]), and [`experiment::run_all`].
+//! - [`jitter`]: the same cells under a random report-delay model: the agent's report delays
+//!   drawn from the lab's model with the lab's seeded generator, against the lab's run and its
+//!   spread over seeds ([`jitter::JitterOutcome`]).
 //! - `measure_vs_lab` (tests only): a literal log of the lesson's world measures exactly what
 //!   the lab's engine computes.
 
 pub mod experiment;
+pub mod jitter;
 #[cfg(test)]
 mod measure_vs_lab;
 

@@ -1,6 +1,10 @@
 //! The node agent: runs the copies assigned to its node as real processes and reports them.
 //!
-//! Every tick it
+//! Its logic is the I/O-free machine [`crate::agent_core::AgentCore`]; [`run_agent`] is the thin
+//! tokio driver around it: it carries the machine's store requests out on blocking threads
+//! (several in flight, replies fed back through a channel), spawns, signals and reaps the
+//! processes, runs readiness commands, checks adopted processes through `/proc`, writes the
+//! state file and tends the copies' logs. What the machine does, every tick:
 //! 1. looks at each copy's process: a child that ended is reaped and its whole group killed; an
 //!    adopted process (one a previous agent started) is checked through `/proc` by pid *and*
 //!    start time, so a reused pid is never mistaken for it;
@@ -23,7 +27,7 @@
 //! in their environment ([`ENV_AGENT`](crate::process::ENV_AGENT)). A copy that exited stays
 //! recorded until its assignment is removed, so it is never started a second time.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::Arc;
@@ -32,22 +36,21 @@ use std::time::Duration;
 use rustix::process::Signal;
 use serde::{Deserialize, Serialize};
 
-use crate::events::{self, CopyEvent, CopyEventKind};
-use crate::model::{
-    decode, encode, placements_of, report_key, Assignment, CopyReport, NodeReport, Phase,
+use crate::agent_core::{
+    AgentCore, AgentCoreConfig, AgentInput, AgentOutput, CopySignal, Ended, FoundRecord, Nonces,
+    Recovery,
 };
-use crate::node::{self, DirLock, Fence, LeaseState, NodeError, NodeRecord};
+use crate::machine::{carry_out, Replied, StoreRequest};
+use crate::model::{encode, report_key, Assignment, Phase};
+use crate::node::{self, DirLock, NodeError};
 use crate::process::{self, Launch};
-use crate::remote::{self, LiveCopy, LiveRecord};
-use crate::rt::{blocking, log, Reach, Shutdown};
-use crate::store::{LeaseId, Revision, Store, StoreError, Txn};
+use crate::rt::{log, Shutdown};
+use crate::store::{Op, Revision, Store, StoreError};
 
-/// How often a failed readiness command is run again.
-const READINESS_RETRY_MS: u64 = 100;
 /// How often the agent looks at its processes, unless configured otherwise.
 const TICK: Duration = Duration::from_millis(25);
-/// The grace period given to a copy found running with no record of its assignment.
-const UNKNOWN_GRACE_MS: u64 = 1_000;
+/// How long the real driver's machine waits for a store reply before counting it as failed.
+const REQUEST_TIMEOUT_MS: u64 = 10_000;
 
 /// How an agent runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +63,9 @@ pub struct AgentConfig {
     pub report_every: Duration,
     /// Added delay between observing the copies and writing the report.
     pub report_delay: Duration,
+    /// Jittered added delays, one per report in turn, in place of `report_delay` when not empty
+    /// ([`crate::report_delay`]).
+    pub report_delays: crate::report_delay::ReportDelays,
     /// How often the agent reads its assignments.
     pub sync_every: Duration,
     /// How often the agent looks at its processes: readiness, exits and stops are noticed up to
@@ -86,6 +92,7 @@ impl AgentConfig {
             state_dir: state_dir.into(),
             report_every: Duration::from_secs(1),
             report_delay: Duration::ZERO,
+            report_delays: Default::default(),
             sync_every: Duration::from_millis(100),
             tick: TICK,
             log_max_bytes: crate::retention::DEFAULT_LOG_MAX_BYTES,
@@ -201,372 +208,264 @@ impl AgentError {
     }
 }
 
-/// A copy in the agent's hands.
+/// A process the driver looks after, for one copy.
 #[derive(Debug)]
-struct Local {
-    record: CopyRecord,
+struct Proc {
+    pid: u32,
+    start_ticks: u64,
     /// The child handle, for copies this agent started; adopted copies have none.
     child: Option<Child>,
-    /// A readiness command in progress.
-    check: Option<Child>,
-    next_check_ms: u64,
-    /// When SIGKILL follows the SIGTERM of a stop.
-    kill_at_ms: Option<u64>,
-    killed: bool,
 }
 
-impl Local {
-    fn new(record: CopyRecord, child: Option<Child>) -> Self {
-        Self {
-            record,
-            child,
-            check: None,
-            next_check_ms: 0,
-            kill_at_ms: None,
-            killed: false,
-        }
-    }
-
-    fn exited(&self) -> bool {
-        self.record.phase == Phase::Exited
-    }
-
-    fn mark_exited(&mut self, now: u64, how: String) {
-        self.record.phase = Phase::Exited;
-        self.record.exited_ms = Some(now);
-        self.record.exit = Some(how);
-        // Whatever the leader left in its group goes too: a copy is its whole group.
-        if self.record.pid != 0 {
-            let _ = process::signal_group(self.record.pid, Signal::KILL);
-        }
-        if let Some(mut c) = self.check.take() {
-            let _ = process::signal_group(c.id(), Signal::KILL);
-            let _ = c.wait();
-        }
-    }
-}
-
-/// The agent's state between ticks.
-struct Agent {
+/// The driver's side of the agent: the processes, the paths, what the machine was told.
+struct Driver {
     cfg: AgentConfig,
+    who: String,
     mark: String,
-    copies: BTreeMap<String, Local>,
-    dirty: bool,
-    report_rev: Revision,
-    queue: VecDeque<(u64, NodeReport)>,
-    /// Event-log entries not written yet (key, value).
-    events: Vec<(String, String)>,
-    /// What the last report written showed running, (workload, n) → incarnation: the ledger's
-    /// view of this node.
-    shown: BTreeMap<(String, u64), Revision>,
-    /// Store entries refused as forged or damaged, by key, so each is logged once.
-    refused: std::collections::BTreeSet<String>,
-    /// The node lease's fence: it stops the copies by itself when the lease cannot be kept.
-    fence: Arc<Fence>,
-    /// The live set last written to `/live/{node}`, and under which lease.
-    live_written: Option<(LeaseId, Vec<LiveCopy>)>,
+    store: Arc<dyn Store>,
+    procs: BTreeMap<String, Proc>,
+    /// Readiness commands in progress, by copy.
+    checks: BTreeMap<String, Child>,
+    replies: tokio::sync::mpsc::UnboundedSender<Replied>,
+    /// Copies spawned whose pid no state-file write has recorded yet.
+    unsaved_starts: usize,
 }
 
-impl Agent {
+impl Driver {
     fn file(&self) -> PathBuf {
         state_file(&self.cfg.state_dir, &self.cfg.node)
     }
 
-    fn save(&mut self) {
-        if !self.dirty {
-            return;
-        }
-        let state = NodeState {
-            node: self.cfg.node.clone(),
-            agent_pid: std::process::id(),
-            copies: self.copies.values().map(|l| l.record.clone()).collect(),
-        };
-        let path = self.file();
-        match crate::store::identity::write_private(&path, encode(&state).as_bytes()) {
-            Ok(()) => self.dirty = false,
-            Err(e) => log(&self.who(), format!("cannot write {}: {e}", path.display())),
-        }
-    }
-
-    fn who(&self) -> String {
-        format!("agent {}", self.cfg.node)
-    }
-
-    /// Queues an event-log entry for copy `r`.
-    fn log_event(&mut self, kind: CopyEventKind, r: &CopyRecord, at_ms: u64) {
-        let event = CopyEvent {
-            at_ms,
-            node: self.cfg.node.clone(),
-            pid: (kind == CopyEventKind::Start).then_some(r.pid),
-            commanded: kind == CopyEventKind::Exit && r.stopping,
-            how: if kind == CopyEventKind::Exit {
-                r.exit.clone()
-            } else {
-                None
-            },
-        };
-        let key =
-            events::copy_event_key(&r.assignment.workload, kind, r.assignment.n, r.incarnation);
-        self.events.push((key, encode(&event)));
-    }
-
-    /// After `report` was written at `now`: logs the copies it brought onto the ledger and those
-    /// it took off.
-    fn log_ledger_changes(&mut self, report: &NodeReport, now: u64) {
-        let shown: BTreeMap<(String, u64), Revision> = report
-            .copies
-            .iter()
-            .filter(|c| c.phase == Phase::Running)
-            .map(|c| ((c.workload.clone(), c.n), c.incarnation))
-            .collect();
-        let event = encode(&CopyEvent {
-            at_ms: now,
-            node: self.cfg.node.clone(),
-            pid: None,
-            commanded: false,
-            how: None,
-        });
-        for ((w, n), inc) in &shown {
-            if self.shown.get(&(w.clone(), *n)) != Some(inc) {
-                let key = events::copy_event_key(w, CopyEventKind::Seen, *n, *inc);
-                self.events.push((key, event.clone()));
+    /// Carries one output out; inputs it gives rise to go to `inputs`. Returns the machine's
+    /// end, once it has stopped.
+    async fn carry(
+        &mut self,
+        out: AgentOutput,
+        inputs: &mut VecDeque<AgentInput>,
+    ) -> Result<Option<Result<(), AgentError>>, AgentError> {
+        match out {
+            AgentOutput::Store { id, request } => {
+                let store = Arc::clone(&self.store);
+                let tx = self.replies.clone();
+                let report = report_key(&self.cfg.node);
+                tokio::task::spawn_blocking(move || {
+                    let result = carry_out(&*store, &request);
+                    if result.is_ok() && writes(&request, &report) {
+                        crate::failpoint::hit("agent-after-report");
+                    }
+                    let _ = tx.send(Replied { id, result });
+                });
             }
-        }
-        for ((w, n), inc) in &self.shown {
-            if shown.get(&(w.clone(), *n)) != Some(inc) {
-                let key = events::copy_event_key(w, CopyEventKind::Unseen, *n, *inc);
-                self.events.push((key, event.clone()));
-            }
-        }
-        self.shown = shown;
-    }
-
-    /// Logs the store entries refused since the last call, each once.
-    fn log_refused(&mut self, refused: Vec<(String, String)>) {
-        for (key, why) in refused {
-            if self.refused.insert(key.clone()) {
-                log(
-                    &self.who(),
-                    format!("refused the entry {}: {why}", key.escape_debug()),
+            AgentOutput::Wake(_) => {}
+            AgentOutput::Start {
+                copy,
+                assignment,
+                nonce,
+            } => inputs.push_back(self.start(copy, &assignment, &nonce)),
+            AgentOutput::Adopt {
+                copy,
+                pid,
+                start_ticks,
+            } => {
+                self.procs.insert(
+                    copy,
+                    Proc {
+                        pid,
+                        start_ticks,
+                        child: None,
+                    },
                 );
             }
-        }
-    }
-
-    /// Starts copies: first records each with a fresh nonce (one state-file write for all),
-    /// then spawns each, then records their pids (one more write). The nonce is on disk before
-    /// the process exists, so after a crash at any point a process holding it is this agent's
-    /// and one without it is not; the pid need not be on disk for that.
-    fn start_all(&mut self, batch: Vec<(Assignment, Revision)>, now: u64) {
-        if batch.is_empty() {
-            return;
-        }
-        let simulated = self.cfg.simulate_copies;
-        let mut pending = Vec::with_capacity(batch.len());
-        for (a, incarnation) in batch {
-            let record = CopyRecord {
-                assignment: a,
-                incarnation,
-                pid: 0,
-                start_ticks: 0,
-                started_ms: now,
-                phase: Phase::Starting,
-                ready_ms: None,
-                exited_ms: None,
-                exit: None,
-                stopping: false,
-                // A simulated copy has no process to prove anything about.
-                nonce: if simulated {
-                    String::new()
-                } else {
-                    crate::sandbox::new_nonce()
-                },
-            };
-            if simulated {
-                // Benchmarks of the control plane: a record and a start event, no process.
-                self.log_event(CopyEventKind::Start, &record, now);
-                self.copies
-                    .insert(record.assignment.copy.clone(), Local::new(record, None));
-                continue;
-            }
-            let copy = record.assignment.copy.clone();
-            self.copies
-                .insert(copy.clone(), Local::new(record.clone(), None));
-            pending.push(record);
-        }
-        self.dirty = true;
-        if simulated {
-            return;
-        }
-        self.save();
-        let mut started = Vec::with_capacity(pending.len());
-        for mut record in pending {
-            let copy = record.assignment.copy.clone();
-            // The name was checked by the rules of `apply` (`assignments_of`), so it is a
-            // plain file name.
-            let log_path = crate::logs::log_path(&self.cfg.state_dir, &copy);
-            let a = &record.assignment;
-            let spawned = process::spawn_copy(&Launch {
-                command: &a.command,
-                copy: &a.copy,
-                workload: &a.workload,
-                node: &self.cfg.node,
-                agent_mark: &self.mark,
-                nonce: &record.nonce,
-                env: &a.env,
-                log: &log_path,
-            });
-            // A tick that starts many copies takes a while: each records when it really
-            // started.
-            let now = crate::store::wall_ms().max(now);
-            record.started_ms = now;
-            let local = match spawned {
-                Ok((child, start_ticks)) => {
-                    crate::failpoint::hit("agent-after-spawn");
-                    record.pid = child.id();
-                    record.start_ticks = start_ticks;
-                    log(&self.who(), format!("started {copy} (pid {})", record.pid));
-                    Local::new(record, Some(child))
+            AgentOutput::Signal {
+                pid,
+                start_ticks,
+                signal,
+                ..
+            } => match signal {
+                CopySignal::Term => {
+                    let _ = process::signal_group(pid, Signal::TERM);
                 }
-                Err(e) => {
-                    log(&self.who(), format!("cannot start {copy}: {e}"));
-                    let mut l = Local::new(record, None);
-                    l.mark_exited(now, format!("failed to start: {e}"));
-                    l
+                CopySignal::Kill => {
+                    let _ = process::kill_verified(pid, start_ticks);
                 }
-            };
-            started.push((local.record.clone(), now));
-            self.copies.insert(copy, local);
-        }
-        self.dirty = true;
-        self.save();
-        for (record, at) in started {
-            crate::failpoint::hit("agent-after-record");
-            self.log_event(CopyEventKind::Start, &record, at);
-            if record.phase == Phase::Exited {
-                self.log_event(CopyEventKind::Exit, &record, at);
+            },
+            AgentOutput::StopForeign {
+                pid,
+                start_ticks,
+                grace_ms,
+            } => {
+                let _ = tokio::task::spawn_blocking(move || {
+                    let _ = process::signal_group(pid, Signal::TERM);
+                    let deadline = std::time::Instant::now() + Duration::from_millis(grace_ms);
+                    while process::is_alive(pid, start_ticks)
+                        && std::time::Instant::now() < deadline
+                    {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    let _ = process::kill_verified(pid, start_ticks);
+                })
+                .await;
             }
+            AgentOutput::Probe { copy, command, env } => {
+                match process::spawn_check(&command, &copy, &env) {
+                    Ok(c) => {
+                        self.checks.insert(copy, c);
+                    }
+                    Err(_) => inputs.push_back(AgentInput::ProbeDone { copy, ok: false }),
+                }
+            }
+            AgentOutput::Recover => inputs.push_back(AgentInput::Recovered(self.recover()?)),
+            AgentOutput::SaveState(state) => {
+                let path = self.file();
+                match crate::store::identity::write_private(&path, encode(&state).as_bytes()) {
+                    Ok(()) => {
+                        // Each copy started since the last write is now on disk with its pid.
+                        for _ in 0..std::mem::take(&mut self.unsaved_starts) {
+                            crate::failpoint::hit("agent-after-record");
+                        }
+                    }
+                    Err(e) => log(&self.who, format!("cannot write {}: {e}", path.display())),
+                }
+            }
+            AgentOutput::TendLogs { running, sweep } => self.tend_logs(running, sweep),
+            AgentOutput::Log(line) => log(&self.who, line),
+            AgentOutput::Stopped(end) => return Ok(Some(end)),
+        }
+        Ok(None)
+    }
+
+    /// Spawns a copy (its record and nonce are on disk already).
+    fn start(&mut self, copy: String, a: &Assignment, nonce: &str) -> AgentInput {
+        // The name was checked by the rules of `apply`, so it is a plain file name.
+        let log_path = crate::logs::log_path(&self.cfg.state_dir, &copy);
+        let spawned = process::spawn_copy(&Launch {
+            command: &a.command,
+            copy: &a.copy,
+            workload: &a.workload,
+            node: &self.cfg.node,
+            agent_mark: &self.mark,
+            nonce,
+            env: &a.env,
+            log: &log_path,
+        });
+        match spawned {
+            Ok((child, start_ticks)) => {
+                crate::failpoint::hit("agent-after-spawn");
+                self.unsaved_starts += 1;
+                let pid = child.id();
+                self.procs.insert(
+                    copy.clone(),
+                    Proc {
+                        pid,
+                        start_ticks,
+                        child: Some(child),
+                    },
+                );
+                AgentInput::Started {
+                    copy,
+                    pid,
+                    start_ticks,
+                }
+            }
+            Err(e) => AgentInput::StartFailed {
+                copy,
+                why: e.to_string(),
+            },
         }
     }
 
-    fn begin_stop(&mut self, copy: &str, grace_ms: u64, now: u64) {
-        let who = self.who();
-        let Some(l) = self.copies.get_mut(copy) else {
-            return;
-        };
-        if l.exited() || l.record.stopping {
-            return;
-        }
-        log(&who, format!("stopping {copy} (pid {})", l.record.pid));
-        l.record.stopping = true;
-        l.kill_at_ms = Some(now + grace_ms);
-        let _ = process::signal_group(l.record.pid, Signal::TERM);
-        self.dirty = true;
-    }
-
-    /// Looks at every process: exits, readiness, overdue kills.
-    fn watch(&mut self, now: u64) {
-        let who = self.who();
-        let mut gone = Vec::new();
-        let mut happened = Vec::new();
-        let simulated = self.cfg.simulate_copies;
-        for (copy, l) in &mut self.copies {
-            if l.exited() {
-                continue;
-            }
-            let ended = match &mut l.child {
-                // A simulated copy (pid 0) has no process: it ends when it is stopped.
-                None if simulated && l.record.pid == 0 => l
-                    .kill_at_ms
-                    .is_some()
-                    .then(|| "stopped (simulated copy)".to_owned()),
+    /// Looks at every process and readiness command: what ended becomes an input. A copy is its
+    /// whole group: whatever its leader left in it is killed, and so is its probe.
+    fn poll(&mut self, inputs: &mut VecDeque<AgentInput>) {
+        let mut ended = Vec::new();
+        for (copy, p) in &mut self.procs {
+            let how = match &mut p.child {
                 Some(child) => match child.try_wait() {
-                    Ok(Some(status)) => Some(process::describe_exit(status)),
+                    Ok(Some(status)) => Some(ended_of(status)),
                     Ok(None) => None,
-                    Err(e) => Some(format!("cannot wait: {e}")),
+                    Err(e) => Some(Ended::Other(format!("cannot wait: {e}"))),
                 },
-                None => (!process::is_alive(l.record.pid, l.record.start_ticks))
-                    .then(|| "ended (adopted: status unknown)".to_owned()),
+                None => (!process::is_alive(p.pid, p.start_ticks)).then_some(Ended::Unknown),
             };
-            if let Some(how) = ended {
-                log(&who, format!("{copy} ended: {how}"));
-                l.mark_exited(now, how);
-                happened.push((CopyEventKind::Exit, l.record.clone()));
-                self.dirty = true;
-                if l.record.stopping {
-                    gone.push(copy.clone());
-                }
-                continue;
-            }
-            if l.record.stopping {
-                if !l.killed && l.kill_at_ms.is_some_and(|t| now >= t) {
-                    log(&who, format!("{copy} outlived its grace period: SIGKILL"));
-                    let _ = process::signal_group(l.record.pid, Signal::KILL);
-                    l.killed = true;
-                }
-                continue;
-            }
-            if l.record.phase == Phase::Starting && ready(l, now) {
-                l.record.phase = Phase::Running;
-                l.record.ready_ms = Some(now);
-                happened.push((CopyEventKind::Ready, l.record.clone()));
-                self.dirty = true;
+            if let Some(how) = how {
+                ended.push((copy.clone(), how));
             }
         }
-        for (kind, record) in happened {
-            self.log_event(kind, &record, now);
+        for (copy, how) in ended {
+            if let Some(p) = self.procs.remove(&copy) {
+                let _ = process::signal_group(p.pid, Signal::KILL);
+            }
+            if let Some(mut c) = self.checks.remove(&copy) {
+                let _ = process::signal_group(c.id(), Signal::KILL);
+                let _ = c.wait();
+            }
+            inputs.push_back(AgentInput::Exited { copy, how });
         }
-        // A copy stopped because its assignment is gone has nothing left to report.
-        for copy in gone {
-            self.copies.remove(&copy);
+        let mut done = Vec::new();
+        for (copy, c) in &mut self.checks {
+            match c.try_wait() {
+                Ok(None) => {}
+                Ok(Some(status)) => done.push((copy.clone(), status.success())),
+                Err(_) => done.push((copy.clone(), false)),
+            }
+        }
+        for (copy, ok) in done {
+            self.checks.remove(&copy);
+            inputs.push_back(AgentInput::ProbeDone { copy, ok });
         }
     }
 
-    /// Starts what is assigned and not started; stops what runs and is no longer assigned.
-    fn sync(&mut self, assigned: BTreeMap<String, (Assignment, Revision)>, now: u64) {
-        let unwanted: Vec<(String, bool, u64)> = self
-            .copies
-            .iter()
-            .filter(|(copy, l)| {
-                assigned
-                    .get(*copy)
-                    .is_none_or(|(_, inc)| *inc != l.record.incarnation)
-            })
-            .map(|(c, l)| (c.clone(), l.exited(), l.record.assignment.grace_ms))
-            .collect();
-        for (copy, exited, grace) in unwanted {
-            if exited {
-                self.copies.remove(&copy);
-                self.dirty = true;
-            } else {
-                self.begin_stop(&copy, grace, now);
+    /// Reads the state file and finds the processes carrying the agent's mark: each record's
+    /// live process if it is proven the agent's own (by its nonce: recorded before the process
+    /// started, so even a copy whose pid was never recorded is recognised), and the marked
+    /// processes no record claims.
+    fn recover(&self) -> Result<Recovery, AgentError> {
+        let saved = read_node_state(&self.file()).map_err(|source| AgentError::StateDir {
+            path: self.file(),
+            source,
+        })?;
+        let mut marked = process::find_marked(&self.mark);
+        let me = crate::sandbox::own_uid();
+        let mut records = Vec::new();
+        for record in saved.map(|s| s.copies).unwrap_or_default() {
+            let mut process = None;
+            if record.phase != Phase::Exited && record.pid == 0 && !record.nonce.is_empty() {
+                let own = marked.iter().position(|m| {
+                    m.copy == record.assignment.copy
+                        && m.uid == me
+                        && m.nonce.as_deref() == Some(record.nonce.as_str())
+                });
+                if let Some(i) = own {
+                    let m = marked.remove(i);
+                    process = Some((m.pid, m.start_ticks));
+                }
             }
+            if process.is_none()
+                && record.phase != Phase::Exited
+                && record.pid != 0
+                && crate::sandbox::proves_own(record.pid, record.start_ticks, &record.nonce)
+            {
+                marked.retain(|m| m.pid != record.pid);
+                process = Some((record.pid, record.start_ticks));
+            }
+            records.push(FoundRecord { record, process });
         }
-        // A name assigned again waits until its earlier copy has stopped and been forgotten.
-        let batch = assigned
-            .into_iter()
-            .filter(|(copy, _)| !self.copies.contains_key(copy))
-            .map(|(_, a)| a)
-            .collect();
-        self.start_all(batch, now);
+        Ok(Recovery {
+            records,
+            unclaimed: marked,
+            own_uid: me,
+        })
     }
 
-    /// Rotates the logs of running copies past the size limit and removes the logs of copies
-    /// that ended longer ago than the retention ([`crate::retention`]).
-    fn tend_logs(&self, now: u64, sweep: bool) {
-        let who = self.who();
-        let running: std::collections::BTreeSet<String> = self
-            .copies
-            .iter()
-            .filter(|(_, l)| !l.exited())
-            .map(|(c, _)| c.clone())
-            .collect();
+    /// Rotates the logs of running copies past the size limit and, with `sweep`, removes the
+    /// logs of copies that ended longer ago than the retention ([`crate::retention`]).
+    fn tend_logs(&self, mut running: BTreeSet<String>, sweep: bool) {
         for copy in &running {
             let path = crate::logs::log_path(&self.cfg.state_dir, copy);
             match crate::retention::rotate_log(&path, self.cfg.log_max_bytes) {
-                Ok(true) => log(&who, format!("rotated the log of {copy}")),
+                Ok(true) => log(&self.who, format!("rotated the log of {copy}")),
                 Ok(false) => {}
-                Err(e) => log(&who, format!("cannot rotate {}: {e}", path.display())),
+                Err(e) => log(&self.who, format!("cannot rotate {}: {e}", path.display())),
             }
         }
         if !sweep {
@@ -574,7 +473,6 @@ impl Agent {
         }
         // The agents of one data directory share the folder: a copy running on any node keeps
         // its log, as its node's state file says.
-        let mut running = running;
         for st in read_all_node_states(&self.cfg.state_dir) {
             running.extend(
                 st.copies
@@ -585,197 +483,31 @@ impl Agent {
         }
         let dir = self.cfg.state_dir.join("logs");
         let retention = self.cfg.log_retention.as_millis() as u64;
+        let now = self.store.now_ms();
         if let Err(e) = crate::retention::sweep_logs(&dir, &running, now, retention) {
-            log(&who, format!("cannot sweep {}: {e}", dir.display()));
-        }
-    }
-
-    /// The copies running and ready now, as `/live/{node}` shows them.
-    fn live_set(&self) -> Vec<LiveCopy> {
-        self.copies
-            .values()
-            .filter(|l| l.record.phase == Phase::Running && !l.record.stopping)
-            .map(|l| LiveCopy {
-                copy: l.record.assignment.copy.clone(),
-                workload: l.record.assignment.workload.clone(),
-                owner_uid: l.record.assignment.owner_uid,
-                n: l.record.assignment.n,
-                incarnation: l.record.incarnation,
-                pid: l.record.pid,
-            })
-            .collect()
-    }
-
-    /// The process groups of the copies that run now, for the fence.
-    fn groups(&self) -> Vec<(u32, u64)> {
-        self.copies
-            .values()
-            .filter(|l| !l.exited() && l.record.pid != 0)
-            .map(|l| (l.record.pid, l.record.start_ticks))
-            .collect()
-    }
-
-    fn observe(&self, now: u64) -> NodeReport {
-        let mut copies: Vec<CopyReport> = self
-            .copies
-            .values()
-            .map(|l| {
-                let r = &l.record;
-                CopyReport {
-                    copy: r.assignment.copy.clone(),
-                    workload: r.assignment.workload.clone(),
-                    owner_uid: r.assignment.owner_uid,
-                    n: r.assignment.n,
-                    incarnation: r.incarnation,
-                    phase: r.phase,
-                    pid: r.pid,
-                    start_ticks: r.start_ticks,
-                    started_ms: r.started_ms,
-                    ready_ms: r.ready_ms,
-                    exited_ms: r.exited_ms,
-                    exit: r.exit.clone(),
-                    stopping: r.stopping,
-                }
-            })
-            .collect();
-        copies.sort_by(|a, b| (&a.workload, a.n).cmp(&(&b.workload, b.n)));
-        NodeReport {
-            node: self.cfg.node.clone(),
-            observed_ms: now,
-            reported_ms: now,
-            agent_pid: std::process::id(),
-            copies,
+            log(&self.who, format!("cannot sweep {}: {e}", dir.display()));
         }
     }
 }
 
-/// Whether a starting copy is ready now; runs its readiness command if it has one.
-fn ready(l: &mut Local, now: u64) -> bool {
-    let Some(cmd) = l.record.assignment.readiness.clone() else {
-        return now >= l.record.started_ms + l.record.assignment.startup_ms;
-    };
-    if let Some(check) = &mut l.check {
-        match check.try_wait() {
-            Ok(None) => return false,
-            Ok(Some(status)) => {
-                l.check = None;
-                if status.success() {
-                    return true;
-                }
-                l.next_check_ms = now + READINESS_RETRY_MS;
-            }
-            Err(_) => {
-                l.check = None;
-                l.next_check_ms = now + READINESS_RETRY_MS;
-            }
-        }
+/// Whether `request` writes the key `key`.
+fn writes(request: &StoreRequest, key: &str) -> bool {
+    match request {
+        StoreRequest::Commit(txn) => txn
+            .ops
+            .iter()
+            .any(|op| matches!(op, Op::Put { key: k, .. } if k == key)),
+        _ => false,
     }
-    if l.check.is_none() && now >= l.next_check_ms {
-        match process::spawn_check(&cmd, &l.record.assignment.copy, &l.record.assignment.env) {
-            Ok(c) => l.check = Some(c),
-            Err(_) => l.next_check_ms = now + READINESS_RETRY_MS,
-        }
-    }
-    false
 }
 
-/// The assignments of a node by copy identity, each with its incarnation.
-type Assigned = BTreeMap<String, (Assignment, Revision)>;
-
-/// Reads the assignments of `node`, by copy identity, each with its incarnation, and the
-/// entries refused (key, reason). It reads the node's index only: with A agents and N copies,
-/// every agent reading every assignment cost A·N keys per read
-/// (`docs/performance-runtime.md`).
-///
-/// Nothing read from the store is trusted: an entry that does not decode, breaks a rule of
-/// `apply` ([`crate::rules::check_assignment`]: a copy name that is not `{workload}-{n}`, a
-/// command with a NUL byte, …) or does not sit at its own key is refused, and never reaches a
-/// path or a command.
-#[allow(clippy::type_complexity)]
-fn assignments_of(
-    store: &dyn Store,
-    node: &str,
-) -> Result<(Assigned, Vec<(String, String)>), StoreError> {
-    let read = store.read(&[&placements_of(node)])?;
-    parse_assignments(&read.entries, node)
-}
-
-/// A kill request addressed to this node: key, request, revision, the requester's lease.
-type Kill = (
-    String,
-    remote::KillRequest,
-    Revision,
-    Option<crate::store::LeaseId>,
-);
-
-/// One read of everything the store asks of `node`: its assignments and its kill requests.
-#[allow(clippy::type_complexity)]
-fn node_work(
-    store: &dyn Store,
-    node: &str,
-) -> Result<(Assigned, Vec<(String, String)>, Vec<Kill>), StoreError> {
-    let placements = placements_of(node);
-    let read = store.read(&[&placements, &remote::kills_of(node)])?;
-    let (placed, asked): (Vec<_>, Vec<_>) = read
-        .entries
-        .into_iter()
-        .partition(|e| e.key.starts_with(&placements));
-    let (assigned, forged) = parse_assignments(&placed, node)?;
-    Ok((assigned, forged, remote::pending_kills(&asked, node)))
-}
-
-/// The assignments among `entries`, and the entries refused with why.
-#[allow(clippy::type_complexity)]
-fn parse_assignments(
-    entries: &[crate::store::Entry],
-    node: &str,
-) -> Result<(Assigned, Vec<(String, String)>), StoreError> {
-    let mut out = BTreeMap::new();
-    let mut refused = Vec::new();
-    for e in entries {
-        let a: Assignment = match decode(e) {
-            Ok(a) => a.value,
-            Err(err) => {
-                refused.push((e.key.clone(), err.to_string()));
-                continue;
-            }
-        };
-        let checked = crate::rules::check_assignment(&a, node).and_then(|()| {
-            let own = crate::model::placement_key(node, &a.workload, a.n);
-            if e.key == own {
-                Ok(())
-            } else {
-                Err(format!("it sits at {}, not at its own key {own}", e.key))
-            }
-        });
-        match checked {
-            Ok(()) => {
-                out.insert(a.copy.clone(), (a, e.create_revision));
-            }
-            Err(why) => refused.push((e.key.clone(), why)),
-        }
-    }
-    Ok((out, refused))
-}
-
-/// Writes a report, compare-and-set on the last revision this agent wrote. Another writer on
-/// the same key (a second agent claiming this node) is logged and overwritten.
-fn publish(
-    store: &dyn Store,
-    node: &str,
-    last: Revision,
-    report: &NodeReport,
-) -> Result<Revision, StoreError> {
-    let key = report_key(node);
-    match store.commit(&Txn::new().expect(&key, last).put(&key, encode(report))) {
-        Err(StoreError::Conflict { found, .. }) => {
-            log(
-                &format!("agent {node}"),
-                "the report changed under this agent: is another agent running as this node?",
-            );
-            store.commit(&Txn::new().expect(&key, found).put(&key, encode(report)))
-        }
-        other => other,
+/// How a child ended, as the machine takes it.
+fn ended_of(status: std::process::ExitStatus) -> Ended {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => Ended::Code(c),
+        (None, Some(s)) => Ended::Signal(s),
+        _ => Ended::Other("ended".into()),
     }
 }
 
@@ -793,468 +525,71 @@ pub async fn run_agent(
     let canonical = cfg.state_dir.canonicalize().map_err(state_err)?;
     let mark = canonical.join(&cfg.node).display().to_string();
     // One agent per node: first on this data directory (a lock the kernel drops if we die),
-    // then in the store (a lease, on any machine).
+    // then in the store (a lease, on any machine: the machine's claim).
     let _lock = DirLock::acquire(&cfg.state_dir, &cfg.node)?;
-    let record = NodeRecord {
-        node: cfg.node.clone(),
+    let ms = |d: Duration| d.as_millis() as u64;
+    let core_cfg = AgentCoreConfig {
         host: node::host_id(),
         place: canonical.display().to_string(),
         agent_pid: std::process::id(),
-        acquired_ms: store.now_ms(),
-        ttl_ms: cfg.lease_ttl.as_millis() as u64,
-        report_every_ms: cfg.report_every.as_millis() as u64,
-        lease: 0,
+        report_every_ms: ms(cfg.report_every),
+        report_delay_ms: ms(cfg.report_delay),
+        report_delays: cfg.report_delays.clone(),
+        sync_every_ms: ms(cfg.sync_every),
+        lease_ttl_ms: ms(cfg.lease_ttl),
+        simulate_copies: cfg.simulate_copies,
+        request_timeout_ms: REQUEST_TIMEOUT_MS,
+        nonces: Nonces::Random,
+        ..AgentCoreConfig::new(cfg.node.clone())
     };
-    let rec = record.clone();
-    let claim = blocking(&store, move |s| node::claim(s, &rec)).await?;
-    log(
-        &format!("agent {}", cfg.node),
-        format!(
-            "holds node lease {} (ttl {}ms{})",
-            claim.lease,
-            claim.ttl_ms,
-            if claim.adopted {
-                ", taken over from the previous agent here"
-            } else {
-                ""
-            }
-        ),
-    );
-    let fence = Fence::new(claim.lease);
-    let (keeper_stop, keeper_shutdown) = crate::rt::shutdown_pair();
-    let keeper = tokio::spawn(node::keep(
-        Arc::clone(&store),
-        record,
-        claim,
-        Arc::clone(&fence),
-        keeper_shutdown,
-    ));
-    let mut agent = Agent {
-        fence,
-        live_written: None,
-        mark,
-        copies: BTreeMap::new(),
-        dirty: true,
-        report_rev: 0,
-        queue: VecDeque::new(),
-        events: Vec::new(),
-        shown: BTreeMap::new(),
-        refused: Default::default(),
-        cfg,
-    };
-    let who = agent.who();
-
-    // Recovery: adopt or reap what a previous agent of this node left behind.
-    let node = agent.cfg.node.clone();
-    let ((assigned, refused), last_report) = blocking(&store, move |s| {
-        let assigned = assignments_of(s, &node)?;
-        let report = s.get(&report_key(&node))?;
-        Ok::<_, StoreError>((assigned, report))
-    })
-    .await?;
-    agent.log_refused(refused);
-    let now = store.now_ms();
-    agent.report_rev = last_report.as_ref().map_or(0, |e| e.mod_revision);
-    if let Some(e) = &last_report {
-        // The ledger still shows what the last agent reported.
-        let before = decode::<NodeReport>(e)?.value;
-        agent.log_ledger_changes(&before, now);
-        agent.events.clear();
-    }
-    recover(&mut agent, &assigned, last_report.as_ref(), now)?;
-    agent.sync(assigned, now);
-    agent.save();
-    let first = agent.observe(now);
-    let node = agent.cfg.node.clone();
-    let rev = agent.report_rev;
-    let written = first.clone();
-    agent.report_rev = blocking(&store, move |s| publish(s, &node, rev, &first)).await?;
-    agent.log_ledger_changes(&written, now);
-    flush_events(&store, &mut agent).await;
-    log(&who, format!("ready with {} copies", agent.copies.len()));
-
-    // On a store that pushes changes, the node's assignments come from a watch cache.
-    let placements = placements_of(&agent.cfg.node);
-    let kills = remote::kills_of(&agent.cfg.node);
-    let (assigned_store, _cache) = crate::cache::cached(&store, &[&placements, &kills]);
-    let report_every = agent.cfg.report_every.as_millis() as u64;
-    let sync_every = agent.cfg.sync_every.as_millis() as u64;
-    let delay = agent.cfg.report_delay.as_millis() as u64;
-    let mut next_sync = now + sync_every;
-    let mut next_report = now + report_every;
-    let mut next_logs = now;
-    let mut next_sweep = now;
-    let mut tick = tokio::time::interval(agent.cfg.tick);
+    // On a store that pushes changes, the node's assignments come from a watch cache; every
+    // other request passes through it.
+    let placements = crate::model::placements_of(&cfg.node);
+    let kills = crate::remote::kills_of(&cfg.node);
+    let (via, _cache) = crate::cache::cached(&store, &[&placements, &kills]);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut tick = tokio::time::interval(cfg.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut refused = None;
-    let mut reach = Reach::default();
-    // Once the store is lost, the agent stops acting on it: it stops its copies, which nobody
-    // can manage any more, and writes nothing to the store.
-    let mut lost: Option<StoreError> = None;
-    loop {
-        tokio::select! {
-            _ = shutdown.wait() => break,
-            _ = tick.tick() => {}
-        }
-        let now = store.now_ms();
-        agent.watch(now);
-        agent.fence.set_groups(agent.groups());
-        match agent.fence.state() {
-            LeaseState::Held(_) => {}
-            LeaseState::Fenced => {
-                // The fence stops the copies; observations taken before it must never reach
-                // the ledger, and nothing starts until the name is held again.
-                agent.queue.clear();
-                agent.save();
-                continue;
-            }
-            LeaseState::Refused => {
-                refused = agent.fence.refusal();
-                break;
-            }
-        }
-        if now >= next_sync {
-            next_sync = now + sync_every;
-            let node = agent.cfg.node.clone();
-            match blocking(&assigned_store, move |s| node_work(s, &node)).await {
-                Ok((assigned, forged, kills)) => {
-                    reach.answered(&who);
-                    agent.log_refused(forged);
-                    agent.sync(assigned, now);
-                    carry_out_kills(&store, &mut agent, kills).await;
-                }
-                Err(e) if e.is_lost() => {
-                    lost = Some(e);
-                    break;
-                }
-                Err(e) => reach.failed(&who, format!("cannot read assignments: {e}")),
-            }
-        }
-        agent.save();
-        if now >= next_logs {
-            next_logs = now + 1_000;
-            let sweep = now >= next_sweep;
-            if sweep {
-                next_sweep = now + 10_000;
-            }
-            agent.tend_logs(now, sweep);
-        }
-        if let LeaseState::Held(lease) = agent.fence.state() {
-            publish_live_set(&store, &mut agent, lease, now).await;
-        }
-        if now >= next_report {
-            next_report = now + report_every;
-            agent.queue.push_back((now + delay, agent.observe(now)));
-        }
-        let mut due = None;
-        while agent.queue.front().is_some_and(|(at, _)| *at <= now) {
-            due = agent.queue.pop_front().map(|(_, r)| r);
-        }
-        if let Some(mut report) = due {
-            report.reported_ms = now;
-            let node = agent.cfg.node.clone();
-            let rev = agent.report_rev;
-            let written = report.clone();
-            match blocking(&store, move |s| publish(s, &node, rev, &report)).await {
-                Ok(r) => {
-                    crate::failpoint::hit("agent-after-report");
-                    agent.report_rev = r;
-                    agent.log_ledger_changes(&written, now);
-                }
-                Err(e) if e.is_lost() => {
-                    lost = Some(e);
-                    break;
-                }
-                Err(e) => log(&who, format!("cannot report: {e}")),
-            }
-        }
-        if let Some(e) = flush_events(&store, &mut agent).await {
-            lost = Some(e);
-            break;
-        }
-    }
-    if let Some(e) = &lost {
-        log(&who, format!("{e}: this agent stops its copies and exits"));
-    }
-
-    // Shutdown: stop every copy, wait for them, report at once.
-    if lost.is_none() {
-        log(&who, "shutting down: stopping copies");
-    }
-    agent.queue.clear();
-    let now = store.now_ms();
-    let running: Vec<(String, u64)> = agent
-        .copies
-        .iter()
-        .filter(|(_, l)| !l.exited())
-        .map(|(c, l)| (c.clone(), l.record.assignment.grace_ms))
-        .collect();
-    let longest = running.iter().map(|r| r.1).max().unwrap_or(0);
-    for (copy, grace) in &running {
-        agent.begin_stop(copy, *grace, now);
-        // The copy is stopping for shutdown, not because its assignment went: keep its record
-        // as exited so that a restarted agent does not start it again.
-        if let Some(l) = agent.copies.get_mut(copy) {
-            l.record.stopping = false;
-        }
-    }
-    let deadline = now + longest + 2_000;
-    loop {
-        let now = store.now_ms();
-        for l in agent.copies.values_mut() {
-            if !l.exited() && !l.killed && l.kill_at_ms.is_some_and(|t| now >= t) {
-                let _ = process::signal_group(l.record.pid, Signal::KILL);
-                l.killed = true;
-            }
-        }
-        agent.watch(now);
-        if agent.copies.values().all(Local::exited) || now >= deadline {
-            break;
-        }
-        tokio::time::sleep(TICK).await;
-    }
-    agent.dirty = true;
-    agent.save();
-    if let Some(e) = lost {
-        return Err(AgentError::Store(e));
-    }
-    let now = store.now_ms();
-    let last = agent.observe(now);
-    let node = agent.cfg.node.clone();
-    let rev = agent.report_rev;
-    let written = last.clone();
-    match blocking(&store, move |s| publish(s, &node, rev, &last)).await {
-        Ok(_) => agent.log_ledger_changes(&written, now),
-        Err(e) => log(&who, format!("cannot write the last report: {e}")),
-    }
-    flush_events(&store, &mut agent).await;
-    // Give the name up last, with nothing left running: the node is lost at once, and the
-    // controller reassigns its names without waiting for the lease to run out.
-    keeper_stop.fire();
-    if let Ok(Some(lease)) = keeper.await {
-        if let Err(e) = blocking(&store, move |s| s.revoke(lease)).await {
-            log(&who, format!("cannot give up the node lease: {e}"));
-        }
-    }
-    log(&who, "stopped");
-    match refused {
-        Some(why) => Err(AgentError::Replaced(why)),
-        None => Ok(()),
-    }
-}
-
-/// Writes `/live/{node}` if the set of ready copies changed (or the lease did), at once: `get`
-/// reads it, so it carries no emulated report delay.
-async fn publish_live_set(store: &Arc<dyn Store>, agent: &mut Agent, lease: LeaseId, now: u64) {
-    let copies = agent.live_set();
-    if agent
-        .live_written
-        .as_ref()
-        .is_some_and(|(l, c)| *l == lease && *c == copies)
-    {
-        return;
-    }
-    let record = LiveRecord {
-        node: agent.cfg.node.clone(),
-        observed_ms: now,
-        copies: copies.clone(),
+    let mut driver = Driver {
+        who: format!("agent {}", cfg.node),
+        cfg,
+        mark,
+        store: via,
+        procs: BTreeMap::new(),
+        checks: BTreeMap::new(),
+        replies: tx,
+        unsaved_starts: 0,
     };
-    match blocking(store, move |s| remote::publish_live(s, &record, lease)).await {
-        Ok(_) => agent.live_written = Some((lease, copies)),
-        Err(e) => log(&agent.who(), format!("cannot write the live record: {e}")),
-    }
-}
-
-/// Carries out the kill requests addressed to this node: SIGKILL to the copy's group, checked
-/// by pid and start time, and the outcome written back for the `kill` command.
-async fn carry_out_kills(store: &Arc<dyn Store>, agent: &mut Agent, kills: Vec<Kill>) {
-    for (key, req, rev, lease) in kills {
-        let outcome = match agent.copies.get(&req.copy) {
-            Some(l) if l.record.incarnation == req.incarnation && !l.exited() => {
-                match process::kill_verified(l.record.pid, l.record.start_ticks) {
-                    Ok(true) => format!("killed pid {} on {}", l.record.pid, agent.cfg.node),
-                    Ok(false) => format!("{} had already ended", req.copy),
-                    Err(e) => format!("cannot kill {}: {e}", req.copy),
+    // The machine's clock is the store's (its times go into reports and events), kept from
+    // going backwards as the machine's contract asks.
+    let mut clock = store.now_ms();
+    let mut core = AgentCore::new(core_cfg, clock);
+    let mut inputs = VecDeque::from([AgentInput::Tick]);
+    let mut asked_to_stop = false;
+    loop {
+        while let Some(input) = inputs.pop_front() {
+            clock = clock.max(store.now_ms());
+            for out in core.step(clock, input) {
+                if let Some(end) = driver.carry(out, &mut inputs).await? {
+                    return end;
                 }
             }
-            _ => format!("{} does not run on {}", req.copy, agent.cfg.node),
-        };
-        log(
-            &agent.who(),
-            format!("kill request for {}: {outcome}", req.copy),
-        );
-        if let Err(e) = blocking(store, move |s| {
-            remote::answer_kill(s, &key, req, rev, lease, outcome)
-        })
-        .await
-        {
-            log(&agent.who(), format!("cannot answer a kill request: {e}"));
         }
-    }
-}
-
-/// Writes the agent's queued event-log entries in one transaction; on failure keeps them for the
-/// next tick. Returns the error if the store is lost.
-async fn flush_events(store: &Arc<dyn Store>, agent: &mut Agent) -> Option<StoreError> {
-    if agent.events.is_empty() {
-        return None;
-    }
-    let batch = std::mem::take(&mut agent.events);
-    let kept = batch.clone();
-    match blocking(store, move |s| events::append_all(s, batch)).await {
-        Ok(_) => None,
-        Err(e) if e.is_lost() => Some(e),
-        Err(e) => {
-            log(&agent.who(), format!("cannot write the event log: {e}"));
-            agent.events = kept;
-            None
-        }
-    }
-}
-
-/// Rebuilds the agent's copies from its state file, the processes carrying its mark and its
-/// last report: live processes proven its own are adopted (and stopped later if unassigned),
-/// dead ones become exited records, and every other process carrying its mark is foreign:
-/// never adopted, logged, and stopped if it runs as the agent's user (it claims a copy's
-/// identity, so leaving it would be a second copy by its own account).
-///
-/// A process is proven the agent's own by its nonce ([`crate::sandbox::proves_own`]): recorded
-/// before the process started, so even a copy whose pid was never recorded is recognised.
-fn recover(
-    agent: &mut Agent,
-    assigned: &BTreeMap<String, (Assignment, Revision)>,
-    last_report: Option<&crate::store::Entry>,
-    now: u64,
-) -> Result<(), AgentError> {
-    let who = agent.who();
-    let saved = read_node_state(&agent.file()).map_err(|source| AgentError::StateDir {
-        path: agent.file(),
-        source,
-    })?;
-    let mut marked = process::find_marked(&agent.mark);
-    let me = crate::sandbox::own_uid();
-    for mut record in saved.map(|s| s.copies).unwrap_or_default() {
-        let copy = record.assignment.copy.clone();
-        if let Err(why) = crate::rules::check_assignment(&record.assignment, &agent.cfg.node) {
-            log(
-                &who,
-                format!(
-                    "refused the state file's record of {}: {why}",
-                    copy.escape_debug()
-                ),
-            );
-            continue;
-        }
-        if record.phase != Phase::Exited && record.pid == 0 {
-            // Started, or about to be, when the agent died: its pid was never recorded, but its
-            // nonce was.
-            let own = marked.iter().position(|m| {
-                m.copy == copy
-                    && m.uid == me
-                    && m.nonce.as_deref() == Some(record.nonce.as_str())
-                    && !record.nonce.is_empty()
-            });
-            if let Some(i) = own {
-                let m = marked.remove(i);
-                log(&who, format!("adopted unrecorded {copy} (pid {})", m.pid));
-                record.pid = m.pid;
-                record.start_ticks = m.start_ticks;
-                record.started_ms = now;
-                agent.copies.insert(copy, Local::new(record, None));
-                continue;
+        tokio::select! {
+            _ = shutdown.wait(), if !asked_to_stop => {
+                asked_to_stop = true;
+                inputs.push_back(AgentInput::Shutdown);
             }
-        }
-        if record.phase != Phase::Exited
-            && record.pid != 0
-            && crate::sandbox::proves_own(record.pid, record.start_ticks, &record.nonce)
-        {
-            log(&who, format!("adopted {copy} (pid {})", record.pid));
-            marked.retain(|m| m.pid != record.pid);
-            record.stopping = false;
-            agent.copies.insert(copy, Local::new(record, None));
-        } else {
-            let mut l = Local::new(record, None);
-            if !l.exited() {
-                // Not proven its own: the pid may be anyone's by now, so it is not signalled.
-                l.record.pid = 0;
-                l.mark_exited(now, "ended while the agent was down".into());
-                let r = l.record.clone();
-                agent.log_event(CopyEventKind::Exit, &r, now);
+            Some(r) = rx.recv() => {
+                inputs.push_back(AgentInput::Replied(r));
+                while let Ok(r) = rx.try_recv() {
+                    inputs.push_back(AgentInput::Replied(r));
+                }
             }
-            agent.copies.insert(copy, l);
-        }
-    }
-    for m in marked {
-        let known = agent
-            .copies
-            .get(&m.copy)
-            .is_some_and(|l| l.record.pid == m.pid && l.record.start_ticks == m.start_ticks);
-        if known {
-            continue;
-        }
-        if m.uid != me {
-            log(
-                &who,
-                format!(
-                    "foreign process {} of user {} carries the mark of {}: not adopted, left alone",
-                    m.pid,
-                    m.uid,
-                    m.copy.escape_debug()
-                ),
-            );
-            continue;
-        }
-        let assigned_here = assigned.contains_key(&m.copy);
-        log(
-            &who,
-            format!(
-                "foreign process {} carries the mark of {} without its nonce: not adopted{}; stopping it",
-                m.pid,
-                m.copy.escape_debug(),
-                if assigned_here { ", the real copy starts" } else { "" }
-            ),
-        );
-        let _ = process::signal_group(m.pid, Signal::TERM);
-        let deadline = std::time::Instant::now() + Duration::from_millis(UNKNOWN_GRACE_MS);
-        while process::is_alive(m.pid, m.start_ticks) && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = process::kill_verified(m.pid, m.start_ticks);
-    }
-    // Copies the store last heard of as exited must not start again, even if the state file
-    // was lost.
-    if let Some(entry) = last_report {
-        let report: NodeReport = decode(entry)?.value;
-        for c in report
-            .copies
-            .into_iter()
-            .filter(|c| c.phase == Phase::Exited)
-        {
-            let Some((a, incarnation)) = assigned.get(&c.copy) else {
-                continue;
-            };
-            if *incarnation == c.incarnation && !agent.copies.contains_key(&c.copy) {
-                let mut l = Local::new(
-                    CopyRecord {
-                        assignment: a.clone(),
-                        incarnation: *incarnation,
-                        pid: 0,
-                        start_ticks: 0,
-                        started_ms: c.started_ms,
-                        phase: Phase::Exited,
-                        ready_ms: c.ready_ms,
-                        exited_ms: c.exited_ms,
-                        exit: c.exit.clone(),
-                        stopping: false,
-                        nonce: String::new(),
-                    },
-                    None,
-                );
-                l.record.phase = Phase::Exited;
-                agent.copies.insert(c.copy, l);
+            _ = tick.tick() => {
+                driver.poll(&mut inputs);
+                inputs.push_back(AgentInput::Tick);
             }
         }
     }
-    agent.dirty = true;
-    Ok(())
 }

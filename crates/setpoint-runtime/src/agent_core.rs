@@ -94,6 +94,9 @@ pub struct AgentCoreConfig {
     pub report_every_ms: u64,
     /// Added delay between observing the copies and writing the report.
     pub report_delay_ms: u64,
+    /// Jittered added delays, one per report in turn, in place of `report_delay_ms` when not
+    /// empty ([`crate::report_delay`]).
+    pub report_delays: crate::report_delay::ReportDelays,
     /// How often the agent reads its assignments and kill requests.
     pub sync_every_ms: u64,
     /// The node lease's time to live.
@@ -124,6 +127,7 @@ impl AgentCoreConfig {
             agent_pid: 0,
             report_every_ms: 1_000,
             report_delay_ms: 0,
+            report_delays: Default::default(),
             sync_every_ms: 100,
             lease_ttl_ms: 10_000,
             simulate_copies: false,
@@ -369,12 +373,14 @@ enum ClaimStep {
         lease: LeaseId,
         ttl_ms: u64,
         mod_revision: Revision,
+        acquired_ms: u64,
     },
-    /// ... then write the record under it.
+    /// ... then write the record under it, keeping when the name was acquired.
     TakeOver {
         lease: LeaseId,
         ttl_ms: u64,
         mod_revision: Revision,
+        acquired_ms: u64,
     },
     /// Wait until this time, then start again.
     Wait(u64),
@@ -503,6 +509,9 @@ pub struct AgentCore {
     lost: Option<StoreError>,
     refusal: Option<String>,
     nonce_counter: u64,
+    /// The leases granted to the claim under way: a record found under one of them is this
+    /// agent's own (its create committed, the reply was lost).
+    granted: BTreeSet<LeaseId>,
 }
 
 /// The assignments of a node by copy identity, each with its incarnation.
@@ -546,6 +555,7 @@ impl AgentCore {
             lost: None,
             refusal: None,
             nonce_counter: 0,
+            granted: BTreeSet::new(),
             cfg,
         }
     }
@@ -583,10 +593,11 @@ impl AgentCore {
     }
 
     /// How long after observing its copies at `observed_ms` the agent writes the report: the
-    /// configured report delay. The one place that decides it.
+    /// configured report delay, or the next entry of the jittered schedule when there is one
+    /// (each call takes one entry). The one place that decides it.
     pub fn report_delay_ms(&self, observed_ms: u64) -> u64 {
         let _ = observed_ms;
-        self.cfg.report_delay_ms
+        self.cfg.report_delays.next_ms(self.cfg.report_delay_ms)
     }
 
     /// Hands the machine one input at `now_ms` (its host clock, never going backwards) and
@@ -806,8 +817,13 @@ impl AgentCore {
                 lease,
                 ttl_ms,
                 mod_revision,
+                acquired_ms,
             } => {
-                let mine = self.record(now, lease, ttl_ms);
+                // The node's tenure goes on across a takeover: the earlier agent's last report
+                // (its copies live on, to be adopted) still counts until this one reports. A
+                // new `acquired_ms` would drop it from the ledger, and a pass in between would
+                // count the node's copies as gone and create them again.
+                let mine = self.record(acquired_ms, lease, ttl_ms);
                 StoreRequest::Commit(Txn::new().expect(&key, mod_revision).put_leased(
                     &key,
                     encode(&mine),
@@ -862,11 +878,15 @@ impl AgentCore {
                             Err(e) => return self.claim_failed(now, e.into()),
                         };
                         let mine = self.record(now, 0, self.cfg.lease_ttl_ms);
-                        match entry.lease.filter(|_| !fresh && held.same_place(&mine)) {
+                        let ours = |l: &LeaseId| {
+                            self.granted.contains(l) || (!fresh && held.same_place(&mine))
+                        };
+                        match entry.lease.filter(ours) {
                             Some(lease) => self.set_claim_step(ClaimStep::KeepAlive {
                                 lease,
                                 ttl_ms: held.ttl_ms,
                                 mod_revision: entry.mod_revision,
+                                acquired_ms: held.acquired_ms,
                             }),
                             None => self.claim_failed(
                                 now,
@@ -882,6 +902,7 @@ impl AgentCore {
                 }
             }
             (ClaimStep::Grant, Ok(StoreReply::Granted(lease))) => {
+                self.granted.insert(lease);
                 self.set_claim_step(ClaimStep::Create(lease))
             }
             (ClaimStep::Create(lease), Ok(_)) => {
@@ -896,12 +917,14 @@ impl AgentCore {
                     lease,
                     ttl_ms,
                     mod_revision,
+                    acquired_ms,
                 },
                 Ok(_),
             ) => self.set_claim_step(ClaimStep::TakeOver {
                 lease,
                 ttl_ms,
                 mod_revision,
+                acquired_ms,
             }),
             (ClaimStep::KeepAlive { .. }, Err(StoreError::LeaseExpired(_))) => {
                 self.claim_retry(now, attempt)
@@ -958,6 +981,7 @@ impl AgentCore {
     /// The name is held under `lease`, whose end is counted from `sent`.
     fn held(&mut self, now: u64, lease: LeaseId, ttl_ms: u64, sent: u64, adopted: bool) {
         let first = self.life == Life::Claiming;
+        self.granted.clear();
         self.lease = LeaseSt::Held {
             lease,
             ttl_ms,
@@ -1526,7 +1550,7 @@ impl AgentCore {
             self.copies.insert(copy, Local::new(record));
         }
         self.dirty = true;
-        self.save();
+        self.save_now();
         self.out.extend(starts);
     }
 
@@ -1578,11 +1602,7 @@ impl AgentCore {
             };
             self.log(format!("kill request for {}: {outcome}", req.copy));
             req.outcome = Some(outcome);
-            let txn = Txn::new().expect(&key, rev);
-            let txn = match lease {
-                Some(l) => txn.put_leased(&key, encode(&req), l),
-                None => txn.put(&key, encode(&req)),
-            };
+            let txn = remote::answer_txn(&key, &req, rev, lease);
             self.answering.insert(key.clone());
             self.send(now, StoreRequest::Commit(txn), Purpose::KillAnswer { key });
         }
@@ -1792,11 +1812,16 @@ impl AgentCore {
                 if self.copies.values().all(Local::exited) || now >= deadline =>
             {
                 self.dirty = true;
-                self.save();
+                self.save_now();
                 if let Some(e) = self.lost.take() {
                     return self.stop_now(Err(AgentError::Store(e)));
                 }
                 self.life = Life::Finishing;
+                if self.refusal.is_some() {
+                    // The name is another agent's now, and so are its report and its events:
+                    // a last report from this one would hide that agent's copies.
+                    return self.release(now);
+                }
                 let last = self.observe(now);
                 self.send_report(now, last, true);
             }
@@ -1919,7 +1944,7 @@ impl AgentCore {
             observed_ms: now,
             copies: copies.clone(),
         };
-        let txn = Txn::new().put_leased(remote::live_key(&self.cfg.node), encode(&record), lease);
+        let txn = remote::live_txn(&record, lease);
         self.live_in_flight = true;
         self.send(
             now,
@@ -1937,9 +1962,6 @@ impl AgentCore {
         if sweep {
             self.next_sweep = now + SWEEP_EVERY_MS;
         }
-        if self.cfg.simulate_copies {
-            return;
-        }
         let running = self
             .copies
             .iter()
@@ -1949,7 +1971,23 @@ impl AgentCore {
         self.out.push(AgentOutput::TendLogs { running, sweep });
     }
 
+    /// Writes the state file if anything changed, unless starts are still being answered: the
+    /// pids of a batch of starts go to disk in one write once every start of it has answered,
+    /// not one write per copy (a file of N records written N times). Until then the nonces on
+    /// disk prove which processes are this agent's.
     fn save(&mut self) {
+        let simulated = self.cfg.simulate_copies;
+        let starting = self
+            .copies
+            .values()
+            .any(|l| !simulated && !l.exited() && l.record.pid == 0);
+        if !starting {
+            self.save_now();
+        }
+    }
+
+    /// Writes the state file if anything changed.
+    fn save_now(&mut self) {
         if !self.dirty || !matches!(self.life, Life::Running | Life::Draining { .. }) {
             return;
         }
@@ -2125,36 +2163,13 @@ pub(crate) fn parse_assignments(
     (out, refused)
 }
 
-/// Carries out one store request on `store`, synchronously: what a driver does with an
-/// [`AgentOutput::Store`] (on a blocking thread). A watch is not carried out here (the agent
-/// machine starts none): it fails as unavailable.
-pub fn carry_out(store: &dyn crate::store::Store, request: &StoreRequest) -> StoreResult {
-    match request {
-        StoreRequest::Read { prefixes } => {
-            let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-            let read = store.read(&refs)?;
-            Ok(StoreReply::Read {
-                read,
-                now_ms: store.now_ms(),
-            })
-        }
-        StoreRequest::Commit(txn) => store.commit(txn).map(StoreReply::Committed),
-        StoreRequest::Revision => store.revision().map(StoreReply::Revision),
-        StoreRequest::Grant { ttl } => store.grant(*ttl).map(StoreReply::Granted),
-        StoreRequest::KeepAlive(lease) => store.keep_alive(*lease).map(|()| StoreReply::KeptAlive),
-        StoreRequest::Revoke(lease) => store.revoke(*lease).map(|()| StoreReply::Revoked),
-        StoreRequest::Watch { .. } | StoreRequest::CancelWatch(_) => Err(StoreError::Unavailable(
-            "this driver carries out no watches".into(),
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     //! A tiny synchronous driver: a [`MemoryStore`], fake processes, virtual time in 5ms ticks,
     //! replies delayed or dropped at will.
 
     use super::*;
+    use crate::machine::carry_out;
     use crate::model::placement_key;
     use crate::store::{MemoryStore, Store};
 
@@ -2186,12 +2201,20 @@ mod tests {
         sent: Vec<(u64, ReqId, StoreRequest)>,
         /// Replies on their way: (due, reply).
         replies: Vec<(u64, Replied)>,
-        /// Which requests lose their reply.
+        /// Which requests lose their reply (they are carried out).
         drop: Dropper,
+        /// Which requests never reach the store.
+        cut: Dropper,
         delay: u64,
         saved: Option<NodeState>,
         stopped: Option<Result<(), AgentError>>,
         log: Vec<String>,
+        /// Every output, as `{now} {output:?}`.
+        trace: Vec<String>,
+        /// The last wake asked for.
+        wake: u64,
+        /// Probes answer this (true: ready).
+        probe_ok: bool,
     }
 
     fn config(node: &str) -> AgentCoreConfig {
@@ -2203,6 +2226,27 @@ mod tests {
             nonces: Nonces::Counter(7),
             ..AgentCoreConfig::new(node)
         }
+    }
+
+    #[test]
+    fn a_jittered_schedule_gives_each_report_its_next_delay() {
+        let fixed = AgentCore::new(config("n"), 0);
+        assert_eq!(
+            (fixed.report_delay_ms(0), fixed.report_delay_ms(100)),
+            (0, 0)
+        );
+        let cfg = AgentCoreConfig {
+            report_delay_ms: 40,
+            report_delays: crate::report_delay::ReportDelays::new(vec![250, 60]),
+            ..config("n")
+        };
+        let core = AgentCore::new(cfg, 0);
+        let got: Vec<u64> = (0..3).map(|k| core.report_delay_ms(k * 100)).collect();
+        assert_eq!(
+            got,
+            [250, 60, 250],
+            "the schedule in turn, not the fixed 40 ms"
+        );
     }
 
     fn assign(store: &MemoryStore, node: &str, n: u64) {
@@ -2249,10 +2293,14 @@ mod tests {
                 sent: Vec::new(),
                 replies: Vec::new(),
                 drop: Box::new(|_, _| false),
+                cut: Box::new(|_, _| false),
                 delay: 0,
                 saved: None,
                 stopped: None,
                 log: Vec::new(),
+                trace: Vec::new(),
+                wake: 0,
+                probe_ok: true,
             };
             w.input(AgentInput::Tick);
             w
@@ -2269,6 +2317,7 @@ mod tests {
                 replies: Vec::new(),
                 stopped: None,
                 log: Vec::new(),
+                trace: Vec::new(),
                 ..self
             };
             w.input(AgentInput::Tick);
@@ -2286,16 +2335,23 @@ mod tests {
 
         fn carry(&mut self, o: AgentOutput, inputs: &mut VecDeque<AgentInput>) {
             let now = self.now;
+            self.trace.push(format!("{now} {o:?}"));
             match o {
                 AgentOutput::Store { id, request } => {
                     self.sent.push((now, id, request.clone()));
+                    if (self.cut)(now, &request) {
+                        return;
+                    }
                     let result = carry_out(&*self.store, &request);
                     if !(self.drop)(now, &request) {
                         self.replies
                             .push((now + self.delay, Replied { id, result }));
                     }
                 }
-                AgentOutput::Wake(Wake(t)) => assert!(t >= now, "a wake in the past"),
+                AgentOutput::Wake(Wake(t)) => {
+                    assert!(t >= now, "a wake in the past");
+                    self.wake = t;
+                }
                 AgentOutput::Start { copy, .. } => {
                     assert!(!self.core.is_fenced(), "{copy} started while fenced");
                     self.starts.push((now, copy.clone()));
@@ -2330,9 +2386,10 @@ mod tests {
                         p.alive = false;
                     }
                 }
-                AgentOutput::Probe { copy, .. } => {
-                    inputs.push_back(AgentInput::ProbeDone { copy, ok: true })
-                }
+                AgentOutput::Probe { copy, .. } => inputs.push_back(AgentInput::ProbeDone {
+                    copy,
+                    ok: self.probe_ok,
+                }),
                 AgentOutput::Recover => {
                     let records = self
                         .saved
@@ -2369,30 +2426,58 @@ mod tests {
         /// Runs to `until`, a tick at a time.
         fn run(&mut self, until: u64) {
             while self.now < until && self.stopped.is_none() {
-                self.now += TICK;
-                let now = self.now;
-                let (due, later): (Vec<_>, Vec<_>) =
-                    self.replies.drain(..).partition(|(t, _)| *t <= now);
-                self.replies = later;
-                for (_, r) in due {
-                    self.input(AgentInput::Replied(r));
-                }
-                let ended: Vec<(String, i32)> = self
+                self.tick_at(self.now + TICK);
+            }
+        }
+
+        /// Delivers what is due at `now` (replies, process ends), then a tick.
+        fn tick_at(&mut self, now: u64) {
+            self.now = now;
+            let (due, later): (Vec<_>, Vec<_>) =
+                self.replies.drain(..).partition(|(t, _)| *t <= now);
+            self.replies = later;
+            for (_, r) in due {
+                self.input(AgentInput::Replied(r));
+            }
+            let ended: Vec<(String, i32)> = self
+                .procs
+                .iter_mut()
+                .filter(|p| p.alive && p.ending.is_some())
+                .map(|p| {
+                    p.alive = false;
+                    (p.copy.clone(), p.ending.unwrap_or(0))
+                })
+                .collect();
+            for (copy, s) in ended {
+                self.input(AgentInput::Exited {
+                    copy,
+                    how: Ended::Signal(s),
+                });
+            }
+            self.input(AgentInput::Tick);
+        }
+
+        /// Runs to `until`, stepping only when something happens: a wake the machine asked
+        /// for, a reply, a process end (1ms after its signal). What a discrete-event world does.
+        fn run_by_wakes(&mut self, until: u64) {
+            while self.stopped.is_none() {
+                let reply = self.replies.iter().map(|(t, _)| *t).min();
+                let ending = self
                     .procs
-                    .iter_mut()
-                    .filter(|p| p.alive && p.ending.is_some())
-                    .map(|p| {
-                        p.alive = false;
-                        (p.copy.clone(), p.ending.unwrap_or(0))
-                    })
-                    .collect();
-                for (copy, s) in ended {
-                    self.input(AgentInput::Exited {
-                        copy,
-                        how: Ended::Signal(s),
-                    });
+                    .iter()
+                    .any(|p| p.alive && p.ending.is_some())
+                    .then_some(self.now + 1);
+                let next = [Some(self.wake), reply, ending]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .unwrap_or(u64::MAX)
+                    .max(self.now + 1);
+                if next > until {
+                    self.now = until;
+                    return;
                 }
-                self.input(AgentInput::Tick);
+                self.tick_at(next);
             }
         }
 
@@ -2419,6 +2504,15 @@ mod tests {
                 .map(|(t, _, _)| *t)
                 .collect()
         }
+    }
+
+    #[test]
+    fn the_fence_acts_before_the_store_can_expire_the_lease() {
+        let (term, kill) = fence_times_ms(1_000, 4_000);
+        assert_eq!((term, kill), (4_000, 4_600));
+        assert!(kill < 1_000 + 4_000);
+        // Three renewals fit before the SIGTERM: one lost renewal never fences.
+        assert!(renew_every_ms(4_000) * 2 < term - 1_000);
     }
 
     #[test]
@@ -2456,6 +2550,36 @@ mod tests {
         w.run(2_000);
         assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
         assert!(w.store.get(&node_key("a")).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_batch_of_starts_is_written_twice_nonces_first_then_every_pid() {
+        let store = MemoryStore::new();
+        let mut w = World::new(store, config("a"));
+        w.run(200);
+        for n in 0..5 {
+            assign(&w.store, "a", n);
+        }
+        let before = w.trace.len();
+        // Up to just before the copies become ready (another write, a phase change).
+        w.run(240);
+        let saves: Vec<&String> = w.trace[before..]
+            .iter()
+            .filter(|l| l.contains("SaveState("))
+            .collect();
+        assert_eq!(saves.len(), 2, "{saves:#?}");
+        // The first holds every nonce before any process exists, the second every pid.
+        assert_eq!(saves[0].matches(" pid: 0,").count(), 5, "{}", saves[0]);
+        assert_eq!(saves[1].matches(" pid: 0,").count(), 0, "{}", saves[1]);
+        let first_start = w.trace[before..]
+            .iter()
+            .position(|l| l.contains("Start {"))
+            .unwrap();
+        let first_save = w.trace[before..]
+            .iter()
+            .position(|l| l.contains("SaveState("))
+            .unwrap();
+        assert!(first_save < first_start);
     }
 
     #[test]
@@ -2642,6 +2766,11 @@ mod tests {
         w.run(500);
         assert_eq!(w.running(), ["w-0", "w-1", "w-2"]);
         let pids: Vec<u32> = w.procs.iter().map(|p| p.pid).collect();
+        let acquired = |w: &World| {
+            let e = w.store.get(&node_key("a")).unwrap().unwrap();
+            decode::<NodeRecord>(&e).unwrap().value.acquired_ms
+        };
+        let tenure = acquired(&w);
         // The agent dies (no shutdown); w-1 dies while it is down.
         w.procs[1].alive = false;
         let now = w.now;
@@ -2653,6 +2782,8 @@ mod tests {
             .log
             .iter()
             .any(|l| l.contains("taken over from the previous agent")));
+        // The tenure goes on: the earlier agent's last report counts until this one's lands.
+        assert_eq!(acquired(&w), tenure);
         assert!(w
             .log
             .iter()
@@ -2678,6 +2809,182 @@ mod tests {
     }
 
     #[test]
+    fn driven_only_at_its_wakes_it_runs_copies_and_fences_to_the_millisecond() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        assign(&store, "a", 1);
+        let mut w = World::new(store, config("a"));
+        w.run_by_wakes(1_000);
+        assert_eq!(w.running(), ["w-0", "w-1"]);
+        let r = w.report("a");
+        assert!(r.copies.iter().all(|c| c.phase == Phase::Running), "{r:?}");
+        let steps = w.trace.iter().filter(|l| l.contains("Wake(")).count();
+        assert!(
+            steps < 200,
+            "{steps} steps in a second: it sleeps between timers"
+        );
+        w.drop = Box::new(|t, r| t >= 1_000 && matches!(r, StoreRequest::KeepAlive(_)));
+        w.run_by_wakes(3_000);
+        let last_ok = *w.renewals_answered().last().unwrap();
+        let term = w
+            .signals
+            .iter()
+            .find(|(_, _, s)| *s == CopySignal::Term)
+            .map(|(t, _, _)| *t)
+            .unwrap();
+        assert_eq!(term, last_ok + 750, "SIGTERM at exactly 3/4 of the TTL");
+        assert!(w.running().is_empty());
+    }
+
+    #[test]
+    fn the_same_inputs_give_the_same_outputs() {
+        let trace = || {
+            let store = MemoryStore::new();
+            assign(&store, "a", 0);
+            assign(&store, "a", 1);
+            let mut w = World::new(store, config("a"));
+            w.delay = 7;
+            w.run(600);
+            w.drop = Box::new(|t, r| t >= 600 && matches!(r, StoreRequest::KeepAlive(_)));
+            w.run(1_800);
+            w.trace
+        };
+        let (a, b) = (trace(), trace());
+        assert!(a.len() > 20, "{a:?}");
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_copy_with_a_readiness_command_runs_only_once_it_passes() {
+        let store = MemoryStore::new();
+        let a = Assignment {
+            copy: "w-0".into(),
+            workload: "w".into(),
+            owner_uid: 1,
+            n: 0,
+            node: "a".into(),
+            command: vec!["sleep".into(), "100".into()],
+            startup_ms: 0,
+            readiness: Some(vec!["true".into()]),
+            grace_ms: 100,
+            created_ms: 0,
+            env: CopyEnv::default(),
+            generation: 0,
+        };
+        let key = placement_key("a", "w", 0);
+        store.commit(&Txn::new().put(&key, encode(&a))).unwrap();
+        let mut w = World::new(store, config("a"));
+        w.probe_ok = false;
+        w.run(500);
+        let phase = |w: &World| w.core.records()[0].phase;
+        assert_eq!(phase(&w), Phase::Starting);
+        let probes = w.trace.iter().filter(|l| l.contains("Probe {")).count();
+        // Retried every 100ms, one at a time.
+        assert!((3..=5).contains(&probes), "{probes} probes in 500ms");
+        w.probe_ok = true;
+        w.run(700);
+        assert_eq!(phase(&w), Phase::Running);
+    }
+
+    #[test]
+    fn a_kill_request_kills_the_copy_and_its_outcome_is_written_back() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(300);
+        let inc = w.core.records()[0].incarnation;
+        let key = format!("{}w-0", remote::kills_of("a"));
+        let req = remote::KillRequest {
+            copy: "w-0".into(),
+            incarnation: inc,
+            requested_ms: 0,
+            outcome: None,
+        };
+        w.store.commit(&Txn::new().put(&key, encode(&req))).unwrap();
+        w.run(600);
+        assert!(w.running().is_empty());
+        let e = w.store.get(&key).unwrap().unwrap();
+        let answered = decode::<remote::KillRequest>(&e).unwrap().value;
+        assert_eq!(answered.outcome.as_deref(), Some("killed pid 101 on a"));
+        let kills = w
+            .signals
+            .iter()
+            .filter(|(_, _, s)| *s == CopySignal::Kill)
+            .count();
+        assert_eq!(kills, 1, "answered once: {:?}", w.signals);
+    }
+
+    #[test]
+    fn a_rejoin_whose_create_reply_is_lost_still_rejoins_under_its_own_record() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(1_000);
+        // Renewals fail from 1000ms; then the first create of the rejoin loses its reply.
+        let creates = std::rc::Rc::new(std::cell::Cell::new(0));
+        let seen = std::rc::Rc::clone(&creates);
+        let key = node_key("a");
+        w.drop = Box::new(move |t, r| match r {
+            StoreRequest::KeepAlive(_) => (1_000..1_500).contains(&t),
+            StoreRequest::Commit(txn)
+                if t >= 1_000 && txn.compares.iter().any(|c| c.key == key) =>
+            {
+                seen.set(seen.get() + 1);
+                seen.get() == 1
+            }
+            _ => false,
+        });
+        w.run(4_000);
+        assert!(creates.get() >= 1);
+        assert!(w.stopped.is_none(), "{:?} {:#?}", w.stopped, w.log);
+        assert!(w.core.held_lease().is_some(), "{:#?}", w.log);
+        assert!(
+            w.log.iter().any(|l| l.contains("rejoined under lease")),
+            "{:#?}",
+            w.log
+        );
+    }
+
+    #[test]
+    fn an_agent_replaced_while_fenced_stops_without_touching_the_new_holders_report() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(1_000);
+        // Cut off: renewals and the rejoin's revoke fail until another agent has the name.
+        w.cut = Box::new(|t, r| {
+            t < 2_500 && matches!(r, StoreRequest::KeepAlive(_) | StoreRequest::Revoke(_))
+        });
+        w.run(1_800);
+        assert!(w.core.is_fenced());
+        // The store expires the old lease; another agent, elsewhere, takes the name.
+        let lease = match w.store.get(&node_key("a")).unwrap() {
+            Some(e) => e.lease.unwrap(),
+            None => panic!("no record"),
+        };
+        w.store.revoke(lease).unwrap();
+        let other = AgentCoreConfig {
+            place: "elsewhere".into(),
+            ..config("a")
+        };
+        let mut them = World::on(std::sync::Arc::clone(&w.store), other);
+        them.run(300);
+        assert!(them.core.held_lease().is_some());
+        let theirs = them.report("a");
+        w.run(5_000);
+        match &w.stopped {
+            Some(Err(AgentError::Replaced(why))) => assert!(why.contains("already held"), "{why}"),
+            other => panic!("{other:?} {:#?}", w.log),
+        }
+        assert_eq!(
+            w.report("a"),
+            theirs,
+            "the replaced agent wrote no last report"
+        );
+        assert!(w.running().is_empty());
+    }
+
+    #[test]
     fn a_name_held_by_an_agent_elsewhere_is_refused() {
         let store = MemoryStore::new();
         let mut first = World::new(store, config("a"));
@@ -2692,5 +2999,13 @@ mod tests {
             Some(Err(e)) => assert!(e.is_refusal(), "{e}"),
             other => panic!("{other:?}"),
         }
+        // Another name is free.
+        let b = AgentCoreConfig {
+            place: "elsewhere".into(),
+            ..config("b")
+        };
+        let mut w = World::on(std::sync::Arc::clone(&first.store), b);
+        w.run(100);
+        assert!(w.stopped.is_none() && w.core.held_lease().is_some());
     }
 }

@@ -24,7 +24,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::store::{
-    Entry, LeaseId, Op, Read, Revision, Store, StoreError, Txn, WatchEvent, Watcher,
+    Change, Entry, LeaseId, Op, Read, Revision, Store, StoreError, Txn, WatchEvent, Watcher,
 };
 
 /// How long a [`CachedStore`] read waits for the cache to reach a revision it committed before
@@ -46,13 +46,124 @@ pub struct CacheStats {
     pub passed_through: u64,
 }
 
-#[derive(Debug, Default)]
-struct State {
+/// The I/O-free part of a cache: the copy of some prefixes at one revision, whether it follows
+/// the store, and what it has done. [`Cache`] keeps one on a thread of its own; the controller
+/// host ([`crate::host::Host`]) keeps one in its state and feeds it the replies and watch
+/// deliveries it asks for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheCore {
+    prefixes: Vec<String>,
     revision: Revision,
     kv: BTreeMap<String, Entry>,
     live: bool,
     stats: CacheStats,
 }
+
+impl CacheCore {
+    /// An empty, not yet live cache of `prefixes`.
+    pub fn new(prefixes: &[&str]) -> Self {
+        Self {
+            prefixes: prefixes.iter().map(|p| (*p).to_owned()).collect(),
+            ..Self::default()
+        }
+    }
+
+    /// The prefixes it holds.
+    pub fn prefixes(&self) -> &[String] {
+        &self.prefixes
+    }
+
+    /// Whether every key under `prefix` is under one of the cache's prefixes.
+    pub fn covers(&self, prefix: &str) -> bool {
+        self.prefixes.iter().any(|p| prefix.starts_with(p.as_str()))
+    }
+
+    /// The revision it is at (0 before its first read).
+    pub fn revision(&self) -> Revision {
+        self.revision
+    }
+
+    /// Whether it follows the store now: its last full read succeeded and its watch was not
+    /// lost since.
+    pub fn is_live(&self) -> bool {
+        self.live
+    }
+
+    /// What it has done so far.
+    pub fn stats(&self) -> CacheStats {
+        self.stats
+    }
+
+    /// Replaces its contents with `read`, a read of every prefix: it is live from here.
+    pub fn reset(&mut self, read: Read) {
+        self.stats.full_reads += 1;
+        self.stats.keys_read += read.entries.len() as u64;
+        self.kv = read
+            .entries
+            .into_iter()
+            .map(|e| (e.key.clone(), e))
+            .collect();
+        self.revision = read.revision;
+        self.live = true;
+    }
+
+    /// Applies one watch delivery: `changes`, after which the store is at `revision`. Returns
+    /// the keys changed.
+    pub fn apply(&mut self, revision: Revision, changes: Vec<Change>) -> Vec<String> {
+        let keys: Vec<String> = changes.iter().map(|c| c.key.clone()).collect();
+        self.stats.changes += changes.len() as u64;
+        for c in changes {
+            match c.entry {
+                Some(e) => {
+                    self.kv.insert(c.key, e);
+                }
+                None => {
+                    self.kv.remove(&c.key);
+                }
+            }
+        }
+        self.revision = self.revision.max(revision);
+        keys
+    }
+
+    /// Marks it as not following the store (its watch is lost, or its read failed): it serves
+    /// nothing until the next [`CacheCore::reset`].
+    pub fn set_live(&mut self, live: bool) {
+        self.live = live;
+    }
+
+    /// The keys under `prefixes` as it holds them, if it is live and covers them all; counts a
+    /// read served.
+    pub fn read(&mut self, prefixes: &[&str]) -> Option<Read> {
+        if !self.live || !prefixes.iter().all(|p| self.covers(p)) {
+            return None;
+        }
+        let mut entries: Vec<Entry> = Vec::new();
+        for p in prefixes {
+            entries.extend(
+                self.kv
+                    .range(p.to_string()..crate::store::prefix_end(p))
+                    .map(|(_, e)| e.clone()),
+            );
+        }
+        if prefixes.len() > 1 {
+            entries.sort_by(|a, b| a.key.cmp(&b.key));
+            entries.dedup_by(|a, b| a.key == b.key);
+        }
+        self.stats.served += 1;
+        Some(Read {
+            revision: self.revision,
+            entries,
+        })
+    }
+
+    /// Counts a read it could not serve.
+    pub fn passed_through(&mut self) {
+        self.stats.passed_through += 1;
+    }
+}
+
+type State = CacheCore;
 
 /// A local copy of some prefixes of a store, kept by a watch (or by polling).
 pub struct Cache {
@@ -100,7 +211,7 @@ impl Cache {
     pub fn start(store: Arc<dyn Store>, prefixes: &[&str], poll: Duration) -> Arc<CacheHandle> {
         let cache = Arc::new(Cache {
             prefixes: prefixes.iter().map(|p| (*p).to_owned()).collect(),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(CacheCore::new(prefixes)),
             moved: Condvar::new(),
             changed: tokio::sync::watch::channel(0).0,
             subscribers: Mutex::new(Vec::new()),
@@ -189,26 +300,7 @@ impl Cache {
 
     /// The keys under `prefixes` as the cache holds them, if it is live.
     fn read(&self, prefixes: &[&str]) -> Option<Read> {
-        let mut s = self.lock();
-        if !s.live {
-            return None;
-        }
-        let mut entries: Vec<Entry> = Vec::new();
-        for p in prefixes {
-            entries.extend(
-                s.kv.range(p.to_string()..crate::store::prefix_end(p))
-                    .map(|(_, e)| e.clone()),
-            );
-        }
-        if prefixes.len() > 1 {
-            entries.sort_by(|a, b| a.key.cmp(&b.key));
-            entries.dedup_by(|a, b| a.key == b.key);
-        }
-        s.stats.served += 1;
-        Some(Read {
-            revision: s.revision,
-            entries,
-        })
+        self.lock().read(prefixes)
     }
 
     fn publish(&self, s: MutexGuard<'_, State>) {
@@ -233,15 +325,7 @@ impl Cache {
         let refs: Vec<&str> = self.prefixes.iter().map(String::as_str).collect();
         let read = store.read(&refs)?;
         let mut s = self.lock();
-        s.stats.full_reads += 1;
-        s.stats.keys_read += read.entries.len() as u64;
-        s.kv = read
-            .entries
-            .into_iter()
-            .map(|e| (e.key.clone(), e))
-            .collect();
-        s.revision = read.revision;
-        s.live = true;
+        s.reset(read);
         let rev = s.revision;
         self.publish(s);
         self.notify(None, rev);
@@ -285,20 +369,8 @@ impl Cache {
                 WatchEvent::Idle => {}
                 WatchEvent::Lost(_) => return,
                 WatchEvent::Changes { revision, changes } => {
-                    let keys: Vec<String> = changes.iter().map(|c| c.key.clone()).collect();
                     let mut s = self.lock();
-                    s.stats.changes += changes.len() as u64;
-                    for c in changes {
-                        match c.entry {
-                            Some(e) => {
-                                s.kv.insert(c.key, e);
-                            }
-                            None => {
-                                s.kv.remove(&c.key);
-                            }
-                        }
-                    }
-                    s.revision = s.revision.max(revision);
+                    let keys = s.apply(revision, changes);
                     let rev = s.revision;
                     self.publish(s);
                     self.notify(Some(&keys), rev);
@@ -376,7 +448,7 @@ impl Store for CachedStore {
                 return Ok(r);
             }
         }
-        self.cache.lock().stats.passed_through += 1;
+        self.cache.lock().passed_through();
         self.inner.read(prefixes)
     }
 

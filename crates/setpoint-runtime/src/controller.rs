@@ -2,7 +2,7 @@
 //!
 //! The host machine does the work, without I/O: leader election under a lease with a fencing
 //! token, one reconcile loop per workload on the grid of its period, garbage collection,
-//! event-log compaction. Its module
+//! event-log compaction, and on a store that pushes changes the watch cache. Its module
 //! documentation states the timing rules. [`run_controller`] only steps it, carries out its
 //! store requests on blocking threads, follows its watches, sleeps until it asks to be woken,
 //! and prints its log lines. The same machine runs on virtual time in the chaos world.
@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use setpoint_core::{Controller, ControllerKind, Expectations, ExpectationsConfig};
 use tokio::sync::mpsc;
 
-use crate::host::{carry_out, Host, HostConfig, HostInput, HostOutput, Purpose};
-use crate::machine::{Replied, ReqId, StoreReply, StoreRequest, WatchDelivery};
+use crate::host::{Host, HostConfig, HostInput, HostOutput, Purpose};
+use crate::machine::{carry_out, Replied, ReqId, StoreReply, StoreRequest, WatchDelivery};
 use crate::rt::{log, Shutdown};
 use crate::store::{Revision, Store, StoreError, WatchEvent};
 

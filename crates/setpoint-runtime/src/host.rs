@@ -33,24 +33,35 @@
 //!   `/workloads/` when it moved.
 //! - **Garbage collection** every [`GC_EVERY_MS`] ([`plan_gc`]); **compaction** of the event log
 //!   every [`retention::COMPACT_EVERY_MS`] or retention, whichever is shorter
-//!   ([`retention::plan_compaction`]).
+//!   ([`retention::plan_compaction`]). Every write of the leader (passes, collections,
+//!   compactions) compares `/leader` against its fence.
 //! - **Deadlines.** Every request has one, [`HostConfig::request_timeout`] after it was sent; a
 //!   request unanswered by then counts as failed with [`StoreError::Unavailable`], and its late
 //!   reply, if any, is ignored. A lost reply never wedges the machine.
+//! - **Watch cache** (with [`HostConfig::watch_cache`], on a store that pushes changes). The
+//!   leader reads [`Snapshot::PREFIXES`] once and watches from that read's revision
+//!   ([`StoreRequest::Watch`]; deliveries come as [`HostInput::Watch`]). A lost watch is
+//!   cancelled and the cache reads and watches again. While the cache is live and has caught up
+//!   with the newest revision this host committed to a cached key or met in a conflict on one,
+//!   reads of cached prefixes and the revision are answered from it at once (no request goes
+//!   out); otherwise they go to the store. A read it serves is dated with the store's clock as
+//!   the last read reply showed it (the offset to this host's clock).
 //! - **Shutdown.** A leader revokes its lease (so another controller takes over at once) and
-//!   stops when the revoke is answered or times out; a follower stops at once.
+//!   stops when the revoke is answered or times out; a follower stops at once, unless it is
+//!   taking the lease right then: that lease is revoked first.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use setpoint_core::{Action, Controller, ControllerKind};
 
+use crate::cache::{CacheCore, CacheStats};
 use crate::controller::{runtime_controller, ControllerConfig};
 use crate::machine::{Replied, ReqId, StoreReply, StoreRequest, StoreResult, Wake, WatchDelivery};
-use crate::model::{decode, encode, Leader, Snapshot, WorkloadSpec, LEADER, WORKLOADS};
+use crate::model::{decode, encode, Leader, Snapshot, WorkloadSpec, LEADER, REPORTS, WORKLOADS};
 use crate::reconcile::{gc_outcome, plan_gc, plan_pass, PassError, PassReport, PassSettings, Plan};
 use crate::retention;
-use crate::store::{LeaseId, Read, Revision, Store, StoreError, Txn};
+use crate::store::{LeaseId, Op, Read, Revision, StoreError, Txn, WatchEvent};
 
 /// How many attempts a pass makes before a conflict makes it give up until its next round.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -64,8 +75,8 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct HostConfig {
     /// Who it is, its lease, its poll, its retention: what the tokio controller took.
     pub controller: ControllerConfig,
-    /// Whether the store pushes changes ([`Store::watches`]): then the leader keeps a watch
-    /// cache of the runtime's prefixes and serves passes from it.
+    /// Whether the store pushes changes ([`crate::store::Store::watches`]): then the leader
+    /// keeps a watch cache of the runtime's prefixes and serves passes from it.
     pub watch_cache: bool,
     /// How long a store request may stay unanswered before it counts as failed.
     pub request_timeout: Duration,
@@ -201,7 +212,22 @@ struct Lead {
     collecting: bool,
     last_compaction_ms: u64,
     compacting: bool,
-    failing: bool,
+    /// The watch cache, on a store that pushes changes.
+    cache: Option<HostCache>,
+}
+
+/// The leader's watch cache: one read of [`Snapshot::PREFIXES`], then a watch from its
+/// revision; a lost watch (compacted history, a broken connection) reads everything again.
+#[derive(Debug)]
+struct HostCache {
+    core: CacheCore,
+    /// The watch's request id, once asked for.
+    watch: Option<ReqId>,
+    /// A full read is in flight.
+    reading: bool,
+    /// Read your writes: the newest revision this host committed to a cached key, or met in a
+    /// conflict on one. The cache serves no read until it has caught up with it.
+    seen: Revision,
 }
 
 #[derive(Debug)]
@@ -220,11 +246,15 @@ enum Role {
 #[derive(Debug)]
 enum Awaiting {
     LeaderRead,
+    /// `acquired_ms` is the store's clock at the read of `/leader`, `asked_ms` this host's when
+    /// it asked for the lease: the lease can end no earlier than a TTL after that.
     Grant {
         acquired_ms: u64,
+        asked_ms: u64,
     },
     Create {
         lease: LeaseId,
+        asked_ms: u64,
     },
     /// Nothing: a revoke of a lease that lost the race.
     Discard,
@@ -243,11 +273,14 @@ enum Awaiting {
         name: String,
         gen: u64,
         report: Box<PassReport>,
+        touches: bool,
     },
     GcRead,
     GcCommit {
         gone: Vec<String>,
     },
+    CacheRead,
+    CacheWatch,
     CompactRead,
     CompactCommit {
         rest: Vec<Txn>,
@@ -276,8 +309,12 @@ pub struct Host {
     term: u64,
     pending: BTreeMap<ReqId, Pending>,
     role: Role,
-    /// The follower's view of the store: failing since the last answer.
-    follow_failing: bool,
+    /// The store has been failing since its last answer (logged once per stretch; a new role
+    /// starts afresh).
+    failing: bool,
+    /// The store's clock minus this host's, as the last read reply showed it: how a read served
+    /// by the cache dates itself.
+    store_offset: i64,
     out: Vec<HostOutput>,
 }
 
@@ -298,7 +335,8 @@ impl Host {
                 busy: false,
                 standby_said: false,
             },
-            follow_failing: false,
+            failing: false,
+            store_offset: 0,
             out: Vec::new(),
         }
     }
@@ -324,6 +362,14 @@ impl Host {
         }
     }
 
+    /// What the leader's watch cache has done, while it leads with one.
+    pub fn cache_stats(&self) -> Option<CacheStats> {
+        match &self.role {
+            Role::Lead(l) => l.cache.as_ref().map(|c| c.core.stats()),
+            _ => None,
+        }
+    }
+
     /// Whether the host has stopped.
     pub fn is_stopped(&self) -> bool {
         matches!(self.role, Role::Stopped)
@@ -346,11 +392,13 @@ impl Host {
             HostInput::Tick => {}
             HostInput::Replied(Replied { id, result }) => {
                 if let Some(p) = self.pending.remove(&id) {
+                    if let Ok(StoreReply::Read { now_ms, .. }) = &result {
+                        self.store_offset = *now_ms as i64 - self.now as i64;
+                    }
                     self.on_reply(p, result);
                 }
             }
-            // Deliveries of a watch this machine does not follow (a cancelled one) are dropped.
-            HostInput::Watch(_) => {}
+            HostInput::Watch(d) => self.on_watch(d),
             HostInput::Shutdown => self.on_shutdown(),
         }
         self.expire();
@@ -384,6 +432,81 @@ impl Host {
             purpose,
         });
         id
+    }
+
+    /// Sends `request`, or answers it at once from the watch cache if it can: a read of cached
+    /// prefixes, or the revision, while the cache is live and has caught up with this host's
+    /// own writes.
+    fn request(&mut self, request: StoreRequest, purpose: Purpose, what: Awaiting) {
+        let now = self.now;
+        let offset = self.store_offset;
+        let served = match (&mut self.role, &request) {
+            (Role::Lead(l), StoreRequest::Read { prefixes }) => l.cache.as_mut().and_then(|c| {
+                let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+                let read = if c.core.revision() >= c.seen {
+                    c.core.read(&refs)
+                } else {
+                    None
+                };
+                if read.is_none() && refs.iter().all(|p| c.core.covers(p)) {
+                    c.core.passed_through();
+                }
+                read.map(|read| StoreReply::Read {
+                    read,
+                    now_ms: now.saturating_add_signed(offset),
+                })
+            }),
+            (Role::Lead(l), StoreRequest::Revision) => l
+                .cache
+                .as_ref()
+                .filter(|c| c.core.is_live())
+                .map(|c| StoreReply::Revision(c.core.revision())),
+            _ => None,
+        };
+        match served {
+            Some(reply) => {
+                let p = Pending {
+                    deadline_ms: now,
+                    term: self.term,
+                    what,
+                };
+                self.on_reply(p, Ok(reply));
+            }
+            None => {
+                self.send(request, purpose, what);
+            }
+        }
+    }
+
+    /// Whether `txn` writes a key the watch cache holds.
+    fn touches_cache(&self, txn: &Txn) -> bool {
+        let Role::Lead(l) = &self.role else {
+            return false;
+        };
+        let Some(c) = &l.cache else { return false };
+        txn.ops.iter().any(|op| match op {
+            Op::Put { key, .. } | Op::Delete { key } => c.core.covers(key),
+        })
+    }
+
+    /// Read your writes: the cache serves nothing older than `rev` from now on.
+    fn saw(&mut self, rev: Revision) {
+        if let Some(c) = self.lead().and_then(|l| l.cache.as_mut()) {
+            c.seen = c.seen.max(rev);
+        }
+    }
+
+    /// Notes a conflict's revision, if it is on a key the cache holds.
+    fn saw_conflict(&mut self, e: &StoreError) {
+        if let StoreError::Conflict { key, found, .. } = e {
+            let covered = self
+                .lead()
+                .and_then(|l| l.cache.as_ref())
+                .is_some_and(|c| c.core.covers(key));
+            if covered {
+                self.saw(*found);
+            }
+        }
     }
 
     fn log(&mut self, who: Option<&str>, line: impl Into<String>) {
@@ -434,6 +557,12 @@ impl Host {
         }
     }
 
+    /// The poll, at least a millisecond (a zero poll would step the machine forever at one
+    /// instant).
+    fn poll_ms(&self) -> u64 {
+        (self.cfg.controller.poll.as_millis() as u64).max(1)
+    }
+
     fn next_wake(&self) -> u64 {
         let mut at = u64::MAX;
         for p in self.pending.values() {
@@ -455,7 +584,7 @@ impl Host {
         }
         if at == u64::MAX {
             // Nothing due: look again after a poll (never reached while following or leading).
-            at = self.now + self.cfg.controller.poll.as_millis() as u64;
+            at = self.now + self.poll_ms();
         }
         at.max(self.now)
     }
@@ -466,13 +595,31 @@ impl Host {
         match std::mem::replace(&mut self.role, Role::Releasing) {
             Role::Lead(l) => {
                 self.term += 1;
+                self.cancel_watch(&l);
                 self.send(
                     StoreRequest::Revoke(l.lease),
                     Purpose::Release,
                     Awaiting::Release,
                 );
             }
-            Role::Follow { .. } => self.stop(Ok(())),
+            Role::Follow { .. } => {
+                // A lease being taken right now is given up too, so that nobody waits a TTL.
+                let taking = self.pending.values().find_map(|p| match p.what {
+                    Awaiting::Create { lease, .. } if p.term == self.term => Some(lease),
+                    _ => None,
+                });
+                self.term += 1;
+                match taking {
+                    Some(lease) => {
+                        self.send(
+                            StoreRequest::Revoke(lease),
+                            Purpose::Release,
+                            Awaiting::Release,
+                        );
+                    }
+                    None => self.stop(Ok(())),
+                }
+            }
             other => self.role = other,
         }
     }
@@ -489,7 +636,9 @@ impl Host {
         }
         if p.term != self.term {
             // A reply to a role this host no longer has: only a lease it took must not linger.
-            if let (Awaiting::Create { lease }, Ok(StoreReply::Committed(_))) = (&p.what, &result) {
+            if let (Awaiting::Create { lease, .. }, Ok(StoreReply::Committed(_))) =
+                (&p.what, &result)
+            {
                 if !matches!(self.role, Role::Releasing | Role::Stopped) {
                     let lease = *lease;
                     self.send(
@@ -503,16 +652,24 @@ impl Host {
         }
         match p.what {
             Awaiting::LeaderRead => self.on_leader_read(result),
-            Awaiting::Grant { acquired_ms } => self.on_grant(result, acquired_ms),
-            Awaiting::Create { lease } => self.on_create(result, lease),
+            Awaiting::Grant {
+                acquired_ms,
+                asked_ms,
+            } => self.on_grant(result, acquired_ms, asked_ms),
+            Awaiting::Create { lease, asked_ms } => self.on_create(result, lease, asked_ms),
             Awaiting::Discard => {}
             Awaiting::KeepAlive { sent_ms } => self.on_keep_alive(result, sent_ms),
             Awaiting::Revision => self.on_revision(result),
             Awaiting::Declarations { revision } => self.on_declarations(result, revision),
             Awaiting::PassRead { name, gen } => self.on_pass_read(result, name, gen),
-            Awaiting::PassCommit { name, gen, report } => {
-                self.on_pass_commit(result, name, gen, *report)
-            }
+            Awaiting::PassCommit {
+                name,
+                gen,
+                report,
+                touches,
+            } => self.on_pass_commit(result, name, gen, *report, touches),
+            Awaiting::CacheRead => self.on_cache_read(result),
+            Awaiting::CacheWatch => self.on_cache_watch(result),
             Awaiting::GcRead => self.on_gc_read(result),
             Awaiting::GcCommit { gone } => self.on_gc_commit(result, gone),
             Awaiting::CompactRead => self.on_compact_read(result),
@@ -532,25 +689,31 @@ impl Host {
         if let Role::Follow { busy, .. } = &mut self.role {
             *busy = false;
         }
-        if !self.follow_failing {
-            self.follow_failing = true;
+        self.reach_failed(format!("cannot reach the store: {e}"));
+    }
+
+    /// Logs `what` if the store was answering until now (once per stretch of failures).
+    fn reach_failed(&mut self, what: String) {
+        if !self.failing {
+            self.failing = true;
             self.log(
                 None,
-                format!("cannot reach the store: {e} (retrying; logged again when it answers)"),
+                format!("{what} (retrying; logged again when it answers)"),
             );
         }
     }
 
-    fn follow_answered(&mut self) {
-        if self.follow_failing {
-            self.follow_failing = false;
+    /// Logs that the store answers again, if it was failing.
+    fn reach_answered(&mut self) {
+        if self.failing {
+            self.failing = false;
             self.log(None, "the store answers again");
         }
     }
 
     /// Someone else holds the lease: say so once per stretch of following.
     fn standby(&mut self) {
-        self.follow_answered();
+        self.reach_answered();
         let mut say = false;
         if let Role::Follow {
             busy, standby_said, ..
@@ -581,6 +744,7 @@ impl Host {
                     Purpose::Election,
                     Awaiting::Grant {
                         acquired_ms: now_ms,
+                        asked_ms: self.now,
                     },
                 );
             }
@@ -588,7 +752,7 @@ impl Host {
         }
     }
 
-    fn on_grant(&mut self, result: StoreResult, acquired_ms: u64) {
+    fn on_grant(&mut self, result: StoreResult, acquired_ms: u64, asked_ms: u64) {
         match result {
             Ok(StoreReply::Granted(lease)) => {
                 let record = Leader {
@@ -602,16 +766,16 @@ impl Host {
                 self.send(
                     StoreRequest::Commit(txn),
                     Purpose::Election,
-                    Awaiting::Create { lease },
+                    Awaiting::Create { lease, asked_ms },
                 );
             }
             other => self.follow_error(unexpected(other)),
         }
     }
 
-    fn on_create(&mut self, result: StoreResult, lease: LeaseId) {
+    fn on_create(&mut self, result: StoreResult, lease: LeaseId, asked_ms: u64) {
         match committed(result) {
-            Ok(fence) => self.become_leader(lease, fence),
+            Ok(fence) => self.become_leader(lease, fence, asked_ms),
             Err(e) => {
                 self.send(
                     StoreRequest::Revoke(lease),
@@ -627,15 +791,15 @@ impl Host {
         }
     }
 
-    fn become_leader(&mut self, lease: LeaseId, fence: Revision) {
-        self.follow_answered();
+    fn become_leader(&mut self, lease: LeaseId, fence: Revision, asked_ms: u64) {
+        self.reach_answered();
         self.log(None, format!("became the leader (lease {lease})"));
         self.term += 1;
         let now = self.now;
         self.role = Role::Lead(Box::new(Lead {
             lease,
             fence,
-            renewed_ms: now,
+            renewed_ms: asked_ms,
             renewing: false,
             next_poll_ms: now,
             declaring: false,
@@ -645,7 +809,12 @@ impl Host {
             collecting: false,
             last_compaction_ms: now,
             compacting: false,
-            failing: false,
+            cache: self.cfg.watch_cache.then(|| HostCache {
+                core: CacheCore::new(&Snapshot::PREFIXES),
+                watch: None,
+                reading: false,
+                seen: 0,
+            }),
         }));
     }
 
@@ -655,12 +824,141 @@ impl Host {
             return;
         }
         self.term += 1;
+        self.failing = false;
         self.log(None, "lost the leader lease; following");
-        self.role = Role::Follow {
-            next_try_ms: self.now,
-            busy: false,
-            standby_said: false,
+        let old = std::mem::replace(
+            &mut self.role,
+            Role::Follow {
+                next_try_ms: self.now,
+                busy: false,
+                standby_said: false,
+            },
+        );
+        if let Role::Lead(l) = old {
+            self.cancel_watch(&l);
+        }
+    }
+
+    /// Ends the watch of a leadership that ends.
+    fn cancel_watch(&mut self, l: &Lead) {
+        if let Some(id) = l.cache.as_ref().and_then(|c| c.watch) {
+            self.push_cancel(id);
+        }
+    }
+
+    /// Asks the driver to end watch `id` (a request without a reply).
+    fn push_cancel(&mut self, id: ReqId) {
+        self.out.push(HostOutput::Request {
+            id: self.next_id,
+            request: StoreRequest::CancelWatch(id),
+            purpose: Purpose::Cache,
+        });
+        self.next_id += 1;
+    }
+
+    // ---- the watch cache ----
+
+    /// Starts a full read of the cache, if it needs one and none is in flight.
+    fn resync(&mut self) {
+        let Some(c) = self.lead().and_then(|l| l.cache.as_mut()) else {
+            return;
         };
+        if c.reading || c.watch.is_some() {
+            return;
+        }
+        c.reading = true;
+        c.core.set_live(false);
+        self.send(snapshot_read(), Purpose::Cache, Awaiting::CacheRead);
+    }
+
+    fn on_cache_read(&mut self, result: StoreResult) {
+        let read = read_of(result);
+        if let Err(e) = &read {
+            if e.is_lost() {
+                return self.lost(e.clone());
+            }
+        }
+        let Some(c) = self.lead().and_then(|l| l.cache.as_mut()) else {
+            return;
+        };
+        c.reading = false;
+        // A failed read is tried again at the next poll; meanwhile reads go to the store.
+        let Ok((read, _)) = read else { return };
+        let after = read.revision;
+        c.core.reset(read);
+        let prefixes = c.core.prefixes().to_vec();
+        let id = self.send(
+            StoreRequest::Watch { prefixes, after },
+            Purpose::Cache,
+            Awaiting::CacheWatch,
+        );
+        if let Some(c) = self.lead().and_then(|l| l.cache.as_mut()) {
+            c.watch = Some(id);
+        }
+        self.wake_all();
+    }
+
+    fn on_cache_watch(&mut self, result: StoreResult) {
+        match result {
+            Ok(StoreReply::Watching) => {}
+            other => {
+                let e = unexpected(other);
+                if e.is_lost() {
+                    return self.lost(e);
+                }
+                // Not established (or not in time): read again and watch again.
+                self.watch_lost();
+            }
+        }
+    }
+
+    fn watch_lost(&mut self) {
+        let Some(c) = self.lead().and_then(|l| l.cache.as_mut()) else {
+            return;
+        };
+        let old = c.watch.take();
+        c.core.set_live(false);
+        if let Some(id) = old {
+            self.push_cancel(id);
+        }
+        self.resync();
+    }
+
+    fn on_watch(&mut self, d: WatchDelivery) {
+        let ours = self
+            .lead()
+            .and_then(|l| l.cache.as_ref())
+            .is_some_and(|c| c.watch == Some(d.watch));
+        if !ours {
+            // A watch this machine no longer follows (cancelled, or of an earlier leadership).
+            return;
+        }
+        match d.event {
+            WatchEvent::Idle => {}
+            WatchEvent::Lost(_) => self.watch_lost(),
+            WatchEvent::Changes { revision, changes } => {
+                let Some(c) = self.lead().and_then(|l| l.cache.as_mut()) else {
+                    return;
+                };
+                let keys = c.core.apply(revision, changes);
+                if keys.iter().any(|k| k.starts_with(REPORTS)) {
+                    self.wake_all();
+                }
+            }
+        }
+    }
+
+    /// With `wake_on_change`: a new node report (or a resync, which may hide one) wakes every
+    /// loop.
+    fn wake_all(&mut self) {
+        if !self.cfg.controller.wake_on_change {
+            return;
+        }
+        if let Some(l) = self.lead() {
+            for lp in l.loops.values_mut() {
+                lp.woken = true;
+            }
+        }
     }
 
     fn on_keep_alive(&mut self, result: StoreResult, sent_ms: u64) {
@@ -693,7 +991,7 @@ impl Host {
 
     fn drive(&mut self) {
         let now = self.now;
-        let poll = self.cfg.controller.poll.as_millis() as u64;
+        let poll = self.poll_ms();
         match &mut self.role {
             Role::Follow {
                 next_try_ms, busy, ..
@@ -718,7 +1016,7 @@ impl Host {
     fn drive_lead(&mut self) {
         let now = self.now;
         let c = &self.cfg.controller;
-        let poll = c.poll.as_millis() as u64;
+        let poll = self.poll_ms();
         let ttl = c.lease_ttl.as_millis() as u64;
         let retention = c.event_retention.as_millis() as u64;
         let compact_every = retention::COMPACT_EVERY_MS.min(retention);
@@ -746,6 +1044,7 @@ impl Host {
                 l.last_gc_ms = Some(now);
             }
             let lease = l.lease;
+            self.resync();
             if compact {
                 self.send(
                     StoreRequest::Read {
@@ -762,15 +1061,16 @@ impl Host {
                     Awaiting::KeepAlive { sent_ms: now },
                 );
             }
-            if declare {
-                self.send(
+            // Answers from the cache come back at once and may end the leadership.
+            if declare && self.is_leader() {
+                self.request(
                     StoreRequest::Revision,
                     Purpose::Declarations,
                     Awaiting::Revision,
                 );
             }
-            if collect {
-                self.send(snapshot_read(), Purpose::Gc, Awaiting::GcRead);
+            if collect && self.is_leader() {
+                self.request(snapshot_read(), Purpose::Gc, Awaiting::GcRead);
             }
         }
         self.drive_loops();
@@ -800,7 +1100,10 @@ impl Host {
             due.push((name.clone(), lp.gen));
         }
         for (name, gen) in due {
-            self.send(
+            if !self.is_leader() {
+                return;
+            }
+            self.request(
                 snapshot_read(),
                 Purpose::Pass,
                 Awaiting::PassRead { name, gen },
@@ -808,34 +1111,15 @@ impl Host {
         }
     }
 
-    fn lead_failed(&mut self, what: String) {
-        let Some(l) = self.lead() else { return };
-        if !l.failing {
-            l.failing = true;
-            self.log(
-                None,
-                format!("{what} (retrying; logged again when it answers)"),
-            );
-        }
-    }
-
-    fn lead_answered(&mut self) {
-        let Some(l) = self.lead() else { return };
-        if l.failing {
-            l.failing = false;
-            self.log(None, "the store answers again");
-        }
-    }
-
     fn on_revision(&mut self, result: StoreResult) {
         match result {
             Ok(StoreReply::Revision(r)) => {
-                self.lead_answered();
+                self.reach_answered();
                 let Some(l) = self.lead() else { return };
                 if l.seen_revision == Some(r) {
                     l.declaring = false;
                 } else {
-                    self.send(
+                    self.request(
                         StoreRequest::Read {
                             prefixes: vec![WORKLOADS.to_owned()],
                         },
@@ -852,7 +1136,7 @@ impl Host {
                 if let Some(l) = self.lead() {
                     l.declaring = false;
                 }
-                self.lead_failed(format!("cannot read the store: {e}"));
+                self.reach_failed(format!("cannot read the store: {e}"));
             }
         }
     }
@@ -991,6 +1275,7 @@ impl Host {
                     self.end_pass(&name, gen);
                     self.pass_done(&name, &report);
                 } else {
+                    let touches = self.touches_cache(&txn);
                     self.send(
                         StoreRequest::Commit(txn),
                         Purpose::Pass,
@@ -998,6 +1283,7 @@ impl Host {
                             name,
                             gen,
                             report: Box::new(report),
+                            touches,
                         },
                     );
                 }
@@ -1020,9 +1306,16 @@ impl Host {
         name: String,
         gen: u64,
         mut report: PassReport,
+        touches: bool,
     ) {
         let who = format!("loop {name}");
-        match committed(result) {
+        let result = committed(result);
+        match &result {
+            Ok(rev) if touches => self.saw(*rev),
+            Err(e) => self.saw_conflict(e),
+            Ok(_) => {}
+        }
+        match result {
             Ok(rev) => {
                 self.end_pass(&name, gen);
                 if self.pass_loop(&name, gen).is_some() {
@@ -1037,7 +1330,7 @@ impl Host {
                 };
                 lp.attempt += 1;
                 if lp.attempt < MAX_ATTEMPTS {
-                    self.send(
+                    self.request(
                         snapshot_read(),
                         Purpose::Pass,
                         Awaiting::PassRead { name, gen },
@@ -1089,7 +1382,12 @@ impl Host {
     }
 
     fn on_gc_commit(&mut self, result: StoreResult, gone: Vec<String>) {
-        self.gc_done(gc_outcome(committed(result), gone));
+        let result = committed(result);
+        match &result {
+            Ok(rev) => self.saw(*rev),
+            Err(e) => self.saw_conflict(e),
+        }
+        self.gc_done(gc_outcome(result, gone));
     }
 
     fn gc_done(&mut self, outcome: Result<Vec<String>, PassError>) {
@@ -1115,7 +1413,20 @@ impl Host {
         let plan = read_of(result)
             .and_then(|(read, now_ms)| retention::plan_compaction(&read, now_ms, retention));
         match plan {
-            Ok(plan) => self.compact_next(plan.txns, plan.removed),
+            Ok(plan) => {
+                // Compaction is a write of the leader's too: fenced like the others, so a
+                // deposed leader removes nothing.
+                let fence = self.fence();
+                let txns = plan
+                    .txns
+                    .into_iter()
+                    .map(|t| match fence {
+                        Some(f) => t.expect(LEADER, f),
+                        None => t,
+                    })
+                    .collect();
+                self.compact_next(txns, plan.removed)
+            }
             Err(e) => self.compact_failed(e),
         }
     }
@@ -1154,6 +1465,9 @@ impl Host {
     fn compact_failed(&mut self, e: StoreError) {
         if e.is_lost() {
             return self.lost(e);
+        }
+        if matches!(&e, StoreError::Conflict { key, .. } if key == LEADER) {
+            return self.depose();
         }
         if let Some(l) = self.lead() {
             l.compacting = false;
@@ -1243,41 +1557,12 @@ pub fn pass_log_lines(r: &PassReport) -> Vec<String> {
     lines
 }
 
-/// Carries out one store request (not a watch) on `store`, as a blocking driver does.
-pub fn carry_out(store: &dyn Store, request: &StoreRequest) -> StoreResult {
-    Ok(match request {
-        StoreRequest::Read { prefixes } => {
-            let now_ms = store.now_ms();
-            let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-            StoreReply::Read {
-                read: store.read(&refs)?,
-                now_ms,
-            }
-        }
-        StoreRequest::Commit(txn) => StoreReply::Committed(store.commit(txn)?),
-        StoreRequest::Revision => StoreReply::Revision(store.revision()?),
-        StoreRequest::Grant { ttl } => StoreReply::Granted(store.grant(*ttl)?),
-        StoreRequest::KeepAlive(lease) => {
-            store.keep_alive(*lease)?;
-            StoreReply::KeptAlive
-        }
-        StoreRequest::Revoke(lease) => {
-            store.revoke(*lease)?;
-            StoreReply::Revoked
-        }
-        StoreRequest::Watch { .. } | StoreRequest::CancelWatch(_) => {
-            return Err(StoreError::Unavailable(
-                "a watch is not a one-shot request".into(),
-            ))
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::carry_out;
     use crate::model::{Snapshot, WorkloadSpec};
-    use crate::store::MemoryStore;
+    use crate::store::{Entry, MemoryStore, Store};
     use std::collections::VecDeque;
 
     /// Decides, before a request is carried out, whether its reply reaches the machine (`false`:
@@ -1295,6 +1580,23 @@ mod tests {
         requests: Vec<(u64, StoreRequest, Purpose)>,
         stopped: Option<Result<(), StoreError>>,
         hook: Option<Hook>,
+        /// The store after each revision the driver saw: the history a watch starts from.
+        history: BTreeMap<Revision, BTreeMap<String, Entry>>,
+        /// Open watches: their prefixes and the keys as last delivered.
+        watches: BTreeMap<ReqId, (Vec<String>, BTreeMap<String, Entry>)>,
+        /// Watch deliveries are withheld while this is set (a slow watch).
+        hold_watches: bool,
+    }
+
+    /// The whole store, by key.
+    fn everything(store: &MemoryStore) -> (Revision, BTreeMap<String, Entry>) {
+        let read = store.read(&[""]).unwrap();
+        let kv = read
+            .entries
+            .into_iter()
+            .map(|e| (e.key.clone(), e))
+            .collect();
+        (read.revision, kv)
     }
 
     impl Driver {
@@ -1309,6 +1611,9 @@ mod tests {
                 requests: Vec::new(),
                 stopped: None,
                 hook: None,
+                history: BTreeMap::new(),
+                watches: BTreeMap::new(),
+                hold_watches: false,
             };
             d.step(HostInput::Tick);
             d
@@ -1338,15 +1643,9 @@ mod tests {
         /// Carries out what is queued, then steps at each wake, until `until_ms`.
         fn run(&mut self, store: &MemoryStore, until_ms: u64) {
             loop {
-                while let Some((id, request, purpose)) = self.queue.pop_front() {
-                    let deliver = match self.hook.as_mut() {
-                        Some(h) => h(store, &request, purpose),
-                        None => true,
-                    };
-                    let result = carry_out(store, &request);
-                    if deliver {
-                        self.step(HostInput::Replied(Replied { id, result }));
-                    }
+                while self.run_one(store) {}
+                if !self.hold_watches && self.deliver_watches(store) {
+                    continue;
                 }
                 if self.stopped.is_some() || self.now >= until_ms {
                     return;
@@ -1354,6 +1653,78 @@ mod tests {
                 self.now = self.wake.clamp(self.now + 1, until_ms);
                 self.step(HostInput::Tick);
             }
+        }
+
+        /// Carries out the oldest queued request, if there is one.
+        fn run_one(&mut self, store: &MemoryStore) -> bool {
+            {
+                if let Some((id, request, purpose)) = self.queue.pop_front() {
+                    let deliver = match self.hook.as_mut() {
+                        Some(h) => h(store, &request, purpose),
+                        None => true,
+                    };
+                    let (rev, kv) = everything(store);
+                    self.history.entry(rev).or_insert(kv);
+                    let result = match &request {
+                        StoreRequest::Watch { prefixes, after } => {
+                            let base = self.history.range(..=after).next_back();
+                            let base = base.map(|(_, kv)| kv.clone()).unwrap_or_default();
+                            self.watches.insert(id, (prefixes.clone(), base));
+                            Ok(StoreReply::Watching)
+                        }
+                        StoreRequest::CancelWatch(w) => {
+                            self.watches.remove(w);
+                            return true;
+                        }
+                        other => carry_out(store, other),
+                    };
+                    let (rev, kv) = everything(store);
+                    self.history.entry(rev).or_insert(kv);
+                    if deliver {
+                        self.step(HostInput::Replied(Replied { id, result }));
+                    }
+                    return true;
+                }
+            }
+            false
+        }
+
+        /// Delivers to each open watch what changed under its prefixes since its last delivery.
+        /// Returns whether anything was delivered.
+        fn deliver_watches(&mut self, store: &MemoryStore) -> bool {
+            let (rev, now) = everything(store);
+            let mut deliveries = Vec::new();
+            for (&id, (prefixes, last)) in self.watches.iter_mut() {
+                let under = |k: &String| prefixes.iter().any(|p| k.starts_with(p.as_str()));
+                let mut changes = Vec::new();
+                for (k, e) in now.iter().filter(|(k, _)| under(k)) {
+                    if last.get(k) != Some(e) {
+                        changes.push(crate::store::Change {
+                            key: k.clone(),
+                            entry: Some(e.clone()),
+                        });
+                    }
+                }
+                for k in last.keys().filter(|k| under(k) && !now.contains_key(*k)) {
+                    changes.push(crate::store::Change {
+                        key: k.clone(),
+                        entry: None,
+                    });
+                }
+                *last = now.clone();
+                if !changes.is_empty() {
+                    let event = WatchEvent::Changes {
+                        revision: rev,
+                        changes,
+                    };
+                    deliveries.push(WatchDelivery { watch: id, event });
+                }
+            }
+            let any = !deliveries.is_empty();
+            for d in deliveries {
+                self.step(HostInput::Watch(d));
+            }
+            any
         }
 
         fn said(&self, what: &str) -> bool {
@@ -1378,20 +1749,7 @@ mod tests {
     }
 
     fn spec(name: &str, copies: u64, period_ms: u64) -> WorkloadSpec {
-        WorkloadSpec {
-            name: name.into(),
-            command: vec!["sleep".into(), "60".into()],
-            copies,
-            controller: ControllerKind::Intent,
-            period_ms,
-            startup_ms: 0,
-            readiness: None,
-            grace_ms: 100,
-            env: Default::default(),
-            backoff: Default::default(),
-            rollout: Default::default(),
-            generation: 0,
-        }
+        crate::reconcile::tests::test_spec(name, copies, ControllerKind::Intent, period_ms)
     }
 
     fn store_with(specs: &[WorkloadSpec]) -> MemoryStore {
@@ -1402,12 +1760,7 @@ mod tests {
     }
 
     fn copies(store: &MemoryStore) -> Vec<String> {
-        Snapshot::load(store)
-            .unwrap()
-            .assignments
-            .values()
-            .map(|a| a.value.copy.clone())
-            .collect()
+        crate::reconcile::tests::names(store)
     }
 
     fn is_pass_commit(r: &StoreRequest) -> bool {
@@ -1444,6 +1797,26 @@ mod tests {
         );
         d2.run(&store, 400);
         assert!(d2.host.is_leader(), "the standby took over within a poll");
+    }
+
+    #[test]
+    fn a_follower_stopped_while_it_takes_the_lease_gives_that_lease_up() {
+        let store = store_with(&[]);
+        let mut d = Driver::new(cfg("c1"));
+        // The read of /leader, then the grant: the creation of /leader is queued.
+        assert!(d.run_one(&store) && d.run_one(&store));
+        assert!(matches!(
+            d.queue.front(),
+            Some((_, StoreRequest::Commit(_), Purpose::Election))
+        ));
+        d.step(HostInput::Shutdown);
+        d.run(&store, 100);
+        assert_eq!(d.stopped, Some(Ok(())));
+        assert!(!d.host.is_leader());
+        assert!(
+            Snapshot::load(&store).unwrap().leader.is_none(),
+            "the lease lingers"
+        );
     }
 
     #[test]
@@ -1671,5 +2044,325 @@ mod tests {
             .unwrap()
             .entries
             .is_empty());
+    }
+
+    fn cached(holder: &str) -> HostConfig {
+        let mut c = cfg(holder);
+        c.watch_cache = true;
+        c
+    }
+
+    fn direct_pass_reads(d: &Driver) -> usize {
+        d.count(Purpose::Pass, |r| matches!(r, StoreRequest::Read { .. }))
+    }
+
+    #[test]
+    fn with_a_watch_cache_passes_read_memory_and_wait_for_their_own_writes() {
+        let store = store_with(&[spec("w", 2, 200)]);
+        let mut d = Driver::new(cached("c1"));
+        d.run(&store, 2_000);
+        assert_eq!(copies(&store), ["w-0", "w-1"]);
+        // One full read and one watch; the first pass read the store (the cache was not live
+        // yet), and so did the one after the pass's own write until the watch showed it.
+        assert_eq!(
+            d.count(Purpose::Cache, |r| matches!(r, StoreRequest::Read { .. })),
+            1
+        );
+        assert_eq!(
+            d.count(Purpose::Cache, |r| matches!(r, StoreRequest::Watch { .. })),
+            1
+        );
+        let stats = d.host.cache_stats().unwrap();
+        assert!(stats.served >= 8, "{stats:?}");
+        assert!(direct_pass_reads(&d) <= 2, "{}", direct_pass_reads(&d));
+        assert!(stats.changes > 0, "{stats:?}");
+        // The declarations are read from the cache too: only the first poll, before the cache
+        // was live, asked the store for its revision.
+        assert_eq!(d.count(Purpose::Declarations, |_| true), 1);
+    }
+
+    #[test]
+    fn a_stale_cache_makes_a_pass_conflict_and_read_the_store() {
+        let store = store_with(&[spec("w", 1, 200)]);
+        let mut d = Driver::new(cached("c1"));
+        d.run(&store, 500);
+        assert_eq!(copies(&store), ["w-0"]);
+        // The watch stalls; someone else scales the workload up meanwhile.
+        d.hold_watches = true;
+        crate::ops::apply(&store, &[spec("w", 3, 200)]).unwrap();
+        let direct = direct_pass_reads(&d);
+        let before = d.host.cache_stats().unwrap();
+        d.run(&store, 700);
+        // The pass read the stale cache (one copy wanted), and its round's commit conflicted
+        // on the declaration: from then on the cache is behind what this host has seen, so
+        // the retry read the store and created the two copies.
+        assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+        assert!(d.said("1 conflicts, retried on fresh state"));
+        assert!(
+            direct_pass_reads(&d) > direct,
+            "reads fell back to the store"
+        );
+        assert!(d.host.cache_stats().unwrap().passed_through > before.passed_through);
+        assert_eq!(copies(&store).len(), 3);
+        d.hold_watches = false;
+        d.run(&store, 1_200);
+        let served = d.host.cache_stats().unwrap().served;
+        d.run(&store, 1_600);
+        assert!(
+            d.host.cache_stats().unwrap().served > served,
+            "the cache serves again"
+        );
+        assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+    }
+
+    #[test]
+    fn a_lost_watch_is_cancelled_and_the_cache_resyncs() {
+        let store = store_with(&[spec("w", 1, 200)]);
+        let mut d = Driver::new(cached("c1"));
+        d.run(&store, 300);
+        let watch = *d.watches.keys().next().expect("a watch");
+        d.step(HostInput::Watch(WatchDelivery {
+            watch,
+            event: WatchEvent::Lost("required revision has been compacted".into()),
+        }));
+        assert!(d
+            .requests
+            .iter()
+            .any(|(_, r, _)| *r == StoreRequest::CancelWatch(watch)));
+        d.run(&store, 600);
+        assert_eq!(
+            d.count(Purpose::Cache, |r| matches!(r, StoreRequest::Read { .. })),
+            2
+        );
+        assert_eq!(
+            d.count(Purpose::Cache, |r| matches!(r, StoreRequest::Watch { .. })),
+            2
+        );
+        assert_eq!(d.watches.len(), 1);
+        assert!(!d.watches.contains_key(&watch));
+        assert_eq!(d.host.cache_stats().unwrap().full_reads, 2);
+        // A delivery of the cancelled watch, late, changes nothing.
+        let before = d.host.cache_stats().unwrap();
+        d.step(HostInput::Watch(WatchDelivery {
+            watch,
+            event: WatchEvent::Changes {
+                revision: 10_000,
+                changes: vec![],
+            },
+        }));
+        assert_eq!(d.host.cache_stats().unwrap(), before);
+    }
+
+    #[test]
+    fn with_wake_on_change_a_changed_declaration_or_a_new_report_runs_a_pass_at_once() {
+        for wake in [false, true] {
+            let store = store_with(&[spec("w", 1, 10_000)]);
+            let mut c = cached("c1");
+            c.controller.wake_on_change = wake;
+            let mut d = Driver::new(c);
+            d.run(&store, 500);
+            assert_eq!(copies(&store), ["w-0"]);
+            crate::ops::apply(&store, &[spec("w", 2, 10_000)]).unwrap();
+            d.run(&store, 1_000);
+            // Without wake-on-change the next pass is the next round, 10 s on.
+            let want: &[&str] = if wake { &["w-0", "w-1"] } else { &["w-0"] };
+            assert_eq!(copies(&store), want, "wake {wake}");
+            let passes = d.count(Purpose::Pass, is_pass_commit);
+            // A node report, through the watch cache, wakes the loop too.
+            crate::node::fake_node(&store, "b").unwrap();
+            let report = crate::model::NodeReport {
+                node: "b".into(),
+                observed_ms: 0,
+                reported_ms: 0,
+                agent_pid: 1,
+                copies: vec![],
+            };
+            store
+                .commit(&Txn::new().put(crate::model::report_key("b"), encode(&report)))
+                .unwrap();
+            d.run(&store, 1_500);
+            let more = d.count(Purpose::Pass, is_pass_commit) - passes;
+            assert_eq!(
+                more > 0,
+                wake,
+                "wake {wake}: {more} passes after the report"
+            );
+        }
+    }
+
+    /// Two hosts on one store, whose requests are carried out in an order a schedule picks.
+    struct Pair {
+        hosts: Vec<Host>,
+        queues: Vec<VecDeque<(ReqId, StoreRequest)>>,
+        wakes: Vec<u64>,
+        now: u64,
+    }
+
+    impl Pair {
+        fn new() -> Self {
+            let hosts: Vec<Host> = ["c1", "c2"]
+                .iter()
+                .map(|h| {
+                    let mut c = cfg(h);
+                    // Leases live on the memory store's real clock: long enough never to end
+                    // within a test, so every take-over here is by the fence or by shutdown.
+                    c.controller.lease_ttl = Duration::from_secs(60);
+                    c.request_timeout = Duration::from_millis(300);
+                    Host::new(c, 0)
+                })
+                .collect();
+            let mut p = Self {
+                hosts,
+                queues: vec![VecDeque::new(), VecDeque::new()],
+                wakes: vec![0, 0],
+                now: 0,
+            };
+            for i in 0..2 {
+                p.step(i, HostInput::Tick);
+            }
+            p
+        }
+
+        fn step(&mut self, i: usize, input: HostInput) {
+            for out in self.hosts[i].step(self.now, input) {
+                match out {
+                    HostOutput::Request { id, request, .. } => {
+                        self.queues[i].push_back((id, request))
+                    }
+                    HostOutput::Wake(Wake(at)) => {
+                        assert!(at >= self.now, "a wake in the past");
+                        self.wakes[i] = at;
+                    }
+                    HostOutput::Stopped(r) => panic!("stopped unasked: {r:?}"),
+                    HostOutput::Log { .. } => {}
+                }
+            }
+            // At most: election or (renewal, declarations, collection, compaction, one pass),
+            // plus revokes of leases that lost a race.
+            assert!(self.hosts[i].outstanding() <= 8, "{:?}", self.hosts[i]);
+        }
+
+        /// Carries out host `i`'s oldest (or newest) request; its reply is delivered or lost.
+        fn carry(&mut self, store: &MemoryStore, i: usize, newest: bool, deliver: bool) {
+            let next = if newest {
+                self.queues[i].pop_back()
+            } else {
+                self.queues[i].pop_front()
+            };
+            if let Some((id, request)) = next {
+                let result = carry_out(store, &request);
+                if deliver {
+                    self.step(i, HostInput::Replied(Replied { id, result }));
+                }
+            }
+        }
+
+        fn advance(&mut self, ms: u64) {
+            self.now += ms;
+            for i in 0..2 {
+                self.step(i, HostInput::Tick);
+            }
+        }
+
+        /// Runs without faults until `until`: every request answered in order, each host
+        /// stepped at its wake.
+        fn settle(&mut self, store: &MemoryStore, until: u64) {
+            while self.now < until {
+                for i in 0..2 {
+                    while !self.queues[i].is_empty() {
+                        self.carry(store, i, false, true);
+                    }
+                }
+                let next = self.wakes.iter().copied().min().unwrap_or(until);
+                self.now = next.clamp(self.now + 1, until);
+                for i in 0..2 {
+                    if self.wakes[i] <= self.now {
+                        self.step(i, HostInput::Tick);
+                    }
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// Whatever order two hosts' requests are carried out in, and whichever replies are
+        /// lost, once the faults stop exactly one host leads and the workload has exactly the
+        /// copies it declares, each created once.
+        #[test]
+        fn after_lost_and_reordered_replies_one_leader_keeps_exactly_the_declared_copies(
+            schedule in proptest::collection::vec((0usize..2, 0u8..8, 1u64..200), 0..300),
+        ) {
+            let store = store_with(&[spec("w", 3, 200)]);
+            let mut p = Pair::new();
+            for (i, action, ms) in schedule {
+                match action {
+                    0..=3 => p.carry(&store, i, false, true),
+                    4 => p.carry(&store, i, false, false),
+                    5 => p.carry(&store, i, true, true),
+                    6 => p.carry(&store, i, true, false),
+                    _ => p.advance(ms),
+                }
+            }
+            let settled = p.now + 3_000;
+            p.settle(&store, settled);
+            let leaders = p.hosts.iter().filter(|h| h.is_leader()).count();
+            proptest::prop_assert_eq!(leaders, 1);
+            proptest::prop_assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+            let leader = Snapshot::load(&store).unwrap().leader.unwrap();
+            let fence = p.hosts.iter().find_map(|h| h.fence());
+            proptest::prop_assert_eq!(fence, Some(leader.mod_revision));
+        }
+    }
+
+    #[test]
+    fn a_host_can_move_between_threads() {
+        fn send<T: Send + 'static>() {}
+        send::<Host>();
+        send::<HostOutput>();
+    }
+
+    #[test]
+    fn a_deposed_leaders_compaction_removes_nothing() {
+        let store = store_with(&[]);
+        let entries: Vec<(String, String)> = (0..10u64)
+            .map(|i| {
+                (
+                    crate::events::round_key("w", i, i),
+                    format!("{{\"at_ms\":{i}}}"),
+                )
+            })
+            .collect();
+        crate::events::append_all(&store, entries).unwrap();
+        let mut c = cfg("c1");
+        c.controller.event_retention = Duration::from_millis(1_000);
+        let mut d = Driver::new(c);
+        // Between the compaction's read and its first removal, another controller takes
+        // /leader.
+        d.hook = Some(Box::new(move |s, r, p| {
+            if p == Purpose::Compaction && matches!(r, StoreRequest::Commit(_)) {
+                let old = s.get(LEADER).unwrap().unwrap();
+                let lease = s.grant(Duration::from_secs(30)).unwrap();
+                let usurper = Leader {
+                    holder: "c2".into(),
+                    acquired_ms: 0,
+                    ttl_ms: 30_000,
+                };
+                let _ = s.commit(&Txn::new().expect(LEADER, old.mod_revision).put_leased(
+                    LEADER,
+                    encode(&usurper),
+                    lease,
+                ));
+            }
+            true
+        }));
+        d.run(&store, 1_100);
+        assert_eq!(
+            store.read(&[crate::events::EVENTS]).unwrap().entries.len(),
+            10
+        );
+        assert!(!d.host.is_leader());
+        assert!(d.said("lost the leader lease; following"));
     }
 }

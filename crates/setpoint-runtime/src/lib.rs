@@ -31,8 +31,10 @@
 //! - [`host`]: the controller host as an I/O-free state machine ([`host::Host`]): leader
 //!   election, the per-workload loops, garbage collection, compaction.
 //! - [`controller`]: its tokio driver ([`run_controller`]).
-//! - [`agent`]: the node agent ([`run_agent`]).
-//! - [`node`]: node identity and liveness: the node lease, the data-directory lock, the fence.
+//! - [`agent`]: the node agent ([`run_agent`]), the tokio driver of [`agent_core`].
+//! - [`agent_core`]: the node agent as an I/O-free state machine ([`agent_core::AgentCore`]):
+//!   the node claim, renewals and self-fencing, sync, starts and stops, reports, recovery.
+//! - [`node`]: node identity and liveness: the node record, the data-directory lock.
 //! - [`process`]: process groups, signals, `/proc` checks.
 //! - [`ops`]: `apply`, `get`, `delete`, `kill`, `status`.
 //! - [`remote`]: what works across machines: the agents' live records, kill requests.
@@ -45,6 +47,7 @@
 //! - [`loops`]: each workload loop's record in the store: backoff and why it is idle.
 //! - [`retention`]: bounded history: event-log compaction, copy-log rotation and removal.
 //! - [`logs`]: reading a copy's output (`setpoint logs`).
+//! - [`report_delay`]: a schedule of jittered report delays an agent gives its reports in turn.
 //! - [`rt`]: shutdown signal, blocking store calls, log lines.
 //! - [`machine`]: what the I/O-free state machines (controller host, agent) share: store
 //!   requests and replies, wake-ups.
@@ -70,6 +73,7 @@ mod parser_props;
 pub mod process;
 pub mod reconcile;
 pub mod remote;
+pub mod report_delay;
 pub mod retention;
 pub mod rollout;
 pub mod rt;

@@ -26,7 +26,7 @@
 
 use std::time::Duration;
 
-use crate::store::{LeaseId, Read, Revision, StoreError, Txn, WatchEvent};
+use crate::store::{LeaseId, Read, Revision, Store, StoreError, Txn, WatchEvent};
 
 /// The identity of one store request of one machine.
 pub type ReqId = u64;
@@ -114,3 +114,35 @@ pub struct WatchDelivery {
 /// When a machine wants to be stepped next, on its own clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Wake(pub u64);
+
+/// Carries out one store request on `store`, synchronously, as a blocking driver does. A
+/// [`StoreRequest::Watch`] or [`StoreRequest::CancelWatch`] is not a one-shot call: the driver
+/// follows watches itself, and this answers them with [`StoreError::Unavailable`].
+pub fn carry_out(store: &dyn Store, request: &StoreRequest) -> StoreResult {
+    Ok(match request {
+        StoreRequest::Read { prefixes } => {
+            let now_ms = store.now_ms();
+            let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+            StoreReply::Read {
+                read: store.read(&refs)?,
+                now_ms,
+            }
+        }
+        StoreRequest::Commit(txn) => StoreReply::Committed(store.commit(txn)?),
+        StoreRequest::Revision => StoreReply::Revision(store.revision()?),
+        StoreRequest::Grant { ttl } => StoreReply::Granted(store.grant(*ttl)?),
+        StoreRequest::KeepAlive(lease) => {
+            store.keep_alive(*lease)?;
+            StoreReply::KeptAlive
+        }
+        StoreRequest::Revoke(lease) => {
+            store.revoke(*lease)?;
+            StoreReply::Revoked
+        }
+        StoreRequest::Watch { .. } | StoreRequest::CancelWatch(_) => {
+            return Err(StoreError::Unavailable(
+                "a watch is not a one-shot request".into(),
+            ))
+        }
+    })
+}

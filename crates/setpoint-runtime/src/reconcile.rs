@@ -519,19 +519,26 @@ pub fn ledger_counts(snapshot: &Snapshot, name: &str) -> Option<(u64, u64, u64)>
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::{report_key, CopyReport, NodeReport, Phase, WorkloadSpec};
     use crate::store::MemoryStore;
     use setpoint_core::ControllerKind;
 
-    fn declare(store: &dyn Store, copies: u64) {
-        let w = WorkloadSpec {
-            name: "w".into(),
+    /// A workload of `copies` copies of `sleep 60` kept by `kind` every `period_ms`, starting
+    /// at once, stopping within 100 ms: the tests' workload.
+    pub(crate) fn test_spec(
+        name: &str,
+        copies: u64,
+        kind: ControllerKind,
+        period_ms: u64,
+    ) -> WorkloadSpec {
+        WorkloadSpec {
+            name: name.into(),
             command: vec!["sleep".into(), "60".into()],
             copies,
-            controller: ControllerKind::Ledger,
-            period_ms: 200,
+            controller: kind,
+            period_ms,
             startup_ms: 0,
             readiness: None,
             grace_ms: 100,
@@ -539,7 +546,11 @@ mod tests {
             backoff: Default::default(),
             rollout: Default::default(),
             generation: 0,
-        };
+        }
+    }
+
+    fn declare(store: &dyn Store, copies: u64) {
+        let w = test_spec("w", copies, ControllerKind::Ledger, 200);
         let old = store
             .get(&workload_key("w"))
             .unwrap()
@@ -607,7 +618,8 @@ mod tests {
         max_attempts: 3,
     };
 
-    fn names(store: &dyn Store) -> Vec<String> {
+    /// The identities of every assignment in `store`, in key order.
+    pub(crate) fn names(store: &dyn Store) -> Vec<String> {
         Snapshot::load(store)
             .unwrap()
             .assignments

@@ -104,7 +104,12 @@ pub fn publish_live(
     record: &LiveRecord,
     lease: LeaseId,
 ) -> Result<Revision, StoreError> {
-    store.commit(&Txn::new().put_leased(live_key(&record.node), encode(record), lease))
+    store.commit(&live_txn(record, lease))
+}
+
+/// The transaction that writes `record` as its node's live record, under the node's `lease`.
+pub fn live_txn(record: &LiveRecord, lease: LeaseId) -> Txn {
+    Txn::new().put_leased(live_key(&record.node), encode(record), lease)
 }
 
 /// The kill requests sent by one `kill` command.
@@ -215,6 +220,16 @@ pub fn pending_kills(
         .collect()
 }
 
+/// The transaction that writes `req` (with its outcome) back in place: only if the request is
+/// still at `revision`, keeping the requester's lease.
+pub fn answer_txn(key: &str, req: &KillRequest, revision: Revision, lease: Option<LeaseId>) -> Txn {
+    let txn = Txn::new().expect(key, revision);
+    match lease {
+        Some(l) => txn.put_leased(key, encode(req), l),
+        None => txn.put(key, encode(req)),
+    }
+}
+
 /// Records the outcome of a kill request in place, keeping the requester's lease.
 pub fn answer_kill(
     store: &dyn Store,
@@ -225,12 +240,7 @@ pub fn answer_kill(
     outcome: String,
 ) -> Result<(), StoreError> {
     req.outcome = Some(outcome);
-    let txn = Txn::new().expect(key, revision);
-    let txn = match lease {
-        Some(l) => txn.put_leased(key, encode(&req), l),
-        None => txn.put(key, encode(&req)),
-    };
-    match store.commit(&txn) {
+    match store.commit(&answer_txn(key, &req, revision, lease)) {
         // The requester gave up (its lease is gone) or answered itself: nothing to record.
         Ok(_) | Err(StoreError::LeaseExpired(_)) => Ok(()),
         Err(e) if e.is_conflict() => Ok(()),

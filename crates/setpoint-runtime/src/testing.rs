@@ -1,5 +1,5 @@
-//! Test support: real etcd clusters on loopback (or inside network namespaces), started and
-//! ended by the test that needs them.
+//! Test support, shared by every crate's tests: real etcd clusters on loopback (or inside
+//! network namespaces), the copies an agent marks, and one bounded wait.
 //!
 //! Not part of setpoint's interface; public so that every crate's tests can share it.
 //!
@@ -10,11 +10,17 @@
 //! // ... the cluster's processes are killed, by pid, when `etcd` is dropped.
 //! ```
 //!
-//! Ports come from [`EtcdClusterConfig::ports`] (by default 23100–23199), two per member
-//! (client, peer); a port is taken only if it can be bound on 127.0.0.1 at the time and no
-//! other cluster of this process holds it.
+//! # Layout
+//! - [`EtcdCluster`]: etcd members started and ended by the test. Ports come from
+//!   [`EtcdClusterConfig::ports`] (by default 23100–23199), two per member (client, peer); a
+//!   port is taken only if it can be bound on 127.0.0.1 at the time and no other cluster of
+//!   this process holds it.
+//! - [`Marks`]: the copy processes that agents started, found by their mark (for orphan
+//!   checks), and killed by pid when the guard is dropped.
+//! - [`Wait`] and [`wait_until`]: the one bounded wait, in polls and in time, that says what it
+//!   waited for when it gives up.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::TcpListener;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -22,6 +28,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::process::{find_marked, signal_group, Marked};
 use crate::store::etcd::{EtcdOptions, EtcdStore};
 use crate::store::Store;
 
@@ -336,5 +343,287 @@ impl Drop for EtcdCluster {
             taken.remove(&m.peer_port);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The mark an agent gives the copies it starts: its state directory, made canonical, joined
+/// with the node's name. Computed without creating anything (the agent makes the directory
+/// itself, owner-only): the longest part of `state_dir` that exists is made canonical and the
+/// rest is appended as it is.
+pub fn node_mark(state_dir: &Path, node: &str) -> String {
+    let mut base = state_dir.to_path_buf();
+    let mut rest = Vec::new();
+    let canonical = loop {
+        if let Ok(c) = base.canonicalize() {
+            break c;
+        }
+        match (base.file_name(), base.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_owned());
+                base = parent.to_path_buf();
+            }
+            _ => break base,
+        }
+    };
+    let mut mark = canonical;
+    for part in rest.iter().rev() {
+        mark.push(part);
+    }
+    mark.join(node).display().to_string()
+}
+
+/// The copy processes of a test's nodes, found by the mark their agent gave them. Dropping it
+/// kills every one still running (SIGKILL to its process group, by pid): no orphan outlives a
+/// test, whatever happened in it. Drop it after the agents are gone, or they start new ones.
+#[derive(Debug, Default)]
+pub struct Marks {
+    /// Node name → the mark of its copies.
+    marks: BTreeMap<String, String>,
+}
+
+impl Marks {
+    /// No node yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Watches `node`'s copies, marked `mark` (see [`node_mark`]); a node added again keeps
+    /// its first mark.
+    pub fn add(&mut self, node: &str, mark: String) {
+        self.marks.entry(node.to_owned()).or_insert(mark);
+    }
+
+    /// The mark of `node`'s copies, if it is watched.
+    pub fn mark(&self, node: &str) -> Option<&str> {
+        self.marks.get(node).map(String::as_str)
+    }
+
+    /// The watched nodes, in order.
+    pub fn nodes(&self) -> impl Iterator<Item = &str> {
+        self.marks.keys().map(String::as_str)
+    }
+
+    /// Every running copy process of every watched node.
+    pub fn marked(&self) -> Vec<Marked> {
+        self.marks.values().flat_map(|m| find_marked(m)).collect()
+    }
+
+    /// The running copies of `nodes` (any node not watched has none), by copy identity, with
+    /// the node and pid of each process: two entries for one identity are a duplicate.
+    pub fn by_node(&self, nodes: &[&str]) -> BTreeMap<String, Vec<(String, u32)>> {
+        let mut out: BTreeMap<String, Vec<(String, u32)>> = BTreeMap::new();
+        for node in nodes {
+            if let Some(mark) = self.marks.get(*node) {
+                for m in find_marked(mark) {
+                    out.entry(m.copy)
+                        .or_default()
+                        .push(((*node).to_owned(), m.pid));
+                }
+            }
+        }
+        out
+    }
+
+    /// The running copies of every watched node, by copy identity, with their pids.
+    pub fn processes(&self) -> BTreeMap<String, Vec<u32>> {
+        let nodes: Vec<&str> = self.nodes().collect();
+        self.by_node(&nodes)
+            .into_iter()
+            .map(|(copy, on)| (copy, on.into_iter().map(|(_, pid)| pid).collect()))
+            .collect()
+    }
+
+    /// Kills every running copy of every watched node (SIGKILL to its process group).
+    pub fn kill_all(&self) {
+        for m in self.marked() {
+            let _ = signal_group(m.pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+impl Drop for Marks {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
+
+/// Why a [`Wait`] gave up: what it waited for, after how many polls and how long.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timeout {
+    /// What was waited for, in words.
+    pub what: String,
+    /// How many polls failed.
+    pub polls: u32,
+    /// How long it waited.
+    pub waited: Duration,
+    /// The bound in time.
+    pub within: Duration,
+}
+
+impl std::fmt::Display for Timeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "timed out waiting for: {} ({} polls in {:?}; bound {:?})",
+            self.what, self.polls, self.waited, self.within
+        )
+    }
+}
+
+/// The one bounded wait of the tests: a condition is polled every `every` until it holds, at
+/// most `within` in time and at most a count of polls (by default as many as fit in `within`,
+/// rounded up, plus one), whichever ends first. It owns no condition and no sleep, so that a thread and an
+/// async task can both drive it: call [`Wait::again`] after each poll that failed and pause
+/// for what it returns.
+#[derive(Clone, Debug)]
+pub struct Wait {
+    what: String,
+    started: Instant,
+    within: Duration,
+    every: Duration,
+    polls: u32,
+    max_polls: u32,
+}
+
+impl Wait {
+    /// A wait for `what` (said on timeout), starting now.
+    pub fn new(what: impl Into<String>, within: Duration, every: Duration) -> Self {
+        let every = every.max(Duration::from_millis(1));
+        // Rounded up, so that the count never ends a wait before its time does.
+        let fit = within.as_nanos().div_ceil(every.as_nanos()) + 1;
+        Self {
+            what: what.into(),
+            started: Instant::now(),
+            within,
+            every,
+            polls: 0,
+            max_polls: u32::try_from(fit).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Bounds the polls to `n` (at least 1) as well as the time.
+    pub fn max_polls(mut self, n: u32) -> Self {
+        self.max_polls = n.max(1);
+        self
+    }
+
+    /// How long it has waited so far.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Whether the time bound has passed.
+    pub fn expired(&self) -> bool {
+        self.elapsed() >= self.within
+    }
+
+    /// Counts one failed poll: the pause before the next, or why there is no next.
+    pub fn again(&mut self) -> Result<Duration, Timeout> {
+        self.polls += 1;
+        if self.polls >= self.max_polls || self.expired() {
+            return Err(Timeout {
+                what: self.what.clone(),
+                polls: self.polls,
+                waited: self.elapsed(),
+                within: self.within,
+            });
+        }
+        Ok(self.every)
+    }
+}
+
+/// Polls `want` on this thread until it holds and returns how long that took; on timeout,
+/// panics with what it waited for and `context()` (the state and logs worth seeing).
+pub fn wait_until(
+    mut wait: Wait,
+    mut want: impl FnMut() -> bool,
+    context: impl FnOnce() -> String,
+) -> Duration {
+    loop {
+        if want() {
+            return wait.elapsed();
+        }
+        match wait.again() {
+            Ok(pause) => std::thread::sleep(pause),
+            Err(t) => panic!("{t}\n{}", context()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_gives_up_after_its_count_of_polls_and_says_what_it_waited_for() {
+        let mut w = Wait::new("the moon", Duration::from_secs(60), Duration::ZERO).max_polls(3);
+        assert!(w.again().is_ok());
+        assert!(w.again().is_ok());
+        let t = w.again().unwrap_err();
+        assert_eq!(t.polls, 3);
+        assert!(
+            t.to_string()
+                .contains("timed out waiting for: the moon (3 polls"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_wait_gives_up_after_its_time_and_returns_at_once_when_the_condition_holds() {
+        let mut w = Wait::new(
+            "never",
+            Duration::from_millis(30),
+            Duration::from_millis(10),
+        );
+        let started = Instant::now();
+        let t = loop {
+            match w.again() {
+                Ok(p) => std::thread::sleep(p),
+                Err(t) => break t,
+            }
+        };
+        assert!(started.elapsed() >= Duration::from_millis(30), "{t}");
+        assert!(t.polls <= 4, "{t}");
+        let mut n = 0;
+        let took = wait_until(
+            Wait::new(
+                "three polls",
+                Duration::from_secs(5),
+                Duration::from_millis(1),
+            ),
+            || {
+                n += 1;
+                n == 3
+            },
+            String::new,
+        );
+        assert_eq!(n, 3);
+        assert!(took < Duration::from_secs(5));
+    }
+
+    #[test]
+    #[should_panic(expected = "timed out waiting for: nothing")]
+    fn wait_until_panics_with_the_context_on_timeout() {
+        wait_until(
+            Wait::new(
+                "nothing",
+                Duration::from_millis(20),
+                Duration::from_millis(5),
+            ),
+            || false,
+            || "the logs".into(),
+        );
+    }
+
+    #[test]
+    fn a_node_mark_is_canonical_without_creating_the_state_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("data").join("nodes");
+        let mark = node_mark(&state, "a");
+        assert!(!state.exists());
+        let canonical = dir.path().canonicalize().unwrap();
+        assert_eq!(mark, canonical.join("data/nodes/a").display().to_string());
+        std::fs::create_dir_all(&state).unwrap();
+        assert_eq!(node_mark(&state, "a"), mark);
     }
 }

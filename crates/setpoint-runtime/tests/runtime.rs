@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use setpoint_core::ControllerKind;
 use setpoint_runtime::model::{Snapshot, WorkloadSpec};
-use setpoint_runtime::process::{find_marked, signal_group};
+use setpoint_runtime::process::find_marked;
+use setpoint_runtime::testing::{node_mark, Marks, Wait};
 use setpoint_runtime::{
     ops, run_agent, run_controller, shutdown_pair, AgentConfig, ControllerConfig, MemoryStore,
     ShutdownTrigger, Store,
@@ -17,6 +18,8 @@ use setpoint_runtime::{
 use tokio::task::JoinHandle;
 
 const DEADLINE: Duration = Duration::from_secs(20);
+/// How often a wait polls.
+const POLL: Duration = Duration::from_millis(20);
 
 /// A running agent or controller: its shutdown trigger and its task.
 struct Running {
@@ -39,29 +42,19 @@ impl Running {
 }
 
 /// One cluster: a store, a state directory, and its nodes' marks. Dropping it kills every
-/// process the agents started.
+/// process the agents started (the [`Marks`] guard).
 struct Cluster {
+    marks: Marks,
     store: Arc<dyn Store>,
     dir: tempfile::TempDir,
-    nodes: Vec<String>,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for node in &self.nodes {
-            for m in find_marked(&self.mark(node)) {
-                let _ = signal_group(m.pid, rustix::process::Signal::KILL);
-            }
-        }
-    }
 }
 
 impl Cluster {
     fn new() -> Self {
         Self {
+            marks: Marks::new(),
             store: Arc::new(MemoryStore::new()),
             dir: tempfile::tempdir().unwrap(),
-            nodes: Vec::new(),
         }
     }
 
@@ -70,19 +63,17 @@ impl Cluster {
     }
 
     fn mark(&self, node: &str) -> String {
-        std::fs::create_dir_all(self.state_dir()).unwrap();
-        self.state_dir()
-            .canonicalize()
-            .unwrap()
-            .join(node)
-            .display()
-            .to_string()
+        node_mark(&self.state_dir(), node)
+    }
+
+    /// Watches `node`'s copies (for [`Cluster::processes`] and the guard).
+    fn watch(&mut self, node: &str) {
+        let mark = self.mark(node);
+        self.marks.add(node, mark);
     }
 
     fn agent(&mut self, node: &str) -> Running {
-        if !self.nodes.iter().any(|n| n == node) {
-            self.nodes.push(node.to_owned());
-        }
+        self.watch(node);
         let mut cfg = AgentConfig::new(node, self.state_dir());
         cfg.report_every = Duration::from_millis(50);
         cfg.sync_every = Duration::from_millis(50);
@@ -123,13 +114,7 @@ impl Cluster {
 
     /// The real processes of the cluster, by copy identity.
     fn processes(&self) -> BTreeMap<String, Vec<u32>> {
-        let mut out: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-        for node in &self.nodes {
-            for m in find_marked(&self.mark(node)) {
-                out.entry(m.copy).or_default().push(m.pid);
-            }
-        }
-        out
+        self.marks.processes()
     }
 
     fn live(&self) -> u64 {
@@ -149,14 +134,12 @@ impl Cluster {
 
     /// Waits until `want` holds, failing with `what` and the cluster's state at the deadline.
     async fn until(&self, what: &str, want: impl Fn(&Self) -> bool) {
-        let deadline = Instant::now() + DEADLINE;
+        let mut wait = Wait::new(what, DEADLINE, POLL);
         while !want(self) {
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for: {what}; processes {:?}",
-                self.processes()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            match wait.again() {
+                Ok(pause) => tokio::time::sleep(pause).await,
+                Err(t) => panic!("{t}; processes {:?}", self.processes()),
+            }
         }
     }
 
@@ -384,7 +367,7 @@ async fn readiness_gates_the_ledger_and_a_copy_ignoring_sigterm_is_killed_after_
 async fn the_ledger_lags_by_the_added_report_delay() {
     let mut c = Cluster::new();
     // An agent whose reports reach the store 600ms after it observes its copies.
-    c.nodes.push("slow".into());
+    c.watch("slow");
     let mut cfg = AgentConfig::new("slow", c.state_dir());
     cfg.report_every = Duration::from_millis(50);
     cfg.report_delay = Duration::from_millis(600);
@@ -596,7 +579,7 @@ async fn a_cut_off_agent_fences_its_copies_before_its_lease_ends_and_named_never
     let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let ttl = Duration::from_millis(1_000);
     let agent_with = |c: &mut Cluster, node: &str, store: Arc<dyn Store>| {
-        c.nodes.push(node.to_owned());
+        c.watch(node);
         let mut cfg = AgentConfig::new(node, c.state_dir());
         cfg.report_every = Duration::from_millis(50);
         cfg.sync_every = Duration::from_millis(50);
@@ -622,9 +605,12 @@ async fn a_cut_off_agent_fences_its_copies_before_its_lease_ends_and_named_never
     let t0 = Instant::now();
     cut.store(true, std::sync::atomic::Ordering::SeqCst);
     let (mut stopped, mut lost) = (None, None);
-    let deadline = t0 + DEADLINE;
+    let mut wait = Wait::new(
+        "a fence of a's copies and the end of its lease",
+        DEADLINE,
+        Duration::from_millis(10),
+    );
     while stopped.is_none() || lost.is_none() {
-        assert!(Instant::now() < deadline, "no fence or no lost node");
         let p = c.processes();
         assert!(
             p.values().all(|pids| pids.len() == 1),
@@ -641,7 +627,10 @@ async fn a_cut_off_agent_fences_its_copies_before_its_lease_ends_and_named_never
                 "the lease ended while a's copies still ran"
             );
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        match wait.again() {
+            Ok(pause) => tokio::time::sleep(pause).await,
+            Err(t) => panic!("{t}; processes {p:?}"),
+        }
     }
     let (stopped, lost) = (stopped.unwrap(), lost.unwrap());
     c.converged(4).await;

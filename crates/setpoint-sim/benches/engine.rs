@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use setpoint_core::ControllerKind;
-use setpoint_sim::sweep::summarize;
-use setpoint_sim::{simulate, Axis, Death, Grid, GridSpec, LessonSpec, LessonWorld, Limit};
+use setpoint_sim::sweep::{summarize, write_rows};
+use setpoint_sim::{
+    simulate, Axis, Death, Grid, GridSpec, LessonSpec, LessonWorld, Limit, RowFormat,
+};
 
 /// `setpoint run --desired 10000 --duration 86400 -G 60 -U 15 -B 5 --deaths 300:3333`.
 fn big(desired: u64) -> LessonWorld {
@@ -78,6 +80,19 @@ fn sweep_slice(c: &mut Criterion) {
     group.throughput(Throughput::Elements(grid.cells()));
     group.bench_function("slice_25000_cells_1_thread", |b| {
         b.iter(|| pool.install(|| summarize(black_box(&grid), &|_| {})))
+    });
+    // The same cells written as CSV rows: the row writer's cost on top of the simulations.
+    group.bench_function("slice_25000_cells_csv_rows_1_thread", |b| {
+        b.iter(|| {
+            pool.install(|| {
+                write_rows(
+                    black_box(&grid),
+                    RowFormat::Csv,
+                    &mut std::io::sink(),
+                    &|_| {},
+                )
+            })
+        })
     });
     group.finish();
 }

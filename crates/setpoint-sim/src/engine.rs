@@ -27,11 +27,12 @@
 //! changes, and accounts for the identical rounds between them in one step. Its cost is
 //! O(acting rounds + batches + deaths), independent of the duration and of the copy count.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 use setpoint_core::{Action, Batch, Controller, ControllerKind, CopyId, Desired, LedgerView, Time};
 
-use crate::lesson_world::LessonWorld;
+use crate::lesson_world::{LessonParams, LessonWorld};
 use setpoint_core::metrics::{Metrics, TraceRow};
 
 /// Copies created in one round: `[previous batch's end, end)`, all running at `ready`.
@@ -220,22 +221,29 @@ impl Tally {
 /// Runs `scenario` and returns its metrics. Deterministic: the same scenario always gives the
 /// same metrics.
 pub fn simulate(scenario: &LessonWorld) -> Metrics {
-    run::<false>(scenario, None)
+    run::<false>(&LessonParams::of(scenario.spec()), None)
+}
+
+/// [`simulate`] on borrowed settings, for a sweep's cells. The caller promises what
+/// [`LessonWorld::new`] checks: every setting inside its limit, a lesson controller, and deaths
+/// sorted by time.
+pub(crate) fn simulate_params(spec: &LessonParams<'_>) -> Metrics {
+    debug_assert!(spec.controller.is_lesson() && spec.deaths.is_sorted_by_key(|d| d.at));
+    run::<false>(spec, None)
 }
 
 /// Runs `scenario` like [`simulate`] and hands `observer` one [`TraceRow`] per second, in order,
 /// from 0 to the duration. The metrics are the same as [`simulate`]'s.
 pub fn simulate_traced(scenario: &LessonWorld, observer: &mut dyn FnMut(&TraceRow)) -> Metrics {
-    run::<true>(scenario, Some(observer))
+    run::<true>(&LessonParams::of(scenario.spec()), Some(observer))
 }
 
 /// `TRACED` is whether `observer` is given. As a constant it compiles the untraced run without
 /// any of the tracing (perf, issue 3: the untraced loop had become a quarter slower).
 fn run<const TRACED: bool>(
-    scenario: &LessonWorld,
+    spec: &LessonParams<'_>,
     mut observer: Option<&mut dyn FnMut(&TraceRow)>,
 ) -> Metrics {
-    let spec = scenario.spec();
     let (period, delay, startup, duration) = (spec.period, spec.delay, spec.startup, spec.duration);
     let desired = Desired {
         copies: spec.desired,
@@ -249,10 +257,13 @@ fn run<const TRACED: bool>(
     // A ledger-only loop holds about one batch per round of its blind window in flight: size the
     // queue for that once instead of growing it (perf, issue 3: allocation was a tenth of a sweep).
     // Deletes it sends while their reports travel are bounded the same way.
-    let blind_rounds = (delay.saturating_add(startup) / period).min(1 << 12) as usize;
+    let blind_rounds = (delay.saturating_add(startup) / period).min(KEPT_QUEUE) as usize;
+    let (mut unseen, mut unheard) = QUEUES.take();
+    unseen.reserve(blind_rounds + 2);
+    unheard.reserve(blind_rounds + 2);
     let mut world = World {
-        unseen: VecDeque::with_capacity(blind_rounds + 2),
-        unheard: VecDeque::with_capacity(blind_rounds + 2),
+        unseen,
+        unheard,
         ..World::default()
     };
     let mut tally = Tally::default();
@@ -393,7 +404,28 @@ fn run<const TRACED: bool>(
         t = next;
     }
 
-    finish(scenario, &tally)
+    let metrics = finish(spec, &tally);
+    let World {
+        mut unseen,
+        mut unheard,
+        ..
+    } = world;
+    if unseen.capacity().max(unheard.capacity()) as u64 <= KEPT_QUEUE + 2 {
+        unseen.clear();
+        unheard.clear();
+        QUEUES.set((unseen, unheard));
+    }
+    metrics
+}
+
+/// The longest queues a thread keeps between runs, in entries; longer ones are freed.
+const KEPT_QUEUE: u64 = 1 << 12;
+
+thread_local! {
+    /// The last run's emptied queues, reused by the next run on the same thread: a sweep runs
+    /// millions of short cells, and two allocations and frees a cell were a twentieth of the
+    /// engine's time (perf, issue 12).
+    static QUEUES: Cell<(VecDeque<Cohort>, VecDeque<DeadRun>)> = Cell::default();
 }
 
 /// Carries out one action on the world. Returns whether the world changed.
@@ -429,8 +461,7 @@ fn apply(
     }
 }
 
-fn finish(scenario: &LessonWorld, tally: &Tally) -> Metrics {
-    let spec = scenario.spec();
+fn finish(spec: &LessonParams<'_>, tally: &Tally) -> Metrics {
     let required = i128::from(spec.desired) + i128::from(tally.died);
     Metrics {
         rounds: tally.rounds,

@@ -291,6 +291,42 @@ impl LessonWorld {
     }
 }
 
+/// A lesson-world scenario's settings, borrowed: what the fast engine and the predictor read. A
+/// sweep builds one per cell from its grid's shared settings without copying the deaths list
+/// (perf, issue 12: cloning and validating a [`LessonSpec`] per cell was a tenth of a sweep).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LessonParams<'a> {
+    /// Declared copies.
+    pub desired: u64,
+    /// Loop period U, in seconds.
+    pub period: u64,
+    /// Report delay G, in seconds.
+    pub delay: u64,
+    /// Startup time B, in seconds.
+    pub startup: u64,
+    /// The last second of the run.
+    pub duration: u64,
+    /// Scripted deaths; sorted by time when they come from a [`LessonWorld`].
+    pub deaths: &'a [Death],
+    /// The controller.
+    pub controller: ControllerKind,
+}
+
+impl<'a> LessonParams<'a> {
+    /// The settings of `spec`, borrowed.
+    pub fn of(spec: &'a LessonSpec) -> Self {
+        LessonParams {
+            desired: spec.desired,
+            period: spec.period,
+            delay: spec.delay,
+            startup: spec.startup,
+            duration: spec.duration,
+            deaths: &spec.deaths,
+            controller: spec.controller,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

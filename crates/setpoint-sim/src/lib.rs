@@ -34,6 +34,7 @@
 //! - [`world`]: the general engine.
 //! - [`montecarlo`]: one scenario over many seeds: mean, p50, p95 and max of every metric.
 //! - [`sweep`]: grids of scenarios ([`Grid`]), run in parallel and reported in cell order.
+//! - [`sweep_file`]: a sweep's settings from a scenario file, the grid flags on top.
 //! - [`merge`]: the outputs of a sharded sweep joined into the whole sweep's bytes.
 //! - [`lesson`]: the lesson's tables, byte for byte, and the relation scan.
 //! - [`predict`]: [`predict::predict`], the exact overshoot predictor and closed forms.
@@ -73,11 +74,13 @@ pub mod montecarlo;
 pub mod output;
 pub mod predict;
 pub mod report;
+mod row_writer;
 pub mod scenario;
 pub mod scenario_file;
 #[cfg(test)]
 mod series;
 pub mod sweep;
+pub mod sweep_file;
 pub mod world;
 
 pub use engine::{simulate, simulate_traced};

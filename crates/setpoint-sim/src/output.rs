@@ -235,8 +235,12 @@ pub fn print(records: &[Record], format: Format, table_skip: &[&str]) -> String 
             let Some(first) = records.first() else {
                 return out;
             };
+            // The rolling update's keys are left out of a table whose every record has them
+            // null: a run with no `update` event reads as it did before they existed.
+            let all_null = |i: usize| records.iter().all(|r| r.fields[i].1 == Value::Null);
             let keep: Vec<usize> = (0..first.fields.len())
                 .filter(|&i| !table_skip.contains(&first.fields[i].0.as_ref()))
+                .filter(|&i| !(ROLLOUT_KEYS.contains(&first.fields[i].0.as_ref()) && all_null(i)))
                 .collect();
             let header: Vec<String> = keep
                 .iter()
@@ -315,8 +319,9 @@ pub fn names_apply(kind: ControllerKind) -> bool {
     kind == ControllerKind::Named
 }
 
-/// The metric keys of a run record, in order: the lesson's eight, then the lab's.
-pub const METRIC_KEYS: [&str; 14] = [
+/// The metric keys of a run record, in order: the lesson's eight, then the lab's, then the
+/// rolling update's (`null` in a run with no `update` event).
+pub const METRIC_KEYS: [&str; 20] = [
     "rounds",
     "work_per_round",
     "created",
@@ -331,6 +336,23 @@ pub const METRIC_KEYS: [&str; 14] = [
     "duplicate_names",
     "absorbed_creates",
     "lost_deletes",
+    "surge_budget",
+    "surge",
+    "surge_copy_seconds",
+    "rollout_overshoot",
+    "rollout_done",
+    "rollout_stalled",
+];
+
+/// The rolling update's keys of [`METRIC_KEYS`]: `null` in a run with no `update` event, and
+/// then left out of a table ([`print`]), never out of JSON or CSV.
+pub const ROLLOUT_KEYS: [&str; 6] = [
+    "surge_budget",
+    "surge",
+    "surge_copy_seconds",
+    "rollout_overshoot",
+    "rollout_done",
+    "rollout_stalled",
 ];
 
 /// Appends the metrics of one workload, in the order of [`METRIC_KEYS`].
@@ -340,6 +362,13 @@ pub fn push_metrics(r: &mut Record, w: &WorkloadMetrics, kind: ControllerKind) {
     r.push("duplicate_names", names.then_some(w.duplicate_names));
     r.push("absorbed_creates", names.then_some(w.absorbed_creates));
     r.push("lost_deletes", w.lost_deletes);
+    let u = &w.rollout;
+    r.push("surge_budget", u.surge_budget);
+    r.push("surge", u.surge);
+    r.push("surge_copy_seconds", u.surge_copy_seconds);
+    r.push("rollout_overshoot", u.rollout_overshoot);
+    r.push("rollout_done", u.rollout_done);
+    r.push("rollout_stalled", u.rollout_stalled);
 }
 
 /// Appends the lesson's eight metrics and the lab's three (`rounds` … `copy_seconds_above`).
@@ -448,6 +477,20 @@ mod tests {
         assert!(seen.iter().any(|(_, e)| e == &Some(Value::from("fast"))));
         assert!(seen.iter().any(|(_, e)| e == &Some(Value::from("general"))));
         assert!(seen.iter().all(|(k, _)| k == &seen[0].0), "{seen:?}");
+    }
+
+    #[test]
+    fn the_rollout_keys_end_the_metric_keys_and_a_run_without_update_leaves_them_null() {
+        assert!(METRIC_KEYS.ends_with(&ROLLOUT_KEYS));
+        let s = scenario(ControllerKind::Intent, DelayModel::Fixed(0));
+        let records = run_records("x", &s, &run(&s, 1).unwrap());
+        for k in ROLLOUT_KEYS {
+            assert_eq!(records[0].get(k), Some(&Value::Null), "{k}");
+        }
+        let table = print(&records, Format::Table, &[]);
+        assert!(!table.contains("surge"), "{table}");
+        let csv = print(&records, Format::Csv, &[]);
+        assert!(csv.contains("surge_budget,surge,"), "{csv}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! which property tests check (`tests/model`).
 
 use serde::Serialize;
+use setpoint_core::rollout::Amount;
 use setpoint_core::{ControllerKind, ExpectationsConfig, Time};
 use thiserror::Error;
 
@@ -81,6 +82,15 @@ pub enum ScenarioError {
         /// What is wrong.
         message: String,
     },
+    /// An `update` event's budgets outside their range: each is 0 to 100 % or 0 to
+    /// [`MAX_COPIES`] copies, and not both 0.
+    #[error("update event at second {at}: {message}")]
+    BadRollout {
+        /// The event's time.
+        at: Time,
+        /// What is wrong and what is accepted.
+        message: String,
+    },
     /// A scenario file that could not be read at all.
     #[error("{path}: {message}")]
     Unreadable {
@@ -151,6 +161,21 @@ pub enum Event {
         /// The backoff settings, in seconds.
         backoff: setpoint_core::backoff::BackoffPolicy,
     },
+    /// The workload's template changes: its generation goes up by one, and copies of older
+    /// generations are replaced by the rule the runtime applies (`setpoint_core::rollout`),
+    /// under these budgets. See "Rolling updates" in `docs/model.md`.
+    Update {
+        /// Copies above desired the rollout may run (rounded up from a percentage).
+        max_surge: Amount,
+        /// Copies below desired the rollout may leave unavailable (rounded down).
+        max_unavailable: Amount,
+        /// A rollout with no progress for this many seconds stalls and stops.
+        progress_deadline: Time,
+        /// Whether the rollout counts its own pending work (the runtime's rule, the default).
+        /// Off, it counts only what the ledger shows: a lab-only switch that shows what a
+        /// rollout that forgets its pending creations and deletions costs under a late ledger.
+        counts_pending: bool,
+    },
 }
 
 impl Event {
@@ -164,6 +189,7 @@ impl Event {
             Event::Stale { .. } => "stale",
             Event::LoseDeletes { .. } => "lose-delete",
             Event::CrashLoop { .. } => "crash-loop",
+            Event::Update { .. } => "update",
         }
     }
 }
@@ -301,6 +327,45 @@ pub const EVENT_COUNT: Limit = Limit {
     unit: "copies",
 };
 
+/// Accepted progress deadlines of `update` events, in seconds.
+pub const PROGRESS_DEADLINE: Limit = Limit {
+    field: "progress_deadline",
+    min: 1,
+    max: MAX_SECONDS,
+    unit: "seconds",
+};
+
+/// The default progress deadline of an `update` event: 600 s, as the runtime's (and
+/// Kubernetes' `progressDeadlineSeconds`).
+pub const DEFAULT_PROGRESS_DEADLINE: Time = 600;
+
+/// What an `update` event's two budgets accept: a percentage from 0 to 100 or 0 to
+/// [`MAX_COPIES`] copies each, not both 0 (a rollout could never replace a copy). The error
+/// says which is wrong and what is accepted.
+pub fn check_rollout(max_surge: Amount, max_unavailable: Amount) -> Result<(), String> {
+    for (key, a) in [
+        ("max_surge", max_surge),
+        ("max_unavailable", max_unavailable),
+    ] {
+        let ok = match a {
+            Amount::Copies(n) => n <= MAX_COPIES,
+            Amount::Percent(p) => p <= 100,
+        };
+        if !ok {
+            return Err(format!("{key} {a} is out of range: {}", rollout_accepted()));
+        }
+    }
+    if max_surge.is_zero() && max_unavailable.is_zero() {
+        return Err("max_unavailable 0 with max_surge 0 is out of range: a rollout could never replace a copy; accepted at least one of the two above 0".into());
+    }
+    Ok(())
+}
+
+/// What an `update` event's `max_surge` and `max_unavailable` accept, in words.
+pub fn rollout_accepted() -> String {
+    format!("accepted a number of copies from 0 to {MAX_COPIES} or a percentage from \"0%\" to \"100%\"")
+}
+
 /// A validated lab scenario.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scenario {
@@ -376,6 +441,16 @@ impl Scenario {
                     EVENT_COUNT.check(starts)?;
                     WINDOW.check(backoff.initial.max(1))?;
                     WINDOW.check(backoff.max.max(backoff.initial))?;
+                }
+                Event::Update {
+                    max_surge,
+                    max_unavailable,
+                    progress_deadline,
+                    ..
+                } => {
+                    check_rollout(max_surge, max_unavailable)
+                        .map_err(|message| ScenarioError::BadRollout { at: e.at, message })?;
+                    PROGRESS_DEADLINE.check(progress_deadline)?;
                 }
             }
         }
@@ -529,6 +604,34 @@ pub struct WorkloadMetrics {
     pub absorbed_creates: u64,
     /// Delete commands lost in transit (counted in `delete_commands` too).
     pub lost_deletes: u64,
+    /// What the run's rolling updates did; `None` for a run with no `update` event.
+    #[serde(flatten)]
+    pub rollout: RolloutMetrics,
+}
+
+/// What a workload's rolling updates did, beside the overshoot. `docs/model.md` ("Rolling
+/// updates") defines each; every field is `None` in a run with no `update` event for the
+/// workload.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RolloutMetrics {
+    /// The largest surge budget of the run's rollouts: `max_surge` of desired, rounded up.
+    pub surge_budget: Option<u64>,
+    /// Surge: the most running copies above desired, during a rollout, within its surge
+    /// budget. Copies beyond the budget count as `overshoot` instead.
+    pub surge: Option<u64>,
+    /// Copy-seconds of surge: running copies above desired, within the budget, summed over
+    /// the seconds of the rollouts.
+    pub surge_copy_seconds: Option<u64>,
+    /// The overshoot during the rollouts alone: the most running copies beyond desired plus
+    /// the surge budget, in a second while a rollout was under way.
+    pub rollout_overshoot: Option<u64>,
+    /// The second at which the last rollout's pass found it done (every copy of the new
+    /// generation, exactly desired, all on the ledger); `None` while one is under way at the
+    /// end, or stalled.
+    pub rollout_done: Option<Time>,
+    /// The second at which the last rollout stalled: no progress within its deadline, and it
+    /// stopped there (as the runtime's does); `None` if none stalled.
+    pub rollout_stalled: Option<Time>,
 }
 
 /// The result of one lab run.
@@ -564,6 +667,7 @@ fn fast_outcome(scenario: &Scenario, metrics: Metrics) -> Outcome {
             duplicate_names: 0,
             absorbed_creates: 0,
             lost_deletes: 0,
+            rollout: RolloutMetrics::default(),
         }],
     }
 }

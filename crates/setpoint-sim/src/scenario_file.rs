@@ -30,6 +30,12 @@
 //!                                    #   | crash-loop (seconds: each of the next `count`
 //!                                    #     copies ends this long after its creation; the
 //!                                    #     workload backs off from `initial` (10) to `max` (300))
+//!                                    #   | update (the template changes: a rolling update
+//!                                    #     replaces every copy under `max_surge` and
+//!                                    #     `max_unavailable`, each copies or "N%", default
+//!                                    #     "25%", not both 0; `progress_deadline` seconds,
+//!                                    #     default 600; `counts_pending = false` makes it
+//!                                    #     count only the ledger, to show what that costs)
 //! ```
 //!
 //! Every error names the file, the line and the key, on one line: an unknown key, a value of the
@@ -47,8 +53,9 @@ use crate::delay::{DelayModel, Millis, Stage, MAX_DELAY_MS};
 use crate::lesson_world::{Limit, MAX_SECONDS};
 use crate::scenario::{
     ControllerSpec, Event, ScenarioError, ScenarioSpec, TimedEvent, Toll, Workload, BURST,
-    EVENT_AT, EVENT_COUNT, TTL, WINDOW,
+    DEFAULT_PROGRESS_DEADLINE, EVENT_AT, EVENT_COUNT, PROGRESS_DEADLINE, TTL, WINDOW,
 };
+use setpoint_core::rollout::Amount;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -113,6 +120,10 @@ struct RawEvent {
     seconds: Option<Spanned<i64>>,
     initial: Option<Spanned<i64>>,
     max: Option<Spanned<i64>>,
+    max_surge: Option<Spanned<Value>>,
+    max_unavailable: Option<Spanned<Value>>,
+    progress_deadline: Option<Spanned<i64>>,
+    counts_pending: Option<Spanned<bool>>,
 }
 
 /// Reads and parses the scenario file at `path`.
@@ -447,11 +458,17 @@ impl Located<'_> {
             "restart" => &[],
             "lose-delete" => &["count"],
             "crash-loop" => &["seconds", "count", "initial", "max"],
+            "update" => &[
+                "max_surge",
+                "max_unavailable",
+                "progress_deadline",
+                "counts_pending",
+            ],
             other => {
                 return Err(self.error(
                     &e.kind,
                     &key("kind"),
-                    format!("unknown event '{other}': accepted are deaths, scale, outage, restart, stale, lose-delete, crash-loop"),
+                    format!("unknown event '{other}': accepted are deaths, scale, outage, restart, stale, lose-delete, crash-loop, update"),
                 ))
             }
         };
@@ -462,6 +479,19 @@ impl Located<'_> {
             ("seconds", e.seconds.as_ref().map(Spanned::span)),
             ("initial", e.initial.as_ref().map(Spanned::span)),
             ("max", e.max.as_ref().map(Spanned::span)),
+            ("max_surge", e.max_surge.as_ref().map(Spanned::span)),
+            (
+                "max_unavailable",
+                e.max_unavailable.as_ref().map(Spanned::span),
+            ),
+            (
+                "progress_deadline",
+                e.progress_deadline.as_ref().map(Spanned::span),
+            ),
+            (
+                "counts_pending",
+                e.counts_pending.as_ref().map(Spanned::span),
+            ),
         ];
         for (k, span) in &present {
             if let Some(span) = span {
@@ -514,6 +544,28 @@ impl Located<'_> {
                 )?,
             },
             "restart" => Event::Restart,
+            "update" => {
+                let max_surge = self.amount(&e.max_surge, &key("max_surge"))?;
+                let max_unavailable = self.amount(&e.max_unavailable, &key("max_unavailable"))?;
+                if max_surge.is_zero() && max_unavailable.is_zero() {
+                    let at = e.max_unavailable.as_ref().or(e.max_surge.as_ref());
+                    let message = crate::scenario::check_rollout(max_surge, max_unavailable)
+                        .expect_err("both 0 is refused");
+                    return Err(match at {
+                        Some(v) => self.error(v, &key("max_unavailable"), message),
+                        None => self.error(&e.kind, &key("max_unavailable"), message),
+                    });
+                }
+                Event::Update {
+                    max_surge,
+                    max_unavailable,
+                    progress_deadline: match &e.progress_deadline {
+                        Some(v) => self.limited(v, &key("progress_deadline"), PROGRESS_DEADLINE)?,
+                        None => DEFAULT_PROGRESS_DEADLINE,
+                    },
+                    counts_pending: e.counts_pending.as_ref().is_none_or(|v| *v.get_ref()),
+                }
+            }
             "crash-loop" => {
                 let secs = |v: &Option<Spanned<i64>>, k: &str, default: u64| match v {
                     Some(v) => self.limited(v, &key(k), WINDOW),
@@ -564,6 +616,32 @@ impl Located<'_> {
             workload,
             event,
         })
+    }
+
+    /// A rollout budget: a whole number of copies (0 to the most copies) or a percentage
+    /// (`"25%"`, 0 to 100); 25 % when absent, Kubernetes' default.
+    fn amount(&self, value: &Option<Spanned<Value>>, key: &str) -> Result<Amount, ScenarioError> {
+        let Some(value) = value else {
+            return Ok(Amount::Percent(25));
+        };
+        let found = match value.get_ref() {
+            Value::Integer(i) => u64::try_from(*i).ok().map(Amount::Copies),
+            Value::String(t) if t.trim().ends_with('%') => Amount::from_text(t),
+            _ => None,
+        };
+        found
+            .filter(|a| crate::scenario::check_rollout(*a, Amount::Copies(1)).is_ok())
+            .ok_or_else(|| {
+                self.error(
+                    value,
+                    key,
+                    format!(
+                        "{} is out of range: {}",
+                        value.get_ref(),
+                        crate::scenario::rollout_accepted()
+                    ),
+                )
+            })
     }
 
     /// A fraction in `0 ..= 1`, as parts per million.
@@ -691,6 +769,58 @@ count = 2
         assert!(e.contains("does not apply to a 'crash-loop' event"), "{e}");
         let e = err(&text.replace("seconds = 1\n", ""));
         assert!(e.contains("a 'crash-loop' event needs 'seconds'"), "{e}");
+    }
+
+    #[test]
+    fn an_update_event_reads_its_budgets_and_refuses_them_out_of_range() {
+        let text = LESSON.replace(
+            "kind = \"deaths\"\ncount = 2",
+            "kind = \"update\"\nmax_surge = 2\nmax_unavailable = \"10%\"",
+        );
+        let spec = parse("s.toml", &text).unwrap();
+        assert_eq!(
+            spec.events[0].event,
+            Event::Update {
+                max_surge: Amount::Copies(2),
+                max_unavailable: Amount::Percent(10),
+                progress_deadline: 600,
+                counts_pending: true,
+            }
+        );
+        let defaults = parse(
+            "s.toml",
+            &LESSON.replace("kind = \"deaths\"\ncount = 2", "kind = \"update\""),
+        )
+        .unwrap();
+        assert_eq!(
+            defaults.events[0].event,
+            Event::Update {
+                max_surge: Amount::Percent(25),
+                max_unavailable: Amount::Percent(25),
+                progress_deadline: 600,
+                counts_pending: true,
+            }
+        );
+        for (bad, want) in [
+            (
+                "max_surge = 0\nmax_unavailable = \"0%\"",
+                "s.toml:21: event[1].max_unavailable: max_unavailable 0 with max_surge 0 is out of range",
+            ),
+            (
+                "max_surge = \"150%\"",
+                "s.toml:20: event[1].max_surge: \"150%\" is out of range: accepted a number of copies from 0 to 100000000 or a percentage from \"0%\" to \"100%\"",
+            ),
+            ("max_surge = -1", "s.toml:20: event[1].max_surge: -1 is out of range"),
+            ("max_unavailable = \"x\"", "s.toml:20: event[1].max_unavailable: \"x\" is out of range"),
+            (
+                "progress_deadline = 0",
+                "s.toml:20: event[1].progress_deadline: 0 is out of range: accepted 1 to",
+            ),
+            ("count = 3", "s.toml:20: event[1].count: does not apply to a 'update' event"),
+        ] {
+            let e = err(&LESSON.replace("kind = \"deaths\"\ncount = 2", &format!("kind = \"update\"\n{bad}")));
+            assert!(e.starts_with(want), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! Axes are never expanded into lists: `0..=1000000000` costs as little to hold as `5`, and the
 //! size of a grid is known, and checked against [`MAX_CELLS`], before any cell runs.
 
+#[cfg(test)]
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::ops::Range;
@@ -21,13 +22,14 @@ use thiserror::Error;
 use setpoint_core::ExpectationsConfig;
 
 use crate::delay::{parse_delay_model, seconds, DelayModel};
-use crate::engine::simulate;
+use crate::engine::simulate_params;
 use crate::lesson::lesson_prediction;
-use crate::lesson_world::{Death, LessonSpec, LessonWorld, Limit, SettingError};
+use crate::lesson_world::{Death, LessonParams, LessonSpec, LessonWorld, Limit, SettingError};
 use crate::metrics::Metrics;
 use crate::montecarlo::{monte_carlo_sequential, RUNS};
 use crate::output::{names_apply, push_lesson_metrics, push_spreads, Record, Value, SCHEMA};
-use crate::predict::predict;
+use crate::predict::predict_params;
+use crate::row_writer::{Csv, Header, Json, RowSink};
 use crate::scenario::{death_events, run, ControllerSpec, Scenario, ScenarioError, ScenarioSpec};
 
 /// The largest grid a sweep accepts, in cells. A cell costs well under a microsecond on the
@@ -659,6 +661,10 @@ impl Grid {
         let s = &self.spec;
         let mut i = index;
         let mut digit = |len: u64| {
+            // Most axes of a big grid hold one value: skip their divisions (perf, issue 12).
+            if len == 1 {
+                return 0;
+            }
             let d = i % len;
             i /= len;
             d
@@ -717,6 +723,13 @@ impl Grid {
             }
     }
 
+    /// The outcome of cell `index` if it is a lesson cell.
+    fn lesson_cell_outcome(&self, index: u64) -> Option<LessonOutcome> {
+        let cell = self.cell(index);
+        self.is_lesson_cell(&cell)
+            .then(|| self.lesson_outcome(&cell))
+    }
+
     /// The fast engine's input for a lesson cell ([`Self::is_lesson_cell`]).
     pub fn scenario(&self, cell: Cell) -> LessonWorld {
         self.base.with_cell(cell)
@@ -744,6 +757,41 @@ impl Grid {
         Scenario::new(spec).expect("grid cells are checked against every limit")
     }
 
+    /// What a lesson cell ([`Self::is_lesson_cell`]) measures, on the fast engine, and what the
+    /// lesson's relation and the exact predictor say of it. The cell's settings are read in
+    /// place: nothing is cloned or validated again per cell.
+    fn lesson_outcome(&self, cell: &Cell) -> LessonOutcome {
+        let base = self.base.spec();
+        let params = LessonParams {
+            desired: cell.desired,
+            period: cell.period,
+            delay: cell.delay,
+            startup: cell.startup,
+            duration: base.duration,
+            deaths: &base.deaths,
+            controller: cell.controller,
+        };
+        let metrics = simulate_params(&params);
+        LessonOutcome {
+            metrics,
+            lesson_prediction: lesson_prediction(
+                cell.desired,
+                cell.delay,
+                cell.startup,
+                cell.period,
+            ),
+            prediction: predict_params(&params).overshoot,
+        }
+    }
+
+    /// A cell's delay in whole seconds, when it is fixed whole seconds.
+    fn fixed_delay(&self, cell: &Cell) -> Option<u64> {
+        match cell.delay_of {
+            CellDelay::Seconds(g) => Some(g),
+            CellDelay::Model(k) => self.spec.delay_models[k].fixed_whole_seconds(),
+        }
+    }
+
     /// Simulates cell `index` (a single run) and returns its row.
     pub fn row(&self, index: u64) -> Result<SweepRow<'_>, ScenarioError> {
         let cell = self.cell(index);
@@ -755,7 +803,7 @@ impl Grid {
             cell: index,
             desired: cell.desired,
             period: cell.period,
-            delay: self.model(&cell).fixed_whole_seconds(),
+            delay: self.fixed_delay(&cell),
             delay_model: model_text,
             startup: cell.startup,
             duration: self.spec.duration,
@@ -764,25 +812,15 @@ impl Grid {
             burst: expectations.then_some(cell.burst),
             seed,
             engine: "fast",
-            metrics: Metrics::default(),
-            duplicate_names: None,
-            absorbed_creates: None,
-            lost_deletes: 0,
-            lesson_prediction: None,
-            lesson_match: None,
-            prediction: None,
-            prediction_match: None,
+            ..SweepRow::blank()
         };
         if self.is_lesson_cell(&cell) {
-            let scenario = self.scenario(cell);
-            let metrics = simulate(&scenario);
-            let exact = predict(scenario.spec()).overshoot;
-            let prediction = lesson_prediction(cell.desired, cell.delay, cell.startup, cell.period);
-            row.metrics = metrics;
-            row.lesson_prediction = Some(prediction);
-            row.lesson_match = Some(i128::from(metrics.overshoot) == prediction);
-            row.prediction = Some(exact);
-            row.prediction_match = Some(metrics.overshoot == exact);
+            let o = self.lesson_outcome(&cell);
+            row.metrics = o.metrics;
+            row.lesson_prediction = Some(o.lesson_prediction);
+            row.lesson_match = Some(o.lesson_match());
+            row.prediction = Some(o.prediction);
+            row.prediction_match = Some(o.prediction_match());
         } else {
             let scenario = self.lab_scenario(&cell);
             let outcome = run(&scenario, scenario.spec().seed)?;
@@ -885,6 +923,27 @@ impl Grid {
     }
 }
 
+/// What [`Grid::lesson_outcome`] computes for one lesson cell.
+#[derive(Debug, Clone, Copy)]
+struct LessonOutcome {
+    /// What the fast engine measured.
+    metrics: Metrics,
+    /// The lesson's relation ([`lesson_prediction`]).
+    lesson_prediction: i128,
+    /// The exact predictor's overshoot.
+    prediction: u64,
+}
+
+impl LessonOutcome {
+    fn lesson_match(&self) -> bool {
+        i128::from(self.metrics.overshoot) == self.lesson_prediction
+    }
+
+    fn prediction_match(&self) -> bool {
+        self.metrics.overshoot == self.prediction
+    }
+}
+
 impl LessonWorld {
     /// This scenario with the five parameters of `cell`. The scenario's own settings passed every
     /// limit and the grid's axes checked theirs, so the result is valid without a new check.
@@ -958,8 +1017,10 @@ fn controller_name<S: Serializer>(c: &ControllerKind, s: S) -> Result<S::Ok, S::
 }
 
 /// An optional value as a CSV cell: empty when absent.
+#[cfg(test)]
 struct Opt<T>(Option<T>);
 
+#[cfg(test)]
 impl<T: std::fmt::Display> std::fmt::Display for Opt<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.0 {
@@ -999,16 +1060,109 @@ impl SweepRow<'_> {
         r
     }
 
-    /// The CSV header, without a newline.
-    pub fn csv_header() -> String {
-        format!(
-            "schema,cell,desired,period,delay,delay_model,startup,duration,controller,ttl,burst,seed,engine,{},duplicate_names,absorbed_creates,lost_deletes,lesson_prediction,lesson_match,prediction,prediction_match",
-            Metrics::CSV_HEADER
-        )
+    /// Hands every field to `sink`, in output order: the one list of the row's keys, from which
+    /// the header and both formats of [`Self::write_to`] follow.
+    fn visit(&self, s: &mut impl RowSink) {
+        s.u64("schema", self.schema);
+        s.u64("cell", self.cell);
+        s.u64("desired", self.desired);
+        s.u64("period", self.period);
+        s.opt_u64("delay", self.delay);
+        match self.delay_model {
+            ModelName::Fixed(g) => {
+                let mut text = *b"fixed:\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
+                let mut digits = itoa::Buffer::new();
+                let digits = digits.format(g).as_bytes();
+                text[6..6 + digits.len()].copy_from_slice(digits);
+                let text = std::str::from_utf8(&text[..6 + digits.len()]).expect("ascii");
+                s.str("delay_model", text);
+            }
+            ModelName::Text(t) => s.str("delay_model", t),
+        }
+        s.u64("startup", self.startup);
+        s.u64("duration", self.duration);
+        s.str("controller", self.controller.name());
+        s.opt_u64("ttl", self.ttl);
+        s.opt_u64("burst", self.burst);
+        s.u64("seed", self.seed);
+        s.str("engine", self.engine);
+        let m = &self.metrics;
+        s.u64("rounds", m.rounds);
+        s.f64("work_per_round", m.work_per_round);
+        s.u64("created", m.created);
+        s.i128("unneeded", i128::from(m.unneeded));
+        s.u64("delete_commands", m.delete_commands);
+        s.u64("deleted", m.deleted);
+        s.u64("overshoot", m.overshoot);
+        s.opt_u64("stable", m.stable);
+        s.u64("died", m.died);
+        s.u64("peak_live", m.peak_live);
+        s.u64("copy_seconds_above", m.copy_seconds_above);
+        s.opt_u64("duplicate_names", self.duplicate_names);
+        s.opt_u64("absorbed_creates", self.absorbed_creates);
+        s.u64("lost_deletes", self.lost_deletes);
+        s.opt_i128("lesson_prediction", self.lesson_prediction);
+        s.opt_bool("lesson_match", self.lesson_match);
+        s.opt_u64("prediction", self.prediction);
+        s.opt_bool("prediction_match", self.prediction_match);
     }
 
-    /// Appends the row in `format`, with a newline.
+    /// The CSV header, without a newline.
+    pub fn csv_header() -> String {
+        let mut h = Header::default();
+        SweepRow::blank().visit(&mut h);
+        h.text
+    }
+
+    /// A row of zeros and nulls: what [`Self::csv_header`] visits for the keys, and the fields
+    /// [`Grid::row`] fills in from there.
+    fn blank() -> SweepRow<'static> {
+        SweepRow {
+            schema: SCHEMA,
+            cell: 0,
+            desired: 0,
+            period: 0,
+            delay: None,
+            delay_model: ModelName::Fixed(0),
+            startup: 0,
+            duration: 0,
+            controller: ControllerKind::Ledger,
+            ttl: None,
+            burst: None,
+            seed: 0,
+            engine: "",
+            metrics: Metrics::default(),
+            duplicate_names: None,
+            absorbed_creates: None,
+            lost_deletes: 0,
+            lesson_prediction: None,
+            lesson_match: None,
+            prediction: None,
+            prediction_match: None,
+        }
+    }
+
+    /// Appends the row in `format`, with a newline, through [`crate::row_writer`]: the same bytes
+    /// as the plain `Display`/`serde` path, written without per-row allocation.
     pub fn write_to(&self, format: RowFormat, out: &mut String) {
+        match format {
+            RowFormat::Csv => {
+                let mut sink = Csv::new(out);
+                self.visit(&mut sink);
+                sink.end();
+            }
+            RowFormat::Jsonl => {
+                let mut sink = Json::new(out);
+                self.visit(&mut sink);
+                sink.end();
+            }
+        }
+    }
+
+    /// The plain path the row writer replaced: `format!` for CSV, the derived `Serialize` for
+    /// JSON. Kept as the oracle of the writer's tests.
+    #[cfg(test)]
+    fn write_plain(&self, format: RowFormat, out: &mut String) {
         match format {
             RowFormat::Csv => {
                 // Writing into a String cannot fail.
@@ -1133,6 +1287,11 @@ fn summarize_split(
                     s.mismatched += u64::from(r.get("lesson_match") == Some(&Value::Bool(false)));
                     s.prediction_mismatched +=
                         u64::from(r.get("prediction_match") == Some(&Value::Bool(false)));
+                } else if let Some(o) = grid.lesson_cell_outcome(i) {
+                    // The counts need neither the seed nor the row's other columns.
+                    s.mismatched += u64::from(!o.lesson_match());
+                    s.overshooting += u64::from(o.metrics.overshoot > 0);
+                    s.prediction_mismatched += u64::from(!o.prediction_match());
                 } else {
                     let row = grid.row(i).map_err(cell_err)?;
                     s.mismatched += u64::from(row.lesson_match == Some(false));
@@ -1592,7 +1751,7 @@ mod tests {
         let g = grid("0..=90:15", "5..=60:11", "0,5");
         for i in [0, 7, 33, g.cells() - 1] {
             let row = g.row(i).unwrap();
-            let m = simulate(
+            let m = crate::simulate(
                 &LessonWorld::new(LessonSpec {
                     desired: row.desired,
                     period: row.period,
@@ -1676,6 +1835,74 @@ mod tests {
         let p = column(&mc, "p_overshoot").unwrap();
         for (p, o) in p.iter().zip(&over) {
             assert_eq!(*p, Some(if o.unwrap() > 0.0 { 1.0 } else { 0.0 }));
+        }
+    }
+
+    /// A grid of one cell with random coordinates, of any controller and delay model.
+    fn one_cell_grid() -> impl proptest::strategy::Strategy<Value = Grid> {
+        use proptest::prelude::*;
+        let model = prop_oneof![
+            (0u64..=400).prop_map(|g| format!("fixed:{g}")),
+            (0u64..=30, 0u64..=60).prop_map(|(a, b)| format!("uniform:{a}:{}", a + b)),
+            Just("lesson-chain".to_owned()),
+        ];
+        (
+            0u64..=40,
+            1u64..=120,
+            prop_oneof![Just(None), Just(Some(0u64)), (0u64..=300).prop_map(Some)],
+            model,
+            0u64..=80,
+            0usize..ControllerKind::ALL.len(),
+            0u64..=1200,
+            any::<u64>(),
+            proptest::option::of((0u64..=1200, 0u64..=10)),
+        )
+            .prop_map(
+                |(desired, period, axis_delay, model, startup, c, duration, seed, death)| {
+                    Grid::new(GridSpec {
+                        desired: Axis::single(desired),
+                        period: Axis::single(period),
+                        delay: Axis::single(axis_delay.unwrap_or(0)),
+                        delay_models: match axis_delay {
+                            Some(_) => Vec::new(),
+                            None => parse_delay_models(&model).unwrap(),
+                        },
+                        startup: Axis::single(startup),
+                        controller: vec![ControllerKind::ALL[c]],
+                        duration,
+                        deaths: death
+                            .map(|(at, count)| vec![Death { at, count }])
+                            .unwrap_or_default(),
+                        seed,
+                        ..GridSpec::default()
+                    })
+                    .unwrap()
+                },
+            )
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+
+        /// The row writer prints exactly what the plain path prints (`format!` for CSV, the
+        /// derived `Serialize` for JSON) and what the row's [`Record`] prints, on random cells of
+        /// every controller and delay model.
+        #[test]
+        fn the_row_writer_equals_the_plain_serde_and_csv_path(g in one_cell_grid()) {
+            let row = g.row(0).unwrap();
+            let r = row.record();
+            for format in [RowFormat::Csv, RowFormat::Jsonl] {
+                let (mut fast, mut plain) = (String::from("x"), String::from("x"));
+                row.write_to(format, &mut fast);
+                row.write_plain(format, &mut plain);
+                proptest::prop_assert_eq!(&fast, &plain);
+                let record = match format {
+                    RowFormat::Csv => r.csv_row(),
+                    RowFormat::Jsonl => r.json(),
+                };
+                proptest::prop_assert_eq!(&fast, &format!("x{record}\n"));
+            }
+            proptest::prop_assert_eq!(SweepRow::csv_header(), r.csv_header());
         }
     }
 

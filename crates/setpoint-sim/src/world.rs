@@ -29,8 +29,10 @@ use crate::delay::{whole_seconds, WorldRng};
 use crate::metrics::Metrics;
 use crate::metrics::TraceRow;
 use crate::scenario::{
-    Event, Outcome, Scenario, ScenarioError, ScenarioSpec, Toll, WorkloadMetrics, MAX_LAB_COPIES,
+    Event, Outcome, RolloutMetrics, Scenario, ScenarioError, ScenarioSpec, Toll, WorkloadMetrics,
+    MAX_LAB_COPIES,
 };
+use setpoint_core::rollout::{self, Amount, Budget};
 
 /// The record of one copy.
 #[derive(Debug, Clone)]
@@ -46,6 +48,10 @@ struct CopyRec {
     end_arrived: bool,
     /// When it was created.
     created: Time,
+    /// The generation of the template it was created from.
+    generation: u64,
+    /// Whether a delete command reached it (its assignment is gone, in the runtime's terms).
+    commanded: bool,
 }
 
 /// What happens at a point of the queue.
@@ -96,6 +102,38 @@ struct Tally {
     copy_seconds_above: u64,
     last_drift: Option<Time>,
     duplicates: u64,
+    /// `update` events that struck the workload.
+    updates: u64,
+    surge_budget: u64,
+    surge: u64,
+    surge_copy_seconds: u64,
+    rollout_overshoot: u64,
+    rollout_done: Option<Time>,
+    rollout_stalled: Option<Time>,
+}
+
+/// A rollout under way, as the runtime's loop record keeps it (`loops::RolloutRecord`).
+#[derive(Debug, Clone, Copy)]
+struct RolloutRec {
+    /// The generation it rolls out.
+    generation: u64,
+    /// When it last made progress.
+    progress: Time,
+    /// Copies of the new generation available at the last progress.
+    updated: u64,
+    /// Copies of older generations left at the last progress.
+    old: u64,
+    /// No progress within the deadline: it stopped.
+    stalled: bool,
+}
+
+/// The settings of a workload's last `update` event.
+#[derive(Debug, Clone, Copy)]
+struct RolloutSettings {
+    max_surge: Amount,
+    max_unavailable: Amount,
+    progress_deadline: Time,
+    counts_pending: bool,
 }
 
 /// One workload's part of the world.
@@ -133,6 +171,16 @@ struct Work {
     backoffs: BTreeMap<Option<Name>, setpoint_core::backoff::Backoff>,
     /// A pass held back by a backoff is due again at this time.
     backoff_wake: Option<Time>,
+    /// The template's generation: 1, and one more at each `update` event.
+    generation: u64,
+    /// The last `update` event's settings.
+    rollout_settings: Option<RolloutSettings>,
+    /// An `update` event whose rollout no pass has finished yet.
+    update_pending: bool,
+    /// The rollout under way.
+    rollout: Option<RolloutRec>,
+    /// Copies above desired the rollout under way allows (0 with none): the surge budget.
+    allowed: u64,
 }
 
 impl Work {
@@ -149,11 +197,22 @@ impl Work {
         let t = &mut self.tally;
         t.peak_live = t.peak_live.max(live);
         if live > self.desired {
-            let above = live - self.desired;
+            // A rollout's surge within its budget is deliberate; only what is beyond it is
+            // overshoot (docs/model.md, "Rolling updates").
+            let surge = (live - self.desired).min(self.allowed);
+            let above = live - self.desired - surge;
+            let seconds = to - from + 1;
+            t.surge = t.surge.max(surge);
+            t.surge_copy_seconds = t
+                .surge_copy_seconds
+                .saturating_add(surge.saturating_mul(seconds));
             t.overshoot = t.overshoot.max(above);
+            if self.update_pending || self.rollout.is_some() {
+                t.rollout_overshoot = t.rollout_overshoot.max(above);
+            }
             t.copy_seconds_above = t
                 .copy_seconds_above
-                .saturating_add(above.saturating_mul(to - from + 1));
+                .saturating_add(above.saturating_mul(seconds));
         }
         if live != self.desired {
             t.last_drift = Some(to);
@@ -174,6 +233,14 @@ impl View<'_> {
             .frozen
             .as_ref()
             .map_or(&self.work.shown, |f| &f.shown)
+    }
+
+    /// Whether the ledger this pass reads shows a copy named `name`.
+    fn names_on_ledger_contains(&self, name: Name) -> bool {
+        match &self.work.frozen {
+            Some(f) => f.names.contains_key(&name),
+            None => self.work.shown_names.contains_key(&name),
+        }
     }
 }
 
@@ -377,6 +444,18 @@ fn finish(workload: String, t: &Tally, rounds: u64, duration: Time) -> WorkloadM
         duplicate_names: t.duplicates,
         absorbed_creates: t.absorbed,
         lost_deletes: t.lost,
+        rollout: if t.updates == 0 {
+            RolloutMetrics::default()
+        } else {
+            RolloutMetrics {
+                surge_budget: Some(t.surge_budget),
+                surge: Some(t.surge),
+                surge_copy_seconds: Some(t.surge_copy_seconds),
+                rollout_overshoot: Some(t.rollout_overshoot),
+                rollout_done: t.rollout_done,
+                rollout_stalled: t.rollout_stalled,
+            }
+        },
     }
 }
 
@@ -408,6 +487,11 @@ impl<'s> Engine<'s> {
                 backoff: None,
                 backoffs: BTreeMap::new(),
                 backoff_wake: None,
+                generation: 1,
+                rollout_settings: None,
+                update_pending: false,
+                rollout: None,
+                allowed: 0,
             })
             .collect();
         let mut engine = Engine {
@@ -602,6 +686,13 @@ impl<'s> Engine<'s> {
         }
     }
 
+    /// A delete command reaches copy `id` of workload `w` at `t`: it stops, and its
+    /// assignment is gone. Returns whether it was alive.
+    fn stop(&mut self, w: usize, id: u64, t: Time) -> bool {
+        self.works[w].copies[id as usize].commanded = true;
+        self.kill(w, id, t)
+    }
+
     /// Kills copy `id` of workload `w` at `t`. Returns whether it was alive.
     fn kill(&mut self, w: usize, id: u64, t: Time) -> bool {
         let work = &mut self.works[w];
@@ -700,6 +791,24 @@ impl<'s> Engine<'s> {
                     work.crash = Some((after, starts));
                     work.backoff = Some(backoff);
                 }
+                Event::Update {
+                    max_surge,
+                    max_unavailable,
+                    progress_deadline,
+                    counts_pending,
+                } => {
+                    let work = &mut self.works[w];
+                    work.generation += 1;
+                    work.rollout_settings = Some(RolloutSettings {
+                        max_surge,
+                        max_unavailable,
+                        progress_deadline,
+                        counts_pending,
+                    });
+                    work.update_pending = true;
+                    work.tally.updates += 1;
+                    work.dirty = true;
+                }
             }
         }
     }
@@ -707,6 +816,28 @@ impl<'s> Engine<'s> {
     /// Workload `w`'s pass at `t`, and its actions.
     fn pass(&mut self, w: usize, t: Time) -> Result<(), ScenarioError> {
         let reported_before = self.reported_before(t);
+        // A rolling update drives the copies of a workload that is not `named` until it is
+        // done, as in the runtime (`reconcile::plan_pass`); `named` adds its name-by-name
+        // deletions to the controller's action.
+        let named = self.spec.controller.kind == ControllerKind::Named;
+        let copies = {
+            let work = &self.works[w];
+            if work.update_pending || work.rollout.is_some() {
+                let view = View {
+                    work,
+                    now: t,
+                    reported_before,
+                };
+                rollout_copies(&view, named)
+            } else {
+                Vec::new()
+            }
+        };
+        let rolling = rollout_gate(&mut self.works[w], &copies, t, named);
+        let stalled = self.works[w].rollout.is_some_and(|r| r.stalled);
+        if !named && (rolling || stalled) {
+            return self.rollout_pass(w, t, &copies, rolling);
+        }
         let work = &self.works[w];
         let view = View {
             work,
@@ -744,14 +875,21 @@ impl<'s> Engine<'s> {
             }
             _ => {}
         }
+        let mut needed = 0;
+        if rolling {
+            let extra = rollout::named_step(work.desired, budget(work), &copies);
+            needed = replaced(&copies, &extra);
+            action = rollout::with_deletions(action, &extra, work.desired, &copies);
+        }
         // Delete commands go to the oldest copies of the ledger this pass read (CA25).
         let targets = match &action {
             Some(a @ Action::Delete { .. }) => view.oldest_on_ledger(a.size()),
             _ => Vec::new(),
         };
         let work = &mut self.works[w];
+        work.tally.required += needed;
         work.dirty = false;
-        work.acted = action.is_some();
+        work.acted = action.is_some() || rolling;
         work.backoff_wake = wake;
         match action {
             None => {}
@@ -765,7 +903,7 @@ impl<'s> Engine<'s> {
                 for i in 0..a.size() {
                     let target = targets.get(i as usize).copied();
                     self.command(w, |engine| match target {
-                        Some(CopyId(id)) => u64::from(engine.kill(w, id, t)),
+                        Some(CopyId(id)) => u64::from(engine.stop(w, id, t)),
                         None => 0,
                     });
                 }
@@ -787,11 +925,48 @@ impl<'s> Engine<'s> {
                             .map(|ids| ids.iter().copied().collect())
                             .unwrap_or_default();
                         ids.into_iter()
-                            .map(|id| u64::from(engine.kill(w, id, t)))
+                            .map(|id| u64::from(engine.stop(w, id, t)))
                             .sum()
                     });
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A rollout's pass of workload `w` (not `named`) at `t`: [`rollout::step`] on `copies`,
+    /// unless the rollout stalled (`rolling` false), when nothing is done, as in the runtime.
+    fn rollout_pass(
+        &mut self,
+        w: usize,
+        t: Time,
+        copies: &[rollout::Copy],
+        rolling: bool,
+    ) -> Result<(), ScenarioError> {
+        let work = &mut self.works[w];
+        work.dirty = false;
+        work.acted = rolling;
+        work.backoff_wake = None;
+        if !rolling {
+            return Ok(());
+        }
+        let s = rollout::step(work.desired, budget(work), copies);
+        work.tally.required += replaced(copies, &s.delete);
+        let hold = work
+            .backoffs
+            .get(&None)
+            .filter(|b| work.backoff.is_some() && b.blocks(t))
+            .map(|b| b.next_try);
+        match hold {
+            Some(at) if s.create > 0 => work.backoff_wake = Some(at),
+            _ => {
+                for _ in 0..s.create {
+                    self.create(w, None, t)?;
+                }
+            }
+        }
+        for id in s.delete {
+            self.command(w, |engine| u64::from(engine.stop(w, id, t)));
         }
         Ok(())
     }
@@ -822,6 +997,8 @@ impl<'s> Engine<'s> {
             dead: false,
             end_arrived: false,
             created: t,
+            generation: work.generation,
+            commanded: false,
         });
         if let Some((after, left)) = work.crash {
             work.crash = (left > 1).then_some((after, left - 1));
@@ -867,6 +1044,124 @@ impl Engine<'_> {
     }
 }
 
+/// How many of the copies a rollout deletes (`deleted`, numbers into `copies`) are of an
+/// older generation: each needs a replacement, so its creation is needed, not unneeded.
+fn replaced(copies: &[rollout::Copy], deleted: &[u64]) -> u64 {
+    copies
+        .iter()
+        .filter(|c| !c.current && deleted.contains(&c.n))
+        .count() as u64
+}
+
+/// The rollout budgets of `work` for its desired count now.
+fn budget(work: &Work) -> Budget {
+    let s = work
+        .rollout_settings
+        .expect("a rollout runs only after an update event");
+    Budget::new(s.max_surge, s.max_unavailable, work.desired)
+}
+
+/// The copies of a workload as the rollout counts them, as the runtime's
+/// `loops::rollout_copies` does: every copy still assigned (no delete command reached it, and
+/// the pass has not seen it end) and every copy the ledger `view` shows. A copy that is no
+/// longer assigned counts as current, as the runtime cannot tell its generation any more. For
+/// `named` a copy is its name: its latest assigned incarnation. An update with
+/// `counts_pending` off keeps only what the ledger shows: the rollout that forgets its own
+/// pending work, to show what that costs.
+fn rollout_copies(view: &View<'_>, named: bool) -> Vec<rollout::Copy> {
+    let work = view.work;
+    let shown = view.shown();
+    let assigned = |id: u64, rec: &CopyRec| {
+        let seen_ending = !rec.started || (rec.end_arrived && !shown.contains(&id));
+        !(rec.commanded || (rec.dead && seen_ending))
+    };
+    let mut out: BTreeMap<u64, rollout::Copy> = BTreeMap::new();
+    for (id, rec) in work.copies.iter().enumerate() {
+        let id = id as u64;
+        let (n, on_ledger) = match (named, rec.name) {
+            (true, Some(name)) => (name.0, view.names_on_ledger_contains(name)),
+            (true, None) => continue,
+            (false, _) => (id, shown.contains(&id)),
+        };
+        if assigned(id, rec) {
+            out.insert(
+                n,
+                rollout::Copy {
+                    n,
+                    current: rec.generation == work.generation,
+                    assigned: true,
+                    on_ledger,
+                },
+            );
+        } else if on_ledger {
+            out.entry(n).or_insert(rollout::Copy {
+                n,
+                current: true,
+                assigned: false,
+                on_ledger: true,
+            });
+        }
+    }
+    let counts_pending = work.rollout_settings.is_none_or(|s| s.counts_pending);
+    out.into_values()
+        .filter(|c| counts_pending || c.on_ledger)
+        .collect()
+}
+
+/// Brings `work`'s rollout up to date with `copies` at `t`, as the runtime's
+/// `loops::Gate::rollout` does. Returns whether the rollout is to act this pass: old copies are
+/// left, or its new copies are not all on the ledger yet, and it has not stalled. For `named`
+/// the surge budget is 0.
+fn rollout_gate(work: &mut Work, copies: &[rollout::Copy], t: Time, named: bool) -> bool {
+    let Some(settings) = work.rollout_settings else {
+        return false;
+    };
+    if !work.update_pending && work.rollout.is_none() {
+        return false;
+    }
+    let old = copies.iter().filter(|c| !c.current).count() as u64;
+    let updated = copies.iter().filter(|c| c.current && c.available()).count() as u64;
+    let finish = |work: &mut Work| {
+        work.rollout = None;
+        work.update_pending = false;
+        work.allowed = 0;
+        work.tally.rollout_done = Some(t);
+    };
+    let mut rec = match work.rollout {
+        Some(r) if r.generation == work.generation => r,
+        _ if old == 0 => {
+            finish(work);
+            return false;
+        }
+        _ => RolloutRec {
+            generation: work.generation,
+            progress: t,
+            updated,
+            old,
+            stalled: false,
+        },
+    };
+    if rollout::done(copies, work.desired) {
+        finish(work);
+        return false;
+    }
+    work.update_pending = false;
+    if !rec.stalled && (updated > rec.updated || old < rec.old) {
+        rec.progress = t;
+    }
+    rec.updated = rec.updated.max(updated);
+    rec.old = rec.old.min(old);
+    if !rec.stalled && t.saturating_sub(rec.progress) > settings.progress_deadline {
+        rec.stalled = true;
+        work.tally.rollout_stalled = Some(t);
+    }
+    work.rollout = Some(rec);
+    // `named` never surges (two copies of one name would be a duplicate).
+    work.allowed = if named { 0 } else { budget(work).surge };
+    work.tally.surge_budget = work.tally.surge_budget.max(work.allowed);
+    !rec.stalled
+}
+
 fn decrement(map: &mut BTreeMap<Name, u64>, name: Name) {
     if let Some(n) = map.get_mut(&name) {
         *n -= 1;
@@ -901,7 +1196,7 @@ mod tests {
     }
 
     use crate::delay::DelayModel;
-    use crate::scenario::{ControllerSpec, ScenarioSpec, TimedEvent, Workload};
+    use crate::scenario::{ControllerSpec, RolloutMetrics, ScenarioSpec, TimedEvent, Workload};
 
     fn lab(spec: ScenarioSpec, seed: u64) -> Outcome {
         run_general(&Scenario::new(spec).unwrap(), seed).unwrap()
@@ -974,6 +1269,285 @@ mod tests {
         }
         let at = crate::scenario::creation_times(&Scenario::new(spec).unwrap(), 1, 0).unwrap();
         assert_eq!(&at[..4], [0, 2, 4, 6]);
+    }
+
+    /// `desired` copies of `web` (startup `startup`), an update at 100 with these budgets, a
+    /// fixed report delay of `g` seconds, the loop every `period`.
+    fn update_spec(
+        kind: ControllerKind,
+        desired: u64,
+        surge: Amount,
+        unavailable: Amount,
+        g: u64,
+        period: Time,
+        startup: Time,
+    ) -> ScenarioSpec {
+        ScenarioSpec {
+            period,
+            duration: 2000,
+            delay: DelayModel::fixed_seconds(g),
+            controller: ControllerSpec::new(kind),
+            workloads: vec![Workload {
+                name: "web".into(),
+                desired,
+                startup,
+            }],
+            events: vec![event(
+                100,
+                None,
+                Event::Update {
+                    max_surge: surge,
+                    max_unavailable: unavailable,
+                    progress_deadline: 600,
+                    counts_pending: true,
+                },
+            )],
+            unique_names: true,
+            seed: 1,
+        }
+    }
+
+    /// The per-second trace of workload 0.
+    fn trace(spec: ScenarioSpec) -> (Outcome, Vec<TraceRow>) {
+        let mut rows = Vec::new();
+        let out = run_general_traced(&Scenario::new(spec).unwrap(), 1, &mut |_, r| rows.push(*r))
+            .unwrap();
+        (out, rows)
+    }
+
+    #[test]
+    fn an_update_replaces_every_copy_within_its_surge_and_counts_surge_apart_from_overshoot() {
+        // 8 copies, surge 25 % = 2, none unavailable. Delay 3, startup 5, U = 10: each new
+        // copy runs 3 s (and up to the next round) before an old one may stop.
+        let spec = update_spec(
+            ControllerKind::Intent,
+            8,
+            Amount::Percent(25),
+            Amount::Percent(0),
+            3,
+            10,
+            5,
+        );
+        let (out, rows) = trace(spec);
+        let w = &out.workloads[0];
+        assert_eq!(w.metrics.created, 16, "8 first, 8 replacements");
+        assert_eq!(w.metrics.deleted, 8, "every old copy deleted");
+        assert_eq!(w.rollout.surge_budget, Some(2));
+        assert_eq!(w.rollout.surge, Some(2), "the surge is used");
+        assert_eq!(
+            w.metrics.overshoot, 0,
+            "surge within budget is no overshoot"
+        );
+        assert_eq!(w.metrics.copy_seconds_above, 0);
+        assert!(w.rollout.surge_copy_seconds.unwrap() > 0);
+        assert!(w.rollout.rollout_done.is_some_and(|t| t > 100));
+        assert_eq!(w.rollout.rollout_stalled, None);
+        for r in &rows {
+            assert!(r.live <= 10, "second {}: {} live", r.t, r.live);
+            assert!(r.t < 100 || r.live >= 8, "second {}: {} live", r.t, r.live);
+        }
+        // Nothing happens before the update, and the run ends with 8 live.
+        assert!(rows[1..100].iter().all(|r| r.created == 0));
+        assert_eq!(rows.last().unwrap().live, 8);
+        // Without an update the rollout keys are empty.
+        let plain = lab(
+            ScenarioSpec {
+                events: vec![event(10, None, Event::Restart)],
+                ..ScenarioSpec::default()
+            },
+            1,
+        );
+        assert_eq!(plain.workloads[0].rollout, RolloutMetrics::default());
+    }
+
+    #[test]
+    fn a_new_copy_is_on_the_ledger_before_an_old_one_stops_whatever_the_delay() {
+        // Surge 1, unavailable 0: the first deletion waits until the first new copy has been
+        // reported running: startup 5 + delay G, at the next round.
+        for g in [0, 7, 30] {
+            let (out, rows) = trace(update_spec(
+                ControllerKind::Intent,
+                4,
+                Amount::Copies(1),
+                Amount::Copies(0),
+                g,
+                5,
+                5,
+            ));
+            let first_delete = rows
+                .iter()
+                .find(|r| r.t >= 100 && r.delete_commands > 0)
+                .unwrap()
+                .t;
+            let on_ledger = 100 + 5 + g;
+            assert_eq!(first_delete, on_ledger.div_ceil(5) * 5, "G={g}");
+            assert!(rows.iter().all(|r| r.live <= 5), "G={g}");
+            assert!(rows.iter().all(|r| r.t < 100 || r.live >= 4), "G={g}");
+            // With no delay a new copy is reported in the second it starts, and an old one
+            // stops in that second too: at whole seconds the surge never shows.
+            let seen = u64::from(g > 0);
+            assert_eq!(out.workloads[0].rollout.surge, Some(seen), "G={g}");
+            assert_eq!(out.workloads[0].metrics.overshoot, 0, "G={g}");
+        }
+    }
+
+    #[test]
+    fn named_replaces_name_by_name_and_never_runs_two_copies_of_one_name() {
+        let (out, rows) = trace(update_spec(
+            ControllerKind::Named,
+            6,
+            Amount::Percent(25),
+            Amount::Copies(2),
+            3,
+            5,
+            5,
+        ));
+        let w = &out.workloads[0];
+        assert_eq!(w.duplicate_names, 0);
+        assert_eq!(w.metrics.created, 12);
+        assert_eq!(w.rollout.surge, Some(0), "named cannot surge");
+        assert!(w.rollout.rollout_done.is_some());
+        // At most 2 names down at once.
+        let low: Vec<_> = rows
+            .iter()
+            .filter(|r| r.t >= 100 && r.live < 4)
+            .take(5)
+            .collect();
+        assert!(low.is_empty(), "{low:?}");
+        assert_eq!(rows.last().unwrap().live, 6);
+    }
+
+    #[test]
+    fn a_rollout_whose_new_copies_never_start_stalls_and_keeps_the_old_ones() {
+        let mut spec = update_spec(
+            ControllerKind::Intent,
+            4,
+            Amount::Copies(1),
+            Amount::Copies(0),
+            0,
+            5,
+            5,
+        );
+        spec.events[0].event = Event::Update {
+            max_surge: Amount::Copies(1),
+            max_unavailable: Amount::Copies(0),
+            progress_deadline: 60,
+            counts_pending: true,
+        };
+        spec.events.push(event(
+            100,
+            None,
+            Event::CrashLoop {
+                after: 1,
+                starts: 1_000,
+                backoff: setpoint_core::backoff::BackoffPolicy {
+                    initial: 10,
+                    max: 20,
+                    reset: 1_000,
+                },
+            },
+        ));
+        let (out, rows) = trace(spec);
+        let w = &out.workloads[0];
+        assert_eq!(w.rollout.rollout_done, None);
+        let stalled = w.rollout.rollout_stalled.unwrap();
+        assert!((160..=170).contains(&stalled), "stalled at {stalled}");
+        assert_eq!(w.metrics.deleted, 0, "no old copy stopped");
+        assert!(rows.iter().all(|r| r.live == 4 || r.t < 5));
+        assert!(
+            rows.iter().all(|r| r.t <= stalled || r.created == 0),
+            "nothing after the stall"
+        );
+    }
+
+    #[test]
+    fn a_rollout_that_counted_only_the_ledger_would_surge_once_more_per_blind_round() {
+        // 8 copies, surge 2, none unavailable, B = 5, U = 15. Counting its own pending work
+        // the rollout stays at 8 + 2 whatever G; counting only the ledger it creates 2 more at
+        // each pass that runs before its new copies show (a report due at a round's second
+        // arrives before its pass): floor((B + G − 1) / U) of them, capped at the 8 it
+        // replaces.
+        for g in [0, 10, 15, 30, 60] {
+            let mut spec = update_spec(
+                ControllerKind::Intent,
+                8,
+                Amount::Percent(25),
+                Amount::Copies(0),
+                g,
+                15,
+                5,
+            );
+            let right = lab(spec.clone(), 1).workloads[0].rollout;
+            assert_eq!(
+                (right.surge, right.rollout_overshoot),
+                (Some(2), Some(0)),
+                "G={g}"
+            );
+            if let Event::Update { counts_pending, .. } = &mut spec.events[0].event {
+                *counts_pending = false;
+            }
+            let forgetful = lab(spec, 1).workloads[0].rollout;
+            let blind = (5 + g - 1) / 15;
+            assert_eq!(
+                forgetful.rollout_overshoot,
+                Some((2 * blind).min(8)),
+                "G={g}"
+            );
+        }
+    }
+
+    mod rollouts {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+            /// Whatever the controller, delay, period, startup and budgets, a rollout started
+            /// on a settled workload never runs more than desired + surge, never fewer than
+            /// desired − unavailable, finishes, and leaves exactly desired copies.
+            #[test]
+            fn a_rollout_keeps_both_budgets_and_finishes(
+                desired in 1u64..12,
+                surge in 0u64..=100,
+                unavailable in 0u64..=100,
+                g in 0u64..60,
+                period in 1u64..30,
+                startup in 0u64..20,
+                kind in prop_oneof![
+                    Just(ControllerKind::Intent),
+                    Just(ControllerKind::Ledger),
+                    Just(ControllerKind::Expectations),
+                    Just(ControllerKind::Gated),
+                    Just(ControllerKind::Named),
+                ],
+            ) {
+                let (surge, unavailable) = (Amount::Percent(surge), Amount::Percent(unavailable));
+                prop_assume!(!(surge.is_zero() && unavailable.is_zero()));
+                let mut spec = update_spec(kind, desired, surge, unavailable, g, period, startup);
+                let cycle = 2 * (g + period) + startup + 2;
+                spec.events[0].at = 20 * cycle;
+                spec.duration = spec.events[0].at + 4 * (desired + 1) * cycle;
+                let at = spec.events[0].at;
+                let (out, rows) = trace(spec);
+                let w = &out.workloads[0];
+                let b = Budget::new(surge, unavailable, desired);
+                let (most, fewest) = if kind == ControllerKind::Named {
+                    (desired, desired - b.unavailable.max(1).min(desired))
+                } else {
+                    (desired + b.surge, desired - b.unavailable)
+                };
+                let done = w.rollout.rollout_done;
+                prop_assert!(done.is_some(), "{w:?}");
+                prop_assert_eq!(w.rollout.rollout_overshoot, Some(0));
+                prop_assert_eq!(w.duplicate_names, 0);
+                for r in &rows[at as usize..=done.unwrap() as usize] {
+                    prop_assert!(r.live <= most, "second {}: {} live", r.t, r.live);
+                    prop_assert!(r.live >= fewest, "second {}: {} live", r.t, r.live);
+                }
+                prop_assert_eq!(rows.last().unwrap().live, desired);
+            }
+        }
     }
 
     #[test]

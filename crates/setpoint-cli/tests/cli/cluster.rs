@@ -4,234 +4,65 @@
 //! and a guard kills every process a test started (by pid) and every copy they left.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 use serde_json::Value;
 use setpoint_runtime::process::{find_marked, signal_group};
 
-const DEADLINE: Duration = Duration::from_secs(30);
+use super::harness::{sleeping, Rig};
 
+/// Declares `named` copies of `nm` and `intent` copies of `it`.
 /// Two workloads side by side: `named` keeps names 0…N-1, `intent` counts.
-const WORKLOADS: &str = r#"
-[[workload]]
-name = "nm"
-command = ["sleep", "120"]
-copies = NAMED
-controller = "named"
-period = "200ms"
-startup = "100ms"
-grace = "300ms"
-
-[[workload]]
-name = "it"
-command = ["sleep", "120"]
-copies = INTENT
-controller = "intent"
-period = "200ms"
-startup = "100ms"
-grace = "300ms"
-"#;
-
-/// A data directory and the setpoint processes started on it. Dropping it kills them (by pid)
-/// and every copy their agents left.
-pub struct Local {
-    pub dir: tempfile::TempDir,
-    pub daemons: BTreeMap<String, Child>,
-    pub nodes: Vec<String>,
+fn apply(c: &Rig, named: u64, intent: u64) {
+    let nm = sleeping("nm", named, "named", 120, "200ms", "100ms", "300ms");
+    let it = sleeping("it", intent, "intent", 120, "200ms", "100ms", "300ms");
+    c.apply(&format!("{nm}\n{it}"));
 }
 
-impl Drop for Local {
-    fn drop(&mut self) {
-        for child in self.daemons.values_mut() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        for node in &self.nodes {
-            for m in find_marked(&self.mark(node)) {
-                let _ = signal_group(m.pid, Signal::KILL);
-            }
-        }
-    }
+/// Starts an agent for `node` with R = 50ms and a node lease of `ttl`.
+fn agent(c: &mut Rig, node: &str, ttl: &str, extra: &[&str]) {
+    let mut args = vec![
+        "agent",
+        "--node",
+        node,
+        "--report-every",
+        "50ms",
+        "--sync-every",
+        "50ms",
+        "--node-timeout",
+        ttl,
+    ];
+    args.extend_from_slice(extra);
+    c.start(&format!("agent-{node}"), &args);
 }
 
-impl Local {
-    pub fn new() -> Self {
-        Self {
-            dir: tempfile::tempdir().unwrap(),
-            daemons: BTreeMap::new(),
-            nodes: Vec::new(),
-        }
-    }
-
-    pub fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
-    }
-
-    fn mark(&self, node: &str) -> String {
-        let nodes = self.data_dir().join("nodes");
-        std::fs::create_dir_all(&nodes).unwrap();
-        nodes
-            .canonicalize()
-            .unwrap()
-            .join(node)
-            .display()
-            .to_string()
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_setpoint"));
-        c.args(args).arg("--data-dir").arg(self.data_dir());
-        c
-    }
-
-    fn log_path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(format!("{name}.log"))
-    }
-
-    /// Starts a long-running setpoint process, its log next to the data directory.
-    pub fn start(&mut self, name: &str, args: &[&str]) {
-        let log = std::fs::File::create(self.log_path(name)).unwrap();
-        let child = self
-            .command(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.daemons.insert(name.to_owned(), child);
-    }
-
-    /// Starts an agent for `node` with R = 50ms and a node lease of `ttl`.
-    fn agent(&mut self, node: &str, ttl: &str, extra: &[&str]) {
-        if !self.nodes.iter().any(|n| n == node) {
-            self.nodes.push(node.to_owned());
-        }
-        let mut args = vec![
-            "agent",
-            "--node",
-            node,
-            "--report-every",
-            "50ms",
-            "--sync-every",
-            "50ms",
-            "--node-timeout",
-            ttl,
-        ];
-        args.extend_from_slice(extra);
-        self.start(&format!("agent-{node}"), &args);
-    }
-
-    fn signal(&mut self, name: &str, signal: Signal) -> std::process::ExitStatus {
-        let mut child = self.daemons.remove(name).unwrap();
-        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-        rustix::process::kill_process(pid, signal).unwrap();
-        child.wait().unwrap()
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "setpoint {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn apply(&self, named: u64, intent: u64) {
-        let path = self.dir.path().join("workloads.toml");
-        let text = WORKLOADS
-            .replace("NAMED", &named.to_string())
-            .replace("INTENT", &intent.to_string());
-        std::fs::write(&path, text).unwrap();
-        self.ok(&["apply", "-f", path.to_str().unwrap()]);
-    }
-
-    fn get(&self, workload: &str) -> Value {
-        let text = self.ok(&["get", workload, "--format", "json"]);
-        serde_json::from_str::<Value>(&text).unwrap()["workloads"][0].clone()
-    }
-
-    fn status(&self) -> Value {
-        if !self.data_dir().join("store.sqlite").is_file() {
-            return Value::Null;
-        }
-        serde_json::from_str(&self.ok(&["status", "--format", "json"])).unwrap()
-    }
-
-    /// The real copies of one node, by identity, with their pids.
-    fn processes_of(&self, node: &str) -> BTreeMap<String, Vec<u32>> {
-        let mut out: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-        for m in find_marked(&self.mark(node)) {
-            out.entry(m.copy).or_default().push(m.pid);
-        }
-        out
-    }
-
-    /// The real copies of every node, by identity, with their pids.
-    fn processes(&self) -> BTreeMap<String, Vec<u32>> {
-        let mut out: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-        for node in &self.nodes {
-            for (copy, pids) in self.processes_of(node) {
-                out.entry(copy).or_default().extend(pids);
-            }
-        }
-        out
-    }
-
-    fn logs(&self) -> String {
-        self.daemons
-            .keys()
-            .map(|n| {
-                let log = std::fs::read_to_string(self.log_path(n)).unwrap_or_default();
-                format!("--- {n}\n{log}\n")
-            })
-            .collect()
-    }
-
-    /// Polls `want` every 50ms until it holds; panics with the logs after the deadline. Also
-    /// checks, at every poll, that no `named` name runs twice.
-    fn until(&self, what: &str, want: impl Fn(&Self) -> bool) {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let p = self.processes();
-            let doubled: Vec<_> = p
-                .iter()
-                .filter(|(c, pids)| c.starts_with("nm-") && pids.len() > 1)
-                .collect();
-            assert!(doubled.is_empty(), "two copies of one name: {doubled:?}");
-            if want(self) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for: {what}; processes {p:?}\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Whether `n` copies of `workload` run, once each, all live on the ledger.
-    fn converged(&self, workload: &str, n: u64) -> bool {
-        let p: Vec<_> = self
-            .processes()
-            .into_iter()
-            .filter(|(c, _)| c.starts_with(&format!("{workload}-")))
+/// Waits until `want` holds. Also checks, at every poll, that no `named` name runs twice.
+fn until(c: &Rig, what: &str, want: impl Fn(&Rig) -> bool) {
+    c.until(what, |c| {
+        let p = c.processes();
+        let doubled: Vec<_> = p
+            .iter()
+            .filter(|(c, pids)| c.starts_with("nm-") && pids.len() > 1)
             .collect();
-        let g = self.get(workload);
-        p.len() as u64 == n
-            && p.iter().all(|(_, pids)| pids.len() == 1)
-            && g["on_ledger"] == n
-            && g["pending_create"] == 0
-    }
+        assert!(doubled.is_empty(), "two copies of one name: {doubled:?}");
+        want(c)
+    });
+}
+
+/// Whether `n` copies of `workload` run, once each, all live on the ledger.
+fn converged(c: &Rig, workload: &str, n: u64) -> bool {
+    let p: Vec<_> = c
+        .processes()
+        .into_iter()
+        .filter(|(c, _)| c.starts_with(&format!("{workload}-")))
+        .collect();
+    let g = c.get(workload);
+    p.len() as u64 == n
+        && p.iter().all(|(_, pids)| pids.len() == 1)
+        && g["on_ledger"] == n
+        && g["pending_create"] == 0
 }
 
 fn names(p: &BTreeMap<String, Vec<u32>>, prefix: &str) -> Vec<String> {
@@ -246,19 +77,19 @@ fn names(p: &BTreeMap<String, Vec<u32>>, prefix: &str) -> Vec<String> {
 /// other nodes, `named` under the same names, and no name ever runs twice.
 #[test]
 fn named_replaces_the_copies_of_a_killed_agent_once_its_node_lease_ends() {
-    let mut c = Local::new();
+    let mut c = Rig::new();
     c.start("controller", &["controller", "--lease-ttl", "1s"]);
     for n in ["a", "b", "c"] {
-        c.agent(n, "1s", &[]);
+        agent(&mut c, n, "1s", &[]);
     }
-    c.until("three live nodes", |c| {
+    until(&c, "three live nodes", |c| {
         c.status()["nodes"]
             .as_array()
             .is_some_and(|n| n.iter().filter(|n| n["live"] == true).count() == 3)
     });
-    c.apply(6, 3);
-    c.until("6 named and 3 intent copies", |c| {
-        c.converged("nm", 6) && c.converged("it", 3)
+    apply(&c, 6, 3);
+    until(&c, "6 named and 3 intent copies", |c| {
+        converged(c, "nm", 6) && converged(c, "it", 3)
     });
     let on_a = c.processes_of("a");
     let lost_names = names(&on_a, "nm-");
@@ -270,8 +101,8 @@ fn named_replaces_the_copies_of_a_killed_agent_once_its_node_lease_ends() {
     for m in find_marked(&c.mark("a")) {
         let _ = signal_group(m.pid, Signal::KILL);
     }
-    c.until("the node's names run again elsewhere", |c| {
-        c.converged("nm", 6) && c.converged("it", 3)
+    until(&c, "the node's names run again elsewhere", |c| {
+        converged(c, "nm", 6) && converged(c, "it", 3)
     });
     let took = killed.elapsed();
     let after = c.processes();
@@ -304,7 +135,7 @@ fn named_replaces_the_copies_of_a_killed_agent_once_its_node_lease_ends() {
     // `kill` goes through the store to the agent that runs the copy.
     let out = c.ok(&["kill", "nm", "1"]);
     assert_eq!(out, "killed nm-0\n");
-    c.until("nm-0 replaced", |c| c.converged("nm", 6));
+    until(&c, "nm-0 replaced", |c| converged(c, "nm", 6));
     assert_eq!(
         a["assigned"], 0,
         "the lost node's assignments are gone: {s}"
@@ -316,13 +147,13 @@ fn named_replaces_the_copies_of_a_killed_agent_once_its_node_lease_ends() {
 /// and `named` creates them on the new node.
 #[test]
 fn named_comes_back_on_a_new_node_after_every_earlier_node_stopped_with_ctrl_c() {
-    let mut c = Local::new();
+    let mut c = Rig::new();
     c.start("controller", &["controller", "--lease-ttl", "1s"]);
-    c.agent("a", "10s", &[]);
-    c.agent("b", "10s", &[]);
-    c.apply(3, 1);
-    c.until("3 named copies", |c| {
-        c.converged("nm", 3) && c.converged("it", 1)
+    agent(&mut c, "a", "10s", &[]);
+    agent(&mut c, "b", "10s", &[]);
+    apply(&c, 3, 1);
+    until(&c, "3 named copies", |c| {
+        converged(c, "nm", 3) && converged(c, "it", 1)
     });
     for d in ["agent-a", "agent-b", "controller"] {
         assert!(c.signal(d, Signal::INT).success(), "{d} stopped cleanly");
@@ -332,9 +163,9 @@ fn named_comes_back_on_a_new_node_after_every_earlier_node_stopped_with_ctrl_c()
     // A 10s node lease, given up on Ctrl-C: no waiting for it.
     let started = Instant::now();
     c.start("controller2", &["controller", "--lease-ttl", "1s"]);
-    c.agent("edge-a", "10s", &["--report-delay", "300ms"]);
-    c.until("3 named copies on the new node", |c| {
-        c.converged("nm", 3) && c.converged("it", 1)
+    agent(&mut c, "edge-a", "10s", &["--report-delay", "300ms"]);
+    until(&c, "3 named copies on the new node", |c| {
+        converged(c, "nm", 3) && converged(c, "it", 1)
     });
     assert_eq!(
         names(&c.processes_of("edge-a"), "nm-"),
@@ -351,11 +182,13 @@ fn named_comes_back_on_a_new_node_after_every_earlier_node_stopped_with_ctrl_c()
 /// crash) is not refused: it takes its predecessor's lease over and adopts its copies.
 #[test]
 fn a_second_agent_or_up_on_a_taken_node_is_refused_and_a_crashed_one_comes_back() {
-    let mut c = Local::new();
+    let mut c = Rig::new();
     c.start("controller", &["controller", "--lease-ttl", "1s"]);
-    c.agent("a", "2s", &[]);
-    c.apply(2, 1);
-    c.until("3 copies", |c| c.converged("nm", 2) && c.converged("it", 1));
+    agent(&mut c, "a", "2s", &[]);
+    apply(&c, 2, 1);
+    until(&c, "3 copies", |c| {
+        converged(c, "nm", 2) && converged(c, "it", 1)
+    });
     let before = c.processes();
 
     for args in [
@@ -365,8 +198,8 @@ fn a_second_agent_or_up_on_a_taken_node_is_refused_and_a_crashed_one_comes_back(
         let mut args = args.clone();
         if args[0] == "up" {
             // `up` names its nodes node-1…: run one on this data directory first.
-            c.agent("node-1", "2s", &[]);
-            c.until("node-1 is live", |c| {
+            agent(&mut c, "node-1", "2s", &[]);
+            until(&c, "node-1 is live", |c| {
                 c.status()["nodes"]
                     .as_array()
                     .is_some_and(|n| n.iter().any(|n| n["node"] == "node-1" && n["live"] == true))
@@ -388,8 +221,8 @@ fn a_second_agent_or_up_on_a_taken_node_is_refused_and_a_crashed_one_comes_back(
     // released, takes the lease over (the node never goes lost) and adopts the same processes.
     let before = c.processes_of("a");
     c.signal("agent-a", Signal::KILL);
-    c.agent("a", "2s", &[]);
-    c.until("the restarted agent reports", |c| {
+    agent(&mut c, "a", "2s", &[]);
+    until(&c, "the restarted agent reports", |c| {
         std::fs::read_to_string(c.log_path("agent-a"))
             .unwrap_or_default()
             .contains("taken over from the previous agent here")
@@ -404,45 +237,46 @@ fn a_second_agent_or_up_on_a_taken_node_is_refused_and_a_crashed_one_comes_back(
 /// takeover none carries the old one.
 #[test]
 fn a_leader_paused_past_its_lease_has_every_write_refused_after_it_wakes() {
-    let mut c = Local::new();
-    c.agent("a", "5s", &[]);
+    let mut c = Rig::new();
+    agent(&mut c, "a", "5s", &[]);
     c.start("c1", &["controller", "--lease-ttl", "500ms"]);
-    c.until("a leader", |c| !c.status()["leader"].is_null());
+    until(&c, "a leader", |c| !c.status()["leader"].is_null());
     c.start("c2", &["controller", "--lease-ttl", "500ms"]);
-    c.apply(2, 1);
-    c.until("3 copies", |c| c.converged("nm", 2) && c.converged("it", 1));
+    apply(&c, 2, 1);
+    until(&c, "3 copies", |c| {
+        converged(c, "nm", 2) && converged(c, "it", 1)
+    });
     let holder = c.status()["leader"]["holder"].as_str().unwrap().to_owned();
     let pid: u32 = holder.split('/').nth(1).unwrap().parse().unwrap();
-    let (old, other) = if c.daemons["c1"].id() == pid {
+    let (old, other) = if c.pid("c1") == pid {
         ("c1", "c2")
     } else {
         ("c2", "c1")
     };
-    let old_pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
-    rustix::process::kill_process(old_pid, Signal::STOP).unwrap();
+    c.send(old, Signal::STOP);
     let paused = Instant::now();
-    c.until("the other controller leads", |c| {
+    until(&c, "the other controller leads", |c| {
         c.status()["leader"]["holder"]
             .as_str()
             .is_some_and(|h| h != holder)
     });
     let takeover = paused.elapsed();
     // Scale while the old leader sleeps, so that it wakes on stale state with work to do.
-    c.apply(3, 2);
-    c.until("the new leader converged", |c| {
-        c.converged("nm", 3) && c.converged("it", 2)
+    apply(&c, 3, 2);
+    until(&c, "the new leader converged", |c| {
+        converged(c, "nm", 3) && converged(c, "it", 2)
     });
     std::thread::sleep(Duration::from_millis(300));
-    rustix::process::kill_process(old_pid, Signal::CONT).unwrap();
+    c.send(old, Signal::CONT);
     let woke = Instant::now();
-    c.until("the old leader noticed", |c| {
+    until(&c, "the old leader noticed", |c| {
         std::fs::read_to_string(c.log_path(old))
             .unwrap_or_default()
             .contains("lost the leader lease")
     });
     std::thread::sleep(Duration::from_millis(1_000));
     assert!(
-        c.converged("nm", 3) && c.converged("it", 2),
+        converged(&c, "nm", 3) && converged(&c, "it", 2),
         "nothing doubled"
     );
     // The event log: which fencing token wrote each round.

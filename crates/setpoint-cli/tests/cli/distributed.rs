@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::harness::BIN;
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -15,7 +17,7 @@ fn repo() -> PathBuf {
 fn bin_dir(dir: &Path) -> PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_setpoint"), bin.join("setpoint")).unwrap();
+    std::os::unix::fs::symlink(BIN, bin.join("setpoint")).unwrap();
     bin
 }
 
@@ -28,10 +30,7 @@ fn path_with(bin: &Path) -> String {
 }
 
 fn setpoint(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_setpoint"))
-        .args(args)
-        .output()
-        .unwrap();
+    let out = Command::new(BIN).args(args).output().unwrap();
     assert!(out.status.success(), "{args:?}: {out:?}");
     String::from_utf8(out.stdout).unwrap()
 }

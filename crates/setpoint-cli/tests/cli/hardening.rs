@@ -4,9 +4,12 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::runtime::{Cluster, DEADLINE};
+use setpoint_runtime::testing::{wait_until, Wait};
+
+use super::harness::{assert_one_line, Rig, Start, BIN, DEADLINE};
+use super::runtime::{apply, converged, up};
 
 /// A file's length and a hash of its bytes, or `None` if it is absent.
 fn bytes(p: &Path) -> Option<(usize, u64)> {
@@ -23,52 +26,19 @@ fn mode(p: &Path) -> u32 {
 
 /// Asserts one line on stderr, exit code 2, and that the line holds `needle`.
 fn refused(out: &Output, needle: &str, what: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
-    assert_eq!(err.lines().count(), 1, "{what}: {err}");
-    assert!(err.contains(needle), "{what}: {err}");
-}
-
-impl Cluster {
-    /// Waits for a daemon to end by itself; returns its exit code.
-    fn exits(&mut self, name: &str) -> Option<i32> {
-        let deadline = Instant::now() + DEADLINE;
-        let child = self.daemons.get_mut(name).unwrap();
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                self.daemons.remove(name);
-                return status.code();
-            }
-            assert!(Instant::now() < deadline, "{name} did not end");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn log(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default()
-    }
-
-    fn store_file(&self) -> std::path::PathBuf {
-        self.data_dir().join("store.sqlite")
-    }
-
-    fn write(&self, name: &str, text: &str) -> String {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
-    }
+    assert_one_line(out, 2, &[needle], what);
 }
 
 #[test]
 fn a_store_removed_under_a_running_up_stops_every_part_in_one_line_each_and_apply_is_refused() {
-    let mut c = Cluster::new();
-    c.up(2);
-    c.apply(3, "intent");
-    c.converged(3);
+    let mut c = Rig::new();
+    up(&mut c, 2);
+    apply(&c, 3, "intent");
+    converged(&c, 3);
     let store = c.store_file();
     let [wal, shm] = ["-wal", "-shm"].map(|s| c.data_dir().join(format!("store.sqlite{s}")));
     std::fs::remove_file(&store).unwrap();
-    assert_eq!(c.exits("up"), Some(1), "{}", c.log("up"));
+    assert_eq!(c.wait_exit("up").code(), Some(1), "{}", c.log("up"));
     let log = c.log("up");
     let lost: Vec<&str> = log.lines().filter(|l| l.contains("store lost")).collect();
     // The controller and the two agents, once each, and the process's own error line.
@@ -100,7 +70,7 @@ fn a_store_removed_under_a_running_up_stops_every_part_in_one_line_each_and_appl
 
 #[test]
 fn an_empty_or_foreign_store_file_is_refused_by_every_command_and_never_written() {
-    let mut c = Cluster::new();
+    let mut c = Rig::new();
     std::fs::create_dir_all(c.data_dir()).unwrap();
     let path = c.write(
         "w.toml",
@@ -123,7 +93,7 @@ fn an_empty_or_foreign_store_file_is_refused_by_every_command_and_never_written(
             refused(&c.run(&args), needle, &format!("{args:?}"));
         }
         c.start("up", &["up", "--nodes", "1"]);
-        assert_eq!(c.exits("up"), Some(2), "{}", c.log("up"));
+        assert_eq!(c.wait_exit("up").code(), Some(2), "{}", c.log("up"));
         assert!(c.log("up").contains(needle), "{}", c.log("up"));
         assert_eq!(
             std::fs::read(c.store_file()).unwrap(),
@@ -136,10 +106,10 @@ fn an_empty_or_foreign_store_file_is_refused_by_every_command_and_never_written(
 
 #[test]
 fn get_status_and_measure_write_nothing_and_run_for_a_user_who_may_only_read() {
-    let mut c = Cluster::new();
-    c.up(1);
-    c.apply(2, "intent");
-    c.converged(2);
+    let mut c = Rig::new();
+    up(&mut c, 1);
+    apply(&c, 2, "intent");
+    converged(&c, 2);
     // Modes: the data directory and everything setpoint made in it are its owner's alone.
     let data = c.data_dir();
     let nodes = data.join("nodes");
@@ -175,7 +145,7 @@ fn get_status_and_measure_write_nothing_and_run_for_a_user_who_may_only_read() {
         eprintln!("skipping the unprivileged get: setpriv is not installed");
         return;
     };
-    for dir in [c.dir.path(), &data, &nodes] {
+    for dir in [c.dir(), &data, &nodes] {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     for f in std::fs::read_dir(&data).unwrap().flatten() {
@@ -185,7 +155,7 @@ fn get_status_and_measure_write_nothing_and_run_for_a_user_who_may_only_read() {
     }
     let out = std::process::Command::new(setpriv)
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_setpoint"))
+        .arg(BIN)
         .args(["get", "collector", "--format", "json", "--data-dir"])
         .arg(&data)
         .output()
@@ -228,8 +198,7 @@ fn which(name: &str) -> Result<std::path::PathBuf, ()> {
 
 #[test]
 fn a_foreign_process_with_the_agents_mark_is_never_adopted_and_the_real_copy_starts() {
-    let mut c = Cluster::new();
-    c.nodes.push("a".into());
+    let mut c = Rig::new();
     let agent = [
         "agent",
         "--node",
@@ -247,11 +216,11 @@ fn a_foreign_process_with_the_agents_mark_is_never_adopted_and_the_real_copy_sta
     // While the agent is down, its copy is assigned, and someone starts a process that carries
     // the agent's mark and the copy's identity, as an unprivileged user could.
     c.signal("agent", rustix::process::Signal::KILL);
-    c.apply(1, "intent");
+    apply(&c, 1, "intent");
     c.until("collector-0 is assigned", |c| {
-        c.get()["pending_create"] == 1
+        c.get("collector")["pending_create"] == 1
     });
-    let fake = |c: &Cluster, prefix: &[&str]| {
+    let fake = |c: &Rig, prefix: &[&str]| {
         let mut cmd = std::process::Command::new(prefix.first().copied().unwrap_or("sleep"));
         cmd.args(prefix.iter().skip(1))
             .args(if prefix.is_empty() {
@@ -285,7 +254,7 @@ fn a_foreign_process_with_the_agents_mark_is_never_adopted_and_the_real_copy_sta
         c.processes()
             .get("collector-0")
             .is_some_and(|pids| pids.iter().any(|p| !fakes.contains(p)))
-            && c.get()["live"] == 1
+            && c.get("collector")["live"] == 1
     });
     let log = c.log("agent");
     assert!(
@@ -297,11 +266,15 @@ fn a_foreign_process_with_the_agents_mark_is_never_adopted_and_the_real_copy_sta
     );
     assert!(!log.contains("adopted unrecorded"), "{log}");
     // The same user's impostor is stopped; another user's is reported and left alone.
-    let deadline = Instant::now() + DEADLINE;
-    while same_user.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the impostor still runs");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        Wait::new(
+            "the impostor to be stopped",
+            DEADLINE,
+            Duration::from_millis(20),
+        ),
+        || same_user.try_wait().unwrap().is_some(),
+        || format!("the impostor still runs\n{}", c.logs()),
+    );
     if let Some(mut o) = other_user {
         assert!(
             log.contains(&format!("foreign process {} of user 65534", o.id())),
@@ -320,31 +293,22 @@ fn a_foreign_process_with_the_agents_mark_is_never_adopted_and_the_real_copy_sta
 
 #[test]
 fn copies_get_only_their_declared_environment_and_stdio_descriptors() {
-    let mut c = Cluster::new();
-    c.nodes.push("node-1".into());
+    let mut c = Rig::new();
     // The agent holds a secret in its environment and a descriptor without close-on-exec (7).
-    let log = std::fs::File::create(c.dir.path().join("up.log")).unwrap();
-    let up = std::process::Command::new("sh")
-        .args(["-c", r#"exec 7</etc/hostname; exec "$0" "$@""#])
-        .arg(env!("CARGO_BIN_EXE_setpoint"))
-        .args(["up", "--nodes", "1", "--report-every", "50ms", "--data-dir"])
-        .arg(c.data_dir())
-        .env("AWS_SECRET_ACCESS_KEY", "hunter2")
-        .env("KEEP_ME", "kept")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let up_pid = up.id();
-    c.daemons.insert("up".into(), up);
+    let sh = ["sh", "-c", r#"exec 7</etc/hostname; exec "$0" "$@""#].map(str::to_owned);
+    let up_pid = c.spawn(
+        Start::new("up", &["up", "--nodes", "1", "--report-every", "50ms"])
+            .on(&sh)
+            .env("AWS_SECRET_ACCESS_KEY", "hunter2")
+            .env("KEEP_ME", "kept"),
+    );
     let path = c.write(
         "env.toml",
         "[[workload]]\nname = \"collector\"\ncommand = [\"sleep\", \"120\"]\ncopies = 1\nperiod = \"200ms\"\nstartup = \"100ms\"\nenv = { GREETING = \"hi\" }\nenv_passthrough = [\"KEEP_ME\", \"NOT_SET_ANYWHERE\"]\n",
     );
     c.until("the store exists", |c| c.store_file().is_file());
     c.ok(&["apply", "-f", &path]);
-    c.converged(1);
+    converged(&c, 1);
     assert!(
         Path::new(&format!("/proc/{up_pid}/fd/7")).exists(),
         "the agent did not inherit descriptor 7: the test proves nothing"
@@ -385,12 +349,12 @@ fn copies_get_only_their_declared_environment_and_stdio_descriptors() {
 fn a_forged_placement_is_refused_and_logged_and_never_reaches_a_path_or_a_command() {
     use setpoint_runtime::model::{encode, placement_key, Assignment};
     use setpoint_runtime::store::{Store, Txn};
-    let mut c = Cluster::new();
-    c.up(1);
+    let mut c = Rig::new();
+    up(&mut c, 1);
     c.until("node-1 reports", |c| {
         c.status()["nodes"].as_array().is_some_and(|n| n.len() == 1)
     });
-    let pwned = c.dir.path().join("pwned");
+    let pwned = c.dir().join("pwned");
     let forged = |copy: &str, n: u64, command: Vec<String>| Assignment {
         copy: copy.into(),
         workload: "evil".into(),
@@ -448,8 +412,8 @@ fn a_forged_placement_is_refused_and_logged_and_never_reaches_a_path_or_a_comman
     }
     for p in [
         pwned.clone(),
-        c.dir.path().join("pwned-4"),
-        c.dir.path().join("escaped.log"),
+        c.dir().join("pwned-4"),
+        c.dir().join("escaped.log"),
     ] {
         assert!(!p.exists(), "{} exists", p.display());
     }
@@ -458,12 +422,12 @@ fn a_forged_placement_is_refused_and_logged_and_never_reaches_a_path_or_a_comman
 
 #[test]
 fn apply_refuses_what_can_never_run_and_keeps_the_earlier_declaration() {
-    let mut c = Cluster::new();
-    c.up(1);
-    c.apply(1, "intent");
-    c.converged(1);
+    let mut c = Rig::new();
+    up(&mut c, 1);
+    apply(&c, 1, "intent");
+    converged(&c, 1);
     // What was declared and runs, without the idle reason's age, which moves on its own.
-    let declared = |c: &Cluster| {
+    let declared = |c: &Rig| {
         let mut v: serde_json::Value =
             serde_json::from_str(&c.ok(&["get", "--format", "json"])).unwrap();
         for w in v["workloads"].as_array_mut().unwrap() {
@@ -535,17 +499,17 @@ fn apply_refuses_what_can_never_run_and_keeps_the_earlier_declaration() {
 
 #[test]
 fn a_store_replaced_under_a_running_up_stops_every_part_and_the_new_file_is_left_alone() {
-    let mut c = Cluster::new();
-    c.up(1);
-    c.apply(2, "intent");
-    c.converged(2);
+    let mut c = Rig::new();
+    up(&mut c, 1);
+    apply(&c, 2, "intent");
+    converged(&c, 2);
     // Another store, made by `apply` in another directory, moved over this one.
-    let other = c.dir.path().join("other");
+    let other = c.dir().join("other");
     let path = c.write(
         "o.toml",
         "[[workload]]\nname = \"other\"\ncommand = [\"true\"]\ncopies = 0\n",
     );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_setpoint"))
+    let out = std::process::Command::new(BIN)
         .args(["apply", "-f", &path, "--data-dir"])
         .arg(&other)
         .output()
@@ -553,7 +517,7 @@ fn a_store_replaced_under_a_running_up_stops_every_part_and_the_new_file_is_left
     assert!(out.status.success());
     std::fs::rename(other.join("store.sqlite"), c.store_file()).unwrap();
     let moved = bytes(&c.store_file());
-    assert_eq!(c.exits("up"), Some(1), "{}", c.log("up"));
+    assert_eq!(c.wait_exit("up").code(), Some(1), "{}", c.log("up"));
     let log = c.log("up");
     let lost: Vec<&str> = log
         .lines()

@@ -2,14 +2,21 @@
 //! binary. Each module is one area.
 //!
 //! # Layout
+//! - [`harness`]: the one real-process harness: the runtime's parts as child processes, one
+//!   bounded wait, one-shot commands and their JSON, the copies found by their mark.
 //! - [`commandline`]: missing-argument messages, completions, the manual page and help.
 //! - [`hardening`]: a store that cannot be lost silently, an agent that trusts nothing it is
 //!   handed, and `apply` refusing what can never run (issue 14).
+//! - [`heatmap_models`]: `plot heatmap --delay-model`, rows of models against the sweep.
+//! - [`jitter_real`]: `experiment lesson --real --delay-model`: drawn report delays on real processes.
+//! - [`lab_cmd`]: the binary as a command (status, stdout, one-line refusals) for issue 12's later modules.
 //! - [`lesson`]: golden lesson outputs, formats, exit codes and messages, plots and reports.
 //! - [`limits`]: the audit's corpus of inputs over the limits of docs/limits.md.
 //! - [`pictures`]: `-o` formats (SVG, PNG, HTML, stdout) and the shapes in the pictures.
 //! - [`scenarios`]: scenario files, seeds, Monte Carlo, flags over files.
 //! - [`sweep`]: `setpoint sweep` rows, summaries and determinism.
+//! - [`sweep_file`]: `sweep FILE.toml`, the grid flags over the file.
+//! - [`shards`]: shard trailers, and `merge` refusing a missing, cut-off or foreign shard.
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
 //! - [`cluster`]: node leases, lost nodes, fencing, one agent per node name.
@@ -17,14 +24,22 @@
 //!   quorum loss, a paused leader.
 //! - [`store`]: `--store URL` on every runtime command; the runtime on etcd.
 //! - [`output`]: the one output schema, pinned by snapshots.
+//! - [`formats`]: `--format csv` of `experiment`, `measure`, `get` and `status`.
 //! - [`distributed`]: sharded sweeps merged back, as a Kubernetes Indexed Job and a Slurm array.
 //! - [`trust`]: crash-loop backoff, clean shutdown through a closed pipe, idle reasons, refused
 //!   settings (issue 11).
+//! - [`update`]: the lab's `update` event against the runtime's rolling update: surge and the
+//!   order and times of replacements; bad update settings in a scenario file.
 
 mod cluster;
 mod commandline;
 mod distributed;
+mod formats;
 mod hardening;
+mod harness;
+mod heatmap_models;
+mod jitter_real;
+mod lab_cmd;
 mod lesson;
 mod limits;
 mod netns;
@@ -33,6 +48,9 @@ mod pictures;
 mod reality;
 mod runtime;
 mod scenarios;
+mod shards;
 mod store;
 mod sweep;
+mod sweep_file;
 mod trust;
+mod update;

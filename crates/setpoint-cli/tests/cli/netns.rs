@@ -6,18 +6,18 @@
 //! without them it prints why it skips.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 use serde_json::Value;
-use setpoint_runtime::process::{find_marked, signal_group};
-use setpoint_runtime::testing::{etcd_missing, EtcdCluster, EtcdClusterConfig};
+use setpoint_runtime::store::etcd::{EtcdOptions, EtcdStore};
+use setpoint_runtime::testing::{etcd_missing, EtcdCluster, EtcdClusterConfig, Wait};
 use setpoint_runtime::Store;
 
+use super::harness::{sleeping, Rig, Start, DEADLINE};
+
 const BRIDGE: &str = "spcbr0";
-const DEADLINE: Duration = Duration::from_secs(30);
 
 /// Runs `ip ARGS`, returning its stderr on failure.
 fn ip(args: &[&str]) -> Result<(), String> {
@@ -123,110 +123,33 @@ impl Net {
     }
 }
 
-/// Processes started by a test, each ended by its pid when dropped, with the copies their
-/// agents left.
-struct Procs {
-    _tmp: tempfile::TempDir,
-    dir: PathBuf,
-    children: BTreeMap<String, Child>,
-    marks: Vec<String>,
-}
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for child in self.children.values_mut() {
-            // A stopped process must be woken to die of anything but SIGKILL; SIGKILL it is.
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        for mark in &self.marks {
-            for m in find_marked(mark) {
-                let _ = signal_group(m.pid, Signal::KILL);
-            }
-        }
-    }
-}
-
-/// A cluster spread over hosts: etcd members, agents, controllers.
+/// A cluster spread over hosts: etcd members, agents, controllers. The processes (`rig`, each
+/// on a data directory of its own) end first, then etcd, then the hosts.
 struct World {
-    procs: Procs,
+    rig: Rig,
     etcd: EtcdCluster,
     net: Net,
-    url: String,
 }
-
-const WORKLOADS: &str = r#"
-[[workload]]
-name = "nm"
-command = ["sleep", "300"]
-copies = NAMED
-controller = "named"
-period = "200ms"
-startup = "100ms"
-grace = "200ms"
-
-[[workload]]
-name = "it"
-command = ["sleep", "300"]
-copies = INTENT
-controller = "intent"
-period = "200ms"
-startup = "100ms"
-grace = "200ms"
-"#;
 
 /// The node lease of every agent here: short, for compressed time (etcd rounds leases up to
 /// whole seconds).
 const NODE_TTL: Duration = Duration::from_secs(4);
-/// The loop period U and the report period R of the workloads and agents above.
+/// The loop period U and the report period R of the workloads (`nm`, named, and `it`,
+/// intent: `sleep 300`, startup 100ms, grace 200ms) and the agents.
 const PERIOD: Duration = Duration::from_millis(200);
 const REPORT: Duration = Duration::from_millis(100);
 
 impl World {
-    fn data_dir(&self, name: &str) -> PathBuf {
-        self.procs.dir.join(name)
-    }
-
-    fn mark(&self, node: &str) -> String {
-        let dir = self.data_dir(node).join("nodes");
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.canonicalize().unwrap().join(node).display().to_string()
-    }
-
-    fn log(&self, name: &str) -> PathBuf {
-        self.procs.dir.join(format!("{name}.log"))
-    }
-
-    /// Starts `setpoint ARGS` on `host` (None: the root namespace) as daemon `name`.
+    /// Starts `setpoint ARGS` on `host` (None: the root namespace) as process `name`.
     fn start(&mut self, name: &str, host: Option<&str>, args: &[&str]) {
-        let bin = env!("CARGO_BIN_EXE_setpoint");
-        let mut cmd = match host {
-            Some(h) => {
-                let prefix = Net::on(h);
-                let mut c = Command::new(&prefix[0]);
-                c.args(&prefix[1..]).arg(bin);
-                c
-            }
-            None => Command::new(bin),
-        };
-        let log = std::fs::File::create(self.log(name)).unwrap();
-        let child = cmd
-            .args(args)
-            .arg("--store")
-            .arg(&self.url)
-            .arg("--data-dir")
-            .arg(self.data_dir(name))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.procs.children.insert(name.to_owned(), child);
+        let mut s = Start::new(name, args);
+        if let Some(h) = host {
+            s = s.on(&Net::on(h));
+        }
+        self.rig.spawn(s);
     }
 
     fn agent(&mut self, node: &str) {
-        let mark = self.mark(node);
-        self.procs.marks.push(mark);
         let ttl = format!("{}ms", NODE_TTL.as_millis());
         let r = format!("{}ms", REPORT.as_millis());
         self.start(
@@ -246,32 +169,15 @@ impl World {
         );
     }
 
-    fn pid(&self, name: &str) -> rustix::process::Pid {
-        rustix::process::Pid::from_raw(self.procs.children[name].id() as i32).unwrap()
-    }
-
-    /// Runs a one-shot command in the root namespace.
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_setpoint"))
-            .args(args)
-            .arg("--store")
-            .arg(&self.url)
-            .arg("--data-dir")
-            .arg(self.data_dir("cli"))
-            .output()
-            .unwrap()
-    }
-
     /// Applies the workloads; returns how many attempts it took (a one-shot command can meet
     /// a dead etcd member first and fail: see the report of this test).
     fn apply(&self, named: u64, intent: u64) -> u32 {
-        let path = self.procs.dir.join("workloads.toml");
-        let text = WORKLOADS
-            .replace("NAMED", &named.to_string())
-            .replace("INTENT", &intent.to_string());
-        std::fs::write(&path, text).unwrap();
+        let nm = sleeping("nm", named, "named", 300, "200ms", "100ms", "200ms");
+        let it = sleeping("it", intent, "intent", 300, "200ms", "100ms", "200ms");
+        let text = format!("{nm}\n{it}");
+        let path = self.rig.write("workloads.toml", &text);
         for attempt in 1..=20 {
-            let out = self.run(&["apply", "-f", path.to_str().unwrap()]);
+            let out = self.rig.run(&["apply", "-f", &path]);
             if out.status.success() {
                 return attempt;
             }
@@ -282,109 +188,39 @@ impl World {
         unreachable!()
     }
 
-    fn get(&self, workload: &str) -> Option<Value> {
-        let out = self.run(&["get", workload, "--format", "json"]);
-        if !out.status.success() {
-            return None;
-        }
-        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
-        Some(v["workloads"][0].clone())
-    }
-
-    fn status(&self) -> Option<Value> {
-        let out = self.run(&["status", "--format", "json"]);
-        out.status
-            .success()
-            .then(|| serde_json::from_slice(&out.stdout).ok())
-            .flatten()
-    }
-
-    /// The real copies on each host, by identity.
-    fn processes(&self, nodes: &[&str]) -> BTreeMap<String, Vec<(String, u32)>> {
-        let mut out: BTreeMap<String, Vec<(String, u32)>> = BTreeMap::new();
-        for node in nodes {
-            for m in find_marked(&self.mark(node)) {
-                out.entry(m.copy)
-                    .or_default()
-                    .push(((*node).to_owned(), m.pid));
-            }
-        }
-        out
-    }
-
-    fn logs(&self) -> String {
-        self.procs
-            .children
-            .keys()
-            .map(|n| {
-                let log = std::fs::read_to_string(self.log(n)).unwrap_or_default();
-                let tail: Vec<&str> = log.lines().rev().take(30).collect();
-                format!(
-                    "--- {n}\n{}\n",
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                )
-            })
-            .collect()
-    }
-
-    fn until(&self, what: &str, within: Duration, mut want: impl FnMut(&Self) -> bool) -> Duration {
-        let start = Instant::now();
-        while !want(self) {
-            assert!(
-                start.elapsed() < within,
-                "timed out waiting for: {what}\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        start.elapsed()
-    }
-
-    /// Whether `n` named and `i` intent copies run once each and `get` shows them live and
-    /// on the ledger.
-    fn converged(&self, nodes: &[&str], n: u64, i: u64) -> bool {
-        let p = self.processes(nodes);
-        let count = |prefix: &str| p.keys().filter(|c| c.starts_with(prefix)).count() as u64;
-        let ok = |w: &str, want: u64| {
-            self.get(w).is_some_and(|g| {
-                g["live"] == want && g["on_ledger"] == want && g["pending_create"] == 0
-            })
-        };
-        count("nm-") == n
-            && count("it-") == i
-            && p.values().all(|v| v.len() == 1)
-            && ok("nm", n)
-            && ok("it", i)
-    }
-
     /// How many times the agents have fenced their copies so far, and their log lines about
     /// the store that took long.
     fn fences(&self) -> usize {
         ["h1", "h2", "h3"]
             .iter()
-            .map(|n| {
-                std::fs::read_to_string(self.log(n))
-                    .unwrap_or_default()
-                    .matches(": fenced")
-                    .count()
-            })
+            .map(|n| self.rig.log(n).matches(": fenced").count())
             .sum()
     }
 
     /// The round events' times by the fencing token of the leader that wrote them.
     fn rounds_by_fence(&self) -> BTreeMap<u64, Vec<u64>> {
-        // A member that has just come back may not answer at once: retry, bounded.
-        let mut read = None;
-        for _ in 0..20 {
-            match self.etcd.store().read(&["/events/"]) {
-                Ok(r) => {
-                    read = Some(r);
-                    break;
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(250)),
+        // A member that has just come back may not answer at once, not even to connect:
+        // retry both, bounded (20 tries, 250ms apart, each bounded by the store's 2s).
+        let mut wait = Wait::new(
+            "etcd to answer a read of the event log",
+            Duration::from_secs(60),
+            Duration::from_millis(250),
+        )
+        .max_polls(20);
+        let read = loop {
+            let opts = EtcdOptions {
+                timeout: Duration::from_secs(2),
+            };
+            match EtcdStore::connect(&self.etcd.endpoints(), opts)
+                .and_then(|s| s.read(&["/events/"]))
+            {
+                Ok(r) => break r,
+                Err(e) => match wait.again() {
+                    Ok(pause) => std::thread::sleep(pause),
+                    Err(t) => panic!("{t}: {e}"),
+                },
             }
-        }
-        let read = read.expect("etcd answers a read of the event log within 5s");
+        };
         let mut out: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
         for e in read.entries {
             if e.key.contains("/round/") {
@@ -399,6 +235,23 @@ impl World {
         }
         out
     }
+}
+
+/// Whether `n` named and `i` intent copies run once each on `nodes` and `get` shows them live
+/// and on the ledger.
+fn converged(r: &Rig, nodes: &[&str], n: u64, i: u64) -> bool {
+    let p = r.processes_on(nodes);
+    let count = |prefix: &str| p.keys().filter(|c| c.starts_with(prefix)).count() as u64;
+    let ok = |w: &str, want: u64| {
+        r.try_get(w).is_some_and(|g| {
+            g["live"] == want && g["on_ledger"] == want && g["pending_create"] == 0
+        })
+    };
+    count("nm-") == n
+        && count("it-") == i
+        && p.values().all(|v| v.len() == 1)
+        && ok("nm", n)
+        && ok("it", i)
 }
 
 fn wall_ms() -> u64 {
@@ -467,27 +320,18 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
     cfg.hosts = members.iter().map(|m| net.addr(m)).collect();
     cfg.wrap = members.iter().map(|m| Net::on(m)).collect();
     let etcd = EtcdCluster::start(&cfg).unwrap_or_else(|e| panic!("cannot start etcd: {e}"));
-    let url = etcd.url();
-    let tmp = tempfile::tempdir().unwrap();
     let mut w = World {
-        procs: Procs {
-            dir: tmp.path().to_owned(),
-            _tmp: tmp,
-
-            children: BTreeMap::new(),
-            marks: Vec::new(),
-        },
+        rig: Rig::per_process(&etcd.url()),
         etcd,
         net,
-        url,
     };
     let nodes = ["h1", "h2", "h3"];
     w.start("c1", None, &["controller", "--lease-ttl", "1s"]);
     for n in nodes {
         w.agent(n);
     }
-    w.until("three live nodes", DEADLINE, |w| {
-        w.status().is_some_and(|s| {
+    w.rig.until_within("three live nodes", DEADLINE, |r| {
+        r.try_status().is_some_and(|s| {
             s["nodes"]
                 .as_array()
                 .is_some_and(|n| n.iter().filter(|n| n["live"] == true).count() == 3)
@@ -495,29 +339,24 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
     });
     w.start("c2", None, &["controller", "--lease-ttl", "1s"]);
     w.apply(6, 3);
-    let took = w.until("6 named + 3 intent copies", DEADLINE, |w| {
-        w.converged(&nodes, 6, 3)
-    });
+    let took = w
+        .rig
+        .until_within("6 named + 3 intent copies", DEADLINE, |r| {
+            converged(r, &nodes, 6, 3)
+        });
     println!(
         "multi-host: 3 agents on 3 hosts, etcd on 3 more: 9 copies ready in {}ms",
         took.as_millis()
     );
 
     // 1. A second agent with a taken name, on another host: refused, exit 2, one line.
-    let bin = env!("CARGO_BIN_EXE_setpoint");
-    let prefix = Net::on("h2");
-    let out = Command::new(&prefix[0])
-        .args(&prefix[1..])
-        .args([
-            bin,
-            "agent",
-            "--node",
-            "h1",
-            "--store",
-            &w.url,
-            "--data-dir",
-        ])
-        .arg(w.data_dir("h1-twin"))
+    let out = w
+        .rig
+        .command_in(
+            &Net::on("h2"),
+            &w.rig.data_dir_of("h1-twin"),
+            &["agent", "--node", "h1"],
+        )
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -531,30 +370,37 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
 
     // 2. Partition h1: its copies are replaced on h2 and h3 within the lease TTL plus a period
     //    or so; h1 stops its own copies before its lease ends; no name ever runs twice.
-    let on_h1 = w.processes(&["h1"]).len();
+    let on_h1 = w.rig.processes_on(&["h1"]).len();
     let t0 = Instant::now();
     w.net.link("h1", false);
     let store = w.etcd.store();
     let mut o = Overlap::default();
     let (mut stopped, mut lost, mut replaced) = (None, None, None);
+    let mut wait = Wait::new(
+        "h1 to stop its copies, its lease to end and its copies to run on h2 and h3",
+        DEADLINE,
+        Duration::from_millis(20),
+    );
     while replaced.is_none() || stopped.is_none() || lost.is_none() {
-        assert!(t0.elapsed() < DEADLINE, "partition: {o:?}\n{}", w.logs());
-        let p = w.processes(&nodes);
+        let p = w.rig.processes_on(&nodes);
         o.sample(&p, 9);
         assert!(o.max_per_name <= 1, "a name runs twice: {p:?}");
-        if stopped.is_none() && w.processes(&["h1"]).is_empty() {
+        if stopped.is_none() && w.rig.processes_on(&["h1"]).is_empty() {
             stopped = Some(t0.elapsed());
         }
         if lost.is_none() && store.get("/nodes/h1").is_ok_and(|e| e.is_none()) {
             lost = Some(t0.elapsed());
         }
-        if replaced.is_none() && lost.is_some() && w.converged(&["h2", "h3"], 6, 3) {
+        if replaced.is_none() && lost.is_some() && converged(&w.rig, &["h2", "h3"], 6, 3) {
             replaced = Some(t0.elapsed());
         }
-        std::thread::sleep(Duration::from_millis(20));
+        match wait.again() {
+            Ok(pause) => std::thread::sleep(pause),
+            Err(t) => panic!("{t}: partition: {o:?}\n{}", w.rig.logs()),
+        }
     }
     let (stopped, lost, replaced) = (stopped.unwrap(), lost.unwrap(), replaced.unwrap());
-    o.sample(&w.processes(&nodes), 9);
+    o.sample(&w.rig.processes_on(&nodes), 9);
     println!(
         "multi-host partition of h1 ({on_h1} copies, node lease {}ms): h1 stopped its copies at \
          {}ms, its lease ended at {}ms, all 9 copies ready on h2+h3 at {}ms; peak extra copies \
@@ -581,17 +427,16 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
     // Heal: h1 rejoins under a new lease; 0 duplicates, and the count converges.
     w.net.link("h1", true);
     let healed = Instant::now();
-    w.until("h1 rejoins", DEADLINE, |w| {
-        std::fs::read_to_string(w.log("h1"))
-            .unwrap_or_default()
-            .contains("rejoined under lease")
+    w.rig.until_within("h1 rejoins", DEADLINE, |r| {
+        r.log("h1").contains("rejoined under lease")
     });
     let mut o = Overlap::default();
-    w.until("converged after the heal", DEADLINE, |w| {
-        let p = w.processes(&nodes);
-        o.sample(&p, 9);
-        w.converged(&nodes, 6, 3)
-    });
+    w.rig
+        .until_within("converged after the heal", DEADLINE, |r| {
+            let p = r.processes_on(&nodes);
+            o.sample(&p, 9);
+            converged(r, &nodes, 6, 3)
+        });
     assert!(o.max_per_name <= 1);
     println!(
         "multi-host heal: h1 rejoined and the loop converged {}ms after the link came back, 0 \
@@ -604,9 +449,10 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
     w.etcd.kill(2);
     let t = Instant::now();
     let attempts = w.apply(7, 4);
-    w.until("7 + 4 copies with one member down", DEADLINE, |w| {
-        w.converged(&nodes, 7, 4)
-    });
+    w.rig
+        .until_within("7 + 4 copies with one member down", DEADLINE, |r| {
+            converged(r, &nodes, 7, 4)
+        });
     println!(
         "multi-host: one etcd member killed; apply took {attempts} attempt(s); a scale-up to 7 + \
          4 converged in {}ms; agents fenced {} times meanwhile",
@@ -626,7 +472,7 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
     // member that is left; one that tries a dead member first says "connection refused".
     let mut others = Vec::new();
     let err = loop {
-        let out = w.run(&["get", "nm"]);
+        let out = w.rig.run(&["get", "nm"]);
         let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
         assert_eq!(out.status.code(), Some(1), "{err}");
         if err.contains("no quorum") {
@@ -636,11 +482,11 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
         others.push(err);
     };
     let mut o = Overlap::default();
-    while t.elapsed() < NODE_TTL + Duration::from_millis(500) {
-        o.sample(&w.processes(&nodes), 11);
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let fenced = w.processes(&nodes).len();
+    let span = (NODE_TTL + Duration::from_millis(500)).saturating_sub(t.elapsed());
+    w.rig.during(span, Duration::from_millis(50), |r| {
+        o.sample(&r.processes_on(&nodes), 11)
+    });
+    let fenced = w.rig.processes_on(&nodes).len();
     w.etcd.restart(1).unwrap();
     w.etcd.restart(2).unwrap();
     w.etcd.wait_for_leader(DEADLINE).unwrap();
@@ -661,9 +507,10 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
     assert_eq!(rounds_in_outage, 0, "a pass wrote during the outage");
     assert_eq!(o.peak_extra, 0, "{o:?}");
     let t = Instant::now();
-    w.until("converged after quorum returned", DEADLINE, |w| {
-        w.converged(&nodes, 7, 4)
-    });
+    w.rig
+        .until_within("converged after quorum returned", DEADLINE, |r| {
+            converged(r, &nodes, 7, 4)
+        });
     println!(
         "multi-host: two of three etcd members killed for {}ms: `get` said \"{}\" (after {} \
          other errors: {:?}); 0 rounds written ({late_commits} read from the cache in the \
@@ -679,36 +526,36 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
 
     // 5. Pause the leader past its lease: the other leads, and the old one's writes are
     //    refused; the event log shows no round of the old fence after the new one's first.
-    let holder = w.status().unwrap()["leader"]["holder"]
+    let holder = w.rig.try_status().unwrap()["leader"]["holder"]
         .as_str()
         .unwrap()
         .to_owned();
     let pid: u32 = holder.split('/').nth(1).unwrap().parse().unwrap();
-    let (old, other) = if w.procs.children["c1"].id() == pid {
+    let (old, other) = if w.rig.pid("c1") == pid {
         ("c1", "c2")
     } else {
         ("c2", "c1")
     };
-    rustix::process::kill_process(w.pid(old), Signal::STOP).unwrap();
+    w.rig.send(old, Signal::STOP);
     let paused = Instant::now();
-    w.until("the other controller leads", DEADLINE, |w| {
-        w.status()
-            .is_some_and(|s| s["leader"]["holder"].as_str().is_some_and(|h| h != holder))
-    });
+    w.rig
+        .until_within("the other controller leads", DEADLINE, |r| {
+            r.try_status()
+                .is_some_and(|s| s["leader"]["holder"].as_str().is_some_and(|h| h != holder))
+        });
     let takeover = paused.elapsed();
     w.apply(6, 3);
-    w.until("the new leader scaled down", DEADLINE, |w| {
-        w.converged(&nodes, 6, 3)
-    });
-    rustix::process::kill_process(w.pid(old), Signal::CONT).unwrap();
-    w.until("the old leader noticed", DEADLINE, |w| {
-        std::fs::read_to_string(w.log(old))
-            .unwrap_or_default()
-            .contains("lost the leader lease")
+    w.rig
+        .until_within("the new leader scaled down", DEADLINE, |r| {
+            converged(r, &nodes, 6, 3)
+        });
+    w.rig.send(old, Signal::CONT);
+    w.rig.until_within("the old leader noticed", DEADLINE, |r| {
+        r.log(old).contains("lost the leader lease")
     });
     std::thread::sleep(Duration::from_millis(500));
     assert!(
-        w.converged(&nodes, 6, 3),
+        converged(&w.rig, &nodes, 6, 3),
         "nothing changed after the old leader woke"
     );
     let rounds = w.rounds_by_fence();

@@ -48,6 +48,26 @@ fn run_records_snapshots() {
 }
 
 #[test]
+fn a_run_with_an_update_fills_the_rollout_keys_and_keeps_the_key_order() {
+    let with = ok(&["run", "scenarios/rolling-update.toml", "--format", "json"]);
+    insta::assert_snapshot!("run_update_json", with);
+    insta::assert_snapshot!(
+        "run_update_table",
+        ok(&["run", "scenarios/rolling-update.toml"])
+    );
+    let without = ok(&["run", "-G", "20", "--format", "json"]);
+    assert_eq!(keys(&with), keys(&without));
+    let v: Value = serde_json::from_str(&with).unwrap();
+    assert_eq!(
+        (v["surge_budget"].as_u64(), v["surge"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(v["rollout_overshoot"], 0);
+    let v: Value = serde_json::from_str(&without).unwrap();
+    assert!(v["surge"].is_null() && v["rollout_done"].is_null());
+}
+
+#[test]
 fn monte_carlo_records_snapshots() {
     let args = [
         "run",

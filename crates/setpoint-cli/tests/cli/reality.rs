@@ -5,238 +5,75 @@
 //! Every wait polls with a deadline; a guard kills every process a test started. Nothing here
 //! asserts a timing: the assertions are counts (copies, duplicates, overshoot).
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustix::process::Signal;
 use serde_json::Value;
-use setpoint_runtime::process::{find_marked, signal_group};
+use setpoint_runtime::process::find_marked;
 
-const DEADLINE: Duration = Duration::from_secs(30);
+use super::harness::{Rig, Start};
+use super::runtime::collector;
 
-/// A data directory and the setpoint processes started on it. Dropping it kills all of them and
-/// every copy they left.
-struct Cluster {
-    dir: tempfile::TempDir,
-    daemons: BTreeMap<String, Child>,
-    nodes: Vec<String>,
+/// How often the waits here poll.
+const POLL: Duration = Duration::from_millis(20);
+
+/// A rig whose waits poll every 20ms.
+fn rig() -> Rig {
+    Rig::new().poll(POLL)
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for child in self.daemons.values_mut() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        for node in &self.nodes {
-            for m in find_marked(&self.mark(node)) {
-                let _ = signal_group(m.pid, Signal::KILL);
-            }
-        }
+/// Starts the agent of `node`, reporting every 50ms with `delay` added; a restarted one logs
+/// after its predecessor.
+fn agent(c: &mut Rig, node: &str, delay: &str, env: &[(&str, &str)]) {
+    let args = [
+        "agent",
+        "--node",
+        node,
+        "--report-every",
+        "50ms",
+        "--report-delay",
+        delay,
+    ];
+    let mut s = Start::new(&format!("agent-{node}"), &args).append();
+    for (k, v) in env {
+        s = s.env(k, v);
     }
+    c.spawn(s);
 }
 
-impl Cluster {
-    fn new() -> Self {
-        Self {
-            dir: tempfile::tempdir().unwrap(),
-            daemons: BTreeMap::new(),
-            nodes: Vec::new(),
-        }
+/// Starts a controller with a leader lease of 300ms.
+fn controller(c: &mut Rig, name: &str, env: &[(&str, &str)]) {
+    let mut s = Start::new(name, &["controller", "--lease-ttl", "300ms"]).append();
+    for (k, v) in env {
+        s = s.env(k, v);
     }
+    c.spawn(s);
+}
 
-    fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
-    }
+/// Declares `collector` with its own U and startup.
+fn apply(c: &Rig, copies: u64, controller: &str, period: &str, startup: &str) {
+    c.apply(&collector(copies, controller, period, startup));
+}
 
-    fn mark(&self, node: &str) -> String {
-        let nodes = self.data_dir().join("nodes");
-        std::fs::create_dir_all(&nodes).unwrap();
-        nodes
-            .canonicalize()
-            .unwrap()
-            .join(node)
-            .display()
-            .to_string()
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_setpoint"));
-        c.args(args).arg("--data-dir").arg(self.data_dir());
-        c
-    }
-
-    /// Starts a long-running setpoint process with `env` set; its log goes next to the data.
-    fn start(&mut self, name: &str, args: &[&str], env: &[(&str, &str)]) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join(format!("{name}.log")))
-            .unwrap();
-        let mut c = self.command(args);
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        let child = c
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.daemons.insert(name.to_owned(), child);
-    }
-
-    /// Starts the agent of `node`, reporting every 50ms with `delay` added.
-    fn agent(&mut self, node: &str, delay: &str, env: &[(&str, &str)]) {
-        if !self.nodes.iter().any(|n| n == node) {
-            self.nodes.push(node.to_owned());
-        }
-        let args = [
-            "agent",
-            "--node",
-            node,
-            "--report-every",
-            "50ms",
-            "--report-delay",
-            delay,
-        ];
-        self.start(&format!("agent-{node}"), &args, env);
-    }
-
-    fn controller(&mut self, name: &str, env: &[(&str, &str)]) {
-        self.start(name, &["controller", "--lease-ttl", "300ms"], env);
-    }
-
-    /// Waits for a setpoint process to end by itself (a failpoint's SIGKILL) and returns how.
-    fn wait_dead(&mut self, name: &str) -> std::process::ExitStatus {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let child = self.daemons.get_mut(name).unwrap();
-            if let Some(status) = child.try_wait().unwrap() {
-                self.daemons.remove(name);
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{name} never hit its failpoint\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Sends `signal` to a setpoint process and waits for it to end.
-    fn signal(&mut self, name: &str, signal: Signal) -> std::process::ExitStatus {
-        let mut child = self.daemons.remove(name).unwrap();
-        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-        rustix::process::kill_process(pid, signal).unwrap();
-        child.wait().unwrap()
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "setpoint {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn apply(&self, copies: u64, controller: &str, period: &str, startup: &str) {
-        let path = self.dir.path().join("workloads.toml");
-        let text = format!(
-            "[[workload]]\nname = \"collector\"\ncommand = [\"sleep\", \"120\"]\ncopies = {copies}\n\
-             controller = \"{controller}\"\nperiod = \"{period}\"\nstartup = \"{startup}\"\ngrace = \"500ms\"\n"
-        );
-        std::fs::write(&path, text).unwrap();
-        self.ok(&["apply", "-f", path.to_str().unwrap()]);
-    }
-
-    fn get(&self) -> Value {
-        let text = self.ok(&["get", "collector", "--format", "json"]);
-        serde_json::from_str::<Value>(&text).unwrap()["workloads"][0].clone()
-    }
-
-    /// The real copies, by identity, with their pids.
-    fn processes(&self) -> BTreeMap<String, Vec<u32>> {
-        let mut out: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-        for node in &self.nodes {
-            for m in find_marked(&self.mark(node)) {
-                out.entry(m.copy).or_default().push(m.pid);
-            }
-        }
-        out
-    }
-
-    fn logs(&self) -> String {
-        let Ok(dir) = std::fs::read_dir(self.dir.path()) else {
-            return String::new();
-        };
-        dir.flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
-            .map(|e| {
-                format!(
-                    "--- {}\n{}\n",
-                    e.path().display(),
-                    std::fs::read_to_string(e.path()).unwrap_or_default()
-                )
-            })
-            .collect()
-    }
-
-    fn until(&self, what: &str, want: impl Fn(&Self) -> bool) {
-        let deadline = Instant::now() + DEADLINE;
-        while !want(self) {
-            if Instant::now() >= deadline {
-                panic!(
-                    "timed out waiting for: {what}; processes {:?}\n{}",
-                    self.processes(),
-                    self.logs()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// The assignments in the store, as `get` lists them (copy identities).
-    fn assigned(&self) -> Vec<String> {
-        self.get()["copies"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["assigned"] == true)
-            .map(|c| c["copy"].as_str().unwrap().to_owned())
-            .collect()
-    }
-
-    fn measure(&self, scale: &str) -> Value {
-        let text = self.ok(&[
-            "measure",
-            "collector",
-            "--time-scale",
-            scale,
-            "--format",
-            "json",
-        ]);
-        serde_json::from_str::<Value>(&text).unwrap()["workloads"][0].clone()
-    }
+/// The assignments in the store, as `get` lists them (copy identities).
+fn assigned(c: &Rig) -> Vec<String> {
+    c.get("collector")["copies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["assigned"] == true)
+        .map(|c| c["copy"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[test]
 fn measure_computes_the_lessons_metrics_of_a_real_cluster_from_its_event_log() {
-    let mut c = Cluster::new();
-    c.agent("a", "0", &[]);
-    c.controller("controller", &[]);
-    c.apply(3, "intent", "200ms", "50ms");
+    let mut c = rig();
+    agent(&mut c, "a", "0", &[]);
+    controller(&mut c, "controller", &[]);
+    apply(&c, 3, "intent", "200ms", "50ms");
     c.until("three copies run, on the ledger", |c| {
-        c.processes().len() == 3 && c.get()["on_ledger"] == 3
+        c.processes().len() == 3 && c.get("collector")["on_ledger"] == 3
     });
     let killed = c.ok(&["kill", "collector", "1"]);
     assert_eq!(killed.trim(), "killed collector-0");
@@ -246,7 +83,7 @@ fn measure_computes_the_lessons_metrics_of_a_real_cluster_from_its_event_log() {
     });
     // One more round so that the last second measured is after the replacement.
     std::thread::sleep(Duration::from_millis(400));
-    let m = c.measure("0.01");
+    let m = c.measure("collector", "0.01");
     let x = &m["metrics"];
     assert_eq!(x["created"], 4, "{m}");
     assert_eq!(x["died"], 1, "{m}");
@@ -269,7 +106,7 @@ fn measure_computes_the_lessons_metrics_of_a_real_cluster_from_its_event_log() {
 fn one_real_lesson_cell_runs_bounded_and_matches_the_lab_away_from_the_boundary() {
     // G = 5 with intent: the lab says 8 created, nothing unneeded, no overshoot; the boundary
     // U = G + B is 5 virtual seconds (50 ms at this scale) away.
-    let c = Cluster::new();
+    let c = rig();
     let out = c.run(&[
         "experiment",
         "lesson",
@@ -318,71 +155,62 @@ use setpoint_runtime::{SqliteStore, Store};
 use setpoint_sim::delay::DelayModel;
 use setpoint_sim::scenario::{ControllerSpec, Event, Scenario, ScenarioSpec, TimedEvent, Workload};
 
-impl Cluster {
-    fn store(&self) -> SqliteStore {
-        SqliteStore::open(&self.data_dir()).unwrap()
-    }
+fn store(c: &Rig) -> SqliteStore {
+    SqliteStore::open(&c.data_dir()).unwrap()
+}
 
-    /// The workload's event log.
-    fn log(&self) -> Vec<Logged> {
-        read_log(&self.store(), "collector").unwrap()
-    }
+/// The workload's event log.
+fn log(c: &Rig) -> Vec<Logged> {
+    read_log(&store(c), "collector").unwrap()
+}
 
-    /// The times of the copy events of `kind`, by copy number.
-    fn copy_events(&self, kind: CopyEventKind) -> Vec<(u64, u64)> {
-        self.log()
-            .into_iter()
-            .filter_map(|l| match l {
-                Logged::Copy {
-                    kind: k, n, event, ..
-                } if k == kind => Some((n, event.at_ms)),
-                _ => None,
-            })
-            .collect()
-    }
+/// The times of the copy events of `kind`, by copy number.
+fn copy_events(c: &Rig, kind: CopyEventKind) -> Vec<(u64, u64)> {
+    log(c)
+        .into_iter()
+        .filter_map(|l| match l {
+            Logged::Copy {
+                kind: k, n, event, ..
+            } if k == kind => Some((n, event.at_ms)),
+            _ => None,
+        })
+        .collect()
+}
 
-    /// The start times of the passes logged after `after_ms`.
-    fn rounds_after(&self, after_ms: u64) -> Vec<u64> {
-        self.log()
-            .into_iter()
-            .filter_map(|l| match l {
-                Logged::Round(r) if r.at_ms > after_ms => Some(r.at_ms),
-                _ => None,
-            })
-            .collect()
-    }
+/// The start times of the passes logged after `after_ms`.
+fn rounds_after(c: &Rig, after_ms: u64) -> Vec<u64> {
+    log(c)
+        .into_iter()
+        .filter_map(|l| match l {
+            Logged::Round(r) if r.at_ms > after_ms => Some(r.at_ms),
+            _ => None,
+        })
+        .collect()
+}
 
-    /// Polls for `span`: no copy may ever run twice, nor more than `most` copies at once.
-    fn never_doubled(&self, span: Duration, most: usize) {
-        let end = Instant::now() + span;
-        while Instant::now() < end {
-            let p = self.processes();
-            assert!(
-                p.values().all(|pids| pids.len() == 1) && p.len() <= most,
-                "a copy runs twice, or too many run: {p:?}\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Stops every agent cleanly and checks that no copy process is left: none orphaned.
-    fn stop_agents_and_check_no_orphan(&mut self) {
-        let agents: Vec<String> = self
-            .daemons
-            .keys()
-            .filter(|k| k.starts_with("agent-"))
-            .cloned()
-            .collect();
-        for a in agents {
-            assert!(self.signal(&a, Signal::TERM).success());
-        }
+/// Polls for `span`: no copy may ever run twice, nor more than `most` copies at once.
+fn never_doubled(c: &Rig, span: Duration, most: usize) {
+    c.during(span, POLL, |c| {
+        let p = c.processes();
         assert!(
-            self.processes().is_empty(),
-            "orphans: {:?}",
-            self.processes()
+            p.values().all(|pids| pids.len() == 1) && p.len() <= most,
+            "a copy runs twice, or too many run: {p:?}\n{}",
+            c.logs()
         );
+    });
+}
+
+/// Stops every agent cleanly and checks that no copy process is left: none orphaned.
+fn stop_agents_and_check_no_orphan(c: &mut Rig) {
+    let agents: Vec<String> = c
+        .names()
+        .into_iter()
+        .filter(|k| k.starts_with("agent-"))
+        .collect();
+    for a in agents {
+        assert!(c.signal(&a, Signal::TERM).success());
     }
+    assert!(c.processes().is_empty(), "orphans: {:?}", c.processes());
 }
 
 /// Asserts that `name` died of a SIGKILL (its failpoint), not of anything else.
@@ -395,33 +223,33 @@ fn a_named_controller_killed_at_each_pass_failpoint_restarts_without_duplicates_
 ) {
     let period_ms = 500;
     for fp in ["pass-before-commit", "pass-after-commit"] {
-        let mut c = Cluster::new();
+        let mut c = rig();
         // G = 1 s, B = 100 ms, U = 500 ms: the restart falls inside the blind window.
-        c.agent("a", "1s", &[]);
-        c.apply(3, "named", "500ms", "100ms");
-        c.controller("c1", &[(FAILPOINTS, &format!("{fp}=sigkill"))]);
-        killed_by_failpoint(c.wait_dead("c1"), fp);
-        let killed_at = c.store().now_ms();
-        let assigned_before = c.assigned();
-        c.controller("c2", &[]);
+        agent(&mut c, "a", "1s", &[]);
+        apply(&c, 3, "named", "500ms", "100ms");
+        controller(&mut c, "c1", &[(FAILPOINTS, &format!("{fp}=sigkill"))]);
+        killed_by_failpoint(c.wait_exit("c1"), fp);
+        let killed_at = store(&c).now_ms();
+        let assigned_before = assigned(&c);
+        controller(&mut c, "c2", &[]);
         c.until("three copies run", |c| c.processes().len() == 3);
         // Past the blind window: the ledger has caught up, and nothing ran twice meanwhile.
-        c.never_doubled(Duration::from_millis(1_500), 3);
+        never_doubled(&c, Duration::from_millis(1_500), 3);
         let p = c.processes();
         assert_eq!(
             p.keys().map(String::as_str).collect::<Vec<_>>(),
             ["collector-0", "collector-1", "collector-2"],
             "{fp}"
         );
-        let creates = c.copy_events(CopyEventKind::Create);
+        let creates = copy_events(&c, CopyEventKind::Create);
         assert_eq!(
             creates.len(),
             3,
             "{fp}: each name created once: {creates:?}"
         );
         // Convergence within two periods of the new leader's first pass, by the store's clock.
-        let first = c.rounds_after(killed_at)[0];
-        let ready = c.copy_events(CopyEventKind::Ready);
+        let first = rounds_after(&c, killed_at)[0];
+        let ready = copy_events(&c, CopyEventKind::Ready);
         assert_eq!(ready.len(), 3, "{fp}: {ready:?}");
         let last_ready = ready.iter().map(|r| r.1).max().unwrap();
         assert!(
@@ -430,14 +258,14 @@ fn a_named_controller_killed_at_each_pass_failpoint_restarts_without_duplicates_
             last_ready.saturating_sub(first)
         );
         // Nothing lost: the declaration, and every assignment the crash left.
-        let g = c.get();
+        let g = c.get("collector");
         assert_eq!(g["desired"], 3, "{fp}");
-        let after = c.assigned();
+        let after = assigned(&c);
         assert!(
             assigned_before.iter().all(|a| after.contains(a)),
             "{fp}: {assigned_before:?} then {after:?}"
         );
-        c.stop_agents_and_check_no_orphan();
+        stop_agents_and_check_no_orphan(&mut c);
         println!(
             "failpoint matrix: named  {fp:<19} SIGKILL; 3 names created once, never two copies of one; \
              ready {} ms after the new leader's first pass (limit {}); assignments kept {}/{}; no orphan",
@@ -454,19 +282,19 @@ fn an_intent_controller_killed_at_each_pass_failpoint_overshoots_exactly_as_the_
     // Real: U = 400 ms, B = 100 ms, G = 2 s. The lab runs the same world in ticks of 100 ms
     // (U = 4, B = 1, G = 20, plus 1 for the real pipeline) with a controller restart.
     for fp in ["pass-before-commit", "pass-after-commit"] {
-        let mut c = Cluster::new();
-        c.agent("a", "2s", &[]);
-        c.apply(3, "intent", "400ms", "100ms");
-        c.controller("c1", &[(FAILPOINTS, &format!("{fp}=sigkill"))]);
-        killed_by_failpoint(c.wait_dead("c1"), fp);
-        let killed_at = c.store().now_ms();
-        c.controller("c2", &[]);
+        let mut c = rig();
+        agent(&mut c, "a", "2s", &[]);
+        apply(&c, 3, "intent", "400ms", "100ms");
+        controller(&mut c, "c1", &[(FAILPOINTS, &format!("{fp}=sigkill"))]);
+        killed_by_failpoint(c.wait_exit("c1"), fp);
+        let killed_at = store(&c).now_ms();
+        controller(&mut c, "c2", &[]);
         // Wait for the overshoot to be seen and corrected: three copies, on the ledger.
         c.until("the ledger catches up and the surplus is deleted", |c| {
-            let g = c.get();
+            let g = c.get("collector");
             c.processes().len() == 3 && g["on_ledger"] == 3 && g["pending_create"] == 0
         });
-        let log = c.log();
+        let log = log(&c);
         let origin = log
             .iter()
             .find_map(|l| match l {
@@ -474,7 +302,7 @@ fn an_intent_controller_killed_at_each_pass_failpoint_overshoots_exactly_as_the_
                 Logged::Copy { .. } => None,
             })
             .unwrap();
-        let m = c.measure("0.1");
+        let m = c.measure("collector", "0.1");
         let measured = m["metrics"]["overshoot"].as_u64().unwrap();
         // A crash before the write loses the pass: the lab's equivalent is a restart before the
         // first round. A crash after it: a restart before the new leader's first pass, rounded
@@ -482,7 +310,7 @@ fn an_intent_controller_killed_at_each_pass_failpoint_overshoots_exactly_as_the_
         let restart_at = if fp == "pass-before-commit" {
             0
         } else {
-            let first = c.rounds_after(killed_at)[0];
+            let first = rounds_after(&c, killed_at)[0];
             (first - origin).div_ceil(100).div_ceil(4) * 4
         };
         let spec = ScenarioSpec {
@@ -517,7 +345,7 @@ fn an_intent_controller_killed_at_each_pass_failpoint_overshoots_exactly_as_the_
             "{fp}: restart at lab second {restart_at}; {m}"
         );
         assert_eq!(predicted, if fp == "pass-before-commit" { 0 } else { 3 });
-        c.stop_agents_and_check_no_orphan();
+        stop_agents_and_check_no_orphan(&mut c);
         println!(
             "failpoint matrix: intent {fp:<19} SIGKILL; restart at lab second {restart_at} (blind window 0-21): \
              overshoot measured {measured}, lab {predicted}; no orphan"
@@ -528,22 +356,22 @@ fn an_intent_controller_killed_at_each_pass_failpoint_overshoots_exactly_as_the_
 #[test]
 fn a_controller_killed_at_each_garbage_collection_failpoint_still_collects_every_orphan() {
     for fp in ["gc-before-commit", "gc-after-commit"] {
-        let mut c = Cluster::new();
-        c.agent("a", "0", &[]);
-        c.controller("c1", &[(FAILPOINTS, &format!("{fp}=sigkill"))]);
-        c.apply(2, "named", "200ms", "50ms");
+        let mut c = rig();
+        agent(&mut c, "a", "0", &[]);
+        controller(&mut c, "c1", &[(FAILPOINTS, &format!("{fp}=sigkill"))]);
+        apply(&c, 2, "named", "200ms", "50ms");
         c.until("two copies run", |c| c.processes().len() == 2);
         // Deleting the workload orphans its assignments; collecting them hits the failpoint.
         c.ok(&["delete", "collector"]);
-        killed_by_failpoint(c.wait_dead("c1"), fp);
-        c.controller("c2", &[]);
+        killed_by_failpoint(c.wait_exit("c1"), fp);
+        controller(&mut c, "c2", &[]);
         c.until("the orphans' copies are stopped", |c| {
             c.processes().is_empty()
         });
         let left = c.ok(&["status", "--format", "json"]);
         let s: Value = serde_json::from_str(&left).unwrap();
         assert_eq!(s["nodes"][0]["assigned"], 0, "{fp}: {s}");
-        c.stop_agents_and_check_no_orphan();
+        stop_agents_and_check_no_orphan(&mut c);
         println!(
             "failpoint matrix: gc     {fp:<19} SIGKILL; the restarted leader collected both orphans; no orphan"
         );
@@ -558,21 +386,21 @@ fn an_agent_killed_at_each_failpoint_while_starting_copies_adopts_or_reaps_them_
         "agent-after-record=sigkill@2",
         "agent-after-report=sigkill@10",
     ] {
-        let mut c = Cluster::new();
-        c.agent("a", "0", &[(FAILPOINTS, fp)]);
-        c.controller("c1", &[]);
-        c.apply(4, "intent", "300ms", "100ms");
-        killed_by_failpoint(c.wait_dead("agent-a"), fp);
+        let mut c = rig();
+        agent(&mut c, "a", "0", &[(FAILPOINTS, fp)]);
+        controller(&mut c, "c1", &[]);
+        apply(&c, 4, "intent", "300ms", "100ms");
+        killed_by_failpoint(c.wait_exit("agent-a"), fp);
         // What the dead agent left running: orphans until an agent of the node returns.
         let left = c.processes();
         assert!(left.values().all(|p| p.len() == 1), "{fp}: {left:?}");
-        c.agent("a", "0", &[]);
+        agent(&mut c, "a", "0", &[]);
         c.until("four copies run, on the ledger", |c| {
             let p = c.processes();
-            let g = c.get();
+            let g = c.get("collector");
             p.len() == 4 && g["on_ledger"] == 4 && g["pending_create"] == 0
         });
-        c.never_doubled(Duration::from_millis(600), 4);
+        never_doubled(&c, Duration::from_millis(600), 4);
         let now = c.processes();
         let mut adopted = 0;
         for (copy, pids) in &left {
@@ -582,7 +410,7 @@ fn an_agent_killed_at_each_failpoint_while_starting_copies_adopts_or_reaps_them_
                 adopted += 1;
             }
         }
-        c.stop_agents_and_check_no_orphan();
+        stop_agents_and_check_no_orphan(&mut c);
         println!(
             "failpoint matrix: agent  {fp:<28} SIGKILL with {} copies running; {adopted} adopted, {} reaped, \
              none doubled; 4 converged; no orphan",

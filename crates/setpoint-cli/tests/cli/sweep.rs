@@ -500,9 +500,12 @@ fn shards_merged_in_any_order_are_the_whole_sweep_byte_for_byte() {
         let mut merge = vec!["merge"];
         merge.extend(files.iter().map(String::as_str));
         assert_eq!(ok(&merge), whole, "{format}");
-        // The first shard left out: a gap, exit 2.
+        // The first shard left out: refused, exit 2.
         assert_eq!(merge[2], files[1]);
         let err = refused(&[&merge[..2], &merge[3..]].concat());
-        assert!(err.contains("are missing"), "{err}");
+        assert!(
+            err.contains("shard 1/7 (cells 0 to 16) is missing"),
+            "{err}"
+        );
     }
 }

@@ -3,153 +3,76 @@
 //! Every wait polls with a deadline; dropping a [`Rig`] kills every process it started and
 //! every copy they left.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Output, Stdio};
+use std::time::Duration;
 
 use rustix::process::Signal;
 use serde_json::Value;
-use setpoint_runtime::process::{find_marked, signal_group};
+use setpoint_runtime::testing::{wait_until, Wait};
+
+use super::harness::{assert_one_line, Rig, Start};
 
 const DEADLINE: Duration = Duration::from_secs(40);
 
-/// A data directory and the setpoint daemons running on it.
-struct Rig {
-    dir: tempfile::TempDir,
-    daemons: Vec<Child>,
-    nodes: Vec<String>,
+/// A rig whose waits last up to 40s.
+pub(super) fn rig() -> Rig {
+    Rig::new().deadline(DEADLINE)
 }
 
-impl Drop for Rig {
-    fn drop(&mut self) {
-        for c in &mut self.daemons {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for m in self.marked() {
-            let _ = signal_group(m.pid, Signal::KILL);
-        }
-    }
+/// `setpoint up` with `nodes` nodes and fast reports, stderr to `stderr`; the log that `up`
+/// writes itself (`DATA/up.log`) is shown when a wait times out.
+pub(super) fn up(r: &mut Rig, nodes: u32, stderr: Stdio) {
+    let n = nodes.to_string();
+    r.spawn(Start::new("up", &["up", "--nodes", &n, "--report-every", "50ms"]).stderr(stderr));
+    let log = r.data_dir().join("up.log");
+    r.watch_log("up", log);
 }
 
-impl Rig {
-    fn new(nodes: u32) -> Self {
-        Self {
-            dir: tempfile::tempdir().unwrap(),
-            daemons: Vec::new(),
-            nodes: (1..=nodes).map(|i| format!("node-{i}")).collect(),
-        }
-    }
+/// Writes `text` to `w.toml` and applies it, to the end of the command.
+pub(super) fn apply(r: &Rig, text: &str) -> Output {
+    r.apply_file("w.toml", text)
+}
 
-    fn data(&self) -> PathBuf {
-        self.dir.path().join("data")
-    }
+/// `get NAME` as JSON, `null` while the command fails (no store yet).
+pub(super) fn get(r: &Rig, name: &str) -> Value {
+    r.try_get(name).unwrap_or_default()
+}
 
-    /// Every live copy process any of this rig's agents started.
-    fn marked(&self) -> Vec<setpoint_runtime::process::Marked> {
-        let nodes = self.data().join("nodes");
-        let Ok(nodes) = nodes.canonicalize() else {
-            return Vec::new();
-        };
-        self.nodes
-            .iter()
-            .flat_map(|n| find_marked(&nodes.join(n).display().to_string()))
-            .collect()
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_setpoint"));
-        c.args(args).arg("--data-dir").arg(self.data());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "setpoint {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    /// `setpoint up` with fast reports, stderr to `stderr`.
-    fn up(&mut self, stderr: Stdio) -> u32 {
-        let n = self.nodes.len().to_string();
-        let child = self
-            .command(&["up", "--nodes", &n, "--report-every", "50ms"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        self.daemons.push(child);
-        pid
-    }
-
-    fn apply(&self, text: &str) -> Output {
-        let path = self.dir.path().join("w.toml");
-        std::fs::write(&path, text).unwrap();
-        self.run(&["apply", "-f", path.to_str().unwrap()])
-    }
-
-    fn get(&self, name: &str) -> Value {
-        if !self.data().join("store.sqlite").is_file() {
-            return Value::Null;
-        }
-        let out = self.run(&["get", name, "--format", "json"]);
-        if !out.status.success() {
-            return Value::Null;
-        }
-        serde_json::from_slice::<Value>(&out.stdout).unwrap()["workloads"][0].clone()
-    }
-
-    fn up_log(&self) -> String {
-        std::fs::read_to_string(self.data().join("up.log")).unwrap_or_default()
-    }
-
-    fn until(&self, what: &str, want: impl Fn(&Self) -> bool) {
-        let deadline = Instant::now() + DEADLINE;
-        while !want(self) {
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for: {what}\n{}",
-                self.up_log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+/// What `up` has written to its own log, `DATA/up.log`.
+pub(super) fn up_log(r: &Rig) -> String {
+    std::fs::read_to_string(r.data_dir().join("up.log")).unwrap_or_default()
 }
 
 /// Declares `n` copies of `sleep 300` and waits until they run.
 fn sleepers(r: &Rig, n: usize) {
-    r.until("the store exists", |r| {
-        r.data().join("store.sqlite").is_file()
-    });
-    let out = r.apply(&format!(
-        "[[workload]]\nname = \"sleeper\"\ncommand = [\"sleep\", \"300\"]\ncopies = {n}\nperiod = \"100ms\"\nstartup = \"50ms\"\ngrace = \"500ms\"\n"
-    ));
+    r.until("the store exists", |r| r.store_file().is_file());
+    let out = apply(
+        r,
+        &format!(
+            "[[workload]]\nname = \"sleeper\"\ncommand = [\"sleep\", \"300\"]\ncopies = {n}\nperiod = \"100ms\"\nstartup = \"50ms\"\ngrace = \"500ms\"\n"
+        ),
+    );
     assert!(out.status.success());
     r.until("the copies run", |r| r.marked().len() == n);
 }
 
-fn signal(pid: u32, sig: Signal) {
-    rustix::process::kill_process(rustix::process::Pid::from_raw(pid as i32).unwrap(), sig)
-        .unwrap();
-}
-
 /// Milliseconds since midnight of a log line's `HH:MM:SS.mmm` stamp.
-fn stamp_ms(line: &str) -> u64 {
+pub(super) fn stamp_ms(line: &str) -> u64 {
     let t = line.split_whitespace().next().unwrap();
     let (hms, ms) = t.split_once('.').unwrap();
     let p: Vec<u64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
     ((p[0] * 60 + p[1]) * 60 + p[2]) * 1000 + ms.parse::<u64>().unwrap()
 }
+
+/// The times (ms since midnight) at which `up`'s log says an attempt of `ghost` was created.
+fn created_ms(log: &str) -> Vec<u64> {
+    log.lines()
+        .filter(|l| l.contains(GHOST_CREATED))
+        .map(stamp_ms)
+        .collect()
+}
+
+const GHOST_CREATED: &str = "loop ghost: target 2, counted 0: created ghost-";
 
 const CRASHING: &str = r#"
 [[workload]]
@@ -172,18 +95,16 @@ backoff = { initial = "400ms", max = "1600ms" }
 
 #[test]
 fn a_failing_command_and_a_missing_binary_back_off_on_the_kubelet_schedule() {
-    let mut r = Rig::new(2);
-    r.up(Stdio::null());
-    r.until("the store exists", |r| {
-        r.data().join("store.sqlite").is_file()
-    });
-    assert!(r.apply(CRASHING).status.success());
+    let mut r = rig();
+    up(&mut r, 2, Stdio::null());
+    r.until("the store exists", |r| r.store_file().is_file());
+    assert!(apply(&r, CRASHING).status.success());
     r.until("ghost has failed 5 attempts", |r| {
-        r.get("ghost")["backoff"][0]["failures"]
+        get(r, "ghost")["backoff"][0]["failures"]
             .as_u64()
             .is_some_and(|f| f >= 5)
     });
-    let g = r.get("ghost");
+    let g = get(&r, "ghost");
     let b = &g["backoff"][0];
     assert_eq!(b["key"], "ghost");
     assert_eq!(b["last_exit"], "exit status 1");
@@ -194,12 +115,8 @@ fn a_failing_command_and_a_missing_binary_back_off_on_the_kubelet_schedule() {
     assert!(b["next_try_in_ms"].as_u64().unwrap() <= 1600, "{g}");
     // The attempts, from the log: each creation waits the doubled delay after the last
     // failure (400, 800, 1600, 1600 ms), never less and never more than a few periods later.
-    let log = r.up_log();
-    let created: Vec<u64> = log
-        .lines()
-        .filter(|l| l.contains("loop ghost: target 2, counted 0: created ghost-"))
-        .map(stamp_ms)
-        .collect();
+    let log = up_log(&r);
+    let created = created_ms(&log);
     let failed: Vec<u64> = log
         .lines()
         .filter(|l| l.contains("loop ghost: ghost-") && l.contains("next try of ghost in"))
@@ -225,12 +142,12 @@ fn a_failing_command_and_a_missing_binary_back_off_on_the_kubelet_schedule() {
     assert!(ghost_lines <= restarts + 5 * created.len() + 2, "{log}");
     // `named` backs off per name; a missing binary is a failed start too.
     r.until("missing has backed off twice per name", |r| {
-        let g = r.get("missing");
+        let g = get(r, "missing");
         g["backoff"]
             .as_array()
             .is_some_and(|b| b.len() == 2 && b.iter().all(|k| k["failures"].as_u64() >= Some(2)))
     });
-    let m = r.get("missing");
+    let m = get(&r, "missing");
     assert_eq!(m["backoff"][0]["key"], "missing-0");
     assert!(m["backoff"][0]["last_exit"]
         .as_str()
@@ -248,26 +165,18 @@ fn a_failing_command_and_a_missing_binary_back_off_on_the_kubelet_schedule() {
 
 #[test]
 fn ctrl_c_with_stderr_through_a_closed_pipe_still_stops_every_copy() {
-    let mut r = Rig::new(2);
+    let mut r = rig();
     let (reader, writer) = std::io::pipe().unwrap();
-    let pid = r.up(Stdio::from(writer));
+    up(&mut r, 2, Stdio::from(writer));
     sleepers(&r, 4);
     // The reader goes first, as `tee` does when Ctrl-C reaches the whole pipeline.
     drop(reader);
-    signal(pid, Signal::INT);
-    let mut up = r.daemons.pop().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(s) = up.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "up did not stop");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "{status:?}\n{}", r.up_log());
+    r.send("up", Signal::INT);
+    let status = r.wait_exit_within("up", Duration::from_secs(15), Duration::from_millis(20));
+    assert!(status.success(), "{status:?}\n{}", up_log(&r));
     assert!(r.marked().is_empty(), "copies survived: {:?}", r.marked());
     // The log kept what stderr lost.
-    let log = r.up_log();
+    let log = up_log(&r);
     assert!(log.contains("setpoint: SIGINT: shutting down"), "{log}");
     assert!(log.contains("agent node-1: stopped"), "{log}");
 }
@@ -275,11 +184,10 @@ fn ctrl_c_with_stderr_through_a_closed_pipe_still_stops_every_copy() {
 #[test]
 fn sighup_and_sigterm_stop_up_cleanly_too() {
     for sig in [Signal::HUP, Signal::TERM] {
-        let mut r = Rig::new(1);
-        let pid = r.up(Stdio::null());
+        let mut r = rig();
+        up(&mut r, 1, Stdio::null());
         sleepers(&r, 2);
-        signal(pid, sig);
-        let status = r.daemons.pop().unwrap().wait().unwrap();
+        let status = r.signal("up", sig);
         assert!(status.success(), "{sig:?}: {status:?}");
         assert!(r.marked().is_empty(), "{sig:?}: copies survived");
     }
@@ -287,28 +195,20 @@ fn sighup_and_sigterm_stop_up_cleanly_too() {
 
 #[test]
 fn a_controller_with_no_live_node_says_so_once_and_get_and_status_show_it() {
-    let mut r = Rig::new(0);
-    let log = std::fs::File::create(r.dir.path().join("controller.log")).unwrap();
-    let child = r
-        .command(&["controller", "--lease-ttl", "1s"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    r.daemons.push(child);
-    r.until("the store exists", |r| {
-        r.data().join("store.sqlite").is_file()
-    });
-    assert!(r
-        .apply("[[workload]]\nname = \"lonely\"\ncommand = [\"sleep\", \"60\"]\ncopies = 2\nperiod = \"100ms\"\n")
-        .status
-        .success());
+    let mut r = rig();
+    r.start("controller", &["controller", "--lease-ttl", "1s"]);
+    r.until("the store exists", |r| r.store_file().is_file());
+    assert!(apply(
+        &r,
+        "[[workload]]\nname = \"lonely\"\ncommand = [\"sleep\", \"60\"]\ncopies = 2\nperiod = \"100ms\"\n"
+    )
+    .status
+    .success());
     r.until("get shows the reason", |r| {
-        r.get("lonely")["idle"]["reason"] == "no_live_node"
+        get(r, "lonely")["idle"]["reason"] == "no_live_node"
     });
     std::thread::sleep(Duration::from_millis(1000));
-    let text = std::fs::read_to_string(r.dir.path().join("controller.log")).unwrap();
+    let text = r.log("controller");
     let said = text.matches("loop lonely: idle: no live node").count();
     assert_eq!(said, 1, "said once, not every period:\n{text}");
     let status = r.ok(&["status"]);
@@ -317,16 +217,8 @@ fn a_controller_with_no_live_node_says_so_once_and_get_and_status_show_it() {
         "{status}"
     );
     // A standby says it is one, once.
-    let log = std::fs::File::create(r.dir.path().join("standby.log")).unwrap();
-    let child = r
-        .command(&["controller"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    r.daemons.push(child);
-    let path = r.dir.path().join("standby.log");
+    r.start("standby", &["controller"]);
+    let path = r.log_path("standby");
     r.until("the standby says so", |_| {
         std::fs::read_to_string(&path).is_ok_and(|t| t.contains("standby:"))
     });
@@ -336,22 +228,18 @@ fn a_controller_with_no_live_node_says_so_once_and_get_and_status_show_it() {
 }
 
 fn refused(r: &Rig, body: &str, field: &str) {
-    let out = r.apply(&format!(
-        "[[workload]]\nname = \"w\"\ncommand = [\"sleep\", \"60\"]\ncopies = 3\n{body}\n"
-    ));
-    assert_eq!(out.status.code(), Some(2), "{body}");
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.lines().count(), 1, "{body}: one line: {err}");
-    assert!(
-        err.contains(field) && err.contains("accepted"),
-        "{body}: {err}"
+    let out = apply(
+        r,
+        &format!("[[workload]]\nname = \"w\"\ncommand = [\"sleep\", \"60\"]\ncopies = 3\n{body}\n"),
     );
+    assert_one_line(&out, 2, &[field, "accepted"], body);
 }
 
 #[test]
 fn out_of_range_backoff_and_rollout_settings_are_refused_and_the_earlier_declaration_stays() {
-    let r = Rig::new(0);
-    let first = r.apply(
+    let r = rig();
+    let first = apply(
+        &r,
         "[[workload]]\nname = \"w\"\ncommand = [\"sleep\", \"60\"]\ncopies = 1\nbackoff = { initial = \"2s\" }\n",
     );
     assert!(first.status.success());
@@ -389,7 +277,8 @@ fn web(command: &str, extra: &str) -> String {
     )
 }
 
-fn cmdline(pid: u32) -> String {
+/// The command line of process `pid`, its arguments joined by spaces.
+pub(super) fn cmdline(pid: u32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .unwrap_or_default()
         .split(|&b| b == 0)
@@ -403,33 +292,34 @@ fn cmdline(pid: u32) -> String {
 #[test]
 fn a_changed_command_rolls_out_within_the_surge_and_a_failing_one_stalls_with_the_old_copies_running(
 ) {
-    let mut r = Rig::new(2);
-    r.up(Stdio::null());
-    r.until("the store exists", |r| {
-        r.data().join("store.sqlite").is_file()
+    let mut r = rig();
+    up(&mut r, 2, Stdio::null());
+    r.until("the store exists", |r| r.store_file().is_file());
+    assert!(apply(&r, &web(r#"["sleep", "300"]"#, "")).status.success());
+    r.until("4 copies on the ledger", |r| {
+        get(r, "web")["on_ledger"] == 4
     });
-    assert!(r.apply(&web(r#"["sleep", "300"]"#, "")).status.success());
-    r.until("4 copies on the ledger", |r| r.get("web")["on_ledger"] == 4);
-    assert_eq!(r.get("web")["generation"], 1);
+    assert_eq!(get(&r, "web")["generation"], 1);
 
     // --dry-run says what would change and writes nothing.
-    let path = r.dir.path().join("w.toml");
+    let path = r.dir().join("w.toml");
     std::fs::write(&path, web(r#"["sleep", "301"]"#, "")).unwrap();
     let plan = r.ok(&["apply", "-f", path.to_str().unwrap(), "--dry-run"]);
     assert_eq!(
         plan,
         "workload web: command changed: generation 1 -> 2, a rolling update replaces every copy (max surge 1, max unavailable 0)\n"
     );
-    assert_eq!(r.get("web")["generation"], 1);
+    assert_eq!(get(&r, "web")["generation"], 1);
 
-    assert!(r.apply(&web(r#"["sleep", "301"]"#, "")).status.success());
-    let deadline = Instant::now() + DEADLINE;
+    assert!(apply(&r, &web(r#"["sleep", "301"]"#, "")).status.success());
+    // Polled every 20ms, to see any moment with too many or too few copies.
+    let mut wait = Wait::new("the rollout to finish", DEADLINE, Duration::from_millis(20));
     let (mut most, mut fewest, mut progress_shown) = (0, usize::MAX, false);
     loop {
         let procs = r.marked();
         most = most.max(procs.len());
         fewest = fewest.min(procs.len());
-        let g = r.get("web");
+        let g = get(&r, "web");
         if g["rollout"].is_object() && r.ok(&["get"]).contains("/4 updated") {
             progress_shown = true;
         }
@@ -440,12 +330,10 @@ fn a_changed_command_rolls_out_within_the_surge_and_a_failing_one_stalls_with_th
         {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "rollout did not finish: {g}\n{}",
-            r.up_log()
-        );
-        std::thread::sleep(Duration::from_millis(20));
+        match wait.again() {
+            Ok(pause) => std::thread::sleep(pause),
+            Err(t) => panic!("{t}: rollout did not finish: {g}\n{}", r.logs()),
+        }
     }
     assert!(most <= 5, "{most} copies ran at once: desired 4 + surge 1");
     assert!(
@@ -453,8 +341,8 @@ fn a_changed_command_rolls_out_within_the_surge_and_a_failing_one_stalls_with_th
         "{fewest} copies ran at once: desired 4 - unavailable 0"
     );
     assert!(progress_shown, "get showed the progress");
-    assert_eq!(r.get("web")["generation"], 2);
-    let log = r.up_log();
+    assert_eq!(get(&r, "web")["generation"], 2);
+    let log = up_log(&r);
     assert!(
         log.contains("loop web: rollout of generation 2 complete: 4/4 updated"),
         "{log}"
@@ -462,59 +350,57 @@ fn a_changed_command_rolls_out_within_the_surge_and_a_failing_one_stalls_with_th
 
     // A new command that never starts: the rollout stalls after its deadline and stops there,
     // the old copies still running.
-    assert!(r
-        .apply(&web(r#"["false"]"#, r#", progress_deadline = "1s""#))
-        .status
-        .success());
+    assert!(
+        apply(&r, &web(r#"["false"]"#, r#", progress_deadline = "1s""#))
+            .status
+            .success()
+    );
     r.until("the rollout stalls", |r| {
-        r.get("web")["rollout"]["stalled"] == true
+        get(r, "web")["rollout"]["stalled"] == true
     });
     let procs = r.marked();
     assert_eq!(procs.len(), 4);
     assert!(procs.iter().all(|p| cmdline(p.pid) == "sleep 301"));
     let table = r.ok(&["get"]);
     assert!(table.contains("rollout STALLED 0/4 updated"), "{table}");
-    assert_eq!(r.get("web")["idle"]["reason"], "rollout_paused");
+    assert_eq!(get(&r, "web")["idle"]["reason"], "rollout_paused");
 }
 
 #[test]
 fn logs_prints_tails_follows_rotates_and_history_is_removed_after_its_retention() {
-    let mut r = Rig::new(1);
-    let child = r
-        .command(&[
+    let mut r = rig();
+    r.spawn(
+        Start::new(
             "up",
-            "--nodes",
-            "1",
-            "--report-every",
-            "50ms",
-            "--log-max-size",
-            "1KiB",
-            "--log-retention",
-            "2s",
-            "--event-retention",
-            "2s",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    r.daemons.push(child);
-    r.until("the store exists", |r| {
-        r.data().join("store.sqlite").is_file()
-    });
+            &[
+                "up",
+                "--nodes",
+                "1",
+                "--report-every",
+                "50ms",
+                "--log-max-size",
+                "1KiB",
+                "--log-retention",
+                "2s",
+                "--event-retention",
+                "2s",
+            ],
+        )
+        .stderr(Stdio::null()),
+    );
+    r.until("the store exists", |r| r.store_file().is_file());
     let start_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis()
         .to_string();
-    assert!(r
-        .apply(
-            "[[workload]]\nname = \"talker\"\ncommand = \"echo hello $SETPOINT_COPY; i=0; while :; do echo line $i; i=$((i+1)); sleep 0.005; done\"\ncopies = 1\nperiod = \"100ms\"\nstartup = \"50ms\"\ngrace = \"300ms\"\n"
-        )
-        .status
-        .success());
-    let logs = r.data().join("nodes").join("logs");
+    assert!(apply(
+        &r,
+        "[[workload]]\nname = \"talker\"\ncommand = \"echo hello $SETPOINT_COPY; i=0; while :; do echo line $i; i=$((i+1)); sleep 0.005; done\"\ncopies = 1\nperiod = \"100ms\"\nstartup = \"50ms\"\ngrace = \"300ms\"\n"
+    )
+    .status
+    .success());
+    let logs = r.data_dir().join("nodes").join("logs");
     r.until("the log rotated", |_| logs.join("talker-0.log.1").is_file());
     let tail = r.ok(&["logs", "talker-0", "--tail", "2"]);
     let lines: Vec<&str> = tail.lines().collect();
@@ -533,14 +419,15 @@ fn logs_prints_tails_follows_rotates_and_history_is_removed_after_its_retention(
         .unwrap();
     std::thread::sleep(Duration::from_millis(800));
     r.ok(&["delete", "talker"]);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while follow.try_wait().unwrap().is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "--follow did not end with the copy"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        Wait::new(
+            "--follow to end with the copy",
+            Duration::from_secs(15),
+            Duration::from_millis(50),
+        ),
+        || follow.try_wait().unwrap().is_some(),
+        || r.logs(),
+    );
     let mut out = String::new();
     std::io::Read::read_to_string(follow.stdout.as_mut().unwrap(), &mut out).unwrap();
     let numbers: Vec<u64> = out
@@ -615,27 +502,17 @@ fn the_lab_predicts_the_runtimes_crash_loop_attempt_times() {
         .collect();
     assert_eq!(predicted, [600, 1000, 1800, 1800]);
 
-    let mut r = Rig::new(1);
-    r.up(Stdio::null());
-    r.until("the store exists", |r| {
-        r.data().join("store.sqlite").is_file()
-    });
-    assert!(r
-        .apply("[[workload]]\nname = \"ghost\"\ncommand = [\"false\"]\ncopies = 2\nperiod = \"200ms\"\nstartup = \"300ms\"\nbackoff = { initial = \"400ms\", max = \"1600ms\" }\n")
+    let mut r = rig();
+    up(&mut r, 1, Stdio::null());
+    r.until("the store exists", |r| r.store_file().is_file());
+    assert!(apply(&r, "[[workload]]\nname = \"ghost\"\ncommand = [\"false\"]\ncopies = 2\nperiod = \"200ms\"\nstartup = \"300ms\"\nbackoff = { initial = \"400ms\", max = \"1600ms\" }\n")
         .status
         .success());
     r.until("five attempts", |r| {
-        r.up_log()
-            .matches("loop ghost: target 2, counted 0: created ghost-")
-            .count()
-            >= 5
+        up_log(r).matches(GHOST_CREATED).count() >= 5
     });
-    let log = r.up_log();
-    let created: Vec<u64> = log
-        .lines()
-        .filter(|l| l.contains("loop ghost: target 2, counted 0: created ghost-"))
-        .map(stamp_ms)
-        .collect();
+    let log = up_log(&r);
+    let created = created_ms(&log);
     let real: Vec<u64> = created.windows(2).map(|w| w[1] - w[0]).take(4).collect();
     for (i, (p, m)) in predicted.iter().zip(&real).enumerate() {
         // A real exit is seen up to a period later than the lab's whole tick under load.
