@@ -495,12 +495,17 @@ copies = 6
         m.event_budget = 10_000;
         let s = setup(&m, 1, vec![], false);
         let err = run(&s, &|_, _: &Role, _| Box::new(Spin) as Box<dyn Machine>, 1).unwrap_err();
-        assert_eq!(
-            err,
-            RunError::Budget {
-                budget: 10_000,
-                at_ms: 0
-            }
+        assert!(
+            matches!(
+                err,
+                RunError::Budget {
+                    budget: 10_000,
+                    at_ms: 0,
+                    busiest: 0,
+                    ..
+                }
+            ),
+            "{err:?}"
         );
         m.event_budget = 2_000;
         let r = go(&m, 1, vec![], true, true);
