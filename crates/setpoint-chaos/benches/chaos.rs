@@ -2,6 +2,9 @@
 //! `scenarios/chaos/partitions.toml` (3 agents, 2 controllers, 6 copies, 10 simulated minutes,
 //! with faults), one seed per iteration, with the runtime's own machines.
 
+// criterion_group! defines an undocumented public function.
+#![allow(missing_docs)]
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use setpoint_chaos::adapt::{make, Bugs};
 use setpoint_chaos::faults::parse;

@@ -180,7 +180,7 @@ pub fn check(
             });
         }
     }
-    v.sort_by(|a, b| (a.at_ms, a.check).cmp(&(b.at_ms, b.check)));
+    v.sort_by_key(|a| (a.at_ms, a.check));
     v
 }
 

@@ -25,7 +25,7 @@ pub fn shrink(schedule: &[Fault], fails: &mut dyn FnMut(&[Fault]) -> bool) -> (V
     let mut n = 2usize;
     while cur.len() >= 2 && tries < MAX_TRIES {
         let chunk = cur.len().div_ceil(n);
-        let mut reduced = false;
+        let mut next_n = None;
         for i in 0..n {
             let lo = (i * chunk).min(cur.len());
             let hi = ((i + 1) * chunk).min(cur.len());
@@ -35,19 +35,19 @@ pub fn shrink(schedule: &[Fault], fails: &mut dyn FnMut(&[Fault]) -> bool) -> (V
             let part: Vec<Fault> = cur[lo..hi].to_vec();
             if part.len() < cur.len() && test(&part, &mut tries) {
                 cur = part;
-                n = 2;
-                reduced = true;
+                next_n = Some(2);
                 break;
             }
             let rest: Vec<Fault> = cur[..lo].iter().chain(&cur[hi..]).cloned().collect();
             if test(&rest, &mut tries) {
                 cur = rest;
-                n = (n - 1).max(2);
-                reduced = true;
+                next_n = Some((n - 1).max(2));
                 break;
             }
         }
-        if !reduced {
+        if let Some(m) = next_n {
+            n = m;
+        } else {
             if n >= cur.len() {
                 break;
             }

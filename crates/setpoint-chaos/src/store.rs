@@ -315,7 +315,7 @@ fn filtered(r: &Revised, prefixes: &[String]) -> Option<Revised> {
         .filter(|c| under(&c.key, prefixes))
         .cloned()
         .collect();
-    (!changes.is_empty()).then(|| Revised {
+    (!changes.is_empty()).then_some(Revised {
         revision: r.revision,
         changes,
     })

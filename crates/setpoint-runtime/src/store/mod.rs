@@ -361,8 +361,11 @@ pub mod conformance {
 
     use super::*;
 
+    /// One conformance case: a function of a store that panics when the store breaks its rule.
+    pub type Case = fn(&dyn Store);
+
     /// Every case that needs only a store, by name.
-    pub const CASES: &[(&str, fn(&dyn Store))] = &[
+    pub const CASES: &[(&str, Case)] = &[
         (
             "compare_and_set_conflicts_on_a_stale_revision",
             compare_and_set_conflicts_on_a_stale_revision,
