@@ -4,8 +4,8 @@
 //! ```toml
 //! description = "two controllers, three agents, partitions"   # free text
 //! seconds = 600            # simulated run length (default 600)
-//! settle = 120             # convergence bound: no fault starts in the last `settle` seconds,
-//!                          # and every workload must be converged at the end (default 120)
+//! settle = 120             # convergence bound (default 120, at most half the run): no fault in the last `settle` s,
+//!                          # and every workload must be converged at the end
 //! event_budget = 5000000   # most events one run may handle (default 5,000,000)
 //! seed = 7                 # replay files only: the seed of the run they replay
 //!
@@ -430,7 +430,7 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
         }
     })?;
     let seconds = f.opt(&raw.seconds, "seconds", 1, MAX_SECONDS, 600)?;
-    let settle = f.opt(&raw.settle, "settle", 0, MAX_SECONDS, 120.min(seconds))?;
+    let settle = f.opt(&raw.settle, "settle", 0, MAX_SECONDS, 120.min(seconds / 2))?;
     if settle >= seconds {
         let span = raw.settle.as_ref().map_or(0..0, |s| s.span());
         return Err(f.at(
