@@ -26,6 +26,7 @@ The lab (deterministic simulation, fast): lesson, run, relation, plot, report, a
 The runtime (real processes, declared in a store): controller and agent keep the copies running
   (up runs a controller and N agents in one process); apply, get, delete, kill, status and logs
   declare, show and disturb the workloads.
+The runtime in the lab: chaos (the runtime's own machines in a simulated world, with faults).
 Model against reality: measure (a real run's metrics), experiment (a lab scenario on real processes).
 Shell: completions, man.
 
@@ -58,6 +59,9 @@ pub enum Command {
     Sweep(crate::sweep::SweepArgs),
     /// Join the outputs of `sweep --shard I/N`, in any order, into the whole sweep's bytes.
     Merge(crate::merge::MergeArgs),
+    /// Run the runtime's own controller host and agents in a simulated world under fault
+    /// schedules, check invariants after every run, shrink failures to replay files.
+    Chaos(crate::chaos::ChaosArgs),
     /// The real runtime's commands.
     #[command(flatten)]
     Runtime(crate::runtime::RuntimeCommand),

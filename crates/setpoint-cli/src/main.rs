@@ -5,6 +5,7 @@
 
 mod advise;
 mod args;
+mod chaos;
 mod destination;
 mod lab;
 mod merge;
@@ -54,6 +55,7 @@ fn main() -> ExitCode {
                 || e.downcast_ref::<setpoint_sim::merge::MergeError>()
                     .is_some()
                 || runtime::is_bad_input(&e)
+                || e.downcast_ref::<setpoint_chaos::ModelError>().is_some()
                 || e.downcast_ref::<setpoint_sim::advise::AdviceError>()
                     .is_some()
             {
@@ -188,6 +190,7 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
             return sweep::run(args, matches.subcommand_matches("sweep"));
         }
         Command::Merge(args) => merge::run(&args)?,
+        Command::Chaos(args) => return chaos::run(&args),
         Command::Runtime(cmd) => runtime::execute(cmd)?,
         Command::Reality(cmd) => reality::execute(cmd)?,
         Command::Shell(cmd) => shell::execute(&cmd)?,

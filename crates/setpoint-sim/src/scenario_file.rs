@@ -671,7 +671,8 @@ impl Located<'_> {
 
 /// The line (from 1) of byte `offset` in `text`, and the key path written there: the enclosing
 /// table header (`event[2]` for the second `[[event]]`) joined to the key the line assigns.
-fn locate(text: &str, offset: usize) -> (usize, String) {
+/// Other TOML files of the lab (the chaos fault models) report their errors with it too.
+pub fn locate(text: &str, offset: usize) -> (usize, String) {
     let offset = offset.min(text.len());
     let before = &text[..offset];
     let line_no = before.matches('\n').count() + 1;

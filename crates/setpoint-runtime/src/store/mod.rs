@@ -350,12 +350,54 @@ macro_rules! conformance_tests {
 #[cfg(test)]
 pub(crate) use conformance_tests;
 
-#[cfg(test)]
-pub(crate) mod conformance {
+pub mod conformance {
     //! The behaviour every store must have, run against each implementation.
+    //!
+    //! Each case is a function of one store that panics when the store breaks the rule. The
+    //! runtime runs them on [`MemoryStore`], [`SqliteStore`], [`Namespaced`] and [`EtcdStore`]
+    //! through a test macro; other crates' stores (the chaos lab's simulated etcd) run the same
+    //! list, [`CASES`] and [`keep_alive_holds_a_lease_past_its_ttl`], so a case added here
+    //! reaches every store. They wait on the real clock (leases expire while they sleep).
 
     use super::*;
 
+    /// One conformance case: a function of a store that panics when the store breaks its rule.
+    pub type Case = fn(&dyn Store);
+
+    /// Every case that needs only a store, by name.
+    pub const CASES: &[(&str, Case)] = &[
+        (
+            "compare_and_set_conflicts_on_a_stale_revision",
+            compare_and_set_conflicts_on_a_stale_revision,
+        ),
+        (
+            "a_failed_transaction_writes_nothing",
+            a_failed_transaction_writes_nothing,
+        ),
+        (
+            "reads_are_by_prefix_in_key_order_at_one_revision",
+            reads_are_by_prefix_in_key_order_at_one_revision,
+        ),
+        (
+            "leased_keys_vanish_when_the_lease_expires",
+            leased_keys_vanish_when_the_lease_expires,
+        ),
+        ("comparing_an_absent_key", comparing_an_absent_key),
+        (
+            "the_first_failed_comparison_is_the_one_reported",
+            the_first_failed_comparison_is_the_one_reported,
+        ),
+        (
+            "revoking_a_lease_removes_its_keys_at_once",
+            revoking_a_lease_removes_its_keys_at_once,
+        ),
+        (
+            "a_read_of_several_prefixes_never_sees_half_a_transaction",
+            a_read_of_several_prefixes_never_sees_half_a_transaction,
+        ),
+    ];
+
+    /// A write that compares a stale revision is a conflict naming the key, and writes nothing.
     pub fn compare_and_set_conflicts_on_a_stale_revision(s: &dyn Store) {
         let r1 = s
             .commit(&Txn::new().expect("/a", 0).put("/a", "1"))
@@ -381,6 +423,7 @@ pub(crate) mod conformance {
         assert!(create_again.unwrap_err().is_conflict());
     }
 
+    /// A transaction with a failed comparison leaves the revision and every key as they were.
     pub fn a_failed_transaction_writes_nothing(s: &dyn Store) {
         let before = s.revision().unwrap();
         let t = Txn::new()
@@ -393,6 +436,7 @@ pub(crate) mod conformance {
         assert_eq!(s.get("/x").unwrap(), None);
     }
 
+    /// Reads are by prefix, in key order, at one revision; a rewritten key gets a new create revision.
     pub fn reads_are_by_prefix_in_key_order_at_one_revision(s: &dyn Store) {
         let r = s
             .commit(
@@ -415,6 +459,7 @@ pub(crate) mod conformance {
         assert_eq!(s.get("/w/a").unwrap().unwrap().create_revision, r3);
     }
 
+    /// A lease that is not kept alive expires, its keys go, and it can no longer be used.
     pub fn leased_keys_vanish_when_the_lease_expires(s: &dyn Store) {
         let lease = s.grant(Duration::from_millis(150)).unwrap();
         s.commit(
@@ -447,6 +492,7 @@ pub(crate) mod conformance {
         s.revoke(next).unwrap();
         assert_eq!(s.get("/leader").unwrap(), None);
     }
+    /// Revision 0 means absent, for a key never written and for a deleted one.
     pub fn comparing_an_absent_key(s: &dyn Store) {
         // 0 means absent: it holds for a key never written, and for a deleted one.
         let r = s
@@ -473,6 +519,7 @@ pub(crate) mod conformance {
         assert_eq!(s.revision().unwrap(), now);
     }
 
+    /// Of several failed comparisons, the first in the transaction is the one reported.
     pub fn the_first_failed_comparison_is_the_one_reported(s: &dyn Store) {
         let ra = s.commit(&Txn::new().put("/ca", "1")).unwrap();
         let rb = s.commit(&Txn::new().put("/cb", "1")).unwrap();
@@ -492,6 +539,7 @@ pub(crate) mod conformance {
         assert_eq!(s.get("/ca").unwrap().unwrap().mod_revision, ra);
     }
 
+    /// Revoking a lease removes its keys in one new revision; revoking twice does nothing.
     pub fn revoking_a_lease_removes_its_keys_at_once(s: &dyn Store) {
         let lease = s.grant(Duration::from_secs(60)).unwrap();
         let other = s.grant(Duration::from_secs(60)).unwrap();
@@ -526,6 +574,7 @@ pub(crate) mod conformance {
         s.revoke(other).unwrap();
     }
 
+    /// A lease kept alive every quarter of `ttl` outlives three times `ttl`.
     pub fn keep_alive_holds_a_lease_past_its_ttl(s: &dyn Store, ttl: Duration) {
         let lease = s.grant(ttl).unwrap();
         s.commit(&Txn::new().put_leased("/kept", "1", lease))

@@ -1,0 +1,156 @@
+//! The runtime's own machines behind the world's [`Machine`] interface: the controller host
+//! ([`Host`]) and the node agent ([`AgentCore`]), configured from a fault model.
+//!
+//! What the adapters answer themselves, because the simulated node has nothing behind it:
+//! the agent's `Recover` (a fresh node: no state file, no marked process), `SaveState` and
+//! `TendLogs` (nothing to write), `StopForeign` (there are no foreign processes) and `Probe`
+//! (the simulated workloads have no readiness command; answered ready). Everything else goes
+//! to the world.
+
+use std::time::Duration;
+
+use setpoint_runtime::agent_core::{
+    AgentCore, AgentCoreConfig, AgentInput, AgentOutput, CopySignal, Ended, Nonces, Recovery,
+};
+use setpoint_runtime::controller::ControllerConfig;
+use setpoint_runtime::host::{Host, HostConfig, HostInput, HostOutput};
+
+use crate::faults::Model;
+use crate::machine::{Exit, Input, Machine, Output, Role};
+
+/// Injected bugs, for the checker's own tests: each turns on the machines' test-only switch
+/// of that name. Nothing in the CLI or in a file sets them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bugs {
+    /// `HostConfig::bug_fencing_off`.
+    pub fencing_off: bool,
+    /// `HostConfig::bug_gc_ignores_owner_uid`.
+    pub gc_ignores_owner_uid: bool,
+    /// `AgentCoreConfig::bug_no_self_fence`.
+    pub no_self_fence: bool,
+}
+
+/// A controller host.
+pub struct HostMachine(Host);
+
+impl Machine for HostMachine {
+    fn step(&mut self, now_ms: u64, input: Input) -> Vec<Output> {
+        let input = match input {
+            Input::Tick => HostInput::Tick,
+            Input::Replied(r) => HostInput::Replied(r),
+            Input::Watch(w) => HostInput::Watch(w),
+            Input::Shutdown => HostInput::Shutdown,
+            Input::Started { .. } | Input::Exited { .. } => return Vec::new(),
+        };
+        self.0
+            .step(now_ms, input)
+            .into_iter()
+            .map(|o| match o {
+                HostOutput::Request { id, request, .. } => Output::Request { id, request },
+                HostOutput::Log { who, line } => Output::Log(format!("{who}: {line}")),
+                HostOutput::Wake(w) => Output::Wake(w.0),
+                HostOutput::Stopped(_) => Output::Stopped,
+            })
+            .collect()
+    }
+}
+
+/// A node agent.
+pub struct AgentMachine(AgentCore);
+
+impl AgentMachine {
+    fn map(&mut self, now_ms: u64, input: AgentInput, out: &mut Vec<Output>) {
+        let mut pending = vec![input];
+        while let Some(input) = pending.pop() {
+            for o in self.0.step(now_ms, input) {
+                match o {
+                    AgentOutput::Store { id, request } => out.push(Output::Request { id, request }),
+                    AgentOutput::Wake(w) => out.push(Output::Wake(w.0)),
+                    AgentOutput::Start {
+                        copy, assignment, ..
+                    } => out.push(Output::Start {
+                        copy,
+                        workload: assignment.workload,
+                    }),
+                    AgentOutput::Signal { copy, signal, .. } => out.push(Output::Signal {
+                        copy,
+                        kill: matches!(signal, CopySignal::Kill),
+                    }),
+                    AgentOutput::Recover => pending.push(AgentInput::Recovered(Recovery {
+                        records: Vec::new(),
+                        unclaimed: Vec::new(),
+                        own_uid: 0,
+                    })),
+                    AgentOutput::Probe { copy, .. } => {
+                        pending.push(AgentInput::ProbeDone { copy, ok: true })
+                    }
+                    AgentOutput::Log(line) => out.push(Output::Log(line)),
+                    AgentOutput::Stopped(_) => out.push(Output::Stopped),
+                    AgentOutput::Adopt { .. }
+                    | AgentOutput::StopForeign { .. }
+                    | AgentOutput::SaveState(_)
+                    | AgentOutput::TendLogs { .. } => {}
+                }
+            }
+        }
+    }
+}
+
+impl Machine for AgentMachine {
+    fn step(&mut self, now_ms: u64, input: Input) -> Vec<Output> {
+        let input = match input {
+            Input::Tick => AgentInput::Tick,
+            Input::Replied(r) => AgentInput::Replied(r),
+            Input::Watch(w) => AgentInput::WatchDelivery(w),
+            Input::Shutdown => AgentInput::Shutdown,
+            Input::Started { copy, pid } => AgentInput::Started {
+                copy,
+                pid,
+                start_ticks: u64::from(pid),
+            },
+            Input::Exited { copy, how, .. } => AgentInput::Exited {
+                copy,
+                how: match how {
+                    Exit::Code(c) => Ended::Code(c),
+                    Exit::Signal(s) => Ended::Signal(s),
+                },
+            },
+        };
+        let mut out = Vec::new();
+        self.map(now_ms, input, &mut out);
+        out
+    }
+}
+
+/// The machine of host `index` with `role` for a run of `model` with `seed`, at `now_ms`.
+pub fn make(
+    model: &Model,
+    bugs: Bugs,
+    seed: u64,
+    index: usize,
+    role: &Role,
+    now_ms: u64,
+) -> Box<dyn Machine> {
+    let t = &model.timing;
+    match role {
+        Role::Controller => {
+            let mut c = ControllerConfig::new(format!("controller-{index}"));
+            c.lease_ttl = Duration::from_millis(t.leader_ttl_ms);
+            c.poll = Duration::from_millis(t.poll_ms);
+            let mut cfg = HostConfig::new(c);
+            cfg.bug_fencing_off = bugs.fencing_off;
+            cfg.bug_gc_ignores_owner_uid = bugs.gc_ignores_owner_uid;
+            Box::new(HostMachine(Host::new(cfg, now_ms)))
+        }
+        Role::Agent(node) => {
+            let mut cfg = AgentCoreConfig::new(node.clone());
+            cfg.agent_pid = 100 + index as u32;
+            cfg.lease_ttl_ms = t.node_ttl_ms;
+            cfg.sync_every_ms = t.sync_ms;
+            cfg.report_every_ms = t.report_ms;
+            cfg.nonces = Nonces::Counter(seed.wrapping_mul(64) + index as u64);
+            cfg.bug_no_self_fence = bugs.no_self_fence;
+            Box::new(AgentMachine(AgentCore::new(cfg, now_ms)))
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! The invariants checked after every run.
+//!
+//! - **one copy per name**: at no instant do two processes of one copy identity run (checked
+//!   for every workload; for `named` it is the identity the controller reuses, for the others
+//!   identities are never reused, so any overlap is two agents running one copy);
+//! - **fencing**: no write committed by a controller that did not hold `/leader` at commit time
+//!   (the store knows whose lease holds it);
+//! - **no declaration lost**: every declaration the operator wrote is there at the end,
+//!   unchanged;
+//! - **no orphan**: at the end, every running process has its placement in the store;
+//! - **convergence**: at the end, which is at least `settle` after the last fault ended, each
+//!   workload runs exactly its desired copies;
+//! - **event budget**: a run that exceeds it is a failure of its own ([`crate::RunError`]).
+
+use std::collections::BTreeMap;
+
+use setpoint_runtime::model::placement_key;
+
+use crate::faults::{Fault, Model};
+use crate::world::Outcome;
+
+/// Which invariant a run broke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Check {
+    /// Two processes of one copy identity ran at once.
+    DoubleRun,
+    /// A controller without the leader lease committed a write.
+    Unfenced,
+    /// A declaration is gone or changed.
+    LostDeclaration,
+    /// A process runs with no placement.
+    Orphan,
+    /// A workload does not run its desired copies at the end.
+    NotConverged,
+    /// The run exceeded its event budget.
+    Budget,
+}
+
+impl Check {
+    /// Its name in outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::DoubleRun => "double-run",
+            Check::Unfenced => "unfenced",
+            Check::LostDeclaration => "lost-declaration",
+            Check::Orphan => "orphan",
+            Check::NotConverged => "not-converged",
+            Check::Budget => "budget",
+        }
+    }
+}
+
+/// One broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Violation {
+    /// Which.
+    pub check: Check,
+    /// When it was seen, milliseconds of virtual time.
+    pub at_ms: u64,
+    /// What exactly.
+    pub detail: String,
+}
+
+/// When the last fault of `schedule` ends.
+pub fn last_fault_end(schedule: &[Fault]) -> u64 {
+    schedule
+        .iter()
+        .map(|f| f.at_ms + f.duration_ms)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Every invariant `out` breaks; `declared` are the keys and values the operator wrote and
+/// `schedule` the faults of the run.
+pub fn check(
+    model: &Model,
+    schedule: &[Fault],
+    declared: &[(String, String)],
+    out: &Outcome,
+) -> Vec<Violation> {
+    let mut v = Vec::new();
+    let end = out.end_ms;
+    // One copy per name: sort each identity's lifetimes and look for an overlap.
+    let mut lives: BTreeMap<&str, Vec<(u64, u64, u32, &str)>> = BTreeMap::new();
+    for p in &out.procs {
+        if let Some(up) = p.up_ms {
+            let down = p.end_ms.unwrap_or(u64::MAX);
+            lives
+                .entry(p.copy.as_str())
+                .or_default()
+                .push((up, down, p.pid, p.node.as_str()));
+        }
+    }
+    for (copy, mut l) in lives {
+        l.sort();
+        for w in l.windows(2) {
+            if w[1].0 < w[0].1 {
+                v.push(Violation {
+                    check: Check::DoubleRun,
+                    at_ms: w[1].0,
+                    detail: format!(
+                        "copy {copy} ran twice: pid {} on {} and pid {} on {}",
+                        w[0].2, w[0].3, w[1].2, w[1].3
+                    ),
+                });
+                break;
+            }
+        }
+    }
+    for u in &out.unfenced {
+        let holder = match u.holder {
+            Some(Some(h)) => format!("host {h}"),
+            Some(None) => "the operator".into(),
+            None => "no one".into(),
+        };
+        v.push(Violation {
+            check: Check::Unfenced,
+            at_ms: u.at_ms,
+            detail: format!(
+                "controller host {} wrote {} while /leader was held by {holder}",
+                u.host, u.key
+            ),
+        });
+    }
+    for (key, value) in declared {
+        match out.store.entry(key) {
+            Some(e) if &e.value == value => {}
+            Some(_) => v.push(Violation {
+                check: Check::LostDeclaration,
+                at_ms: end,
+                detail: format!("declaration {key} was changed"),
+            }),
+            None => v.push(Violation {
+                check: Check::LostDeclaration,
+                at_ms: end,
+                detail: format!("declaration {key} is gone"),
+            }),
+        }
+    }
+    let mut running: BTreeMap<&str, u64> = BTreeMap::new();
+    for p in out
+        .procs
+        .iter()
+        .filter(|p| p.up_ms.is_some() && p.end_ms.is_none())
+    {
+        *running.entry(p.workload.as_str()).or_default() += 1;
+        let n = p
+            .copy
+            .rsplit_once('-')
+            .and_then(|(_, n)| n.parse::<u64>().ok());
+        let placed = n.is_some_and(|n| {
+            out.store
+                .entry(&placement_key(&p.node, &p.workload, n))
+                .is_some()
+        });
+        if !placed {
+            v.push(Violation {
+                check: Check::Orphan,
+                at_ms: end,
+                detail: format!(
+                    "pid {} ({}) runs on {} with no placement",
+                    p.pid, p.copy, p.node
+                ),
+            });
+        }
+    }
+    for w in &model.workloads {
+        let n = running.get(w.name.as_str()).copied().unwrap_or(0);
+        if n != w.copies {
+            v.push(Violation {
+                check: Check::NotConverged,
+                at_ms: end,
+                detail: format!(
+                    "workload {} runs {n} copies, desired {}, {} ms after the last fault",
+                    w.name,
+                    w.copies,
+                    end.saturating_sub(last_fault_end(schedule))
+                ),
+            });
+        }
+    }
+    v.sort_by_key(|a| (a.at_ms, a.check));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::parse;
+    use crate::store::SimStore;
+    use crate::world::ProcRecord;
+    use setpoint_runtime::store::Txn;
+
+    fn proc(pid: u32, node: &str, copy: &str, up: u64, end: Option<u64>) -> ProcRecord {
+        ProcRecord {
+            pid,
+            host: 0,
+            node: node.into(),
+            copy: copy.into(),
+            workload: "web".into(),
+            up_ms: Some(up),
+            end_ms: end,
+            down_ms: end,
+            start_at: up,
+        }
+    }
+
+    fn outcome(procs: Vec<ProcRecord>, store: SimStore) -> Outcome {
+        Outcome {
+            events: 0,
+            end_ms: 60_000,
+            procs,
+            unfenced: vec![],
+            store,
+            trace: vec![],
+        }
+    }
+
+    fn checks(v: &[Violation]) -> Vec<Check> {
+        v.iter().map(|v| v.check).collect()
+    }
+
+    #[test]
+    fn each_end_state_invariant_is_reported_on_its_own() {
+        let m = parse("m", "[[workload]]\nname = \"web\"\ncopies = 2\n").unwrap();
+        let declared = vec![("/workloads/web".to_string(), "{}".to_string())];
+        let mut s = SimStore::new();
+        s.commit(
+            &Txn::new()
+                .put("/workloads/web", "{}")
+                .put(placement_key("node-1", "web", 0), "{}")
+                .put(placement_key("node-2", "web", 1), "{}"),
+        )
+        .unwrap();
+        let good = vec![
+            proc(1, "node-1", "web-0", 10, None),
+            proc(2, "node-2", "web-1", 10, None),
+        ];
+        assert!(check(&m, &[], &declared, &outcome(good.clone(), s.clone())).is_empty());
+        // A copy ended and back-to-back with its successor is no double run.
+        let mut handover = good.clone();
+        handover[0].end_ms = Some(500);
+        handover.push(proc(3, "node-1", "web-0", 500, None));
+        assert!(check(&m, &[], &declared, &outcome(handover, s.clone())).is_empty());
+        let mut twice = good.clone();
+        twice.push(proc(3, "node-3", "web-1", 499, Some(501)));
+        assert_eq!(
+            checks(&check(&m, &[], &declared, &outcome(twice, s.clone()))),
+            [Check::DoubleRun]
+        );
+        let mut orphan = good.clone();
+        orphan[1].node = "node-3".into();
+        assert_eq!(
+            checks(&check(&m, &[], &declared, &outcome(orphan, s.clone()))),
+            [Check::Orphan]
+        );
+        let short = vec![good[0].clone()];
+        assert_eq!(
+            checks(&check(&m, &[], &declared, &outcome(short, s.clone()))),
+            [Check::NotConverged]
+        );
+        let mut lost = s.clone();
+        lost.commit(&Txn::new().delete("/workloads/web")).unwrap();
+        assert_eq!(
+            checks(&check(&m, &[], &declared, &outcome(good, lost))),
+            [Check::LostDeclaration]
+        );
+    }
+}

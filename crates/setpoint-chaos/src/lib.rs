@@ -1,0 +1,40 @@
+//! The runtime in the lab: setpoint's controller host and node agents, the runtime's own I/O-free
+//! state machines, run on a simulated etcd, network and processes, on virtual time, under fault
+//! schedules; checked after every run, and shrunk to a minimal failing schedule.
+//!
+//! See `docs/chaos.md` for the world's rules, the fault model format and the checks.
+//!
+//! # Layout
+//! - [`store`]: [`SimStore`], etcd's semantics (revisions, compare-and-set, leases with the
+//!   lessor's 500 ms expiry checks, watch history, compaction, lease reset on leader change), and
+//!   [`SharedSimStore`], the same behind the runtime's `Store` trait.
+//! - [`net`]: the links between hosts and the store (delay, jitter, loss, one-way and two-way
+//!   partitions).
+//! - [`machine`]: the interface the world steps ([`Machine`], [`Input`], [`Output`]).
+//! - [`world`]: the event queue on virtual time, hosts with skewed clocks and pauses, processes,
+//!   the fault schedule; [`run`].
+//! - [`faults`]: fault model files ([`Model`]) and the schedule drawn from a model and a seed.
+//! - [`adapt`]: the runtime's `Host` and `AgentCore` behind [`Machine`], with the injected bugs.
+//! - [`check`]: the invariants checked after each run.
+//! - [`runner`]: one seed end to end: the setup from a model, the run, the checks.
+//! - [`shrink`]: the failing schedule cut down to a minimal one.
+
+pub mod adapt;
+pub mod check;
+pub mod faults;
+pub mod machine;
+pub mod net;
+pub mod runner;
+pub mod shrink;
+pub mod store;
+pub mod world;
+
+#[cfg(test)]
+mod bug_hunt;
+#[cfg(test)]
+mod toy;
+
+pub use faults::{Fault, FaultKind, Model, ModelError};
+pub use machine::{Input, Machine, Output, Role};
+pub use store::{SharedSimStore, SimStore};
+pub use world::{run, Outcome, RunError, Setup};

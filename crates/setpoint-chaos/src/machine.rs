@@ -1,0 +1,104 @@
+//! What the world drives: one state machine per host, behind one small interface.
+//!
+//! The runtime's controller host (`setpoint_runtime::host::Host`) and node agent
+//! (`setpoint_runtime::agent_core::AgentCore`) each have their own input and output enums; the
+//! adapters in [`crate::adapt`] map them onto [`Input`] and [`Output`], so the world has one
+//! event loop for both, and unit tests can drive it with small stand-in machines.
+
+use setpoint_runtime::machine::Replied;
+use setpoint_runtime::machine::{ReqId, StoreRequest, WatchDelivery};
+
+/// What a host is.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    /// A controller host (election, loops, garbage collection).
+    Controller,
+    /// A node agent on the named node.
+    Agent(String),
+}
+
+/// An input the world hands a machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A timer the machine asked for is due (or the world steps it for no reason; machines are
+    /// level-triggered).
+    Tick,
+    /// A reply to one of its store requests.
+    Replied(Replied),
+    /// An event of one of its watches.
+    Watch(WatchDelivery),
+    /// A copy it asked to start is running with this pid.
+    Started {
+        /// The copy's identity.
+        copy: String,
+        /// Its pid (also its process group).
+        pid: u32,
+    },
+    /// A copy's process ended.
+    Exited {
+        /// The copy's identity.
+        copy: String,
+        /// Its pid.
+        pid: u32,
+        /// How it ended.
+        how: Exit,
+    },
+    /// Stop: the host is shutting down.
+    Shutdown,
+}
+
+/// How a simulated process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this status (a crash is status 1).
+    Code(i32),
+    /// A signal ended it (15: SIGTERM, 9: SIGKILL).
+    Signal(i32),
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Exit::Code(c) => write!(f, "exit status {c}"),
+            Exit::Signal(s) => write!(f, "signal {s}"),
+        }
+    }
+}
+
+/// What a machine asks of the world.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Carry out a store request.
+    Request {
+        /// Its id, echoed in the reply.
+        id: ReqId,
+        /// The request.
+        request: StoreRequest,
+    },
+    /// Step me at this time of my own clock, milliseconds.
+    Wake(u64),
+    /// Start a process for a copy.
+    Start {
+        /// The copy's identity.
+        copy: String,
+        /// Its workload.
+        workload: String,
+    },
+    /// Signal a copy's process group: SIGKILL if `kill`, else SIGTERM.
+    Signal {
+        /// The copy's identity.
+        copy: String,
+        /// SIGKILL rather than SIGTERM.
+        kill: bool,
+    },
+    /// A log line.
+    Log(String),
+    /// The machine has stopped for good.
+    Stopped,
+}
+
+/// A state machine the world can step.
+pub trait Machine {
+    /// Hands the machine `input` at `now_ms` of its own clock; returns what it asks for.
+    fn step(&mut self, now_ms: u64, input: Input) -> Vec<Output>;
+}

@@ -1,0 +1,745 @@
+//! The world on virtual time: hosts running a machine each, the store, the network, processes,
+//! and the fault schedule, all driven by one event queue.
+//!
+//! # Rules
+//! - Time is an integer of milliseconds from 0. Events run in (time, sequence) order: two events
+//!   at one millisecond run in the order they were scheduled. One seeded generator
+//!   ([`WorldRng`]) draws every jitter, loss and crash victim, in event order, so a seed and a
+//!   schedule give one run, byte for byte.
+//! - Every clock reads [`EPOCH_MS`] plus virtual time; a host's clock adds its skew (drawn per
+//!   host in `0 ..= 2 × skew_max`, so host clocks differ by at most that much). The store's clock
+//!   has no skew: lease expiry is decided on it.
+//! - A paused host is not stepped: its inputs queue and are handed over, in order, when the
+//!   pause ends, followed by a tick. Its processes keep running.
+//! - A process starts `start_ms` after its agent asks, ends `term_exit_ms` after SIGTERM or at
+//!   once after SIGKILL, and crashes when the schedule says. Its agent hears of both.
+//! - A watch event lost on the network breaks the watch: the host learns it after
+//!   [`WATCH_BREAK_MS`] (as a client library notices its stream died) by a
+//!   [`WatchEvent::Lost`], and must read again.
+//! - A run that handles more than its event budget stops with [`RunError::Budget`]: a machine
+//!   that asks to be woken in a loop cannot hang the lab.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+
+use setpoint_runtime::machine::{Replied, ReqId, StoreReply, StoreRequest, WatchDelivery};
+use setpoint_runtime::model::LEADER;
+use setpoint_runtime::store::{Op, Txn, WatchEvent};
+use setpoint_sim::delay::WorldRng;
+
+use crate::faults::{Fault, FaultKind};
+use crate::machine::{Exit, Input, Machine, Output, Role};
+use crate::net::{Dir, Net, NetConfig};
+use crate::store::SimStore;
+
+/// What every clock adds to virtual time: a plausible "milliseconds since the Unix epoch", so
+/// that nothing in the machines subtracts below zero.
+pub const EPOCH_MS: u64 = 1_800_000_000_000;
+
+/// How long a host takes to notice that a watch stream broke, milliseconds.
+pub const WATCH_BREAK_MS: u64 = 1_000;
+
+/// Everything a run needs besides the machines.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// The hosts, in index order.
+    pub roles: Vec<Role>,
+    /// Each host's clock skew, milliseconds added to virtual time.
+    pub skews_ms: Vec<u64>,
+    /// The network.
+    pub net: NetConfig,
+    /// How long a process takes to start, milliseconds.
+    pub start_ms: u64,
+    /// How long a process takes to exit after SIGTERM, milliseconds.
+    pub term_exit_ms: u64,
+    /// When the run ends, milliseconds.
+    pub duration_ms: u64,
+    /// The most events a run may handle.
+    pub event_budget: u64,
+    /// Keys and values the operator writes at time 0 (the declarations).
+    pub declarations: Vec<(String, String)>,
+    /// The faults, by start time.
+    pub schedule: Vec<Fault>,
+    /// Whether to keep a trace of the run.
+    pub trace: bool,
+}
+
+/// Why a run did not finish.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// The run handled more events than its budget allows; raise `event_budget` in the fault
+    /// model if the workload really needs them, or look for a machine that wakes in a loop.
+    #[error("the run exceeded its event budget of {budget} events at {at_ms} ms; host {busiest} was stepped most in the last 100,000 events: raise event_budget or look for a machine that wakes itself in a loop")]
+    Budget {
+        /// The budget.
+        budget: u64,
+        /// Virtual time when it was exceeded.
+        at_ms: u64,
+        /// The host stepped most often in the last 100,000 events.
+        busiest: usize,
+        /// The last 300 lines of the trace, if one was kept.
+        tail: Vec<String>,
+    },
+}
+
+/// One simulated process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcRecord {
+    /// Its pid, unique in the run.
+    pub pid: u32,
+    /// The host (agent) that started it.
+    pub host: usize,
+    /// The agent's node.
+    pub node: String,
+    /// The copy's identity.
+    pub copy: String,
+    /// The workload.
+    pub workload: String,
+    /// When it started running, if it did.
+    pub up_ms: Option<u64>,
+    /// When it ended, if it did.
+    pub end_ms: Option<u64>,
+    /// When it is scheduled to end.
+    pub(crate) down_ms: Option<u64>,
+    /// When it is scheduled to start.
+    pub(crate) start_at: u64,
+}
+
+/// A write committed by a controller that did not hold `/leader` at commit time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnfencedWrite {
+    /// When it committed.
+    pub at_ms: u64,
+    /// The controller host.
+    pub host: usize,
+    /// The holder of `/leader` then (a host, the operator, or no one).
+    pub holder: Option<Option<usize>>,
+    /// The first key it wrote.
+    pub key: String,
+}
+
+/// What a finished run leaves for the checks.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Events handled.
+    pub events: u64,
+    /// The end time.
+    pub end_ms: u64,
+    /// Every process.
+    pub procs: Vec<ProcRecord>,
+    /// Commits by controllers that did not hold the leader lease.
+    pub unfenced: Vec<UnfencedWrite>,
+    /// The store at the end.
+    pub store: SimStore,
+    /// The trace, if kept.
+    pub trace: Vec<String>,
+}
+
+#[derive(Debug)]
+enum Ev {
+    Wake {
+        host: usize,
+        gen: u64,
+    },
+    ToStore {
+        host: usize,
+        id: ReqId,
+        req: StoreRequest,
+    },
+    ToHost {
+        host: usize,
+        life: u64,
+        input: Input,
+        local: bool,
+    },
+    Lessor,
+    FaultStart(usize),
+    FaultEnd(usize),
+    ProcUp(usize),
+    ProcDown {
+        proc: usize,
+        how: Exit,
+    },
+}
+
+struct Item {
+    at: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Item {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Item {}
+impl PartialOrd for Item {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Item {
+    // Reversed: BinaryHeap is a max-heap and the earliest event must come out first.
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+struct Slot {
+    role: Role,
+    machine: Box<dyn Machine>,
+    offset: u64,
+    gen: u64,
+    /// Bumped when the host restarts: what was sent to its earlier life is dropped.
+    life: u64,
+    paused: u32,
+    inbox: VecDeque<Input>,
+    stopped: bool,
+}
+
+/// Makes the machine of host `index` with `role`, at its clock's `now_ms`.
+pub type Factory<'a> = dyn Fn(usize, &Role, u64) -> Box<dyn Machine> + 'a;
+
+/// A world in the middle of a run.
+pub struct World<'a> {
+    now: u64,
+    seq: u64,
+    events: u64,
+    queue: BinaryHeap<Item>,
+    rng: WorldRng,
+    setup: &'a Setup,
+    factory: &'a Factory<'a>,
+    slots: Vec<Slot>,
+    store: SimStore,
+    net: Net,
+    watches: BTreeMap<(usize, ReqId), Vec<String>>,
+    procs: Vec<ProcRecord>,
+    live: BTreeMap<(usize, String), usize>,
+    unfenced: Vec<UnfencedWrite>,
+    trace: Vec<String>,
+    recent_steps: Vec<u64>,
+}
+
+/// Runs `setup` with machines from `factory`, seeded with `seed`.
+pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, RunError> {
+    let mut w = World {
+        now: 0,
+        seq: 0,
+        events: 0,
+        queue: BinaryHeap::new(),
+        rng: WorldRng::new(seed),
+        setup,
+        factory,
+        slots: Vec::with_capacity(setup.roles.len()),
+        store: SimStore::new(),
+        net: Net::new(setup.net, setup.roles.len()),
+        watches: BTreeMap::new(),
+        procs: Vec::new(),
+        live: BTreeMap::new(),
+        unfenced: Vec::new(),
+        trace: Vec::new(),
+        recent_steps: vec![0; setup.roles.len()],
+    };
+    for (key, value) in &setup.declarations {
+        w.store
+            .commit(&Txn::new().put(key.clone(), value.clone()))
+            .expect("an unconditional put of the operator commits");
+    }
+    for (i, role) in setup.roles.iter().enumerate() {
+        let offset = setup.skews_ms.get(i).copied().unwrap_or(0);
+        let machine = factory(i, role, EPOCH_MS + offset);
+        w.slots.push(Slot {
+            role: role.clone(),
+            machine,
+            offset,
+            gen: 0,
+            life: 0,
+            paused: 0,
+            inbox: VecDeque::new(),
+            stopped: false,
+        });
+    }
+    for (i, f) in setup.schedule.iter().enumerate() {
+        w.push(f.at_ms, Ev::FaultStart(i));
+    }
+    w.push(w.store.next_check_ms(), Ev::Lessor);
+    for i in 0..w.slots.len() {
+        w.step(i, Input::Tick);
+    }
+    while let Some(item) = w.queue.pop() {
+        if item.at > setup.duration_ms {
+            break;
+        }
+        w.events += 1;
+        if w.events % 100_000 == 0 {
+            w.recent_steps.iter_mut().for_each(|c| *c = 0);
+        }
+        if w.events > setup.event_budget {
+            let busiest = (0..w.recent_steps.len())
+                .max_by_key(|&i| (w.recent_steps[i], std::cmp::Reverse(i)))
+                .unwrap_or(0);
+            let from = w.trace.len().saturating_sub(300);
+            return Err(RunError::Budget {
+                budget: setup.event_budget,
+                at_ms: item.at,
+                busiest,
+                tail: w.trace.split_off(from),
+            });
+        }
+        w.now = item.at;
+        w.handle(item.ev);
+    }
+    w.now = setup.duration_ms;
+    Ok(Outcome {
+        events: w.events,
+        end_ms: setup.duration_ms,
+        procs: w.procs,
+        unfenced: w.unfenced,
+        store: w.store,
+        trace: w.trace,
+    })
+}
+
+impl World<'_> {
+    fn push(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Item {
+            at,
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    fn note(&mut self, line: impl FnOnce() -> String) {
+        if self.setup.trace {
+            let l = format!("{:>9} {}", self.now, line());
+            self.trace.push(l);
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Wake { host, gen } => {
+                if self.slots[host].gen == gen {
+                    self.step(host, Input::Tick);
+                }
+            }
+            Ev::ToStore { host, id, req } => {
+                if self.net.up(host, Dir::Up) {
+                    self.serve(host, id, req);
+                }
+            }
+            Ev::ToHost {
+                host,
+                life,
+                input,
+                local,
+            } => {
+                if self.slots[host].life == life {
+                    self.arrive(host, input, local);
+                }
+            }
+            Ev::Lessor => {
+                let before = self.store.revision();
+                self.store.advance(self.now);
+                self.fan_out(before);
+                let next = self.store.next_check_ms();
+                self.push(next, Ev::Lessor);
+            }
+            Ev::FaultStart(i) => self.fault(i, true),
+            Ev::FaultEnd(i) => self.fault(i, false),
+            Ev::ProcUp(p) => {
+                let r = &mut self.procs[p];
+                if r.end_ms.is_none() && r.up_ms.is_none() {
+                    r.up_ms = Some(self.now);
+                    let (host, copy, pid) = (r.host, r.copy.clone(), r.pid);
+                    self.step(host, Input::Started { copy, pid });
+                }
+            }
+            Ev::ProcDown { proc, how } => {
+                let r = &mut self.procs[proc];
+                if r.end_ms.is_some() || r.down_ms != Some(self.now) {
+                    return;
+                }
+                r.end_ms = Some(self.now);
+                let (host, copy, pid) = (r.host, r.copy.clone(), r.pid);
+                if self.live.get(&(host, copy.clone())) == Some(&proc) {
+                    self.live.remove(&(host, copy.clone()));
+                }
+                self.note(|| format!("proc {pid} {copy} on host {host} ended: {how}"));
+                if r_was_up(&self.procs[proc]) {
+                    self.step(host, Input::Exited { copy, pid, how });
+                }
+            }
+        }
+    }
+
+    /// Hands `input` to host `host`, or queues it while the host is paused.
+    fn step(&mut self, host: usize, input: Input) {
+        let slot = &mut self.slots[host];
+        if slot.stopped {
+            return;
+        }
+        if slot.paused > 0 {
+            slot.inbox.push_back(input);
+            return;
+        }
+        self.recent_steps[host] += 1;
+        let clock = EPOCH_MS + self.now + slot.offset;
+        let outputs = slot.machine.step(clock, input);
+        for out in outputs {
+            self.output(host, out);
+        }
+    }
+
+    fn output(&mut self, host: usize, out: Output) {
+        match out {
+            Output::Request {
+                id,
+                request: StoreRequest::CancelWatch(w),
+            } => {
+                let _ = id;
+                self.watches.remove(&(host, w));
+            }
+            Output::Request { id, request } => {
+                if let Some(at) = self.net.send(&mut self.rng, host, Dir::Up, self.now) {
+                    self.push(
+                        at,
+                        Ev::ToStore {
+                            host,
+                            id,
+                            req: request,
+                        },
+                    );
+                }
+            }
+            Output::Wake(t) => {
+                let slot = &mut self.slots[host];
+                slot.gen += 1;
+                let at = t.saturating_sub(EPOCH_MS + slot.offset).max(self.now);
+                let gen = slot.gen;
+                self.push(at, Ev::Wake { host, gen });
+            }
+            Output::Start { copy, workload } => {
+                if self.live.contains_key(&(host, copy.clone())) {
+                    return;
+                }
+                let node = match &self.slots[host].role {
+                    Role::Agent(n) => n.clone(),
+                    Role::Controller => String::new(),
+                };
+                let p = self.procs.len();
+                let start_at = self.now + self.setup.start_ms;
+                self.procs.push(ProcRecord {
+                    pid: 1000 + p as u32,
+                    host,
+                    node,
+                    copy: copy.clone(),
+                    workload,
+                    up_ms: None,
+                    end_ms: None,
+                    down_ms: None,
+                    start_at,
+                });
+                self.live.insert((host, copy), p);
+                self.push(start_at, Ev::ProcUp(p));
+            }
+            Output::Signal { copy, kill } => {
+                if let Some(&p) = self.live.get(&(host, copy)) {
+                    let after = if kill { 0 } else { self.setup.term_exit_ms };
+                    let how = Exit::Signal(if kill { 9 } else { 15 });
+                    self.end_proc(p, self.now + after, how);
+                }
+            }
+            Output::Log(line) => self.note(|| format!("host {host}: {line}")),
+            Output::Stopped => self.slots[host].stopped = true,
+        }
+    }
+
+    /// Schedules process `p` to end at `at` (not before it starts), unless it ends sooner.
+    fn end_proc(&mut self, p: usize, at: u64, how: Exit) {
+        let r = &mut self.procs[p];
+        let at = at.max(r.start_at);
+        if r.end_ms.is_some() || r.down_ms.is_some_and(|d| d <= at) {
+            return;
+        }
+        r.down_ms = Some(at);
+        self.push(at, Ev::ProcDown { proc: p, how });
+    }
+
+    fn reply(&mut self, host: usize, input: Input) {
+        if let Some(at) = self.net.send(&mut self.rng, host, Dir::Down, self.now) {
+            let life = self.slots[host].life;
+            self.push(
+                at,
+                Ev::ToHost {
+                    host,
+                    life,
+                    input,
+                    local: false,
+                },
+            );
+        } else if let Input::Watch(d) = &input {
+            self.break_watch(host, d.watch);
+        }
+    }
+
+    /// The watch's stream broke: the store forgets it and the host hears `Lost` later.
+    fn break_watch(&mut self, host: usize, watch: ReqId) {
+        if self.watches.remove(&(host, watch)).is_some() {
+            let at = self.now + WATCH_BREAK_MS;
+            let life = self.slots[host].life;
+            self.push(
+                at,
+                Ev::ToHost {
+                    host,
+                    life,
+                    input: Input::Watch(WatchDelivery {
+                        watch,
+                        event: WatchEvent::Lost("the watch stream broke".into()),
+                    }),
+                    local: true,
+                },
+            );
+        }
+    }
+
+    fn arrive(&mut self, host: usize, input: Input, local: bool) {
+        if !local && !self.net.up(host, Dir::Down) {
+            if let Input::Watch(d) = &input {
+                self.break_watch(host, d.watch);
+            }
+            return;
+        }
+        if let Input::Watch(d) = &input {
+            let lost = matches!(d.event, WatchEvent::Lost(_));
+            if !lost && !self.watches.contains_key(&(host, d.watch)) {
+                return; // cancelled or broken since: the client drops it
+            }
+        }
+        self.step(host, input);
+    }
+
+    fn serve(&mut self, host: usize, id: ReqId, req: StoreRequest) {
+        self.note(|| format!("store serves host {host} request {id}: {}", brief(&req)));
+        let before = self.store.revision();
+        let now = self.now;
+        let result = match req {
+            StoreRequest::Read { prefixes } => Ok(StoreReply::Read {
+                read: self.store.read(&prefixes),
+                now_ms: EPOCH_MS + now,
+            }),
+            StoreRequest::Commit(txn) => {
+                let holder = self.store.holder(LEADER);
+                let r = self.store.commit(&txn);
+                if r.is_ok() && self.slots[host].role == Role::Controller {
+                    self.check_fence(host, holder, &txn);
+                }
+                r.map(StoreReply::Committed)
+            }
+            StoreRequest::Revision => Ok(StoreReply::Revision(self.store.revision())),
+            StoreRequest::Grant { ttl } => Ok(StoreReply::Granted(self.store.grant(
+                now,
+                ttl.as_millis() as u64,
+                Some(host),
+            ))),
+            StoreRequest::KeepAlive(l) => self
+                .store
+                .keep_alive(now, l)
+                .map(|()| StoreReply::KeptAlive),
+            StoreRequest::Revoke(l) => {
+                self.store.revoke(l);
+                Ok(StoreReply::Revoked)
+            }
+            StoreRequest::Watch { prefixes, after } => {
+                self.reply(
+                    host,
+                    Input::Replied(Replied {
+                        id,
+                        result: Ok(StoreReply::Watching),
+                    }),
+                );
+                match self.store.since(after, &prefixes) {
+                    Ok(past) => {
+                        self.watches.insert((host, id), prefixes);
+                        for r in past {
+                            self.deliver(host, id, r.revision, r.changes);
+                        }
+                    }
+                    Err(c) => self.reply(
+                        host,
+                        Input::Watch(WatchDelivery {
+                            watch: id,
+                            event: WatchEvent::Lost(format!(
+                                "required revision {} has been compacted (compacted to {})",
+                                after + 1,
+                                c.compacted
+                            )),
+                        }),
+                    ),
+                }
+                self.fan_out(before);
+                return;
+            }
+            StoreRequest::CancelWatch(_) => return,
+        };
+        self.reply(host, Input::Replied(Replied { id, result }));
+        self.fan_out(before);
+    }
+
+    fn check_fence(&mut self, host: usize, holder: Option<Option<usize>>, txn: &Txn) {
+        let key = txn.ops.iter().find_map(|op| {
+            let k = match op {
+                Op::Put { key, .. } | Op::Delete { key } => key,
+            };
+            (k != LEADER).then(|| k.clone())
+        });
+        if let Some(key) = key {
+            if holder != Some(Some(host)) {
+                self.note(|| format!("UNFENCED write of {key} by host {host}"));
+                self.unfenced.push(UnfencedWrite {
+                    at_ms: self.now,
+                    host,
+                    holder,
+                    key,
+                });
+            }
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        host: usize,
+        watch: ReqId,
+        revision: u64,
+        changes: Vec<setpoint_runtime::store::Change>,
+    ) {
+        self.reply(
+            host,
+            Input::Watch(WatchDelivery {
+                watch,
+                event: WatchEvent::Changes { revision, changes },
+            }),
+        );
+    }
+
+    /// Sends every watch the changes after revision `before`.
+    fn fan_out(&mut self, before: u64) {
+        if self.store.revision() == before || self.watches.is_empty() {
+            return;
+        }
+        let mut sends = Vec::new();
+        for ((host, id), prefixes) in &self.watches {
+            if let Ok(revs) = self.store.since(before, prefixes) {
+                for r in revs {
+                    sends.push((*host, *id, r));
+                }
+            }
+        }
+        for (host, id, r) in sends {
+            self.deliver(host, id, r.revision, r.changes);
+        }
+    }
+
+    fn fault(&mut self, i: usize, start: bool) {
+        let f = self.setup.schedule[i].clone();
+        let host = f.host.min(self.slots.len().saturating_sub(1));
+        self.note(|| {
+            format!(
+                "fault {} {:?} host {host}",
+                if start { "start" } else { "end" },
+                f.kind
+            )
+        });
+        let cut = |w: &mut Self, dirs: &[Dir]| {
+            for &d in dirs {
+                w.net.set_cut(host, d, start);
+            }
+        };
+        match f.kind {
+            FaultKind::Partition => cut(self, &[Dir::Up, Dir::Down]),
+            FaultKind::CutUp => cut(self, &[Dir::Up]),
+            FaultKind::CutDown => cut(self, &[Dir::Down]),
+            FaultKind::Pause => {
+                let slot = &mut self.slots[host];
+                if start {
+                    slot.paused += 1;
+                } else {
+                    slot.paused = slot.paused.saturating_sub(1);
+                    if slot.paused == 0 {
+                        let queued: Vec<Input> = slot.inbox.drain(..).collect();
+                        for input in queued {
+                            self.step(host, input);
+                        }
+                        self.step(host, Input::Tick);
+                    }
+                }
+            }
+            FaultKind::Crash if start => {
+                let live: Vec<usize> = self.live.values().copied().collect();
+                if !live.is_empty() {
+                    let k = self.rng.uniform(0, live.len() as u64 - 1) as usize;
+                    self.end_proc(live[k], self.now, Exit::Code(1));
+                }
+            }
+            FaultKind::LeaderChange if start => self.store.leader_change(self.now),
+            FaultKind::Compaction if start => {
+                let r = self.store.revision();
+                self.store.compact(r);
+            }
+            FaultKind::Redeclare if start => {
+                let before = self.store.revision();
+                for (key, value) in &self.setup.declarations {
+                    let _ = self.store.commit(&Txn::new().delete(key.clone()));
+                    let _ = self
+                        .store
+                        .commit(&Txn::new().put(key.clone(), value.clone()));
+                }
+                self.fan_out(before);
+            }
+            FaultKind::Restart if start => {
+                let slot = &mut self.slots[host];
+                slot.machine = (self.factory)(host, &slot.role, EPOCH_MS + self.now + slot.offset);
+                slot.gen += 1;
+                slot.life += 1;
+                slot.inbox.clear();
+                self.watches.retain(|(h, _), _| *h != host);
+                self.step(host, Input::Tick);
+            }
+            _ => {}
+        }
+        if start && f.duration_ms > 0 && f.kind.lasts() {
+            self.push(self.now + f.duration_ms, Ev::FaultEnd(i));
+        }
+    }
+}
+
+fn r_was_up(r: &ProcRecord) -> bool {
+    r.up_ms.is_some()
+}
+
+/// A request in a few words, for traces.
+fn brief(req: &StoreRequest) -> String {
+    match req {
+        StoreRequest::Read { prefixes } => format!("read {}", prefixes.join(" ")),
+        StoreRequest::Commit(t) => {
+            let keys: Vec<&str> = t
+                .ops
+                .iter()
+                .map(|op| match op {
+                    Op::Put { key, .. } | Op::Delete { key } => key.as_str(),
+                })
+                .collect();
+            format!("commit {}", keys.join(" "))
+        }
+        StoreRequest::Revision => "revision".into(),
+        StoreRequest::Grant { ttl } => format!("grant {} ms", ttl.as_millis()),
+        StoreRequest::KeepAlive(l) => format!("keep-alive {l}"),
+        StoreRequest::Revoke(l) => format!("revoke {l}"),
+        StoreRequest::Watch { prefixes, after } => {
+            format!("watch {} after {after}", prefixes.join(" "))
+        }
+        StoreRequest::CancelWatch(w) => format!("cancel watch {w}"),
+    }
+}

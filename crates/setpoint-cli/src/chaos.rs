@@ -1,0 +1,207 @@
+//! `setpoint chaos`: the runtime's own controller host and agents in the lab's simulated world
+//! (crate setpoint-chaos), under fault schedules drawn from a fault model, checked after every
+//! run; a failing seed is shrunk to a minimal schedule and written as a replay file.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use setpoint_chaos::adapt::Bugs;
+use setpoint_chaos::check::Violation;
+use setpoint_chaos::runner::{run_checked, run_seeds, shrink_seed, SeedReport};
+use setpoint_sim::output::{print, Record, Value};
+
+use crate::output::Format;
+
+/// `setpoint chaos` arguments.
+#[derive(Debug, Args)]
+pub struct ChaosArgs {
+    /// The fault model (TOML, `docs/chaos.md`), or with --replay a replay file written by a
+    /// failing run.
+    pub scenario: PathBuf,
+    /// How many seeds to run: S, S+1, … S+N−1, with S from --seed.
+    #[arg(long, default_value = "1", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub seeds: u64,
+    /// The first seed.
+    #[arg(long, default_value = "1", value_name = "S")]
+    pub seed: u64,
+    /// Replay the file's own seed and schedule exactly, and print the run's trace after its
+    /// verdict.
+    #[arg(long)]
+    pub replay: bool,
+    /// Output format: table (failing seeds and a summary), json or csv (one record per seed).
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Worker threads (default: all cores). Output is the same on any number.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: Option<u64>,
+    /// How many failing seeds to shrink and write as replay files (0: none).
+    #[arg(long, default_value = "3", value_name = "K")]
+    pub shrink: usize,
+    /// Where shrunk replay files go.
+    #[arg(long, default_value = "chaos-failures", value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// The failure of a chaos run: some seed broke an invariant (exit 1).
+#[derive(Debug, thiserror::Error)]
+#[error("{failed} of {seeds} seeds failed a check")]
+pub struct ChaosFailed {
+    failed: usize,
+    seeds: u64,
+}
+
+fn record(r: &SeedReport) -> Record {
+    let mut rec = Record::new();
+    rec.push("seed", r.seed);
+    rec.push("faults", r.faults as u64);
+    rec.push("events", r.events);
+    let first = r.violations.first();
+    rec.push(
+        "verdict",
+        first.map_or("pass".to_owned(), |v| v.check.name().to_owned()),
+    );
+    rec.push("violations", r.violations.len() as u64);
+    rec.push(
+        "first",
+        first.map_or(Value::Null, |v: &Violation| {
+            Value::Str(format!("at {} ms: {}", v.at_ms, v.detail))
+        }),
+    );
+    rec
+}
+
+/// Runs `setpoint chaos`.
+pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
+    let model = setpoint_chaos::faults::load(&args.scenario)?;
+    if args.replay {
+        return replay(args, &model);
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.threads.unwrap_or(0) as usize)
+        .build()
+        .context("starting the worker threads")?;
+    let end = args.seed.checked_add(args.seeds).ok_or_else(|| {
+        crate::BadInput(format!(
+            "--seed {} plus --seeds {} overflows: keep S + N below 2^64",
+            args.seed, args.seeds
+        ))
+    })?;
+    let started = std::time::Instant::now();
+    let reports = pool.install(|| run_seeds(&model, args.seed..end, Bugs::default()));
+    let wall = started.elapsed();
+    let failed: Vec<&SeedReport> = reports.iter().filter(|r| !r.passed()).collect();
+    let mut text = match args.format {
+        Format::Table => {
+            let rows: Vec<Record> = failed.iter().map(|r| record(r)).collect();
+            let mut t = print(&rows, args.format.into(), &[]);
+            let events: u64 = reports.iter().map(|r| r.events).sum();
+            t.push_str(&format!(
+                "{} seeds from {} of {}: {} failed, {events} events\n",
+                reports.len(),
+                args.seed,
+                args.scenario.display(),
+                failed.len()
+            ));
+            t
+        }
+        _ => {
+            let rows: Vec<Record> = reports.iter().map(record).collect();
+            print(&rows, args.format.into(), &[])
+        }
+    };
+    eprintln!(
+        "chaos: {} seeds in {:.2} s ({:.0} runs/s)",
+        reports.len(),
+        wall.as_secs_f64(),
+        reports.len() as f64 / wall.as_secs_f64().max(1e-9)
+    );
+    for r in failed.iter().take(args.shrink) {
+        let Some((min, check, tries)) =
+            pool.install(|| shrink_seed(&model, r.seed, Bugs::default()))
+        else {
+            continue;
+        };
+        std::fs::create_dir_all(&args.out)
+            .with_context(|| format!("creating {}", args.out.display()))?;
+        let path = args.out.join(format!("seed-{}.toml", r.seed));
+        let comment = format!(
+            "seed {} of {} failed '{}'; shrunk from {} faults to {} in {tries} runs.\nReplay: setpoint chaos --replay {}",
+            r.seed,
+            args.scenario.display(),
+            check.name(),
+            r.faults,
+            min.len(),
+            path.display()
+        );
+        std::fs::write(&path, model.replay_file(r.seed, &min, &comment))
+            .with_context(|| format!("writing {}", path.display()))?;
+        if args.format == Format::Table {
+            text.push_str(&format!(
+                "seed {}: '{}' shrunk from {} faults to {} in {tries} runs: {}\n",
+                r.seed,
+                check.name(),
+                r.faults,
+                min.len(),
+                path.display()
+            ));
+        }
+    }
+    write_stdout(&text)?;
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(ChaosFailed {
+            failed: failed.len(),
+            seeds: args.seeds,
+        }
+        .into())
+    }
+}
+
+fn replay(args: &ChaosArgs, model: &setpoint_chaos::Model) -> anyhow::Result<()> {
+    let (Some(seed), Some(schedule)) = (model.seed, model.schedule.clone()) else {
+        return Err(crate::BadInput(format!(
+            "{}: --replay needs a replay file, with `seed` and an explicit schedule (`[[event]]` tables, or `event = []`), as a failing run writes",
+            args.scenario.display()
+        ))
+        .into());
+    };
+    let f = |i: usize, r: &setpoint_chaos::Role, now: u64| {
+        setpoint_chaos::adapt::make(model, Bugs::default(), seed, i, r, now)
+    };
+    let (report, out) = run_checked(model, seed, schedule, &f, true);
+    let mut text = print(&[record(&report)], args.format.into(), &[]);
+    if let Some(out) = out {
+        for v in &report.violations {
+            text.push_str(&format!(
+                "violation {} at {} ms: {}\n",
+                v.check.name(),
+                v.at_ms,
+                v.detail
+            ));
+        }
+        for line in out.trace {
+            text.push_str(&line);
+            text.push('\n');
+        }
+    }
+    write_stdout(&text)?;
+    if report.passed() {
+        Ok(())
+    } else {
+        Err(ChaosFailed {
+            failed: 1,
+            seeds: 1,
+        }
+        .into())
+    }
+}
+
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("writing to stdout")
+}
