@@ -41,7 +41,7 @@ fn hunt(bugs: Bugs, check: Check) -> u64 {
 }
 
 #[test]
-#[ignore = "blocked by chaos finding #1 (a fenced agent wakes in the past until 9/10 TTL; NOTES-chaos.md): every fenced agent exhausts the event budget; run with --ignored once agent_core is fixed"]
+
 fn fencing_off_is_found_as_an_unfenced_write() {
     hunt(
         Bugs {
@@ -53,7 +53,7 @@ fn fencing_off_is_found_as_an_unfenced_write() {
 }
 
 #[test]
-#[ignore = "blocked by chaos finding #1 (a fenced agent wakes in the past until 9/10 TTL; NOTES-chaos.md): every fenced agent exhausts the event budget; run with --ignored once agent_core is fixed"]
+
 fn an_agent_that_does_not_fence_itself_is_found_as_a_double_run() {
     hunt(
         Bugs {
@@ -65,7 +65,7 @@ fn an_agent_that_does_not_fence_itself_is_found_as_a_double_run() {
 }
 
 #[test]
-#[ignore = "blocked by chaos finding #1 (a fenced agent wakes in the past until 9/10 TTL; NOTES-chaos.md): every fenced agent exhausts the event budget; run with --ignored once agent_core is fixed"]
+
 fn gc_ignoring_the_owner_uid_is_found_after_a_redeclaration() {
     // The old incarnation's copies are never collected: the workload ends with too many.
     let mut m = model();

@@ -37,13 +37,13 @@
 //! grace_ms = 3000          # SIGTERM to SIGKILL (default 3000)
 //!
 //! [[fault]]                # any number
-//! kind = "partition"       # partition | cut-up | cut-down | pause | restart   (a host)
+//! kind = "partition"       # partition | cut-up | cut-down | stall | pause | restart (a host)
 //!                          #   | crash (a process) | leader-change | compaction (the store)
 //!                          #   | redeclare (the operator deletes and re-applies every workload)
 //! count = 2                # how many per run
 //! target = "agent"         # host faults: agent | controller | any (default any;
 //!                          # restart: controller only)
-//! min_ms = 1000            # a lasting fault (partition, cut-*, pause) lasts
+//! min_ms = 1000            # a lasting fault (partition, cut-*, stall, pause) lasts
 //! max_ms = 20000           # uniformly min_ms ..= max_ms
 //!
 //! [[event]]                # an explicit schedule (shrinking writes one); when present the
@@ -145,6 +145,10 @@ pub enum FaultKind {
     CutUp,
     /// Only store → host is cut: requests apply, replies and watch events are lost.
     CutDown,
+    /// Host → store stalls, as a TCP connection does across a short partition: requests sent
+    /// meanwhile are held, and delivered in order when the fault ends. A commit can then reach
+    /// the store after its writer's lease has ended: the case fencing tokens exist for.
+    Stall,
     /// The host is not stepped (a GC pause, SIGSTOP); its inputs queue.
     Pause,
     /// The host's machine restarts with a fresh state (a controller process restart).
@@ -162,10 +166,11 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, with its name in files.
-    pub const ALL: [(FaultKind, &'static str); 9] = [
+    pub const ALL: [(FaultKind, &'static str); 10] = [
         (FaultKind::Partition, "partition"),
         (FaultKind::CutUp, "cut-up"),
         (FaultKind::CutDown, "cut-down"),
+        (FaultKind::Stall, "stall"),
         (FaultKind::Pause, "pause"),
         (FaultKind::Restart, "restart"),
         (FaultKind::Crash, "crash"),
@@ -186,7 +191,11 @@ impl FaultKind {
     pub fn lasts(self) -> bool {
         matches!(
             self,
-            FaultKind::Partition | FaultKind::CutUp | FaultKind::CutDown | FaultKind::Pause
+            FaultKind::Partition
+                | FaultKind::CutUp
+                | FaultKind::CutDown
+                | FaultKind::Stall
+                | FaultKind::Pause
         )
     }
 

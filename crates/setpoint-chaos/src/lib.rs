@@ -32,6 +32,8 @@ pub mod world;
 #[cfg(test)]
 mod bug_hunt;
 #[cfg(test)]
+mod regressions;
+#[cfg(test)]
 mod toy;
 
 pub use faults::{Fault, FaultKind, Model, ModelError};

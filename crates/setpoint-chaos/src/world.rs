@@ -195,6 +195,10 @@ struct Slot {
     life: u64,
     paused: u32,
     inbox: VecDeque<Input>,
+    /// How many `stall` faults hold this host's requests now.
+    stalled: u32,
+    /// The requests held by a stall, in the order sent.
+    held: VecDeque<(ReqId, StoreRequest)>,
     stopped: bool,
 }
 
@@ -257,6 +261,8 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
             life: 0,
             paused: 0,
             inbox: VecDeque::new(),
+            stalled: 0,
+            held: VecDeque::new(),
             stopped: false,
         });
     }
@@ -402,17 +408,11 @@ impl World<'_> {
                 let _ = id;
                 self.watches.remove(&(host, w));
             }
+            Output::Request { id, request } if self.slots[host].stalled > 0 => {
+                self.slots[host].held.push_back((id, request));
+            }
             Output::Request { id, request } => {
-                if let Some(at) = self.net.send(&mut self.rng, host, Dir::Up, self.now) {
-                    self.push(
-                        at,
-                        Ev::ToStore {
-                            host,
-                            id,
-                            req: request,
-                        },
-                    );
-                }
+                self.send_up(host, id, request);
             }
             Output::Wake(t) => {
                 let slot = &mut self.slots[host];
@@ -608,6 +608,20 @@ impl World<'_> {
         }
     }
 
+    /// Sends one request up `host`'s link, now.
+    fn send_up(&mut self, host: usize, id: ReqId, request: StoreRequest) {
+        if let Some(at) = self.net.send(&mut self.rng, host, Dir::Up, self.now) {
+            self.push(
+                at,
+                Ev::ToStore {
+                    host,
+                    id,
+                    req: request,
+                },
+            );
+        }
+    }
+
     fn deliver(
         &mut self,
         host: usize,
@@ -661,6 +675,20 @@ impl World<'_> {
             FaultKind::Partition => cut(self, &[Dir::Up, Dir::Down]),
             FaultKind::CutUp => cut(self, &[Dir::Up]),
             FaultKind::CutDown => cut(self, &[Dir::Down]),
+            FaultKind::Stall => {
+                let slot = &mut self.slots[host];
+                if start {
+                    slot.stalled += 1;
+                } else {
+                    slot.stalled = slot.stalled.saturating_sub(1);
+                    if slot.stalled == 0 {
+                        let held: Vec<_> = slot.held.drain(..).collect();
+                        for (id, request) in held {
+                            self.send_up(host, id, request);
+                        }
+                    }
+                }
+            }
             FaultKind::Pause => {
                 let slot = &mut self.slots[host];
                 if start {
@@ -704,6 +732,8 @@ impl World<'_> {
                 slot.gen += 1;
                 slot.life += 1;
                 slot.inbox.clear();
+                // Its old connection is gone, and so is whatever it held.
+                slot.held.clear();
                 self.watches.retain(|(h, _), _| *h != host);
                 self.step(host, Input::Tick);
             }
