@@ -363,11 +363,17 @@ mod tests {
         assert_eq!(lines[0], GET_KEYS.join(","));
         assert_eq!(
             lines[1],
-            "1,w,intent,15000,3,,2,1,0,0,2,2,no_live_node,1500,0,0,,,,,,"
+            format!(
+                "{},w,intent,15000,3,,2,1,0,0,2,2,no_live_node,1500,0,0,,,,,,",
+                setpoint_sim::output::SCHEMA
+            )
         );
         assert_eq!(
             lines[2],
-            "1,w,intent,15000,3,,2,1,0,0,2,2,,,0,0,2,1,3,2,false,10"
+            format!(
+                "{},w,intent,15000,3,,2,1,0,0,2,2,,,0,0,2,1,3,2,false,10",
+                setpoint_sim::output::SCHEMA
+            )
         );
         assert_eq!(csv(&[], GET_KEYS), format!("{}\n", GET_KEYS.join(",")));
     }

@@ -511,10 +511,10 @@ mod tests {
         r.push("stable", None::<u64>);
         r.push("n", 3u64);
         assert_eq!(r.csv_header(), "schema,setup,stable,n");
-        assert_eq!(r.csv_row(), "1,\"a, \"\"b\"\"\",,3");
+        assert_eq!(r.csv_row(), format!("{SCHEMA},\"a, \"\"b\"\"\",,3"));
         assert_eq!(
             r.json(),
-            "{\"schema\":1,\"setup\":\"a, \\\"b\\\"\",\"stable\":null,\"n\":3}"
+            format!("{{\"schema\":{SCHEMA},\"setup\":\"a, \\\"b\\\"\",\"stable\":null,\"n\":3}}")
         );
     }
 

@@ -1811,13 +1811,13 @@ mod tests {
         let seed = row.seed;
         assert_eq!(
             csv,
-            format!("1,0,6,15,20,fixed:20,5,900,ledger,,,{seed},fast,61,0.5245901639344263,16,8,16,8,6,375,2,12,200,,,0,,,,,,,6,true,6,true\n")
+            format!("{SCHEMA},0,6,15,20,fixed:20,5,900,ledger,,,{seed},fast,61,0.5245901639344263,16,8,16,8,6,375,2,12,200,,,0,,,,,,,6,true,6,true\n")
         );
         let mut json = String::new();
         row.write_to(RowFormat::Jsonl, &mut json);
         assert_eq!(
             json,
-            format!("{{\"schema\":1,\"cell\":0,\"desired\":6,\"period\":15,\"delay\":20,\"delay_model\":\"fixed:20\",\"startup\":5,\"duration\":900,\"controller\":\"ledger\",\"ttl\":null,\"burst\":null,\"seed\":{seed},\"engine\":\"fast\",\
+            format!("{{\"schema\":{SCHEMA},\"cell\":0,\"desired\":6,\"period\":15,\"delay\":20,\"delay_model\":\"fixed:20\",\"startup\":5,\"duration\":900,\"controller\":\"ledger\",\"ttl\":null,\"burst\":null,\"seed\":{seed},\"engine\":\"fast\",\
              \"rounds\":61,\"work_per_round\":0.5245901639344263,\"created\":16,\"unneeded\":8,\
              \"delete_commands\":16,\"deleted\":8,\"overshoot\":6,\"stable\":375,\"died\":2,\
              \"peak_live\":12,\"copy_seconds_above\":200,\"duplicate_names\":null,\"absorbed_creates\":null,\"lost_deletes\":0,\"surge_budget\":null,\"surge\":null,\"surge_copy_seconds\":null,\"rollout_overshoot\":null,\"rollout_done\":null,\"rollout_stalled\":null,\"lesson_prediction\":6,\"lesson_match\":true,\"prediction\":6,\"prediction_match\":true}}\n")
