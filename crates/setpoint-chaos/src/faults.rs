@@ -63,7 +63,7 @@ use std::path::Path;
 use serde::Deserialize;
 use setpoint_core::ControllerKind;
 use setpoint_sim::delay::WorldRng;
-use setpoint_sim::scenario_file::locate;
+use setpoint_sim::scenario_file::{locate, toml_error};
 use toml::{Spanned, Value};
 
 use crate::machine::Role;
@@ -423,19 +423,12 @@ pub const MAX_SECONDS: i64 = 86_400;
 pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
     let f = Located { label, text };
     let raw: RawFile = toml::from_str(text).map_err(|e| {
-        let message = e
-            .message()
-            .trim_end()
-            .replace('\n', "; ")
-            .replace("expected i64", "expected a whole number");
-        match e.span() {
-            Some(span) => f.at(span, None, message),
-            None => ModelError::File {
-                path: label.to_owned(),
-                line: 1,
-                key: "(file)".into(),
-                message,
-            },
+        let (line, key, message) = toml_error(text, &e);
+        ModelError::File {
+            path: label.to_owned(),
+            line,
+            key,
+            message,
         }
     })?;
     let seconds = f.opt(&raw.seconds, "seconds", 1, MAX_SECONDS, 600)?;

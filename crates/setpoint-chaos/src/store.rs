@@ -25,7 +25,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use setpoint_runtime::store::{Change, Entry, LeaseId, Op, Read, Revision, Store, StoreError, Txn};
+use setpoint_runtime::store::{
+    check_txn, Change, Entry, LeaseId, Op, Read, Revision, Store, StoreError, Txn,
+};
 
 /// How often the lessor looks for expired leases, in milliseconds (etcd's
 /// `leaseRevokeRate`-driven loop checks every 500 ms).
@@ -158,26 +160,11 @@ impl SimStore {
     /// Applies `txn` all together or not at all, returning the revision written (the current
     /// one if `txn` writes nothing).
     pub fn commit(&mut self, txn: &Txn) -> Result<Revision, StoreError> {
-        for c in &txn.compares {
-            let found = self.kv.get(&c.key).map_or(0, |e| e.mod_revision);
-            if found != c.mod_revision {
-                return Err(StoreError::Conflict {
-                    key: c.key.clone(),
-                    expected: c.mod_revision,
-                    found,
-                });
-            }
-        }
-        for op in &txn.ops {
-            if let Op::Put {
-                lease: Some(id), ..
-            } = op
-            {
-                if !self.leases.contains_key(id) {
-                    return Err(StoreError::LeaseExpired(*id));
-                }
-            }
-        }
+        check_txn(
+            txn,
+            |k| self.kv.get(k).map_or(0, |e| e.mod_revision),
+            |id| self.leases.contains_key(&id),
+        )?;
         if txn.ops.is_empty() {
             return Ok(self.revision);
         }

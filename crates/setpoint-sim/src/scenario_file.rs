@@ -140,22 +140,33 @@ pub fn load(path: &Path) -> Result<ScenarioSpec, ScenarioError> {
 pub fn parse(label: &str, text: &str) -> Result<ScenarioSpec, ScenarioError> {
     let file = Located { label, text };
     let raw: RawFile = toml::from_str(text).map_err(|e| {
-        let message = e
-            .message()
-            .trim_end()
-            .replace('\n', "; ")
-            .replace("expected i64", "expected a whole number");
-        match e.span() {
-            Some(span) => file.error_at(span, None, message),
-            None => ScenarioError::File {
-                path: label.to_owned(),
-                line: 1,
-                key: "(file)".into(),
-                message,
-            },
+        let (line, key, message) = toml_error(text, &e);
+        ScenarioError::File {
+            path: label.to_owned(),
+            line,
+            key,
+            message,
         }
     })?;
     file.convert(raw)
+}
+
+/// Where a TOML syntax or type error sits, and what it says: `(line, key, message)`, with
+/// toml's wording made readable on one line. Every setpoint file format that reports
+/// `file:line: key: message` (scenario files, chaos fault models) reads its errors through it.
+pub fn toml_error(text: &str, e: &toml::de::Error) -> (usize, String, String) {
+    let message = e
+        .message()
+        .trim_end()
+        .replace('\n', "; ")
+        .replace("expected i64", "expected a whole number");
+    match e.span() {
+        Some(span) => {
+            let (line, key) = locate(text, span.start);
+            (line, key, message)
+        }
+        None => (1, "(file)".into(), message),
+    }
 }
 
 /// The file being converted, for errors.

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::{prefix_end, wall_ms, Entry, LeaseId, Op, Read, Revision, Store, StoreError, Txn};
+use super::{
+    check_txn, prefix_end, wall_ms, Entry, LeaseId, Op, Read, Revision, Store, StoreError, Txn,
+};
 
 #[derive(Debug)]
 struct Lease {
@@ -83,26 +85,11 @@ impl Store for MemoryStore {
 
     fn commit(&self, txn: &Txn) -> Result<Revision, StoreError> {
         let mut s = self.lock();
-        for c in &txn.compares {
-            let found = s.kv.get(&c.key).map_or(0, |e| e.mod_revision);
-            if found != c.mod_revision {
-                return Err(StoreError::Conflict {
-                    key: c.key.clone(),
-                    expected: c.mod_revision,
-                    found,
-                });
-            }
-        }
-        for op in &txn.ops {
-            if let Op::Put {
-                lease: Some(id), ..
-            } = op
-            {
-                if !s.leases.contains_key(id) {
-                    return Err(StoreError::LeaseExpired(*id));
-                }
-            }
-        }
+        check_txn(
+            txn,
+            |k| s.kv.get(k).map_or(0, |e| e.mod_revision),
+            |id| s.leases.contains_key(&id),
+        )?;
         if txn.ops.is_empty() {
             return Ok(s.revision);
         }

@@ -299,6 +299,38 @@ pub trait Watcher: Send {
     fn next(&mut self, wait: Duration) -> WatchEvent;
 }
 
+/// Checks `txn` against a store's state before anything applies: every comparison holds (the
+/// first that fails is the one reported) and every lease it writes under is alive.
+/// `mod_revision` gives a key's revision (0: absent). The stores that keep their state in
+/// memory share it: [`MemoryStore`] and the lab's simulated etcd (crate `setpoint-chaos`).
+pub fn check_txn(
+    txn: &Txn,
+    mod_revision: impl Fn(&str) -> Revision,
+    lease_alive: impl Fn(LeaseId) -> bool,
+) -> Result<(), StoreError> {
+    for c in &txn.compares {
+        let found = mod_revision(&c.key);
+        if found != c.mod_revision {
+            return Err(StoreError::Conflict {
+                key: c.key.clone(),
+                expected: c.mod_revision,
+                found,
+            });
+        }
+    }
+    for op in &txn.ops {
+        if let Op::Put {
+            lease: Some(id), ..
+        } = op
+        {
+            if !lease_alive(*id) {
+                return Err(StoreError::LeaseExpired(*id));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The wall clock in milliseconds since the Unix epoch.
 pub(crate) fn wall_ms() -> u64 {
     std::time::SystemTime::now()
