@@ -138,6 +138,9 @@ pub fn make(
             c.lease_ttl = Duration::from_millis(t.leader_ttl_ms);
             c.poll = Duration::from_millis(t.poll_ms);
             let mut cfg = HostConfig::new(c);
+            // The simulated store pushes changes, as etcd does: the host keeps its watch
+            // cache, as `run_controller` does on etcd.
+            cfg.watch_cache = true;
             cfg.bug_fencing_off = bugs.fencing_off;
             cfg.bug_gc_ignores_owner_uid = bugs.gc_ignores_owner_uid;
             Box::new(HostMachine(Host::new(cfg, now_ms)))
@@ -147,6 +150,9 @@ pub fn make(
             cfg.agent_pid = 100 + index as u32;
             cfg.lease_ttl_ms = t.node_ttl_ms;
             cfg.sync_every_ms = t.sync_ms;
+            // The simulated store pushes changes, as etcd does: the agent keeps its watch
+            // cache, as `run_agent` does on etcd.
+            cfg.watch_cache = true;
             cfg.report_every_ms = t.report_ms;
             cfg.nonces = Nonces::Counter(seed.wrapping_mul(64) + index as u64);
             cfg.bug_no_self_fence = bugs.no_self_fence;

@@ -21,7 +21,14 @@
 //!   the old lease is revoked and the name claimed again under a new one (a record found then
 //!   belongs to another agent: the agent stops and exits). Nothing starts, syncs or reports
 //!   while fenced.
-//! - **Sync** every `sync_every`: one read of the node's assignments and kill requests. Starting
+//! - **Sync** every `sync_every`: one read of the node's assignments and kill requests. On a
+//!   store that pushes changes ([`AgentCoreConfig::watch_cache`]) the agent keeps a watch cache
+//!   of those two prefixes instead (one read, then a watch from its revision, as the controller
+//!   host's cache) and syncs from it at once whenever it changes or a copy is forgotten, and
+//!   every [`CACHE_RESYNC_MS`] regardless. The cache serves only while it follows the store,
+//!   was read under the lease held now (a rejoin reads it again: names given away while the
+//!   node was lost must not come back from an old copy), and has caught up with the agent's
+//!   own kill answers; otherwise a sync reads the store, every `sync_every`. Starting
 //!   is keyed by identity: a copy it knows (running, or exited while still assigned) is never
 //!   started again; an unassigned copy is stopped (SIGTERM, SIGKILL after its grace period).
 //! - **Promotion** from starting to running after the startup time, or once the readiness
@@ -39,6 +46,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::agent::{AgentError, CopyRecord, NodeState};
+use crate::cache::CacheCore;
 use crate::events::{self, CopyEvent, CopyEventKind};
 use crate::machine::{Replied, ReqId, StoreReply, StoreRequest, StoreResult, Wake, WatchDelivery};
 use crate::model::{
@@ -48,7 +56,7 @@ use crate::node::{node_key, NodeError, NodeRecord};
 use crate::process::Marked;
 use crate::remote::{self, LiveCopy, LiveRecord};
 use crate::rules::CopyEnv;
-use crate::store::{Entry, LeaseId, Revision, StoreError, Txn};
+use crate::store::{Entry, LeaseId, Read, Revision, StoreError, Txn, WatchEvent};
 
 /// How often a failed readiness command is run again, in milliseconds.
 pub const READINESS_RETRY_MS: u64 = 100;
@@ -97,8 +105,13 @@ pub struct AgentCoreConfig {
     /// Jittered added delays, one per report in turn, in place of `report_delay_ms` when not
     /// empty ([`crate::report_delay`]).
     pub report_delays: crate::report_delay::ReportDelays,
-    /// How often the agent reads its assignments and kill requests.
+    /// How often the agent reads its assignments and kill requests (with a watch cache: how
+    /// often it falls back to reading the store while the cache cannot serve).
     pub sync_every_ms: u64,
+    /// Whether the store pushes changes ([`crate::store::Store::watches`]): then the agent
+    /// keeps a watch cache of its placements and kill requests and syncs when it changes
+    /// (see the module docs), instead of reading the store every `sync_every_ms`.
+    pub watch_cache: bool,
     /// The node lease's time to live.
     pub lease_ttl_ms: u64,
     /// Report copies without processes (benchmarks of the control plane): a simulated copy has
@@ -116,7 +129,8 @@ pub struct AgentCoreConfig {
 }
 
 impl AgentCoreConfig {
-    /// A machine for `node`: R = 1s, no added delay, assignments read every 100ms, a node lease
+    /// A machine for `node`: R = 1s, no added delay, assignments read every 100ms (no watch
+    /// cache), a node lease
     /// of 10s, store requests given 5s, random nonces, host and place `node` itself, pid 0.
     pub fn new(node: impl Into<String>) -> Self {
         let node = node.into();
@@ -129,6 +143,7 @@ impl AgentCoreConfig {
             report_delay_ms: 0,
             report_delays: Default::default(),
             sync_every_ms: 100,
+            watch_cache: false,
             lease_ttl_ms: 10_000,
             simulate_copies: false,
             request_timeout_ms: 5_000,
@@ -200,7 +215,8 @@ pub enum AgentInput {
     Tick,
     /// A store reply.
     Replied(Replied),
-    /// A watch event (the agent starts no watch; ignored).
+    /// An event of a watch the agent asked for ([`StoreRequest::Watch`], with
+    /// [`AgentCoreConfig::watch_cache`]); deliveries of watches it no longer follows are ignored.
     WatchDelivery(WatchDelivery),
     /// The copy asked for by [`AgentOutput::Start`] runs, as this process group.
     Started {
@@ -465,6 +481,12 @@ enum Purpose {
     KillAnswer {
         key: String,
     },
+    /// The watch cache's full read, under this lease.
+    CacheRead {
+        lease: LeaseId,
+    },
+    /// The watch cache's watch.
+    CacheWatch,
     Release,
 }
 
@@ -515,6 +537,43 @@ pub struct AgentCore {
     /// The leases granted to the claim under way: a record found under one of them is this
     /// agent's own (its create committed, the reply was lost).
     granted: BTreeSet<LeaseId>,
+    /// The watch cache of the node's placements and kill requests, with
+    /// [`AgentCoreConfig::watch_cache`].
+    cache: Option<AgentCache>,
+    /// A sync is due at once: the cache changed, or a copy was forgotten.
+    sync_wanted: bool,
+    /// When the last sync served from the cache ran.
+    cache_synced_ms: u64,
+    /// The placements decoded and checked, by key, with the `mod_revision` they were read at:
+    /// an entry unchanged since the last sync is not decoded again.
+    parsed: BTreeMap<String, (Revision, Parsed)>,
+}
+
+/// One placement entry, decoded and checked: the assignment and its incarnation, or why it was
+/// refused.
+type Parsed = Result<(Assignment, Revision), String>;
+
+/// How often an agent whose watch cache serves syncs them anyway, with nothing changed, in
+/// milliseconds: a safety net, not the way changes arrive.
+pub const CACHE_RESYNC_MS: u64 = 10_000;
+
+/// The agent's watch cache: one read of its placements and kill requests, then a watch from that
+/// read's revision ([`crate::cache::CacheCore`], as the controller host keeps one).
+#[derive(Debug)]
+struct AgentCache {
+    core: CacheCore,
+    /// The watch following it, once asked for.
+    watch: Option<ReqId>,
+    /// A full read is in flight.
+    reading: bool,
+    /// A failed read is tried again no earlier than this.
+    retry_ms: u64,
+    /// Read your writes: the newest revision this agent committed under the cached prefixes.
+    /// The cache serves no sync until it has caught up with it.
+    seen: Revision,
+    /// The lease the cache was read under. A new lease reads it again: the node may have been
+    /// lost meanwhile, and what the cache showed then must not be acted on under the new one.
+    lease: Option<LeaseId>,
 }
 
 /// The assignments of a node by copy identity, each with its incarnation.
@@ -559,6 +618,20 @@ impl AgentCore {
             refusal: None,
             nonce_counter: 0,
             granted: BTreeSet::new(),
+            cache: cfg.watch_cache.then(|| {
+                let node = &cfg.node;
+                AgentCache {
+                    core: CacheCore::new(&[&placements_of(node), &remote::kills_of(node)]),
+                    watch: None,
+                    reading: false,
+                    retry_ms: now_ms,
+                    seen: 0,
+                    lease: None,
+                }
+            }),
+            sync_wanted: false,
+            cache_synced_ms: now_ms,
+            parsed: BTreeMap::new(),
             cfg,
         }
     }
@@ -618,7 +691,7 @@ impl AgentCore {
                     self.on_result(now, r.id, p.purpose, r.result);
                 }
             }
-            AgentInput::WatchDelivery(_) => {}
+            AgentInput::WatchDelivery(d) => self.on_watch(now, d),
             AgentInput::Started {
                 copy,
                 pid,
@@ -735,7 +808,15 @@ impl AgentCore {
         // or a report in flight) or for a start to answer wakes nobody, or the machine spins.
         if matches!(self.life, Life::Running) && !self.is_fenced() {
             if !self.sync_in_flight {
-                at(self.next_sync);
+                at(self.next_sync_ms());
+                // The cache's read is driven with the sync, so only when no sync is in flight.
+                if let Some(c) = self
+                    .cache
+                    .as_ref()
+                    .filter(|c| !c.reading && c.watch.is_none())
+                {
+                    at(c.retry_ms);
+                }
             }
             at(self.next_report);
             if let Some((due, _)) = self.queue.front().filter(|_| !self.report_in_flight) {
@@ -1210,17 +1291,7 @@ impl AgentCore {
                             self.log("the store answers again");
                             self.failing_reads = false;
                         }
-                        let node = self.cfg.node.clone();
-                        let placements = placements_of(&node);
-                        let (placed, asked): (Vec<Entry>, Vec<Entry>) = read
-                            .entries
-                            .into_iter()
-                            .partition(|e| e.key.starts_with(&placements));
-                        let (assigned, forged) = parse_assignments(&placed, &node);
-                        self.log_refused(forged);
-                        self.sync(assigned, now);
-                        let kills = remote::pending_kills(&asked, &node);
-                        self.carry_out_kills(now, kills);
+                        self.on_sync_read(now, read);
                     }
                     Ok(_) => {}
                     Err(e) if e.is_lost() => self.lose(now, e),
@@ -1295,10 +1366,20 @@ impl AgentCore {
             }
             Purpose::KillAnswer { key } => {
                 self.answering.remove(&key);
+                if let (Ok(StoreReply::Committed(rev)), Some(c)) = (&result, &mut self.cache) {
+                    c.seen = c.seen.max(*rev);
+                }
                 match result {
                     Ok(_) | Err(StoreError::LeaseExpired(_)) => {}
                     Err(e) if e.is_conflict() => {}
                     Err(e) => self.log(format!("cannot answer a kill request: {e}")),
+                }
+            }
+            Purpose::CacheRead { lease } => self.on_cache_read(now, lease, result),
+            Purpose::CacheWatch => {
+                if !matches!(result, Ok(StoreReply::Watching)) {
+                    // Not established (or not in time): read again and watch again.
+                    self.cache_lost(now);
                 }
             }
             Purpose::Release => {
@@ -1317,6 +1398,9 @@ impl AgentCore {
     }
 
     fn stop_now(&mut self, result: Result<(), AgentError>) {
+        if let Some(id) = self.cache.as_mut().and_then(|c| c.watch.take()) {
+            self.cancel(id);
+        }
         self.life = Life::Stopped;
         self.pending.clear();
         self.out.push(AgentOutput::Stopped(result));
@@ -1403,6 +1487,8 @@ impl AgentCore {
         // A copy stopped because its assignment is gone has nothing left to report.
         if record.stopping {
             self.copies.remove(copy);
+            // Its name may be assigned here again, waiting for it to be forgotten.
+            self.sync_wanted = true;
         }
     }
 
@@ -1480,6 +1566,7 @@ impl AgentCore {
         }
         for copy in gone {
             self.copies.remove(&copy);
+            self.sync_wanted = true;
         }
     }
 
@@ -1619,6 +1706,184 @@ impl AgentCore {
             self.answering.insert(key.clone());
             self.send(now, StoreRequest::Commit(txn), Purpose::KillAnswer { key });
         }
+    }
+
+    // ----- sync and the watch cache -----
+
+    /// When the next sync is due, if nothing asks for one sooner: every `sync_every_ms` while
+    /// syncs read the store; every [`CACHE_RESYNC_MS`] while the watch cache serves them (they
+    /// run at once when it changes).
+    fn next_sync_ms(&self) -> u64 {
+        if self.sync_wanted {
+            return 0;
+        }
+        match self.held_lease() {
+            Some(lease) if self.cache_serves(lease) => self
+                .next_sync
+                .max(self.cache_synced_ms.saturating_add(CACHE_RESYNC_MS)),
+            _ => self.next_sync,
+        }
+    }
+
+    /// Whether the watch cache can serve a sync under `lease`: it follows the store, was read
+    /// under this lease, and has caught up with this agent's own writes.
+    fn cache_serves(&self, lease: LeaseId) -> bool {
+        self.cache.as_ref().is_some_and(|c| {
+            c.core.is_live() && c.lease == Some(lease) && c.core.revision() >= c.seen
+        })
+    }
+
+    /// Syncs if one is due: from the watch cache when it can serve, else by a read of the store.
+    fn drive_sync(&mut self, now: u64, lease: LeaseId) {
+        if now < self.next_sync_ms() {
+            return;
+        }
+        self.sync_wanted = false;
+        self.next_sync = now + self.cfg.sync_every_ms;
+        if self.cache_serves(lease) {
+            let node = &self.cfg.node;
+            let prefixes = [placements_of(node), remote::kills_of(node)];
+            let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+            let read = self.cache.as_mut().and_then(|c| c.core.read(&refs));
+            if let Some(read) = read {
+                self.cache_synced_ms = now;
+                return self.on_sync_read(now, read);
+            }
+        }
+        if let Some(c) = &mut self.cache {
+            c.core.passed_through();
+        }
+        self.sync_in_flight = true;
+        let node = &self.cfg.node;
+        let prefixes = vec![placements_of(node), remote::kills_of(node)];
+        self.send(
+            now,
+            StoreRequest::Read { prefixes },
+            Purpose::Sync { lease },
+        );
+    }
+
+    /// Acts on a read of the node's placements and kill requests.
+    fn on_sync_read(&mut self, now: u64, read: Read) {
+        let node = self.cfg.node.clone();
+        let placements = placements_of(&node);
+        let (placed, asked): (Vec<Entry>, Vec<Entry>) = read
+            .entries
+            .into_iter()
+            .partition(|e| e.key.starts_with(&placements));
+        let (assigned, forged) = self.parse_placed(&placed);
+        self.log_refused(forged);
+        self.sync(assigned, now);
+        let kills = remote::pending_kills(&asked, &node);
+        self.carry_out_kills(now, kills);
+    }
+
+    /// [`parse_assignments`], decoding only the entries that changed since the last sync.
+    fn parse_placed(&mut self, placed: &[Entry]) -> (Assigned, Vec<(String, String)>) {
+        let mut out = BTreeMap::new();
+        let mut refused = Vec::new();
+        let mut parsed = BTreeMap::new();
+        for e in placed {
+            let p = match self.parsed.remove(&e.key) {
+                Some((rev, p)) if rev == e.mod_revision => p,
+                _ => parse_assignment(e, &self.cfg.node),
+            };
+            match &p {
+                Ok((a, incarnation)) => {
+                    out.insert(a.copy.clone(), (a.clone(), *incarnation));
+                }
+                Err(why) => refused.push((e.key.clone(), why.clone())),
+            }
+            parsed.insert(e.key.clone(), (e.mod_revision, p));
+        }
+        self.parsed = parsed;
+        (out, refused)
+    }
+
+    /// Starts the cache's full read if it needs one: none yet, its watch was lost, or it was
+    /// read under another lease than the one held now.
+    fn drive_cache(&mut self, now: u64, lease: LeaseId) {
+        let Some(c) = &mut self.cache else { return };
+        if c.reading || (c.lease == Some(lease) && c.watch.is_some()) || now < c.retry_ms {
+            return;
+        }
+        let old = c.watch.take();
+        c.core.set_live(false);
+        c.reading = true;
+        c.lease = Some(lease);
+        let prefixes = c.core.prefixes().to_vec();
+        if let Some(id) = old {
+            self.cancel(id);
+        }
+        self.send(
+            now,
+            StoreRequest::Read { prefixes },
+            Purpose::CacheRead { lease },
+        );
+    }
+
+    fn on_cache_read(&mut self, now: u64, lease: LeaseId, result: StoreResult) {
+        let Some(c) = &mut self.cache else { return };
+        c.reading = false;
+        let read = match result {
+            Ok(StoreReply::Read { read, .. }) if c.lease == Some(lease) => read,
+            _ => {
+                // Failed, or read under a lease since replaced: read again (a failure after a
+                // sync period; syncs read the store meanwhile).
+                c.lease = None;
+                c.retry_ms = now + self.cfg.sync_every_ms;
+                return;
+            }
+        };
+        let after = read.revision;
+        c.core.reset(read);
+        let prefixes = c.core.prefixes().to_vec();
+        let id = self.send(
+            now,
+            StoreRequest::Watch { prefixes, after },
+            Purpose::CacheWatch,
+        );
+        if let Some(c) = &mut self.cache {
+            c.watch = Some(id);
+        }
+        self.sync_wanted = true;
+    }
+
+    fn on_watch(&mut self, now: u64, d: WatchDelivery) {
+        let Some(c) = &mut self.cache else { return };
+        if c.watch != Some(d.watch) {
+            // A watch this machine no longer follows.
+            return;
+        }
+        match d.event {
+            WatchEvent::Idle => {}
+            WatchEvent::Lost(_) => self.cache_lost(now),
+            WatchEvent::Changes { revision, changes } => {
+                c.core.apply(revision, changes);
+                self.sync_wanted = true;
+            }
+        }
+    }
+
+    /// The cache's watch is gone: it serves nothing until it has read and watched again.
+    fn cache_lost(&mut self, now: u64) {
+        let Some(c) = &mut self.cache else { return };
+        c.core.set_live(false);
+        c.lease = None;
+        c.retry_ms = c.retry_ms.min(now);
+        if let Some(id) = c.watch.take() {
+            self.cancel(id);
+        }
+    }
+
+    /// Asks the driver to end watch `id` (a request without a reply).
+    fn cancel(&mut self, id: ReqId) {
+        let cancel = self.next_id;
+        self.next_id += 1;
+        self.out.push(AgentOutput::Store {
+            id: cancel,
+            request: StoreRequest::CancelWatch(id),
+        });
     }
 
     // ----- recovery -----
@@ -1787,19 +2052,9 @@ impl AgentCore {
         self.watch(now);
         match self.life.clone() {
             Life::Running if !self.is_fenced() => {
-                if let Some(lease) = self
-                    .held_lease()
-                    .filter(|_| now >= self.next_sync && !self.sync_in_flight)
-                {
-                    self.next_sync = now + self.cfg.sync_every_ms;
-                    self.sync_in_flight = true;
-                    let node = &self.cfg.node;
-                    let prefixes = vec![placements_of(node), remote::kills_of(node)];
-                    self.send(
-                        now,
-                        StoreRequest::Read { prefixes },
-                        Purpose::Sync { lease },
-                    );
+                if let Some(lease) = self.held_lease().filter(|_| !self.sync_in_flight) {
+                    self.drive_cache(now, lease);
+                    self.drive_sync(now, lease);
                 }
                 self.save();
                 self.tend_logs(now);
@@ -2160,29 +2415,25 @@ pub(crate) fn parse_assignments(
     let mut out = BTreeMap::new();
     let mut refused = Vec::new();
     for e in entries {
-        let a: Assignment = match decode(e) {
-            Ok(a) => a.value,
-            Err(err) => {
-                refused.push((e.key.clone(), err.to_string()));
-                continue;
-            }
-        };
-        let checked = crate::rules::check_assignment(&a, node).and_then(|()| {
-            let own = crate::model::placement_key(node, &a.workload, a.n);
-            if e.key == own {
-                Ok(())
-            } else {
-                Err(format!("it sits at {}, not at its own key {own}", e.key))
-            }
-        });
-        match checked {
-            Ok(()) => {
-                out.insert(a.copy.clone(), (a, e.create_revision));
+        match parse_assignment(e, node) {
+            Ok((a, incarnation)) => {
+                out.insert(a.copy.clone(), (a, incarnation));
             }
             Err(why) => refused.push((e.key.clone(), why)),
         }
     }
     (out, refused)
+}
+
+/// One entry of [`parse_assignments`]: the assignment and its incarnation, or why it is refused.
+fn parse_assignment(e: &Entry, node: &str) -> Parsed {
+    let a: Assignment = decode(e).map_err(|err| err.to_string())?.value;
+    crate::rules::check_assignment(&a, node)?;
+    let own = crate::model::placement_key(node, &a.workload, a.n);
+    if e.key != own {
+        return Err(format!("it sits at {}, not at its own key {own}", e.key));
+    }
+    Ok((a, e.create_revision))
 }
 
 #[cfg(test)]

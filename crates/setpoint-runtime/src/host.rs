@@ -15,7 +15,11 @@
 //! # Timing rules (those of the tokio controller before it, [`crate::controller`])
 //! - **Election.** A follower tries every `poll`: it reads `/leader`, and only if it is absent
 //!   grants a lease and creates `/leader` under it, compared against absence. The commit's
-//!   revision is the fence. A follower that loses the race revokes its lease.
+//!   revision is the fence. A follower that loses the race revokes its lease. With the watch
+//!   cache (a store that pushes changes) a standby that found `/leader` held watches it from
+//!   that read instead, and tries again as soon as the watch shows the record deleted (the
+//!   lease ended) or is lost, and once per `lease_ttl` regardless: a standby costs the store
+//!   one read per TTL instead of one per poll, and notices the end of the lease sooner.
 //! - **Renewal.** The leader sends a keep-alive every `lease_ttl / 3`. It counts a renewal from
 //!   the time it *sent* the request (the store extends the lease when it receives it, later), so
 //!   its own idea of the lease never outlives the store's on the same clock rate. With no
@@ -33,7 +37,9 @@
 //!   `/workloads/` when it moved.
 //! - **Garbage collection** every [`GC_EVERY_MS`] ([`plan_gc`]); **compaction** of the event log
 //!   every [`retention::COMPACT_EVERY_MS`] or retention, whichever is shorter
-//!   ([`retention::plan_compaction`]). Every write of the leader (passes, collections,
+//!   ([`retention::plan_compaction`]), but not before the oldest event the last compaction kept
+//!   has outlived the retention (until then there is nothing to remove, and reading the whole
+//!   log every few seconds would cost the store O(events) for nothing). Every write of the leader (passes, collections,
 //!   compactions) compares `/leader` against its fence.
 //! - **Deadlines.** Every request has one, [`HostConfig::request_timeout`] after it was sent; a
 //!   request unanswered by then counts as failed with [`StoreError::Unavailable`], and its late
@@ -211,6 +217,9 @@ struct Lead {
     last_gc_ms: Option<u64>,
     collecting: bool,
     last_compaction_ms: u64,
+    /// No compaction reads the log before this (this host's clock): the oldest event the last
+    /// one kept is younger than the retention until then.
+    compact_not_before_ms: u64,
     compacting: bool,
     /// The watch cache, on a store that pushes changes.
     cache: Option<HostCache>,
@@ -236,6 +245,9 @@ enum Role {
         next_try_ms: u64,
         busy: bool,
         standby_said: bool,
+        /// With a watch cache: the watch of `/leader` that tells a standby when the lease
+        /// ends, so that it need not poll.
+        watch: Option<ReqId>,
     },
     Lead(Box<Lead>),
     Releasing,
@@ -246,6 +258,8 @@ enum Role {
 #[derive(Debug)]
 enum Awaiting {
     LeaderRead,
+    /// A standby's watch of `/leader`.
+    FollowWatch,
     /// `acquired_ms` is the store's clock at the read of `/leader`, `asked_ms` this host's when
     /// it asked for the lease: the lease can end no earlier than a TTL after that.
     Grant {
@@ -316,6 +330,9 @@ pub struct Host {
     /// by the cache dates itself.
     store_offset: i64,
     out: Vec<HostOutput>,
+    /// The last snapshot a pass or a collection read: values unchanged since are taken from it
+    /// instead of decoded again ([`Snapshot::from_read_reusing`]).
+    memo: Option<Snapshot>,
 }
 
 impl Host {
@@ -330,10 +347,12 @@ impl Host {
             next_gen: 1,
             term: 1,
             pending: BTreeMap::new(),
+            memo: None,
             role: Role::Follow {
                 next_try_ms: now_ms,
                 busy: false,
                 standby_said: false,
+                watch: None,
             },
             failing: false,
             store_offset: 0,
@@ -602,7 +621,10 @@ impl Host {
                     Awaiting::Release,
                 );
             }
-            Role::Follow { .. } => {
+            Role::Follow { watch, .. } => {
+                if let Some(id) = watch {
+                    self.push_cancel(id);
+                }
                 // A lease being taken right now is given up too, so that nobody waits a TTL.
                 let taking = self.pending.values().find_map(|p| match p.what {
                     Awaiting::Create { lease, .. } if p.term == self.term => Some(lease),
@@ -652,6 +674,19 @@ impl Host {
         }
         match p.what {
             Awaiting::LeaderRead => self.on_leader_read(result),
+            Awaiting::FollowWatch => {
+                if !matches!(result, Ok(StoreReply::Watching)) {
+                    // Not established: poll again.
+                    let now = self.now;
+                    if let Role::Follow {
+                        watch, next_try_ms, ..
+                    } = &mut self.role
+                    {
+                        *watch = None;
+                        *next_try_ms = now;
+                    }
+                }
+            }
             Awaiting::Grant {
                 acquired_ms,
                 asked_ms,
@@ -733,9 +768,9 @@ impl Host {
 
     fn on_leader_read(&mut self, result: StoreResult) {
         match read_of(result) {
-            Ok((read, now_ms)) if read.entries.iter().any(|e| e.key == LEADER) => {
-                let _ = now_ms;
-                self.standby()
+            Ok((read, _)) if read.entries.iter().any(|e| e.key == LEADER) => {
+                self.standby();
+                self.watch_leader(read.revision);
             }
             Ok((_, now_ms)) => {
                 let ttl = self.cfg.controller.lease_ttl;
@@ -749,6 +784,74 @@ impl Host {
                 );
             }
             Err(e) => self.follow_error(e),
+        }
+    }
+
+    /// With a watch cache, a standby watches `/leader` from the read that showed it held, and
+    /// reads it again only when the watch says it ended (or is lost), and once per lease TTL
+    /// regardless; without one it reads it every poll.
+    fn watch_leader(&mut self, after: Revision) {
+        if !self.cfg.watch_cache {
+            return;
+        }
+        let (now, ttl) = (self.now, self.cfg.controller.lease_ttl.as_millis() as u64);
+        let poll = self.poll_ms();
+        let Role::Follow {
+            watch, next_try_ms, ..
+        } = &mut self.role
+        else {
+            return;
+        };
+        *next_try_ms = now + ttl.max(poll);
+        if watch.is_some() {
+            return;
+        }
+        let id = self.send(
+            StoreRequest::Watch {
+                prefixes: vec![LEADER.to_owned()],
+                after,
+            },
+            Purpose::Election,
+            Awaiting::FollowWatch,
+        );
+        if let Role::Follow { watch, .. } = &mut self.role {
+            *watch = Some(id);
+        }
+    }
+
+    /// A standby's watch of `/leader` delivered: if the record is gone (or the watch is lost),
+    /// try for the lease now.
+    fn on_follow_watch(&mut self, event: WatchEvent) {
+        let ended = match &event {
+            WatchEvent::Idle => false,
+            WatchEvent::Lost(_) => true,
+            WatchEvent::Changes { changes, .. } => {
+                changes.iter().any(|c| c.key == LEADER && c.entry.is_none())
+            }
+        };
+        if !ended {
+            return;
+        }
+        let now = self.now;
+        let mut old = None;
+        if let Role::Follow {
+            watch, next_try_ms, ..
+        } = &mut self.role
+        {
+            old = watch.take();
+            *next_try_ms = now;
+        }
+        if let Some(id) = old {
+            self.push_cancel(id);
+        }
+    }
+
+    /// Ends a standby's watch of `/leader`, if it has one.
+    fn end_follow_watch(&mut self) {
+        if let Role::Follow { watch, .. } = &mut self.role {
+            if let Some(id) = watch.take() {
+                self.push_cancel(id);
+            }
         }
     }
 
@@ -792,6 +895,7 @@ impl Host {
     }
 
     fn become_leader(&mut self, lease: LeaseId, fence: Revision, asked_ms: u64) {
+        self.end_follow_watch();
         self.reach_answered();
         self.log(None, format!("became the leader (lease {lease})"));
         self.term += 1;
@@ -808,6 +912,7 @@ impl Host {
             last_gc_ms: None,
             collecting: false,
             last_compaction_ms: now,
+            compact_not_before_ms: now,
             compacting: false,
             cache: self.cfg.watch_cache.then(|| HostCache {
                 core: CacheCore::new(&Snapshot::PREFIXES),
@@ -832,6 +937,7 @@ impl Host {
                 next_try_ms: self.now,
                 busy: false,
                 standby_said: false,
+                watch: None,
             },
         );
         if let Role::Lead(l) = old {
@@ -925,6 +1031,9 @@ impl Host {
     }
 
     fn on_watch(&mut self, d: WatchDelivery) {
+        if matches!(self.role, Role::Follow { watch: Some(w), .. } if w == d.watch) {
+            return self.on_follow_watch(d.event);
+        }
         let ours = self
             .lead()
             .and_then(|l| l.cache.as_ref())
@@ -1027,7 +1136,9 @@ impl Host {
         }
         if now >= l.next_poll_ms {
             l.next_poll_ms = now + poll;
-            let compact = !l.compacting && now - l.last_compaction_ms >= compact_every;
+            let compact = !l.compacting
+                && now - l.last_compaction_ms >= compact_every
+                && now >= l.compact_not_before_ms;
             if compact {
                 l.compacting = true;
                 l.last_compaction_ms = now;
@@ -1251,8 +1362,7 @@ impl Host {
     fn on_pass_read(&mut self, result: StoreResult, name: String, gen: u64) {
         let settings = self.settings();
         let who = format!("loop {name}");
-        let snapshot =
-            read_of(result).and_then(|(read, now_ms)| Snapshot::from_read(&read, now_ms));
+        let snapshot = self.snapshot_of(result);
         let snapshot = match snapshot {
             Ok(s) => s,
             Err(e) if e.is_lost() => return self.lost(e),
@@ -1268,7 +1378,12 @@ impl Host {
             return;
         };
         let attempt = lp.attempt;
-        match plan_pass(&snapshot, &name, &mut lp.controller, &settings) {
+        let plan = plan_pass(&snapshot, &name, &mut lp.controller, &settings);
+        self.memo = Some(snapshot);
+        let Some(lp) = self.pass_loop(&name, gen) else {
+            return;
+        };
+        match plan {
             Ok(Plan { txn, mut report }) => {
                 report.conflicts = attempt;
                 if txn.ops.is_empty() {
@@ -1360,12 +1475,21 @@ impl Host {
 
     // ---- garbage collection ----
 
+    /// The snapshot of a read reply, reusing the values of the last one.
+    fn snapshot_of(&self, result: StoreResult) -> Result<Snapshot, StoreError> {
+        read_of(result).and_then(|(read, now_ms)| {
+            Snapshot::from_read_reusing(&read, now_ms, self.memo.as_ref())
+        })
+    }
+
     fn on_gc_read(&mut self, result: StoreResult) {
         let fence = self.settings().fence;
-        let snapshot =
-            read_of(result).and_then(|(read, now_ms)| Snapshot::from_read(&read, now_ms));
-        let plan = match snapshot {
-            Ok(s) => plan_gc(&s, fence, self.cfg.bug_gc_ignores_owner_uid),
+        let plan = match self.snapshot_of(result) {
+            Ok(s) => {
+                let plan = plan_gc(&s, fence, self.cfg.bug_gc_ignores_owner_uid);
+                self.memo = Some(s);
+                plan
+            }
             Err(e) => Err(e.into()),
         };
         match plan {
@@ -1414,6 +1538,12 @@ impl Host {
             .and_then(|(read, now_ms)| retention::plan_compaction(&read, now_ms, retention));
         match plan {
             Ok(plan) => {
+                let offset = self.store_offset;
+                if let (Some(oldest), Some(l)) = (plan.oldest_kept_ms, self.lead()) {
+                    l.compact_not_before_ms = oldest
+                        .saturating_add(retention)
+                        .saturating_add_signed(-offset);
+                }
                 // Compaction is a write of the leader's too: fenced like the others, so a
                 // deposed leader removes nothing.
                 let fence = self.fence();

@@ -329,26 +329,54 @@ impl Snapshot {
     /// showed `now_ms`: what [`Snapshot::load`] does after its read, without a store, so that an
     /// I/O-free machine ([`crate::host`]) builds it from a reply.
     pub fn from_read(read: &Read, now_ms: u64) -> Result<Self, StoreError> {
+        Self::from_read_reusing(read, now_ms, None)
+    }
+
+    /// [`Snapshot::from_read`], taking each value whose key and `mod_revision` are unchanged
+    /// since `earlier` (an earlier snapshot of the same store) from it instead of decoding it
+    /// again. A key's `mod_revision` names one value of it, so the result is the same.
+    pub fn from_read_reusing(
+        read: &Read,
+        now_ms: u64,
+        earlier: Option<&Snapshot>,
+    ) -> Result<Self, StoreError> {
+        fn take<T: DeserializeOwned + Clone>(
+            map: &mut BTreeMap<String, Stored<T>>,
+            earlier: Option<&BTreeMap<String, Stored<T>>>,
+            name: &str,
+            e: &Entry,
+        ) -> Result<(), StoreError> {
+            let stored = match earlier.and_then(|m| m.get(name)) {
+                Some(s) if s.mod_revision == e.mod_revision => s.clone(),
+                _ => decode(e)?,
+            };
+            map.insert(name.to_owned(), stored);
+            Ok(())
+        }
         let mut s = Snapshot {
             revision: read.revision,
             now_ms,
             ..Snapshot::default()
         };
+        let was = earlier;
         for e in &read.entries {
             if let Some(name) = e.key.strip_prefix(WORKLOADS) {
-                s.workloads.insert(name.to_owned(), decode(e)?);
+                take(&mut s.workloads, was.map(|w| &w.workloads), name, e)?;
             } else if let Some(name) = e.key.strip_prefix(COUNTERS) {
-                s.counters.insert(name.to_owned(), decode(e)?);
+                take(&mut s.counters, was.map(|w| &w.counters), name, e)?;
             } else if e.key.starts_with(ASSIGNMENTS) {
-                s.assignments.insert(e.key.clone(), decode(e)?);
+                take(&mut s.assignments, was.map(|w| &w.assignments), &e.key, e)?;
             } else if let Some(node) = e.key.strip_prefix(REPORTS) {
-                s.reports.insert(node.to_owned(), decode(e)?);
+                take(&mut s.reports, was.map(|w| &w.reports), node, e)?;
             } else if e.key == LEADER {
-                s.leader = Some(decode(e)?);
+                s.leader = match was.and_then(|w| w.leader.as_ref()) {
+                    Some(l) if l.mod_revision == e.mod_revision => Some(l.clone()),
+                    _ => Some(decode(e)?),
+                };
             } else if let Some(name) = e.key.strip_prefix(crate::loops::LOOPS) {
-                s.loops.insert(name.to_owned(), decode(e)?);
+                take(&mut s.loops, was.map(|w| &w.loops), name, e)?;
             } else if let Some(node) = e.key.strip_prefix(NODES) {
-                s.nodes.insert(node.to_owned(), decode(e)?);
+                take(&mut s.nodes, was.map(|w| &w.nodes), node, e)?;
             }
         }
         Ok(s)

@@ -77,6 +77,12 @@ pub struct CompactionPlan {
     pub txns: Vec<Txn>,
     /// How many entries the removals remove.
     pub removed: u64,
+    /// The time of the oldest event kept (store milliseconds), if any is: until a retention
+    /// after it, a compaction would find nothing to remove, unless an event older than it
+    /// is written meanwhile (an agent that was cut off flushing late). Its leader reads the log
+    /// again no sooner (see [`crate::host`]); a late old event then waits for that compaction,
+    /// which only keeps it longer than the retention, never shorter.
+    pub oldest_kept_ms: Option<u64>,
 }
 
 /// Decides a compaction on `read` (a read of [`COMPACTION_PREFIXES`]) at `now_ms`: the removal
@@ -90,17 +96,15 @@ pub fn plan_compaction(
     if cutoff == 0 {
         return Ok(CompactionPlan::default());
     }
-    let old: Vec<String> = read
-        .entries
-        .iter()
-        .filter(|e| e.key.starts_with(EVENTS))
-        .filter(|e| {
-            serde_json::from_str::<At>(&e.value)
-                .map(|a| a.at_ms < cutoff)
-                .unwrap_or(false)
-        })
-        .map(|e| e.key.clone())
-        .collect();
+    let mut old: Vec<String> = Vec::new();
+    let mut oldest_kept_ms: Option<u64> = None;
+    for e in read.entries.iter().filter(|e| e.key.starts_with(EVENTS)) {
+        match serde_json::from_str::<At>(&e.value) {
+            Ok(a) if a.at_ms < cutoff => old.push(e.key.clone()),
+            Ok(a) => oldest_kept_ms = Some(oldest_kept_ms.map_or(a.at_ms, |o| o.min(a.at_ms))),
+            Err(_) => {}
+        }
+    }
     let mut txns: Vec<Txn> = old
         .chunks(BATCH)
         .map(|chunk| chunk.iter().fold(Txn::new(), |t, k| t.delete(k.clone())))
@@ -115,6 +119,7 @@ pub fn plan_compaction(
     Ok(CompactionPlan {
         txns,
         removed: old.len() as u64,
+        oldest_kept_ms,
     })
 }
 
