@@ -6,10 +6,16 @@
 //! - **In flight**: assignments of the workload that exist, sit on a live node, and whose copy
 //!   has neither reached the ledger nor been reported exited.
 //! - **Next copy**: the workload's counter, which only grows.
+//! - **Lost**: assignments on a node without a lease. For a workload that gives replacements
+//!   new names they are **released** at once (the pass removes them). For `named`, whose
+//!   replacement would reuse the name, they are **held** until it is confirmed that the copy
+//!   ended: the node's last report shows it exited (its agent shut down cleanly), or the node
+//!   is claimed again (it is live, and its new agent's report says what runs), or an operator
+//!   forgot the node after the assignment was created ([`crate::node::forget`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use setpoint_core::{Batch, CopyId, LedgerView, Name, Time};
+use setpoint_core::{Batch, ControllerKind, CopyId, LedgerView, Name, Time};
 
 use crate::model::{Assignment, Phase, Snapshot, Stored, WorkloadSpec};
 use crate::store::Revision;
@@ -30,6 +36,10 @@ pub struct WorkloadView<'s> {
     assigned: BTreeMap<u64, (&'s str, &'s Stored<Assignment>)>,
     /// Nodes whose reports are recent enough to believe.
     live_nodes: BTreeSet<&'s str>,
+    /// Lost nodes an operator forgot, each with the revision the confirmation covers.
+    forgotten: BTreeMap<&'s str, Revision>,
+    /// Copies (node, number, incarnation) that a lost node's last report shows exited.
+    lost_exited: BTreeSet<(&'s str, u64, Revision)>,
     next: u64,
 }
 
@@ -77,6 +87,26 @@ impl<'s> WorkloadView<'s> {
             .map(|(k, a)| (a.value.n, (k.as_str(), a)))
             .collect();
         let next = snapshot.counters.get(name).map_or(0, |c| c.value.next);
+        // A lost node's last report still tells of exits: an exit is final, and only a new
+        // claim of the node (which makes it live again) could report the copy otherwise.
+        let lost_exited = snapshot
+            .reports
+            .iter()
+            .filter(|(node, _)| !live_nodes.contains(node.as_str()))
+            .flat_map(|(node, r)| {
+                r.value
+                    .copies
+                    .iter()
+                    .filter(|c| c.workload == name && c.owner_uid == uid)
+                    .filter(|c| c.phase == Phase::Exited)
+                    .map(move |c| (node.as_str(), c.n, c.incarnation))
+            })
+            .collect();
+        let forgotten = snapshot
+            .forgotten
+            .iter()
+            .map(|(n, f)| (n.as_str(), f.value.revision))
+            .collect();
         Some(Self {
             now_ms: snapshot.now_ms,
             spec,
@@ -85,6 +115,8 @@ impl<'s> WorkloadView<'s> {
             reported_before,
             assigned,
             live_nodes,
+            forgotten,
+            lost_exited,
             next,
         })
     }
@@ -140,13 +172,59 @@ impl<'s> WorkloadView<'s> {
     }
 
     /// Assignments placed on a node that is lost (its lease expired or was given up). Their
-    /// agent has stopped their copies, or is dead, so the name is free: a pass removes them,
-    /// and `named` then creates the name again on a live node.
+    /// agent fenced their copies, or is dead, or is paused with the copies still running: only
+    /// [`WorkloadView::released_assignments`] of them may go.
     pub fn lost_assignments(&self) -> impl Iterator<Item = (&'s str, &'s Stored<Assignment>)> + '_ {
         self.assigned
             .values()
             .filter(|(_, a)| !self.live_nodes.contains(a.value.node.as_str()))
             .copied()
+    }
+
+    /// Whether the lost assignment `a` is released: its workload does not reuse names, or its
+    /// node's last report shows this incarnation exited (an agent that shut down cleanly), or
+    /// an operator forgot its node after `a` was created.
+    fn released(&self, a: &Stored<Assignment>) -> bool {
+        let node = a.value.node.as_str();
+        self.spec.value.controller != ControllerKind::Named
+            || self
+                .lost_exited
+                .contains(&(node, a.value.n, a.create_revision))
+            || self
+                .forgotten
+                .get(a.value.node.as_str())
+                .is_some_and(|&r| a.create_revision <= r)
+    }
+
+    /// Lost assignments whose names are free: a pass removes them (and `named` then creates
+    /// the name again on a live node).
+    pub fn released_assignments(
+        &self,
+    ) -> impl Iterator<Item = (&'s str, &'s Stored<Assignment>)> + '_ {
+        self.lost_assignments().filter(|(_, a)| self.released(a))
+    }
+
+    /// Lost `named` assignments whose copy may still run (a paused or dead agent's): they stay,
+    /// and keep their names, until the node is claimed again or forgotten.
+    pub fn held_assignments(&self) -> impl Iterator<Item = (&'s str, &'s Stored<Assignment>)> + '_ {
+        self.lost_assignments().filter(|(_, a)| !self.released(a))
+    }
+
+    /// Whether copy `n`'s assignment is held ([`WorkloadView::held_assignments`]).
+    pub fn is_held(&self, n: u64) -> bool {
+        self.assigned.get(&n).is_some_and(|(_, a)| {
+            !self.live_nodes.contains(a.value.node.as_str()) && !self.released(a)
+        })
+    }
+
+    /// The lost nodes that hold assignments of this workload, in name order: whose copies it
+    /// waits to hear have ended.
+    pub fn waiting_for(&self) -> Vec<String> {
+        let nodes: BTreeSet<&str> = self
+            .held_assignments()
+            .map(|(_, a)| a.value.node.as_str())
+            .collect();
+        nodes.into_iter().map(str::to_owned).collect()
     }
 
     /// Whether a copy named `n` exists and has not reached the ledger: a named creation in
