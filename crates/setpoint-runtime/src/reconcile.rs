@@ -202,7 +202,7 @@ pub fn plan_pass(
                 .iter()
                 .map(|k| k.0)
                 .filter(|&k| !gate.holds(name, k, snapshot.now_ms))
-                .filter(|&k| view.assignment(k).is_none())
+                .filter(|&k| view.assignment(k).is_none() && !view.name_taken_by_earlier(k))
                 .collect();
             let nodes = place(snapshot, fresh.len() as u64);
             if nodes.is_empty() && !fresh.is_empty() {
@@ -495,7 +495,12 @@ pub fn plan_gc(
         } else {
             owner.is_none_or(|w| w.create_revision != a.value.owner_uid)
         };
-        if orphan {
+        // An orphan on a lost node may still run (its agent paused or dead): removing it would
+        // free its name for a redeclared `named` workload. It is held, whatever the workload's
+        // kind (the declaration that would tell is gone), until its copy is known to have ended.
+        let held =
+            !snapshot.node_live(&a.value.node) && !crate::view::ended_while_lost(snapshot, a);
+        if orphan && !held {
             txn = remove_assignment(txn, key, a);
             gone.push(a.value.copy.clone());
         }
@@ -568,8 +573,14 @@ pub(crate) mod tests {
         }
     }
 
+    /// Declares workload `w` with `copies` copies kept by `ledger`.
     fn declare(store: &dyn Store, copies: u64) {
-        let w = test_spec("w", copies, ControllerKind::Ledger, 200);
+        declare_kind(store, copies, ControllerKind::Ledger);
+    }
+
+    /// Declares workload `w` with `copies` copies kept by `kind`.
+    fn declare_kind(store: &dyn Store, copies: u64, kind: ControllerKind) {
+        let w = test_spec("w", copies, kind, 200);
         let old = store
             .get(&workload_key("w"))
             .unwrap()
@@ -847,22 +858,6 @@ pub(crate) mod tests {
         assert_eq!(r.created, ["w-2", "w-3"]);
     }
 
-    /// Declares workload `w` with `copies` copies kept by `kind`.
-    fn declare_kind(store: &dyn Store, copies: u64, kind: ControllerKind) {
-        let w = test_spec("w", copies, kind, 200);
-        let old = store
-            .get(&workload_key("w"))
-            .unwrap()
-            .map_or(0, |e| e.mod_revision);
-        store
-            .commit(
-                &Txn::new()
-                    .expect(workload_key("w"), old)
-                    .put(workload_key("w"), encode(&w)),
-            )
-            .unwrap();
-    }
-
     /// Ends `node`'s lease, as the store does when its agent stops renewing (paused or dead).
     fn lose(store: &dyn Store, node: &str) {
         let e = store.get(&crate::node::node_key(node)).unwrap().unwrap();
@@ -1010,6 +1005,34 @@ pub(crate) mod tests {
         lose(&store, "b");
         let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
         assert_eq!((r.held, r.lost.len()), (vec!["w-2".into()], 0));
+    }
+
+    #[test]
+    fn a_redeclared_workloads_orphan_on_a_lost_node_is_held_and_keeps_its_name() {
+        let (store, _) = two_nodes_running(ControllerKind::Named);
+        lose(&store, "b");
+        // The workload is deleted and declared again (a new uid): w-1's old assignment on b is an
+        // orphan, but b's agent may be paused with w-1 running.
+        store.commit(&Txn::new().delete(workload_key("w"))).unwrap();
+        declare_kind(&store, 2, ControllerKind::Named);
+        assert_eq!(collect_orphans(&store, None).unwrap(), ["w-0"]);
+        let mut fresh = Controller::new(ControllerKind::Named);
+        let r = run_pass(&store, "w", &mut fresh, &SETTINGS).unwrap();
+        assert_eq!(r.created, ["w-0"], "{r:?}");
+        assert_eq!(
+            (r.held, r.waiting_for),
+            (vec!["w-1".into()], vec!["b".into()])
+        );
+        assert!(collect_orphans(&store, None).unwrap().is_empty());
+        // Confirmed gone: the orphan goes, and the name starts again under the new uid.
+        crate::node::forget(&store, "b").unwrap();
+        assert_eq!(collect_orphans(&store, None).unwrap(), ["w-1"]);
+        assert_eq!(
+            run_pass(&store, "w", &mut fresh, &SETTINGS)
+                .unwrap()
+                .created,
+            ["w-1"]
+        );
     }
 
     #[test]

@@ -36,10 +36,11 @@ pub struct WorkloadView<'s> {
     assigned: BTreeMap<u64, (&'s str, &'s Stored<Assignment>)>,
     /// Nodes whose reports are recent enough to believe.
     live_nodes: BTreeSet<&'s str>,
-    /// Lost nodes an operator forgot, each with the revision the confirmation covers.
-    forgotten: BTreeMap<&'s str, Revision>,
-    /// Copies (node, number, incarnation) that a lost node's last report shows exited.
-    lost_exited: BTreeSet<(&'s str, u64, Revision)>,
+    /// Assignments under this workload's name that belong to an earlier declaration of it (another
+    /// uid), by copy number: garbage collection removes them, unless they are held.
+    foreign: BTreeMap<u64, &'s Stored<Assignment>>,
+    /// The snapshot, for what confirms that a lost node's copy ended.
+    snapshot: &'s Snapshot,
     next: u64,
 }
 
@@ -87,25 +88,10 @@ impl<'s> WorkloadView<'s> {
             .map(|(k, a)| (a.value.n, (k.as_str(), a)))
             .collect();
         let next = snapshot.counters.get(name).map_or(0, |c| c.value.next);
-        // A lost node's last report still tells of exits: an exit is final, and only a new
-        // claim of the node (which makes it live again) could report the copy otherwise.
-        let lost_exited = snapshot
-            .reports
-            .iter()
-            .filter(|(node, _)| !live_nodes.contains(node.as_str()))
-            .flat_map(|(node, r)| {
-                r.value
-                    .copies
-                    .iter()
-                    .filter(|c| c.workload == name && c.owner_uid == uid)
-                    .filter(|c| c.phase == Phase::Exited)
-                    .map(move |c| (node.as_str(), c.n, c.incarnation))
-            })
-            .collect();
-        let forgotten = snapshot
-            .forgotten
-            .iter()
-            .map(|(n, f)| (n.as_str(), f.value.revision))
+        let foreign = snapshot
+            .assignments_of(name)
+            .filter(|(_, a)| a.value.owner_uid != uid)
+            .map(|(_, a)| (a.value.n, a))
             .collect();
         Some(Self {
             now_ms: snapshot.now_ms,
@@ -115,8 +101,8 @@ impl<'s> WorkloadView<'s> {
             reported_before,
             assigned,
             live_nodes,
-            forgotten,
-            lost_exited,
+            foreign,
+            snapshot,
             next,
         })
     }
@@ -181,19 +167,10 @@ impl<'s> WorkloadView<'s> {
             .copied()
     }
 
-    /// Whether the lost assignment `a` is released: its workload does not reuse names, or its
-    /// node's last report shows this incarnation exited (an agent that shut down cleanly), or
-    /// an operator forgot its node after `a` was created.
+    /// Whether the lost assignment `a` is released: its workload does not reuse names, or it
+    /// is confirmed that its copy ended ([`ended_while_lost`]).
     fn released(&self, a: &Stored<Assignment>) -> bool {
-        let node = a.value.node.as_str();
-        self.spec.value.controller != ControllerKind::Named
-            || self
-                .lost_exited
-                .contains(&(node, a.value.n, a.create_revision))
-            || self
-                .forgotten
-                .get(a.value.node.as_str())
-                .is_some_and(|&r| a.create_revision <= r)
+        self.spec.value.controller != ControllerKind::Named || ended_while_lost(self.snapshot, a)
     }
 
     /// Lost assignments whose names are free: a pass removes them (and `named` then creates
@@ -205,9 +182,26 @@ impl<'s> WorkloadView<'s> {
     }
 
     /// Lost `named` assignments whose copy may still run (a paused or dead agent's): they stay,
-    /// and keep their names, until the node is claimed again or forgotten.
+    /// and keep their names, until the node is claimed again or forgotten. For `named` this
+    /// includes an earlier declaration's assignments under the workload's name, which garbage
+    /// collection holds by the same rule ([`crate::reconcile::plan_gc`]).
     pub fn held_assignments(&self) -> impl Iterator<Item = (&'s str, &'s Stored<Assignment>)> + '_ {
-        self.lost_assignments().filter(|(_, a)| !self.released(a))
+        let named = self.spec.value.controller == ControllerKind::Named;
+        let foreign = self
+            .foreign
+            .values()
+            .filter(move |a| named && !self.live_nodes.contains(a.value.node.as_str()))
+            .filter(|a| !ended_while_lost(self.snapshot, a))
+            .map(|a| ("", *a));
+        self.lost_assignments()
+            .filter(|(_, a)| !self.released(a))
+            .chain(foreign)
+    }
+
+    /// Whether an earlier declaration of the workload still has an assignment for copy `n`:
+    /// the name is not free until garbage collection removes it.
+    pub fn name_taken_by_earlier(&self, n: u64) -> bool {
+        self.foreign.contains_key(&n)
     }
 
     /// Whether copy `n`'s assignment is held ([`WorkloadView::held_assignments`]).
@@ -256,6 +250,26 @@ impl<'s> WorkloadView<'s> {
             .filter(|n| !self.assigned.contains_key(n))
             .count() as u64
     }
+}
+
+/// Whether it is confirmed that the copy of `a` (this incarnation) ended, though its node is
+/// lost: the node's last report lists it `exited` (an agent that stopped cleanly), or an
+/// operator forgot the node after `a` was created ([`crate::node::forget`]).
+pub fn ended_while_lost(snapshot: &Snapshot, a: &Stored<Assignment>) -> bool {
+    let node = a.value.node.as_str();
+    let forgotten = snapshot
+        .forgotten
+        .get(node)
+        .is_some_and(|f| a.create_revision <= f.value.revision);
+    let reported = snapshot.reports.get(node).is_some_and(|r| {
+        r.value.copies.iter().any(|c| {
+            c.workload == a.value.workload
+                && c.n == a.value.n
+                && c.incarnation == a.create_revision
+                && c.phase == Phase::Exited
+        })
+    });
+    forgotten || reported
 }
 
 impl LedgerView for WorkloadView<'_> {
