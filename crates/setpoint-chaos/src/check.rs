@@ -319,4 +319,55 @@ mod tests {
             [Check::LostDeclaration]
         );
     }
+
+    #[test]
+    fn a_cut_off_agents_copy_outliving_a_node_lease_is_a_late_fence_unless_it_was_paused() {
+        use crate::faults::FaultKind;
+        let text = "[cluster]\ncontrollers = 2\nnode_ttl_ms = 4000\n\
+                    [[workload]]\nname = \"web\"\ncopies = 1\n";
+        let m = parse("m", text).unwrap();
+        let declared = vec![("/workloads/web".to_string(), "{}".to_string())];
+        let mut s = SimStore::new();
+        s.commit(
+            &Txn::new()
+                .put("/workloads/web", "{}")
+                .put(placement_key("node-1", "web", 0), "{}"),
+        )
+        .unwrap();
+        let fault = |kind, host, at_ms, duration_ms| Fault {
+            at_ms,
+            kind,
+            host,
+            duration_ms,
+        };
+        let on_agent = |end| ProcRecord {
+            host: 2,
+            ..proc(1, "node-1", "web-0", 10, end)
+        };
+        let cut = [fault(FaultKind::Partition, 2, 1_000, 6_000)];
+        // Killed within the lease of the cut (at 9/10 of it): the promise is kept.
+        let fenced = vec![
+            on_agent(Some(4_600)),
+            proc(2, "node-1", "web-0", 4_700, None),
+        ];
+        let v = check(&m, &cut, &declared, &outcome(fenced, s.clone()));
+        assert!(!checks(&v).contains(&Check::LateFence), "{v:?}");
+        // Still running when a lease from the cut is over.
+        let late = vec![
+            on_agent(Some(5_200)),
+            proc(2, "node-1", "web-0", 5_200, None),
+        ];
+        let v = check(&m, &cut, &declared, &outcome(late.clone(), s.clone()));
+        assert_eq!(checks(&v), [Check::LateFence], "{v:?}");
+        // A cut no longer than the lease, a controller's cut, or a pause of the agent within
+        // the lease: nothing is promised.
+        for faults in [
+            vec![fault(FaultKind::Partition, 2, 1_000, 4_000)],
+            vec![fault(FaultKind::Partition, 1, 1_000, 6_000)],
+            vec![cut[0].clone(), fault(FaultKind::Pause, 2, 3_000, 2_000)],
+        ] {
+            let v = check(&m, &faults, &declared, &outcome(late.clone(), s.clone()));
+            assert!(!checks(&v).contains(&Check::LateFence), "{faults:?}: {v:?}");
+        }
+    }
 }
