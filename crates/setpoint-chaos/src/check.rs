@@ -7,6 +7,10 @@
 //!   (the store knows whose lease holds it);
 //! - **no declaration lost**: every declaration the operator wrote is there at the end,
 //!   unchanged;
+//! - **self-fencing**: an agent cut off from the store (partition, one-way cut, stall) for
+//!   longer than its node lease, and not paused meanwhile, has stopped every copy by the time a
+//!   node lease would end, counted from the cut. A paused agent is exempt: it cannot act, and
+//!   `named` holds its names instead (`docs/runtime.md`, "Lost nodes");
 //! - **no orphan**: at the end, every running process has its placement in the store;
 //! - **convergence**: at the end, which is at least `settle` after the last fault ended, each
 //!   workload runs exactly its desired copies;
@@ -29,6 +33,8 @@ pub enum Check {
     Unfenced,
     /// A declaration is gone or changed.
     LostDeclaration,
+    /// A cut-off agent's copy outlived a node lease counted from the cut.
+    LateFence,
     /// A process runs with no placement.
     Orphan,
     /// A workload does not run its desired copies at the end.
@@ -44,6 +50,7 @@ impl Check {
             Check::DoubleRun => "double-run",
             Check::Unfenced => "unfenced",
             Check::LostDeclaration => "lost-declaration",
+            Check::LateFence => "late-fence",
             Check::Orphan => "orphan",
             Check::NotConverged => "not-converged",
             Check::Budget => "budget",
@@ -108,6 +115,7 @@ pub fn check(
             }
         }
     }
+    late_fences(model, schedule, out, &mut v);
     for u in &out.unfenced {
         let holder = match u.holder {
             Some(Some(h)) => format!("host {h}"),
@@ -182,6 +190,50 @@ pub fn check(
     }
     v.sort_by_key(|a| (a.at_ms, a.check));
     v
+}
+
+/// The self-fencing check: for each cut of an agent host that outlasts the node lease, with no
+/// pause of that host within a lease of the cut's start, every copy that host ran must be down
+/// one node lease after the cut began (the agent SIGKILLs at 9/10 of it, counted from its last
+/// renewal, which it sent before the cut).
+fn late_fences(model: &Model, schedule: &[Fault], out: &Outcome, v: &mut Vec<Violation>) {
+    use crate::faults::FaultKind;
+    let ttl = model.timing.node_ttl_ms;
+    let cuts = schedule.iter().filter(|f| {
+        matches!(
+            f.kind,
+            FaultKind::Partition | FaultKind::CutUp | FaultKind::CutDown | FaultKind::Stall
+        ) && f.host >= model.controllers
+            && f.duration_ms > ttl
+    });
+    for cut in cuts {
+        let deadline = cut.at_ms + ttl;
+        let paused = schedule.iter().any(|p| {
+            p.kind == FaultKind::Pause
+                && p.host == cut.host
+                && p.at_ms < deadline
+                && p.at_ms + p.duration_ms + ttl > cut.at_ms
+        });
+        if paused {
+            continue;
+        }
+        let late = out.procs.iter().find(|p| {
+            p.host == cut.host
+                && p.up_ms.is_some_and(|up| up < deadline)
+                && p.end_ms.is_none_or(|end| end > deadline)
+        });
+        if let Some(p) = late {
+            v.push(Violation {
+                check: Check::LateFence,
+                at_ms: deadline,
+                detail: format!(
+                    "copy {} (pid {}) on {} still ran {ttl} ms after its host was cut off at {} \
+                     ms: its agent did not fence it",
+                    p.copy, p.pid, p.node, cut.at_ms
+                ),
+            });
+        }
+    }
 }
 
 #[cfg(test)]
@@ -266,5 +318,56 @@ mod tests {
             checks(&check(&m, &[], &declared, &outcome(good, lost))),
             [Check::LostDeclaration]
         );
+    }
+
+    #[test]
+    fn a_cut_off_agents_copy_outliving_a_node_lease_is_a_late_fence_unless_it_was_paused() {
+        use crate::faults::FaultKind;
+        let text = "[cluster]\ncontrollers = 2\nnode_ttl_ms = 4000\n\
+                    [[workload]]\nname = \"web\"\ncopies = 1\n";
+        let m = parse("m", text).unwrap();
+        let declared = vec![("/workloads/web".to_string(), "{}".to_string())];
+        let mut s = SimStore::new();
+        s.commit(
+            &Txn::new()
+                .put("/workloads/web", "{}")
+                .put(placement_key("node-1", "web", 0), "{}"),
+        )
+        .unwrap();
+        let fault = |kind, host, at_ms, duration_ms| Fault {
+            at_ms,
+            kind,
+            host,
+            duration_ms,
+        };
+        let on_agent = |end| ProcRecord {
+            host: 2,
+            ..proc(1, "node-1", "web-0", 10, end)
+        };
+        let cut = [fault(FaultKind::Partition, 2, 1_000, 6_000)];
+        // Killed within the lease of the cut (at 9/10 of it): the promise is kept.
+        let fenced = vec![
+            on_agent(Some(4_600)),
+            proc(2, "node-1", "web-0", 4_700, None),
+        ];
+        let v = check(&m, &cut, &declared, &outcome(fenced, s.clone()));
+        assert!(!checks(&v).contains(&Check::LateFence), "{v:?}");
+        // Still running when a lease from the cut is over.
+        let late = vec![
+            on_agent(Some(5_200)),
+            proc(2, "node-1", "web-0", 5_200, None),
+        ];
+        let v = check(&m, &cut, &declared, &outcome(late.clone(), s.clone()));
+        assert_eq!(checks(&v), [Check::LateFence], "{v:?}");
+        // A cut no longer than the lease, a controller's cut, or a pause of the agent within
+        // the lease: nothing is promised.
+        for faults in [
+            vec![fault(FaultKind::Partition, 2, 1_000, 4_000)],
+            vec![fault(FaultKind::Partition, 1, 1_000, 6_000)],
+            vec![cut[0].clone(), fault(FaultKind::Pause, 2, 3_000, 2_000)],
+        ] {
+            let v = check(&m, &faults, &declared, &outcome(late.clone(), s.clone()));
+            assert!(!checks(&v).contains(&Check::LateFence), "{faults:?}: {v:?}");
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! The runtime's commands: `controller`, `agent`, `up`, `apply`, `get`, `delete`, `kill` and
-//! `status`. The clap types live here; the work is done by setpoint-runtime.
+//! The runtime's commands: `controller`, `agent`, `up`, `apply`, `get`, `delete`, `kill`,
+//! `status`, `logs` and `node forget`. The clap types live here; the work is done by
+//! setpoint-runtime.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,29 @@ pub enum RuntimeCommand {
     Status(StatusArgs),
     /// Print a copy's output (standard output and error), from `{data-dir}/nodes/logs/`.
     Logs(LogsArgs),
+    /// Nodes: `node forget NODE` confirms that a lost node's copies ended, so that its `named`
+    /// copies start again elsewhere.
+    #[command(subcommand)]
+    Node(NodeCommand),
+}
+
+/// `setpoint node`.
+#[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// Confirm that a lost node is gone (its machine is down, or its agent and copies were
+    /// killed): its `named` copies, held while their agent might be paused with them still
+    /// running, are released and start again on live nodes. Refused while the node is live.
+    Forget(ForgetArgs),
+}
+
+/// `setpoint node forget`.
+#[derive(Debug, Args)]
+pub struct ForgetArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The lost node, as `setpoint status` names it.
+    #[arg(value_name = "NODE", value_parser = node_name)]
+    node: String,
 }
 
 /// `setpoint logs`.
@@ -306,6 +330,8 @@ pub fn is_bad_input(e: &anyhow::Error) -> bool {
                 .is_some_and(|o| matches!(o, OpError::NotFound(_)))
             || c.downcast_ref::<setpoint_runtime::AgentError>()
                 .is_some_and(setpoint_runtime::AgentError::is_refusal)
+            || c.downcast_ref::<setpoint_runtime::node::ForgetError>()
+                .is_some_and(setpoint_runtime::node::ForgetError::is_refusal)
     })
 }
 
@@ -453,6 +479,15 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             Ok(out)
         }
         RuntimeCommand::Logs(a) => logs(&a),
+        RuntimeCommand::Node(NodeCommand::Forget(a)) => {
+            let store = a.store.open_existing()?;
+            let (rec, released) = setpoint_runtime::node::forget(&*store, &a.node)?;
+            Ok(format!(
+                "node {} forgotten at revision {}: {released} assignments released; their named \
+                 copies start again on live nodes\n",
+                rec.node, rec.revision
+            ))
+        }
         RuntimeCommand::Status(a) => {
             let s = ops::status(&*a.store.open_read_only()?)?;
             Ok(match a.format {

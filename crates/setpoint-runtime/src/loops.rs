@@ -41,6 +41,9 @@ pub enum IdleReason {
     BackingOff,
     /// A rolling update stopped making progress within its deadline.
     RolloutPaused,
+    /// `named`: copies it wants are held on lost nodes (their agent may be paused or dead with
+    /// the copies still running); it waits for each node to be claimed again or forgotten.
+    WaitingForLostNode,
 }
 
 impl IdleReason {
@@ -52,6 +55,23 @@ impl IdleReason {
             IdleReason::GatedOnOwnWrite => "gated on its own write",
             IdleReason::BackingOff => "backing off",
             IdleReason::RolloutPaused => "rollout paused",
+            IdleReason::WaitingForLostNode => "waiting for a lost node to confirm its copies ended",
+        }
+    }
+
+    /// The reason in words, naming the nodes waited for (the loop record's
+    /// [`LoopRecord::waiting_for`]) and what to do about them.
+    pub fn describe_with(self, waiting_for: &[String]) -> String {
+        match (self, waiting_for) {
+            (IdleReason::WaitingForLostNode, [node]) => format!(
+                "waiting for {node} to confirm its copies ended (setpoint node forget {node})"
+            ),
+            (IdleReason::WaitingForLostNode, [_, _, ..]) => format!(
+                "waiting for {} to confirm their copies ended (setpoint node forget NODE, for \
+                 each node that is gone)",
+                waiting_for.join(", ")
+            ),
+            (r, _) => r.describe().to_owned(),
         }
     }
 }
@@ -82,6 +102,10 @@ pub struct LoopRecord {
     /// The rolling update under way, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutRecord>,
+    /// `named`: the lost nodes whose held copies the loop waits to hear have ended, in name
+    /// order ([`crate::view::WorkloadView::waiting_for`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<String>,
 }
 
 /// A rolling update under way.
@@ -392,6 +416,9 @@ pub fn idle_reason(
         && view.pending_deletes() == 0;
     if converged {
         return None;
+    }
+    if view.held_assignments().next().is_some() {
+        return Some(IdleReason::WaitingForLostNode);
     }
     Some(match kind {
         ControllerKind::Gated => IdleReason::GatedOnOwnWrite,

@@ -304,11 +304,13 @@ pub struct Snapshot {
     pub loops: BTreeMap<String, Stored<crate::loops::LoopRecord>>,
     /// The nodes whose agent holds its lease, by name: the live nodes.
     pub nodes: BTreeMap<String, Stored<NodeRecord>>,
+    /// Operators' confirmations that lost nodes' copies ended, by node ([`crate::node::forget`]).
+    pub forgotten: BTreeMap<String, Stored<crate::node::Forgotten>>,
 }
 
 impl Snapshot {
     /// The prefixes a snapshot reads, in one [`Store::read`].
-    pub const PREFIXES: [&'static str; 7] = [
+    pub const PREFIXES: [&'static str; 8] = [
         WORKLOADS,
         COUNTERS,
         ASSIGNMENTS,
@@ -316,6 +318,7 @@ impl Snapshot {
         LEADER,
         NODES,
         crate::loops::LOOPS,
+        crate::node::FORGOTTEN,
     ];
 
     /// Reads the whole runtime state at one revision.
@@ -377,6 +380,8 @@ impl Snapshot {
                 take(&mut s.loops, was.map(|w| &w.loops), name, e)?;
             } else if let Some(node) = e.key.strip_prefix(NODES) {
                 take(&mut s.nodes, was.map(|w| &w.nodes), node, e)?;
+            } else if let Some(node) = e.key.strip_prefix(crate::node::FORGOTTEN) {
+                take(&mut s.forgotten, was.map(|w| &w.forgotten), node, e)?;
             }
         }
         Ok(s)

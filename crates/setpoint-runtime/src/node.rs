@@ -19,9 +19,21 @@
 //!   own clock, without waiting to hear from the store. It then gives the old lease up and
 //!   claims the name again under a new one. [`crate::agent_core`] holds this logic, without I/O.
 //!
-//! What it cannot fence: an agent that is itself killed (SIGKILL) or paused while its copies run
-//! on. Its copies outlive it, and once its lease expires their names can be reassigned. A
-//! restarted agent reaps them (they are no longer assigned); `docs/runtime.md` lists this window.
+//! What it cannot fence: an agent that is itself killed (SIGKILL) or paused (SIGSTOP, a long
+//! GC pause) while its copies run on. Its copies outlive it, and its lease ends at the store
+//! all the same. For a workload that reuses names (`named`) that would let the name run twice,
+//! so a lost node's `named` assignments are **held**, not freed, until it is confirmed that
+//! their copies ended ([`crate::view::WorkloadView::held_assignments`]):
+//! - the node's last report shows the copy exited (an agent that shut down cleanly), or
+//! - the node is claimed again and its new agent reports the copy exited (a resumed agent
+//!   fences first; a restarted one adopts the copy or finds it dead), or
+//! - an operator confirms the node is gone: `setpoint node forget NODE` writes a
+//!   [`Forgotten`] record at `/forgotten/{node}` ([`forget`]), which releases every assignment
+//!   created on the node at or before its revision.
+//!
+//! Workloads that give every replacement a new name keep the old rule: a lost node's
+//! assignments are removed at once (no identity can run twice; an extra copy is overshoot).
+//! `docs/runtime.md` ("Lost nodes") states the rule and its cost.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -29,8 +41,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::encode;
-use crate::store::{LeaseId, Store, StoreError, Txn};
+use crate::model::{decode, encode, placements_of, report_key};
+use crate::store::{LeaseId, Revision, Store, StoreError, Txn};
 
 /// The key prefix of node leases.
 pub const NODES: &str = "/nodes/";
@@ -163,6 +175,107 @@ impl DirLock {
             }),
             Err(e) => Err(io(e.into())),
         }
+    }
+}
+
+/// The key prefix of operators' confirmations that a node is gone ([`Forgotten`]).
+pub const FORGOTTEN: &str = "/forgotten/";
+
+/// The key of `node`'s confirmation record.
+pub fn forgotten_key(node: &str) -> String {
+    format!("{FORGOTTEN}{node}")
+}
+
+/// An operator's confirmation, at `/forgotten/{node}`, that the copies of a lost node ended
+/// (the machine is gone, or its agent and copies were killed by hand).
+///
+/// It covers only what existed when it was written: an assignment on the node whose
+/// `create_revision` is at most `revision` is released while the node is lost. Copies placed
+/// on the node after a later claim are held again if that claim is lost too.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forgotten {
+    /// The node's name.
+    pub node: String,
+    /// The store revision the confirmation was decided on: it covers assignments created at
+    /// or before it.
+    pub revision: Revision,
+    /// When it was written, in store milliseconds.
+    pub forgotten_ms: u64,
+}
+
+/// Why `setpoint node forget` refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ForgetError {
+    /// The store knows no such node: no lease, no report, no assignment.
+    #[error(
+        "no node named '{0}': accepted a node that has reported or has copies assigned (see \
+         'setpoint status')"
+    )]
+    Unknown(String),
+    /// The node's agent holds its lease: it is not lost.
+    #[error(
+        "node '{node}' is live (agent pid {pid} on host {host} holds its lease): only a lost \
+         node can be forgotten; stop its agent first"
+    )]
+    Live {
+        /// The node's name.
+        node: String,
+        /// The agent's process id.
+        pid: u32,
+        /// The agent's machine.
+        host: String,
+    },
+    /// The node was claimed, or others wrote, while the confirmation was written.
+    #[error("node '{0}' changed while it was being forgotten; try again")]
+    Contended(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ForgetError {
+    /// Whether the user must fix this (a name that is wrong or a node that is live).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, ForgetError::Unknown(_) | ForgetError::Live { .. })
+    }
+}
+
+/// Confirms that lost node `node`'s copies ended: writes its [`Forgotten`] record, only while
+/// `/nodes/{node}` is absent (a compare-and-set, so a claim that races it wins and the
+/// confirmation fails). Returns the record and how many assignments it releases.
+pub fn forget(store: &dyn Store, node: &str) -> Result<(Forgotten, usize), ForgetError> {
+    let key = node_key(node);
+    let placed = placements_of(node);
+    let report = report_key(node);
+    let read = store.read(&[&key, &placed, &report])?;
+    if let Some(e) = read.entries.iter().find(|e| e.key == key) {
+        let r = decode::<NodeRecord>(e)?.value;
+        return Err(ForgetError::Live {
+            node: node.to_owned(),
+            pid: r.agent_pid,
+            host: r.host,
+        });
+    }
+    let assigned = read
+        .entries
+        .iter()
+        .filter(|e| e.key.starts_with(&placed))
+        .count();
+    if assigned == 0 && !read.entries.iter().any(|e| e.key == report) {
+        return Err(ForgetError::Unknown(node.to_owned()));
+    }
+    let record = Forgotten {
+        node: node.to_owned(),
+        revision: read.revision,
+        forgotten_ms: store.now_ms(),
+    };
+    let txn = Txn::new()
+        .expect(&key, 0)
+        .put(forgotten_key(node), encode(&record));
+    match store.commit(&txn) {
+        Ok(_) => Ok((record, assigned)),
+        Err(e) if e.is_conflict() => Err(ForgetError::Contended(node.to_owned())),
+        Err(e) => Err(e.into()),
     }
 }
 

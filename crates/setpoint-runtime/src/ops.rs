@@ -220,7 +220,7 @@ fn loop_status(
     };
     let idle = rec.value.idle.map(|i| IdleStatus {
         reason: i.reason,
-        text: i.reason.describe().to_owned(),
+        text: i.reason.describe_with(&rec.value.waiting_for),
         for_ms: s.now_ms.saturating_sub(i.since_ms),
     });
     let backoff = rec

@@ -12,8 +12,11 @@
 //! - `Delete`: the assignments of the oldest copies on the ledger are removed, each only if
 //!   unchanged. A command to a copy whose assignment is already gone counts and does nothing;
 //! - garbage: assignments whose copy a node reported exited are removed, and so are the
-//!   assignments of lost nodes (no node lease: [`crate::node`]), whose copies their agent has
-//!   fenced. That frees their names for `named`;
+//!   assignments of lost nodes (no node lease: [`crate::node`]) that are released
+//!   ([`WorkloadView::released_assignments`]): every one of a workload that gives replacements
+//!   new names, and for `named` only those of a node an operator forgot. A lost node's other
+//!   `named` assignments are held, names and all, because a paused or killed agent's copies may
+//!   still run; a delete command does not remove them either;
 //! - the event log ([`crate::events`]): the pass's round, each creation and each removal by a
 //!   delete command, each created only if absent, in the same transaction. A pass that does
 //!   nothing else still writes its round.
@@ -56,8 +59,13 @@ pub struct PassReport {
     pub deleted: Vec<String>,
     /// Assignments removed because their copy had exited.
     pub collected: Vec<String>,
-    /// Assignments removed because their node is lost (its lease ended).
+    /// Assignments removed because their node is lost (its lease ended) and they are released.
     pub lost: Vec<String>,
+    /// `named` copies whose assignments are held on lost nodes: not replaced until each node
+    /// is claimed again or forgotten.
+    pub held: Vec<String>,
+    /// The lost nodes those are on, in name order.
+    pub waiting_for: Vec<String>,
     /// Copies the controller wanted but no live node could take; nothing was written for them.
     pub unplaced: u64,
     /// Attempts lost to conflicts before this one committed.
@@ -194,7 +202,7 @@ pub fn plan_pass(
                 .iter()
                 .map(|k| k.0)
                 .filter(|&k| !gate.holds(name, k, snapshot.now_ms))
-                .filter(|&k| view.assignment(k).is_none())
+                .filter(|&k| view.assignment(k).is_none() && !view.name_taken_by_earlier(k))
                 .collect();
             let nodes = place(snapshot, fresh.len() as u64);
             if nodes.is_empty() && !fresh.is_empty() {
@@ -219,6 +227,10 @@ pub fn plan_pass(
             report.delete_commands = delete.len() as u64;
             for k in delete {
                 commanded.push(k.0);
+                // A held copy may still run: removing its assignment would free its name.
+                if view.is_held(k.0) {
+                    continue;
+                }
                 if let Some((key, stored)) = view.assignment(k.0) {
                     txn = log_removal(txn, name, snapshot, stored);
                     txn = remove_assignment(txn, key, stored);
@@ -248,14 +260,21 @@ pub fn plan_pass(
             report.collected.push(stored.value.copy.clone());
         }
     }
-    // A lost node's copies were fenced by their agent before its lease could end: their
-    // assignments only hold names now (the `named` stall), so they go.
-    for (key, stored) in view.lost_assignments() {
+    // A lost node's released assignments go: their copies were fenced by their agent, or their
+    // names are never reused, or an operator confirmed the node is gone. The held ones stay
+    // and keep their names, so `named` cannot start a second copy of a name that may still run.
+    for (key, stored) in view.released_assignments() {
         if !report.deleted.contains(&stored.value.copy) {
             txn = remove_assignment(txn, key, stored);
             report.lost.push(stored.value.copy.clone());
         }
     }
+    report.held = view
+        .held_assignments()
+        .map(|(_, a)| a.value.copy.clone())
+        .collect();
+    report.waiting_for = view.waiting_for();
+    gate.record.waiting_for = report.waiting_for.clone();
     let acted = !(report.created.is_empty() && report.deleted.is_empty());
     let reason = if gate.stalled() {
         Some(loops::IdleReason::RolloutPaused)
@@ -476,7 +495,12 @@ pub fn plan_gc(
         } else {
             owner.is_none_or(|w| w.create_revision != a.value.owner_uid)
         };
-        if orphan {
+        // An orphan on a lost node may still run (its agent paused or dead): removing it would
+        // free its name for a redeclared `named` workload. It is held, whatever the workload's
+        // kind (the declaration that would tell is gone), until its copy is known to have ended.
+        let held =
+            !snapshot.node_live(&a.value.node) && !crate::view::ended_while_lost(snapshot, a);
+        if orphan && !held {
             txn = remove_assignment(txn, key, a);
             gone.push(a.value.copy.clone());
         }
@@ -549,8 +573,14 @@ pub(crate) mod tests {
         }
     }
 
+    /// Declares workload `w` with `copies` copies kept by `ledger`.
     fn declare(store: &dyn Store, copies: u64) {
-        let w = test_spec("w", copies, ControllerKind::Ledger, 200);
+        declare_kind(store, copies, ControllerKind::Ledger);
+    }
+
+    /// Declares workload `w` with `copies` copies kept by `kind`.
+    fn declare_kind(store: &dyn Store, copies: u64, kind: ControllerKind) {
+        let w = test_spec("w", copies, kind, 200);
         let old = store
             .get(&workload_key("w"))
             .unwrap()
@@ -826,6 +856,198 @@ pub(crate) mod tests {
         // The counter survives: the new workload's copies get new identities.
         let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
         assert_eq!(r.created, ["w-2", "w-3"]);
+    }
+
+    /// Ends `node`'s lease, as the store does when its agent stops renewing (paused or dead).
+    fn lose(store: &dyn Store, node: &str) {
+        let e = store.get(&crate::node::node_key(node)).unwrap().unwrap();
+        let rec = crate::model::decode::<crate::node::NodeRecord>(&e).unwrap();
+        store.revoke(rec.value.lease).unwrap();
+        assert!(!Snapshot::load(store).unwrap().node_live(node));
+    }
+
+    /// Two copies of `w` kept by `kind`, `w-0` running on node `a` and `w-1` on node `b`.
+    fn two_nodes_running(kind: ControllerKind) -> (MemoryStore, Controller) {
+        let store = MemoryStore::new();
+        declare_kind(&store, 2, kind);
+        report(&store, "a", &[]);
+        report(&store, "b", &[]);
+        let mut c = Controller::new(kind);
+        assert_eq!(
+            run_pass(&store, "w", &mut c, &SETTINGS).unwrap().created,
+            ["w-0", "w-1"]
+        );
+        report(&store, "a", &[(0, Phase::Running)]);
+        report(&store, "b", &[(1, Phase::Running)]);
+        assert_eq!(
+            run_pass(&store, "w", &mut c, &SETTINGS).unwrap().action,
+            None
+        );
+        (store, c)
+    }
+
+    fn idle_text(store: &dyn Store) -> Option<String> {
+        let all = crate::ops::get(store, Some("w")).unwrap();
+        all[0].idle.as_ref().map(|i| i.text.clone())
+    }
+
+    #[test]
+    fn a_lost_nodes_named_copies_are_held_until_its_new_agent_reports_them_ended() {
+        let (store, mut c) = two_nodes_running(ControllerKind::Named);
+        // b's agent is paused past its lease: w-1 may still run there.
+        lose(&store, "b");
+        for _ in 0..3 {
+            let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+            assert_eq!((r.created.len(), r.lost.len()), (0, 0), "{r:?}");
+            assert_eq!(
+                (r.held, r.waiting_for),
+                (vec!["w-1".into()], vec!["b".into()])
+            );
+        }
+        assert_eq!(names(&store), ["w-0", "w-1"]);
+        let rec = Snapshot::load(&store).unwrap().loops["w"].value.clone();
+        assert_eq!(
+            rec.idle.map(|i| i.reason),
+            Some(loops::IdleReason::WaitingForLostNode)
+        );
+        assert_eq!(
+            idle_text(&store).as_deref(),
+            Some("waiting for b to confirm its copies ended (setpoint node forget b)")
+        );
+        // The agent resumes, fences (its copy exits), claims the node again and reports.
+        crate::node::fake_node(&store, "b").unwrap();
+        report(&store, "b", &[(1, Phase::Exited)]);
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!((r.collected, r.held), (vec!["w-1".into()], vec![]));
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!(r.created, ["w-1"]);
+        assert_eq!(
+            Snapshot::load(&store).unwrap().loops["w"].value.waiting_for,
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn a_reclaimed_node_whose_agent_adopted_the_copy_keeps_it_where_it_runs() {
+        let (store, mut c) = two_nodes_running(ControllerKind::Named);
+        lose(&store, "b");
+        run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        // A restarted agent of b adopts w-1, which ran on all along.
+        crate::node::fake_node(&store, "b").unwrap();
+        report(&store, "b", &[(1, Phase::Running)]);
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!((r.action, r.held.len(), r.lost.len()), (None, 0, 0));
+        let s = Snapshot::load(&store).unwrap();
+        assert_eq!(s.assignments[&assignment_key("w", 1)].value.node, "b");
+    }
+
+    #[test]
+    fn a_named_copy_the_lost_nodes_last_report_shows_exited_is_released() {
+        // b's agent stops cleanly (Ctrl-C): it stops its copies, reports them exited, and
+        // gives its lease up. Its last report answers for w-1.
+        let (store, mut c) = two_nodes_running(ControllerKind::Named);
+        report(&store, "b", &[(1, Phase::Exited)]);
+        lose(&store, "b");
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!((r.lost, r.held), (vec!["w-1".into()], vec![]));
+        assert_eq!(
+            run_pass(&store, "w", &mut c, &SETTINGS).unwrap().created,
+            ["w-1"]
+        );
+        // A report of an earlier incarnation of the name does not release the new one.
+        report(&store, "a", &[(0, Phase::Running), (1, Phase::Running)]);
+        let s = Snapshot::load(&store).unwrap();
+        let stale = s.reports["b"].value.copies[0].incarnation;
+        assert_ne!(
+            stale,
+            s.assignments[&assignment_key("w", 1)].create_revision
+        );
+    }
+
+    #[test]
+    fn a_forgotten_nodes_named_copies_are_released_and_a_later_claim_starts_fresh() {
+        let (store, mut c) = two_nodes_running(ControllerKind::Named);
+        // Only a lost node that the store knows can be forgotten.
+        let live = crate::node::forget(&store, "a").unwrap_err();
+        assert!(
+            matches!(live, crate::node::ForgetError::Live { .. }),
+            "{live}"
+        );
+        let unknown = crate::node::forget(&store, "c").unwrap_err();
+        assert!(
+            matches!(unknown, crate::node::ForgetError::Unknown(_)),
+            "{unknown}"
+        );
+        lose(&store, "b");
+        assert_eq!(
+            run_pass(&store, "w", &mut c, &SETTINGS).unwrap().held,
+            ["w-1"]
+        );
+        let (rec, released) = crate::node::forget(&store, "b").unwrap();
+        assert_eq!((rec.node.as_str(), released), ("b", 1));
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!((r.lost, r.held), (vec!["w-1".into()], vec![]));
+        // The name starts again, on the live node.
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!(r.created, ["w-1"]);
+        let s = Snapshot::load(&store).unwrap();
+        assert_eq!(s.assignments[&assignment_key("w", 1)].value.node, "a");
+        assert_eq!(idle_text(&store), None);
+        // b is claimed again and given a new copy; lost again, that copy is held: the old
+        // confirmation covers only what was on b when it was written.
+        crate::node::fake_node(&store, "b").unwrap();
+        report(&store, "b", &[]);
+        declare_kind(&store, 3, ControllerKind::Named);
+        assert_eq!(
+            run_pass(&store, "w", &mut c, &SETTINGS).unwrap().created,
+            ["w-2"]
+        );
+        lose(&store, "b");
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!((r.held, r.lost.len()), (vec!["w-2".into()], 0));
+    }
+
+    #[test]
+    fn a_redeclared_workloads_orphan_on_a_lost_node_is_held_and_keeps_its_name() {
+        let (store, _) = two_nodes_running(ControllerKind::Named);
+        lose(&store, "b");
+        // The workload is deleted and declared again (a new uid): w-1's old assignment on b is an
+        // orphan, but b's agent may be paused with w-1 running.
+        store.commit(&Txn::new().delete(workload_key("w"))).unwrap();
+        declare_kind(&store, 2, ControllerKind::Named);
+        assert_eq!(collect_orphans(&store, None).unwrap(), ["w-0"]);
+        let mut fresh = Controller::new(ControllerKind::Named);
+        let r = run_pass(&store, "w", &mut fresh, &SETTINGS).unwrap();
+        assert_eq!(r.created, ["w-0"], "{r:?}");
+        assert_eq!(
+            (r.held, r.waiting_for),
+            (vec!["w-1".into()], vec!["b".into()])
+        );
+        assert!(collect_orphans(&store, None).unwrap().is_empty());
+        // Confirmed gone: the orphan goes, and the name starts again under the new uid.
+        crate::node::forget(&store, "b").unwrap();
+        assert_eq!(collect_orphans(&store, None).unwrap(), ["w-1"]);
+        assert_eq!(
+            run_pass(&store, "w", &mut fresh, &SETTINGS)
+                .unwrap()
+                .created,
+            ["w-1"]
+        );
+    }
+
+    #[test]
+    fn a_lost_nodes_counted_copies_are_freed_and_replaced_under_new_names_at_once() {
+        for kind in [
+            ControllerKind::Ledger,
+            ControllerKind::Intent,
+            ControllerKind::Gated,
+        ] {
+            let (store, mut c) = two_nodes_running(kind);
+            lose(&store, "b");
+            let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+            assert_eq!((r.lost, r.held), (vec!["w-1".into()], vec![]), "{kind:?}");
+            assert_eq!(r.created, ["w-2"], "{kind:?}");
+        }
     }
 
     #[test]

@@ -6,10 +6,16 @@
 //! - **In flight**: assignments of the workload that exist, sit on a live node, and whose copy
 //!   has neither reached the ledger nor been reported exited.
 //! - **Next copy**: the workload's counter, which only grows.
+//! - **Lost**: assignments on a node without a lease. For a workload that gives replacements
+//!   new names they are **released** at once (the pass removes them). For `named`, whose
+//!   replacement would reuse the name, they are **held** until it is confirmed that the copy
+//!   ended: the node's last report shows it exited (its agent shut down cleanly), or the node
+//!   is claimed again (it is live, and its new agent's report says what runs), or an operator
+//!   forgot the node after the assignment was created ([`crate::node::forget`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use setpoint_core::{Batch, CopyId, LedgerView, Name, Time};
+use setpoint_core::{Batch, ControllerKind, CopyId, LedgerView, Name, Time};
 
 use crate::model::{Assignment, Phase, Snapshot, Stored, WorkloadSpec};
 use crate::store::Revision;
@@ -30,6 +36,11 @@ pub struct WorkloadView<'s> {
     assigned: BTreeMap<u64, (&'s str, &'s Stored<Assignment>)>,
     /// Nodes whose reports are recent enough to believe.
     live_nodes: BTreeSet<&'s str>,
+    /// Assignments under this workload's name that belong to an earlier declaration of it (another
+    /// uid), by copy number: garbage collection removes them, unless they are held.
+    foreign: BTreeMap<u64, &'s Stored<Assignment>>,
+    /// The snapshot, for what confirms that a lost node's copy ended.
+    snapshot: &'s Snapshot,
     next: u64,
 }
 
@@ -77,6 +88,11 @@ impl<'s> WorkloadView<'s> {
             .map(|(k, a)| (a.value.n, (k.as_str(), a)))
             .collect();
         let next = snapshot.counters.get(name).map_or(0, |c| c.value.next);
+        let foreign = snapshot
+            .assignments_of(name)
+            .filter(|(_, a)| a.value.owner_uid != uid)
+            .map(|(_, a)| (a.value.n, a))
+            .collect();
         Some(Self {
             now_ms: snapshot.now_ms,
             spec,
@@ -85,6 +101,8 @@ impl<'s> WorkloadView<'s> {
             reported_before,
             assigned,
             live_nodes,
+            foreign,
+            snapshot,
             next,
         })
     }
@@ -140,13 +158,67 @@ impl<'s> WorkloadView<'s> {
     }
 
     /// Assignments placed on a node that is lost (its lease expired or was given up). Their
-    /// agent has stopped their copies, or is dead, so the name is free: a pass removes them,
-    /// and `named` then creates the name again on a live node.
+    /// agent fenced their copies, or is dead, or is paused with the copies still running: only
+    /// [`WorkloadView::released_assignments`] of them may go.
     pub fn lost_assignments(&self) -> impl Iterator<Item = (&'s str, &'s Stored<Assignment>)> + '_ {
         self.assigned
             .values()
             .filter(|(_, a)| !self.live_nodes.contains(a.value.node.as_str()))
             .copied()
+    }
+
+    /// Whether the lost assignment `a` is released: its workload does not reuse names, or it
+    /// is confirmed that its copy ended ([`ended_while_lost`]).
+    fn released(&self, a: &Stored<Assignment>) -> bool {
+        self.spec.value.controller != ControllerKind::Named || ended_while_lost(self.snapshot, a)
+    }
+
+    /// Lost assignments whose names are free: a pass removes them (and `named` then creates
+    /// the name again on a live node).
+    pub fn released_assignments(
+        &self,
+    ) -> impl Iterator<Item = (&'s str, &'s Stored<Assignment>)> + '_ {
+        self.lost_assignments().filter(|(_, a)| self.released(a))
+    }
+
+    /// Lost `named` assignments whose copy may still run (a paused or dead agent's): they stay,
+    /// and keep their names, until the node is claimed again or forgotten. For `named` this
+    /// includes an earlier declaration's assignments under the workload's name, which garbage
+    /// collection holds by the same rule ([`crate::reconcile::plan_gc`]).
+    pub fn held_assignments(&self) -> impl Iterator<Item = (&'s str, &'s Stored<Assignment>)> + '_ {
+        let named = self.spec.value.controller == ControllerKind::Named;
+        let foreign = self
+            .foreign
+            .values()
+            .filter(move |a| named && !self.live_nodes.contains(a.value.node.as_str()))
+            .filter(|a| !ended_while_lost(self.snapshot, a))
+            .map(|a| ("", *a));
+        self.lost_assignments()
+            .filter(|(_, a)| !self.released(a))
+            .chain(foreign)
+    }
+
+    /// Whether an earlier declaration of the workload still has an assignment for copy `n`:
+    /// the name is not free until garbage collection removes it.
+    pub fn name_taken_by_earlier(&self, n: u64) -> bool {
+        self.foreign.contains_key(&n)
+    }
+
+    /// Whether copy `n`'s assignment is held ([`WorkloadView::held_assignments`]).
+    pub fn is_held(&self, n: u64) -> bool {
+        self.assigned.get(&n).is_some_and(|(_, a)| {
+            !self.live_nodes.contains(a.value.node.as_str()) && !self.released(a)
+        })
+    }
+
+    /// The lost nodes that hold assignments of this workload, in name order: whose copies it
+    /// waits to hear have ended.
+    pub fn waiting_for(&self) -> Vec<String> {
+        let nodes: BTreeSet<&str> = self
+            .held_assignments()
+            .map(|(_, a)| a.value.node.as_str())
+            .collect();
+        nodes.into_iter().map(str::to_owned).collect()
     }
 
     /// Whether a copy named `n` exists and has not reached the ledger: a named creation in
@@ -178,6 +250,26 @@ impl<'s> WorkloadView<'s> {
             .filter(|n| !self.assigned.contains_key(n))
             .count() as u64
     }
+}
+
+/// Whether it is confirmed that the copy of `a` (this incarnation) ended, though its node is
+/// lost: the node's last report lists it `exited` (an agent that stopped cleanly), or an
+/// operator forgot the node after `a` was created ([`crate::node::forget`]).
+pub fn ended_while_lost(snapshot: &Snapshot, a: &Stored<Assignment>) -> bool {
+    let node = a.value.node.as_str();
+    let forgotten = snapshot
+        .forgotten
+        .get(node)
+        .is_some_and(|f| a.create_revision <= f.value.revision);
+    let reported = snapshot.reports.get(node).is_some_and(|r| {
+        r.value.copies.iter().any(|c| {
+            c.workload == a.value.workload
+                && c.n == a.value.n
+                && c.incarnation == a.create_revision
+                && c.phase == Phase::Exited
+        })
+    });
+    forgotten || reported
 }
 
 impl LedgerView for WorkloadView<'_> {

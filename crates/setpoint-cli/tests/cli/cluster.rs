@@ -73,10 +73,12 @@ fn names(p: &BTreeMap<String, Vec<u32>>, prefix: &str) -> Vec<String> {
 }
 
 /// The reproduction: 3 agents, a node lease of 1s, `named` 6 copies beside `intent` 2.
-/// SIGKILL one agent and its copies: once its lease ends, both workloads are replaced on the
-/// other nodes, `named` under the same names, and no name ever runs twice.
+/// SIGKILL one agent and its copies: once its lease ends, `intent` is replaced on the other
+/// nodes at once; `named` holds the lost node's names (the controller cannot tell a dead agent
+/// from a paused one whose copies still run) and says so, until `node forget` confirms the node
+/// is gone; then it creates them again under the same names. No name ever runs twice.
 #[test]
-fn named_replaces_the_copies_of_a_killed_agent_once_its_node_lease_ends() {
+fn named_replaces_the_copies_of_a_killed_agent_once_its_node_is_forgotten() {
     let mut c = Rig::new();
     c.start("controller", &["controller", "--lease-ttl", "1s"]);
     for n in ["a", "b", "c"] {
@@ -96,15 +98,29 @@ fn named_replaces_the_copies_of_a_killed_agent_once_its_node_lease_ends() {
     assert_eq!(lost_names.len(), 2, "{on_a:?}");
 
     // The agent dies, and so do its copies.
-    let killed = Instant::now();
     c.signal("agent-a", Signal::KILL);
     for m in find_marked(&c.mark("a")) {
         let _ = signal_group(m.pid, Signal::KILL);
     }
+    until(&c, "intent replaced, named waiting for node a", |c| {
+        converged(c, "it", 3)
+            && c.get("nm")["idle"]["text"]
+                == "waiting for a to confirm its copies ended (setpoint node forget a)"
+    });
+    assert_eq!(
+        c.processes()
+            .keys()
+            .filter(|k| k.starts_with("nm-"))
+            .count(),
+        4
+    );
+    let out = c.ok(&["node", "forget", "a"]);
+    assert!(out.contains(": 2 assignments released"), "{out}");
+    let forgotten = Instant::now();
     until(&c, "the node's names run again elsewhere", |c| {
         converged(c, "nm", 6) && converged(c, "it", 3)
     });
-    let took = killed.elapsed();
+    let took = forgotten.elapsed();
     let after = c.processes();
     assert_eq!(
         names(&after, "nm-"),
@@ -112,11 +128,11 @@ fn named_replaces_the_copies_of_a_killed_agent_once_its_node_lease_ends() {
     );
     assert!(c.processes_of("a").is_empty());
     println!(
-        "lost node: lease 1s, {} named names and the intent copies replaced {}ms after SIGKILL",
+        "lost node: lease 1s, {} named names replaced {}ms after node forget",
         lost_names.len(),
         took.as_millis()
     );
-    // Lease (1s) plus a pass period or two; far less than the test's deadline.
+    // A pass period or two; far less than the test's deadline.
     assert!(took < Duration::from_secs(5), "took {took:?}");
     let s = c.status();
     let a = s["nodes"]

@@ -20,6 +20,8 @@
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
 //! - [`cluster`]: node leases, lost nodes, fencing, one agent per node name.
+//! - [`fence`]: an agent stopped past its node lease: its `named` copies held, never run
+//!   twice; `node forget` refusing bad input.
 //! - [`netns`]: agents and etcd members on separate hosts (network namespaces): partitions,
 //!   quorum loss, a paused leader.
 //! - [`store`]: `--store URL` on every runtime command; the runtime on etcd.
@@ -34,6 +36,7 @@
 mod cluster;
 mod commandline;
 mod distributed;
+mod fence;
 mod formats;
 mod hardening;
 mod harness;
