@@ -544,6 +544,8 @@ pub struct AgentCore {
     sync_wanted: bool,
     /// When the last sync served from the cache ran.
     cache_synced_ms: u64,
+    /// The read of the node's state failed: it is sent again at this time.
+    read_state_retry: Option<u64>,
     /// The placements decoded and checked, by key, with the `mod_revision` they were read at:
     /// an entry unchanged since the last sync is not decoded again.
     parsed: BTreeMap<String, (Revision, Parsed)>,
@@ -631,6 +633,7 @@ impl AgentCore {
             }),
             sync_wanted: false,
             cache_synced_ms: now_ms,
+            read_state_retry: None,
             parsed: BTreeMap::new(),
             cfg,
         }
@@ -826,6 +829,9 @@ impl AgentCore {
         }
         if let Life::Draining { deadline } = self.life {
             at(deadline);
+        }
+        if let Some(t) = self.read_state_retry.filter(|_| self.life == Life::ReadingState) {
+            at(t);
         }
         let simulated = self.cfg.simulate_copies;
         for l in self.copies.values().filter(|l| !l.exited()) {
@@ -1054,10 +1060,22 @@ impl AgentCore {
 
     fn claim_failed(&mut self, now: u64, e: NodeError) {
         let fresh = matches!(self.lease, LeaseSt::Claiming { fresh: true, .. });
-        if !fresh {
-            // The first claim: the agent cannot run (nothing runs yet).
+        let transient = matches!(&e, NodeError::Store(s) if !s.is_lost());
+        if !fresh && !transient {
+            // The first claim, refused or on a store gone for good: the agent cannot run.
             self.lease = LeaseSt::Released;
             return self.stop_now(Err(AgentError::Node(e)));
+        }
+        if !fresh {
+            // A store that does not answer yet is no reason to exit: copies of an earlier agent
+            // of this node may be running, and only this agent can adopt or stop them (found by
+            // `setpoint chaos`: an agent restarted while cut off exited and left them unwatched).
+            self.log(format!("cannot claim the node yet: {e} (retrying)"));
+            let every = renew_every_ms(self.cfg.lease_ttl_ms);
+            if let LeaseSt::Claiming { attempt, .. } = &mut self.lease {
+                *attempt = 0;
+            }
+            return self.set_claim_step(ClaimStep::Wait(now + every));
         }
         if e.is_refusal() {
             self.log(format!("cannot rejoin: {e}"));
@@ -1093,12 +1111,18 @@ impl AgentCore {
                 }
             ));
             self.life = Life::ReadingState;
-            let node = &self.cfg.node;
-            let prefixes = vec![placements_of(node), report_key(node)];
-            self.send(now, StoreRequest::Read { prefixes }, Purpose::ReadState);
+            self.read_state(now);
         } else {
             self.log(format!("rejoined under lease {lease}"));
         }
+    }
+
+    /// Reads the node's assignments and last report, before recovery.
+    fn read_state(&mut self, now: u64) {
+        self.read_state_retry = None;
+        let node = &self.cfg.node;
+        let prefixes = vec![placements_of(node), report_key(node)];
+        self.send(now, StoreRequest::Read { prefixes }, Purpose::ReadState);
     }
 
     /// Renews and fences, while the lease is held.
@@ -1275,7 +1299,16 @@ impl AgentCore {
                 Ok(other) => self.stop_now(Err(AgentError::Store(StoreError::Unavailable(
                     format!("unexpected reply {other:?}"),
                 )))),
-                Err(e) => self.stop_now(Err(AgentError::Store(e))),
+                Err(e) if e.is_lost() => self.stop_now(Err(AgentError::Store(e))),
+                Err(e) => {
+                    // A lost packet or a slow store must not end the agent before it started
+                    // (found by `setpoint chaos`: the node's names stayed held for good).
+                    self.log(format!(
+                        "cannot read the node's state: {e} (retrying every {} ms)",
+                        self.cfg.sync_every_ms
+                    ));
+                    self.read_state_retry = Some(now + self.cfg.sync_every_ms);
+                }
             },
             Purpose::Sync { lease } => {
                 self.sync_in_flight = false;
@@ -2050,6 +2083,9 @@ impl AgentCore {
             return;
         }
         self.watch(now);
+        if self.life == Life::ReadingState && self.read_state_retry.is_some_and(|t| now >= t) {
+            self.read_state(now);
+        }
         match self.life.clone() {
             Life::Running if !self.is_fenced() => {
                 if let Some(lease) = self.held_lease().filter(|_| !self.sync_in_flight) {
