@@ -203,6 +203,8 @@ mod tests {
             end_ms: end,
             down_ms: end,
             start_at: up,
+            nonce: String::new(),
+            adopted: false,
         }
     }
 
