@@ -216,6 +216,7 @@ mod tests {
             unfenced: vec![],
             store,
             trace: vec![],
+            leaders: vec![],
         }
     }
 

@@ -346,6 +346,32 @@ struct RawEvent {
     duration_ms: Option<Spanned<i64>>,
 }
 
+/// Whether `text` is a fault model or a replay file rather than a lab scenario, by its keys:
+/// one of the tables `[cluster]`, `[network]`, `[process]`, `[[fault]]`, the keys `settle` or
+/// `event_budget`, or events timed in `at_ms` (a lab scenario's are in `at`). Text that is not
+/// TOML is not (the lab's reader then names the error).
+pub fn looks_like_model(text: &str) -> bool {
+    let Ok(table) = text.parse::<toml::Table>() else {
+        return false;
+    };
+    [
+        "cluster",
+        "network",
+        "process",
+        "fault",
+        "settle",
+        "event_budget",
+    ]
+    .iter()
+    .any(|k| table.contains_key(*k))
+        || table
+            .get("event")
+            .and_then(Value::as_array)
+            .and_then(|a| a.first())
+            .and_then(Value::as_table)
+            .is_some_and(|e| e.contains_key("at_ms"))
+}
+
 /// Reads and validates the fault model at `path`.
 pub fn load(path: &Path) -> Result<Model, ModelError> {
     let label = path.display().to_string();
@@ -929,6 +955,19 @@ count = 2
                 assert!((2..5).contains(&f.host), "agents are hosts 2 to 4: {f:?}");
             }
         }
+    }
+
+    #[test]
+    fn fault_models_and_replay_files_are_told_from_lab_scenarios_by_their_keys() {
+        assert!(looks_like_model(MODEL));
+        assert!(looks_like_model(
+            "seed = 1\n[[event]]\nat_ms = 5\nkind = \"crash\"\n"
+        ));
+        assert!(looks_like_model("seconds = 60\nsettle = 20\n"));
+        let lab = "seed = 1\nperiod = 15\n[[workload]]\nname = \"a\"\ndesired = 2\n\
+                   [[event]]\nat = 30\nkind = \"deaths\"\ncount = 1\n";
+        assert!(!looks_like_model(lab));
+        assert!(!looks_like_model("not = [toml"));
     }
 
     #[test]

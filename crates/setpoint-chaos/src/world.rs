@@ -138,6 +138,9 @@ pub struct Outcome {
     pub store: SimStore,
     /// The trace, if kept.
     pub trace: Vec<String>,
+    /// Who held `/leader` from when, if a trace was kept: each change of holder (a host, the
+    /// operator, or no one), in time order, from the first event on.
+    pub leaders: Vec<(u64, Option<crate::store::Client>)>,
 }
 
 #[derive(Debug)]
@@ -241,6 +244,7 @@ pub struct World<'a> {
     strays: BTreeSet<usize>,
     unfenced: Vec<UnfencedWrite>,
     trace: Vec<String>,
+    leaders: Vec<(u64, Option<crate::store::Client>)>,
     recent_steps: Vec<u64>,
 }
 
@@ -263,6 +267,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         strays: BTreeSet::new(),
         unfenced: Vec::new(),
         trace: Vec::new(),
+        leaders: Vec::new(),
         recent_steps: vec![0; setup.roles.len()],
     };
     for (key, value) in &setup.declarations {
@@ -318,6 +323,9 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         }
         w.now = item.at;
         w.handle(item.ev);
+        if setup.trace {
+            w.note_leader();
+        }
     }
     w.now = setup.duration_ms;
     Ok(Outcome {
@@ -327,6 +335,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         unfenced: w.unfenced,
         store: w.store,
         trace: w.trace,
+        leaders: w.leaders,
     })
 }
 
@@ -338,6 +347,14 @@ impl World<'_> {
             seq: self.seq,
             ev,
         });
+    }
+
+    /// Records a change of `/leader`'s holder (traced runs only: it reads the store per event).
+    fn note_leader(&mut self) {
+        let h = self.store.holder(LEADER);
+        if self.leaders.last().map(|l| l.1) != Some(h) {
+            self.leaders.push((self.now, h));
+        }
     }
 
     fn note(&mut self, line: impl FnOnce() -> String) {
