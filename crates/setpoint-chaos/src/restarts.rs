@@ -62,22 +62,37 @@ fn up_at<'a>(out: &'a Outcome, node: &str, at_ms: u64) -> Vec<&'a ProcRecord> {
         .collect()
 }
 
-#[test]
-fn an_agent_restarted_while_its_copies_run_adopts_them_and_they_keep_their_pids() {
-    let m = model(&event(30_000, "restart", 1, 0));
-    let (report, out) = run_with(&m, |a| a);
-    assert!(report.passed(), "{:?}", report.violations);
-    let before = up_at(&out, "node-1", 29_999);
+fn assert_double_run(report: &SeedReport) {
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| v.check == crate::check::Check::DoubleRun),
+        "{:?}",
+        report.violations
+    );
+}
+
+/// Every copy of node-1 up just before `restart_ms` kept running, adopted, and nothing started
+/// again there.
+fn assert_adopted_in_place(out: &Outcome, restart_ms: u64) {
+    let before = up_at(out, "node-1", restart_ms - 1);
     assert!(!before.is_empty(), "node-1 ran copies before the restart");
     for p in &before {
         assert_eq!(p.end_ms, None, "{} (pid {}) kept running", p.copy, p.pid);
         assert!(p.adopted, "{} (pid {}) was adopted", p.copy, p.pid);
     }
-    assert!(
-        node_procs(&out, "node-1").len() == before.len(),
-        "nothing started again on node-1: {:?}",
-        node_procs(&out, "node-1")
-    );
+    let all = node_procs(out, "node-1");
+    assert_eq!(all.len(), before.len(), "nothing started again: {all:?}");
+}
+
+#[test]
+fn an_agent_restarted_while_its_copies_run_adopts_them_and_they_keep_their_pids() {
+    let m = model(&event(30_000, "restart", 1, 0));
+    let (report, out) = run_with(&m, |a| a);
+    assert!(report.passed(), "{:?}", report.violations);
+    assert_adopted_in_place(&out, 30_000);
+    let before = up_at(&out, "node-1", 29_999);
     let adopted = out
         .trace
         .iter()
@@ -93,13 +108,7 @@ fn an_agent_restarted_while_its_link_stalls_adopts_its_copies_once_the_stall_end
     let m = model(&(event(20_000, "stall", 1, 3_000) + &event(21_000, "restart", 1, 0)));
     let (report, out) = run_with(&m, |a| a);
     assert!(report.passed(), "{:?}", report.violations);
-    let before = up_at(&out, "node-1", 19_999);
-    assert!(!before.is_empty());
-    for p in &before {
-        assert_eq!(p.end_ms, None, "{} (pid {}) kept running", p.copy, p.pid);
-        assert!(p.adopted, "{} (pid {}) was adopted", p.copy, p.pid);
-    }
-    assert_eq!(node_procs(&out, "node-1").len(), before.len());
+    assert_adopted_in_place(&out, 20_000);
 }
 
 #[test]
@@ -116,14 +125,7 @@ fn an_agent_restarted_while_cut_off_gives_up_its_first_claim_and_its_copies_run_
             .any(|l| l.contains("host 1: stopped:") && l.contains("deadline")),
         "the restarted agent stops on its first claim"
     );
-    assert!(
-        report
-            .violations
-            .iter()
-            .any(|v| v.check == crate::check::Check::DoubleRun),
-        "{:?}",
-        report.violations
-    );
+    assert_double_run(&report);
 }
 
 /// An agent whose state file is never written: as if the file were lost before a restart.
@@ -182,12 +184,5 @@ fn without_adoption_a_restarted_agent_leaves_its_copies_running_unwatched_and_th
     }
     let m = model(&event(30_000, "restart", 1, 0));
     let (report, _) = run_with(&m, |a| Box::new(Amnesia(a)));
-    assert!(
-        report
-            .violations
-            .iter()
-            .any(|v| v.check == crate::check::Check::DoubleRun),
-        "{:?}",
-        report.violations
-    );
+    assert_double_run(&report);
 }
