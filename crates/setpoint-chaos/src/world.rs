@@ -220,6 +220,8 @@ struct Slot {
     hold: Option<u64>,
     /// The outputs waiting for the hold to end, in order.
     held_out: VecDeque<Output>,
+    /// What a `Recover` found, handed over once the step's other outputs are carried out.
+    recovered: Option<setpoint_runtime::agent_core::Recovery>,
 }
 
 /// Makes the machine of host `index` with `role`, at its clock's `now_ms`.
@@ -292,6 +294,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
             disk: None,
             hold: None,
             held_out: VecDeque::new(),
+            recovered: None,
         });
     }
     for (i, f) in setup.schedule.iter().enumerate() {
@@ -406,6 +409,9 @@ impl World<'_> {
                         return; // waiting again
                     }
                 }
+                if let Some(found) = self.slots[host].recovered.take() {
+                    self.step(host, Input::Recovered(found));
+                }
                 if self.slots[host].paused == 0 {
                     self.flush_inbox(host);
                 }
@@ -463,6 +469,10 @@ impl World<'_> {
             } else {
                 self.output(host, out);
             }
+        }
+        // The driver queues the answer to `Recover` behind the outputs of the step that asked.
+        if let Some(found) = self.slots[host].recovered.take() {
+            self.step(host, Input::Recovered(found));
         }
     }
 
@@ -560,17 +570,7 @@ impl World<'_> {
                     })
                     .collect();
                 let found = crate::node::recovery(self.slots[host].disk.as_ref(), &live);
-                let life = self.slots[host].life;
-                // Answered after the rest of this step's outputs, as the driver queues it.
-                self.push(
-                    self.now,
-                    Ev::ToHost {
-                        host,
-                        life,
-                        input: Input::Recovered(found),
-                        local: true,
-                    },
-                );
+                self.slots[host].recovered = Some(found);
             }
             Output::Adopt { copy, pid } => match self.node_proc(host, pid) {
                 Some(p) => {
@@ -891,6 +891,7 @@ impl World<'_> {
                     slot.paused = slot.paused.saturating_sub(1);
                 }
                 slot.held_out.clear();
+                slot.recovered = None;
                 self.watches.retain(|(h, _), _| *h != host);
                 // An agent's processes keep running, watched by no one until the new agent
                 // adopts them (its disk and the process table stay).
