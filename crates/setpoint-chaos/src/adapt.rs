@@ -2,15 +2,16 @@
 //! ([`Host`]) and the node agent ([`AgentCore`]), configured from a fault model.
 //!
 //! What the adapters answer themselves, because the simulated node has nothing behind it:
-//! the agent's `Recover` (a fresh node: no state file, no marked process), `SaveState` and
-//! `TendLogs` (nothing to write), `StopForeign` (there are no foreign processes) and `Probe`
-//! (the simulated workloads have no readiness command; answered ready). Everything else goes
-//! to the world.
+//! the agent's `TendLogs` (there are no logs to rotate) and `Probe` (the simulated workloads
+//! have no readiness command; answered ready). Everything else goes to the world, which keeps
+//! each node's state file and process table ([`crate::node`]): `SaveState` writes the file,
+//! `Recover` is answered from the file and the node's live processes, `Adopt` and
+//! `StopForeign` act on them.
 
 use std::time::Duration;
 
 use setpoint_runtime::agent_core::{
-    AgentCore, AgentCoreConfig, AgentInput, AgentOutput, CopySignal, Ended, Nonces, Recovery,
+    AgentCore, AgentCoreConfig, AgentInput, AgentOutput, CopySignal, Ended, Nonces,
 };
 use setpoint_runtime::controller::ControllerConfig;
 use setpoint_runtime::host::{Host, HostConfig, HostInput, HostOutput};
@@ -40,7 +41,9 @@ impl Machine for HostMachine {
             Input::Replied(r) => HostInput::Replied(r),
             Input::Watch(w) => HostInput::Watch(w),
             Input::Shutdown => HostInput::Shutdown,
-            Input::Started { .. } | Input::Exited { .. } => return Vec::new(),
+            Input::Started { .. } | Input::Exited { .. } | Input::Recovered(_) => {
+                return Vec::new()
+            }
         };
         self.0
             .step(now_ms, input)
@@ -67,29 +70,35 @@ impl AgentMachine {
                     AgentOutput::Store { id, request } => out.push(Output::Request { id, request }),
                     AgentOutput::Wake(w) => out.push(Output::Wake(w.0)),
                     AgentOutput::Start {
-                        copy, assignment, ..
+                        copy,
+                        assignment,
+                        nonce,
                     } => out.push(Output::Start {
                         copy,
                         workload: assignment.workload,
+                        nonce,
                     }),
                     AgentOutput::Signal { copy, signal, .. } => out.push(Output::Signal {
                         copy,
                         kill: matches!(signal, CopySignal::Kill),
                     }),
-                    AgentOutput::Recover => pending.push(AgentInput::Recovered(Recovery {
-                        records: Vec::new(),
-                        unclaimed: Vec::new(),
-                        own_uid: 0,
-                    })),
+                    AgentOutput::Recover => out.push(Output::Recover),
+                    AgentOutput::SaveState(state) => out.push(Output::SaveState(state)),
+                    AgentOutput::Adopt { copy, pid, .. } => out.push(Output::Adopt { copy, pid }),
+                    AgentOutput::StopForeign { pid, grace_ms, .. } => {
+                        out.push(Output::StopForeign { pid, grace_ms })
+                    }
                     AgentOutput::Probe { copy, .. } => {
                         pending.push(AgentInput::ProbeDone { copy, ok: true })
                     }
                     AgentOutput::Log(line) => out.push(Output::Log(line)),
-                    AgentOutput::Stopped(_) => out.push(Output::Stopped),
-                    AgentOutput::Adopt { .. }
-                    | AgentOutput::StopForeign { .. }
-                    | AgentOutput::SaveState(_)
-                    | AgentOutput::TendLogs { .. } => {}
+                    AgentOutput::Stopped(end) => {
+                        if let Err(e) = end {
+                            out.push(Output::Log(format!("stopped: {e}")));
+                        }
+                        out.push(Output::Stopped)
+                    }
+                    AgentOutput::TendLogs { .. } => {}
                 }
             }
         }
@@ -103,16 +112,18 @@ impl Machine for AgentMachine {
             Input::Replied(r) => AgentInput::Replied(r),
             Input::Watch(w) => AgentInput::WatchDelivery(w),
             Input::Shutdown => AgentInput::Shutdown,
+            Input::Recovered(r) => AgentInput::Recovered(r),
             Input::Started { copy, pid } => AgentInput::Started {
                 copy,
                 pid,
-                start_ticks: u64::from(pid),
+                start_ticks: crate::node::start_ticks(pid),
             },
             Input::Exited { copy, how, .. } => AgentInput::Exited {
                 copy,
                 how: match how {
                     Exit::Code(c) => Ended::Code(c),
                     Exit::Signal(s) => Ended::Signal(s),
+                    Exit::Unknown => Ended::Unknown,
                 },
             },
         };
@@ -154,7 +165,11 @@ pub fn make(
             // cache, as `run_agent` does on etcd.
             cfg.watch_cache = true;
             cfg.report_every_ms = t.report_ms;
-            cfg.nonces = Nonces::Counter(seed.wrapping_mul(64) + index as u64);
+            // A restarted agent (a later `now_ms`) draws nonces no earlier life of the node
+            // drew, as a real agent's random ones are; nonces never reach the store.
+            cfg.nonces = Nonces::Counter(
+                seed.wrapping_mul(64).wrapping_add(index as u64) ^ now_ms.rotate_left(24),
+            );
             cfg.bug_no_self_fence = bugs.no_self_fence;
             Box::new(AgentMachine(AgentCore::new(cfg, now_ms)))
         }

@@ -255,6 +255,8 @@ mod tests {
             end_ms: end,
             down_ms: end,
             start_at: up,
+            nonce: String::new(),
+            adopted: false,
         }
     }
 
@@ -266,6 +268,7 @@ mod tests {
             unfenced: vec![],
             store,
             trace: vec![],
+            leaders: vec![],
         }
     }
 

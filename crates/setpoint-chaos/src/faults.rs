@@ -42,7 +42,7 @@
 //!                          #   | redeclare (the operator deletes and re-applies every workload)
 //! count = 2                # how many per run
 //! target = "agent"         # host faults: agent | controller | any (default any;
-//!                          # restart: controller only)
+//!                          # restart: default controller; an agent restarts and adopts)
 //! min_ms = 1000            # a lasting fault (partition, cut-*, stall, pause) lasts
 //! max_ms = 20000           # uniformly min_ms ..= max_ms
 //!
@@ -151,7 +151,8 @@ pub enum FaultKind {
     Stall,
     /// The host is not stepped (a GC pause, SIGSTOP); its inputs queue.
     Pause,
-    /// The host's machine restarts with a fresh state (a controller process restart).
+    /// The host's machine restarts with a fresh state (a controller or agent process restart);
+    /// a restarted agent recovers from its node's state file and live processes.
     Restart,
     /// A running process, drawn at random, exits with status 1.
     Crash,
@@ -343,6 +344,32 @@ struct RawEvent {
     kind: Spanned<String>,
     host: Option<Spanned<i64>>,
     duration_ms: Option<Spanned<i64>>,
+}
+
+/// Whether `text` is a fault model or a replay file rather than a lab scenario, by its keys:
+/// one of the tables `[cluster]`, `[network]`, `[process]`, `[[fault]]`, the keys `settle` or
+/// `event_budget`, or events timed in `at_ms` (a lab scenario's are in `at`). Text that is not
+/// TOML is not (the lab's reader then names the error).
+pub fn looks_like_model(text: &str) -> bool {
+    let Ok(table) = text.parse::<toml::Table>() else {
+        return false;
+    };
+    [
+        "cluster",
+        "network",
+        "process",
+        "fault",
+        "settle",
+        "event_budget",
+    ]
+    .iter()
+    .any(|k| table.contains_key(*k))
+        || table
+            .get("event")
+            .and_then(Value::as_array)
+            .and_then(|a| a.first())
+            .and_then(Value::as_table)
+            .is_some_and(|e| e.contains_key("at_ms"))
 }
 
 /// Reads and validates the fault model at `path`.
@@ -614,15 +641,9 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
                 }
             },
         };
-        let target = if kind == FaultKind::Restart {
-            if target == Target::Agent || target == Target::Any && r.target.is_some() {
-                let span = r.target.as_ref().map_or(r.kind.span(), |t| t.span());
-                return Err(f.at(
-                    span,
-                    Some(&key("target")),
-                    "a restart strikes controllers only (agents' adoption is not simulated): accepted controller",
-                ));
-            }
+        // A restart with no target strikes a controller, as before agents could restart, so
+        // that older models draw the schedules they drew.
+        let target = if kind == FaultKind::Restart && r.target.is_none() {
             Target::Controller
         } else {
             target
@@ -934,6 +955,37 @@ count = 2
                 assert!((2..5).contains(&f.host), "agents are hosts 2 to 4: {f:?}");
             }
         }
+    }
+
+    #[test]
+    fn fault_models_and_replay_files_are_told_from_lab_scenarios_by_their_keys() {
+        assert!(looks_like_model(MODEL));
+        assert!(looks_like_model(
+            "seed = 1\n[[event]]\nat_ms = 5\nkind = \"crash\"\n"
+        ));
+        assert!(looks_like_model("seconds = 60\nsettle = 20\n"));
+        let lab = "seed = 1\nperiod = 15\n[[workload]]\nname = \"a\"\ndesired = 2\n\
+                   [[event]]\nat = 30\nkind = \"deaths\"\ncount = 1\n";
+        assert!(!looks_like_model(lab));
+        assert!(!looks_like_model("not = [toml"));
+    }
+
+    #[test]
+    fn a_restart_strikes_controllers_by_default_and_agents_or_any_host_when_asked() {
+        let with = |target: &str| {
+            let text = format!(
+                "seconds = 60\nsettle = 20\n[cluster]\ncontrollers = 2\nagents = 3\n\
+                 [[workload]]\nname = \"web\"\ncopies = 2\n[[fault]]\nkind = \"restart\"\ncount = 40\n{target}"
+            );
+            let m = parse("m.toml", &text).unwrap();
+            let hosts: std::collections::BTreeSet<usize> =
+                m.schedule(1).iter().map(|f| f.host).collect();
+            hosts
+        };
+        assert_eq!(with(""), [0, 1].into());
+        assert_eq!(with("target = \"controller\""), [0, 1].into());
+        assert_eq!(with("target = \"agent\""), [2, 3, 4].into());
+        assert_eq!(with("target = \"any\""), (0..5).collect());
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //! - [`world`]: the event queue on virtual time, hosts with skewed clocks and pauses, processes,
 //!   the fault schedule; [`run`].
 //! - [`faults`]: fault model files ([`Model`]) and the schedule drawn from a model and a seed.
+//! - [`node`]: each simulated node's state file and process table, and what a restarted agent
+//!   recovers from them.
 //! - [`adapt`]: the runtime's `Host` and `AgentCore` behind [`Machine`], with the injected bugs.
 //! - [`check`]: the invariants checked after each run.
 //! - [`runner`]: one seed end to end: the setup from a model, the run, the checks.
@@ -24,6 +26,7 @@ pub mod check;
 pub mod faults;
 pub mod machine;
 pub mod net;
+pub mod node;
 pub mod runner;
 pub mod shrink;
 pub mod store;
@@ -33,6 +36,8 @@ pub mod world;
 mod bug_hunt;
 #[cfg(test)]
 mod regressions;
+#[cfg(test)]
+mod restarts;
 #[cfg(test)]
 mod toy;
 

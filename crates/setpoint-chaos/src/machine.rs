@@ -5,6 +5,8 @@
 //! adapters in [`crate::adapt`] map them onto [`Input`] and [`Output`], so the world has one
 //! event loop for both, and unit tests can drive it with small stand-in machines.
 
+use setpoint_runtime::agent::NodeState;
+use setpoint_runtime::agent_core::Recovery;
 use setpoint_runtime::machine::Replied;
 use setpoint_runtime::machine::{ReqId, StoreRequest, WatchDelivery};
 
@@ -43,6 +45,8 @@ pub enum Input {
         /// How it ended.
         how: Exit,
     },
+    /// What the node's state file and process table show, as asked by [`Output::Recover`].
+    Recovered(Recovery),
     /// Stop: the host is shutting down.
     Shutdown,
 }
@@ -54,6 +58,8 @@ pub enum Exit {
     Code(i32),
     /// A signal ended it (15: SIGTERM, 9: SIGKILL).
     Signal(i32),
+    /// An adopted process ended: not the agent's child, so its status is unknown.
+    Unknown,
 }
 
 impl std::fmt::Display for Exit {
@@ -61,6 +67,7 @@ impl std::fmt::Display for Exit {
         match self {
             Exit::Code(c) => write!(f, "exit status {c}"),
             Exit::Signal(s) => write!(f, "signal {s}"),
+            Exit::Unknown => write!(f, "ended (adopted: status unknown)"),
         }
     }
 }
@@ -83,7 +90,29 @@ pub enum Output {
         copy: String,
         /// Its workload.
         workload: String,
+        /// Its secret nonce, in its environment: what proves it the agent's own after a
+        /// restart.
+        nonce: String,
     },
+    /// This live process (by pid) is the copy: the agent adopted it after a restart.
+    Adopt {
+        /// The copy's identity.
+        copy: String,
+        /// Its pid.
+        pid: u32,
+    },
+    /// Stop a process carrying the agent's mark that is not its own: SIGTERM, SIGKILL after
+    /// `grace_ms`. The driver waits for it to end before it carries out anything else.
+    StopForeign {
+        /// Its pid.
+        pid: u32,
+        /// How long it is given.
+        grace_ms: u64,
+    },
+    /// Write the node's state file.
+    SaveState(NodeState),
+    /// Read the state file and look for marked processes; answer [`Input::Recovered`].
+    Recover,
     /// Signal a copy's process group: SIGKILL if `kill`, else SIGTERM.
     Signal {
         /// The copy's identity.

@@ -111,6 +111,7 @@ pub fn run_checked(
                     unfenced: Vec::new(),
                     store: crate::store::SimStore::new(),
                     trace: tail,
+                    leaders: Vec::new(),
                 }),
             )
         }

@@ -284,6 +284,7 @@ impl Machine for ToyAgent {
                                     out.push(Output::Start {
                                         copy: c.clone(),
                                         workload,
+                                        nonce: String::new(),
                                     });
                                 }
                             }

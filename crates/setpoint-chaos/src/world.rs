@@ -20,8 +20,9 @@
 //!   that asks to be woken in a loop cannot hang the lab.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
+use setpoint_runtime::agent::NodeState;
 use setpoint_runtime::machine::{Replied, ReqId, StoreReply, StoreRequest, WatchDelivery};
 use setpoint_runtime::model::LEADER;
 use setpoint_runtime::store::{Op, Txn, WatchEvent};
@@ -103,6 +104,10 @@ pub struct ProcRecord {
     pub(crate) down_ms: Option<u64>,
     /// When it is scheduled to start.
     pub(crate) start_at: u64,
+    /// The nonce in its environment.
+    pub(crate) nonce: String,
+    /// A restarted agent adopted it: its end is seen by polling, its status unknown.
+    pub(crate) adopted: bool,
 }
 
 /// A write committed by a controller that did not hold `/leader` at commit time.
@@ -133,6 +138,9 @@ pub struct Outcome {
     pub store: SimStore,
     /// The trace, if kept.
     pub trace: Vec<String>,
+    /// Who held `/leader` from when, if a trace was kept: each change of holder (a host, the
+    /// operator, or no one), in time order, from the first event on.
+    pub leaders: Vec<(u64, Option<crate::store::Client>)>,
 }
 
 #[derive(Debug)]
@@ -159,6 +167,11 @@ enum Ev {
     ProcDown {
         proc: usize,
         how: Exit,
+    },
+    /// The agent's driver has waited out a foreign process's stop until `until`.
+    Resume {
+        host: usize,
+        until: u64,
     },
 }
 
@@ -200,6 +213,15 @@ struct Slot {
     /// The requests held by a stall, in the order sent.
     held: VecDeque<(ReqId, StoreRequest)>,
     stopped: bool,
+    /// The agent's state file, as last written (agents only).
+    disk: Option<NodeState>,
+    /// The driver waits (for a foreign process to stop) until then: the host is not stepped,
+    /// and the rest of its outputs are carried out after.
+    hold: Option<u64>,
+    /// The outputs waiting for the hold to end, in order.
+    held_out: VecDeque<Output>,
+    /// What a `Recover` found, handed over once the step's other outputs are carried out.
+    recovered: Option<setpoint_runtime::agent_core::Recovery>,
 }
 
 /// Makes the machine of host `index` with `role`, at its clock's `now_ms`.
@@ -220,8 +242,11 @@ pub struct World<'a> {
     watches: BTreeMap<(usize, ReqId), Vec<String>>,
     procs: Vec<ProcRecord>,
     live: BTreeMap<(usize, String), usize>,
+    /// Live processes no agent watches: started by an agent's earlier life, not (yet) adopted.
+    strays: BTreeSet<usize>,
     unfenced: Vec<UnfencedWrite>,
     trace: Vec<String>,
+    leaders: Vec<(u64, Option<crate::store::Client>)>,
     recent_steps: Vec<u64>,
 }
 
@@ -241,8 +266,10 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         watches: BTreeMap::new(),
         procs: Vec::new(),
         live: BTreeMap::new(),
+        strays: BTreeSet::new(),
         unfenced: Vec::new(),
         trace: Vec::new(),
+        leaders: Vec::new(),
         recent_steps: vec![0; setup.roles.len()],
     };
     for (key, value) in &setup.declarations {
@@ -264,6 +291,10 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
             stalled: 0,
             held: VecDeque::new(),
             stopped: false,
+            disk: None,
+            hold: None,
+            held_out: VecDeque::new(),
+            recovered: None,
         });
     }
     for (i, f) in setup.schedule.iter().enumerate() {
@@ -295,6 +326,9 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         }
         w.now = item.at;
         w.handle(item.ev);
+        if setup.trace {
+            w.note_leader();
+        }
     }
     w.now = setup.duration_ms;
     Ok(Outcome {
@@ -304,6 +338,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         unfenced: w.unfenced,
         store: w.store,
         trace: w.trace,
+        leaders: w.leaders,
     })
 }
 
@@ -315,6 +350,14 @@ impl World<'_> {
             seq: self.seq,
             ev,
         });
+    }
+
+    /// Records a change of `/leader`'s holder (traced runs only: it reads the store per event).
+    fn note_leader(&mut self) {
+        let h = self.store.holder(LEADER);
+        if self.leaders.last().map(|l| l.1) != Some(h) {
+            self.leaders.push((self.now, h));
+        }
     }
 
     fn note(&mut self, line: impl FnOnce() -> String) {
@@ -353,14 +396,37 @@ impl World<'_> {
                 let next = self.store.next_check_ms();
                 self.push(next, Ev::Lessor);
             }
+            Ev::Resume { host, until } => {
+                if self.slots[host].hold != Some(until) {
+                    return;
+                }
+                let slot = &mut self.slots[host];
+                slot.hold = None;
+                slot.paused = slot.paused.saturating_sub(1);
+                while let Some(out) = self.slots[host].held_out.pop_front() {
+                    self.output(host, out);
+                    if self.slots[host].hold.is_some() {
+                        return; // waiting again
+                    }
+                }
+                if let Some(found) = self.slots[host].recovered.take() {
+                    self.step(host, Input::Recovered(found));
+                }
+                if self.slots[host].paused == 0 {
+                    self.flush_inbox(host);
+                }
+            }
             Ev::FaultStart(i) => self.fault(i, true),
             Ev::FaultEnd(i) => self.fault(i, false),
             Ev::ProcUp(p) => {
                 let r = &mut self.procs[p];
                 if r.end_ms.is_none() && r.up_ms.is_none() {
                     r.up_ms = Some(self.now);
-                    let (host, copy, pid) = (r.host, r.copy.clone(), r.pid);
-                    self.step(host, Input::Started { copy, pid });
+                    let (host, copy, pid, adopted) = (r.host, r.copy.clone(), r.pid, r.adopted);
+                    // Only the life that asked for it hears that it started.
+                    if !adopted && self.live.get(&(host, copy.clone())) == Some(&p) {
+                        self.step(host, Input::Started { copy, pid });
+                    }
                 }
             }
             Ev::ProcDown { proc, how } => {
@@ -369,12 +435,15 @@ impl World<'_> {
                     return;
                 }
                 r.end_ms = Some(self.now);
-                let (host, copy, pid) = (r.host, r.copy.clone(), r.pid);
-                if self.live.get(&(host, copy.clone())) == Some(&proc) {
+                let (host, copy, pid, adopted) = (r.host, r.copy.clone(), r.pid, r.adopted);
+                let watched = self.live.get(&(host, copy.clone())) == Some(&proc);
+                if watched {
                     self.live.remove(&(host, copy.clone()));
                 }
+                self.strays.remove(&proc);
                 self.note(|| format!("proc {pid} {copy} on host {host} ended: {how}"));
-                if r_was_up(&self.procs[proc]) {
+                if watched && (adopted || r_was_up(&self.procs[proc])) {
+                    let how = if adopted { Exit::Unknown } else { how };
                     self.step(host, Input::Exited { copy, pid, how });
                 }
             }
@@ -395,8 +464,35 @@ impl World<'_> {
         let clock = EPOCH_MS + self.now + slot.offset;
         let outputs = slot.machine.step(clock, input);
         for out in outputs {
-            self.output(host, out);
+            if self.slots[host].hold.is_some() {
+                self.slots[host].held_out.push_back(out);
+            } else {
+                self.output(host, out);
+            }
         }
+        // The driver queues the answer to `Recover` behind the outputs of the step that asked.
+        if let Some(found) = self.slots[host].recovered.take() {
+            self.step(host, Input::Recovered(found));
+        }
+    }
+
+    /// Ends one pause of `host` (a fault's or the driver's wait); after the last, hands over
+    /// what queued meanwhile, in order, then a tick.
+    fn unpause(&mut self, host: usize) {
+        let slot = &mut self.slots[host];
+        slot.paused = slot.paused.saturating_sub(1);
+        if slot.paused == 0 {
+            self.flush_inbox(host);
+        }
+    }
+
+    /// Hands a host that is no longer paused what queued meanwhile, in order, then a tick.
+    fn flush_inbox(&mut self, host: usize) {
+        let queued: Vec<Input> = self.slots[host].inbox.drain(..).collect();
+        for input in queued {
+            self.step(host, input);
+        }
+        self.step(host, Input::Tick);
     }
 
     fn output(&mut self, host: usize, out: Output) {
@@ -421,7 +517,11 @@ impl World<'_> {
                 let gen = slot.gen;
                 self.push(at, Ev::Wake { host, gen });
             }
-            Output::Start { copy, workload } => {
+            Output::Start {
+                copy,
+                workload,
+                nonce,
+            } => {
                 if self.live.contains_key(&(host, copy.clone())) {
                     return;
                 }
@@ -441,6 +541,8 @@ impl World<'_> {
                     end_ms: None,
                     down_ms: None,
                     start_at,
+                    nonce,
+                    adopted: false,
                 });
                 self.live.insert((host, copy), p);
                 self.push(start_at, Ev::ProcUp(p));
@@ -454,7 +556,60 @@ impl World<'_> {
             }
             Output::Log(line) => self.note(|| format!("host {host}: {line}")),
             Output::Stopped => self.slots[host].stopped = true,
+            Output::SaveState(state) => self.slots[host].disk = Some(state),
+            Output::Recover => {
+                let live: Vec<crate::node::Seen> = self
+                    .strays
+                    .iter()
+                    .map(|&p| &self.procs[p])
+                    .filter(|r| r.host == host)
+                    .map(|r| crate::node::Seen {
+                        pid: r.pid,
+                        copy: r.copy.clone(),
+                        nonce: r.nonce.clone(),
+                    })
+                    .collect();
+                let found = crate::node::recovery(self.slots[host].disk.as_ref(), &live);
+                self.slots[host].recovered = Some(found);
+            }
+            Output::Adopt { copy, pid } => match self.node_proc(host, pid) {
+                Some(p) => {
+                    self.strays.remove(&p);
+                    self.procs[p].adopted = true;
+                    self.note(|| format!("host {host} adopts proc {pid} as {copy}"));
+                    self.live.insert((host, copy), p);
+                }
+                None => self.note(|| format!("host {host} adopts proc {pid}: no such process")),
+            },
+            Output::StopForeign { pid, grace_ms } => {
+                let Some(p) = self.node_proc(host, pid) else {
+                    return;
+                };
+                let (after, how) = if self.setup.term_exit_ms <= grace_ms {
+                    (self.setup.term_exit_ms, Exit::Signal(15))
+                } else {
+                    (grace_ms, Exit::Signal(9))
+                };
+                self.note(|| format!("host {host} stops foreign proc {pid}"));
+                self.end_proc(p, self.now + after, how);
+                let until = self.procs[p].down_ms.unwrap_or(self.now);
+                if until > self.now {
+                    let slot = &mut self.slots[host];
+                    if slot.hold.is_none() {
+                        slot.paused += 1;
+                    }
+                    slot.hold = Some(until);
+                    self.push(until, Ev::Resume { host, until });
+                }
+            }
         }
+    }
+
+    /// The live process `pid` on `host`'s node, by index.
+    fn node_proc(&self, host: usize, pid: u32) -> Option<usize> {
+        let p = pid.checked_sub(1000)? as usize;
+        let r = self.procs.get(p)?;
+        (r.host == host && r.end_ms.is_none()).then_some(p)
     }
 
     /// Schedules process `p` to end at `at` (not before it starts), unless it ends sooner.
@@ -690,22 +845,19 @@ impl World<'_> {
                 }
             }
             FaultKind::Pause => {
-                let slot = &mut self.slots[host];
                 if start {
-                    slot.paused += 1;
+                    self.slots[host].paused += 1;
                 } else {
-                    slot.paused = slot.paused.saturating_sub(1);
-                    if slot.paused == 0 {
-                        let queued: Vec<Input> = slot.inbox.drain(..).collect();
-                        for input in queued {
-                            self.step(host, input);
-                        }
-                        self.step(host, Input::Tick);
-                    }
+                    self.unpause(host);
                 }
             }
             FaultKind::Crash if start => {
-                let live: Vec<usize> = self.live.values().copied().collect();
+                let live: Vec<usize> = self
+                    .live
+                    .values()
+                    .chain(self.strays.iter())
+                    .copied()
+                    .collect();
                 if !live.is_empty() {
                     let k = self.rng.uniform(0, live.len() as u64 - 1) as usize;
                     self.end_proc(live[k], self.now, Exit::Code(1));
@@ -734,7 +886,26 @@ impl World<'_> {
                 slot.inbox.clear();
                 // Its old connection is gone, and so is whatever it held.
                 slot.held.clear();
+                // A driver waiting on a foreign process is gone too; its outputs with it.
+                if slot.hold.take().is_some() {
+                    slot.paused = slot.paused.saturating_sub(1);
+                }
+                slot.held_out.clear();
+                slot.recovered = None;
                 self.watches.retain(|(h, _), _| *h != host);
+                // An agent's processes keep running, watched by no one until the new agent
+                // adopts them (its disk and the process table stay).
+                let mine: Vec<(usize, String)> = self
+                    .live
+                    .keys()
+                    .filter(|(h, _)| *h == host)
+                    .cloned()
+                    .collect();
+                for k in mine {
+                    if let Some(p) = self.live.remove(&k) {
+                        self.strays.insert(p);
+                    }
+                }
                 self.step(host, Input::Tick);
             }
             _ => {}

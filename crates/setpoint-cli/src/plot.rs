@@ -93,6 +93,10 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
     match command {
         PlotCommand::Timeline(a) => {
             let matches = matches.context("the timeline subcommand's matches")?;
+            if let Some(path) = a.world.scenario.as_deref().filter(|p| is_chaos_file(p)) {
+                let svg = crate::chaos_plot::timeline(path, a, matches)?;
+                return a.output.write_picture(&svg);
+            }
             let (label, scenario) = a.world.build(matches)?;
             let svg = match scenario.as_lesson() {
                 // The lesson's world from flags: its own title (G, U, B).
@@ -127,6 +131,12 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
             a.output.write_picture(&svg)
         }
     }
+}
+
+/// Whether `path` holds a chaos fault model or replay file (`setpoint chaos`) rather than a lab
+/// scenario; a file that cannot be read is left to the lab's reader to report.
+fn is_chaos_file(path: &Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|t| setpoint_chaos::faults::looks_like_model(&t))
 }
 
 /// The timeline SVG of one scenario.

@@ -424,37 +424,12 @@ impl Driver {
             path: self.file(),
             source,
         })?;
-        let mut marked = process::find_marked(&self.mark);
-        let me = crate::sandbox::own_uid();
-        let mut records = Vec::new();
-        for record in saved.map(|s| s.copies).unwrap_or_default() {
-            let mut process = None;
-            if record.phase != Phase::Exited && record.pid == 0 && !record.nonce.is_empty() {
-                let own = marked.iter().position(|m| {
-                    m.copy == record.assignment.copy
-                        && m.uid == me
-                        && m.nonce.as_deref() == Some(record.nonce.as_str())
-                });
-                if let Some(i) = own {
-                    let m = marked.remove(i);
-                    process = Some((m.pid, m.start_ticks));
-                }
-            }
-            if process.is_none()
-                && record.phase != Phase::Exited
-                && record.pid != 0
-                && crate::sandbox::proves_own(record.pid, record.start_ticks, &record.nonce)
-            {
-                marked.retain(|m| m.pid != record.pid);
-                process = Some((record.pid, record.start_ticks));
-            }
-            records.push(FoundRecord { record, process });
-        }
-        Ok(Recovery {
-            records,
-            unclaimed: marked,
-            own_uid: me,
-        })
+        Ok(recovery_from(
+            saved,
+            process::find_marked(&self.mark),
+            crate::sandbox::own_uid(),
+            crate::sandbox::proves_own,
+        ))
     }
 
     /// Rotates the logs of running copies past the size limit and, with `sweep`, removes the
@@ -591,5 +566,49 @@ pub async fn run_agent(
                 inputs.push_back(AgentInput::Tick);
             }
         }
+    }
+}
+
+/// What an agent finds after a restart, from its state file (`saved`, `None` if there is
+/// none), the live processes carrying its mark (`marked`) and its user id (`me`): each record
+/// with its live process if that is proven its own (a record without a pid by a marked process
+/// holding its nonce, a record with one by `proves_own(pid, start_ticks, nonce)`), and the
+/// marked processes no record claims. Pure, so that the tokio driver (on the state file and
+/// `/proc`) and the chaos world (on the simulated node's) answer [`crate::agent_core::AgentOutput::Recover`]
+/// by one rule.
+pub fn recovery_from(
+    saved: Option<NodeState>,
+    mut marked: Vec<process::Marked>,
+    me: u32,
+    proves_own: impl Fn(u32, u64, &str) -> bool,
+) -> Recovery {
+    let mut records = Vec::new();
+    for record in saved.map(|s| s.copies).unwrap_or_default() {
+        let mut process = None;
+        if record.phase != Phase::Exited && record.pid == 0 && !record.nonce.is_empty() {
+            let own = marked.iter().position(|m| {
+                m.copy == record.assignment.copy
+                    && m.uid == me
+                    && m.nonce.as_deref() == Some(record.nonce.as_str())
+            });
+            if let Some(i) = own {
+                let m = marked.remove(i);
+                process = Some((m.pid, m.start_ticks));
+            }
+        }
+        if process.is_none()
+            && record.phase != Phase::Exited
+            && record.pid != 0
+            && proves_own(record.pid, record.start_ticks, &record.nonce)
+        {
+            marked.retain(|m| m.pid != record.pid);
+            process = Some((record.pid, record.start_ticks));
+        }
+        records.push(FoundRecord { record, process });
+    }
+    Recovery {
+        records,
+        unclaimed: marked,
+        own_uid: me,
     }
 }

@@ -4,6 +4,8 @@
 //! # Layout
 //! - [`harness`]: the one real-process harness: the runtime's parts as child processes, one
 //!   bounded wait, one-shot commands and their JSON, the copies found by their mark.
+//! - [`chaos`]: `setpoint chaos` as a command (bad models, flags, replays, thread counts,
+//!   records, the event budget) and `plot timeline` of a replay file.
 //! - [`commandline`]: missing-argument messages, completions, the manual page and help.
 //! - [`hardening`]: a store that cannot be lost silently, an agent that trusts nothing it is
 //!   handed, and `apply` refusing what can never run (issue 14).
@@ -33,6 +35,7 @@
 //! - [`update`]: the lab's `update` event against the runtime's rolling update: surge and the
 //!   order and times of replacements; bad update settings in a scenario file.
 
+mod chaos;
 mod cluster;
 mod commandline;
 mod distributed;

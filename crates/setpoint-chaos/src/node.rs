@@ -1,0 +1,55 @@
+//! Each simulated node's disk and process table: what the agent's tokio driver finds after a
+//! restart in its state file and in `/proc`.
+//!
+//! The world keeps, per agent host, the last state file the agent asked to write
+//! (`Output::SaveState`) and, per process, the environment a real copy carries (its identity,
+//! the agent's mark, its nonce). A restarted agent's `Recover` is answered from them by the
+//! runtime's own rule ([`setpoint_runtime::agent::recovery_from`]), as the real driver answers
+//! it from the file and `/proc`: a process is proven the agent's own by its pid, its start time
+//! and its nonce. Every simulated process runs as [`OWN_UID`], the agent's user.
+
+use setpoint_runtime::agent::{recovery_from, NodeState};
+use setpoint_runtime::agent_core::Recovery;
+use setpoint_runtime::process::Marked;
+
+/// The user every simulated agent and process runs as.
+pub const OWN_UID: u32 = 1000;
+
+/// A simulated process's start time in clock ticks: its pid, which is unique in a run, so a
+/// pid and start time name one process as on a real node.
+pub fn start_ticks(pid: u32) -> u64 {
+    u64::from(pid)
+}
+
+/// One live process on a node, as `/proc` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    /// Its pid.
+    pub pid: u32,
+    /// The identity in its `SETPOINT_COPY`.
+    pub copy: String,
+    /// The nonce in its `SETPOINT_NONCE`.
+    pub nonce: String,
+}
+
+/// What a restarted agent finds: the state file `saved` (none if it was never written or is
+/// lost) and the node's live processes `live`, every one carrying the agent's mark.
+pub fn recovery(saved: Option<&NodeState>, live: &[Seen]) -> Recovery {
+    let marked = live
+        .iter()
+        .map(|p| Marked {
+            pid: p.pid,
+            start_ticks: start_ticks(p.pid),
+            copy: p.copy.clone(),
+            nonce: Some(p.nonce.clone()),
+            uid: OWN_UID,
+        })
+        .collect();
+    let proves_own = |pid: u32, ticks: u64, nonce: &str| {
+        !nonce.is_empty()
+            && live
+                .iter()
+                .any(|p| p.pid == pid && start_ticks(p.pid) == ticks && p.nonce == nonce)
+    };
+    recovery_from(saved.cloned(), marked, OWN_UID, proves_own)
+}
