@@ -35,6 +35,8 @@ pub mod world;
 #[cfg(test)]
 mod bug_hunt;
 #[cfg(test)]
+mod caches;
+#[cfg(test)]
 mod regressions;
 #[cfg(test)]
 mod restarts;

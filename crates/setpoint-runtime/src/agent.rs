@@ -40,7 +40,7 @@ use crate::agent_core::{
     AgentCore, AgentCoreConfig, AgentInput, AgentOutput, CopySignal, Ended, FoundRecord, Nonces,
     Recovery,
 };
-use crate::machine::{carry_out, Replied, StoreRequest};
+use crate::machine::{carry_out, follow_watch, Followed, ReqId, StoreRequest};
 use crate::model::{encode, report_key, Assignment, Phase};
 use crate::node::{self, DirLock, NodeError};
 use crate::process::{self, Launch};
@@ -226,7 +226,10 @@ struct Driver {
     procs: BTreeMap<String, Proc>,
     /// Readiness commands in progress, by copy.
     checks: BTreeMap<String, Child>,
-    replies: tokio::sync::mpsc::UnboundedSender<Replied>,
+    /// Where store replies and watch events go back to the machine.
+    replies: tokio::sync::mpsc::UnboundedSender<AgentInput>,
+    /// The watches being followed, by the id of the request that started each: set to stop it.
+    watches: BTreeMap<ReqId, Arc<std::sync::atomic::AtomicBool>>,
     /// Copies spawned whose pid no state-file write has recorded yet.
     unsaved_starts: usize,
 }
@@ -244,6 +247,34 @@ impl Driver {
         inputs: &mut VecDeque<AgentInput>,
     ) -> Result<Option<Result<(), AgentError>>, AgentError> {
         match out {
+            AgentOutput::Store {
+                request: StoreRequest::CancelWatch(watch),
+                ..
+            } => {
+                if let Some(stop) = self.watches.remove(&watch) {
+                    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+            AgentOutput::Store {
+                id,
+                request: StoreRequest::Watch { prefixes, after },
+            } => {
+                let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                self.watches.insert(id, Arc::clone(&stop));
+                let (store, tx) = (Arc::clone(&self.store), self.replies.clone());
+                std::thread::Builder::new()
+                    .name("setpoint-agent-watch".into())
+                    .spawn(move || {
+                        follow_watch(&*store, id, &prefixes, after, &stop, |f| {
+                            tx.send(match f {
+                                Followed::Replied(r) => AgentInput::Replied(r),
+                                Followed::Delivery(d) => AgentInput::WatchDelivery(d),
+                            })
+                            .is_ok()
+                        })
+                    })
+                    .expect("a thread can be started");
+            }
             AgentOutput::Store { id, request } => {
                 let store = Arc::clone(&self.store);
                 let tx = self.replies.clone();
@@ -253,7 +284,7 @@ impl Driver {
                     if result.is_ok() && writes(&request, &report) {
                         crate::failpoint::hit("agent-after-report");
                     }
-                    let _ = tx.send(Replied { id, result });
+                    let _ = tx.send(AgentInput::Replied(crate::machine::Replied { id, result }));
                 });
             }
             AgentOutput::Wake(_) => {}
@@ -517,11 +548,12 @@ pub async fn run_agent(
         nonces: Nonces::Random,
         ..AgentCoreConfig::new(cfg.node.clone())
     };
-    // On a store that pushes changes, the node's assignments come from a watch cache; every
-    // other request passes through it.
-    let placements = crate::model::placements_of(&cfg.node);
-    let kills = crate::remote::kills_of(&cfg.node);
-    let (via, _cache) = crate::cache::cached(&store, &[&placements, &kills]);
+    // On a store that pushes changes, the machine keeps a watch cache of the node's
+    // assignments and kill requests, fed by the watch this driver follows for it.
+    let core_cfg = AgentCoreConfig {
+        watch_cache: store.watches(),
+        ..core_cfg
+    };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut tick = tokio::time::interval(cfg.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -529,7 +561,8 @@ pub async fn run_agent(
         who: format!("agent {}", cfg.node),
         cfg,
         mark,
-        store: via,
+        store: Arc::clone(&store),
+        watches: BTreeMap::new(),
         procs: BTreeMap::new(),
         checks: BTreeMap::new(),
         replies: tx,
@@ -555,10 +588,10 @@ pub async fn run_agent(
                 asked_to_stop = true;
                 inputs.push_back(AgentInput::Shutdown);
             }
-            Some(r) = rx.recv() => {
-                inputs.push_back(AgentInput::Replied(r));
-                while let Ok(r) = rx.try_recv() {
-                    inputs.push_back(AgentInput::Replied(r));
+            Some(i) = rx.recv() => {
+                inputs.push_back(i);
+                while let Ok(i) = rx.try_recv() {
+                    inputs.push_back(i);
                 }
             }
             _ = tick.tick() => {

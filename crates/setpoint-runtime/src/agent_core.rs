@@ -830,7 +830,10 @@ impl AgentCore {
         if let Life::Draining { deadline } = self.life {
             at(deadline);
         }
-        if let Some(t) = self.read_state_retry.filter(|_| self.life == Life::ReadingState) {
+        if let Some(t) = self
+            .read_state_retry
+            .filter(|_| self.life == Life::ReadingState)
+        {
             at(t);
         }
         let simulated = self.cfg.simulate_copies;
@@ -1903,7 +1906,9 @@ impl AgentCore {
         let Some(c) = &mut self.cache else { return };
         c.core.set_live(false);
         c.lease = None;
-        c.retry_ms = c.retry_ms.min(now);
+        // Read and watch again after a sync period (syncs read the store meanwhile), so that a
+        // watch that keeps failing costs a read per period, not a loop.
+        c.retry_ms = now + self.cfg.sync_every_ms;
         if let Some(id) = c.watch.take() {
             self.cancel(id);
         }

@@ -16,9 +16,9 @@ use setpoint_core::{Controller, ControllerKind, Expectations, ExpectationsConfig
 use tokio::sync::mpsc;
 
 use crate::host::{Host, HostConfig, HostInput, HostOutput, Purpose};
-use crate::machine::{carry_out, Replied, ReqId, StoreReply, StoreRequest, WatchDelivery};
+use crate::machine::{carry_out, follow_watch, Followed, Replied, ReqId, StoreRequest};
 use crate::rt::{log, Shutdown};
-use crate::store::{Revision, Store, StoreError, WatchEvent};
+use crate::store::{Store, StoreError};
 
 /// How a controller runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,7 +135,15 @@ fn carry_out_async(
             let (store, tx) = (Arc::clone(store), tx.clone());
             std::thread::Builder::new()
                 .name("setpoint-watch".into())
-                .spawn(move || follow_watch(&*store, &tx, id, &prefixes, after, &stop))
+                .spawn(move || {
+                    follow_watch(&*store, id, &prefixes, after, &stop, |f| {
+                        tx.send(match f {
+                            Followed::Replied(r) => HostInput::Replied(r),
+                            Followed::Delivery(d) => HostInput::Watch(d),
+                        })
+                        .is_ok()
+                    })
+                })
                 .expect("a thread can be started");
         }
         request => {
@@ -160,50 +168,6 @@ fn carry_out_async(
                 // The machine may have stopped meanwhile: then nobody listens.
                 let _ = tx.send(HostInput::Replied(Replied { id, result }));
             });
-        }
-    }
-}
-
-/// Follows one watch of the machine until it is lost or cancelled, delivering its events.
-fn follow_watch(
-    store: &dyn Store,
-    tx: &mpsc::UnboundedSender<HostInput>,
-    id: ReqId,
-    prefixes: &[String],
-    after: Revision,
-    stop: &AtomicBool,
-) {
-    let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-    let mut watcher = match store.watch(&refs, after) {
-        Some(Ok(w)) => w,
-        Some(Err(e)) => {
-            let _ = tx.send(HostInput::Replied(Replied { id, result: Err(e) }));
-            return;
-        }
-        None => {
-            let e = StoreError::Unavailable("this store does not push changes".into());
-            let _ = tx.send(HostInput::Replied(Replied { id, result: Err(e) }));
-            return;
-        }
-    };
-    let watching = Replied {
-        id,
-        result: Ok(StoreReply::Watching),
-    };
-    if tx.send(HostInput::Replied(watching)).is_err() {
-        return;
-    }
-    while !stop.load(Ordering::SeqCst) {
-        let event = watcher.next(Duration::from_millis(100));
-        let lost = matches!(event, WatchEvent::Lost(_));
-        if event != WatchEvent::Idle {
-            let delivery = WatchDelivery { watch: id, event };
-            if tx.send(HostInput::Watch(delivery)).is_err() {
-                return;
-            }
-        }
-        if lost {
-            return;
         }
     }
 }

@@ -24,6 +24,7 @@
 //! - A machine asks to be stepped again at a time with [`Wake`]; the driver may step it earlier
 //!   (for another input), never later than it can help.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::store::{LeaseId, Read, Revision, Store, StoreError, Txn, WatchEvent};
@@ -145,4 +146,59 @@ pub fn carry_out(store: &dyn Store, request: &StoreRequest) -> StoreResult {
             ))
         }
     })
+}
+
+/// What a watch followed by [`follow_watch`] hands its machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Followed {
+    /// The reply to the [`StoreRequest::Watch`]: [`StoreReply::Watching`], or why it failed.
+    Replied(Replied),
+    /// One of its events.
+    Delivery(WatchDelivery),
+}
+
+/// Follows the watch that request `id` asked for, on the calling (blocking) thread, as both
+/// tokio drivers do: the reply, then every event, until the watch is lost, `stop` is set, or
+/// `send` returns false (the machine is gone). A store that cannot push changes answers
+/// [`StoreError::Unavailable`].
+pub fn follow_watch(
+    store: &dyn Store,
+    id: ReqId,
+    prefixes: &[String],
+    after: Revision,
+    stop: &AtomicBool,
+    mut send: impl FnMut(Followed) -> bool,
+) {
+    let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+    let mut watcher = match store.watch(&refs, after) {
+        Some(Ok(w)) => w,
+        Some(Err(e)) => {
+            send(Followed::Replied(Replied { id, result: Err(e) }));
+            return;
+        }
+        None => {
+            let e = StoreError::Unavailable("this store does not push changes".into());
+            send(Followed::Replied(Replied { id, result: Err(e) }));
+            return;
+        }
+    };
+    let watching = Replied {
+        id,
+        result: Ok(StoreReply::Watching),
+    };
+    if !send(Followed::Replied(watching)) {
+        return;
+    }
+    while !stop.load(Ordering::SeqCst) {
+        let event = watcher.next(Duration::from_millis(100));
+        let lost = matches!(event, WatchEvent::Lost(_));
+        if event != WatchEvent::Idle
+            && !send(Followed::Delivery(WatchDelivery { watch: id, event }))
+        {
+            return;
+        }
+        if lost {
+            return;
+        }
+    }
 }
