@@ -1233,6 +1233,11 @@ impl AgentCore {
 
     /// Fenced: gives the old lease up and claims the name again under a new one.
     fn reclaim(&mut self, now: u64, old: LeaseId) {
+        // The record may still stand under the old lease if its revoke fails (a store without
+        // quorum): it is this agent's own, to be kept alive and taken over, not a refusal (found
+        // by the netns test: after quorum came back, etcd had reset the old lease to its full
+        // TTL, and the agent refused its own record as another agent's and exited).
+        self.granted.insert(old);
         self.lease = LeaseSt::Claiming {
             step: ClaimStep::Revoke(old),
             fresh: true,
