@@ -31,7 +31,7 @@ pub struct Bugs {
 }
 
 /// A controller host.
-pub struct HostMachine(Host);
+pub struct HostMachine(pub Host);
 
 impl Machine for HostMachine {
     fn step(&mut self, now_ms: u64, input: Input) -> Vec<Output> {
@@ -56,7 +56,7 @@ impl Machine for HostMachine {
 }
 
 /// A node agent.
-pub struct AgentMachine(AgentCore);
+pub struct AgentMachine(pub AgentCore);
 
 impl AgentMachine {
     fn map(&mut self, now_ms: u64, input: AgentInput, out: &mut Vec<Output>) {
@@ -148,6 +148,7 @@ pub fn make(
             cfg.lease_ttl_ms = t.node_ttl_ms;
             cfg.sync_every_ms = t.sync_ms;
             cfg.report_every_ms = t.report_ms;
+            cfg.report_delay_ms = t.report_delay_ms;
             cfg.nonces = Nonces::Counter(seed.wrapping_mul(64) + index as u64);
             cfg.bug_no_self_fence = bugs.no_self_fence;
             Box::new(AgentMachine(AgentCore::new(cfg, now_ms)))

@@ -20,6 +20,7 @@
 //! - [`shrink`]: the failing schedule cut down to a minimal one.
 
 pub mod adapt;
+pub mod agree;
 pub mod check;
 pub mod faults;
 pub mod machine;

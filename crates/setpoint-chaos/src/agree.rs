@@ -1,0 +1,298 @@
+//! Agreement of the simulated runtime with the lab: one lab scenario (one workload of `ledger`,
+//! `intent` or any other controller, desired copies, U, B, a fixed report delay G, deaths) run
+//! two ways, through the lab's general engine ([`setpoint_sim::world::run_general`]) and through
+//! the runtime's own host and agent in the chaos world, fault-free and with no network delay;
+//! both measured with the lab's metric definitions.
+//!
+//! # The mapping
+//! One lab second is [`SECOND_MS`] milliseconds of the world. The lab resolves everything that
+//! happens within one second in a fixed order (`docs/model.md`): copies finish starting, deaths,
+//! reports due reach the ledger, the pass, then what the pass set off at once. The world is laid
+//! out so that each lab step has its own place in the second, relative to the loop's first pass
+//! at `origin` (store milliseconds):
+//!
+//! | offset in the second | what | how it is set |
+//! | --- | --- | --- |
+//! | `READY_AT` | a copy created `B ≥ 1` seconds ago becomes ready | `startup_ms = B·S − (SYNC_AT − READY_AT)` |
+//! | `DEATH_AT` | scripted deaths (the `crash` fault, on the oldest copies) | an explicit schedule |
+//! | `EARLY_REPORT` | the agent observes; reports due reach the store | `report_ms = S/2`, the agent's grid |
+//! | `0` (the pass) | the loop's pass reads the ledger and commits | `period_ms = U·S` |
+//! | `SYNC_AT` | the agent reads its assignments: starts, stops | `sync_ms = S` |
+//! | `LATE_REPORT` | the agent observes again (what the pass set off) | the other half of the grid |
+//!
+//! The lab's report delay G is "a report made in second `t` reaches the ledger in second
+//! `t + G`, before that second's pass, or at once when G = 0". The agent's two reports of a
+//! second get the jittered schedule [`AgentCoreConfig::report_delays`] `[G·S, G·S − S/2]` (for
+//! G ≥ 1; both 0 for G = 0), so both arrive at `EARLY_REPORT` of second `t + G`.
+
+use setpoint_core::ControllerKind;
+use setpoint_runtime::agent_core::{AgentCore, AgentCoreConfig, Nonces};
+use setpoint_runtime::events::read_log;
+use setpoint_runtime::measure::{from_log, Window};
+use setpoint_runtime::report_delay::ReportDelays;
+use setpoint_sim::delay::DelayModel;
+use setpoint_sim::world::run_general;
+use setpoint_sim::{Metrics, Scenario, ScenarioSpec};
+
+use crate::adapt::{make, AgentMachine, Bugs};
+use crate::faults::{Fault, FaultKind, Model, Timing, WorkloadModel};
+use crate::machine::{Machine, Role};
+use crate::net::NetConfig;
+use crate::runner::setup;
+use crate::store::SharedSimStore;
+use crate::world::{run, RunError, EPOCH_MS};
+
+/// One lab second, in milliseconds of the world.
+pub const SECOND_MS: u64 = 1000;
+/// Where in each second the loop's passes run: the controller starts this late (a pause of
+/// its host from time 0), so its rounds sit at `PASS_AT + k·U·S`.
+pub const PASS_AT: u64 = 350;
+/// Where scripted deaths strike within their second.
+pub const DEATH_AT: u64 = 100;
+/// The agent reads its assignments this often; the first read after a pass is at
+/// [`SYNC_AFTER_PASS`].
+pub const SYNC_MS: u64 = 100;
+/// The agent's first assignment read after a pass, offset in the second.
+pub const SYNC_AFTER_PASS: u64 = 400;
+/// The agent reports this often: at offsets 0, 250, 500 and 750 of every second.
+pub const REPORT_MS: u64 = 250;
+
+/// The workload's name.
+pub const WORKLOAD: &str = "collector";
+
+/// One lab scenario both worlds can run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cell {
+    /// The controller.
+    pub controller: ControllerKind,
+    /// Desired copies.
+    pub desired: u64,
+    /// Loop period U, seconds.
+    pub period: u64,
+    /// Startup time B, seconds.
+    pub startup: u64,
+    /// Report delay G, seconds.
+    pub delay: u64,
+    /// The last second.
+    pub duration: u64,
+    /// Deaths: (second, how many copies).
+    pub deaths: Vec<(u64, u64)>,
+}
+
+/// The lab scenario of `cell`.
+pub fn scenario(cell: &Cell) -> Result<Scenario, setpoint_sim::ScenarioError> {
+    use setpoint_sim::scenario::{ControllerSpec, Event, TimedEvent, Toll, Workload};
+    Scenario::new(ScenarioSpec {
+        period: cell.period,
+        duration: cell.duration,
+        delay: DelayModel::fixed_seconds(cell.delay),
+        controller: ControllerSpec::new(cell.controller),
+        workloads: vec![Workload {
+            name: WORKLOAD.into(),
+            desired: cell.desired,
+            startup: cell.startup,
+        }],
+        events: cell
+            .deaths
+            .iter()
+            .map(|&(at, n)| TimedEvent {
+                at,
+                workload: None,
+                event: Event::Deaths(Toll::Count(n)),
+            })
+            .collect(),
+        unique_names: true,
+        seed: 1,
+    })
+}
+
+/// What the lab's general engine computes for `cell`.
+pub fn lab(cell: &Cell) -> Result<Metrics, setpoint_sim::ScenarioError> {
+    Ok(run_general(&scenario(cell)?, 1)?.workloads[0].metrics)
+}
+
+/// The fault-free model of `cell` on the layout of the module doc: one controller, one agent,
+/// no network delay, processes that start and stop at once.
+pub fn model(cell: &Cell) -> Model {
+    let s = SECOND_MS;
+    Model {
+        description: format!(
+            "agreement cell: {} U={} B={} G={}",
+            cell.controller.name(),
+            cell.period,
+            cell.startup,
+            cell.delay
+        ),
+        duration_ms: (cell.duration + 2) * s,
+        settle_ms: 0,
+        event_budget: 5_000_000,
+        seed: None,
+        controllers: 1,
+        agents: 1,
+        skew_max_ms: 0,
+        timing: Timing {
+            leader_ttl_ms: 5_000,
+            node_ttl_ms: 10_000,
+            poll_ms: 100,
+            sync_ms: SYNC_MS,
+            report_ms: REPORT_MS,
+            report_delay_ms: cell.delay * s,
+        },
+        net: NetConfig {
+            delay_ms: 0,
+            jitter_ms: 0,
+            loss_ppm: 0,
+        },
+        start_ms: 0,
+        term_exit_ms: 0,
+        workloads: vec![WorkloadModel {
+            name: WORKLOAD.into(),
+            controller: cell.controller,
+            copies: cell.desired,
+            period_ms: cell.period * s,
+            // Started at SYNC_AFTER_PASS, ready at offset 0 of second t + B: before the deaths
+            // and the reports of that second, as the lab's step 1.
+            startup_ms: (cell.startup * s).saturating_sub(SYNC_AFTER_PASS),
+            grace_ms: 3000,
+        }],
+        faults: Vec::new(),
+        schedule: Some(schedule(cell)),
+    }
+}
+
+/// The schedule of `cell`: the controller's late start, and each death as `crash` faults at
+/// [`DEATH_AT`] of its second.
+pub fn schedule(cell: &Cell) -> Vec<Fault> {
+    let mut out = vec![Fault {
+        at_ms: 0,
+        kind: FaultKind::Pause,
+        host: 0,
+        duration_ms: PASS_AT,
+    }];
+    for &(at, n) in &cell.deaths {
+        for _ in 0..n {
+            out.push(Fault {
+                at_ms: at * SECOND_MS + DEATH_AT,
+                kind: FaultKind::Crash,
+                host: 0,
+                duration_ms: 0,
+            });
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The agent's report delays for G seconds, one per report in turn from its first report at
+/// offset 250: every report made at offset 0 or 250 of second t and every report made at 500 or
+/// 750 reach the store at offset 0 or 250 of second t + G.
+pub fn report_delays(delay: u64) -> Vec<u64> {
+    if delay == 0 {
+        return Vec::new();
+    }
+    let g = delay * SECOND_MS;
+    vec![g, g - 500, g - 500, g]
+}
+
+/// What the chaos world gave for a cell.
+pub struct ChaosRun {
+    /// The lab's metrics, measured from the event log the runtime wrote.
+    pub metrics: Metrics,
+    /// Events handled.
+    pub events: u64,
+}
+
+/// Runs `cell` on the runtime's host and agent in the chaos world and measures its event log
+/// with the lab's definitions (second k is world time `k·S ..< (k+1)·S`).
+pub fn chaos(cell: &Cell) -> Result<ChaosRun, RunError> {
+    chaos_with(cell, report_delays(cell.delay))
+}
+
+/// [`chaos`] with the agent's report delays `delays` (empty: the fixed `G·S`).
+fn chaos_with(cell: &Cell, delays: Vec<u64>) -> Result<ChaosRun, RunError> {
+    let m = model(cell);
+    let factory = |i: usize, role: &Role, now: u64| -> Box<dyn Machine> {
+        match role {
+            Role::Agent(node) => {
+                let t = &m.timing;
+                let mut cfg = AgentCoreConfig::new(node.clone());
+                cfg.agent_pid = 100 + i as u32;
+                cfg.lease_ttl_ms = t.node_ttl_ms;
+                cfg.sync_every_ms = t.sync_ms;
+                cfg.report_every_ms = t.report_ms;
+                cfg.report_delay_ms = t.report_delay_ms;
+                cfg.report_delays = ReportDelays::new(delays.clone());
+                cfg.nonces = Nonces::Counter(i as u64);
+                Box::new(AgentMachine(AgentCore::new(cfg, now)))
+            }
+            Role::Controller => make(&m, Bugs::default(), 1, i, role, now),
+        }
+    };
+    let st = setup(&m, 1, schedule(cell), false);
+    let out = run(&st, &factory, 1)?;
+    let store = SharedSimStore::from_state(out.store, out.end_ms);
+    let log = read_log(&store, WORKLOAD).unwrap_or_default();
+    let window = Window {
+        origin_ms: EPOCH_MS,
+        time_scale: SECOND_MS as f64 / 1000.0,
+        last: cell.duration,
+    };
+    Ok(ChaosRun {
+        metrics: from_log(WORKLOAD, &log, window, None).metrics,
+        events: out.events,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Cells over both lesson controllers, several U, B and G (below, at and above U − B,
+    /// multiples of U), with deaths in steady state.
+    fn cells() -> Vec<Cell> {
+        let mut out = Vec::new();
+        for controller in ControllerKind::LESSON {
+            for (u, b) in [(5, 2), (4, 0), (6, 1)] {
+                for g in [0, 2, 4, 5, 9] {
+                    out.push(Cell {
+                        controller,
+                        desired: 3,
+                        period: u,
+                        startup: b,
+                        delay: g,
+                        duration: 60,
+                        deaths: vec![(40, 2)],
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn fault_free_runs_of_the_runtime_equal_the_general_engine_exactly() {
+        let (mut overshot, mut deleted, mut died) = (0, 0, 0);
+        for cell in cells() {
+            let c = chaos(&cell).unwrap().metrics;
+            let l = lab(&cell).unwrap();
+            assert_eq!(c, l, "{cell:?}");
+            overshot += u64::from(l.overshoot > 0);
+            deleted += u64::from(l.deleted > 0);
+            died += u64::from(l.died == 2);
+        }
+        // The grid is not trivial: it overshoots, deletes and replaces.
+        assert!(overshot >= 5 && deleted >= 5, "{overshot} {deleted}");
+        assert_eq!(died, 30);
+    }
+
+    #[test]
+    fn the_report_delay_schedule_is_what_makes_it_exact() {
+        // With a fixed G·S, a report made after the pass reaches the store after the pass of
+        // second t + G: some cell then differs from the lab.
+        let differs = cells()
+            .into_iter()
+            .filter(|c| c.delay > 0)
+            .any(|cell| chaos_with(&cell, Vec::new()).unwrap().metrics != lab(&cell).unwrap());
+        assert!(differs);
+    }
+}
