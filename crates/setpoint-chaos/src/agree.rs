@@ -243,6 +243,76 @@ fn chaos_with(cell: &Cell, delays: Vec<u64>) -> Result<ChaosRun, RunError> {
     })
 }
 
+/// The lesson's cell (6 copies, U = 15 s, B = 5 s, two deaths at second 300, 900 seconds;
+/// `controller`, report delay `delay` seconds) in the chaos world **scaled as the real
+/// experiment runs it** (`setpoint experiment lesson --real`, crate setpoint-reality): one
+/// virtual second is `second_ms` milliseconds; the agent reads its assignments and reports every
+/// half second, with the report delay `G·second_ms`; the controller polls every 10 ms; the
+/// loop's first pass is second 0, and the two oldest copies die 1 ms after second 300 starts
+/// (a real kill always comes after its second's pass). No network delay and no other fault.
+/// Measured from the runtime's event log as `setpoint measure` measures a real run.
+pub fn lesson_scaled(
+    controller: ControllerKind,
+    delay: u64,
+    second_ms: u64,
+) -> Result<Metrics, RunError> {
+    let world = setpoint_sim::LessonSpec {
+        delay,
+        controller,
+        ..Default::default()
+    };
+    let half = (second_ms / 2).max(1);
+    let mut m = model(&Cell {
+        controller,
+        desired: world.desired,
+        period: world.period,
+        startup: world.startup,
+        delay,
+        duration: world.duration,
+        deaths: Vec::new(),
+    });
+    m.duration_ms = (world.duration + 2) * second_ms;
+    m.timing = Timing {
+        poll_ms: 10,
+        sync_ms: half,
+        report_ms: half,
+        report_delay_ms: delay * second_ms,
+        ..m.timing
+    };
+    let w = &mut m.workloads[0];
+    w.period_ms = world.period * second_ms;
+    w.startup_ms = world.startup * second_ms;
+    let mut schedule = Vec::new();
+    for d in &world.deaths {
+        for _ in 0..d.count {
+            schedule.push(Fault {
+                at_ms: d.at * second_ms + 1,
+                kind: FaultKind::Crash,
+                host: 0,
+                duration_ms: 0,
+            });
+        }
+    }
+    m.schedule = Some(schedule.clone());
+    let f = |i: usize, role: &Role, now: u64| make(&m, Bugs::default(), 1, i, role, now);
+    let out = run(&setup(&m, 1, schedule, false), &f, 1)?;
+    let store = SharedSimStore::from_state(out.store, out.end_ms);
+    let log = read_log(&store, WORKLOAD).unwrap_or_default();
+    let origin_ms = log
+        .iter()
+        .find_map(|l| match l {
+            setpoint_runtime::events::Logged::Round(r) => Some(r.at_ms),
+            _ => None,
+        })
+        .unwrap_or(EPOCH_MS);
+    let window = Window {
+        origin_ms,
+        time_scale: second_ms as f64 / 1000.0,
+        last: world.duration,
+    };
+    Ok(from_log(WORKLOAD, &log, window, Some(world.period * second_ms)).metrics)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,6 +337,16 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn explore_lesson() {
+        for c in ControllerKind::LESSON {
+            for g in [0, 5, 10, 20, 30, 60] {
+                let m = lesson_scaled(c, g, 10).unwrap();
+                eprintln!("{} {g}: created {} unneeded {} del {} deleted {} over {} stable {:?} wpr {:.2}", c.name(), m.created, m.unneeded, m.delete_commands, m.deleted, m.overshoot, m.stable, m.work_per_round);
+            }
+        }
     }
 
     #[test]

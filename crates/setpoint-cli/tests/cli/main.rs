@@ -31,6 +31,7 @@
 //! - [`update`]: the lab's `update` event against the runtime's rolling update: surge and the
 //!   order and times of replacements; bad update settings in a scenario file.
 
+mod chaos_agree;
 mod cluster;
 mod commandline;
 mod distributed;
