@@ -5,7 +5,8 @@
 //! The cells: `ledger` at G = 10, where the lab's copy reaches the ledger at the very second
 //! of a round (U = G + B) and both runtimes, whose pipelines are never zero, resolve the tie
 //! the other way (16 created, where the lab says 8); `ledger` and `intent` at G = 20, away
-//! from every tie. The counts must be equal; `stable` within the real pipeline's jitter.
+//! from every tie. The counts must be equal; the real `stable` no earlier than the simulated
+//! one (on an idle machine it is within a second; under load the real pipeline grows).
 
 use std::process::Command;
 
@@ -94,7 +95,11 @@ fn the_simulated_runtime_measures_what_the_real_one_measures_on_the_lessons_cell
             assert_eq!(m[k], s[k], "{key:?} {k}: real {m} chaos {s}");
         }
         let (rs, ss) = (m["stable"].as_i64().unwrap(), s["stable"].as_i64().unwrap());
-        assert!((rs - ss).abs() <= 2, "{key:?} stable: real {rs} chaos {ss}");
+        // The real pipeline is the simulated one plus the machine's own delays, which grow
+        // with its load: a real run settles no earlier than the simulated one (less one
+        // second for a luckier phase of the half-second grid), and how much later is a timing,
+        // which this test does not assert.
+        assert!(rs + 1 >= ss, "{key:?} stable: real {rs} chaos {ss}");
     }
     // ledger at G = 10 is the lab's tie: both runtimes part from the lab the same way.
     let at_tie = |v: &Vec<((String, u64), Value)>| {
