@@ -1,11 +1,14 @@
 //! The simulated runtime against the real one, through the real `setpoint` binary: the same
-//! lesson cells run by `experiment lesson --real` (real processes, SQLite, time scale 0.01) and
+//! lesson cells run by `experiment lesson --real` (real processes, SQLite, time scale 0.02) and
 //! by `chaos --lesson` (the runtime's host and agent in the simulated world, scaled alike).
 //!
 //! The cells: `ledger` at G = 10, where the lab's copy reaches the ledger at the very second
 //! of a round (U = G + B) and both runtimes, whose pipelines are never zero, resolve the tie
-//! the other way (16 created, where the lab says 8); `ledger` and `intent` at G = 20, away
-//! from every tie. The counts must be equal; the real `stable` no earlier than the simulated
+//! the other way (16 created, where the lab says 8); `ledger` at G = 30, whose deaths reach the
+//! ledger at the very second of a round (48 delete commands, where the lab says 32); `intent`
+//! at both. Each is at least 10 virtual seconds (200 ms) from the next tie, so a loaded machine's
+//! later pipeline does not change a count (at 0.01 and G = 20, 5 s = 50 ms from a tie, a run
+//! beside the whole workspace's tests did). The counts must be equal; the real `stable` no earlier than the simulated
 //! one (on an idle machine it is within a second; under load the real pipeline grows).
 
 use std::process::Command;
@@ -48,8 +51,10 @@ fn the_simulated_runtime_measures_what_the_real_one_measures_on_the_lessons_cell
         .args([
             "chaos",
             "--lesson",
+            "--time-scale",
+            "0.02",
             "--delays",
-            "10,20",
+            "10,30",
             "--controllers",
             "ledger,intent",
             "--format",
@@ -72,9 +77,9 @@ fn the_simulated_runtime_measures_what_the_real_one_measures_on_the_lessons_cell
         "lesson",
         "--real",
         "--time-scale",
-        "0.01",
+        "0.02",
         "--delays",
-        "10,20",
+        "10,30",
         "--controllers",
         "ledger,intent",
         "--jobs",
@@ -101,18 +106,20 @@ fn the_simulated_runtime_measures_what_the_real_one_measures_on_the_lessons_cell
         // which this test does not assert.
         assert!(rs + 1 >= ss, "{key:?} stable: real {rs} chaos {ss}");
     }
-    // ledger at G = 10 is the lab's tie: both runtimes part from the lab the same way.
-    let at_tie = |v: &Vec<((String, u64), Value)>| {
+    // ledger at G = 10 and 30 are the lab's ties: both runtimes part from the lab the same way.
+    let at_tie = |v: &Vec<((String, u64), Value)>, g: u64, key: &str| {
         v.iter()
-            .find(|(k, _)| k.0 == "ledger" && k.1 == 10)
+            .find(|(k, _)| k.0 == "ledger" && k.1 == g)
             .unwrap()
-            .1["created"]
+            .1[key]
             .clone()
     };
-    assert_eq!(at_tie(&lab), 8);
-    assert_eq!(at_tie(&sim), 16);
+    assert_eq!(at_tie(&lab, 10, "created"), 8);
+    assert_eq!(at_tie(&sim, 10, "created"), 16);
+    assert_eq!(at_tie(&lab, 30, "delete_commands"), 32);
+    assert_eq!(at_tie(&sim, 30, "delete_commands"), 48);
     // Every cell's agent stopped every copy it started.
-    for cell in ["ledger-g10", "ledger-g20", "intent-g10", "intent-g20"] {
+    for cell in ["ledger-g10", "ledger-g30", "intent-g10", "intent-g30"] {
         let nodes = c.data_dir().join(cell).join("nodes");
         let mark = nodes.canonicalize().unwrap().join("node-1");
         assert!(find_marked(&mark.display().to_string()).is_empty());
