@@ -32,7 +32,7 @@ pub struct Bugs {
 }
 
 /// A controller host.
-pub struct HostMachine(Host);
+pub struct HostMachine(pub Host);
 
 impl Machine for HostMachine {
     fn step(&mut self, now_ms: u64, input: Input) -> Vec<Output> {
@@ -59,7 +59,7 @@ impl Machine for HostMachine {
 }
 
 /// A node agent.
-pub struct AgentMachine(AgentCore);
+pub struct AgentMachine(pub AgentCore);
 
 impl AgentMachine {
     fn map(&mut self, now_ms: u64, input: AgentInput, out: &mut Vec<Output>) {
@@ -165,6 +165,7 @@ pub fn make(
             // cache, as `run_agent` does on etcd.
             cfg.watch_cache = true;
             cfg.report_every_ms = t.report_ms;
+            cfg.report_delay_ms = t.report_delay_ms;
             // A restarted agent (a later `now_ms`) draws nonces no earlier life of the node
             // drew, as a real agent's random ones are; nonces never reach the store.
             cfg.nonces = Nonces::Counter(

@@ -14,6 +14,9 @@
 //! - **no orphan**: at the end, every running process has its placement in the store;
 //! - **convergence**: at the end, which is at least `settle` after the last fault ended, each
 //!   workload runs exactly its desired copies;
+//! - **overshoot within the lab's prediction**: in a run with no fault, no `ledger` or `intent`
+//!   workload runs more copies above desired than the lab's general engine predicts for its
+//!   settings ([`crate::predict`]);
 //! - **event budget**: a run that exceeds it is a failure of its own ([`crate::RunError`]).
 
 use std::collections::BTreeMap;
@@ -39,6 +42,8 @@ pub enum Check {
     Orphan,
     /// A workload does not run its desired copies at the end.
     NotConverged,
+    /// A fault-free run overshot more than the lab predicts for its settings.
+    Overshoot,
     /// The run exceeded its event budget.
     Budget,
 }
@@ -53,6 +58,7 @@ impl Check {
             Check::LateFence => "late-fence",
             Check::Orphan => "orphan",
             Check::NotConverged => "not-converged",
+            Check::Overshoot => "overshoot",
             Check::Budget => "budget",
         }
     }
@@ -188,6 +194,9 @@ pub fn check(
             });
         }
     }
+    if schedule.is_empty() {
+        v.extend(overshoot(model, out, |w| w.controller));
+    }
     v.sort_by_key(|a| (a.at_ms, a.check));
     v
 }
@@ -234,6 +243,34 @@ fn late_fences(model: &Model, schedule: &[Fault], out: &Outcome, v: &mut Vec<Vio
             });
         }
     }
+}
+
+/// The check `overshoot` of `out`, each workload predicted as if `predict_as` ran it (the
+/// check proper predicts the workload's own controller; a test predicts another to show the
+/// check fails).
+pub fn overshoot(
+    model: &Model,
+    out: &Outcome,
+    predict_as: impl Fn(&crate::faults::WorkloadModel) -> setpoint_core::ControllerKind,
+) -> Vec<Violation> {
+    let mut v = Vec::new();
+    for w in &model.workloads {
+        let Some(limit) = crate::predict::predicted(model, w, predict_as(w)) else {
+            continue;
+        };
+        let (got, at) = crate::predict::measured(out, w);
+        if got > limit {
+            v.push(Violation {
+                check: Check::Overshoot,
+                at_ms: at * 1000,
+                detail: format!(
+                    "workload {} ran {got} copies above desired in second {at}; the lab predicts at most {limit} for its settings",
+                    w.name
+                ),
+            });
+        }
+    }
+    v
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 //! poll_ms = 100            # controllers poll the store this often (default 100)
 //! sync_ms = 100            # agents read their assignments this often (default 100)
 //! report_ms = 1000         # agents report this often, R (default 1000)
+//! report_delay_ms = 0      # and write each report this much later, G (default 0)
 //!
 //! [network]
 //! delay_ms = 2             # fixed delay of every message (default 1)
@@ -117,6 +118,9 @@ pub struct Timing {
     pub sync_ms: u64,
     /// How often an agent reports, R.
     pub report_ms: u64,
+    /// How long an agent holds each report back before writing it, G
+    /// (`AgentCoreConfig::report_delay_ms`, the agent's `--report-delay`).
+    pub report_delay_ms: u64,
 }
 
 /// One declared workload.
@@ -299,6 +303,7 @@ struct RawCluster {
     poll_ms: Option<Spanned<i64>>,
     sync_ms: Option<Spanned<i64>>,
     report_ms: Option<Spanned<i64>>,
+    report_delay_ms: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -510,6 +515,13 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
             "report_ms",
             cluster.and_then(|c| c.report_ms.clone()),
             1_000,
+        )?,
+        report_delay_ms: f.opt(
+            &cluster.and_then(|c| c.report_delay_ms.clone()),
+            "cluster.report_delay_ms",
+            0,
+            3_600_000,
+            0,
         )?,
     };
     let net_raw = raw.network.as_ref();
@@ -820,8 +832,8 @@ impl Model {
         let t = &self.timing;
         let _ = writeln!(
             s,
-            "[cluster]\ncontrollers = {}\nagents = {}\nskew_max_ms = {}\nleader_ttl_ms = {}\nnode_ttl_ms = {}\npoll_ms = {}\nsync_ms = {}\nreport_ms = {}\n",
-            self.controllers, self.agents, self.skew_max_ms, t.leader_ttl_ms, t.node_ttl_ms, t.poll_ms, t.sync_ms, t.report_ms
+            "[cluster]\ncontrollers = {}\nagents = {}\nskew_max_ms = {}\nleader_ttl_ms = {}\nnode_ttl_ms = {}\npoll_ms = {}\nsync_ms = {}\nreport_ms = {}\nreport_delay_ms = {}\n",
+            self.controllers, self.agents, self.skew_max_ms, t.leader_ttl_ms, t.node_ttl_ms, t.poll_ms, t.sync_ms, t.report_ms, t.report_delay_ms
         );
         let _ = writeln!(
             s,
@@ -925,6 +937,13 @@ count = 2
             "{}",
             err(&bad)
         );
+        let bad = MODEL.replace("agents = 3", "agents = 3\nreport_delay_ms = -5");
+        assert_eq!(
+            err(&bad),
+            "m.toml:8: cluster.report_delay_ms: -5 is out of range: accepted 0 to 3600000"
+        );
+        let ok = MODEL.replace("agents = 3", "agents = 3\nreport_delay_ms = 2500");
+        assert_eq!(parse("m.toml", &ok).unwrap().timing.report_delay_ms, 2500);
         let bad = MODEL.replace("loss = 0.01", "loss = 2");
         assert_eq!(
             err(&bad),

@@ -18,15 +18,20 @@
 //!   recovers from them.
 //! - [`adapt`]: the runtime's `Host` and `AgentCore` behind [`Machine`], with the injected bugs.
 //! - [`check`]: the invariants checked after each run.
+//! - [`predict`]: the lab's overshoot prediction for a fault-free run, and the run's own.
+//! - [`agree`]: one lab scenario run by the lab's general engine and by the runtime in the
+//!   world, fault-free: the layout that makes them equal exactly.
 //! - [`runner`]: one seed end to end: the setup from a model, the run, the checks.
 //! - [`shrink`]: the failing schedule cut down to a minimal one.
 
 pub mod adapt;
+pub mod agree;
 pub mod check;
 pub mod faults;
 pub mod machine;
 pub mod net;
 pub mod node;
+pub mod predict;
 pub mod runner;
 pub mod shrink;
 pub mod store;

@@ -335,6 +335,15 @@ impl SharedSimStore {
         }
     }
 
+    /// `state` (say, a finished run's store) on a manual clock at `now_ms`: so that the
+    /// runtime's readers (the event log's, the measurement's) can read it.
+    pub fn from_state(state: SimStore, now_ms: u64) -> Self {
+        Self {
+            state: Mutex::new(state),
+            clock: Clock::Manual(AtomicU64::new(now_ms)),
+        }
+    }
+
     /// A store whose clock is real time since now.
     pub fn wall() -> Self {
         Self {

@@ -18,7 +18,40 @@ use crate::output::Format;
 pub struct ChaosArgs {
     /// The fault model (TOML, `docs/chaos.md`), or with --replay a replay file written by a
     /// failing run.
-    pub scenario: PathBuf,
+    #[arg(required_unless_present = "lesson")]
+    pub scenario: Option<PathBuf>,
+    /// Instead of a fault model: the lesson's cells (6 copies, U = 15, B = 5, 2 deaths at
+    /// second 300, 900 seconds) run by the runtime in the world, scaled as `experiment lesson
+    /// --real` runs them, printed beside the lab's prediction.
+    #[arg(long, conflicts_with_all = ["replay", "seeds", "shrink"])]
+    pub lesson: bool,
+    /// With --lesson: world milliseconds per virtual second, divided by 1000 (0.01: 1 s = 10 ms,
+    /// as `experiment lesson --real`).
+    #[arg(
+        long,
+        default_value = "0.01",
+        value_name = "SCALE",
+        requires = "lesson"
+    )]
+    pub time_scale: f64,
+    /// With --lesson: the report delays G, in seconds, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0,5,10,20,30,60",
+        value_name = "G,...",
+        requires = "lesson"
+    )]
+    pub delays: Vec<u64>,
+    /// With --lesson: the controllers, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ledger,intent",
+        value_name = "NAME,...",
+        requires = "lesson"
+    )]
+    pub controllers: Vec<String>,
     /// How many seeds to run: S, S+1, … S+N−1, with S from --seed.
     #[arg(long, default_value = "1", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub seeds: u64,
@@ -73,7 +106,10 @@ fn record(r: &SeedReport) -> Record {
 
 /// Runs `setpoint chaos`.
 pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
-    let model = setpoint_chaos::faults::load(&args.scenario)?;
+    let Some(scenario) = &args.scenario else {
+        return write_stdout(&crate::chaos_lesson::run(args)?);
+    };
+    let model = setpoint_chaos::faults::load(scenario)?;
     if args.replay {
         return replay(args, &model);
     }
@@ -100,7 +136,7 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
                 "{} seeds from {} of {}: {} failed, {events} events\n",
                 reports.len(),
                 args.seed,
-                args.scenario.display(),
+                scenario.display(),
                 failed.len()
             ));
             t
@@ -128,7 +164,7 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
         let comment = format!(
             "seed {} of {} failed '{}'; shrunk from {} faults to {} in {tries} runs.\nReplay: setpoint chaos --replay {}",
             r.seed,
-            args.scenario.display(),
+            scenario.display(),
             check.name(),
             r.faults,
             min.len(),
@@ -160,10 +196,14 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
 }
 
 fn replay(args: &ChaosArgs, model: &setpoint_chaos::Model) -> anyhow::Result<()> {
+    let scenario = args
+        .scenario
+        .as_deref()
+        .unwrap_or(std::path::Path::new("-"));
     let (Some(seed), Some(schedule)) = (model.seed, model.schedule.clone()) else {
         return Err(crate::BadInput(format!(
             "{}: --replay needs a replay file, with `seed` and an explicit schedule (`[[event]]` tables, or `event = []`), as a failing run writes",
-            args.scenario.display()
+            scenario.display()
         ))
         .into());
     };

@@ -7,6 +7,7 @@ mod advise;
 mod args;
 mod chaos;
 mod chaos_plot;
+mod chaos_lesson;
 mod destination;
 mod lab;
 mod merge;

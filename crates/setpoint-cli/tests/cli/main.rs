@@ -36,6 +36,7 @@
 //!   order and times of replacements; bad update settings in a scenario file.
 
 mod chaos;
+mod chaos_agree;
 mod cluster;
 mod commandline;
 mod distributed;
