@@ -6,8 +6,8 @@
 mod advise;
 mod args;
 mod chaos;
-mod chaos_plot;
 mod chaos_lesson;
+mod chaos_plot;
 mod destination;
 mod lab;
 mod merge;
