@@ -2914,6 +2914,39 @@ mod tests {
     }
 
     #[test]
+    fn a_fenced_agent_whose_old_lease_outlived_a_failed_revoke_takes_its_own_record_over() {
+        // The renewals reach the store but their replies are lost, so the lease lives on at the
+        // store while the agent fences; then its revoke of that lease never arrives. The record
+        // still stands under the old lease when it claims again: that record is its own (as
+        // after a quorum loss, when etcd resets every lease to its full TTL), not a refusal.
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(1_000);
+        assert_eq!(w.running(), ["w-0"]);
+        w.drop =
+            Box::new(|t, r| (1_000..2_000).contains(&t) && matches!(r, StoreRequest::KeepAlive(_)));
+        w.cut = Box::new(|t, r| t < 2_600 && matches!(r, StoreRequest::Revoke(_)));
+        w.run(5_000);
+        assert!(
+            w.stopped.is_none(),
+            "the agent runs on: {:?}\n{:?}",
+            w.stopped,
+            w.log
+        );
+        assert!(
+            !w.log.iter().any(|l| l.contains("cannot rejoin: node")),
+            "{:?}",
+            w.log
+        );
+        assert!(
+            w.log.iter().any(|l| l.contains("rejoined under lease")),
+            "{:?}",
+            w.log
+        );
+    }
+
+    #[test]
     fn failing_renewals_fence_the_copies_at_three_quarters_and_nine_tenths_of_the_ttl() {
         let store = MemoryStore::new();
         assign(&store, "a", 0);
