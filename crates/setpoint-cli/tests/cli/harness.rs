@@ -618,7 +618,16 @@ fn a_dropped_rig_ends_its_processes_a_stopped_one_too_and_kills_every_copy_left(
     drop(r);
     let took = started.elapsed();
     for pid in [c1, c2].into_iter().chain(copies) {
-        assert!(!alive(pid), "{pid} still runs");
+        // A SIGKILL is delivered asynchronously: an orphaned copy may take a moment to go (and
+        // be reaped by init) after the guard's kill returns, under load. Bounded: 1 s.
+        let gone = (0..100).any(|_| {
+            let g = !alive(pid);
+            if !g {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            g
+        });
+        assert!(gone, "{pid} still runs");
     }
     assert!(setpoint_runtime::process::find_marked(&mark).is_empty());
     // SIGTERM was enough, for the stopped one too: no SIGKILL was needed.
