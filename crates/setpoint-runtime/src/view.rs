@@ -198,10 +198,29 @@ impl<'s> WorkloadView<'s> {
             .chain(foreign)
     }
 
-    /// Whether an earlier declaration of the workload still has an assignment for copy `n`:
-    /// the name is not free until garbage collection removes it.
+    /// Whether an earlier declaration of the workload still has an assignment for copy `n`
+    /// (the name is not free until garbage collection removes it), or a node's last report shows
+    /// a copy of that name still alive that no assignment of this declaration accounts for: an
+    /// earlier declaration's copy whose assignment is gone but whose agent has not been seen to
+    /// stop it (it may be paused: found by the million-seed chaos run, a redeclaration while an
+    /// agent was paused within its node lease). A forgotten lost node's report does not count.
     pub fn name_taken_by_earlier(&self, n: u64) -> bool {
-        self.foreign.contains_key(&n)
+        if self.foreign.contains_key(&n) {
+            return true;
+        }
+        let name = self.spec.value.name.as_str();
+        let ours = self.assigned.get(&n).map(|(_, a)| a.create_revision);
+        self.snapshot.reports.iter().any(|(node, r)| {
+            let forgotten = !self.live_nodes.contains(node.as_str())
+                && self.snapshot.forgotten.contains_key(node);
+            !forgotten
+                && r.value.copies.iter().any(|c| {
+                    c.workload == name
+                        && c.n == n
+                        && c.phase != Phase::Exited
+                        && Some(c.incarnation) != ours
+                })
+        })
     }
 
     /// Whether copy `n`'s assignment is held ([`WorkloadView::held_assignments`]).
