@@ -41,6 +41,10 @@ pub struct WorkloadView<'s> {
     foreign: BTreeMap<u64, &'s Stored<Assignment>>,
     /// The snapshot, for what confirms that a lost node's copy ended.
     snapshot: &'s Snapshot,
+    /// Copies of this workload's name that a node's last report shows alive (a forgotten lost
+    /// node's aside), by number, with their incarnations: built once per view, so that a pass
+    /// creating many names does not scan every report for each.
+    reported_alive: BTreeMap<u64, BTreeSet<Revision>>,
     next: u64,
 }
 
@@ -93,7 +97,19 @@ impl<'s> WorkloadView<'s> {
             .filter(|(_, a)| a.value.owner_uid != uid)
             .map(|(_, a)| (a.value.n, a))
             .collect();
+        let mut reported_alive: BTreeMap<u64, BTreeSet<Revision>> = BTreeMap::new();
+        for (node, r) in &snapshot.reports {
+            if !live_nodes.contains(node.as_str()) && snapshot.forgotten.contains_key(node) {
+                continue;
+            }
+            for c in &r.value.copies {
+                if c.workload == spec.value.name && c.phase != Phase::Exited {
+                    reported_alive.entry(c.n).or_default().insert(c.incarnation);
+                }
+            }
+        }
         Some(Self {
+            reported_alive,
             now_ms: snapshot.now_ms,
             spec,
             ledger,
@@ -208,19 +224,10 @@ impl<'s> WorkloadView<'s> {
         if self.foreign.contains_key(&n) {
             return true;
         }
-        let name = self.spec.value.name.as_str();
         let ours = self.assigned.get(&n).map(|(_, a)| a.create_revision);
-        self.snapshot.reports.iter().any(|(node, r)| {
-            let forgotten = !self.live_nodes.contains(node.as_str())
-                && self.snapshot.forgotten.contains_key(node);
-            !forgotten
-                && r.value.copies.iter().any(|c| {
-                    c.workload == name
-                        && c.n == n
-                        && c.phase != Phase::Exited
-                        && Some(c.incarnation) != ours
-                })
-        })
+        self.reported_alive
+            .get(&n)
+            .is_some_and(|incs| incs.iter().any(|i| Some(*i) != ours))
     }
 
     /// Whether copy `n`'s assignment is held ([`WorkloadView::held_assignments`]).
