@@ -14,6 +14,10 @@ use setpoint_chaos::faults::parse;
 use setpoint_chaos::runner::run_seed;
 use setpoint_chaos::Role;
 
+/// The allocator of the `setpoint` binary, so these figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// One benchmark: a new seed of `file` (its `text`) per iteration.
 fn seeds_of(g: &mut BenchmarkGroup<'_, WallTime>, id: &str, file: &str, text: &str) {
     let model = parse(file, text).unwrap();

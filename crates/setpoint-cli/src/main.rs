@@ -23,6 +23,11 @@ mod shell;
 mod sweep;
 
 use std::io::{self, Write};
+
+/// The chaos world, sweeps and the runtime allocate many small, short-lived strings and maps;
+/// mimalloc serves them faster than the system allocator (docs/performance.md, "Chaos").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::process::ExitCode;
 
 use anyhow::Context;

@@ -157,6 +157,33 @@ impl CacheCore {
         })
     }
 
+    /// What [`CacheCore::read`] would return, borrowed instead of copied: the revision and the
+    /// entries under `prefixes` in key order, if it is live and covers them all; counts a read
+    /// served. `None` too if one of `prefixes` is a prefix of another (their ranges would
+    /// overlap): [`CacheCore::read`] serves those.
+    pub fn entries<'a>(
+        &'a mut self,
+        prefixes: &[&'a str],
+    ) -> Option<(Revision, impl Iterator<Item = &'a Entry> + 'a)> {
+        if !self.live || !prefixes.iter().all(|p| self.covers(p)) {
+            return None;
+        }
+        let mut sorted: Vec<&'a str> = prefixes.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.windows(2).any(|w| w[1].starts_with(w[0])) {
+            return None;
+        }
+        self.stats.served += 1;
+        let kv = &self.kv;
+        // Disjoint prefixes sorted: their ranges follow each other, so this is key order.
+        let entries = sorted.into_iter().flat_map(move |p| {
+            kv.range(p.to_string()..crate::store::prefix_end(p))
+                .map(|(_, e)| e)
+        });
+        Some((self.revision, entries))
+    }
+
     /// Counts a read it could not serve.
     pub fn passed_through(&mut self) {
         self.stats.passed_through += 1;
@@ -568,6 +595,40 @@ mod tests {
         let stats = cache.stats();
         assert!(stats.served >= 4, "{stats:?}");
         assert!(stats.changes > 0 || stats.full_reads > 1, "{stats:?}");
+    }
+
+    #[test]
+    fn borrowed_entries_are_the_entries_a_read_copies() {
+        let store = MemoryStore::new();
+        churn(&store, 7, 60);
+        let mut core = CacheCore::new(&PREFIXES);
+        assert!(core.entries(&PREFIXES).is_none(), "not live yet");
+        core.reset(store.read(&PREFIXES).unwrap());
+        for prefixes in [&["/b/", "/a/"][..], &["/a/"], &["/b/", "/b/"], &[]] {
+            let read = core.read(prefixes).unwrap();
+            let (revision, entries) = core.entries(prefixes).unwrap();
+            let entries: Vec<Entry> = entries.cloned().collect();
+            assert_eq!(
+                (revision, &entries),
+                (read.revision, &read.entries),
+                "{prefixes:?}"
+            );
+        }
+        assert!(
+            core.entries(&["/c/"]).is_none(),
+            "a prefix it does not hold"
+        );
+        assert!(
+            core.entries(&["/a/", "/a/1"]).is_none(),
+            "overlapping prefixes"
+        );
+        assert_eq!(
+            core.stats().served,
+            8,
+            "each borrowed read counts as served"
+        );
+        core.set_live(false);
+        assert!(core.entries(&["/a/"]).is_none(), "not live");
     }
 
     #[test]

@@ -459,6 +459,14 @@ impl Host {
     fn request(&mut self, request: StoreRequest, purpose: Purpose, what: Awaiting) {
         let now = self.now;
         let offset = self.store_offset;
+        if let Awaiting::PassRead { .. } | Awaiting::GcRead = what {
+            if let Some(snapshot) = self.cached_snapshot(&request) {
+                return match what {
+                    Awaiting::PassRead { name, gen } => self.on_pass_snapshot(snapshot, name, gen),
+                    _ => self.on_gc_snapshot(snapshot),
+                };
+            }
+        }
         let served = match (&mut self.role, &request) {
             (Role::Lead(l), StoreRequest::Read { prefixes }) => l.cache.as_mut().and_then(|c| {
                 let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
@@ -495,6 +503,30 @@ impl Host {
                 self.send(request, purpose, what);
             }
         }
+    }
+
+    /// The snapshot that `request`, a read, asks for, built from the watch cache's entries
+    /// (with the memo's unchanged values) if the cache can serve it: what answering it from the
+    /// cache and then decoding the reply gives, without copying the cache's entries into a
+    /// reply first. The cache serves it on the same terms as [`Host::request`]'s other reads.
+    fn cached_snapshot(&mut self, request: &StoreRequest) -> Option<Result<Snapshot, StoreError>> {
+        let StoreRequest::Read { prefixes } = request else {
+            return None;
+        };
+        let now_ms = self.now.saturating_add_signed(self.store_offset);
+        let Role::Lead(l) = &mut self.role else {
+            return None;
+        };
+        let c = l.cache.as_mut()?;
+        if c.core.revision() < c.seen {
+            return None;
+        }
+        let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+        let (revision, entries) = c.core.entries(&refs)?;
+        let earlier = self.memo.take();
+        Some(Snapshot::from_entries_reusing(
+            revision, entries, now_ms, earlier,
+        ))
     }
 
     /// Whether `txn` writes a key the watch cache holds.
@@ -1266,7 +1298,15 @@ impl Host {
         }
         let mut declared = BTreeMap::new();
         for e in &read.entries {
-            match decode::<WorkloadSpec>(e) {
+            // A declaration unchanged since the last snapshot is taken from it, not decoded.
+            let memo = self.memo.as_ref();
+            let unchanged = e
+                .key
+                .strip_prefix(WORKLOADS)
+                .and_then(|name| memo?.workloads.get(name))
+                .filter(|w| w.mod_revision == e.mod_revision)
+                .cloned();
+            match unchanged.map_or_else(|| decode::<WorkloadSpec>(e), Ok) {
                 Ok(w) => {
                     declared.insert(w.value.name.clone(), w);
                 }
@@ -1360,9 +1400,13 @@ impl Host {
     }
 
     fn on_pass_read(&mut self, result: StoreResult, name: String, gen: u64) {
+        let snapshot = self.snapshot_of(result);
+        self.on_pass_snapshot(snapshot, name, gen)
+    }
+
+    fn on_pass_snapshot(&mut self, snapshot: Result<Snapshot, StoreError>, name: String, gen: u64) {
         let settings = self.settings();
         let who = format!("loop {name}");
-        let snapshot = self.snapshot_of(result);
         let snapshot = match snapshot {
             Ok(s) => s,
             Err(e) if e.is_lost() => return self.lost(e),
@@ -1375,6 +1419,7 @@ impl Host {
             }
         };
         let Some(lp) = self.pass_loop(&name, gen) else {
+            self.memo = Some(snapshot);
             return;
         };
         let attempt = lp.attempt;
@@ -1475,16 +1520,22 @@ impl Host {
 
     // ---- garbage collection ----
 
-    /// The snapshot of a read reply, reusing the values of the last one.
-    fn snapshot_of(&self, result: StoreResult) -> Result<Snapshot, StoreError> {
-        read_of(result).and_then(|(read, now_ms)| {
-            Snapshot::from_read_reusing(&read, now_ms, self.memo.as_ref())
-        })
+    /// The snapshot of a read reply, reusing the values of the last one (which it uses up: the
+    /// caller keeps the new one as the memo).
+    fn snapshot_of(&mut self, result: StoreResult) -> Result<Snapshot, StoreError> {
+        let earlier = self.memo.take();
+        read_of(result)
+            .and_then(|(read, now_ms)| Snapshot::from_read_reusing(&read, now_ms, earlier))
     }
 
     fn on_gc_read(&mut self, result: StoreResult) {
+        let snapshot = self.snapshot_of(result);
+        self.on_gc_snapshot(snapshot)
+    }
+
+    fn on_gc_snapshot(&mut self, snapshot: Result<Snapshot, StoreError>) {
         let fence = self.settings().fence;
-        let plan = match self.snapshot_of(result) {
+        let plan = match snapshot {
             Ok(s) => {
                 let plan = plan_gc(&s, fence, self.cfg.bug_gc_ignores_owner_uid);
                 self.memo = Some(s);

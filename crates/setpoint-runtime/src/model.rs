@@ -337,51 +337,70 @@ impl Snapshot {
 
     /// [`Snapshot::from_read`], taking each value whose key and `mod_revision` are unchanged
     /// since `earlier` (an earlier snapshot of the same store) from it instead of decoding it
-    /// again. A key's `mod_revision` names one value of it, so the result is the same.
+    /// again. A key's `mod_revision` names one value of it, so the result is the same. The
+    /// earlier snapshot is used up: its unchanged values move over, uncopied.
     pub fn from_read_reusing(
         read: &Read,
         now_ms: u64,
-        earlier: Option<&Snapshot>,
+        earlier: Option<Snapshot>,
     ) -> Result<Self, StoreError> {
-        fn take<T: DeserializeOwned + Clone>(
+        Self::from_entries_reusing(read.revision, read.entries.iter(), now_ms, earlier)
+    }
+
+    /// [`Snapshot::from_read_reusing`] of a read at `revision` whose entries, in key order, are
+    /// `entries`: how a watch cache's own entries become a snapshot without being copied first
+    /// ([`crate::cache::CacheCore::entries`]).
+    pub fn from_entries_reusing<'a>(
+        revision: Revision,
+        entries: impl Iterator<Item = &'a Entry>,
+        now_ms: u64,
+        earlier: Option<Snapshot>,
+    ) -> Result<Self, StoreError> {
+        fn take<T: DeserializeOwned>(
             map: &mut BTreeMap<String, Stored<T>>,
-            earlier: Option<&BTreeMap<String, Stored<T>>>,
+            earlier: &mut BTreeMap<String, Stored<T>>,
             name: &str,
             e: &Entry,
         ) -> Result<(), StoreError> {
-            let stored = match earlier.and_then(|m| m.get(name)) {
-                Some(s) if s.mod_revision == e.mod_revision => s.clone(),
-                _ => decode(e)?,
-            };
-            map.insert(name.to_owned(), stored);
+            match earlier.remove_entry(name) {
+                Some((k, s)) if s.mod_revision == e.mod_revision => {
+                    map.insert(k, s);
+                }
+                Some((k, _)) => {
+                    map.insert(k, decode(e)?);
+                }
+                None => {
+                    map.insert(name.to_owned(), decode(e)?);
+                }
+            }
             Ok(())
         }
+        let mut was = earlier.unwrap_or_default();
         let mut s = Snapshot {
-            revision: read.revision,
+            revision,
             now_ms,
             ..Snapshot::default()
         };
-        let was = earlier;
-        for e in &read.entries {
+        for e in entries {
             if let Some(name) = e.key.strip_prefix(WORKLOADS) {
-                take(&mut s.workloads, was.map(|w| &w.workloads), name, e)?;
+                take(&mut s.workloads, &mut was.workloads, name, e)?;
             } else if let Some(name) = e.key.strip_prefix(COUNTERS) {
-                take(&mut s.counters, was.map(|w| &w.counters), name, e)?;
+                take(&mut s.counters, &mut was.counters, name, e)?;
             } else if e.key.starts_with(ASSIGNMENTS) {
-                take(&mut s.assignments, was.map(|w| &w.assignments), &e.key, e)?;
+                take(&mut s.assignments, &mut was.assignments, &e.key, e)?;
             } else if let Some(node) = e.key.strip_prefix(REPORTS) {
-                take(&mut s.reports, was.map(|w| &w.reports), node, e)?;
+                take(&mut s.reports, &mut was.reports, node, e)?;
             } else if e.key == LEADER {
-                s.leader = match was.and_then(|w| w.leader.as_ref()) {
-                    Some(l) if l.mod_revision == e.mod_revision => Some(l.clone()),
+                s.leader = match was.leader.take() {
+                    Some(l) if l.mod_revision == e.mod_revision => Some(l),
                     _ => Some(decode(e)?),
                 };
             } else if let Some(name) = e.key.strip_prefix(crate::loops::LOOPS) {
-                take(&mut s.loops, was.map(|w| &w.loops), name, e)?;
+                take(&mut s.loops, &mut was.loops, name, e)?;
             } else if let Some(node) = e.key.strip_prefix(NODES) {
-                take(&mut s.nodes, was.map(|w| &w.nodes), node, e)?;
+                take(&mut s.nodes, &mut was.nodes, node, e)?;
             } else if let Some(node) = e.key.strip_prefix(crate::node::FORGOTTEN) {
-                take(&mut s.forgotten, was.map(|w| &w.forgotten), node, e)?;
+                take(&mut s.forgotten, &mut was.forgotten, node, e)?;
             }
         }
         Ok(s)
@@ -408,6 +427,64 @@ impl Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A seeded write of the store: a value (good, or one that does not decode) put on a key
+    /// under the snapshot's prefixes or beside them, or a key deleted.
+    fn write(store: &crate::store::MemoryStore, step: u64, x: u64) {
+        let keys = [
+            format!("{COUNTERS}w{}", x % 3),
+            format!("{REPORTS}n{}", x % 2),
+            LEADER.to_owned(),
+            "/leaderboard".to_owned(),
+            format!("/other/{}", x % 2),
+        ];
+        let key = keys[(x / 7 % keys.len() as u64) as usize].clone();
+        let value = match x / 3 % 6 {
+            0 => "{not json".to_owned(),
+            _ if key.starts_with(COUNTERS) => encode(&Counter { next: step }),
+            _ if key.starts_with(REPORTS) => encode(&NodeReport {
+                node: key[REPORTS.len()..].to_owned(),
+                observed_ms: step,
+                reported_ms: step,
+                agent_pid: 1,
+                copies: Vec::new(),
+            }),
+            _ => encode(&Leader {
+                holder: format!("h{step}"),
+                acquired_ms: step,
+                ttl_ms: 5000,
+            }),
+        };
+        let txn = if x % 5 == 0 {
+            Txn::new().delete(key)
+        } else {
+            Txn::new().put(key, value)
+        };
+        store.commit(&txn).unwrap();
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Reusing an earlier snapshot's values gives what decoding every value gives, read
+        /// after read, whatever changed between (the oracle: `from_read` with no memo); a value
+        /// that does not decode fails both the same way.
+        #[test]
+        fn a_snapshot_reusing_the_last_one_equals_one_decoded_afresh(
+            steps in proptest::collection::vec(0u64..1_000_000, 1..40),
+        ) {
+            let store = crate::store::MemoryStore::new();
+            let mut memo: Option<Snapshot> = None;
+            for (i, x) in steps.iter().enumerate() {
+                write(&store, i as u64, *x);
+                let read = store.read(&Snapshot::PREFIXES).unwrap();
+                let fresh = Snapshot::from_read(&read, i as u64);
+                let reused = Snapshot::from_read_reusing(&read, i as u64, memo.take());
+                proptest::prop_assert_eq!(format!("{fresh:?}"), format!("{reused:?}"));
+                memo = reused.ok();
+            }
+        }
+    }
 
     #[test]
     fn assignment_keys_sort_in_creation_order() {
