@@ -178,7 +178,9 @@ enum Ev {
 struct Item {
     at: u64,
     seq: u64,
-    ev: Ev,
+    /// Boxed: the heap moves items as it sifts, and an event is large (it carries requests
+    /// and replies by value).
+    ev: Box<Ev>,
 }
 
 impl PartialEq for Item {
@@ -325,7 +327,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
             });
         }
         w.now = item.at;
-        w.handle(item.ev);
+        w.handle(*item.ev);
         if setup.trace {
             w.note_leader();
         }
@@ -348,7 +350,7 @@ impl World<'_> {
         self.queue.push(Item {
             at,
             seq: self.seq,
-            ev,
+            ev: Box::new(ev),
         });
     }
 
