@@ -39,11 +39,13 @@
 //!
 //! [[fault]]                # any number
 //! kind = "partition"       # partition | cut-up | cut-down | stall | pause | restart (a host)
+//!                          #   | lose-state (an agent restarts without its state file)
 //!                          #   | crash (a process) | leader-change | compaction (the store)
 //!                          #   | redeclare (the operator deletes and re-applies every workload)
 //! count = 2                # how many per run
 //! target = "agent"         # host faults: agent | controller | any (default any;
-//!                          # restart: default controller; an agent restarts and adopts)
+//!                          # restart: default controller; an agent restarts and adopts;
+//!                          # lose-state: agent only)
 //! min_ms = 1000            # a lasting fault (partition, cut-*, stall, pause) lasts
 //! max_ms = 20000           # uniformly min_ms ..= max_ms
 //!
@@ -167,11 +169,15 @@ pub enum FaultKind {
     /// The operator deletes every workload and declares it again at once (`setpoint delete`
     /// then `apply`): same declaration, new uid, so the old copies are orphans to collect.
     Redeclare,
+    /// An agent restarts and its state file is gone (a wiped disk, a state directory on
+    /// tmpfs): it recovers from the node's live processes alone. On a controller host (an
+    /// explicit `[[event]]` only) it is a restart: a controller keeps no state file.
+    LoseState,
 }
 
 impl FaultKind {
     /// Every kind, with its name in files.
-    pub const ALL: [(FaultKind, &'static str); 10] = [
+    pub const ALL: [(FaultKind, &'static str); 11] = [
         (FaultKind::Partition, "partition"),
         (FaultKind::CutUp, "cut-up"),
         (FaultKind::CutDown, "cut-down"),
@@ -182,6 +188,7 @@ impl FaultKind {
         (FaultKind::LeaderChange, "leader-change"),
         (FaultKind::Compaction, "compaction"),
         (FaultKind::Redeclare, "redeclare"),
+        (FaultKind::LoseState, "lose-state"),
     ];
 
     /// Its name in files.
@@ -206,7 +213,7 @@ impl FaultKind {
 
     /// Whether it strikes one host.
     pub fn on_host(self) -> bool {
-        self.lasts() || self == FaultKind::Restart
+        self.lasts() || matches!(self, FaultKind::Restart | FaultKind::LoseState)
     }
 }
 
@@ -657,6 +664,19 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
         // that older models draw the schedules they drew.
         let target = if kind == FaultKind::Restart && r.target.is_none() {
             Target::Controller
+        } else if kind == FaultKind::LoseState {
+            // Only an agent keeps a state file to lose.
+            match (&r.target, target) {
+                (None, _) | (_, Target::Agent) => Target::Agent,
+                (Some(t), _) => {
+                    return Err(f.at(
+                        t.span(),
+                        Some(&key("target")),
+                        "a 'lose-state' fault strikes an agent: target agent, or drop 'target'"
+                            .to_owned(),
+                    ))
+                }
+            }
         } else {
             target
         };
@@ -1005,6 +1025,30 @@ count = 2
         assert_eq!(with("target = \"controller\""), [0, 1].into());
         assert_eq!(with("target = \"agent\""), [2, 3, 4].into());
         assert_eq!(with("target = \"any\""), (0..5).collect());
+    }
+
+    #[test]
+    fn a_lost_state_file_strikes_agents_only() {
+        let text = |target: &str| {
+            format!(
+                "seconds = 60\nsettle = 20\n[cluster]\ncontrollers = 2\nagents = 3\n\
+                 [[workload]]\nname = \"web\"\ncopies = 2\n[[fault]]\nkind = \"lose-state\"\ncount = 40\n{target}"
+            )
+        };
+        for target in ["", "target = \"agent\""] {
+            let m = parse("m.toml", &text(target)).unwrap();
+            let hosts: std::collections::BTreeSet<usize> =
+                m.schedule(1).iter().map(|f| f.host).collect();
+            assert_eq!(hosts, [2, 3, 4].into(), "{target:?}");
+        }
+        for target in ["controller", "any"] {
+            let err = parse("m.toml", &text(&format!("target = \"{target}\""))).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "m.toml:12: fault[1].target: a 'lose-state' fault strikes an agent: target \
+                 agent, or drop 'target'"
+            );
+        }
     }
 
     #[test]

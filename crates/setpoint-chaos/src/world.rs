@@ -880,8 +880,12 @@ impl World<'_> {
                 }
                 self.fan_out(before);
             }
-            FaultKind::Restart if start => {
+            FaultKind::Restart | FaultKind::LoseState if start => {
                 let slot = &mut self.slots[host];
+                if f.kind == FaultKind::LoseState {
+                    // The state file is gone; the process table is not.
+                    slot.disk = None;
+                }
                 slot.machine = (self.factory)(host, &slot.role, EPOCH_MS + self.now + slot.offset);
                 slot.gen += 1;
                 slot.life += 1;

@@ -84,6 +84,10 @@ fn bad_fault_models_are_refused_naming_file_line_and_key() {
             "count = -1\ntarget = \"agent\"\n",
         ),
         ("kind = \"restart\"", "kind = \"reboot\""),
+        (
+            "kind = \"restart\"\ncount = 1\ntarget = \"agent\"",
+            "kind = \"lose-state\"\ncount = 1\ntarget = \"controller\"",
+        ),
         ("target = \"agent\"\n", "target = \"everyone\"\n"),
         ("max_ms = 12000", "max_ms = 500"),
         ("copies = 3", "copies = 3\nreplicas = 2"),
