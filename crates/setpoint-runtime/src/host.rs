@@ -1721,7 +1721,12 @@ pub fn pass_log_lines(r: &PassReport) -> Vec<String> {
     lines.extend(r.rollout.iter().cloned());
     lines.extend(what);
     if let Some(idle) = r.idle {
-        lines.push(crate::loops::describe_idle(&idle, r.held_back, r.unplaced));
+        lines.push(crate::loops::describe_idle(
+            &idle,
+            r.held_back,
+            r.unplaced,
+            &r.waiting_for,
+        ));
     }
     if !r.collected.is_empty() {
         lines.push(format!("collected exited {}", r.collected.join(", ")));

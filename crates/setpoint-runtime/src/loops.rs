@@ -426,18 +426,43 @@ pub fn idle_reason(
     })
 }
 
-/// The log line of an idle stretch that begins: its reason and what it holds back.
-pub fn describe_idle(idle: &Idle, held_back: u64, unplaced: u64) -> String {
+/// The log line of an idle stretch that begins: its reason and what it holds back, naming the
+/// lost nodes it waits for (`waiting_for`), as `get` and `status` do.
+pub fn describe_idle(idle: &Idle, held_back: u64, unplaced: u64, waiting_for: &[String]) -> String {
     match idle.reason {
         IdleReason::BackingOff => format!("idle: backing off, {held_back} copies held back"),
         IdleReason::NoLiveNode => format!("idle: no live node, {unplaced} copies wanted"),
-        r => format!("idle: {}", r.describe()),
+        r => format!("idle: {}", r.describe_with(waiting_for)),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_idle_log_line_names_the_lost_nodes_waited_for() {
+        let idle = Idle {
+            reason: IdleReason::WaitingForLostNode,
+            since_ms: 0,
+            announced: false,
+        };
+        let one = ["node-3".to_owned()];
+        assert_eq!(
+            describe_idle(&idle, 0, 0, &one),
+            "idle: waiting for node-3 to confirm its copies ended (setpoint node forget node-3)"
+        );
+        let two = ["node-1".to_owned(), "node-3".to_owned()];
+        assert!(describe_idle(&idle, 0, 0, &two).contains("node-1, node-3"));
+        let backing_off = Idle {
+            reason: IdleReason::BackingOff,
+            ..idle
+        };
+        assert_eq!(
+            describe_idle(&backing_off, 2, 0, &one),
+            "idle: backing off, 2 copies held back"
+        );
+    }
     use crate::model::{
         assignment_key, report_key, workload_key, CopyReport, NodeReport, WorkloadSpec,
     };
