@@ -466,9 +466,9 @@ mod tests {
         let key = keys[(x / 7 % keys.len() as u64) as usize].clone();
         let value = if key.starts_with(COUNTERS) {
             encode(&Counter { next: step })
-        } else if key.starts_with(REPORTS) {
+        } else if let Some(node) = key.strip_prefix(REPORTS) {
             encode(&NodeReport {
-                node: key[REPORTS.len()..].to_owned(),
+                node: node.to_owned(),
                 observed_ms: step,
                 reported_ms: step,
                 agent_pid: 1,
