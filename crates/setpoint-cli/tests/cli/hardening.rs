@@ -243,8 +243,22 @@ fn a_foreign_process_with_the_agents_mark_is_never_adopted_and_the_real_copy_sta
             &[&p, "--reuid=65534", "--regid=65534", "--clear-groups"],
         )
     });
+    // `setpriv` drops to the other user only after it starts, carrying the mark already: an
+    // agent that looked before then would rightly see a process of its own user (this raced
+    // under load in a CI rehearsal). Wait until it runs as the other user.
+    let runs_as_other_user = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|u| u.split_whitespace().next())
+                == Some("65534")
+        })
+    };
     c.until("the fakes carry the mark", |c| {
         c.processes().get("collector-0").map_or(0, Vec::len) == 1 + other_user.iter().count()
+            && other_user
+                .as_ref()
+                .is_none_or(|o| runs_as_other_user(o.id()))
     });
     let fakes: Vec<u32> = std::iter::once(same_user.id())
         .chain(other_user.as_ref().map(|o| o.id()))
