@@ -239,6 +239,12 @@ struct HostCache {
     seen: Revision,
 }
 
+/// How the watch cache answered a request ([`Host::request`]).
+enum Served {
+    Reply(StoreReply),
+    Snapshot(Result<Snapshot, StoreError>),
+}
+
 #[derive(Debug)]
 enum Role {
     Follow {
@@ -455,43 +461,50 @@ impl Host {
 
     /// Sends `request`, or answers it at once from the watch cache if it can: a read of cached
     /// prefixes, or the revision, while the cache is live and has caught up with this host's
-    /// own writes.
+    /// own writes. A pass's or a collection's read is answered with its snapshot, built from the
+    /// cache's entries borrowed (and the memo's unchanged values): what decoding the copied
+    /// reply would give, without the copy.
     fn request(&mut self, request: StoreRequest, purpose: Purpose, what: Awaiting) {
         let now = self.now;
-        let offset = self.store_offset;
-        if let Awaiting::PassRead { .. } | Awaiting::GcRead = what {
-            if let Some(snapshot) = self.cached_snapshot(&request) {
-                return match what {
-                    Awaiting::PassRead { name, gen } => self.on_pass_snapshot(snapshot, name, gen),
-                    _ => self.on_gc_snapshot(snapshot),
-                };
-            }
-        }
+        let now_ms = now.saturating_add_signed(self.store_offset);
+        let wants_snapshot = matches!(what, Awaiting::PassRead { .. } | Awaiting::GcRead);
         let served = match (&mut self.role, &request) {
             (Role::Lead(l), StoreRequest::Read { prefixes }) => l.cache.as_mut().and_then(|c| {
                 let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-                let read = if c.core.revision() >= c.seen {
-                    c.core.read(&refs)
-                } else {
-                    None
-                };
-                if read.is_none() && refs.iter().all(|p| c.core.covers(p)) {
+                let caught_up = c.core.revision() >= c.seen;
+                let borrowed = (caught_up && wants_snapshot)
+                    .then(|| c.core.entries(&refs))
+                    .flatten()
+                    .map(|(revision, entries)| {
+                        let earlier = self.memo.take();
+                        Served::Snapshot(Snapshot::from_entries_reusing(
+                            revision, entries, now_ms, earlier,
+                        ))
+                    });
+                let served = borrowed.or_else(|| {
+                    caught_up
+                        .then(|| c.core.read(&refs))
+                        .flatten()
+                        .map(|read| Served::Reply(StoreReply::Read { read, now_ms }))
+                });
+                if served.is_none() && refs.iter().all(|p| c.core.covers(p)) {
                     c.core.passed_through();
                 }
-                read.map(|read| StoreReply::Read {
-                    read,
-                    now_ms: now.saturating_add_signed(offset),
-                })
+                served
             }),
             (Role::Lead(l), StoreRequest::Revision) => l
                 .cache
                 .as_ref()
                 .filter(|c| c.core.is_live())
-                .map(|c| StoreReply::Revision(c.core.revision())),
+                .map(|c| Served::Reply(StoreReply::Revision(c.core.revision()))),
             _ => None,
         };
-        match served {
-            Some(reply) => {
+        match (served, what) {
+            (Some(Served::Snapshot(s)), Awaiting::PassRead { name, gen }) => {
+                self.on_pass_snapshot(s, name, gen)
+            }
+            (Some(Served::Snapshot(s)), _) => self.on_gc_snapshot(s),
+            (Some(Served::Reply(reply)), what) => {
                 let p = Pending {
                     deadline_ms: now,
                     term: self.term,
@@ -499,34 +512,10 @@ impl Host {
                 };
                 self.on_reply(p, Ok(reply));
             }
-            None => {
+            (None, what) => {
                 self.send(request, purpose, what);
             }
         }
-    }
-
-    /// The snapshot that `request`, a read, asks for, built from the watch cache's entries
-    /// (with the memo's unchanged values) if the cache can serve it: what answering it from the
-    /// cache and then decoding the reply gives, without copying the cache's entries into a
-    /// reply first. The cache serves it on the same terms as [`Host::request`]'s other reads.
-    fn cached_snapshot(&mut self, request: &StoreRequest) -> Option<Result<Snapshot, StoreError>> {
-        let StoreRequest::Read { prefixes } = request else {
-            return None;
-        };
-        let now_ms = self.now.saturating_add_signed(self.store_offset);
-        let Role::Lead(l) = &mut self.role else {
-            return None;
-        };
-        let c = l.cache.as_mut()?;
-        if c.core.revision() < c.seen {
-            return None;
-        }
-        let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-        let (revision, entries) = c.core.entries(&refs)?;
-        let earlier = self.memo.take();
-        Some(Snapshot::from_entries_reusing(
-            revision, entries, now_ms, earlier,
-        ))
     }
 
     /// Whether `txn` writes a key the watch cache holds.
