@@ -18,6 +18,7 @@ mod records;
 mod relation;
 mod report;
 mod runtime;
+mod runtime_table;
 mod scenario_args;
 mod shell;
 mod sweep;

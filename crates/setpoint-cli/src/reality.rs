@@ -118,6 +118,10 @@ pub struct LessonArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
+    /// With --real: also print the runtime's own log lines (each part's start, passes, exits)
+    /// on stderr; without it only the result is printed.
+    #[arg(short = 'v', long)]
+    verbose: bool,
 }
 
 /// Runs one command; returns what to print.
@@ -300,6 +304,7 @@ fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
             "--delays {g}: out of range: accepted 0 to 3600 seconds"
         )));
     }
+    setpoint_runtime::rt::quiet_stderr(!a.verbose);
     let mut cfg = RealLesson::new(&a.data_dir);
     cfg.time_scale = a.time_scale;
     cfg.jobs = a.jobs;

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+
+use crate::runtime_table::{get_table, plural, status_table};
 use setpoint_runtime::ops::{self, OpError};
 use setpoint_runtime::remote;
 use setpoint_runtime::{
@@ -251,7 +253,7 @@ pub struct UpArgs {
 pub struct ApplyArgs {
     #[command(flatten)]
     store: StoreArgs,
-    /// The workloads file (TOML, `[[workload]]` tables).
+    /// The workloads file (TOML, `[[workload]]` tables); `-` reads standard input.
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     file: PathBuf,
     /// Say what would change (copies, a rolling update, settings) and write nothing.
@@ -399,9 +401,21 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         }
         RuntimeCommand::Up(a) => up(&a),
         RuntimeCommand::Apply(a) => {
-            let text = std::fs::read_to_string(&a.file)
-                .with_context(|| format!("reading {}", a.file.display()))
-                .map_err(|e| BadInput(format!("{e:#}")))?;
+            if matches!(a.store.url(), StoreUrl::Memory) && !a.dry_run {
+                anyhow::bail!(BadInput(
+                    "--store memory: keeps nothing past this command, so nothing would run what \
+                     apply declares: accepted sqlite:DIR or etcd://HOST:PORT (or --dry-run)"
+                        .into()
+                ));
+            }
+            let text = if a.file.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin().lock())
+                    .context("reading the workloads from standard input")
+            } else {
+                std::fs::read_to_string(&a.file)
+                    .with_context(|| format!("reading {}", a.file.display()))
+            }
+            .map_err(|e| BadInput(format!("{e:#}")))?;
             let specs = setpoint_runtime::parse_workloads(&text)
                 .with_context(|| format!("{} was not applied", a.file.display()))?;
             if a.dry_run {
@@ -449,6 +463,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         }
         RuntimeCommand::Kill(a) => {
             let store = a.store.open_existing()?;
+            ops::require_declared(&*store, &a.workload)?;
             let (workload, count) = (a.workload.clone(), a.count);
             let outcomes = (|| {
                 let batch = remote::request_kills(&*store, &workload, count, KILL_WAIT * 2)?;
@@ -457,6 +472,17 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             .context("killing copies")?;
             if outcomes.is_empty() {
                 anyhow::bail!("no live node reports a running copy of '{}'", a.workload);
+            }
+            if (outcomes.len() as u64) < a.count {
+                // Asked for more than run: say so, as the killed lines alone would not.
+                eprintln!(
+                    "note: only {} of '{}' {} running: asked to kill {}, killing {}",
+                    plural(outcomes.len() as u64, "copy", "copies"),
+                    a.workload,
+                    if outcomes.len() == 1 { "was" } else { "were" },
+                    a.count,
+                    outcomes.len()
+                );
             }
             let mut out = String::new();
             let mut unanswered = Vec::new();
@@ -483,9 +509,11 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             let store = a.store.open_existing()?;
             let (rec, released) = setpoint_runtime::node::forget(&*store, &a.node)?;
             Ok(format!(
-                "node {} forgotten at revision {}: {released} assignments released; their named \
+                "node {} forgotten at revision {}: {} released; their named \
                  copies start again on live nodes\n",
-                rec.node, rec.revision
+                rec.node,
+                rec.revision,
+                plural(released as u64, "assignment", "assignments")
             ))
         }
         RuntimeCommand::Status(a) => {
@@ -500,139 +528,6 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             })
         }
     }
-}
-
-/// The STATE column of `get`: the rollout's progress, `BACKOFF` with the last exit, the
-/// restarts and the next try while backing off, otherwise the idle reason; `-` if none.
-fn state_cell(w: &ops::WorkloadStatus) -> String {
-    let mut parts = Vec::new();
-    if let Some(r) = &w.rollout {
-        parts.push(format!(
-            "rollout {}{}/{} updated",
-            if r.stalled { "STALLED " } else { "" },
-            r.updated,
-            r.desired
-        ));
-    }
-    let backing: Vec<&ops::BackoffStatus> = w.backoff.iter().filter(|b| b.backing_off).collect();
-    if let Some(b) = backing.iter().min_by_key(|b| b.next_try_in_ms) {
-        let more = if backing.len() > 1 {
-            format!(" (+{} names)", backing.len() - 1)
-        } else {
-            String::new()
-        };
-        parts.push(format!(
-            "BACKOFF {}: {}, {} restarts, next try in {}{more}",
-            b.last_copy,
-            b.last_exit,
-            b.restarts,
-            seconds(b.next_try_in_ms)
-        ));
-    } else if let Some(i) = &w.idle {
-        parts.push(format!("idle: {} for {}", i.text, seconds(i.for_ms)));
-    }
-    if parts.is_empty() {
-        "-".to_owned()
-    } else {
-        parts.join("; ")
-    }
-}
-
-fn get_table(all: &[ops::WorkloadStatus]) -> String {
-    let mut t = format!(
-        "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}  {}\n",
-        "WORKLOAD",
-        "CONTROLLER",
-        "PERIOD",
-        "DESIRED",
-        "LIVE",
-        "LEDGER",
-        "CREATING",
-        "DELETING",
-        "STATE"
-    );
-    for w in all {
-        let _ = writeln!(
-            t,
-            "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}  {}",
-            w.name,
-            w.controller,
-            format_duration(Duration::from_millis(w.period_ms)),
-            w.desired,
-            w.live.map_or("-".to_owned(), |l| l.to_string()),
-            w.on_ledger,
-            w.pending_create,
-            w.pending_delete,
-            state_cell(w)
-        );
-    }
-    t
-}
-
-fn seconds(ms: u64) -> String {
-    format!("{:.1}s", ms as f64 / 1000.0)
-}
-
-fn status_table(s: &ops::Status) -> String {
-    let mut t = match &s.leader {
-        Some(l) => format!(
-            "leader: {} (for {}, lease ttl {})\n",
-            l.holder,
-            seconds(l.held_ms),
-            format_duration(Duration::from_millis(l.ttl_ms))
-        ),
-        None => "leader: none\n".to_owned(),
-    };
-    let _ = writeln!(
-        t,
-        "workloads: {}, store revision {}",
-        s.workloads, s.revision
-    );
-    let _ = writeln!(
-        t,
-        "{:<20} {:<5} {:>8} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
-        "NODE",
-        "LIVE",
-        "LEASE",
-        "LEASE TTL",
-        "HELD FOR",
-        "LAST REPORT",
-        "LAG",
-        "STARTING",
-        "RUNNING",
-        "EXITED",
-        "ASSIGNED"
-    );
-    for n in &s.nodes {
-        let lease = n.lease.as_ref();
-        let _ = writeln!(
-            t,
-            "{:<20} {:<5} {:>8} {:>9} {:>12} {:>12} {:>8} {:>8} {:>8} {:>7} {:>8}",
-            n.node,
-            if n.live { "yes" } else { "lost" },
-            lease.map_or("-".to_owned(), |l| l.lease.to_string()),
-            lease.map_or("-".to_owned(), |l| format_duration(Duration::from_millis(
-                l.ttl_ms
-            ))),
-            lease.map_or("-".to_owned(), |l| seconds(l.held_ms)),
-            n.since_report_ms
-                .map_or("never".to_owned(), |ms| format!("{} ago", seconds(ms))),
-            format!("{}ms", n.report_lag_ms),
-            n.starting,
-            n.running,
-            n.exited,
-            n.assigned
-        );
-    }
-    for (name, i) in &s.idle {
-        let _ = writeln!(
-            t,
-            "workload {name}: idle, {} for {}",
-            i.text,
-            seconds(i.for_ms)
-        );
-    }
-    t
 }
 
 fn logs(a: &LogsArgs) -> anyhow::Result<String> {
@@ -683,12 +578,20 @@ fn up(a: &UpArgs) -> anyhow::Result<String> {
     let agents: Vec<AgentConfig> = (1..=a.nodes)
         .map(|i| a.agent.config(&format!("node-{i}"), &state_dir))
         .collect();
+    // A second `up` on a data directory whose nodes run is refused by its agents' locks; ask
+    // the locks first, so that the refused one writes nothing into the running one's up.log.
+    if state_dir.is_dir() {
+        for cfg in &agents {
+            setpoint_runtime::node::DirLock::acquire(&state_dir, &cfg.node)
+                .map_err(|e| BadInput(e.to_string()))?;
+        }
+    }
     let up_log = a.store.data_dir.join("up.log");
     setpoint_runtime::rt::log_to_file(&up_log)
         .with_context(|| format!("opening {}", up_log.display()))?;
     setpoint_runtime::rt::say(&format!(
-        "setpoint up: a controller and {} agents on {url}; Ctrl-C stops everything; log in {}",
-        a.nodes,
+        "setpoint up: a controller and {} on {url}; Ctrl-C stops everything; log in {}",
+        plural(a.nodes.into(), "agent", "agents"),
         up_log.display()
     ));
     serve(|shutdown| async move {

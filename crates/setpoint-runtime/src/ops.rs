@@ -107,6 +107,15 @@ pub fn delete(store: &dyn Store, name: &str) -> Result<(), OpError> {
     }
 }
 
+/// Fails with [`OpError::NotFound`] unless workload `name` is declared: `kill` checks it first,
+/// so that a mistyped name is the user's to fix (exit 2) as in `get` and `delete`.
+pub fn require_declared(store: &dyn Store, name: &str) -> Result<(), OpError> {
+    match store.get(&workload_key(name))? {
+        Some(_) => Ok(()),
+        None => Err(OpError::NotFound(name.to_owned())),
+    }
+}
+
 /// One copy as `get` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CopyStatus {
@@ -427,8 +436,11 @@ pub struct Status {
     pub revision: Revision,
     /// The leader, if a controller holds the lease.
     pub leader: Option<LeaderStatus>,
-    /// Every node that holds a lease or ever reported.
+    /// Every node that holds a lease or has a report, except a lost node that `node forget`
+    /// confirmed gone after its last report: it is listed again once it holds a lease.
     pub nodes: Vec<NodeStatus>,
+    /// Lost nodes confirmed gone (`setpoint node forget`) and so not in `nodes`.
+    pub forgotten: u64,
     /// Declared workloads.
     pub workloads: u64,
     /// Workloads whose loop is idle while not converged, with the reason.
@@ -445,6 +457,18 @@ pub fn status(store: &dyn Store) -> Result<Status, OpError> {
     };
     let names: std::collections::BTreeSet<&String> =
         s.reports.keys().chain(s.nodes.keys()).collect();
+    // A lost node confirmed gone after its last report is history, not a node: listing it
+    // would keep every machine ever retired in the table.
+    let gone = |node: &str| {
+        !s.nodes.contains_key(node)
+            && s.forgotten.get(node).is_some_and(|f| {
+                s.reports
+                    .get(node)
+                    .is_none_or(|r| r.mod_revision <= f.value.revision)
+            })
+    };
+    let forgotten = names.iter().filter(|n| gone(n)).count() as u64;
+    let names = names.into_iter().filter(|n| !gone(n));
     let nodes = names
         .into_iter()
         .map(|node| NodeStatus {
@@ -483,6 +507,7 @@ pub fn status(store: &dyn Store) -> Result<Status, OpError> {
             ttl_ms: l.value.ttl_ms,
         }),
         nodes,
+        forgotten,
         workloads: s.workloads.len() as u64,
         idle: s
             .workloads
@@ -490,4 +515,50 @@ pub fn status(store: &dyn Store) -> Result<Status, OpError> {
             .filter_map(|(n, w)| Some((n.clone(), loop_status(&s, n, w.create_revision).0?)))
             .collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{report_key, NodeReport};
+    use crate::store::MemoryStore;
+
+    /// An empty report of `node`, written now.
+    fn report(store: &dyn Store, node: &str) {
+        let r = NodeReport {
+            node: node.into(),
+            observed_ms: store.now_ms(),
+            reported_ms: store.now_ms(),
+            agent_pid: 1,
+            copies: Vec::new(),
+        };
+        store
+            .commit(&Txn::new().put(report_key(node), encode(&r)))
+            .unwrap();
+    }
+
+    fn listed(store: &dyn Store) -> Vec<String> {
+        status(store)
+            .unwrap()
+            .nodes
+            .into_iter()
+            .map(|n| n.node)
+            .collect()
+    }
+
+    #[test]
+    fn a_forgotten_lost_node_leaves_status_until_it_holds_a_lease_again() {
+        let store = MemoryStore::new();
+        report(&store, "a");
+        report(&store, "b");
+        assert_eq!(listed(&store), ["a", "b"]);
+        crate::node::forget(&store, "a").unwrap();
+        assert_eq!(listed(&store), ["b"]);
+        assert_eq!(status(&store).unwrap().forgotten, 1);
+        // The node comes back: its agent holds the name again and reports.
+        crate::node::fake_node(&store, "a").unwrap();
+        report(&store, "a");
+        assert_eq!(listed(&store), ["a", "b"]);
+        assert_eq!(status(&store).unwrap().forgotten, 0);
+    }
 }

@@ -97,7 +97,19 @@ pub fn say(line: &str) {
             let _ = writeln!(f, "{line}");
         }
     }
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    if !QUIET.load(std::sync::atomic::Ordering::Relaxed) {
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
+    }
+}
+
+/// Whether [`say`] leaves stderr alone (the log file, if any, still gets every line).
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, log lines go only to the log file (if one is set), not to stderr: for a command
+/// that runs the runtime's parts inside it (`experiment lesson --real`) and prints its own
+/// result, where hundreds of the parts' lines would bury it.
+pub fn quiet_stderr(quiet: bool) {
+    QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Whether the store answered the last call, so that a daemon logs once when the store stops

@@ -21,6 +21,8 @@
 //! - [`shards`]: shard trailers, and `merge` refusing a missing, cut-off or foreign shard.
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
+//! - [`ops_cmds`]: `kill` past the running copies or of a missing workload, `apply -f -`,
+//!   `apply --store memory:`, a refused second `up` (issue 23).
 //! - [`cluster`]: node leases, lost nodes, fencing, one agent per node name.
 //! - [`fence`]: an agent stopped past its node lease: its `named` copies held, never run
 //!   twice; `node forget` refusing bad input.
@@ -50,6 +52,7 @@ mod lab_cmd;
 mod lesson;
 mod limits;
 mod netns;
+mod ops_cmds;
 mod output;
 mod pictures;
 mod reality;

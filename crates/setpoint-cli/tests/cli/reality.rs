@@ -125,6 +125,9 @@ fn one_real_lesson_cell_runs_bounded_and_matches_the_lab_away_from_the_boundary(
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The runtime's parts log hundreds of lines; without --verbose none reach stderr.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.lines().count() <= 2, "{stderr}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let cell = &v["cells"][0];
     let real = &cell["measured"]["metrics"];
