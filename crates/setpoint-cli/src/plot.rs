@@ -6,7 +6,7 @@ use anyhow::Context;
 
 use clap::{Args, Subcommand};
 use setpoint_plot::{
-    heatmap_svg, timeline_svg, Downsample, Heatmap, Marker, Span, SpanKind, Timeline,
+    heatmap_svg, timeline_svg, Downsample, Heatmap, Marker, Scale, Span, SpanKind, Timeline,
 };
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
 use setpoint_sim::scenario::{Event, Scenario, Toll};
@@ -306,6 +306,7 @@ pub fn heatmap_of(base: &LessonSpec, delays: &Axis, periods: &Axis) -> anyhow::R
         lesson_wrong: &lesson_wrong,
         row_labels: &[],
         scale: "overshoot",
+        kind: Scale::Overshoot,
     })?)
 }
 
@@ -383,5 +384,20 @@ fn heatmap_of_grid(a: &HeatmapArgs, base: &LessonSpec) -> anyhow::Result<String>
         lesson_wrong: &[],
         row_labels: &labels,
         scale: &scale,
+        kind: scale_of(&a.colour),
     })?)
+}
+
+/// The colour scale of a column: overshoot's (0 the goal, a log scale, the measured boundary)
+/// for the overshoot columns and their predictions; a linear one from the smallest value to
+/// the largest for every other (`stable`'s seconds are far from 0 and 0 is not their goal).
+fn scale_of(column: &str) -> Scale {
+    let overshoot = column == "p_overshoot"
+        || column.starts_with("overshoot")
+        || column.ends_with("prediction");
+    if overshoot {
+        Scale::Overshoot
+    } else {
+        Scale::Linear
+    }
 }

@@ -28,6 +28,51 @@ pub struct Heatmap<'a> {
     pub row_labels: &'a [String],
     /// The colour scale's heading: what colours a cell (`overshoot`, `p_overshoot (%)`, …).
     pub scale: &'a str,
+    /// How values map to colours: [`Scale::Overshoot`] for counts whose goal is 0, which also
+    /// draws the measured boundary, or [`Scale::Linear`] for any other value (`stable`,
+    /// `peak_live`), which has no boundary of zeros.
+    pub kind: Scale,
+}
+
+/// How a heatmap maps a cell's value to a colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// Pale grey for 0 (the goal), then a log scale up to the largest value; the measured
+    /// boundary (where a row's zeros begin) is drawn.
+    Overshoot,
+    /// Linear from the smallest value in the picture to the largest; no boundary.
+    Linear,
+}
+
+impl Scale {
+    /// The colour of `v` in a picture whose values run from `min` to `max`.
+    fn colour(self, v: u64, min: u64, max: u64) -> RGBColor {
+        match self {
+            Scale::Overshoot => colour(v, max),
+            Scale::Linear if max == min => ramp(0.5),
+            Scale::Linear => ramp((v.saturating_sub(min)) as f64 / (max - min) as f64),
+        }
+    }
+
+    /// The values the colour scale shows, ascending, each once: at most eleven, from `min` (0
+    /// for overshoot) to `max`. One value when every cell has it.
+    fn labels(self, min: u64, max: u64) -> Vec<u64> {
+        let steps = 10u64;
+        let mut v: Vec<u64> = match self {
+            Scale::Overshoot => (0..=steps)
+                .map(|k| match k {
+                    0 => 0,
+                    // Log-spaced between 1 and max.
+                    _ => ((1.0 + max as f64).powf(k as f64 / steps as f64) - 1.0).round() as u64,
+                })
+                .collect(),
+            Scale::Linear => (0..=steps)
+                .map(|k| min + ((max - min) as f64 * k as f64 / steps as f64).round() as u64)
+                .collect(),
+        };
+        v.dedup();
+        v
+    }
 }
 
 const LESSON: RGBColor = RGBColor(20, 20, 20);
@@ -47,7 +92,12 @@ fn colour(v: u64, max: u64) -> RGBColor {
     if v == 0 {
         return RGBColor(238, 238, 238);
     }
-    let f = ((1.0 + v as f64).ln() / (1.0 + max.max(1) as f64).ln()).clamp(0.0, 1.0);
+    ramp(((1.0 + v as f64).ln() / (1.0 + max.max(1) as f64).ln()).clamp(0.0, 1.0))
+}
+
+/// The colour at `f`, from 0 to 1, along the stops.
+fn ramp(f: f64) -> RGBColor {
+    let f = f.clamp(0.0, 1.0);
     let i = STOPS
         .iter()
         .position(|s| s.0 >= f)
@@ -117,6 +167,8 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
         });
     }
     let max = h.overshoot.iter().copied().max().unwrap_or(0);
+    let min = h.overshoot.iter().copied().min().unwrap_or(0);
+    let boundary = h.kind == Scale::Overshoot;
     let xs = spans(h.periods);
     let named = !h.row_labels.is_empty();
     // Named rows (delay models) sit at 0, 1, 2, … in the given order.
@@ -140,6 +192,9 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
                 label: "measured boundary (overshoot 0 to its right)".into(),
             },
         ];
+        if !boundary {
+            entries.pop();
+        }
         if named {
             // No number G for the lesson's relation or boundary.
             entries.drain(..2);
@@ -192,7 +247,7 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
                 let (row, col) = (i / n, i % n);
                 Rectangle::new(
                     [(xs[col].0, ys[row].0), (xs[col].1, ys[row].1)],
-                    colour(v, max).filled(),
+                    h.kind.colour(v, min, max).filled(),
                 )
             }))
             .map_err(draw_err)?;
@@ -231,7 +286,12 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
 
         // The measured boundary: left edge of each row's zero run, drawn as steps.
         let mut path = Vec::new();
-        for (row, b) in measured_boundary(h).iter().enumerate() {
+        let rows = if boundary {
+            measured_boundary(h)
+        } else {
+            Vec::new()
+        };
+        for (row, b) in rows.iter().enumerate() {
             let x = match b {
                 Some(u) => {
                     xs[h.periods
@@ -258,19 +318,12 @@ pub fn heatmap_svg(h: &Heatmap) -> Result<String, PlotError> {
                 ("sans-serif", 14).into_font(),
             ))
             .map_err(draw_err)?;
-        let steps = 10u64;
-        for k in 0..=steps {
-            let v = if k == 0 {
-                0
-            } else {
-                // Log-spaced labels between 1 and max.
-                ((1.0 + max as f64).powf(k as f64 / steps as f64) - 1.0).round() as u64
-            };
+        for (k, v) in h.kind.labels(min, max).into_iter().enumerate() {
             let y = 60 + (k as i32) * 52;
             legend
                 .draw(&Rectangle::new(
                     [(12, y), (42, y + 40)],
-                    colour(v, max).filled(),
+                    h.kind.colour(v, min, max).filled(),
                 ))
                 .map_err(draw_err)?;
             legend
@@ -300,6 +353,7 @@ mod tests {
             lesson_wrong: &[],
             row_labels: &[],
             scale: "overshoot",
+            kind: Scale::Overshoot,
         }
     }
 
@@ -325,6 +379,35 @@ mod tests {
         assert_eq!(colour(0, 10), RGBColor(238, 238, 238));
         assert_eq!(colour(10, 10), RGBColor(102, 0, 40));
         assert_ne!(colour(1, 10), colour(5, 10));
+    }
+
+    #[test]
+    fn the_colour_scale_lists_each_value_once_and_one_when_every_cell_is_equal() {
+        assert_eq!(Scale::Overshoot.labels(0, 0), [0]);
+        assert_eq!(Scale::Overshoot.labels(0, 3), [0, 1, 2, 3]);
+        assert_eq!(Scale::Overshoot.labels(0, 1000).len(), 11);
+        assert_eq!(Scale::Linear.labels(305, 305), [305]);
+        let l = Scale::Linear.labels(300, 900);
+        assert_eq!((l[0], l[10], l[1]), (300, 900, 360));
+    }
+
+    #[test]
+    fn a_linear_scale_spreads_values_far_from_zero_over_the_stops() {
+        // `stable` runs from 305 to 900 s: on the overshoot scale all would be dark red.
+        let (lo, hi) = (
+            Scale::Linear.colour(305, 305, 900),
+            Scale::Linear.colour(900, 305, 900),
+        );
+        assert_eq!(lo, ramp(0.0));
+        assert_eq!(hi, ramp(1.0));
+        assert_ne!(Scale::Overshoot.colour(305, 0, 900), lo);
+        let svg = heatmap_svg(&Heatmap {
+            kind: Scale::Linear,
+            scale: "stable",
+            ..grid(&[0, 10], &[5, 10], &[305, 310, 900, 600])
+        })
+        .unwrap();
+        assert!(!svg.contains("measured boundary"), "no zeros to bound");
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub mod png;
 pub mod timeline;
 
 pub use chaos::{chaos_svg, ChaosTimeline, FaultBar, NodeSeries};
-pub use heatmap::{heatmap_svg, Heatmap};
+pub use heatmap::{heatmap_svg, Heatmap, Scale};
 pub use png::svg_to_png;
 pub use timeline::{timeline_svg, Downsample, Marker, Span, SpanKind, Timeline};
 

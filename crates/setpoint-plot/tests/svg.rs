@@ -2,7 +2,7 @@
 
 use setpoint_core::ControllerKind;
 use setpoint_plot::{
-    heatmap_svg, svg_to_png, timeline_svg, Heatmap, Marker, Span, SpanKind, Timeline,
+    heatmap_svg, svg_to_png, timeline_svg, Heatmap, Marker, Scale, Span, SpanKind, Timeline,
 };
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
 use setpoint_sim::{simulate_traced, LessonWorld, TraceRow};
@@ -136,6 +136,7 @@ fn heatmap(delays: Vec<u64>, periods: Vec<u64>) -> (RelationGrid, Vec<bool>, Str
         lesson_wrong: &wrong,
         row_labels: &[],
         scale: "overshoot",
+        kind: Scale::Overshoot,
     })
     .unwrap();
     (grid, wrong, svg)
@@ -156,6 +157,7 @@ fn heatmap_rows_can_be_named_delay_models_without_the_lessons_boundary() {
             lesson_wrong: &[],
             row_labels: labels,
             scale: "p_overshoot (%)",
+            kind: Scale::Overshoot,
         })
     };
     let svg = draw(&labels).unwrap();
