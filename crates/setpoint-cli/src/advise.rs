@@ -96,7 +96,7 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<String> {
         seed: args.seed,
     })?;
     Ok(match args.format {
-        AdviseFormat::Json => format!("{}\n", serde_json::to_string(&advice)?),
+        AdviseFormat::Json => crate::output::json_with_schema(&advice)?,
         AdviseFormat::Table => table(&advice),
         AdviseFormat::Csv => csv(&advice),
     })

@@ -130,7 +130,8 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
     let mut text = match args.format {
         Format::Table => {
             let rows: Vec<Record> = failed.iter().map(|r| record(r)).collect();
-            let mut t = print(&rows, args.format.into(), &[]);
+            // The schema version is for programs: a table leaves it out, as every table does.
+            let mut t = print(&rows, args.format.into(), &["schema"]);
             let events: u64 = reports.iter().map(|r| r.events).sum();
             t.push_str(&format!(
                 "{} seeds from {} of {}: {} failed, {events} events\n",

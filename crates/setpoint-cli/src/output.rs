@@ -26,3 +26,13 @@ impl From<Format> for output::Format {
         }
     }
 }
+
+/// `value` (a struct or map that serializes to a JSON object) as one line of JSON with
+/// `schema` as its first key, as every record has it (`docs/output.md`): for the commands whose
+/// JSON is one nested object (`advise`, `relation`, `get`, `status`, `measure`, `experiment`).
+pub fn json_with_schema<T: serde::Serialize>(value: &T) -> serde_json::Result<String> {
+    let body = serde_json::to_string(value)?;
+    let rest = body.strip_prefix('{').unwrap_or(&body);
+    let sep = if rest == "}" { "" } else { "," };
+    Ok(format!("{{\"schema\":{}{sep}{rest}\n", output::SCHEMA))
+}

@@ -193,10 +193,7 @@ fn measure_cmd(a: &MeasureArgs) -> anyhow::Result<String> {
         }
     }
     Ok(match a.format {
-        Format::Json => format!(
-            "{}\n",
-            serde_json::to_string(&serde_json::json!({ "workloads": all }))?
-        ),
+        Format::Json => crate::output::json_with_schema(&serde_json::json!({ "workloads": all }))?,
         Format::Table => measure_table(&all),
         // No workload measured prints nothing, as the table does.
         Format::Csv => setpoint_sim::output::print(
@@ -323,7 +320,9 @@ fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
     if !a.real {
         return Ok(match a.format {
             Format::Csv => lesson_csv(&cfg, None)?,
-            _ => lesson_table(&cfg, None),
+            // Without real cells there is no nested detail: the rows, one object each.
+            Format::Json => lesson_records(&cfg, None, setpoint_sim::output::Format::Json)?,
+            Format::Table => lesson_table(&cfg, None),
         });
     }
     let rt = async_runtime()?;
@@ -337,13 +336,10 @@ fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
     // The copies the agents stopped may take a moment to be reaped by the runtime's threads.
     rt.shutdown_timeout(Duration::from_secs(2));
     Ok(match a.format {
-        Format::Json => format!(
-            "{}\n",
-            serde_json::to_string(&serde_json::json!({
-                "time_scale": cfg.time_scale,
-                "cells": cells,
-            }))?
-        ),
+        Format::Json => crate::output::json_with_schema(&serde_json::json!({
+            "time_scale": cfg.time_scale,
+            "cells": cells,
+        }))?,
         Format::Table => lesson_table(&cfg, Some(&cells)),
         Format::Csv => lesson_csv(&cfg, Some(&cells))?,
     })
@@ -396,14 +392,11 @@ fn jitter_lesson(
     Ok(match a.format {
         Format::Csv => setpoint_sim::output::print(&rows, setpoint_sim::output::Format::Csv, &[]),
         Format::Json => match &cells {
-            Some(cells) => format!(
-                "{}\n",
-                serde_json::to_string(&serde_json::json!({
-                    "time_scale": cfg.time_scale,
-                    "seed": a.seed,
-                    "cells": cells,
-                }))?
-            ),
+            Some(cells) => crate::output::json_with_schema(&serde_json::json!({
+                "time_scale": cfg.time_scale,
+                "seed": a.seed,
+                "cells": cells,
+            }))?,
             None => setpoint_sim::output::print(&rows, setpoint_sim::output::Format::Json, &[]),
         },
         Format::Table => jitter_table_of(&lab, cells.as_deref()),
@@ -450,6 +443,16 @@ fn jitter_table_of(
 
 /// One CSV row per cell, controllers slowest ([`crate::records::experiment_records`]).
 fn lesson_csv(cfg: &RealLesson, cells: Option<&[CellOutcome]>) -> anyhow::Result<String> {
+    lesson_records(cfg, cells, setpoint_sim::output::Format::Csv)
+}
+
+/// The lab's rows (and the real ones, if run) as records in `format`: CSV, or without --real
+/// JSON lines of the same records.
+fn lesson_records(
+    cfg: &RealLesson,
+    cells: Option<&[CellOutcome]>,
+    format: setpoint_sim::output::Format,
+) -> anyhow::Result<String> {
     let mut lab = Vec::new();
     for &c in &cfg.controllers {
         for &g in &cfg.delays {
@@ -459,11 +462,7 @@ fn lesson_csv(cfg: &RealLesson, cells: Option<&[CellOutcome]>) -> anyhow::Result
         }
     }
     let rows = crate::records::experiment_records(cfg.time_scale, &lab, cells);
-    Ok(setpoint_sim::output::print(
-        &rows,
-        setpoint_sim::output::Format::Csv,
-        &[],
-    ))
+    Ok(setpoint_sim::output::print(&rows, format, &[]))
 }
 
 /// The lab's table, and with real cells, each measured row under its simulated one, the lab's

@@ -168,9 +168,7 @@ pub fn run(args: &RelationArgs) -> anyhow::Result<String> {
                 .collect();
             output::print(&records, output::Format::Csv, &[])
         }
-        RelationFormat::Json => format!(
-            "{}\n",
-            serde_json::to_string(&RelationJson {
+        RelationFormat::Json => crate::output::json_with_schema(&RelationJson {
                 desired: base.desired,
                 startup: base.startup,
                 duration: base.duration,
@@ -179,8 +177,7 @@ pub fn run(args: &RelationArgs) -> anyhow::Result<String> {
                 cell_count: scan.cells.len(),
                 mismatched: scan.mismatched(),
                 prediction_mismatched: scan.cells.len() - predicted,
-            })?
-        ),
+            })?,
         RelationFormat::Table => format!(
             "measured overshoot (row: report delay G, column: loop period U); desired {}, B={} sec, {} sec run, controller {}\n{}\nlesson's prediction: desired x (ceil((G+B)/U) - 1)\n{}\nrelation: overshoot = desired x (ceil((G+B)/U) - 1); {} cells, {} mismatched\nexact predictor (docs/relation.md): {} cells, {} mismatched\n",
             base.desired,
@@ -258,6 +255,6 @@ fn boundary(args: &RelationArgs) -> anyhow::Result<String> {
             .into())
         }
         RelationFormat::Table => report.to_text(),
-        RelationFormat::Json => format!("{}\n", serde_json::to_string(&report)?),
+        RelationFormat::Json => crate::output::json_with_schema(&report)?,
     })
 }

@@ -446,10 +446,9 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             let store = a.store.open_read_only()?;
             let all = ops::get(&*store, a.workload.as_deref())?;
             Ok(match a.format {
-                Format::Json => format!(
-                    "{}\n",
-                    serde_json::to_string(&serde_json::json!({ "workloads": all }))?
-                ),
+                Format::Json => {
+                    crate::output::json_with_schema(&serde_json::json!({ "workloads": all }))?
+                }
                 Format::Table => get_table(&all),
                 Format::Csv => crate::records::csv(
                     &crate::records::get_records(&all),
@@ -519,7 +518,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         RuntimeCommand::Status(a) => {
             let s = ops::status(&*a.store.open_read_only()?)?;
             Ok(match a.format {
-                Format::Json => format!("{}\n", serde_json::to_string(&s)?),
+                Format::Json => crate::output::json_with_schema(&s)?,
                 Format::Table => status_table(&s),
                 Format::Csv => crate::records::csv(
                     &crate::records::status_records(&s),

@@ -378,6 +378,16 @@ pub fn kill(state_dir: &Path, name: &str, count: u64) -> std::io::Result<Vec<Str
     Ok(killed)
 }
 
+/// An integer as a JSON number up to 2^53 − 1, where every double-precision reader keeps it
+/// exactly, and as a string of its digits above.
+fn exact_json<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+    if *v > (1 << 53) - 1 {
+        s.serialize_str(&v.to_string())
+    } else {
+        s.serialize_u64(*v)
+    }
+}
+
 /// The leader as `status` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LeaderStatus {
@@ -392,7 +402,10 @@ pub struct LeaderStatus {
 /// A node's lease as `status` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NodeLeaseStatus {
-    /// The store lease holding `/nodes/{node}`.
+    /// The store lease holding `/nodes/{node}`. etcd's ids have 19 digits, past what a
+    /// double-precision JSON reader keeps, so JSON writes one above 2^53 − 1 as a string of its
+    /// digits, as every record does (docs/output.md, "Numbers").
+    #[serde(serialize_with = "exact_json")]
     pub lease: u64,
     /// The agent's process id.
     pub agent_pid: u32,
@@ -544,6 +557,22 @@ mod tests {
             .into_iter()
             .map(|n| n.node)
             .collect()
+    }
+
+    #[test]
+    fn a_lease_id_past_two_to_the_53_is_a_json_string_and_a_small_one_a_number() {
+        let lease = |lease| NodeLeaseStatus {
+            lease,
+            agent_pid: 1,
+            host: "h".into(),
+            place: "p".into(),
+            ttl_ms: 1,
+            held_ms: 1,
+        };
+        let big = serde_json::to_value(lease(7_587_888_374_555_392_529)).unwrap();
+        assert_eq!(big["lease"], "7587888374555392529");
+        let at = serde_json::to_value(lease((1 << 53) - 1)).unwrap();
+        assert_eq!(at["lease"], 9_007_199_254_740_991_u64);
     }
 
     #[test]

@@ -28,6 +28,21 @@ use crate::scenario::{Outcome, Scenario, WorkloadMetrics};
 /// removed or moved; adding a kind of record does not change it.
 pub const SCHEMA: u64 = 2;
 
+/// The largest integer every double-precision JSON reader keeps exactly, 2^53 − 1. JSON writes a
+/// larger one as a string of its digits (docs/output.md, "Numbers").
+pub const MAX_EXACT: u64 = (1 << 53) - 1;
+
+/// Serializes an integer as JSON the way every record does: a number up to [`MAX_EXACT`], a
+/// string of its digits above it. For `#[serde(serialize_with)]` on fields that can be that
+/// large (a store's lease ids).
+pub fn serialize_exact<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+    if *v > MAX_EXACT {
+        s.serialize_str(&v.to_string())
+    } else {
+        s.serialize_u64(*v)
+    }
+}
+
 /// One value of a record.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -86,8 +101,16 @@ impl Value {
     pub fn write_json(&self, out: &mut String) {
         match self {
             Value::Null => out.push_str("null"),
+            // Past 2^53 a double-precision reader (JavaScript, pandas) would change the
+            // digits of a sweep cell's seed or an etcd lease id: such a number is a string.
+            Value::U64(v) if *v > MAX_EXACT => {
+                let _ = write!(out, "\"{v}\"");
+            }
             Value::U64(v) => {
                 let _ = write!(out, "{v}");
+            }
+            Value::I64(v) if v.unsigned_abs() > MAX_EXACT => {
+                let _ = write!(out, "\"{v}\"");
             }
             Value::I64(v) => {
                 let _ = write!(out, "{v}");
@@ -211,7 +234,7 @@ pub enum Format {
 }
 
 /// Prints `records` (all of one kind) in `format`, each line ending in a newline. A table leaves
-/// out the keys in `table_skip`, which the caller prints above it.
+/// out `schema` and the keys in `table_skip`, which the caller prints above it.
 pub fn print(records: &[Record], format: Format, table_skip: &[&str]) -> String {
     let mut out = String::new();
     match format {
@@ -239,6 +262,8 @@ pub fn print(records: &[Record], format: Format, table_skip: &[&str]) -> String 
             // null: a run with no `update` event reads as it did before they existed.
             let all_null = |i: usize| records.iter().all(|r| r.fields[i].1 == Value::Null);
             let keep: Vec<usize> = (0..first.fields.len())
+                // The schema version is for programs: a table for people leaves it out.
+                .filter(|&i| first.fields[i].0 != "schema")
                 .filter(|&i| !table_skip.contains(&first.fields[i].0.as_ref()))
                 .filter(|&i| !(ROLLOUT_KEYS.contains(&first.fields[i].0.as_ref()) && all_null(i)))
                 .collect();
@@ -303,6 +328,9 @@ pub fn table_from_csv(csv: &str) -> String {
                 .map(|c| {
                     if c.is_empty() {
                         "-".into()
+                    } else if c.contains('.') && c.parse::<f64>().is_ok() {
+                        // Two decimals, as every table has them; CSV keeps every digit.
+                        crate::format::js_to_fixed2(c.parse().expect("checked"))
                     } else {
                         c.to_owned()
                     }

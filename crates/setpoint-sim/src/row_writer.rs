@@ -134,7 +134,15 @@ impl<'a> Json<'a> {
 impl RowSink for Json<'_> {
     fn u64(&mut self, key: &'static str, v: u64) {
         self.key(key);
+        // Past 2^53 a double-precision reader would change the digits (docs/output.md).
+        let exact = v <= crate::output::MAX_EXACT;
+        if !exact {
+            self.out.push('"');
+        }
         self.out.push_str(itoa::Buffer::new().format(v));
+        if !exact {
+            self.out.push('"');
+        }
     }
     fn i128(&mut self, key: &'static str, v: i128) {
         self.key(key);
@@ -232,7 +240,9 @@ mod tests {
         fields(&mut j);
         j.end();
         let want = serde_json::json!({
-            "a": 0, "b": -12, "c": 0.1 + 0.2, "d": true, "e": null, "f": "fixed:20", "g": u64::MAX
+            "a": 0, "b": -12, "c": 0.1 + 0.2, "d": true, "e": null, "f": "fixed:20",
+            // Past 2^53 − 1 a string, which every double-precision reader keeps exactly.
+            "g": u64::MAX.to_string()
         });
         assert_eq!(json, format!("{want}\n"));
         let mut h = Header::default();

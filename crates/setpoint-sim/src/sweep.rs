@@ -990,7 +990,8 @@ pub struct SweepRow<'a> {
     pub ttl: Option<u64>,
     /// Burst limit of `expectations`.
     pub burst: Option<u64>,
-    /// The run's seed ([`cell_seed`]).
+    /// The run's seed ([`cell_seed`]); JSON writes one above 2^53 − 1 as a string.
+    #[serde(serialize_with = "crate::output::serialize_exact")]
     pub seed: u64,
     /// The engine that ran the cell: `fast` or `general`.
     pub engine: &'static str,
@@ -1817,7 +1818,7 @@ mod tests {
         row.write_to(RowFormat::Jsonl, &mut json);
         assert_eq!(
             json,
-            format!("{{\"schema\":{SCHEMA},\"cell\":0,\"desired\":6,\"period\":15,\"delay\":20,\"delay_model\":\"fixed:20\",\"startup\":5,\"duration\":900,\"controller\":\"ledger\",\"ttl\":null,\"burst\":null,\"seed\":{seed},\"engine\":\"fast\",\
+            format!("{{\"schema\":{SCHEMA},\"cell\":0,\"desired\":6,\"period\":15,\"delay\":20,\"delay_model\":\"fixed:20\",\"startup\":5,\"duration\":900,\"controller\":\"ledger\",\"ttl\":null,\"burst\":null,\"seed\":\"{seed}\",\"engine\":\"fast\",\
              \"rounds\":61,\"work_per_round\":0.5245901639344263,\"created\":16,\"unneeded\":8,\
              \"delete_commands\":16,\"deleted\":8,\"overshoot\":6,\"stable\":375,\"died\":2,\
              \"peak_live\":12,\"copy_seconds_above\":200,\"duplicate_names\":null,\"absorbed_creates\":null,\"lost_deletes\":0,\"surge_budget\":null,\"surge\":null,\"surge_copy_seconds\":null,\"rollout_overshoot\":null,\"rollout_done\":null,\"rollout_stalled\":null,\"lesson_prediction\":6,\"lesson_match\":true,\"prediction\":6,\"prediction_match\":true}}\n")

@@ -15,6 +15,7 @@
 //! - [`lesson`]: golden lesson outputs, formats, exit codes and messages, plots and reports.
 //! - [`limits`]: the audit's corpus of inputs over the limits of docs/limits.md.
 //! - [`pictures`]: `-o` formats (SVG, PNG, HTML, stdout) and the shapes in the pictures.
+//! - [`schema_rules`]: docs/output.md held on every data command's JSON, CSV and table.
 //! - [`scenarios`]: scenario files, seeds, Monte Carlo, flags over files.
 //! - [`sweep`]: `setpoint sweep` rows, summaries and determinism.
 //! - [`sweep_file`]: `sweep FILE.toml`, the grid flags over the file.
@@ -58,6 +59,7 @@ mod pictures;
 mod reality;
 mod runtime;
 mod scenarios;
+mod schema_rules;
 mod shards;
 mod store;
 mod sweep;
