@@ -17,8 +17,8 @@ bins=(target/release/setpoint)
 [ -n "${BASELINE:-}" ] && bins+=("$BASELINE")
 first=
 for b in "${bins[@]}"; do
-  n=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$b" chaos "$model" --seeds "$seeds" \
-      --threads 1 --shrink 0 --format csv 2>&1 >/dev/null | sed -n 's/.*Collected : //p')
+  n=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$b" chaos "$model" --runs "$seeds" \
+      --jobs 1 --shrink 0 --format csv 2>&1 >/dev/null | sed -n 's/.*Collected : //p')
   first=${first:-$n}
   printf '%s: %s instructions for %s seeds, %.1f M a seed, %.2f× the first\n' "$b" "$n" "$seeds" \
     "$(echo "$n / $seeds / 1000000" | bc -l)" "$(echo "$n / $first" | bc -l)"

@@ -27,7 +27,7 @@ for p in "${plan[@]}"; do
   start=$(date +%s.%N)
   set +e
   /usr/bin/time -f '%U user %S sys' -o "$out/time.txt" \
-    "$bin" chaos "$m" --seeds "$seeds" --seed "$from" --out "$out" --shrink 3 >"$out/result.txt" 2>"$out/stderr.txt"
+    "$bin" chaos "$m" --runs "$seeds" --seed "$from" --out-dir "$out" --shrink 3 >"$out/result.txt" 2>"$out/stderr.txt"
   rc=$?
   set -e
   end=$(date +%s.%N)

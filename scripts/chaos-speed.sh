@@ -16,8 +16,8 @@ echo "machine: $(nproc) cores; load: $(uptime | sed 's/.*load average: //')"
 for b in "${bins[@]}"; do : > "/tmp/chaos-speed.$(echo "$b" | tr / _)"; done
 for r in $(seq "$reps"); do
   for b in "${bins[@]}"; do
-    /usr/bin/time -f '%U %S' -o /tmp/chaos-speed.time "$b" chaos "$model" --seeds "$seeds" \
-      --threads 1 --shrink 0 --format csv >/dev/null 2>/dev/null || true
+    /usr/bin/time -f '%U %S' -o /tmp/chaos-speed.time "$b" chaos "$model" --runs "$seeds" \
+      --jobs 1 --shrink 0 --format csv >/dev/null 2>/dev/null || true
     awk '{print $1 + $2}' /tmp/chaos-speed.time >> "/tmp/chaos-speed.$(echo "$b" | tr / _)"
   done
 done

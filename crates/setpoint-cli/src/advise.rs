@@ -21,8 +21,9 @@ pub struct AdviseArgs {
     /// Declared copies.
     #[arg(long, default_value = "6", value_name = "N", value_parser = desired, allow_negative_numbers = true)]
     pub desired: u64,
-    /// Loop periods to compare, comma-separated seconds.
-    #[arg(long, value_name = "LIST", value_parser = periods)]
+    /// Loop periods U to compare, in seconds: a list or a range such as 5..=60:5, as every
+    /// command takes periods; at most 100.
+    #[arg(short = 'U', long = "period", alias = "periods", value_name = "GRID", value_parser = periods)]
     pub periods: Option<PeriodList>,
     /// Monte Carlo runs per period and controller (random delays only).
     #[arg(long, default_value = "200", value_parser = runs, allow_negative_numbers = true)]
@@ -70,13 +71,11 @@ fn runs(s: &str) -> Result<u64, String> {
     RUNS.parse(s).map_err(|e| e.to_string())
 }
 fn periods(s: &str) -> Result<PeriodList, String> {
-    let mut v = s
-        .split(',')
-        .map(|p| Limit::PERIOD.parse(p).map_err(|e| e.to_string()))
-        .collect::<Result<Vec<_>, _>>()?;
-    if v.len() > 100 {
-        return Err(format!("{} periods: accepted at most 100", v.len()));
+    let axis = setpoint_sim::Axis::parse(Limit::PERIOD, s).map_err(|e| e.to_string())?;
+    if axis.len() > 100 {
+        return Err(format!("{} periods: accepted at most 100", axis.len()));
     }
+    let mut v: Vec<u64> = axis.values().collect();
     v.sort_unstable();
     v.dedup();
     Ok(PeriodList(v))

@@ -23,7 +23,7 @@ pub struct ChaosArgs {
     /// Instead of a fault model: the lesson's cells (6 copies, U = 15, B = 5, 2 deaths at
     /// second 300, 900 seconds) run by the runtime in the world, scaled as `experiment lesson
     /// --real` runs them, printed beside the lab's prediction.
-    #[arg(long, conflicts_with_all = ["replay", "seeds", "shrink"])]
+    #[arg(long, conflicts_with_all = ["replay", "runs", "shrink"])]
     pub lesson: bool,
     /// With --lesson: world milliseconds per virtual second, divided by 1000 (0.01: 1 s = 10 ms,
     /// as `experiment lesson --real`).
@@ -40,21 +40,23 @@ pub struct ChaosArgs {
         value_delimiter = ',',
         default_value = "0,5,10,20,30,60",
         value_name = "G,...",
-        requires = "lesson"
+        requires = "lesson",
+        alias = "delays"
     )]
-    pub delays: Vec<u64>,
+    pub delay: Vec<u64>,
     /// With --lesson: the controllers, comma-separated.
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "ledger,intent",
         value_name = "NAME,...",
-        requires = "lesson"
+        requires = "lesson",
+        alias = "controllers"
     )]
-    pub controllers: Vec<String>,
-    /// How many seeds to run: S, S+1, … S+N−1, with S from --seed.
-    #[arg(long, default_value = "1", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
-    pub seeds: u64,
+    pub controller: Vec<String>,
+    /// How many seeded runs: seeds S, S+1, … S+N−1, with S from --seed.
+    #[arg(long, alias = "seeds", default_value = "1", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub runs: u64,
     /// The first seed.
     #[arg(long, default_value = "1", value_name = "S")]
     pub seed: u64,
@@ -66,14 +68,19 @@ pub struct ChaosArgs {
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// Worker threads (default: all cores). Output is the same on any number.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub threads: Option<u64>,
+    #[arg(short = 'j', long, alias = "threads", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub jobs: Option<u64>,
     /// How many failing seeds to shrink and write as replay files (0: none).
     #[arg(long, default_value = "3", value_name = "K")]
     pub shrink: usize,
     /// Where shrunk replay files go.
-    #[arg(long, default_value = "chaos-failures", value_name = "DIR")]
-    pub out: PathBuf,
+    #[arg(
+        long,
+        alias = "out",
+        default_value = "chaos-failures",
+        value_name = "DIR"
+    )]
+    pub out_dir: PathBuf,
 }
 
 /// The failure of a chaos run: some seed broke an invariant (exit 1).
@@ -114,13 +121,13 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
         return replay(args, &model);
     }
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(args.threads.unwrap_or(0) as usize)
+        .num_threads(args.jobs.unwrap_or(0) as usize)
         .build()
         .context("starting the worker threads")?;
-    let end = args.seed.checked_add(args.seeds).ok_or_else(|| {
+    let end = args.seed.checked_add(args.runs).ok_or_else(|| {
         crate::BadInput(format!(
-            "--seed {} plus --seeds {} overflows: keep S + N below 2^64",
-            args.seed, args.seeds
+            "--seed {} plus --runs {} overflows: keep S + N below 2^64",
+            args.seed, args.runs
         ))
     })?;
     let started = std::time::Instant::now();
@@ -159,9 +166,9 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
         else {
             continue;
         };
-        std::fs::create_dir_all(&args.out)
-            .with_context(|| format!("creating {}", args.out.display()))?;
-        let path = args.out.join(format!("seed-{}.toml", r.seed));
+        std::fs::create_dir_all(&args.out_dir)
+            .with_context(|| format!("creating {}", args.out_dir.display()))?;
+        let path = args.out_dir.join(format!("seed-{}.toml", r.seed));
         let comment = format!(
             "seed {} of {} failed '{}'; shrunk from {} faults to {} in {tries} runs.\nReplay: setpoint chaos --replay {}",
             r.seed,
@@ -190,7 +197,7 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
     } else {
         Err(ChaosFailed {
             failed: failed.len(),
-            seeds: args.seeds,
+            seeds: args.runs,
         }
         .into())
     }

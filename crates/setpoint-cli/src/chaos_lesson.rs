@@ -36,24 +36,24 @@ pub fn run(a: &ChaosArgs) -> anyhow::Result<String> {
     }
     let second_ms = second.round() as u64;
     let controllers = a
-        .controllers
+        .controller
         .iter()
         .map(|c| match c.parse::<ControllerKind>() {
             Ok(k) => Ok(k),
             Err(_) => Err(BadInput(format!(
-                "--controllers '{c}': accepted ledger, intent, expectations, named or gated"
+                "--controller '{c}': accepted ledger, intent, expectations, named or gated"
             ))),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    if let Some(&g) = a.delays.iter().find(|&&g| g > 3600) {
+    if let Some(&g) = a.delay.iter().find(|&&g| g > 3600) {
         anyhow::bail!(BadInput(format!(
-            "--delays {g}: out of range: accepted 0 to 3600 seconds"
+            "--delay {g}: out of range: accepted 0 to 3600 seconds"
         )));
     }
     let world = LessonSpec::default();
     let mut rows = Vec::new();
     for &controller in &controllers {
-        for &g in &a.delays {
+        for &g in &a.delay {
             let cell = Cell {
                 controller,
                 desired: world.desired,

@@ -22,6 +22,7 @@ mod runtime_table;
 mod scenario_args;
 mod shell;
 mod sweep;
+mod vocabulary;
 
 use std::io::{self, Write};
 

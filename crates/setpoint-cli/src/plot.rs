@@ -48,22 +48,29 @@ pub struct TimelineArgs {
 #[derive(Debug, Args)]
 pub struct HeatmapArgs {
     /// Report delays G (rows), in seconds: a list or a range such as 0..=90.
-    #[arg(short = 'G', long = "delays", visible_alias = "delay", default_value = "0..=90",
+    #[arg(short = 'G', long = "delay", alias = "delays", default_value = "0..=90",
           value_name = "GRID", value_parser = delay_axis, allow_hyphen_values = true)]
     pub delays: Axis,
-    /// Report-delay models as the rows, in place of --delays, in the order given: a list of
+    /// Report-delay models as the rows, in place of --delay, in the order given: a list of
     /// fixed:S, uniform:MIN:MAX and lesson-chain (seconds to the millisecond), such as
     /// fixed:20,uniform:0:40,lesson-chain. With random models, --runs N --colour p_overshoot
     /// shows how often each cell overshoots.
     #[arg(long, value_name = "LIST", value_parser = delay_models, conflicts_with = "delays")]
     pub delay_model: Option<DelayModels>,
     /// Loop periods U (columns), in seconds.
-    #[arg(short = 'U', long = "periods", visible_alias = "period", default_value = "1..=60",
+    #[arg(short = 'U', long = "period", alias = "periods", default_value = "1..=60",
           value_name = "GRID", value_parser = period_axis, allow_hyphen_values = true)]
     pub periods: Axis,
     /// Everything else about the world.
     #[command(flatten)]
     pub world: WorldArgs,
+    /// The expectations controller's TTL, in seconds [default: 300], as `sweep --ttl` (one
+    /// value: the picture has no axis for it).
+    #[arg(long, value_name = "SECONDS", value_parser = crate::args::ttl)]
+    pub ttl: Option<u64>,
+    /// The expectations controller's burst limit, in copies per pass [default: 500].
+    #[arg(long, value_name = "N", value_parser = crate::args::burst)]
+    pub burst: Option<u64>,
     /// Monte Carlo: N seeded runs per cell (fixed delays draw no random number, so this matters
     /// for the general engine's controllers only through --colour's distributions).
     #[arg(long, default_value = "1", value_name = "N", value_parser = heat_runs)]
@@ -119,6 +126,13 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
                 .map_or(a.delays.len(), |m| m.0.len() as u64);
             setpoint_sim::limits::check_picture_cells(rows.saturating_mul(a.periods.len()))?;
             let base = a.world.spec(0, 1);
+            for (given, flag) in [(a.ttl.is_some(), "--ttl"), (a.burst.is_some(), "--burst")] {
+                if given && base.controller != setpoint_core::ControllerKind::Expectations {
+                    anyhow::bail!(BadInput(format!(
+                        "{flag} applies only to controller 'expectations'; accepted: --controller expectations"
+                    )));
+                }
+            }
             let svg = if base.controller.is_lesson()
                 && a.runs == 1
                 && a.colour == "overshoot"
@@ -314,7 +328,7 @@ pub fn heatmap_of(base: &LessonSpec, delays: &Axis, periods: &Axis) -> anyhow::R
 /// grid `setpoint sweep` runs, with delays as rows and periods as columns. `p_overshoot` is
 /// drawn in percent (the picture's scale counts whole numbers); other values are rounded.
 fn heatmap_of_grid(a: &HeatmapArgs, base: &LessonSpec) -> anyhow::Result<String> {
-    let grid = Grid::new(GridSpec {
+    let mut spec = GridSpec {
         desired: Axis::single(base.desired),
         period: a.periods.clone(),
         delay: a.delays.clone(),
@@ -330,7 +344,14 @@ fn heatmap_of_grid(a: &HeatmapArgs, base: &LessonSpec) -> anyhow::Result<String>
         runs: a.runs,
         seed: a.seed,
         ..GridSpec::default()
-    })?;
+    };
+    if let Some(ttl) = a.ttl {
+        spec.ttl = Axis::single(ttl);
+    }
+    if let Some(burst) = a.burst {
+        spec.burst = Axis::single(burst);
+    }
+    let grid = Grid::new(spec)?;
     let column = setpoint_sim::sweep::column(&grid, &a.colour).map_err(|e| match e {
         e @ setpoint_sim::sweep::SweepError::NoColumn { .. } => {
             anyhow::Error::new(BadInput(format!("--colour: {e}")))

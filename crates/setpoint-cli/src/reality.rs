@@ -80,7 +80,7 @@ pub struct LessonArgs {
     #[arg(long, default_value = "0.01", value_name = "SCALE")]
     time_scale: f64,
     /// How many cells run at once.
-    #[arg(long, default_value = "6", value_name = "N")]
+    #[arg(short = 'j', long, default_value = "6", value_name = "N")]
     jobs: usize,
     /// Where the cells' data directories go (one per cell, replaced on every run).
     #[arg(long, default_value = ".setpoint-experiment", value_name = "DIR")]
@@ -95,14 +95,15 @@ pub struct LessonArgs {
         value_delimiter = ',',
         default_value = "0,5,10,20,30,60",
         value_name = "G,...",
-        value_parser = whole_seconds
+        value_parser = whole_seconds,
+        alias = "delays"
     )]
-    delays: Vec<u64>,
+    delay: Vec<u64>,
     /// Random report-delay models, in place of --delays: a list of fixed:S, uniform:MIN:MAX
     /// and lesson-chain (seconds to the millisecond). With --real the agent's report delays are
     /// drawn from each model with --seed; each cell is set against the lab's run with that seed
     /// and the lab's overshoot over 200 seeds.
-    #[arg(long, value_name = "LIST", value_parser = crate::sweep::delay_models, conflicts_with = "delays")]
+    #[arg(long, value_name = "LIST", value_parser = crate::sweep::delay_models, conflicts_with = "delay")]
     delay_model: Option<crate::sweep::DelayModels>,
     /// With --delay-model: the seed of the lab's run and of the agent's drawn delays.
     #[arg(long, default_value = "1", value_name = "N")]
@@ -112,9 +113,10 @@ pub struct LessonArgs {
         long,
         value_delimiter = ',',
         default_value = "ledger,intent",
-        value_name = "NAME,..."
+        value_name = "NAME,...",
+        alias = "controllers"
     )]
-    controllers: Vec<String>,
+    controller: Vec<String>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
@@ -286,26 +288,26 @@ fn jitter_lines(m: &Measurement) -> String {
 
 fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
     let controllers = a
-        .controllers
+        .controller
         .iter()
         .map(|c| {
             c.parse::<ControllerKind>().map_err(|_| {
                 BadInput(format!(
-                    "--controllers '{c}': accepted ledger, intent, expectations, named or gated"
+                    "--controller '{c}': accepted ledger, intent, expectations, named or gated"
                 ))
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    if let Some(&g) = a.delays.iter().find(|&&g| g > 3600) {
+    if let Some(&g) = a.delay.iter().find(|&&g| g > 3600) {
         anyhow::bail!(BadInput(format!(
-            "--delays {g}: out of range: accepted 0 to 3600 seconds"
+            "--delay {g}: out of range: accepted 0 to 3600 seconds"
         )));
     }
     setpoint_runtime::rt::quiet_stderr(!a.verbose);
     let mut cfg = RealLesson::new(&a.data_dir);
     cfg.time_scale = a.time_scale;
     cfg.jobs = a.jobs;
-    cfg.delays = a.delays.clone();
+    cfg.delays = a.delay.clone();
     cfg.controllers = controllers;
     cfg.store = a.store.clone();
     cfg.validate().map_err(|e| BadInput(e.to_string()))?;

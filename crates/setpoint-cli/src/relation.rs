@@ -24,11 +24,11 @@ use crate::BadInput;
 )]
 pub struct RelationArgs {
     /// Report delays G to scan (rows), in seconds.
-    #[arg(short = 'G', long = "delays", visible_alias = "delay", default_value = "0,10,20,30,45,60,90",
+    #[arg(short = 'G', long = "delay", alias = "delays", default_value = "0,10,20,30,45,60,90",
           value_name = "GRID", value_parser = delay_axis, allow_hyphen_values = true)]
     pub delays: Axis,
     /// Loop periods U to scan (columns), in seconds.
-    #[arg(short = 'U', long = "periods", visible_alias = "period", default_value = "5,10,15,20,30,45,60,90",
+    #[arg(short = 'U', long = "period", alias = "periods", default_value = "5,10,15,20,30,45,60,90",
           value_name = "GRID", value_parser = period_axis, allow_hyphen_values = true)]
     pub periods: Axis,
     /// Declared copies.
@@ -131,8 +131,8 @@ pub fn run(args: &RelationArgs) -> anyhow::Result<String> {
     };
     let grid = RelationGrid {
         base: base.clone(),
-        delays: short_list("--delays", &args.delays)?,
-        periods: short_list("--periods", &args.periods)?,
+        delays: short_list("--delay", &args.delays)?,
+        periods: short_list("--period", &args.periods)?,
     };
     let scan = RelationScan::try_run(&grid)?;
     let predicted = scan

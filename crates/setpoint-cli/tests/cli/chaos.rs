@@ -112,9 +112,9 @@ fn bad_fault_models_are_refused_naming_file_line_and_key() {
 fn flag_values_out_of_range_are_refused_naming_what_is_accepted() {
     let model = chaos_file("checker.toml");
     for (args, accepted) in [
-        (vec!["--seeds", "0"], "1..=100000000"),
+        (vec!["--runs", "0"], "1..=100000000"),
         (vec!["--format", "xml"], "table, json, csv"),
-        (vec!["--threads", "0"], "1..=1024"),
+        (vec!["--jobs", "0"], "1..=1024"),
         (vec!["--seed", "abc"], "--seed"),
     ] {
         let err = refused(&[&["chaos", model.as_str()], &args[..]].concat());
@@ -173,16 +173,7 @@ fn seeds_give_the_same_bytes_on_one_thread_and_two_and_json_and_csv_one_record_e
     let model = write(dir.path(), "small.toml", SMALL);
     let out = |format: &str, threads: &str| {
         let o = run(&[
-            "chaos",
-            &model,
-            "--seeds",
-            "4",
-            "--format",
-            format,
-            "--threads",
-            threads,
-            "--shrink",
-            "0",
+            "chaos", &model, "--runs", "4", "--format", format, "--jobs", threads, "--shrink", "0",
         ]);
         assert_eq!(o.status.code(), Some(1), "seed 2 fails: {o:?}");
         String::from_utf8(o.stdout).unwrap()
@@ -223,7 +214,7 @@ fn a_run_over_its_event_budget_stops_with_a_clear_message() {
         &SMALL.replacen("settle = 0", "settle = 0\nevent_budget = 1000", 1),
     );
     let started = std::time::Instant::now();
-    let o = run(&["chaos", &model, "--seeds", "2", "--shrink", "0"]);
+    let o = run(&["chaos", &model, "--runs", "2", "--shrink", "0"]);
     assert_eq!(o.status.code(), Some(1));
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(
@@ -245,7 +236,7 @@ fn a_shrunk_failure_replays_and_plot_timeline_draws_it_as_svg_and_png() {
         "2",
         "--shrink",
         "1",
-        "--out",
+        "--out-dir",
         out_dir.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(1));

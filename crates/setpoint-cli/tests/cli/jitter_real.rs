@@ -23,7 +23,7 @@ fn the_agents_report_delays_follow_the_drawn_model() {
         "--real",
         "--delay-model",
         "uniform:5:30",
-        "--controllers",
+        "--controller",
         "intent",
         "--seed",
         "4",
@@ -57,7 +57,7 @@ fn a_bad_model_or_a_seed_without_models_is_refused_before_any_run() {
     for (args, says) in [
         (&["--delay-model", "uniform:9:3"][..], "--delay-model"),
         (
-            &["--delay-model", "fixed:20", "--delays", "5"],
+            &["--delay-model", "fixed:20", "--delay", "5"],
             "cannot be used with",
         ),
         (&["--seed", "3"], "--seed applies only with --delay-model"),

@@ -130,15 +130,7 @@ fn relation_prints_measured_and_predicted_tables() {
 #[test]
 fn relation_json_counts_mismatches_outside_the_lessons_grid() {
     let text = stdout(&[
-        "relation",
-        "--delays",
-        "0",
-        "--periods",
-        "5",
-        "-B",
-        "0",
-        "--format",
-        "json",
+        "relation", "--delay", "0", "--period", "5", "-B", "0", "--format", "json",
     ]);
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["cell_count"], 1);
@@ -199,9 +191,9 @@ fn plot_timeline_and_heatmap_write_svg_files() {
     stdout(&[
         "plot",
         "heatmap",
-        "--delays",
+        "--delay",
         "0..=30:10",
-        "--periods",
+        "--period",
         "1..=20",
         "-o",
         hm.to_str().unwrap(),
@@ -211,14 +203,7 @@ fn plot_timeline_and_heatmap_write_svg_files() {
     assert!(tl.starts_with("<svg") && tl.contains("overshoot 24, peak 30, stable at 495 s"));
     assert!(hm.starts_with("<svg") && hm.contains("boundary U = G + B (B = 5)"));
     let out = setpoint(&[
-        "plot",
-        "heatmap",
-        "--delays",
-        "0..=1000",
-        "--periods",
-        "1..=1000",
-        "-o",
-        "-",
+        "plot", "heatmap", "--delay", "0..=1000", "--period", "1..=1000", "-o", "-",
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("more than the 200000 accepted"));
@@ -566,10 +551,10 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
         (&["run", "--format", "xml"], &["--format", "table"]),
         (&["run", "--bogus"], &["--bogus"]),
         (
-            &["relation", "--periods", "5,0"],
-            &["--periods", "values 1 to 1000000000"],
+            &["relation", "--period", "5,0"],
+            &["--period", "values 1 to 1000000000"],
         ),
-        (&["relation", "--delays", "1,,2"], &["--delays", "empty"]),
+        (&["relation", "--delay", "1,,2"], &["--delay", "empty"]),
         (
             &["relation", "--desired", "1,2"],
             &["--desired", "one value", "--boundary"],
@@ -603,8 +588,8 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
             &["--runs", "accepted 1 to"],
         ),
         (
-            &["advise", "-G", "5", "--periods", "0,5"],
-            &["--periods", "accepted 1 to"],
+            &["advise", "-G", "5", "--period", "0,5"],
+            &["--period", "values 1 to 1000000000"],
         ),
         (&[], &["subcommand", "lesson", "experiment"]),
         (

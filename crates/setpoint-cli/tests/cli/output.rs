@@ -236,9 +236,9 @@ fn experiment_takes_every_controller_and_predicts_through_the_labs_one_run() {
     let text = ok(&[
         "experiment",
         "lesson",
-        "--controllers",
+        "--controller",
         "ledger,named,expectations,gated",
-        "--delays",
+        "--delay",
         "60",
     ]);
     // The lab's G = 60 row of each controller: the lesson's 24 for ledger, none for the others,
@@ -270,7 +270,7 @@ fn experiment_takes_every_controller_and_predicts_through_the_labs_one_run() {
         assert_eq!(cells[2], v["created"].to_string(), "{controller}: {row}");
     }
     let out = Command::new(env!("CARGO_BIN_EXE_setpoint"))
-        .args(["experiment", "lesson", "--controllers", "pid"])
+        .args(["experiment", "lesson", "--controller", "pid"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));

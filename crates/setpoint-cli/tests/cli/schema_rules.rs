@@ -34,8 +34,8 @@ fn commands(store: &str, file: &str) -> Vec<Vec<String>> {
         vec!["sweep", "-G", "0..=10", "-U", "5..=15", "--summary"],
         vec!["relation", "-G", "20", "-U", "15"],
         vec!["advise", "-G", "20"],
-        vec!["chaos", "scenarios/chaos/partitions.toml", "--seeds", "2"],
-        vec!["experiment", "lesson", "--delays", "0,20"],
+        vec!["chaos", "scenarios/chaos/partitions.toml", "--runs", "2"],
+        vec!["experiment", "lesson", "--delay", "0,20"],
         vec!["get", "--data-dir", store],
         vec!["status", "--data-dir", store],
     ];
