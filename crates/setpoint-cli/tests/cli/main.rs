@@ -21,6 +21,7 @@
 //! - [`sweep_file`]: `sweep FILE.toml`, the grid flags over the file.
 //! - [`shards`]: shard trailers, and `merge` refusing a missing, cut-off or foreign shard.
 //! - [`runtime`]: the runtime as a cluster of real processes on a SQLite store.
+//! - [`readme`]: every command of README.md run as written, its shown output compared.
 //! - [`reality`]: model against reality, `measure`, and the failpoint matrix.
 //! - [`ops_cmds`]: `kill` past the running copies or of a missing workload, `apply -f -`,
 //!   `apply --store memory:`, a refused second `up` (issue 23).
@@ -56,6 +57,7 @@ mod netns;
 mod ops_cmds;
 mod output;
 mod pictures;
+mod readme;
 mod reality;
 mod runtime;
 mod scenarios;
