@@ -83,6 +83,7 @@ fn periods(s: &str) -> Result<PeriodList, String> {
 
 /// Runs `advise` and returns what it prints.
 pub fn run(args: &AdviseArgs) -> anyhow::Result<String> {
+    let spinner = crate::progress::spinner("advise: comparing periods and controllers");
     let advice = advise(&AdviceRequest {
         delay: args.delay.clone(),
         startup: args.startup,
@@ -93,7 +94,9 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<String> {
             .map_or_else(|| COMMON_PERIODS.to_vec(), |p| p.0.clone()),
         runs: args.runs,
         seed: args.seed,
-    })?;
+    });
+    spinner.finish_and_clear();
+    let advice = advice?;
     Ok(match args.format {
         AdviseFormat::Json => crate::output::json_with_schema(&advice)?,
         AdviseFormat::Table => table(&advice),

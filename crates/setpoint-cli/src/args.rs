@@ -17,6 +17,9 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// No progress bars (they are drawn only when stderr is a terminal anyway).
+    #[arg(short = 'q', long, global = true)]
+    pub quiet: bool,
 }
 
 /// The two halves of the command set, under the top-level help. A test checks that every
@@ -30,7 +33,8 @@ The runtime in the lab: chaos (the runtime's own machines in a simulated world, 
 Model against reality: measure (a real run's metrics), experiment (a lab scenario on real processes).
 Shell: completions, man.
 
-Exit codes: 0 success, 1 failure, 2 bad input.";
+Exit codes: 0 success, 1 failure, 2 bad input, 130/143 a long command (chaos) stopped by
+SIGINT/SIGTERM after printing what it had.";
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]

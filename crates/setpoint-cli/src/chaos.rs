@@ -55,7 +55,7 @@ pub struct ChaosArgs {
     )]
     pub controller: Vec<String>,
     /// How many seeded runs: seeds S, S+1, … S+N−1, with S from --seed.
-    #[arg(long, alias = "seeds", default_value = "1", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    #[arg(long, alias = "seeds", default_value = "1", value_name = "N", value_parser = chaos_runs)]
     pub runs: u64,
     /// The first seed.
     #[arg(long, default_value = "1", value_name = "S")]
@@ -81,6 +81,29 @@ pub struct ChaosArgs {
         value_name = "DIR"
     )]
     pub out_dir: PathBuf,
+}
+
+/// The most runs one `chaos` command takes (docs/limits.md): a ten-minute model costs about
+/// 40 ms of CPU a run, so 10^6 runs are about 11 hours of CPU; a larger search is split over
+/// commands or machines with `--seed`.
+pub const MAX_CHAOS_RUNS: u64 = 1_000_000;
+
+fn chaos_runs(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if (1..=MAX_CHAOS_RUNS).contains(&n) => Ok(n),
+        Ok(0) | Err(_)
+            if !s.bytes().all(|b| b.is_ascii_digit()) || s.trim_start_matches('0').is_empty() =>
+        {
+            Err(format!(
+                "'{s}' is not a count of runs: accepted 1 to {MAX_CHAOS_RUNS}"
+            ))
+        }
+        _ => Err(format!(
+            "{s} runs is over one command's budget: accepted 1 to {MAX_CHAOS_RUNS} (a ten-minute \
+             model costs about 40 ms of CPU a run, so {MAX_CHAOS_RUNS} runs are about 11 hours); \
+             split a larger search with --seed S --runs N (docs/limits.md)"
+        )),
+    }
 }
 
 /// The failure of a chaos run: some seed broke an invariant (exit 1).
@@ -131,9 +154,58 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
         ))
     })?;
     let started = std::time::Instant::now();
-    let reports = pool.install(|| run_seeds(&model, args.seed..end, Bugs::default()));
+    // In chunks, so that a bar can move and a signal can stop the search between two of them
+    // with what it found; each seed's run is the same whatever the chunks.
+    let stop = crate::progress::Stop::watch();
+    let bar = crate::progress::bar("chaos", args.runs, "runs");
+    let chunk = 8 * pool.current_num_threads().max(1) as u64;
+    let mut reports: Vec<SeedReport> = Vec::new();
+    let mut from = args.seed;
+    let mut interrupted = None;
+    while from < end {
+        if let Some(i) = stop.signal() {
+            interrupted = Some(i);
+            break;
+        }
+        let to = end.min(from.saturating_add(chunk));
+        reports.extend(pool.install(|| run_seeds(&model, from..to, Bugs::default())));
+        bar.inc(to - from);
+        let failures = reports.iter().filter(|r| !r.passed()).count();
+        if failures > 0 {
+            bar.set_message(format!(", {failures} failed"));
+        }
+        from = to;
+    }
+    bar.finish_and_clear();
     let wall = started.elapsed();
     let failed: Vec<&SeedReport> = reports.iter().filter(|r| !r.passed()).collect();
+    if let Some(i) = interrupted {
+        // What it has: the rows of the seeds run, then one line of where it stopped; no
+        // shrinking, which could take as long again.
+        let rows: Vec<Record> = match args.format {
+            Format::Table => failed.iter().map(|r| record(r)).collect(),
+            _ => reports.iter().map(record).collect(),
+        };
+        write_stdout(&print(&rows, args.format.into(), &["schema"]))?;
+        let last = reports
+            .last()
+            .map_or("none".to_owned(), |r| r.seed.to_string());
+        let first_failed = failed.first().map_or(String::new(), |r| {
+            format!("; first failing seed {}", r.seed)
+        });
+        eprintln!(
+            "chaos: stopped by {} after {} of {} runs ({:.1} s): seeds {}..={last}, {} failed{first_failed}; \
+             go on with --seed {}",
+            i.name,
+            reports.len(),
+            args.runs,
+            wall.as_secs_f64(),
+            args.seed,
+            failed.len(),
+            from
+        );
+        return Err(i.into());
+    }
     let mut text = match args.format {
         Format::Table => {
             let rows: Vec<Record> = failed.iter().map(|r| record(r)).collect();

@@ -87,7 +87,10 @@ fn summary(
     runs: u64,
     seed: u64,
 ) -> anyhow::Result<String> {
-    let summary = monte_carlo(scenario, seed, runs)?;
+    let spinner = crate::progress::spinner(&format!("run: {runs} runs"));
+    let summary = monte_carlo(scenario, seed, runs);
+    spinner.finish_and_clear();
+    let summary = summary?;
     Ok(match args.format {
         Format::Table => report::summary_table(label, scenario, &summary),
         format => output::print(

@@ -1,7 +1,8 @@
 //! The `setpoint` binary: parses the command line, hands validated settings to the libraries and
 //! prints what they return.
 //!
-//! Exit codes: 0 success (a closed output pipe counts as success), 1 failure, 2 bad input.
+//! Exit codes: 0 success (a closed output pipe counts as success), 1 failure, 2 bad input, 130
+//! or 143 a long command stopped by SIGINT or SIGTERM after printing what it had ([`progress`]).
 
 mod advise;
 mod args;
@@ -13,6 +14,7 @@ mod lab;
 mod merge;
 mod output;
 mod plot;
+mod progress;
 mod reality;
 mod records;
 mod relation;
@@ -50,9 +52,15 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_exit(e),
     };
+    progress::set_quiet(cli.quiet);
     match execute(cli, &matches) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<progress::Interrupted>().is_some() => {
+            // The command said on stderr where it stopped.
+            let i = e.downcast_ref::<progress::Interrupted>().expect("checked");
+            ExitCode::from(i.code)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             if e.downcast_ref::<SettingError>().is_some()

@@ -1,12 +1,12 @@
 //! `setpoint sweep`: its flags, and the driver that runs a grid with a progress bar.
 
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use setpoint_core::ControllerKind;
 use setpoint_sim::delay::DelayModel;
 use setpoint_sim::merge;
@@ -301,19 +301,8 @@ impl<W: Write> Write for AroundBar<'_, W> {
     }
 }
 
-/// A bar over `cells`, labelled `what`, on stderr when stderr is a terminal; otherwise one that
-/// draws nothing, so pipes and logs stay clean.
+/// A bar over `cells`, labelled `what`, on stderr when stderr is a terminal (and no
+/// `--quiet`); otherwise one that draws nothing, so pipes and logs stay clean.
 pub(crate) fn progress_bar(what: &str, cells: u64) -> ProgressBar {
-    if !io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(cells);
-    bar.set_style(
-        ProgressStyle::with_template(&format!(
-            "{{spinner}} {what} [{{bar:40}}] {{human_pos}}/{{human_len}} cells, {{elapsed}} elapsed, eta {{eta}}"
-        ))
-        .expect("the template is valid")
-        .progress_chars("=> "),
-    );
-    bar
+    crate::progress::bar(what, cells, "cells")
 }

@@ -12,6 +12,8 @@
 //! - [`heatmap_models`]: `plot heatmap --delay-model`, rows of models against the sweep.
 //! - [`jitter_real`]: `experiment lesson --real --delay-model`: drawn report delays on real processes.
 //! - [`lab_cmd`]: the binary as a command (status, stdout, one-line refusals) for issue 12's later modules.
+//! - [`long_work`]: chaos --runs over its budget, no progress without a terminal, a chaos
+//!   search stopped by a signal printing what it has (issue 25).
 //! - [`lesson`]: golden lesson outputs, formats, exit codes and messages, plots and reports.
 //! - [`limits`]: the audit's corpus of inputs over the limits of docs/limits.md.
 //! - [`pictures`]: `-o` formats (SVG, PNG, HTML, stdout) and the shapes in the pictures.
@@ -53,6 +55,7 @@ mod jitter_real;
 mod lab_cmd;
 mod lesson;
 mod limits;
+mod long_work;
 mod netns;
 mod ops_cmds;
 mod output;
