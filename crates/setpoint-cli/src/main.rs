@@ -195,12 +195,7 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
             lab::run(&args, sub)?
         }
         Command::Relation(args) => relation::run(&args)?,
-        Command::Plot(command) => plot::run(
-            &command,
-            matches
-                .subcommand_matches("plot")
-                .and_then(|m| m.subcommand_matches("timeline")),
-        )?,
+        Command::Plot(command) => plot::run(&command, matches.subcommand_matches("plot"))?,
         Command::Report(args) => report::run(&args, matches.subcommand_matches("report"))?,
         Command::Advise(args) => advise::run(&args)?,
         Command::Sweep(args) => {

@@ -47,6 +47,10 @@ pub struct TimelineArgs {
 /// `setpoint plot heatmap`.
 #[derive(Debug, Args)]
 pub struct HeatmapArgs {
+    /// A scenario file (TOML), as `sweep FILE.toml` takes it: it gives every setting that no
+    /// flag typed on the command line gives (one workload, deaths by count as its only events).
+    #[arg(value_name = "SCENARIO.toml")]
+    pub scenario: Option<std::path::PathBuf>,
     /// Report delays G (rows), in seconds: a list or a range such as 0..=90.
     #[arg(short = 'G', long = "delay", alias = "delays", default_value = "0..=90",
           value_name = "GRID", value_parser = delay_axis, allow_hyphen_values = true)]
@@ -94,12 +98,14 @@ fn heat_runs(s: &str) -> Result<u64, String> {
         .map_err(|e| e.to_string())
 }
 
-/// Runs `plot` and returns the line it prints. `matches` are the subcommand's, to refuse run
+/// Runs `plot` and returns the line it prints. `matches` are `plot`'s, to refuse run
 /// flags typed next to a scenario file.
 pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow::Result<String> {
     match command {
         PlotCommand::Timeline(a) => {
-            let matches = matches.context("the timeline subcommand's matches")?;
+            let matches = matches
+                .and_then(|m| m.subcommand_matches("timeline"))
+                .context("the timeline subcommand's matches")?;
             if let Some(path) = a.world.scenario.as_deref().filter(|p| is_chaos_file(p)) {
                 let svg = crate::chaos_plot::timeline(path, a, matches)?;
                 return a.output.write_picture(&svg);
@@ -126,21 +132,23 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
                 .map_or(a.delays.len(), |m| m.0.len() as u64);
             setpoint_sim::limits::check_picture_cells(rows.saturating_mul(a.periods.len()))?;
             let base = a.world.spec(0, 1);
-            for (given, flag) in [(a.ttl.is_some(), "--ttl"), (a.burst.is_some(), "--burst")] {
-                if given && base.controller != setpoint_core::ControllerKind::Expectations {
-                    anyhow::bail!(BadInput(format!(
-                        "{flag} applies only to controller 'expectations'; accepted: --controller expectations"
-                    )));
-                }
+            if a.ttl.is_some() || a.burst.is_some() {
+                // The lesson's engine has no TTL: the grid path checks and applies them.
+                let heat = matches.and_then(|m| m.subcommand_matches("heatmap"));
+                return a
+                    .output
+                    .write_picture(&heatmap_of_grid(a, &heatmap_grid(a, &base, heat)?)?);
             }
             let svg = if base.controller.is_lesson()
                 && a.runs == 1
                 && a.colour == "overshoot"
                 && a.delay_model.is_none()
+                && a.scenario.is_none()
             {
                 heatmap_of(&base, &a.delays, &a.periods)?
             } else {
-                heatmap_of_grid(a, &base)?
+                let heat = matches.and_then(|m| m.subcommand_matches("heatmap"));
+                heatmap_of_grid(a, &heatmap_grid(a, &base, heat)?)?
             };
             a.output.write_picture(&svg)
         }
@@ -327,31 +335,90 @@ pub fn heatmap_of(base: &LessonSpec, delays: &Axis, periods: &Axis) -> anyhow::R
 /// The heatmap of any controller, coloured by any numeric column of the sweep's rows: the same
 /// grid `setpoint sweep` runs, with delays as rows and periods as columns. `p_overshoot` is
 /// drawn in percent (the picture's scale counts whole numbers); other values are rounded.
-fn heatmap_of_grid(a: &HeatmapArgs, base: &LessonSpec) -> anyhow::Result<String> {
-    let mut spec = GridSpec {
-        desired: Axis::single(base.desired),
-        period: a.periods.clone(),
-        delay: a.delays.clone(),
-        delay_models: a
-            .delay_model
-            .as_ref()
-            .map(|m| m.0.clone())
-            .unwrap_or_default(),
-        startup: Axis::single(base.startup),
-        controller: vec![base.controller],
-        duration: base.duration,
-        deaths: base.deaths.clone(),
-        runs: a.runs,
-        seed: a.seed,
-        ..GridSpec::default()
+/// The grid a heatmap draws: the flags alone, or a scenario file's settings with the flags
+/// typed on the command line on top (as `sweep FILE.toml` does).
+fn heatmap_grid(
+    a: &HeatmapArgs,
+    base: &LessonSpec,
+    matches: Option<&clap::ArgMatches>,
+) -> anyhow::Result<GridSpec> {
+    let typed = |id: &str| {
+        matches.and_then(|m| m.value_source(id)) == Some(clap::parser::ValueSource::CommandLine)
     };
+    let file = match &a.scenario {
+        None => None,
+        Some(path) => {
+            let label = path.display().to_string();
+            let spec = setpoint_sim::scenario_file::load(path)?;
+            Some(
+                setpoint_sim::sweep_file::grid_spec(&label, &spec)
+                    .map_err(|e| BadInput(e.to_string()))?,
+            )
+        }
+    };
+    let set = |id: &str| file.is_none() || typed(id);
+    let mut g = file.clone().unwrap_or_default();
+    if set("desired") {
+        g.desired = Axis::single(base.desired);
+    }
+    if set("startup") {
+        g.startup = Axis::single(base.startup);
+    }
+    if set("periods") {
+        g.period = a.periods.clone();
+    }
+    if let Some(m) = a.delay_model.as_ref().filter(|_| set("delay_model")) {
+        g.delay_models = m.0.clone();
+    } else if set("delays") {
+        g.delay = a.delays.clone();
+        g.delay_models = Vec::new();
+    }
+    if set("controller") {
+        g.controller = vec![base.controller];
+    }
+    if set("duration") {
+        g.duration = base.duration;
+    }
+    if set("deaths") {
+        g.deaths = base.deaths.clone();
+    }
+    if set("seed") {
+        g.seed = a.seed;
+    }
+    g.runs = a.runs;
     if let Some(ttl) = a.ttl {
-        spec.ttl = Axis::single(ttl);
+        g.ttl = Axis::single(ttl);
     }
     if let Some(burst) = a.burst {
-        spec.burst = Axis::single(burst);
+        g.burst = Axis::single(burst);
     }
-    let grid = Grid::new(spec)?;
+    for (what, n) in [
+        ("desired count", g.desired.len()),
+        ("startup", g.startup.len()),
+        ("controller", g.controller.len() as u64),
+    ] {
+        if n != 1 {
+            anyhow::bail!(BadInput(format!(
+                "plot heatmap draws one {what}, got {n}; accepted: one value (sweep scans several)"
+            )));
+        }
+    }
+    for (given, flag) in [(a.ttl.is_some(), "--ttl"), (a.burst.is_some(), "--burst")] {
+        if given && g.controller != [setpoint_core::ControllerKind::Expectations] {
+            anyhow::bail!(BadInput(format!(
+                "{flag} applies only to controller 'expectations'; accepted: --controller expectations"
+            )));
+        }
+    }
+    Ok(g)
+}
+
+/// The heatmap of any controller, coloured by any numeric column of the sweep's rows: the same
+/// grid `setpoint sweep` runs, with delays (or delay models) as rows and periods as columns.
+/// `p_overshoot` is drawn in percent (the picture's scale counts whole numbers); other values
+/// are rounded.
+fn heatmap_of_grid(a: &HeatmapArgs, spec: &GridSpec) -> anyhow::Result<String> {
+    let grid = Grid::new(spec.clone())?;
     let column = setpoint_sim::sweep::column(&grid, &a.colour).map_err(|e| match e {
         e @ setpoint_sim::sweep::SweepError::NoColumn { .. } => {
             anyhow::Error::new(BadInput(format!("--colour: {e}")))
@@ -359,15 +426,20 @@ fn heatmap_of_grid(a: &HeatmapArgs, base: &LessonSpec) -> anyhow::Result<String>
         e => anyhow::Error::new(e),
     })?;
     // The rows: delays in seconds, or the models by their canonical text.
-    let labels: Vec<String> = a.delay_model.as_ref().map_or_else(Vec::new, |m| {
-        m.0.iter().map(setpoint_sim::sweep::model_text).collect()
-    });
+    let labels: Vec<String> = spec
+        .delay_models
+        .iter()
+        .map(setpoint_sim::sweep::model_text)
+        .collect();
     let delays: Vec<u64> = if labels.is_empty() {
-        a.delays.values().collect()
+        spec.delay.values().collect()
     } else {
         (0..labels.len() as u64).collect()
     };
-    let (nd, np) = (delays.len(), a.periods.len() as usize);
+    let (nd, np) = (delays.len(), spec.period.len() as usize);
+    let one = |axis: &Axis| axis.values().next().unwrap_or_default();
+    let (desired, startup) = (one(&spec.desired), one(&spec.startup));
+    let controller = spec.controller[0];
     let percent = a.colour == "p_overshoot";
     // Grid cells go period-major; the picture goes row by row over delays.
     let mut values = vec![0u64; nd * np];
@@ -380,17 +452,17 @@ fn heatmap_of_grid(a: &HeatmapArgs, base: &LessonSpec) -> anyhow::Result<String>
         "{}{}, desired {}, B={} s, {} s run, controller {}{}",
         a.colour,
         if percent { " (% of runs)" } else { "" },
-        base.desired,
-        base.startup,
-        base.duration,
-        base.controller,
-        if a.runs > 1 {
-            format!(", {} runs per cell, seed {}", a.runs, a.seed)
+        desired,
+        startup,
+        spec.duration,
+        controller,
+        if spec.runs > 1 {
+            format!(", {} runs per cell, seed {}", spec.runs, spec.seed)
         } else {
             String::new()
         }
     );
-    let periods: Vec<u64> = a.periods.values().collect();
+    let periods: Vec<u64> = spec.period.values().collect();
     let scale = if percent {
         format!("{} (%)", a.colour)
     } else {
@@ -401,7 +473,7 @@ fn heatmap_of_grid(a: &HeatmapArgs, base: &LessonSpec) -> anyhow::Result<String>
         delays: &delays,
         periods: &periods,
         overshoot: &values,
-        startup: base.startup,
+        startup,
         lesson_wrong: &[],
         row_labels: &labels,
         scale: &scale,

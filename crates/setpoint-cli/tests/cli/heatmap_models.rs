@@ -100,3 +100,56 @@ fn the_model_list_is_checked_before_any_work() {
     }
     assert!(!std::path::Path::new("/tmp/spc-lab12-never.svg").exists());
 }
+
+/// `plot heatmap FILE.toml` takes what `sweep FILE.toml` takes: the file's settings where no
+/// flag is typed, the typed flags on top. The picture is the one the same settings typed as
+/// flags draw, byte for byte.
+#[test]
+fn a_heatmap_from_a_scenario_file_is_the_one_its_settings_draw_as_flags() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/uniform-jitter.toml"
+    );
+    let common = ["-U", "10..=50:20", "--controller", "ledger", "--runs", "8"];
+    let mut from_file = vec!["plot", "heatmap", file];
+    from_file.extend(common);
+    from_file.extend(["--colour", "p_overshoot", "-o", "-"]);
+    let mut flags = vec![
+        "plot",
+        "heatmap",
+        "--delay-model",
+        "uniform:5:30",
+        "--desired",
+        "6",
+    ];
+    flags.extend([
+        "-B",
+        "5",
+        "--duration",
+        "900",
+        "--deaths",
+        "300:2",
+        "--seed",
+        "1",
+    ]);
+    flags.extend(common);
+    flags.extend(["--colour", "p_overshoot", "-o", "-"]);
+    let svg = ok(&from_file);
+    assert!(
+        svg.contains("uniform:5:30"),
+        "the file's delay model is the row"
+    );
+    assert_eq!(svg, ok(&flags));
+    // A flag the controller does not take is refused, not ignored.
+    let out = run(&[
+        "plot",
+        "heatmap",
+        "--ttl",
+        "100",
+        "-o",
+        "/tmp/spc-lab-ops-never.svg",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("--ttl applies only to controller 'expectations'"));
+}
