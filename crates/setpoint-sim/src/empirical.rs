@@ -150,7 +150,12 @@ impl Empirical {
 
     /// Draws one delay, in milliseconds, by the module's rule.
     pub fn sample(&self, rng: &mut WorldRng) -> Millis {
-        let u = rng.uniform(0, CDF_ONE - 1);
+        self.at(rng.uniform(0, CDF_ONE - 1))
+    }
+
+    /// The delay a uniform draw `u` (`0 ..= CDF_ONE − 1`) maps to: the module's rule.
+    pub fn at(&self, u: u64) -> Millis {
+        let u = u.min(CDF_ONE - 1);
         // cum[0] = 0 ≤ u < CDF_ONE = cum[last], so i is in 1 ..= last.
         let i = self.knots.partition_point(|k| k.cum <= u);
         let (a, b) = (self.knots[i - 1], self.knots[i]);
@@ -197,6 +202,22 @@ mod tests {
         let n = 50_000;
         let at = (0..n).filter(|_| e.sample(&mut rng) == 2000).count() as f64 / n as f64;
         assert!((at - 0.3).abs() < 0.01, "{at}");
+    }
+
+    #[test]
+    fn the_documented_example_maps_draws_as_docs_model_md_says() {
+        // docs/model.md, "Empirical models": 30 % exactly at 2 s, the rest uniform to 4 s.
+        let e = Empirical::new(
+            knots(&[(2000, 0), (2000, 300_000_000), (4000, CDF_ONE)]),
+            "x",
+        )
+        .unwrap();
+        assert_eq!(e.at(150_000_000), 2000);
+        assert_eq!(e.at(650_000_000), 3000);
+        assert_eq!(e.at(0), 2000);
+        assert_eq!(e.at(CDF_ONE - 1), 3999);
+        assert!((e.mean_ms() - 2700.0).abs() < 1e-9);
+        assert_eq!(e.max_ms(), 4000);
     }
 
     #[test]
