@@ -259,4 +259,38 @@ mod tests {
         assert_eq!(draw(4), draw(4));
         assert_ne!(draw(4), draw(5));
     }
+
+    proptest::proptest! {
+        /// A draw is the CDF's inverse: the share below it is at most u, the share up to one
+        /// millisecond past it at least u; and a larger u never draws a smaller delay.
+        #[test]
+        fn a_draw_inverts_the_cdf_and_never_goes_back(
+            steps in proptest::collection::vec((0u64..5000, 0u64..1000), 1..12),
+            us in proptest::collection::vec(0u64..CDF_ONE, 1..40),
+        ) {
+            // Knots from increments: some of zero width (jumps), some of zero weight (flats).
+            let total: u64 = steps.iter().map(|s| s.1).sum::<u64>().max(1);
+            let (mut ms, mut w) = (100u64, 0u64);
+            let mut ks = vec![Knot { ms, cum: 0 }];
+            for &(dx, dw) in &steps {
+                ms += dx;
+                w += dw;
+                ks.push(Knot { ms, cum: (w * CDF_ONE) / total });
+            }
+            ks.last_mut().unwrap().cum = CDF_ONE;
+            let e = Empirical::new(ks, "p").unwrap();
+            let mut sorted = us.clone();
+            sorted.sort_unstable();
+            let mut last = 0;
+            for &u in &sorted {
+                let x = e.at(u);
+                let p = u as f64 / CDF_ONE as f64;
+                proptest::prop_assert!(e.cdf_below(x as f64) <= p + 1e-9, "u {u} x {x}");
+                proptest::prop_assert!(e.cdf(x as f64 + 1.0) + 1e-9 >= p, "u {u} x {x}");
+                proptest::prop_assert!((e.min_ms()..=e.max_ms()).contains(&x));
+                proptest::prop_assert!(x >= last);
+                last = x;
+            }
+        }
+    }
 }
