@@ -813,4 +813,62 @@ mod tests {
         .unwrap_err();
         assert!(err.to_string().contains("min 5000 ms is above max 1000 ms"));
     }
+
+    #[test]
+    fn a_fixed_startup_model_measures_what_the_fixed_startup_does() {
+        for (delay, kind) in [
+            (0, ControllerKind::Ledger),
+            (20, ControllerKind::Intent),
+            (60, ControllerKind::Ledger),
+        ] {
+            let spec = ScenarioSpec {
+                delay: DelayModel::fixed_seconds(delay),
+                controller: ControllerSpec::new(kind),
+                ..ScenarioSpec::default()
+            };
+            let plain = Scenario::new(spec.clone()).unwrap();
+            // 4.2 s rounds up to the workload's 5 s, as a report delay would.
+            let drawn = Scenario::new(spec)
+                .unwrap()
+                .with_startup_model(Some(DelayModel::Fixed(4200)))
+                .unwrap();
+            assert!(drawn.as_lesson().is_none());
+            let (a, b) = (run(&plain, 1).unwrap(), run(&drawn, 1).unwrap());
+            assert_eq!(b.engine, "general");
+            assert_eq!(b.seed, None, "a fixed startup draws nothing");
+            assert_eq!(a.workloads, b.workloads, "G={delay} {kind}");
+        }
+    }
+
+    #[test]
+    fn a_random_startup_model_draws_per_copy_from_the_seed() {
+        let spec = ScenarioSpec {
+            delay: DelayModel::fixed_seconds(10),
+            ..ScenarioSpec::default()
+        };
+        let model = DelayModel::Uniform {
+            min: 0,
+            max: 60_000,
+        };
+        let s = Scenario::new(spec)
+            .unwrap()
+            .with_startup_model(Some(model))
+            .unwrap();
+        let outs: Vec<_> = (1..=8).map(|seed| run(&s, seed).unwrap()).collect();
+        assert_eq!(outs[0].seed, Some(1));
+        assert_eq!(run(&s, 1).unwrap(), outs[0]);
+        let overshoots: std::collections::BTreeSet<u64> = outs
+            .iter()
+            .map(|o| o.workloads[0].metrics.overshoot)
+            .collect();
+        assert!(
+            overshoots.len() > 1,
+            "startup times vary with the seed: {overshoots:?}"
+        );
+        let too_long = DelayModel::Fixed(MAX_DELAY_MS + 1);
+        assert!(Scenario::new(ScenarioSpec::default())
+            .unwrap()
+            .with_startup_model(Some(too_long))
+            .is_err());
+    }
 }
