@@ -25,7 +25,6 @@ use std::collections::BTreeMap;
 
 use setpoint_runtime::events::{logged_workloads, read_log, CopyEventKind, Logged};
 use setpoint_runtime::{OpenMode, StoreUrl};
-use setpoint_sim::calibrate::kube::fit_from;
 use setpoint_sim::calibrate::{CalibrateError, DelayKind, Fit, Source};
 
 /// Why the event log could not be calibrated from.
@@ -177,7 +176,7 @@ pub fn fits_from_logs(
                     "real milliseconds divided by the time scale {time_scale}"
                 ));
             }
-            let mut f = fit_from(from, Source::EventLog, kind, xs, notes)?;
+            let mut f = Fit::from_samples(from, Source::EventLog, kind, xs, notes)?;
             if kind != DelayKind::Startup {
                 f.pipeline = Some(pipeline.to_owned());
                 f.notes.push(pipeline_note.clone());

@@ -23,7 +23,6 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::fit::{band95, fit_samples};
 use super::{CalibrateError, DelayKind, Fit, Request, Source};
 
 /// Milliseconds since the Unix epoch of an RFC 3339 time (`2024-05-01T12:00:03Z`,
@@ -276,7 +275,7 @@ fn pods(file: &str, items: &[&Value]) -> Result<Vec<Fit>, CalibrateError> {
             } else {
                 Vec::new()
             };
-            fit_from(file, Source::PodList, kind, xs, notes)
+            Fit::from_samples(file, Source::PodList, kind, xs, notes)
         })
         .collect()
 }
@@ -340,35 +339,7 @@ fn events(file: &str, items: &[&Value]) -> Result<Fit, CalibrateError> {
     if left > 0 {
         notes.push(format!("{left} pods without both events are left out"));
     }
-    fit_from(file, Source::EventList, DelayKind::Startup, xs, notes)
-}
-
-/// A [`Fit`] of samples from `file`, with the notes of the source before the fit's own.
-pub fn fit_from(
-    file: &str,
-    source: Source,
-    kind: DelayKind,
-    xs: Vec<u64>,
-    mut notes: Vec<String>,
-) -> Result<Fit, CalibrateError> {
-    let count = xs.len() as u64;
-    let f = fit_samples(xs, file)
-        .map_err(|m| CalibrateError::unusable(file, format!("{kind}: {m}")))?;
-    notes.extend(f.notes);
-    Ok(Fit {
-        delay: kind,
-        source,
-        from: file.to_owned(),
-        metric: None,
-        count,
-        cdf: f.cdf,
-        measured: f.measured,
-        ks: f.ks,
-        band95: band95(count),
-        bucket_mass: None,
-        pipeline: None,
-        notes,
-    })
+    Fit::from_samples(file, Source::EventList, DelayKind::Startup, xs, notes)
 }
 
 #[cfg(test)]

@@ -164,6 +164,35 @@ pub struct Fit {
 }
 
 impl Fit {
+    /// The fit of samples `xs` (milliseconds) from `file` by [`fit::fit_samples`], with the
+    /// source's `notes` before the fit's own.
+    pub fn from_samples(
+        file: &str,
+        source: Source,
+        kind: DelayKind,
+        xs: Vec<u64>,
+        mut notes: Vec<String>,
+    ) -> Result<Fit, CalibrateError> {
+        let count = xs.len() as u64;
+        let f = fit::fit_samples(xs, file)
+            .map_err(|m| CalibrateError::unusable(file, format!("{kind}: {m}")))?;
+        notes.extend(f.notes);
+        Ok(Fit {
+            delay: kind,
+            source,
+            from: file.to_owned(),
+            metric: None,
+            count,
+            cdf: f.cdf,
+            measured: f.measured,
+            ks: f.ks,
+            band95: fit::band95(count),
+            bucket_mass: None,
+            pipeline: None,
+            notes,
+        })
+    }
+
     /// Whether it was fitted from fewer than [`MIN_SAMPLES`] measurements.
     pub fn few_samples(&self) -> bool {
         self.count < MIN_SAMPLES

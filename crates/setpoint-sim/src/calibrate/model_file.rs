@@ -246,11 +246,10 @@ pub fn load_kind(path: &Path, kind: DelayKind) -> Result<Empirical, ModelFileErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibrate::kube::fit_from;
 
     fn fit() -> Fit {
         let xs = (0..250).map(|i| (i * i * 37) % 9001 + 400).collect();
-        let mut f = fit_from(
+        let mut f = Fit::from_samples(
             "m.json",
             Source::PodList,
             DelayKind::Startup,
