@@ -289,5 +289,12 @@ mod tests {
         assert!(from_store("sqlite:/nonexistent/x", None, 0.0)
             .unwrap_err()
             .is_bad_input());
+        let e = from_store("carrier-pigeon:x", None, 1.0).unwrap_err();
+        assert!(
+            matches!(e, StoreCalibrateError::Url(_)) && e.is_bad_input(),
+            "{e}"
+        );
+        let e = from_store("sqlite:/nonexistent/x", None, 1.0).unwrap_err();
+        assert!(e.is_bad_input(), "a store that is not there: {e}");
     }
 }

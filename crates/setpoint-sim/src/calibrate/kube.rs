@@ -464,6 +464,19 @@ mod tests {
     }
 
     #[test]
+    fn one_pod_as_kubectl_get_pod_name_prints_it_is_a_list_of_one() {
+        let one = pod(
+            "a",
+            "2024-05-01T12:00:00Z",
+            &[("Ready", "2024-05-01T12:00:07Z")],
+            0,
+        );
+        let fits = calibrate("p.json", &one, &Request::default()).unwrap();
+        assert_eq!((fits[0].count, fits[0].cdf.max_ms()), (1, 7000));
+        assert!(fits[0].few_samples());
+    }
+
+    #[test]
     fn lists_that_are_not_pods_or_events_are_refused() {
         assert!(err("{\"kind\":\"List\",\"items\":[]}", None).contains("no items"));
         assert!(err("{\"kind\":\"List\"}", None).contains("items: no items array"));
@@ -522,6 +535,17 @@ mod tests {
             .to_string();
         assert!(
             e.contains("no pod has both a Scheduled and a Started event"),
+            "{e}"
+        );
+        let backwards = list(&[
+            event("a", "Scheduled", "eventTime", "2024-05-01T12:00:05.000000Z"),
+            event("a", "Started", "firstTimestamp", "2024-05-01T12:00:02Z"),
+        ]);
+        let e = calibrate("e.json", &backwards, &Request::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the Started event of pod d/a: lies 3000 ms before"),
             "{e}"
         );
         let untimed = list(&["{\"kind\":\"Event\",\"reason\":\"Started\",\"involvedObject\":{\"kind\":\"Pod\",\"name\":\"x\"}}".into()]);

@@ -407,6 +407,8 @@ other_total 3\n";
             ("a_bucket{le=\"1\"} many\n", "line 1", "not a number"),
             ("a_bucket{le=\"1\" 4\n", "line 1", "label"),
             ("a_bucket{le=\"1\"", "line 1", "closing"),
+            ("a_bucket{le=\"1\"}\n", "line 1", "without a value"),
+            ("a_bucket{le=\"1} 4\n", "line 1", "unclosed value"),
             ("a_bucket{le=1} 4\n", "line 1", "quoted"),
             ("a_bucket{} 4\n", "line 1", "without an le"),
             ("a_bucket{le=\"1\"} 1\na_bucket{le=\"1\"} 1\na_bucket{le=\"+Inf\"} 1\n", "line 2", "twice"),
