@@ -11,13 +11,18 @@ use setpoint_sim::Limit;
 /// `setpoint advise`.
 #[derive(Debug, Args)]
 pub struct AdviseArgs {
-    /// The report delay: seconds (`20`), or a delay model: `fixed:S`, `uniform:MIN:MAX` or
-    /// `lesson-chain` (the lesson's measured four-stage chain).
+    /// The report delay: seconds (`20`), or a delay model: `fixed:S`, `uniform:MIN:MAX`,
+    /// `lesson-chain` (the lesson's measured four-stage chain) or `empirical:MODEL.toml` (fitted
+    /// by `setpoint calibrate`).
     #[arg(short = 'G', long, value_name = "SECONDS|MODEL", value_parser = delay, allow_hyphen_values = true)]
     pub delay: DelayModel,
     /// Startup time B: seconds from creation to running.
     #[arg(short = 'B', long, default_value = "5", value_name = "SECONDS", value_parser = startup, allow_negative_numbers = true)]
     pub startup: u64,
+    /// Startup-time model, drawn for every copy: fixed:S, uniform:MIN:MAX or
+    /// empirical:MODEL.toml (its startup model). Replaces --startup.
+    #[arg(long, value_name = "MODEL", value_parser = crate::args::startup_model, conflicts_with = "startup")]
+    pub startup_model: Option<DelayModel>,
     /// Declared copies.
     #[arg(long, default_value = "6", value_name = "N", value_parser = desired, allow_negative_numbers = true)]
     pub desired: u64,
@@ -87,6 +92,7 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<String> {
     let advice = advise(&AdviceRequest {
         delay: args.delay.clone(),
         startup: args.startup,
+        startup_model: args.startup_model.clone(),
         desired: args.desired,
         periods: args
             .periods

@@ -25,7 +25,8 @@ pub struct Cli {
 /// The two halves of the command set, under the top-level help. A test checks that every
 /// subcommand is named here.
 const GROUPS: &str = "\
-The lab (deterministic simulation, fast): lesson, run, relation, plot, report, advise, sweep, merge.
+The lab (deterministic simulation, fast): lesson, run, relation, plot, report, advise, sweep, merge,
+  calibrate (an empirical delay model from measurements).
 The runtime (real processes, declared in a store): controller and agent keep the copies running
   (up runs a controller and N agents in one process); apply, get, delete, kill, status and logs
   declare, show and disturb the workloads; node forget confirms a lost node is gone.
@@ -59,6 +60,9 @@ pub enum Command {
     /// Recommend a loop period and a controller for a report delay and a startup time, with the
     /// reasoning.
     Advise(crate::advise::AdviseArgs),
+    /// Fit an empirical delay model from measurements: Prometheus histograms, Kubernetes pod
+    /// or event lists, or the runtime's own event log.
+    Calibrate(crate::calibrate::CalibrateArgs),
     /// Run a grid of scenarios in parallel: one row per cell, or only the counts.
     Sweep(crate::sweep::SweepArgs),
     /// Join the outputs of `sweep --shard I/N`, in any order, into the whole sweep's bytes.
@@ -188,6 +192,10 @@ pub(crate) fn ttl(s: &str) -> Result<u64, String> {
 pub(crate) fn burst(s: &str) -> Result<u64, String> {
     limited(BURST)(s)
 }
+pub(crate) fn startup_model(s: &str) -> Result<DelayModel, String> {
+    setpoint_sim::delay::parse_startup_model(s)
+}
+
 pub(crate) fn delay_model(s: &str) -> Result<DelayModel, String> {
     parse_delay_model(s)
 }

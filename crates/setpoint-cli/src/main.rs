@@ -6,6 +6,7 @@
 
 mod advise;
 mod args;
+mod calibrate;
 mod chaos;
 mod chaos_lesson;
 mod chaos_plot;
@@ -74,6 +75,8 @@ fn main() -> ExitCode {
                 || runtime::is_bad_input(&e)
                 || e.downcast_ref::<setpoint_chaos::ModelError>().is_some()
                 || e.downcast_ref::<setpoint_sim::advise::AdviceError>()
+                    .is_some()
+                || e.downcast_ref::<setpoint_sim::calibrate::CalibrateError>()
                     .is_some()
             {
                 ExitCode::from(2)
@@ -198,6 +201,7 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         Command::Plot(command) => plot::run(&command, matches.subcommand_matches("plot"))?,
         Command::Report(args) => report::run(&args, matches.subcommand_matches("report"))?,
         Command::Advise(args) => advise::run(&args)?,
+        Command::Calibrate(args) => calibrate::run(&args)?,
         Command::Sweep(args) => {
             return sweep::run(args, matches.subcommand_matches("sweep"));
         }

@@ -26,6 +26,32 @@ pub enum PlotCommand {
     /// Overshoot over report delay x loop period, with the lesson's boundary U = G + B and the
     /// measured one.
     Heatmap(HeatmapArgs),
+    /// A calibration's fitted CDFs against the measured ones, from a model file written by
+    /// `setpoint calibrate -o`.
+    Calibration(CalibrationArgs),
+}
+
+/// `setpoint plot calibration`.
+#[derive(Debug, Args)]
+pub struct CalibrationArgs {
+    /// The model file (`setpoint calibrate -o MODEL.toml`).
+    #[arg(value_name = "MODEL.toml")]
+    pub model: std::path::PathBuf,
+    /// Where to write the picture: FILE.svg, FILE.png (rasterized with the bundled font),
+    /// FILE.html, or - for SVG on stdout.
+    #[arg(short = 'o', long, value_name = "FILE.svg|FILE.png|FILE.html|-", value_parser = destination::picture)]
+    pub output: Output,
+}
+
+/// The picture of `fits`, titled by where they came from.
+pub fn calibration_svg(fits: &[setpoint_sim::calibrate::Fit]) -> anyhow::Result<String> {
+    let mut from: Vec<&str> = fits.iter().map(|f| f.from.as_str()).collect();
+    from.dedup();
+    let title = format!(
+        "calibration: fitted (lines) against measured CDF, {}",
+        from.join(", ")
+    );
+    Ok(setpoint_plot::calibration_svg(&title, fits)?)
 }
 
 /// `setpoint plot timeline`: the scenario of `setpoint run`, from flags or a file and the flags
@@ -124,6 +150,11 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
                 )?,
             };
             a.output.write_picture(&svg)
+        }
+        PlotCommand::Calibration(a) => {
+            let fits = setpoint_sim::calibrate::model_file::load(&a.model)
+                .map_err(|e| BadInput(e.to_string()))?;
+            a.output.write_picture(&calibration_svg(&fits)?)
         }
         PlotCommand::Heatmap(a) => {
             let rows = a

@@ -13,7 +13,7 @@ use setpoint_sim::scenario::{
 };
 use setpoint_sim::scenario_file;
 
-use crate::args::{burst, delay_model, ttl, LessonArgs};
+use crate::args::{burst, delay_model, startup_model, ttl, LessonArgs};
 
 /// One scenario, from flags or a file.
 #[derive(Debug, Args)]
@@ -29,9 +29,15 @@ pub struct ScenarioArgs {
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
     /// Report-delay model: fixed:S, uniform:MIN:MAX or lesson-chain (seconds, to the
-    /// millisecond). Replaces --delay.
+    /// millisecond), or empirical:MODEL.toml (a `setpoint calibrate` model file's report-delay
+    /// model). Replaces --delay.
     #[arg(long, value_name = "MODEL", value_parser = delay_model, conflicts_with = "delay")]
     pub delay_model: Option<DelayModel>,
+    /// Startup-time model, drawn for every copy: the syntax of --delay-model, where
+    /// empirical:MODEL.toml takes the file's startup model. Replaces --startup for every
+    /// workload.
+    #[arg(long, value_name = "MODEL", value_parser = startup_model, conflicts_with = "startup")]
+    pub startup_model: Option<DelayModel>,
     /// TTL of the expectations controller: seconds after which an unmet expectation counts as
     /// satisfied [default: 300].
     #[arg(long, value_name = "SECONDS", value_parser = ttl, allow_negative_numbers = true)]
@@ -119,6 +125,9 @@ impl ScenarioArgs {
         if let Some(seed) = args.seed {
             spec.seed = seed;
         }
-        Ok((label, Scenario::new(spec)?))
+        Ok((
+            label,
+            Scenario::new(spec)?.with_startup_model(args.startup_model.clone())?,
+        ))
     }
 }

@@ -10,17 +10,20 @@
 //!   events marked.
 //! - [`heatmap`]: [`heatmap_svg`], overshoot over report delay × loop period, with the lesson's
 //!   boundary `U = G + B` and the measured one.
+//! - [`calibration`]: [`calibration_svg`], a calibration's fitted CDFs against the measured ones.
 //! - [`chaos`]: [`chaos_svg`], one chaos run: live processes per node against desired, with a
 //!   lane per host for its faults, the `/leader` holder and the first violation.
 //! - [`png`]: [`svg_to_png`], any of these pictures as PNG, rasterized by resvg with the one
 //!   font this crate ships, so text renders the same on every machine.
 
+pub mod calibration;
 pub mod chaos;
 pub mod heatmap;
 mod legend;
 pub mod png;
 pub mod timeline;
 
+pub use calibration::calibration_svg;
 pub use chaos::{chaos_svg, ChaosTimeline, FaultBar, NodeSeries};
 pub use heatmap::{heatmap_svg, Heatmap, Scale};
 pub use png::svg_to_png;

@@ -8,6 +8,8 @@
 //! the runtime. Whatever compares the two lives here, where the dependency on both is visible.
 //!
 //! # Layout
+//! - [`calibrate`]: empirical delay models fitted from the runtime's own event log
+//!   (`setpoint calibrate --store`), with the report pipeline it shows.
 //! - [`experiment`]: the lesson's cells ([`RealLesson`]) on real processes, each cell's real
 //!   measurement next to the lab's metrics ([`CellOutcome`]), and [`experiment::run_all`].
 //! - [`jitter`]: the same cells under a random report-delay model: the agent's report delays
@@ -16,6 +18,7 @@
 //! - `measure_vs_lab` (tests only): a literal log of the lesson's world measures exactly what
 //!   the lab's engine computes.
 
+pub mod calibrate;
 pub mod experiment;
 pub mod jitter;
 #[cfg(test)]

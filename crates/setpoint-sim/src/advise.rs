@@ -53,6 +53,9 @@ pub struct AdviceRequest {
     pub delay: DelayModel,
     /// Startup time B, in seconds.
     pub startup: u64,
+    /// A startup-time model drawn for every copy instead of the fixed `startup`; the blind span
+    /// then counts its worst case.
+    pub startup_model: Option<DelayModel>,
     /// Declared copies.
     pub desired: u64,
     /// Periods to compare, in seconds, ascending; the recommended one is added if missing.
@@ -117,6 +120,14 @@ pub struct Advice {
 
 /// Works out the advice. Deterministic: the same request gives the same advice.
 pub fn advise(req: &AdviceRequest) -> Result<Advice, AdviceError> {
+    // With a startup model, B is its worst case in whole seconds, the rounding of the world.
+    let req = &AdviceRequest {
+        startup: req
+            .startup_model
+            .as_ref()
+            .map_or(req.startup, |m| whole_seconds(m.max_ms())),
+        ..req.clone()
+    };
     Limit::STARTUP.check(req.startup)?;
     Limit::DESIRED.check(req.desired)?;
     RUNS.check(req.runs)?;
@@ -137,7 +148,11 @@ pub fn advise(req: &AdviceRequest) -> Result<Advice, AdviceError> {
     }
     periods.sort_unstable();
     periods.dedup();
-    let random = req.delay.is_random();
+    let random = req.delay.is_random()
+        || req
+            .startup_model
+            .as_ref()
+            .is_some_and(DelayModel::is_random);
     if random {
         // Checked before any run, in the terms the user gave: the worst delay and the periods.
         crate::limits::check_advise(&periods, 3, req.runs, |u| {
@@ -160,6 +175,20 @@ pub fn advise(req: &AdviceRequest) -> Result<Advice, AdviceError> {
         "Reports take up to {worst} s to reach the ledger (mean {mean:.1} s) and a copy takes {} s to start, so a new copy is invisible to the loop for up to {blind_span} s.",
         req.startup
     )];
+    for (what, model) in [
+        ("report delay", Some(&req.delay)),
+        ("startup time", req.startup_model.as_ref()),
+    ] {
+        if let Some(DelayModel::Empirical(e)) = model {
+            reasons.push(format!(
+                "The {what} is the distribution measured in {} (median {:.1} s, p99 {:.1} s, worst {:.1} s); the period is set against its worst, the longest the measurements show, so measure again if the cluster's delays grow.",
+                e.label(),
+                e.quantile(0.5) / 1000.0,
+                e.quantile(0.99) / 1000.0,
+                e.max_ms() as f64 / 1000.0
+            ));
+        }
+    }
     let common = rows.iter().find(|r| r.period == 15).unwrap_or(&rows[0]);
     let ledger_at = |r: &PeriodAdvice| match (&r.ledger_overshoot, &r.p_overshoot) {
         (Some(o), _) => format!("overshoots by {o} copies"),
@@ -320,7 +349,7 @@ fn monte_carlo_scenario(
         unique_names: true,
         seed: req.seed,
     };
-    Ok(Scenario::new(spec)?)
+    Ok(Scenario::new(spec)?.with_startup_model(req.startup_model.clone())?)
 }
 
 #[cfg(test)]
@@ -331,6 +360,7 @@ mod tests {
         AdviceRequest {
             delay,
             startup: 5,
+            startup_model: None,
             desired: 6,
             periods: COMMON_PERIODS.to_vec(),
             runs: 40,

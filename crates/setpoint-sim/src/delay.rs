@@ -28,6 +28,9 @@
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+pub use crate::calibrate::DelayKind;
+use crate::empirical::Empirical;
+
 /// Milliseconds of delay.
 pub type Millis = u64;
 
@@ -90,6 +93,9 @@ pub enum DelayModel {
     },
     /// Each report passes every stage in turn; its delay is the sum of one draw per stage.
     Chain(Vec<Stage>),
+    /// Each report's delay is drawn from a measured distribution (`setpoint calibrate`'s model
+    /// file), by inverse-CDF sampling: [`crate::empirical`] gives the rule.
+    Empirical(std::sync::Arc<Empirical>),
 }
 
 /// The longest delay a model accepts, in milliseconds: the same bound as any time setting.
@@ -126,6 +132,7 @@ impl DelayModel {
             DelayModel::Fixed(_) => false,
             DelayModel::Uniform { min, max } => min != max,
             DelayModel::Chain(stages) => stages.iter().any(|s| s.min != s.max),
+            DelayModel::Empirical(e) => e.min_ms() != e.max_ms(),
         }
     }
 
@@ -135,6 +142,7 @@ impl DelayModel {
             DelayModel::Fixed(d) => *d,
             DelayModel::Uniform { min, .. } => *min,
             DelayModel::Chain(stages) => stages.iter().map(|s| s.min).sum(),
+            DelayModel::Empirical(e) => e.min_ms(),
         }
     }
 
@@ -144,15 +152,20 @@ impl DelayModel {
             DelayModel::Fixed(d) => *d,
             DelayModel::Uniform { max, .. } => *max,
             DelayModel::Chain(stages) => stages.iter().map(|s| s.max).sum(),
+            DelayModel::Empirical(e) => e.max_ms(),
         }
     }
 
     /// The mean delay, in milliseconds.
     pub fn mean_ms(&self) -> f64 {
+        if let DelayModel::Empirical(e) = self {
+            return e.mean_ms();
+        }
         (match self {
             DelayModel::Fixed(d) => *d as f64 * 2.0,
             DelayModel::Uniform { min, max } => (min + max) as f64,
             DelayModel::Chain(stages) => stages.iter().map(|s| (s.min + s.max) as f64).sum(),
+            DelayModel::Empirical(_) => unreachable!("returned above"),
         }) / 2.0
     }
 
@@ -162,6 +175,7 @@ impl DelayModel {
             DelayModel::Fixed(d) => *d,
             DelayModel::Uniform { min, max } => rng.uniform(*min, *max),
             DelayModel::Chain(stages) => stages.iter().map(|s| rng.uniform(s.min, s.max)).sum(),
+            DelayModel::Empirical(e) => e.sample(rng),
         }
     }
 
@@ -188,15 +202,39 @@ impl DelayModel {
                 seconds_f(self.mean_ms()),
                 seconds(self.max_ms())
             ),
+            DelayModel::Empirical(e) => format!(
+                "empirical {}, median {} s, mean {} s, worst {} s",
+                e.label(),
+                seconds_f(e.quantile(0.5)),
+                seconds_f(e.mean_ms()),
+                seconds(e.max_ms())
+            ),
         }
     }
 }
 
-/// Parses a delay model as the command line writes it: `fixed:S`, `uniform:MIN:MAX` or
-/// `lesson-chain`, with seconds whole or to the millisecond (`fixed:0.5`).
+/// Parses a report-delay model as the command line writes it: `fixed:S`, `uniform:MIN:MAX`,
+/// `lesson-chain`, with seconds whole or to the millisecond (`fixed:0.5`), or `empirical:FILE`,
+/// the `report-delay` model of a `setpoint calibrate` model file.
 pub fn parse_delay_model(text: &str) -> Result<DelayModel, String> {
-    let accepted =
-        "accepted: fixed:S, uniform:MIN:MAX or lesson-chain, in seconds to the millisecond";
+    parse_model(text, DelayKind::ReportDelay)
+}
+
+/// Parses a startup-time model: the syntax of [`parse_delay_model`], where `empirical:FILE`
+/// takes the file's `startup` model.
+pub fn parse_startup_model(text: &str) -> Result<DelayModel, String> {
+    parse_model(text, DelayKind::Startup)
+}
+
+/// Parses a model of the given kind of delay; `empirical:FILE` reads the file's model of that
+/// kind.
+pub fn parse_model(text: &str, kind: DelayKind) -> Result<DelayModel, String> {
+    if let Some(path) = text.trim().strip_prefix("empirical:") {
+        let e = crate::calibrate::model_file::load_kind(std::path::Path::new(path), kind)
+            .map_err(|e| e.to_string())?;
+        return Ok(DelayModel::Empirical(std::sync::Arc::new(e)));
+    }
+    let accepted = "accepted: fixed:S, uniform:MIN:MAX, lesson-chain (in seconds to the millisecond) or empirical:FILE";
     let secs = |s: &str| -> Result<Millis, String> {
         let s = s.trim();
         let (whole, frac) = s.split_once('.').unwrap_or((s, ""));

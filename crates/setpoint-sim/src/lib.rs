@@ -25,6 +25,9 @@
 //!   [`run`] / [`run_traced`], which pick the engine.
 //! - [`scenario_file`]: scenario files in TOML, with file, line and key in every error.
 //! - [`delay`]: report-delay models and the world's seeded generator ([`delay::WorldRng`]).
+//! - [`empirical`]: measured delay distributions, drawn by inverse-CDF sampling.
+//! - [`calibrate`]: empirical models fitted from measurements (Prometheus histograms,
+//!   Kubernetes lists), and their model files.
 //! - [`metrics`]: [`Metrics`], what a run measures, the per-second series ([`TraceRow`]) and
 //!   [`metrics_from_series`]; re-exported from [`setpoint_core::metrics`], where the runtime
 //!   counts with the same definitions without depending on the lab.
@@ -63,7 +66,9 @@
 
 pub mod advise;
 pub mod boundary;
+pub mod calibrate;
 pub mod delay;
+pub mod empirical;
 pub mod engine;
 pub mod format;
 pub mod lesson;

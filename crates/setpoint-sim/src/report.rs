@@ -18,8 +18,12 @@ pub fn describe(scenario: &Scenario) -> String {
     if s.controller.kind == ControllerKind::Named && !s.unique_names {
         controller.push_str(" (names not unique where copies run)");
     }
+    let startup = scenario
+        .startup_model()
+        .map(|m| format!(", startup {}", m.describe()))
+        .unwrap_or_default();
     format!(
-        "{controller}, U={} sec loop, report delay {}, {} sec run",
+        "{controller}, U={} sec loop, report delay {}{startup}, {} sec run",
         s.period,
         s.delay.describe(),
         s.duration

@@ -370,6 +370,7 @@ pub fn rollout_accepted() -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scenario {
     spec: ScenarioSpec,
+    startup_model: Option<DelayModel>,
 }
 
 impl Scenario {
@@ -455,7 +456,10 @@ impl Scenario {
             }
         }
         spec.events.sort_by_key(|e| e.at);
-        Ok(Scenario { spec })
+        Ok(Scenario {
+            spec,
+            startup_model: None,
+        })
     }
 
     /// The lesson's scenario, as a lab scenario.
@@ -489,10 +493,31 @@ impl Scenario {
         &self.spec
     }
 
+    /// The same scenario with every copy's startup time drawn from `model` when it is created
+    /// (`--startup-model`; `None` keeps each workload's fixed `startup`). A draw of `d`
+    /// milliseconds makes the copy run `⌈d / 1000⌉` seconds after its creation, the rounding of
+    /// report delays, and uses the world's generator, so a scenario with a random startup
+    /// model always runs on the general engine.
+    pub fn with_startup_model(mut self, model: Option<DelayModel>) -> Result<Self, ScenarioError> {
+        if let Some(m) = &model {
+            check_delay(m)?;
+        }
+        self.startup_model = model;
+        Ok(self)
+    }
+
+    /// The startup-time model, if the scenario has one.
+    pub fn startup_model(&self) -> Option<&DelayModel> {
+        self.startup_model.as_ref()
+    }
+
     /// The same scenario as the lesson's [`LessonWorld`], when the lesson's world can express it:
     /// one workload, `ledger` or `intent`, a fixed delay of whole seconds and no event but
     /// deaths by count. Those are the scenarios the fast engine runs.
     pub fn as_lesson(&self) -> Option<LessonWorld> {
+        if self.startup_model.is_some() {
+            return None;
+        }
         let s = &self.spec;
         let [w] = s.workloads.as_slice() else {
             return None;
@@ -566,6 +591,8 @@ fn check_delay(delay: &DelayModel) -> Result<(), ScenarioError> {
     match delay {
         DelayModel::Fixed(d) => range("fixed", *d, *d),
         DelayModel::Uniform { min, max } => range("uniform", *min, *max),
+        // Validated when built: its knots never go back and end within MAX_DELAY_MS.
+        DelayModel::Empirical(e) => range("empirical", e.min_ms(), e.max_ms()),
         DelayModel::Chain(stages) => {
             if stages.is_empty() || stages.len() > MAX_STAGES {
                 return bad(format!(
@@ -785,5 +812,63 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.to_string().contains("min 5000 ms is above max 1000 ms"));
+    }
+
+    #[test]
+    fn a_fixed_startup_model_measures_what_the_fixed_startup_does() {
+        for (delay, kind) in [
+            (0, ControllerKind::Ledger),
+            (20, ControllerKind::Intent),
+            (60, ControllerKind::Ledger),
+        ] {
+            let spec = ScenarioSpec {
+                delay: DelayModel::fixed_seconds(delay),
+                controller: ControllerSpec::new(kind),
+                ..ScenarioSpec::default()
+            };
+            let plain = Scenario::new(spec.clone()).unwrap();
+            // 4.2 s rounds up to the workload's 5 s, as a report delay would.
+            let drawn = Scenario::new(spec)
+                .unwrap()
+                .with_startup_model(Some(DelayModel::Fixed(4200)))
+                .unwrap();
+            assert!(drawn.as_lesson().is_none());
+            let (a, b) = (run(&plain, 1).unwrap(), run(&drawn, 1).unwrap());
+            assert_eq!(b.engine, "general");
+            assert_eq!(b.seed, None, "a fixed startup draws nothing");
+            assert_eq!(a.workloads, b.workloads, "G={delay} {kind}");
+        }
+    }
+
+    #[test]
+    fn a_random_startup_model_draws_per_copy_from_the_seed() {
+        let spec = ScenarioSpec {
+            delay: DelayModel::fixed_seconds(10),
+            ..ScenarioSpec::default()
+        };
+        let model = DelayModel::Uniform {
+            min: 0,
+            max: 60_000,
+        };
+        let s = Scenario::new(spec)
+            .unwrap()
+            .with_startup_model(Some(model))
+            .unwrap();
+        let outs: Vec<_> = (1..=8).map(|seed| run(&s, seed).unwrap()).collect();
+        assert_eq!(outs[0].seed, Some(1));
+        assert_eq!(run(&s, 1).unwrap(), outs[0]);
+        let overshoots: std::collections::BTreeSet<u64> = outs
+            .iter()
+            .map(|o| o.workloads[0].metrics.overshoot)
+            .collect();
+        assert!(
+            overshoots.len() > 1,
+            "startup times vary with the seed: {overshoots:?}"
+        );
+        let too_long = DelayModel::Fixed(MAX_DELAY_MS + 1);
+        assert!(Scenario::new(ScenarioSpec::default())
+            .unwrap()
+            .with_startup_model(Some(too_long))
+            .is_err());
     }
 }

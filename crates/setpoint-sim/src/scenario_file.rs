@@ -90,6 +90,8 @@ struct RawDelay {
     min: Option<Spanned<Value>>,
     max: Option<Spanned<Value>>,
     stages: Option<Spanned<Vec<RawStage>>>,
+    /// For `empirical`: the model file, relative to the scenario file.
+    file: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -352,12 +354,13 @@ impl Located<'_> {
             "uniform" => &["min", "max"],
             "chain" => &["stages"],
             "lesson-chain" => &[],
+            "empirical" => &["file"],
             other => {
                 return Err(self.error(
                     &d.model,
                     "delay.model",
                     format!(
-                        "unknown delay model '{other}': accepted are fixed, uniform, chain, lesson-chain"
+                        "unknown delay model '{other}': accepted are fixed, uniform, chain, lesson-chain, empirical"
                     ),
                 ))
             }
@@ -367,6 +370,7 @@ impl Located<'_> {
             ("min", d.min.as_ref().map(Spanned::span)),
             ("max", d.max.as_ref().map(Spanned::span)),
             ("stages", d.stages.as_ref().map(Spanned::span)),
+            ("file", d.file.as_ref().map(Spanned::span)),
         ];
         for (key, span) in present {
             match span {
@@ -448,6 +452,18 @@ impl Located<'_> {
                     ));
                 }
                 chain
+            }
+            "empirical" => {
+                let file = d.file.as_ref().expect("checked");
+                // Relative to the scenario file, so a scenario and its model move together.
+                let dir = Path::new(self.label).parent().unwrap_or(Path::new(""));
+                let path = dir.join(file.get_ref());
+                let e = crate::calibrate::model_file::load_kind(
+                    &path,
+                    crate::calibrate::DelayKind::ReportDelay,
+                )
+                .map_err(|e| self.error(file, "delay.file", e.to_string()))?;
+                DelayModel::Empirical(std::sync::Arc::new(e))
             }
             _ => DelayModel::lesson_chain(),
         })
@@ -913,5 +929,28 @@ count = 2
         let e = err("period = \n");
         assert!(e.starts_with("s.toml:1: period: "), "{e}");
         assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn an_empirical_delay_reads_its_model_file_beside_the_scenario() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        let label = root.join("measured-cluster.toml").display().to_string();
+        let text = "[delay]\nmodel = \"empirical\"\nfile = \"empirical/report-delay.toml\"\n[[workload]]\nname = \"w\"\ndesired = 2\n";
+        let spec = parse(&label, text).unwrap();
+        assert!(matches!(spec.delay, DelayModel::Empirical(_)) && spec.delay.is_random());
+        let missing = text.replace("report-delay.toml", "nothing.toml");
+        let e = parse(&label, &missing).unwrap_err().to_string();
+        assert!(
+            e.contains(":3: delay.file: ") && e.contains("nothing.toml: cannot read it"),
+            "{e}"
+        );
+        let startup_only = text.replace("report-delay.toml", "startup.toml");
+        let e = parse(&label, &startup_only).unwrap_err().to_string();
+        assert!(e.contains("holds no report-delay model"), "{e}");
+        let no_file = "[delay]\nmodel = \"empirical\"\n[[workload]]\nname = \"w\"\ndesired = 2\n";
+        assert!(parse(&label, no_file)
+            .unwrap_err()
+            .to_string()
+            .contains("needs 'file'"));
     }
 }

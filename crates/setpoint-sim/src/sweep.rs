@@ -576,6 +576,7 @@ pub fn model_text(model: &DelayModel) -> String {
     match model {
         DelayModel::Fixed(d) => format!("fixed:{}", seconds(*d)),
         DelayModel::Uniform { min, max } => format!("uniform:{}:{}", seconds(*min), seconds(*max)),
+        DelayModel::Empirical(e) => format!("empirical:{}", e.label()),
         chain if *chain == DelayModel::lesson_chain() => "lesson-chain".into(),
         chain => chain.describe(),
     }

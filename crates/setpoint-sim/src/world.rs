@@ -313,6 +313,9 @@ struct Engine<'s> {
     total_created: u64,
     /// The most copies the run may create.
     budget: u64,
+    /// Each copy's startup time drawn from this model instead of its workload's fixed one
+    /// (`--startup-model`), in whole seconds rounded up as report delays are.
+    startup_model: Option<&'s crate::delay::DelayModel>,
 }
 
 /// Runs `scenario` on the general engine with the world's generator seeded by `seed`.
@@ -371,6 +374,7 @@ fn run_with_budget(
     crate::limits::check_general_copies(spec, budget)?;
     let mut engine = Engine::new(spec, seed);
     engine.budget = budget;
+    engine.startup_model = scenario.startup_model();
     let duration = spec.duration;
     let period = spec.period;
     let mut t: Time = 0;
@@ -414,7 +418,8 @@ fn run_with_budget(
         .map(|(w, decl)| finish(decl.name.clone(), &w.tally, rounds, duration))
         .collect();
     Ok(Outcome {
-        seed: spec.delay.is_random().then_some(seed),
+        seed: (spec.delay.is_random() || scenario.startup_model().is_some_and(|m| m.is_random()))
+            .then_some(seed),
         engine: "general",
         workloads,
     })
@@ -508,6 +513,7 @@ impl<'s> Engine<'s> {
             in_transit: BTreeMap::new(),
             total_created: 0,
             budget: MAX_LAB_COPIES,
+            startup_model: None,
         };
         let mut windows: Vec<Vec<(Time, Time)>> = vec![Vec::new(); spec.workloads.len()];
         for (i, e) in spec.events.iter().enumerate() {
@@ -989,6 +995,10 @@ impl<'s> Engine<'s> {
         if self.total_created > self.budget {
             return Err(ScenarioError::TooManyCopies(self.budget));
         }
+        let startup = match self.startup_model {
+            Some(model) => whole_seconds(model.sample(&mut self.rng)),
+            None => self.works[w].startup,
+        };
         let work = &mut self.works[w];
         let id = work.copies.len() as u64;
         work.copies.push(CopyRec {
@@ -1010,7 +1020,7 @@ impl<'s> Engine<'s> {
         }
         work.tally.created += 1;
         work.dirty = true;
-        let ready = t.saturating_add(work.startup);
+        let ready = t.saturating_add(startup);
         self.push(ready, READY, Ev::Ready { w, id });
         Ok(())
     }

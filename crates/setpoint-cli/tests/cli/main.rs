@@ -4,6 +4,8 @@
 //! # Layout
 //! - [`harness`]: the one real-process harness: the runtime's parts as child processes, one
 //!   bounded wait, one-shot commands and their JSON, the copies found by their mark.
+//! - [`calibrate`]: `setpoint calibrate` on the shipped samples, `empirical:FILE` in `run`,
+//!   `sweep` and `advise`, the calibration picture, refused measurements.
 //! - [`chaos`]: `setpoint chaos` as a command (bad models, flags, replays, thread counts,
 //!   records, the event budget) and `plot timeline` of a replay file.
 //! - [`commandline`]: missing-argument messages, completions, the manual page and help.
@@ -41,6 +43,7 @@
 //! - [`update`]: the lab's `update` event against the runtime's rolling update: surge and the
 //!   order and times of replacements; bad update settings in a scenario file.
 
+mod calibrate;
 mod chaos;
 mod chaos_agree;
 mod cluster;
