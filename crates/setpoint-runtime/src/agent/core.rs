@@ -45,17 +45,19 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::agent::{AgentError, CopyRecord, NodeState};
+use super::{
+    AgentCoreConfig, AgentError, AgentInput, AgentOutput, CopyRecord, CopySignal, Ended,
+    FoundRecord, NodeState, Nonces, Recovery,
+};
 use crate::cache::CacheCore;
 use crate::events::{self, CopyEvent, CopyEventKind};
-use crate::machine::{Replied, ReqId, StoreReply, StoreRequest, StoreResult, Wake, WatchDelivery};
+use crate::machine::{ReqId, StoreReply, StoreRequest, StoreResult, Wake, WatchDelivery};
 use crate::model::{
     decode, encode, placements_of, report_key, Assignment, CopyReport, NodeReport, Phase,
 };
 use crate::node::{node_key, NodeError, NodeRecord};
 use crate::process::Marked;
 use crate::remote::{self, LiveCopy, LiveRecord};
-use crate::rules::CopyEnv;
 use crate::store::{Entry, LeaseId, Read, Revision, StoreError, Txn, WatchEvent};
 
 /// How often a failed readiness command is run again, in milliseconds.
@@ -75,263 +77,6 @@ const CLAIM_ATTEMPTS: u32 = 10;
 const CLAIM_RETRY_MS: u64 = 20;
 /// How long shutdown waits beyond the longest grace period, in milliseconds.
 const SHUTDOWN_SLACK_MS: u64 = 2_000;
-
-/// Where the nonces of new copies come from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Nonces {
-    /// Secret random nonces ([`crate::sandbox::new_nonce`]): what a real agent uses, since a
-    /// nonce proves after a crash that a process is the agent's own.
-    Random,
-    /// `{seed:016x}{counter:016x}`: deterministic, for simulations (guessable, never for real
-    /// processes).
-    Counter(u64),
-}
-
-/// How an agent machine runs. Every time is in milliseconds.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AgentCoreConfig {
-    /// The node's name, as assignments and reports name it.
-    pub node: String,
-    /// The machine the agent runs on, as its node record names it.
-    pub host: String,
-    /// The agent's state directory, canonical: with `host`, where the agent lives.
-    pub place: String,
-    /// The agent's process id, as records and reports show it.
-    pub agent_pid: u32,
-    /// The reporting period R.
-    pub report_every_ms: u64,
-    /// Added delay between observing the copies and writing the report.
-    pub report_delay_ms: u64,
-    /// Jittered added delays, one per report in turn, in place of `report_delay_ms` when not
-    /// empty ([`crate::report_delay`]).
-    pub report_delays: crate::report_delay::ReportDelays,
-    /// How often the agent reads its assignments and kill requests (with a watch cache: how
-    /// often it falls back to reading the store while the cache cannot serve).
-    pub sync_every_ms: u64,
-    /// Whether the store pushes changes ([`crate::store::Store::watches`]): then the agent
-    /// keeps a watch cache of its placements and kill requests and syncs when it changes
-    /// (see the module docs), instead of reading the store every `sync_every_ms`.
-    pub watch_cache: bool,
-    /// The node lease's time to live.
-    pub lease_ttl_ms: u64,
-    /// Report copies without processes (benchmarks of the control plane): a simulated copy has
-    /// pid 0, becomes ready after its startup time, and ends only when it is stopped.
-    pub simulate_copies: bool,
-    /// How long the machine waits for a store reply before it counts the request as failed.
-    pub request_timeout_ms: u64,
-    /// Where new copies' nonces come from.
-    pub nonces: Nonces,
-    /// Injected bug for the chaos checker's own test: when the lease is lost, the agent does
-    /// not stop its copies. Nothing in the CLI or in any file sets it; it is hidden from the
-    /// docs and only test code turns it on.
-    #[doc(hidden)]
-    pub bug_no_self_fence: bool,
-}
-
-impl AgentCoreConfig {
-    /// A machine for `node`: R = 1s, no added delay, assignments read every 100ms (no watch
-    /// cache), a node lease
-    /// of 10s, store requests given 5s, random nonces, host and place `node` itself, pid 0.
-    pub fn new(node: impl Into<String>) -> Self {
-        let node = node.into();
-        Self {
-            host: node.clone(),
-            place: node.clone(),
-            node,
-            agent_pid: 0,
-            report_every_ms: 1_000,
-            report_delay_ms: 0,
-            report_delays: Default::default(),
-            sync_every_ms: 100,
-            watch_cache: false,
-            lease_ttl_ms: 10_000,
-            simulate_copies: false,
-            request_timeout_ms: 5_000,
-            nonces: Nonces::Random,
-            bug_no_self_fence: false,
-        }
-    }
-}
-
-/// How a copy's process ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Ended {
-    /// It exited with this status.
-    Code(i32),
-    /// A signal ended it.
-    Signal(i32),
-    /// An adopted process (not the driver's child) is gone; its status is unknown.
-    Unknown,
-    /// Anything else, in words (a wait that failed).
-    Other(String),
-}
-
-impl std::fmt::Display for Ended {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Ended::Code(c) => write!(f, "exit status {c}"),
-            Ended::Signal(s) => write!(f, "signal {s}"),
-            Ended::Unknown => write!(f, "ended (adopted: status unknown)"),
-            Ended::Other(why) => write!(f, "{why}"),
-        }
-    }
-}
-
-/// A signal to a copy's process group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CopySignal {
-    /// SIGTERM: stop, within the grace period.
-    Term,
-    /// SIGKILL, only to the process that started at the given start time.
-    Kill,
-}
-
-/// One state-file record as the driver found it after a restart.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FoundRecord {
-    /// The record as the state file holds it.
-    pub record: CopyRecord,
-    /// The live process proven to be this copy (pid, start ticks): the recorded pid with its
-    /// start time and nonce, or, for a record without a pid, a marked process holding its
-    /// nonce. `None`: no such process lives.
-    pub process: Option<(u32, u64)>,
-}
-
-/// What the driver found when asked to [`AgentOutput::Recover`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Recovery {
-    /// The state file's records, each with its live process if one is proven its own.
-    pub records: Vec<FoundRecord>,
-    /// The live processes carrying the agent's mark that no record claimed.
-    pub unclaimed: Vec<Marked>,
-    /// The agent's own user id (a marked process of another user is left alone).
-    pub own_uid: u32,
-}
-
-/// An input of the agent machine.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AgentInput {
-    /// Time passed; timers are due.
-    Tick,
-    /// A store reply.
-    Replied(Replied),
-    /// An event of a watch the agent asked for ([`StoreRequest::Watch`], with
-    /// [`AgentCoreConfig::watch_cache`]); deliveries of watches it no longer follows are ignored.
-    WatchDelivery(WatchDelivery),
-    /// The copy asked for by [`AgentOutput::Start`] runs, as this process group.
-    Started {
-        /// The copy.
-        copy: String,
-        /// Its pid, which is its process group.
-        pid: u32,
-        /// Its start time, in clock ticks since boot (0 if unknown).
-        start_ticks: u64,
-    },
-    /// The copy asked for by [`AgentOutput::Start`] could not start.
-    StartFailed {
-        /// The copy.
-        copy: String,
-        /// Why, in words.
-        why: String,
-    },
-    /// A copy's process ended (the driver has killed what was left of its group and of its
-    /// readiness probe).
-    Exited {
-        /// The copy.
-        copy: String,
-        /// How it ended.
-        how: Ended,
-    },
-    /// A readiness probe asked for by [`AgentOutput::Probe`] finished.
-    ProbeDone {
-        /// The copy.
-        copy: String,
-        /// Whether the command exited 0 (false also if it could not run).
-        ok: bool,
-    },
-    /// What the driver found, as asked by [`AgentOutput::Recover`].
-    Recovered(Recovery),
-    /// Stop: stop every copy, write a last report, give the name up.
-    Shutdown,
-}
-
-/// An output of the agent machine, to be carried out in order.
-#[derive(Debug)]
-pub enum AgentOutput {
-    /// Carry out this store request and hand the reply back as [`AgentInput::Replied`].
-    Store {
-        /// The request's id.
-        id: ReqId,
-        /// The request.
-        request: StoreRequest,
-    },
-    /// Step the machine again by this time.
-    Wake(Wake),
-    /// Start this copy's process (its own process group), then answer [`AgentInput::Started`] or
-    /// [`AgentInput::StartFailed`]. Its record (with the nonce) has been saved before.
-    Start {
-        /// The copy's identity.
-        copy: String,
-        /// What to run: command, environment, workload.
-        assignment: Assignment,
-        /// The copy's secret nonce, for its environment.
-        nonce: String,
-    },
-    /// This live process is the copy (adopted after a restart): tell the machine when it ends.
-    Adopt {
-        /// The copy.
-        copy: String,
-        /// Its pid and process group.
-        pid: u32,
-        /// Its start time.
-        start_ticks: u64,
-    },
-    /// Signal a copy's process group.
-    Signal {
-        /// The copy.
-        copy: String,
-        /// Its process group.
-        pid: u32,
-        /// Its leader's start time (a SIGKILL goes only to that process's group).
-        start_ticks: u64,
-        /// Which signal.
-        signal: CopySignal,
-    },
-    /// Stop a marked process that is not the agent's own: SIGTERM to its group, SIGKILL after
-    /// `grace_ms` if it still runs (checked by start time).
-    StopForeign {
-        /// Its pid.
-        pid: u32,
-        /// Its start time.
-        start_ticks: u64,
-        /// How long it is given.
-        grace_ms: u64,
-    },
-    /// Run the copy's readiness command, then answer [`AgentInput::ProbeDone`].
-    Probe {
-        /// The copy.
-        copy: String,
-        /// The command.
-        command: Vec<String>,
-        /// The copy's environment.
-        env: CopyEnv,
-    },
-    /// Read the state file and look for marked processes, then answer [`AgentInput::Recovered`].
-    Recover,
-    /// Write the state file.
-    SaveState(NodeState),
-    /// Rotate the logs of the running copies; with `sweep`, also remove old logs of ended ones.
-    TendLogs {
-        /// The copies running on this node.
-        running: BTreeSet<String>,
-        /// Whether to sweep ended copies' logs too.
-        sweep: bool,
-    },
-    /// A log line.
-    Log(String),
-    /// The agent is done: every copy stopped, the name given up. Nothing follows.
-    Stopped(Result<(), AgentError>),
-}
 
 /// A copy in the agent's hands.
 #[derive(Clone, Debug)]
@@ -2488,8 +2233,9 @@ mod tests {
     //! replies delayed or dropped at will.
 
     use super::*;
-    use crate::machine::carry_out;
+    use crate::machine::{carry_out, Replied};
     use crate::model::placement_key;
+    use crate::rules::CopyEnv;
     use crate::store::{MemoryStore, Store};
 
     const TICK: u64 = 5;
