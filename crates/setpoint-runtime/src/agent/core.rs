@@ -5,381 +5,95 @@
 //! for every input: a [`AgentInput::Tick`] on a timer (at the latest at the last
 //! [`AgentOutput::Wake`]), each store reply, each process start, exit and readiness probe, the
 //! recovery findings it was asked for, and shutdown. Each step returns what to do, in order:
-//! store requests (each with a [`ReqId`], see [`crate::machine`]), process starts, adoptions and
-//! signals, readiness probes, state-file writes, log lines, and finally [`AgentOutput::Stopped`].
-//! The tokio driver ([`crate::agent::run_agent`]) carries them out on a real store and real
-//! processes; the chaos world carries them out on simulated ones.
+//! store requests (each with a [`ReqId`](crate::machine::ReqId), see [`crate::machine`]),
+//! process starts, adoptions and signals, readiness probes, state-file writes, log lines, and
+//! finally [`AgentOutput::Stopped`]. The tokio driver ([`crate::agent::run_agent`]) carries them
+//! out on a real store and real processes; the chaos world carries them out on simulated ones.
 //!
-//! # What it keeps (the rules of [`crate::agent`] and [`crate::node`])
-//! - **The node claim.** `/nodes/{name}` is created under a new lease only if absent; a record
-//!   of the same place (an earlier agent on this data directory, whose lock the driver now
-//!   holds) has its lease taken over; any other holder is a refusal.
-//! - **Renewal and self-fencing.** A renewal goes out every quarter TTL whether or not earlier
-//!   ones answered (at most [`RENEWALS_IN_FLIGHT`] at once). The lease's end is counted from the
-//!   moment the last renewal that succeeded was *sent*: SIGTERM to every copy at 3/4 TTL,
-//!   SIGKILL at 9/10, from the machine's own clock, without waiting to hear from the store. Then
-//!   the old lease is revoked and the name claimed again under a new one (a record found then
-//!   belongs to another agent: the agent stops and exits). Nothing starts, syncs or reports
-//!   while fenced.
-//! - **Sync** every `sync_every`: one read of the node's assignments and kill requests. On a
-//!   store that pushes changes ([`AgentCoreConfig::watch_cache`]) the agent keeps a watch cache
-//!   of those two prefixes instead (one read, then a watch from its revision, as the controller
-//!   host's cache) and syncs from it at once whenever it changes or a copy is forgotten, and
-//!   every [`CACHE_RESYNC_MS`] regardless. The cache serves only while it follows the store,
-//!   was read under the lease held now (a rejoin reads it again: names given away while the
-//!   node was lost must not come back from an old copy), and has caught up with the agent's
-//!   own kill answers; otherwise a sync reads the store, every `sync_every`. Starting
-//!   is keyed by identity: a copy it knows (running, or exited while still assigned) is never
-//!   started again; an unassigned copy is stopped (SIGTERM, SIGKILL after its grace period).
-//! - **Promotion** from starting to running after the startup time, or once the readiness
-//!   command exits 0 (retried every [`READINESS_RETRY_MS`]).
-//! - **Reports** observed every R and written `report_delay` later ([`AgentCore::report_delay_ms`]),
-//!   compare-and-set on the last revision this agent wrote; the live record whenever the set of
-//!   ready copies changes; the event log, in one transaction per flush.
-//! - **Recovery**: adopts the processes proven its own, reaps the rest, stops foreign marked ones.
-//! - **Shutdown**: stop every copy (keeping their records, so that a restart does not start them
-//!   again), a last report, the events, then revoke the lease.
-//! - **Deadlines.** Every store request has one ([`AgentCoreConfig::request_timeout_ms`]; a
-//!   renewal's is the lease's TTL). A reply that does not come in time counts as a failure, and a
-//!   late reply is ignored.
+//! # How a step runs
+//! [`AgentCore`] is composed of parts, each with its own state, in the manner of quinn-proto's
+//! `Connection` (streams, packet spaces, timers, paths): the node lease ([`super::lease`]), the
+//! copy supervisor ([`super::supervisor`]), sync and its watch cache ([`super::sync`],
+//! [`super::watch_cache`]), kill requests ([`super::kills`]), recovery ([`super::recovery`]),
+//! reports ([`super::reports`]), the live record ([`super::live`]), the event log
+//! ([`super::event_log`]), log tending ([`super::logs`]) and the agent's stage ([`super::life`]).
+//! A step routes its input to the part it belongs to (a store reply by the [`Purpose`] its
+//! request was sent with), then advances the parts in a fixed order (the claim, the lease and
+//! its fence, the copies, the read of the state, then while running: sync, the state file, logs,
+//! the live record, reports, events), and gathers their outputs, which all go through one
+//! [`Outbox`] in the order the parts acted. What spans parts (a fence signals every copy and
+//! drops the queued reports; shutdown stops the copies, writes a last report and the events,
+//! then gives the name up) is decided here.
+//!
+//! Every store request has a deadline ([`AgentCoreConfig::request_timeout_ms`]; a renewal's is
+//! the lease's TTL). A reply that does not come in time counts as a failure, and a late reply is
+//! ignored.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-
+use super::event_log::{EventLog, Written};
+use super::kills::Kills;
+use super::lease::{Claimed, Fence, NodeLease};
+use super::life::{Life, Stage};
+use super::live::LiveRecords;
+use super::logs::LogTending;
+use super::outbox::{Outbox, Purpose, Soonest};
+use super::recovery::{self, StateRead, StateReadOutcome};
+use super::reports::{self, Reports};
+use super::supervisor::Supervisor;
+use super::sync::Sync;
 use super::{
-    AgentCoreConfig, AgentError, AgentInput, AgentOutput, CopyRecord, CopySignal, Ended,
-    FoundRecord, NodeState, Nonces, Recovery,
+    AgentCoreConfig, AgentError, AgentInput, AgentOutput, CopyRecord, CopySignal, Recovery,
 };
-use crate::cache::CacheCore;
-use crate::events::{self, CopyEvent, CopyEventKind};
-use crate::machine::{ReqId, StoreReply, StoreRequest, StoreResult, Wake, WatchDelivery};
-use crate::model::{
-    decode, encode, placements_of, report_key, Assignment, CopyReport, NodeReport, Phase,
-};
-use crate::node::{node_key, NodeError, NodeRecord};
-use crate::process::Marked;
-use crate::remote::{self, LiveCopy, LiveRecord};
-use crate::store::{Entry, LeaseId, Read, Revision, StoreError, Txn, WatchEvent};
+use crate::machine::{StoreRequest, StoreResult, Wake};
+use crate::model::{decode, NodeReport};
+use crate::store::{LeaseId, Read, StoreError};
 
-/// How often a failed readiness command is run again, in milliseconds.
-pub const READINESS_RETRY_MS: u64 = 100;
-/// The grace period given to a foreign process found carrying the agent's mark, in milliseconds.
-pub const UNKNOWN_GRACE_MS: u64 = 1_000;
-/// How many renewals may be in flight at once. A renewal can hang on a dead etcd member until
-/// its deadline; the next ones go out on time and may reach a live member.
-pub const RENEWALS_IN_FLIGHT: usize = 8;
-/// How often copy logs are rotated, in milliseconds.
-const LOGS_EVERY_MS: u64 = 1_000;
-/// How often ended copies' logs are swept, in milliseconds.
-const SWEEP_EVERY_MS: u64 = 10_000;
-/// Attempts of the first claim before it gives up on a key that keeps changing.
-const CLAIM_ATTEMPTS: u32 = 10;
-/// The pause between two attempts of the first claim, in milliseconds.
-const CLAIM_RETRY_MS: u64 = 20;
 /// How long shutdown waits beyond the longest grace period, in milliseconds.
 const SHUTDOWN_SLACK_MS: u64 = 2_000;
-
-/// A copy in the agent's hands.
-#[derive(Clone, Debug)]
-struct Local {
-    record: CopyRecord,
-    /// A readiness probe is running.
-    probing: bool,
-    /// The last probe succeeded.
-    probe_ok: bool,
-    next_check_ms: u64,
-    /// When SIGKILL follows the SIGTERM of a stop.
-    kill_at_ms: Option<u64>,
-    killed: bool,
-}
-
-impl Local {
-    fn new(record: CopyRecord) -> Self {
-        Self {
-            record,
-            probing: false,
-            probe_ok: false,
-            next_check_ms: 0,
-            kill_at_ms: None,
-            killed: false,
-        }
-    }
-
-    fn exited(&self) -> bool {
-        self.record.phase == Phase::Exited
-    }
-
-    fn mark_exited(&mut self, now: u64, how: String) {
-        self.record.phase = Phase::Exited;
-        self.record.exited_ms = Some(now);
-        self.record.exit = Some(how);
-        self.probing = false;
-    }
-}
-
-/// The node claim, step by step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ClaimStep {
-    /// Revoke the lease that was lost (a fresh claim after fencing).
-    Revoke(LeaseId),
-    /// Read `/nodes/{name}`.
-    Read,
-    /// Grant a new lease.
-    Grant,
-    /// Create the record under this lease, only if absent.
-    Create(LeaseId),
-    /// The create lost a race: give the lease back, then read again.
-    GiveBack(LeaseId),
-    /// Take over the lease of an earlier agent at this place: renew it...
-    KeepAlive {
-        lease: LeaseId,
-        ttl_ms: u64,
-        mod_revision: Revision,
-        acquired_ms: u64,
-    },
-    /// ... then write the record under it, keeping when the name was acquired.
-    TakeOver {
-        lease: LeaseId,
-        ttl_ms: u64,
-        mod_revision: Revision,
-        acquired_ms: u64,
-    },
-    /// Wait until this time, then start again.
-    Wait(u64),
-}
-
-/// The lease's state.
-#[derive(Clone, Debug)]
-enum LeaseSt {
-    /// Claiming the name; `fresh` after fencing (a record found then is another agent's).
-    Claiming {
-        step: ClaimStep,
-        fresh: bool,
-        attempt: u32,
-        /// When the current lease's first renewal or grant was sent: its end is counted from it.
-        sent: u64,
-        /// A step is waiting for this request.
-        waiting: Option<ReqId>,
-    },
-    /// Held: renewals go out; the fence watches.
-    Held {
-        lease: LeaseId,
-        ttl_ms: u64,
-        /// When the last renewal that succeeded was sent.
-        ok_sent: u64,
-        next_renewal: u64,
-        /// SIGTERM went out: fenced, waiting for the SIGKILL time.
-        termed: bool,
-        failing: bool,
-        /// Renewals in flight.
-        in_flight: usize,
-    },
-    /// Another agent holds the name: this one stops.
-    Refused,
-    /// Given up (shutdown).
-    Released,
-}
-
-/// What the agent's life is at.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Life {
-    /// The first claim is under way.
-    Claiming,
-    /// Held: reading the assignments and the last report, before asking for recovery.
-    ReadingState,
-    /// Waiting for the driver's [`AgentInput::Recovered`].
-    Recovering,
-    /// Running.
-    Running,
-    /// Shutting down: waiting for copies to stop, until the deadline.
-    Draining { deadline: u64 },
-    /// The last report, the last events, then the revoke.
-    Finishing,
-    /// Done.
-    Stopped,
-}
-
-/// Why a store request was sent.
-#[derive(Clone, Debug)]
-enum Purpose {
-    Claim,
-    Renew {
-        lease: LeaseId,
-        sent: u64,
-    },
-    ReadState,
-    /// A sync read sent under this lease.
-    Sync {
-        lease: LeaseId,
-    },
-    Report {
-        report: NodeReport,
-        last: bool,
-    },
-    Live {
-        lease: LeaseId,
-        copies: Vec<LiveCopy>,
-    },
-    Events {
-        batch: Vec<(String, String)>,
-        last: bool,
-    },
-    KillAnswer {
-        key: String,
-    },
-    /// The watch cache's full read, under this lease.
-    CacheRead {
-        lease: LeaseId,
-    },
-    /// The watch cache's watch.
-    CacheWatch,
-    Release,
-}
-
-#[derive(Clone, Debug)]
-struct Pending {
-    deadline: u64,
-    purpose: Purpose,
-}
 
 /// The node agent as a state machine: see the [module docs](self).
 #[derive(Debug)]
 pub struct AgentCore {
     cfg: AgentCoreConfig,
-    next_id: ReqId,
-    pending: BTreeMap<ReqId, Pending>,
-    out: Vec<AgentOutput>,
-    lease: LeaseSt,
+    /// The outputs of the step under way and the requests in flight.
+    out: Outbox,
+    /// The stage of the agent's life, and why it stops.
     life: Life,
-    copies: BTreeMap<String, Local>,
-    dirty: bool,
-    report_rev: Revision,
-    queue: VecDeque<(u64, NodeReport)>,
-    report_in_flight: bool,
-    /// Event-log entries not written yet (key, value).
-    events: Vec<(String, String)>,
-    events_in_flight: bool,
-    /// What the last report written showed running, (workload, n) → incarnation.
-    shown: BTreeMap<(String, u64), Revision>,
-    /// Store entries refused as forged or damaged, by key, so each is logged once.
-    refused_keys: BTreeSet<String>,
-    live_written: Option<(LeaseId, Vec<LiveCopy>)>,
-    live_in_flight: bool,
-    sync_in_flight: bool,
-    /// Kill requests being answered, by key.
-    answering: BTreeSet<String>,
-    next_sync: u64,
-    next_report: u64,
-    next_logs: u64,
-    next_sweep: u64,
-    /// Whether the store failed the last sync (to log once).
-    failing_reads: bool,
-    /// What the read of the state gave: assignments and the last report.
-    recovered_from: Option<(Assigned, Option<Entry>)>,
-    /// Why the agent stops, once it must.
-    lost: Option<StoreError>,
-    refusal: Option<String>,
-    nonce_counter: u64,
-    /// The leases granted to the claim under way: a record found under one of them is this
-    /// agent's own (its create committed, the reply was lost).
-    granted: BTreeSet<LeaseId>,
-    /// The watch cache of the node's placements and kill requests, with
-    /// [`AgentCoreConfig::watch_cache`].
-    cache: Option<AgentCache>,
-    /// A sync is due at once: the cache changed, or a copy was forgotten.
-    sync_wanted: bool,
-    /// When the last sync served from the cache ran.
-    cache_synced_ms: u64,
-    /// The read of the node's state failed: it is sent again at this time.
-    read_state_retry: Option<u64>,
-    /// The placements decoded and checked, by key, with the `mod_revision` they were read at:
-    /// an entry unchanged since the last sync is not decoded again.
-    parsed: BTreeMap<String, (Revision, Parsed)>,
+    /// The node claim, the lease and the fence's clock.
+    lease: NodeLease,
+    /// The read of the node's state before recovery.
+    state_read: StateRead,
+    /// The copies and the state file.
+    copies: Supervisor,
+    /// When and how the assignments are read, with the watch cache.
+    sync: Sync,
+    /// Kill requests being answered.
+    kills: Kills,
+    /// Reports: observed, queued, written.
+    reports: Reports,
+    /// The live record.
+    live: LiveRecords,
+    /// Event-log entries not written yet.
+    events: EventLog,
+    /// When the copies' logs are tended.
+    logs: LogTending,
 }
-
-/// One placement entry, decoded and checked: the assignment and its incarnation, or why it was
-/// refused.
-type Parsed = Result<(Assignment, Revision), String>;
-
-/// How often an agent whose watch cache serves syncs them anyway, with nothing changed, in
-/// milliseconds: a safety net, not the way changes arrive.
-pub const CACHE_RESYNC_MS: u64 = 10_000;
-
-/// The agent's watch cache: one read of its placements and kill requests, then a watch from that
-/// read's revision ([`crate::cache::CacheCore`], as the controller host keeps one).
-#[derive(Debug)]
-struct AgentCache {
-    core: CacheCore,
-    /// The watch following it, once asked for.
-    watch: Option<ReqId>,
-    /// A full read is in flight.
-    reading: bool,
-    /// A failed read is tried again no earlier than this.
-    retry_ms: u64,
-    /// Read your writes: the newest revision this agent committed under the cached prefixes.
-    /// The cache serves no sync until it has caught up with it.
-    seen: Revision,
-    /// The lease the cache was read under. A new lease reads it again: the node may have been
-    /// lost meanwhile, and what the cache showed then must not be acted on under the new one.
-    lease: Option<LeaseId>,
-}
-
-/// The assignments of a node by copy identity, each with its incarnation.
-pub(crate) type Assigned = BTreeMap<String, (Assignment, Revision)>;
 
 impl AgentCore {
     /// A machine that starts claiming its node's name at `now_ms`. Step it with
     /// [`AgentInput::Tick`] to get its first requests.
     pub fn new(cfg: AgentCoreConfig, now_ms: u64) -> Self {
         Self {
-            next_id: 1,
-            pending: BTreeMap::new(),
-            out: Vec::new(),
-            lease: LeaseSt::Claiming {
-                step: ClaimStep::Read,
-                fresh: false,
-                attempt: 0,
-                sent: now_ms,
-                waiting: None,
-            },
-            life: Life::Claiming,
-            copies: BTreeMap::new(),
-            dirty: true,
-            report_rev: 0,
-            queue: VecDeque::new(),
-            report_in_flight: false,
-            events: Vec::new(),
-            events_in_flight: false,
-            shown: BTreeMap::new(),
-            refused_keys: BTreeSet::new(),
-            live_written: None,
-            live_in_flight: false,
-            sync_in_flight: false,
-            answering: BTreeSet::new(),
-            next_sync: now_ms,
-            next_report: now_ms,
-            next_logs: now_ms,
-            next_sweep: now_ms,
-            failing_reads: false,
-            recovered_from: None,
-            lost: None,
-            refusal: None,
-            nonce_counter: 0,
-            granted: BTreeSet::new(),
-            cache: cfg.watch_cache.then(|| {
-                let node = &cfg.node;
-                AgentCache {
-                    core: CacheCore::new(&[&placements_of(node), &remote::kills_of(node)]),
-                    watch: None,
-                    reading: false,
-                    retry_ms: now_ms,
-                    seen: 0,
-                    lease: None,
-                }
-            }),
-            sync_wanted: false,
-            cache_synced_ms: now_ms,
-            read_state_retry: None,
-            parsed: BTreeMap::new(),
+            out: Outbox::new(),
+            life: Life::new(),
+            lease: NodeLease::new(now_ms),
+            state_read: StateRead::default(),
+            copies: Supervisor::new(),
+            sync: Sync::new(&cfg, now_ms),
+            kills: Kills::default(),
+            reports: Reports::new(now_ms),
+            live: LiveRecords::default(),
+            events: EventLog::default(),
+            logs: LogTending::new(now_ms),
             cfg,
         }
     }
@@ -391,14 +105,7 @@ impl AgentCore {
 
     /// The lease this agent holds now, if it holds one and is not fenced.
     pub fn held_lease(&self) -> Option<LeaseId> {
-        match self.lease {
-            LeaseSt::Held {
-                lease,
-                termed: false,
-                ..
-            } => Some(lease),
-            _ => None,
-        }
+        self.lease.held()
     }
 
     /// Whether the agent is fenced: it holds no lease it trusts, so it starts nothing.
@@ -408,12 +115,12 @@ impl AgentCore {
 
     /// Whether the machine is done ([`AgentOutput::Stopped`] was returned).
     pub fn is_stopped(&self) -> bool {
-        self.life == Life::Stopped
+        self.life.is_stopped()
     }
 
     /// The copies the agent knows, as its state file would record them, by identity.
     pub fn records(&self) -> Vec<CopyRecord> {
-        self.copies.values().map(|l| l.record.clone()).collect()
+        self.copies.records()
     }
 
     /// How long after observing its copies at `observed_ms` the agent writes the report: the
@@ -428,37 +135,62 @@ impl AgentCore {
     /// returns what to do, in order. The last output is a [`AgentOutput::Wake`] unless the
     /// machine has stopped.
     pub fn step(&mut self, now_ms: u64, input: AgentInput) -> Vec<AgentOutput> {
-        if self.life == Life::Stopped {
+        if self.life.is_stopped() {
             return Vec::new();
         }
         let now = now_ms;
         match input {
             AgentInput::Tick => {}
             AgentInput::Replied(r) => {
-                if let Some(p) = self.pending.remove(&r.id) {
-                    self.on_result(now, r.id, p.purpose, r.result);
+                if let Some(purpose) = self.out.take(r.id) {
+                    self.on_result(now, r.id, purpose, r.result);
                 }
             }
-            AgentInput::WatchDelivery(d) => self.on_watch(now, d),
+            AgentInput::WatchDelivery(d) => self.sync.on_watch(now, d, &self.cfg, &mut self.out),
             AgentInput::Started {
                 copy,
                 pid,
                 start_ticks,
-            } => self.on_started(now, &copy, pid, start_ticks),
-            AgentInput::StartFailed { copy, why } => self.on_start_failed(now, &copy, &why),
-            AgentInput::Exited { copy, how } => self.on_exited(now, &copy, how),
-            AgentInput::ProbeDone { copy, ok } => {
-                if let Some(l) = self.copies.get_mut(&copy) {
-                    l.probing = false;
-                    if ok {
-                        l.probe_ok = true;
-                    } else {
-                        l.next_check_ms = now + READINESS_RETRY_MS;
-                    }
+            } => {
+                let fenced = self.is_fenced() || !self.life.is_running();
+                let may_save = self.life.may_save();
+                self.copies.on_started(
+                    now,
+                    &copy,
+                    pid,
+                    start_ticks,
+                    fenced,
+                    may_save,
+                    &self.cfg,
+                    &mut self.out,
+                    &mut self.events,
+                );
+            }
+            AgentInput::StartFailed { copy, why } => {
+                let may_save = self.life.may_save();
+                self.copies.on_start_failed(
+                    now,
+                    &copy,
+                    &why,
+                    may_save,
+                    &self.cfg,
+                    &mut self.out,
+                    &mut self.events,
+                );
+            }
+            AgentInput::Exited { copy, how } => {
+                let node = &self.cfg.node;
+                if self
+                    .copies
+                    .on_exited(now, &copy, how, node, &mut self.out, &mut self.events)
+                {
+                    // Its name may be assigned here again, waiting for it to be forgotten.
+                    self.sync.want();
                 }
             }
+            AgentInput::ProbeDone { copy, ok } => self.copies.on_probe_done(now, &copy, ok),
             AgentInput::Recovered(r) => {
-                if self.life == Life::Recovering {
+                if self.life.stage == Stage::Recovering {
                     self.on_recovered(now, r);
                 }
             }
@@ -466,1765 +198,456 @@ impl AgentCore {
         }
         self.expire(now);
         self.advance(now);
-        if self.life != Life::Stopped {
+        if !self.life.is_stopped() {
             let wake = self.next_wake(now);
             self.out.push(AgentOutput::Wake(Wake(wake)));
         }
-        std::mem::take(&mut self.out)
-    }
-
-    // ----- plumbing -----
-
-    fn log(&mut self, line: impl Into<String>) {
-        self.out.push(AgentOutput::Log(line.into()));
-    }
-
-    fn send(&mut self, now: u64, request: StoreRequest, purpose: Purpose) -> ReqId {
-        let id = self.next_id;
-        self.next_id += 1;
-        let timeout = match purpose {
-            Purpose::Renew { .. } => self.ttl_ms().max(1),
-            _ => self.cfg.request_timeout_ms,
-        };
-        self.pending.insert(
-            id,
-            Pending {
-                deadline: now + timeout,
-                purpose,
-            },
-        );
-        self.out.push(AgentOutput::Store { id, request });
-        id
-    }
-
-    fn ttl_ms(&self) -> u64 {
-        match self.lease {
-            LeaseSt::Held { ttl_ms, .. } => ttl_ms,
-            _ => self.cfg.lease_ttl_ms,
-        }
+        self.out.drain()
     }
 
     /// Requests past their deadline fail as if the store had said so.
     fn expire(&mut self, now: u64) {
-        let late: Vec<ReqId> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| p.deadline <= now)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in late {
-            if let Some(p) = self.pending.remove(&id) {
-                let timeout = p.deadline;
+        for (id, deadline) in self.out.late(now) {
+            if let Some(purpose) = self.out.take(id) {
                 let why = StoreError::Unavailable(format!(
-                    "no reply by {timeout}ms (the request's deadline)"
+                    "no reply by {deadline}ms (the request's deadline)"
                 ));
-                self.on_result(now, id, p.purpose, Err(why));
+                self.on_result(now, id, purpose, Err(why));
             }
         }
     }
 
+    /// When the machine must be stepped next: the soonest time any part acts on.
     fn next_wake(&self, now: u64) -> u64 {
-        let mut t = u64::MAX;
-        let mut at = |x: u64| t = t.min(x.max(now));
-        for p in self.pending.values() {
-            at(p.deadline);
+        let mut soonest = Soonest::new(now);
+        for deadline in self.out.deadlines() {
+            soonest.at(deadline);
         }
-        match &self.lease {
-            LeaseSt::Claiming {
-                step: ClaimStep::Wait(until),
-                ..
-            } => at(*until),
-            LeaseSt::Claiming { waiting: None, .. } => at(now),
-            LeaseSt::Held {
-                ok_sent,
-                ttl_ms,
-                next_renewal,
-                termed,
-                in_flight,
-                ..
-            } => {
-                // Fenced (termed), no renewal goes out: its time is no reason to wake.
-                if *in_flight < RENEWALS_IN_FLIGHT && !*termed {
-                    at(*next_renewal);
-                }
-                let (term, kill) = fence_times_ms(*ok_sent, *ttl_ms);
-                at(if *termed { kill } else { term });
-            }
-            _ => {}
-        }
+        self.lease.wake_times(now, &mut soonest);
         // Only what the next step would act on: a timer whose work waits for a reply (a sync
         // or a report in flight) or for a start to answer wakes nobody, or the machine spins.
-        if matches!(self.life, Life::Running) && !self.is_fenced() {
-            if !self.sync_in_flight {
-                at(self.next_sync_ms());
-                // The cache's read is driven with the sync, so only when no sync is in flight.
-                if let Some(c) = self
-                    .cache
-                    .as_ref()
-                    .filter(|c| !c.reading && c.watch.is_none())
-                {
-                    at(c.retry_ms);
-                }
-            }
-            at(self.next_report);
-            if let Some((due, _)) = self.queue.front().filter(|_| !self.report_in_flight) {
-                at(*due);
-            }
-            at(self.next_logs);
+        if self.life.is_running() && !self.is_fenced() {
+            self.sync.wake_times(self.held_lease(), &mut soonest);
+            self.reports.wake_times(&mut soonest);
+            self.logs.wake_times(&mut soonest);
         }
-        if let Life::Draining { deadline } = self.life {
-            at(deadline);
+        if let Stage::Draining { deadline } = self.life.stage {
+            soonest.at(deadline);
         }
         if let Some(t) = self
-            .read_state_retry
-            .filter(|_| self.life == Life::ReadingState)
+            .state_read
+            .retry_at()
+            .filter(|_| self.life.stage == Stage::ReadingState)
         {
-            at(t);
+            soonest.at(t);
         }
-        let simulated = self.cfg.simulate_copies;
-        for l in self.copies.values().filter(|l| !l.exited()) {
-            if l.record.pid == 0 && !simulated {
-                // Its start is under way: nothing happens to it before it answers.
-                continue;
-            }
-            if let Some(k) = l.kill_at_ms.filter(|_| !l.killed && l.record.pid != 0) {
-                at(k);
-            }
-            if l.record.phase == Phase::Starting && l.kill_at_ms.is_none() {
-                match &l.record.assignment.readiness {
-                    None => at(l.record.started_ms + l.record.assignment.startup_ms),
-                    Some(_) if !l.probing && !l.probe_ok => at(l.next_check_ms),
-                    Some(_) => {}
-                }
-            }
-        }
-        if t == u64::MAX {
-            now + 1_000
-        } else {
-            t
-        }
+        self.copies
+            .wake_times(self.cfg.simulate_copies, &mut soonest);
+        soonest.or_a_second()
     }
 
-    // ----- the lease -----
+    // ----- routing replies -----
 
-    fn record(&self, now: u64, lease: LeaseId, ttl_ms: u64) -> NodeRecord {
-        NodeRecord {
-            node: self.cfg.node.clone(),
-            host: self.cfg.host.clone(),
-            place: self.cfg.place.clone(),
-            agent_pid: self.cfg.agent_pid,
-            acquired_ms: now,
-            ttl_ms,
-            report_every_ms: self.cfg.report_every_ms,
-            lease,
-        }
-    }
-
-    /// Sends the request of the current claim step, if it has none in flight.
-    fn drive_claim(&mut self, now: u64) {
-        let LeaseSt::Claiming {
-            step,
-            waiting: None,
-            ..
-        } = self.lease.clone()
-        else {
-            return;
-        };
-        let key = node_key(&self.cfg.node);
-        let request = match step {
-            ClaimStep::Wait(until) => {
-                if now < until {
-                    return;
-                }
-                self.set_claim_step(ClaimStep::Read);
-                if let LeaseSt::Claiming { fresh: true, .. } = self.lease {
-                    self.fence_kill_all();
-                }
-                return self.drive_claim(now);
-            }
-            ClaimStep::Revoke(old) => StoreRequest::Revoke(old),
-            ClaimStep::Read => StoreRequest::Read {
-                prefixes: vec![key],
-            },
-            ClaimStep::Grant => StoreRequest::Grant {
-                ttl: std::time::Duration::from_millis(self.cfg.lease_ttl_ms),
-            },
-            ClaimStep::Create(lease) => {
-                let mine = self.record(now, lease, self.cfg.lease_ttl_ms);
-                StoreRequest::Commit(Txn::new().expect(&key, 0).put_leased(
-                    &key,
-                    encode(&mine),
-                    lease,
-                ))
-            }
-            ClaimStep::GiveBack(lease) => StoreRequest::Revoke(lease),
-            ClaimStep::KeepAlive { lease, .. } => StoreRequest::KeepAlive(lease),
-            ClaimStep::TakeOver {
-                lease,
-                ttl_ms,
-                mod_revision,
-                acquired_ms,
-            } => {
-                // The node's tenure goes on across a takeover: the earlier agent's last report
-                // (its copies live on, to be adopted) still counts until this one reports. A
-                // new `acquired_ms` would drop it from the ledger, and a pass in between would
-                // count the node's copies as gone and create them again.
-                let mine = self.record(acquired_ms, lease, ttl_ms);
-                StoreRequest::Commit(Txn::new().expect(&key, mod_revision).put_leased(
-                    &key,
-                    encode(&mine),
-                    lease,
-                ))
-            }
-        };
-        if matches!(step, ClaimStep::Grant | ClaimStep::KeepAlive { .. }) {
-            if let LeaseSt::Claiming { sent, .. } = &mut self.lease {
-                *sent = now;
-            }
-        }
-        let id = self.send(now, request, Purpose::Claim);
-        if let LeaseSt::Claiming { waiting, .. } = &mut self.lease {
-            *waiting = Some(id);
-        }
-    }
-
-    fn set_claim_step(&mut self, next: ClaimStep) {
-        if let LeaseSt::Claiming { step, waiting, .. } = &mut self.lease {
-            *step = next;
-            *waiting = None;
-        }
-    }
-
-    /// Carries the claim one step on after a reply.
-    fn on_claim(&mut self, now: u64, result: StoreResult) {
-        let LeaseSt::Claiming {
-            step,
-            fresh,
-            attempt,
-            sent,
-            ..
-        } = self.lease.clone()
-        else {
-            return;
-        };
-        if let LeaseSt::Claiming { waiting, .. } = &mut self.lease {
-            *waiting = None;
-        }
-        let key = node_key(&self.cfg.node);
-        match (step, result) {
-            (ClaimStep::Revoke(_), Ok(_) | Err(StoreError::LeaseExpired(_))) => {
-                self.set_claim_step(ClaimStep::Read)
-            }
-            (ClaimStep::Read, Ok(StoreReply::Read { read, .. })) => {
-                match read.entries.into_iter().find(|e| e.key == key) {
-                    None => self.set_claim_step(ClaimStep::Grant),
-                    Some(entry) => {
-                        let held: NodeRecord = match decode(&entry) {
-                            Ok(h) => h.value,
-                            Err(e) => return self.claim_failed(now, e.into()),
-                        };
-                        let mine = self.record(now, 0, self.cfg.lease_ttl_ms);
-                        let ours = |l: &LeaseId| {
-                            self.granted.contains(l) || (!fresh && held.same_place(&mine))
-                        };
-                        match entry.lease.filter(ours) {
-                            Some(lease) => self.set_claim_step(ClaimStep::KeepAlive {
-                                lease,
-                                ttl_ms: held.ttl_ms,
-                                mod_revision: entry.mod_revision,
-                                acquired_ms: held.acquired_ms,
-                            }),
-                            None => self.claim_failed(
-                                now,
-                                NodeError::Taken {
-                                    node: self.cfg.node.clone(),
-                                    pid: held.agent_pid,
-                                    host: held.host,
-                                    place: held.place,
-                                },
-                            ),
-                        }
-                    }
-                }
-            }
-            (ClaimStep::Grant, Ok(StoreReply::Granted(lease))) => {
-                self.granted.insert(lease);
-                self.set_claim_step(ClaimStep::Create(lease))
-            }
-            (ClaimStep::Create(lease), Ok(_)) => {
-                self.held(now, lease, self.cfg.lease_ttl_ms, sent, false)
-            }
-            (ClaimStep::Create(lease), Err(e)) if e.is_conflict() => {
-                self.set_claim_step(ClaimStep::GiveBack(lease))
-            }
-            (ClaimStep::GiveBack(_), _) => self.claim_retry(now, attempt),
-            (
-                ClaimStep::KeepAlive {
-                    lease,
-                    ttl_ms,
-                    mod_revision,
-                    acquired_ms,
-                },
-                Ok(_),
-            ) => self.set_claim_step(ClaimStep::TakeOver {
-                lease,
-                ttl_ms,
-                mod_revision,
-                acquired_ms,
-            }),
-            (ClaimStep::KeepAlive { .. }, Err(StoreError::LeaseExpired(_))) => {
-                self.claim_retry(now, attempt)
-            }
-            (ClaimStep::TakeOver { lease, ttl_ms, .. }, Ok(_)) => {
-                self.held(now, lease, ttl_ms, sent, true)
-            }
-            (ClaimStep::TakeOver { .. }, Err(e))
-                if e.is_conflict() || matches!(e, StoreError::LeaseExpired(_)) =>
-            {
-                self.claim_retry(now, attempt)
-            }
-            (_, Err(e)) => self.claim_failed(now, e.into()),
-            (_, Ok(other)) => self.claim_failed(
-                now,
-                StoreError::Unavailable(format!("unexpected reply {other:?}")).into(),
-            ),
-        }
-    }
-
-    fn claim_retry(&mut self, now: u64, attempt: u32) {
-        if attempt + 1 >= CLAIM_ATTEMPTS {
-            let key = node_key(&self.cfg.node);
-            return self.claim_failed(
-                now,
-                StoreError::Unavailable(format!("{key} kept changing while this agent claimed it"))
-                    .into(),
-            );
-        }
-        if let LeaseSt::Claiming { attempt: a, .. } = &mut self.lease {
-            *a = attempt + 1;
-        }
-        self.set_claim_step(ClaimStep::Wait(now + CLAIM_RETRY_MS));
-    }
-
-    fn claim_failed(&mut self, now: u64, e: NodeError) {
-        let fresh = matches!(self.lease, LeaseSt::Claiming { fresh: true, .. });
-        let transient = matches!(&e, NodeError::Store(s) if !s.is_lost());
-        if !fresh && !transient {
-            // The first claim, refused or on a store gone for good: the agent cannot run.
-            self.lease = LeaseSt::Released;
-            return self.stop_now(Err(AgentError::Node(e)));
-        }
-        if !fresh {
-            // A store that does not answer yet is no reason to exit: copies of an earlier agent
-            // of this node may be running, and only this agent can adopt or stop them (found by
-            // `setpoint chaos`: an agent restarted while cut off exited and left them unwatched).
-            self.log(format!("cannot claim the node yet: {e} (retrying)"));
-            let every = renew_every_ms(self.cfg.lease_ttl_ms);
-            if let LeaseSt::Claiming { attempt, .. } = &mut self.lease {
-                *attempt = 0;
-            }
-            return self.set_claim_step(ClaimStep::Wait(now + every));
-        }
-        if e.is_refusal() {
-            self.log(format!("cannot rejoin: {e}"));
-            self.refusal = Some(e.to_string());
-            self.lease = LeaseSt::Refused;
-            return self.begin_shutdown(now);
-        }
-        self.log(format!("cannot rejoin yet: {e}"));
-        let every = renew_every_ms(self.cfg.lease_ttl_ms);
-        self.set_claim_step(ClaimStep::Wait(now + every));
-    }
-
-    /// The name is held under `lease`, whose end is counted from `sent`.
-    fn held(&mut self, now: u64, lease: LeaseId, ttl_ms: u64, sent: u64, adopted: bool) {
-        let first = self.life == Life::Claiming;
-        self.granted.clear();
-        self.lease = LeaseSt::Held {
-            lease,
-            ttl_ms,
-            ok_sent: sent,
-            next_renewal: now + renew_every_ms(ttl_ms),
-            termed: false,
-            failing: false,
-            in_flight: 0,
-        };
-        if first {
-            self.log(format!(
-                "holds node lease {lease} (ttl {ttl_ms}ms{})",
-                if adopted {
-                    ", taken over from the previous agent here"
-                } else {
-                    ""
-                }
-            ));
-            self.life = Life::ReadingState;
-            self.read_state(now);
-        } else {
-            self.log(format!("rejoined under lease {lease}"));
-        }
-    }
-
-    /// Reads the node's assignments and last report, before recovery.
-    fn read_state(&mut self, now: u64) {
-        self.read_state_retry = None;
-        let node = &self.cfg.node;
-        let prefixes = vec![placements_of(node), report_key(node)];
-        self.send(now, StoreRequest::Read { prefixes }, Purpose::ReadState);
-    }
-
-    /// Renews and fences, while the lease is held.
-    fn keep_lease(&mut self, now: u64) {
-        let LeaseSt::Held {
-            lease,
-            ttl_ms,
-            ok_sent,
-            next_renewal,
-            termed,
-            in_flight,
-            ..
-        } = self.lease.clone()
-        else {
-            return;
-        };
-        let (term_at, kill_at) = fence_times_ms(ok_sent, ttl_ms);
-        if !termed && now >= term_at {
-            if let LeaseSt::Held { termed, .. } = &mut self.lease {
-                *termed = true;
-            }
-            // Observations taken before the fence must never reach the ledger.
-            self.queue.clear();
-            let n = self.signal_all(CopySignal::Term);
-            self.log(format!(
-                "lease {lease} not renewed for {}ms: fenced, stopping {n} copies (SIGTERM)",
-                term_at - ok_sent
-            ));
-        }
-        if termed && now >= kill_at {
-            let n = self.signal_all(CopySignal::Kill);
-            self.log(format!(
-                "fenced: SIGKILL to {n} copies before the lease can end"
-            ));
-            return self.reclaim(now, lease);
-        }
-        if !termed && now >= next_renewal && in_flight < RENEWALS_IN_FLIGHT {
-            if let LeaseSt::Held {
-                next_renewal,
-                in_flight,
-                ..
-            } = &mut self.lease
-            {
-                *next_renewal = now + renew_every_ms(ttl_ms);
-                *in_flight += 1;
-            }
-            self.send(
-                now,
-                StoreRequest::KeepAlive(lease),
-                Purpose::Renew { lease, sent: now },
-            );
-        }
-    }
-
-    fn on_renewed(&mut self, now: u64, of: LeaseId, sent: u64, result: StoreResult) {
-        let LeaseSt::Held {
-            lease,
-            termed,
-            failing,
-            ..
-        } = self.lease.clone()
-        else {
-            return;
-        };
-        if of != lease {
-            return;
-        }
-        if let LeaseSt::Held { in_flight, .. } = &mut self.lease {
-            *in_flight = in_flight.saturating_sub(1);
-        }
-        if termed {
-            return;
-        }
-        match result {
-            Ok(_) => {
-                if failing {
-                    self.log(format!("lease {lease} renewed again"));
-                }
-                if let LeaseSt::Held {
-                    ok_sent, failing, ..
-                } = &mut self.lease
-                {
-                    *ok_sent = (*ok_sent).max(sent);
-                    *failing = false;
-                }
-            }
-            Err(StoreError::LeaseExpired(_)) => {
-                self.queue.clear();
-                let n = self.signal_all(CopySignal::Kill);
-                self.log(format!(
-                    "lease {lease} has expired: fenced, SIGKILL to {n} copies"
-                ));
-                self.reclaim(now, lease);
-            }
-            Err(e) => {
-                if !failing {
-                    self.log(format!("cannot renew lease {lease}: {e}"));
-                    if let LeaseSt::Held { failing, .. } = &mut self.lease {
-                        *failing = true;
-                    }
-                }
-            }
-        }
-    }
-
-    /// Fenced: gives the old lease up and claims the name again under a new one.
-    fn reclaim(&mut self, now: u64, old: LeaseId) {
-        // The record may still stand under the old lease if its revoke fails (a store without
-        // quorum): it is this agent's own, to be kept alive and taken over, not a refusal (found
-        // by the netns test: after quorum came back, etcd had reset the old lease to its full
-        // TTL, and the agent refused its own record as another agent's and exited).
-        self.granted.insert(old);
-        self.lease = LeaseSt::Claiming {
-            step: ClaimStep::Revoke(old),
-            fresh: true,
-            attempt: 0,
-            sent: now,
-            waiting: None,
-        };
-        if matches!(self.life, Life::Draining { .. } | Life::Finishing) {
-            // Nothing to rejoin for: the agent is on its way out.
-            self.lease = LeaseSt::Released;
-        }
-    }
-
-    /// Signals every copy that has a process; returns how many.
-    fn signal_all(&mut self, signal: CopySignal) -> usize {
-        let targets: Vec<(String, u32, u64)> = self
-            .copies
-            .iter()
-            .filter(|(_, l)| !l.exited() && l.record.pid != 0)
-            .map(|(c, l)| (c.clone(), l.record.pid, l.record.start_ticks))
-            .collect();
-        if self.cfg.bug_no_self_fence {
-            return targets.len();
-        }
-        for (copy, pid, start_ticks) in &targets {
-            self.out.push(AgentOutput::Signal {
-                copy: copy.clone(),
-                pid: *pid,
-                start_ticks: *start_ticks,
-                signal,
-            });
-        }
-        targets.len()
-    }
-
-    /// While fenced, every attempt to claim the name again first makes sure nothing survives.
-    fn fence_kill_all(&mut self) {
-        self.signal_all(CopySignal::Kill);
-    }
-
-    // ----- results -----
-
-    fn on_result(&mut self, now: u64, id: ReqId, purpose: Purpose, result: StoreResult) {
+    fn on_result(
+        &mut self,
+        now: u64,
+        id: crate::machine::ReqId,
+        purpose: Purpose,
+        result: StoreResult,
+    ) {
         match purpose {
             Purpose::Claim => {
-                if matches!(self.lease, LeaseSt::Claiming { waiting: Some(w), .. } if w == id) {
+                if self.lease.awaits(id) {
                     self.on_claim(now, result);
                 }
             }
-            Purpose::Renew { lease, sent } => self.on_renewed(now, lease, sent, result),
-            Purpose::ReadState => match result {
-                Ok(StoreReply::Read { read, .. }) => {
-                    let node = self.cfg.node.clone();
-                    let key = report_key(&node);
-                    let placements = placements_of(&node);
-                    let (placed, rest): (Vec<Entry>, Vec<Entry>) = read
-                        .entries
-                        .into_iter()
-                        .partition(|e| e.key.starts_with(&placements));
-                    let (assigned, refused) = parse_assignments(&placed, &node);
-                    self.log_refused(refused);
-                    let last = rest.into_iter().find(|e| e.key == key);
-                    self.recovered_from = Some((assigned, last));
-                    self.life = Life::Recovering;
-                    self.out.push(AgentOutput::Recover);
-                }
-                Ok(other) => self.stop_now(Err(AgentError::Store(StoreError::Unavailable(
-                    format!("unexpected reply {other:?}"),
-                )))),
-                Err(e) if e.is_lost() => self.stop_now(Err(AgentError::Store(e))),
-                Err(e) => {
-                    // A lost packet or a slow store must not end the agent before it started
-                    // (found by `setpoint chaos`: the node's names stayed held for good).
-                    self.log(format!(
-                        "cannot read the node's state: {e} (retrying every {} ms)",
-                        self.cfg.sync_every_ms
+            Purpose::Renew { lease, sent } => {
+                if let Some(expired) = self.lease.on_renewed(lease, sent, result, &mut self.out) {
+                    self.reports.clear_queue();
+                    let n = self.signal_all(CopySignal::Kill);
+                    self.out.log(format!(
+                        "lease {expired} has expired: fenced, SIGKILL to {n} copies"
                     ));
-                    self.read_state_retry = Some(now + self.cfg.sync_every_ms);
+                    self.reclaim(now, expired);
                 }
-            },
+            }
+            Purpose::ReadState => {
+                match self
+                    .state_read
+                    .on_read(now, result, &self.cfg, &mut self.out)
+                {
+                    StateReadOutcome::Read(refused) => {
+                        self.sync.log_refused(refused, &mut self.out);
+                        self.life.stage = Stage::Recovering;
+                        self.out.push(AgentOutput::Recover);
+                    }
+                    StateReadOutcome::Fatal(e) => self.stop_now(Err(e)),
+                    StateReadOutcome::Retry => {}
+                }
+            }
             Purpose::Sync { lease } => {
-                self.sync_in_flight = false;
-                if self.life != Life::Running || self.held_lease() != Some(lease) {
+                self.sync.replied();
+                if !self.life.is_running() || self.held_lease() != Some(lease) {
                     // Read before the fence or the shutdown, or under a lease since lost (the
                     // node may have been lost meanwhile and its names given to other nodes):
                     // never acted on.
                     return;
                 }
-                match result {
-                    Ok(StoreReply::Read { read, .. }) => {
-                        if self.failing_reads {
-                            self.log("the store answers again");
-                            self.failing_reads = false;
-                        }
-                        self.on_sync_read(now, read);
-                    }
-                    Ok(_) => {}
-                    Err(e) if e.is_lost() => self.lose(now, e),
-                    Err(e) => {
-                        if !self.failing_reads {
-                            self.log(format!(
-                                "cannot read assignments: {e} (retrying; logged again when it answers)"
-                            ));
-                            self.failing_reads = true;
-                        }
-                    }
+                match self.sync.on_reply(result, &mut self.out) {
+                    Some(Ok(read)) => self.on_sync_read(now, read),
+                    Some(Err(e)) => self.lose(now, e),
+                    None => {}
                 }
             }
             Purpose::Report { report, last } => {
-                self.report_in_flight = false;
-                match result {
-                    Ok(StoreReply::Committed(rev)) => {
-                        self.report_rev = rev;
-                        self.log_ledger_changes(&report, now);
-                    }
-                    Ok(_) => {}
-                    Err(StoreError::Conflict { found, .. }) if found != self.report_rev => {
-                        self.log(
-                            "the report changed under this agent: is another agent running as this node?",
-                        );
-                        self.report_rev = found;
-                        self.send_report(now, report, last);
-                        return;
-                    }
-                    Err(e) if e.is_lost() && !last => self.lose(now, e),
-                    Err(e) if last => self.log(format!("cannot write the last report: {e}")),
-                    Err(e) => self.log(format!("cannot report: {e}")),
-                }
-                if last {
-                    self.finish_events(now);
+                let written = self.reports.on_written(
+                    now,
+                    report,
+                    last,
+                    result,
+                    &self.cfg,
+                    &mut self.out,
+                    &mut self.events,
+                );
+                match written {
+                    Written::Again => {}
+                    Written::Lost(e) => self.lose(now, e),
+                    Written::Done if last => self.finish_events(now),
+                    Written::Done => {}
                 }
             }
             Purpose::Live { lease, copies } => {
-                self.live_in_flight = false;
-                match result {
-                    Ok(_) => self.live_written = Some((lease, copies)),
-                    Err(e) => self.log(format!("cannot write the live record: {e}")),
-                }
+                self.live.on_written(lease, copies, result, &mut self.out)
             }
-            Purpose::Events { mut batch, last } => {
-                self.events_in_flight = false;
-                match result {
-                    Ok(_) => {}
-                    Err(StoreError::Conflict {
-                        key, expected: 0, ..
-                    }) => {
-                        // Written before (a repeat): drop it, write the rest.
-                        batch.retain(|(k, _)| *k != key);
-                        if !batch.is_empty() {
-                            return self.send_events(now, batch, last);
-                        }
-                    }
-                    Err(e) if e.is_lost() && !last => {
-                        self.lose(now, e);
-                    }
-                    Err(e) => {
-                        self.log(format!("cannot write the event log: {e}"));
-                        if !last {
-                            batch.append(&mut self.events);
-                            self.events = batch;
-                        }
-                    }
-                }
-                if last {
-                    self.release(now);
+            Purpose::Events { batch, last } => {
+                let timeout = self.cfg.request_timeout_ms;
+                match self
+                    .events
+                    .on_written(now, batch, last, result, timeout, &mut self.out)
+                {
+                    Written::Again => {}
+                    Written::Lost(e) => self.lose(now, e),
+                    Written::Done if last => self.release(now),
+                    Written::Done => {}
                 }
             }
             Purpose::KillAnswer { key } => {
-                self.answering.remove(&key);
-                if let (Ok(StoreReply::Committed(rev)), Some(c)) = (&result, &mut self.cache) {
-                    c.seen = c.seen.max(*rev);
-                }
-                match result {
-                    Ok(_) | Err(StoreError::LeaseExpired(_)) => {}
-                    Err(e) if e.is_conflict() => {}
-                    Err(e) => self.log(format!("cannot answer a kill request: {e}")),
-                }
+                self.sync.saw_own_write(&result);
+                self.kills.on_answered(&key, &result, &mut self.out);
             }
-            Purpose::CacheRead { lease } => self.on_cache_read(now, lease, result),
+            Purpose::CacheRead { lease } => {
+                self.sync
+                    .on_cache_read(now, lease, result, &self.cfg, &mut self.out)
+            }
             Purpose::CacheWatch => {
-                if !matches!(result, Ok(StoreReply::Watching)) {
-                    // Not established (or not in time): read again and watch again.
-                    self.cache_lost(now);
-                }
+                self.sync
+                    .on_cache_watching(now, &result, &self.cfg, &mut self.out)
             }
             Purpose::Release => {
                 if let Err(e) = result {
-                    self.log(format!("cannot give up the node lease: {e}"));
+                    self.out.log(format!("cannot give up the node lease: {e}"));
                 }
-                self.lease = LeaseSt::Released;
-                self.log("stopped");
-                let end = match self.refusal.take() {
-                    Some(why) => Err(AgentError::Replaced(why)),
-                    None => Ok(()),
-                };
+                self.lease.release();
+                self.out.log("stopped");
+                let end = self.life.end();
                 self.stop_now(end);
             }
         }
     }
 
-    fn stop_now(&mut self, result: Result<(), AgentError>) {
-        if let Some(id) = self.cache.as_mut().and_then(|c| c.watch.take()) {
-            self.cancel(id);
+    // ----- the lease and the fence -----
+
+    /// Sends the claim's next request; a pause that ends after fencing first kills every copy.
+    fn drive_claim(&mut self, now: u64) {
+        if self.lease.end_pause(now) == Some(true) {
+            // While fenced, every attempt to claim the name again first makes sure nothing
+            // survives.
+            self.signal_all(CopySignal::Kill);
         }
-        self.life = Life::Stopped;
-        self.pending.clear();
-        self.out.push(AgentOutput::Stopped(result));
+        self.lease.drive_claim(now, &self.cfg, &mut self.out);
     }
 
-    fn lose(&mut self, now: u64, e: StoreError) {
-        if self.lost.is_some() {
-            return;
-        }
-        self.log(format!("{e}: this agent stops its copies and exits"));
-        self.lost = Some(e);
-        self.begin_shutdown(now);
-    }
-
-    // ----- copies -----
-
-    fn on_started(&mut self, now: u64, copy: &str, pid: u32, start_ticks: u64) {
-        let fenced = self.is_fenced() || !matches!(self.life, Life::Running);
-        let Some(l) = self.copies.get_mut(copy) else {
-            // Forgotten meanwhile: nobody wants it.
-            self.out.push(AgentOutput::Signal {
-                copy: copy.to_owned(),
-                pid,
-                start_ticks,
-                signal: CopySignal::Kill,
-            });
-            return;
-        };
-        if l.exited() || l.record.pid != 0 {
-            return;
-        }
-        l.record.pid = pid;
-        l.record.start_ticks = start_ticks;
-        l.record.started_ms = now;
-        let record = l.record.clone();
-        self.dirty = true;
-        self.log(format!("started {copy} (pid {pid})"));
-        self.save();
-        self.log_event(CopyEventKind::Start, &record, now);
-        if fenced {
-            // The lease was lost (or the agent is stopping) while the process started: it may
-            // not run.
-            if let Some(l) = self.copies.get_mut(copy) {
-                l.kill_at_ms = Some(now);
-            }
-            self.out.push(AgentOutput::Signal {
-                copy: copy.to_owned(),
-                pid,
-                start_ticks,
-                signal: CopySignal::Kill,
-            });
-        }
-    }
-
-    fn on_start_failed(&mut self, now: u64, copy: &str, why: &str) {
-        let Some(l) = self.copies.get_mut(copy) else {
-            return;
-        };
-        if l.exited() {
-            return;
-        }
-        l.record.started_ms = now;
-        l.mark_exited(now, format!("failed to start: {why}"));
-        let record = l.record.clone();
-        self.dirty = true;
-        self.log(format!("cannot start {copy}: {why}"));
-        self.save();
-        self.log_event(CopyEventKind::Start, &record, now);
-        self.log_event(CopyEventKind::Exit, &record, now);
-    }
-
-    fn on_exited(&mut self, now: u64, copy: &str, how: Ended) {
-        let Some(l) = self.copies.get_mut(copy) else {
-            return;
-        };
-        if l.exited() {
-            return;
-        }
-        l.mark_exited(now, how.to_string());
-        let record = l.record.clone();
-        self.dirty = true;
-        self.log(format!("{copy} ended: {how}"));
-        self.log_event(CopyEventKind::Exit, &record, now);
-        // A copy stopped because its assignment is gone has nothing left to report.
-        if record.stopping {
-            self.copies.remove(copy);
-            // Its name may be assigned here again, waiting for it to be forgotten.
-            self.sync_wanted = true;
-        }
-    }
-
-    /// Promotions, overdue kills, readiness probes, simulated copies.
-    fn watch(&mut self, now: u64) {
-        let simulated = self.cfg.simulate_copies;
-        let mut happened = Vec::new();
-        let mut gone = Vec::new();
-        let mut out = Vec::new();
-        let mut lines = Vec::new();
-        for (copy, l) in &mut self.copies {
-            if l.exited() {
-                continue;
-            }
-            if l.record.pid == 0 {
-                if !simulated {
-                    // Its start is under way.
-                    continue;
-                }
-                if l.kill_at_ms.is_some() {
-                    let how = "stopped (simulated copy)".to_owned();
-                    lines.push(format!("{copy} ended: {how}"));
-                    l.mark_exited(now, how);
-                    happened.push((CopyEventKind::Exit, l.record.clone()));
-                    self.dirty = true;
-                    if l.record.stopping {
-                        gone.push(copy.clone());
-                    }
-                    continue;
+    fn on_claim(&mut self, now: u64, result: StoreResult) {
+        match self.lease.on_claim(now, &self.cfg, result, &mut self.out) {
+            None => {}
+            Some(Claimed::Held {
+                lease,
+                ttl_ms,
+                adopted,
+            }) => {
+                if self.life.stage == Stage::Claiming {
+                    self.out.log(format!(
+                        "holds node lease {lease} (ttl {ttl_ms}ms{})",
+                        if adopted {
+                            ", taken over from the previous agent here"
+                        } else {
+                            ""
+                        }
+                    ));
+                    self.life.stage = Stage::ReadingState;
+                    self.state_read.send(now, &self.cfg, &mut self.out);
+                } else {
+                    self.out.log(format!("rejoined under lease {lease}"));
                 }
             }
-            if let Some(t) = l.kill_at_ms {
-                if !l.killed && now >= t && l.record.pid != 0 {
-                    lines.push(format!("{copy} outlived its grace period: SIGKILL"));
-                    out.push(AgentOutput::Signal {
-                        copy: copy.clone(),
-                        pid: l.record.pid,
-                        start_ticks: l.record.start_ticks,
-                        signal: CopySignal::Kill,
-                    });
-                    l.killed = true;
-                }
-                continue;
-            }
-            if l.record.phase != Phase::Starting {
-                continue;
-            }
-            let ready = match &l.record.assignment.readiness {
-                None => now >= l.record.started_ms + l.record.assignment.startup_ms,
-                Some(cmd) => {
-                    if !l.probe_ok && !l.probing && now >= l.next_check_ms {
-                        l.probing = true;
-                        out.push(AgentOutput::Probe {
-                            copy: copy.clone(),
-                            command: cmd.clone(),
-                            env: l.record.assignment.env.clone(),
-                        });
-                    }
-                    l.probe_ok
-                }
-            };
-            if ready {
-                l.record.phase = Phase::Running;
-                l.record.ready_ms = Some(now);
-                happened.push((CopyEventKind::Ready, l.record.clone()));
-                self.dirty = true;
-            }
-        }
-        for line in lines {
-            self.log(line);
-        }
-        self.out.extend(out);
-        for (kind, record) in happened {
-            self.log_event(kind, &record, now);
-        }
-        for copy in gone {
-            self.copies.remove(&copy);
-            self.sync_wanted = true;
-        }
-    }
-
-    /// Starts what is assigned and not started; stops what runs and is no longer assigned.
-    fn sync(&mut self, assigned: Assigned, now: u64) {
-        let unwanted: Vec<(String, bool, u64)> = self
-            .copies
-            .iter()
-            .filter(|(copy, l)| {
-                assigned
-                    .get(*copy)
-                    .is_none_or(|(_, inc)| *inc != l.record.incarnation)
-            })
-            .map(|(c, l)| (c.clone(), l.exited(), l.record.assignment.grace_ms))
-            .collect();
-        for (copy, exited, grace) in unwanted {
-            if exited {
-                self.copies.remove(&copy);
-                self.dirty = true;
-            } else {
-                self.begin_stop(&copy, grace, now);
-            }
-        }
-        // A name assigned again waits until its earlier copy has stopped and been forgotten.
-        let batch: Vec<(Assignment, Revision)> = assigned
-            .into_iter()
-            .filter(|(copy, _)| !self.copies.contains_key(copy))
-            .map(|(_, a)| a)
-            .collect();
-        self.start_all(batch, now);
-    }
-
-    fn new_nonce(&mut self) -> String {
-        match self.cfg.nonces {
-            Nonces::Random => crate::sandbox::new_nonce(),
-            Nonces::Counter(seed) => {
-                self.nonce_counter += 1;
-                format!("{seed:016x}{:016x}", self.nonce_counter)
+            Some(Claimed::Fatal(e)) => self.stop_now(Err(AgentError::Node(e))),
+            Some(Claimed::Refused(why)) => {
+                self.life.refuse(why);
+                self.begin_shutdown(now);
             }
         }
     }
 
-    /// Records each copy with a fresh nonce (one state-file write for all), then asks for each
-    /// start. The nonce is on disk before the process exists, so after a crash at any point a
-    /// process holding it is this agent's and one without it is not.
-    fn start_all(&mut self, batch: Vec<(Assignment, Revision)>, now: u64) {
-        if batch.is_empty() {
-            return;
-        }
-        let simulated = self.cfg.simulate_copies;
-        let mut starts = Vec::with_capacity(batch.len());
-        for (a, incarnation) in batch {
-            let nonce = if simulated {
-                String::new()
-            } else {
-                self.new_nonce()
-            };
-            let record = CopyRecord {
-                assignment: a,
-                incarnation,
-                pid: 0,
-                start_ticks: 0,
-                started_ms: now,
-                phase: Phase::Starting,
-                ready_ms: None,
-                exited_ms: None,
-                exit: None,
-                stopping: false,
-                nonce,
-            };
-            let copy = record.assignment.copy.clone();
-            if simulated {
-                self.log_event(CopyEventKind::Start, &record, now);
-            } else {
-                starts.push(AgentOutput::Start {
-                    copy: copy.clone(),
-                    assignment: record.assignment.clone(),
-                    nonce: record.nonce.clone(),
-                });
+    /// Renews and fences, while the lease is held.
+    fn keep_lease(&mut self, now: u64) {
+        let keep = self.lease.keep(now);
+        match keep.fence {
+            Some(Fence::Term {
+                lease,
+                unrenewed_ms,
+            }) => {
+                // Observations taken before the fence must never reach the ledger.
+                self.reports.clear_queue();
+                let n = self.signal_all(CopySignal::Term);
+                self.out.log(format!(
+                    "lease {lease} not renewed for {unrenewed_ms}ms: fenced, stopping {n} copies (SIGTERM)"
+                ));
             }
-            self.copies.insert(copy, Local::new(record));
-        }
-        self.dirty = true;
-        self.save_now();
-        self.out.extend(starts);
-    }
-
-    fn begin_stop(&mut self, copy: &str, grace_ms: u64, now: u64) {
-        let Some(l) = self.copies.get_mut(copy) else {
-            return;
-        };
-        if l.exited() || l.record.stopping {
-            return;
-        }
-        l.record.stopping = true;
-        l.kill_at_ms = Some(now + grace_ms);
-        let (pid, start_ticks) = (l.record.pid, l.record.start_ticks);
-        self.dirty = true;
-        self.log(format!("stopping {copy} (pid {pid})"));
-        if pid != 0 {
-            self.out.push(AgentOutput::Signal {
-                copy: copy.to_owned(),
-                pid,
-                start_ticks,
-                signal: CopySignal::Term,
-            });
-        }
-    }
-
-    /// Carries out the kill requests addressed to this node (SIGKILL to the copy's group,
-    /// checked by start time) and writes each outcome back for the `kill` command.
-    fn carry_out_kills(&mut self, now: u64, kills: Vec<Kill>) {
-        let node = self.cfg.node.clone();
-        for (key, mut req, rev, lease) in kills {
-            if self.answering.contains(&key) {
-                continue;
+            Some(Fence::Kill { lease }) => {
+                let n = self.signal_all(CopySignal::Kill);
+                self.out.log(format!(
+                    "fenced: SIGKILL to {n} copies before the lease can end"
+                ));
+                return self.reclaim(now, lease);
             }
-            let outcome = match self.copies.get(&req.copy) {
-                Some(l) if l.record.incarnation == req.incarnation && !l.exited() => {
-                    if l.record.pid == 0 {
-                        format!("{} had already ended", req.copy)
-                    } else {
-                        self.out.push(AgentOutput::Signal {
-                            copy: req.copy.clone(),
-                            pid: l.record.pid,
-                            start_ticks: l.record.start_ticks,
-                            signal: CopySignal::Kill,
-                        });
-                        format!("killed pid {} on {node}", l.record.pid)
-                    }
-                }
-                _ => format!("{} does not run on {node}", req.copy),
-            };
-            self.log(format!("kill request for {}: {outcome}", req.copy));
-            req.outcome = Some(outcome);
-            let txn = remote::answer_txn(&key, &req, rev, lease);
-            self.answering.insert(key.clone());
-            self.send(now, StoreRequest::Commit(txn), Purpose::KillAnswer { key });
+            None => {}
+        }
+        if keep.renew {
+            self.lease.send_renewal(now, &mut self.out);
         }
     }
 
-    // ----- sync and the watch cache -----
-
-    /// When the next sync is due, if nothing asks for one sooner: every `sync_every_ms` while
-    /// syncs read the store; every [`CACHE_RESYNC_MS`] while the watch cache serves them (they
-    /// run at once when it changes).
-    fn next_sync_ms(&self) -> u64 {
-        if self.sync_wanted {
-            return 0;
-        }
-        match self.held_lease() {
-            Some(lease) if self.cache_serves(lease) => self
-                .next_sync
-                .max(self.cache_synced_ms.saturating_add(CACHE_RESYNC_MS)),
-            _ => self.next_sync,
-        }
+    /// Fenced: gives the old lease up and claims the name again under a new one.
+    fn reclaim(&mut self, now: u64, old: LeaseId) {
+        let leaving = self.life.leaving();
+        self.lease.reclaim(now, old, leaving);
     }
 
-    /// Whether the watch cache can serve a sync under `lease`: it follows the store, was read
-    /// under this lease, and has caught up with this agent's own writes.
-    fn cache_serves(&self, lease: LeaseId) -> bool {
-        self.cache.as_ref().is_some_and(|c| {
-            c.core.is_live() && c.lease == Some(lease) && c.core.revision() >= c.seen
-        })
+    /// Signals every copy that has a process; returns how many.
+    fn signal_all(&mut self, signal: CopySignal) -> usize {
+        self.copies
+            .signal_all(signal, self.cfg.bug_no_self_fence, &mut self.out)
     }
 
-    /// Syncs if one is due: from the watch cache when it can serve, else by a read of the store.
-    fn drive_sync(&mut self, now: u64, lease: LeaseId) {
-        if now < self.next_sync_ms() {
-            return;
-        }
-        self.sync_wanted = false;
-        self.next_sync = now + self.cfg.sync_every_ms;
-        if self.cache_serves(lease) {
-            let node = &self.cfg.node;
-            let prefixes = [placements_of(node), remote::kills_of(node)];
-            let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-            let read = self.cache.as_mut().and_then(|c| c.core.read(&refs));
-            if let Some(read) = read {
-                self.cache_synced_ms = now;
-                return self.on_sync_read(now, read);
-            }
-        }
-        if let Some(c) = &mut self.cache {
-            c.core.passed_through();
-        }
-        self.sync_in_flight = true;
-        let node = &self.cfg.node;
-        let prefixes = vec![placements_of(node), remote::kills_of(node)];
-        self.send(
-            now,
-            StoreRequest::Read { prefixes },
-            Purpose::Sync { lease },
-        );
-    }
+    // ----- sync -----
 
     /// Acts on a read of the node's placements and kill requests.
     fn on_sync_read(&mut self, now: u64, read: Read) {
-        let node = self.cfg.node.clone();
-        let placements = placements_of(&node);
-        let (placed, asked): (Vec<Entry>, Vec<Entry>) = read
-            .entries
-            .into_iter()
-            .partition(|e| e.key.starts_with(&placements));
-        let (assigned, forged) = self.parse_placed(&placed);
-        self.log_refused(forged);
-        self.sync(assigned, now);
-        let kills = remote::pending_kills(&asked, &node);
-        self.carry_out_kills(now, kills);
-    }
-
-    /// [`parse_assignments`], decoding only the entries that changed since the last sync.
-    fn parse_placed(&mut self, placed: &[Entry]) -> (Assigned, Vec<(String, String)>) {
-        let mut out = BTreeMap::new();
-        let mut refused = Vec::new();
-        let mut parsed = BTreeMap::new();
-        for e in placed {
-            let p = match self.parsed.remove(&e.key) {
-                Some((rev, p)) if rev == e.mod_revision => p,
-                _ => parse_assignment(e, &self.cfg.node),
-            };
-            match &p {
-                Ok((a, incarnation)) => {
-                    out.insert(a.copy.clone(), (a.clone(), *incarnation));
-                }
-                Err(why) => refused.push((e.key.clone(), why.clone())),
-            }
-            parsed.insert(e.key.clone(), (e.mod_revision, p));
-        }
-        self.parsed = parsed;
-        (out, refused)
-    }
-
-    /// Starts the cache's full read if it needs one: none yet, its watch was lost, or it was
-    /// read under another lease than the one held now.
-    fn drive_cache(&mut self, now: u64, lease: LeaseId) {
-        let Some(c) = &mut self.cache else { return };
-        if c.reading || (c.lease == Some(lease) && c.watch.is_some()) || now < c.retry_ms {
-            return;
-        }
-        let old = c.watch.take();
-        c.core.set_live(false);
-        c.reading = true;
-        c.lease = Some(lease);
-        let prefixes = c.core.prefixes().to_vec();
-        if let Some(id) = old {
-            self.cancel(id);
-        }
-        self.send(
+        let (assigned, kills) = self.sync.parse(read, &self.cfg, &mut self.out);
+        let may_save = self.life.may_save();
+        self.copies.sync(
+            assigned,
             now,
-            StoreRequest::Read { prefixes },
-            Purpose::CacheRead { lease },
+            may_save,
+            &self.cfg,
+            &mut self.out,
+            &mut self.events,
         );
-    }
-
-    fn on_cache_read(&mut self, now: u64, lease: LeaseId, result: StoreResult) {
-        let Some(c) = &mut self.cache else { return };
-        c.reading = false;
-        let read = match result {
-            Ok(StoreReply::Read { read, .. }) if c.lease == Some(lease) => read,
-            _ => {
-                // Failed, or read under a lease since replaced: read again (a failure after a
-                // sync period; syncs read the store meanwhile).
-                c.lease = None;
-                c.retry_ms = now + self.cfg.sync_every_ms;
-                return;
-            }
-        };
-        let after = read.revision;
-        c.core.reset(read);
-        let prefixes = c.core.prefixes().to_vec();
-        let id = self.send(
-            now,
-            StoreRequest::Watch { prefixes, after },
-            Purpose::CacheWatch,
-        );
-        if let Some(c) = &mut self.cache {
-            c.watch = Some(id);
-        }
-        self.sync_wanted = true;
-    }
-
-    fn on_watch(&mut self, now: u64, d: WatchDelivery) {
-        let Some(c) = &mut self.cache else { return };
-        if c.watch != Some(d.watch) {
-            // A watch this machine no longer follows.
-            return;
-        }
-        match d.event {
-            WatchEvent::Idle => {}
-            WatchEvent::Lost(_) => self.cache_lost(now),
-            WatchEvent::Changes { revision, changes } => {
-                c.core.apply(revision, changes);
-                self.sync_wanted = true;
-            }
-        }
-    }
-
-    /// The cache's watch is gone: it serves nothing until it has read and watched again.
-    fn cache_lost(&mut self, now: u64) {
-        let Some(c) = &mut self.cache else { return };
-        c.core.set_live(false);
-        c.lease = None;
-        // Read and watch again after a sync period (syncs read the store meanwhile), so that a
-        // watch that keeps failing costs a read per period, not a loop.
-        c.retry_ms = now + self.cfg.sync_every_ms;
-        if let Some(id) = c.watch.take() {
-            self.cancel(id);
-        }
-    }
-
-    /// Asks the driver to end watch `id` (a request without a reply).
-    fn cancel(&mut self, id: ReqId) {
-        let cancel = self.next_id;
-        self.next_id += 1;
-        self.out.push(AgentOutput::Store {
-            id: cancel,
-            request: StoreRequest::CancelWatch(id),
-        });
+        self.kills
+            .carry_out(now, kills, &self.copies, &self.cfg, &mut self.out);
     }
 
     // ----- recovery -----
 
-    /// Rebuilds the copies from what the driver found: processes proven its own are adopted
-    /// (and stopped later if unassigned), dead ones become exited records, and every other
-    /// process carrying its mark is foreign: never adopted, logged, and stopped if it runs as
-    /// the agent's user (it claims a copy's identity, so leaving it would be a second copy).
-    /// Then the first sync and the first report.
+    /// Rebuilds the copies from what the driver found ([`recovery::rebuild`]), then the first
+    /// sync and the first report.
     fn on_recovered(&mut self, now: u64, found: Recovery) {
-        let (assigned, last_report) = self.recovered_from.take().unwrap_or_default();
-        self.report_rev = last_report.as_ref().map_or(0, |e| e.mod_revision);
+        let (assigned, last_report) = self.state_read.take();
+        let rev = last_report.as_ref().map_or(0, |e| e.mod_revision);
         let before = last_report
             .as_ref()
             .and_then(|e| decode::<NodeReport>(e).ok())
             .map(|s| s.value);
-        if let Some(before) = &before {
-            // The ledger still shows what the last agent reported.
-            self.log_ledger_changes(before, now);
-            self.events.clear();
-        }
-        let node = self.cfg.node.clone();
-        let mut unclaimed = found.unclaimed;
-        for FoundRecord {
-            mut record,
-            process,
-        } in found.records
-        {
-            let copy = record.assignment.copy.clone();
-            if let Err(why) = crate::rules::check_assignment(&record.assignment, &node) {
-                self.log(format!(
-                    "refused the state file's record of {}: {why}",
-                    copy.escape_debug()
-                ));
-                if let Some((pid, start_ticks)) = process {
-                    // It is not a copy of this agent's: as foreign as any.
-                    unclaimed.push(Marked {
-                        pid,
-                        start_ticks,
-                        copy: copy.clone(),
-                        nonce: None,
-                        uid: found.own_uid,
-                    });
-                }
-                continue;
-            }
-            match process.filter(|_| record.phase != Phase::Exited) {
-                Some((pid, start_ticks)) => {
-                    if record.pid == 0 {
-                        // Started, or about to be, when the agent died: its pid was never
-                        // recorded, but its nonce was.
-                        self.log(format!("adopted unrecorded {copy} (pid {pid})"));
-                        record.started_ms = now;
-                    } else {
-                        self.log(format!("adopted {copy} (pid {pid})"));
-                    }
-                    record.pid = pid;
-                    record.start_ticks = start_ticks;
-                    record.stopping = false;
-                    self.out.push(AgentOutput::Adopt {
-                        copy: copy.clone(),
-                        pid,
-                        start_ticks,
-                    });
-                    self.copies.insert(copy, Local::new(record));
-                }
-                None => {
-                    let mut l = Local::new(record);
-                    if !l.exited() {
-                        // Not proven its own: the pid may be anyone's by now, so it is not
-                        // signalled.
-                        l.record.pid = 0;
-                        l.mark_exited(now, "ended while the agent was down".into());
-                        let r = l.record.clone();
-                        self.log_event(CopyEventKind::Exit, &r, now);
-                    }
-                    self.copies.insert(copy, l);
-                }
-            }
-        }
-        for m in unclaimed {
-            let known = self
-                .copies
-                .get(&m.copy)
-                .is_some_and(|l| l.record.pid == m.pid && l.record.start_ticks == m.start_ticks);
-            if known {
-                continue;
-            }
-            if m.uid != found.own_uid {
-                self.log(format!(
-                    "foreign process {} of user {} carries the mark of {}: not adopted, left alone",
-                    m.pid,
-                    m.uid,
-                    m.copy.escape_debug()
-                ));
-                continue;
-            }
-            let assigned_here = assigned.contains_key(&m.copy);
-            self.log(format!(
-                "foreign process {} carries the mark of {} without its nonce: not adopted{}; stopping it",
-                m.pid,
-                m.copy.escape_debug(),
-                if assigned_here { ", the real copy starts" } else { "" }
-            ));
-            self.out.push(AgentOutput::StopForeign {
-                pid: m.pid,
-                start_ticks: m.start_ticks,
-                grace_ms: UNKNOWN_GRACE_MS,
-            });
-        }
-        // Copies the store last heard of as exited must not start again, even if the state
-        // file was lost.
-        if let Some(report) = before {
-            for c in report
-                .copies
-                .into_iter()
-                .filter(|c| c.phase == Phase::Exited)
-            {
-                let Some((a, incarnation)) = assigned.get(&c.copy) else {
-                    continue;
-                };
-                if *incarnation == c.incarnation && !self.copies.contains_key(&c.copy) {
-                    let record = CopyRecord {
-                        assignment: a.clone(),
-                        incarnation: *incarnation,
-                        pid: 0,
-                        start_ticks: 0,
-                        started_ms: c.started_ms,
-                        phase: Phase::Exited,
-                        ready_ms: c.ready_ms,
-                        exited_ms: c.exited_ms,
-                        exit: c.exit.clone(),
-                        stopping: false,
-                        nonce: String::new(),
-                    };
-                    self.copies.insert(c.copy, Local::new(record));
-                }
-            }
-        }
-        self.dirty = true;
-        self.life = Life::Running;
-        self.sync(assigned, now);
-        self.save();
-        let first = self.observe(now);
-        self.send_report(now, first, false);
-        self.log(format!("ready with {} copies", self.copies.len()));
-        self.next_sync = now + self.cfg.sync_every_ms;
-        self.next_report = now + self.cfg.report_every_ms;
-        self.next_logs = now;
-        self.next_sweep = now;
+        self.reports
+            .resume(rev, before.as_ref(), now, &self.cfg.node, &mut self.events);
+        recovery::rebuild(
+            now,
+            found,
+            &assigned,
+            before,
+            &self.cfg,
+            &mut self.copies,
+            &mut self.out,
+            &mut self.events,
+        );
+        self.copies.mark_dirty();
+        self.life.stage = Stage::Running;
+        let may_save = self.life.may_save();
+        self.copies.sync(
+            assigned,
+            now,
+            may_save,
+            &self.cfg,
+            &mut self.out,
+            &mut self.events,
+        );
+        self.copies.save(&self.cfg, may_save, &mut self.out);
+        let first = reports::observe(&self.copies, now, &self.cfg);
+        self.reports
+            .send(now, first, false, &self.cfg, &mut self.out);
+        self.out
+            .log(format!("ready with {} copies", self.copies.len()));
+        self.sync.next_at(now + self.cfg.sync_every_ms);
+        self.reports.observe_next_at(now + self.cfg.report_every_ms);
+        self.logs = LogTending::new(now);
     }
 
     // ----- the running loop -----
 
     fn advance(&mut self, now: u64) {
-        if self.life == Life::Stopped {
+        if self.life.is_stopped() {
             return;
         }
         self.drive_claim(now);
         self.keep_lease(now);
         // A fence that just came down starts the rejoin in this same step.
         self.drive_claim(now);
-        if self.life == Life::Stopped {
+        if self.life.is_stopped() {
             return;
         }
-        self.watch(now);
-        if self.life == Life::ReadingState && self.read_state_retry.is_some_and(|t| now >= t) {
-            self.read_state(now);
+        if self
+            .copies
+            .tend(now, &self.cfg, &mut self.out, &mut self.events)
+        {
+            self.sync.want();
         }
-        match self.life.clone() {
-            Life::Running if !self.is_fenced() => {
-                if let Some(lease) = self.held_lease().filter(|_| !self.sync_in_flight) {
-                    self.drive_cache(now, lease);
-                    self.drive_sync(now, lease);
+        if self.life.stage == Stage::ReadingState
+            && self.state_read.retry_at().is_some_and(|t| now >= t)
+        {
+            self.state_read.send(now, &self.cfg, &mut self.out);
+        }
+        let may_save = self.life.may_save();
+        match self.life.stage.clone() {
+            Stage::Running if !self.is_fenced() => {
+                if let Some(lease) = self.held_lease().filter(|_| !self.sync.in_flight()) {
+                    self.sync.drive_cache(now, lease, &self.cfg, &mut self.out);
+                    if let Some(read) = self.sync.drive(now, lease, &self.cfg, &mut self.out) {
+                        self.on_sync_read(now, read);
+                    }
                 }
-                self.save();
-                self.tend_logs(now);
-                self.publish_live(now);
-                if now >= self.next_report {
-                    self.next_report = now + self.cfg.report_every_ms;
+                self.copies.save(&self.cfg, may_save, &mut self.out);
+                if let Some(sweep) = self.logs.due(now) {
+                    let running = self.copies.running();
+                    self.out.push(AgentOutput::TendLogs { running, sweep });
+                }
+                if let Some(lease) = self.held_lease() {
+                    self.live
+                        .publish(now, lease, &self.copies, &self.cfg, &mut self.out);
+                }
+                if self.reports.observation_due(now, self.cfg.report_every_ms) {
                     let due = now + self.report_delay_ms(now);
-                    let report = self.observe(now);
-                    self.queue.push_back((due, report));
+                    let report = reports::observe(&self.copies, now, &self.cfg);
+                    self.reports.enqueue(due, report);
                 }
-                if !self.report_in_flight {
-                    let mut due = None;
-                    while self.queue.front().is_some_and(|(at, _)| *at <= now) {
-                        due = self.queue.pop_front().map(|(_, r)| r);
-                    }
-                    if let Some(mut report) = due {
-                        report.reported_ms = now;
-                        self.send_report(now, report, false);
-                    }
-                }
-                if !self.events.is_empty() && !self.events_in_flight {
-                    let batch = std::mem::take(&mut self.events);
-                    self.send_events(now, batch, false);
-                }
+                self.reports.send_due(now, &self.cfg, &mut self.out);
+                self.events
+                    .flush(now, self.cfg.request_timeout_ms, &mut self.out);
             }
-            Life::Running => {
+            Stage::Running => {
                 // Fenced: the copies are being stopped; nothing is read, started or reported.
-                self.queue.clear();
-                self.save();
+                self.reports.clear_queue();
+                self.copies.save(&self.cfg, may_save, &mut self.out);
             }
-            Life::Draining { deadline }
-                if self.copies.values().all(Local::exited) || now >= deadline =>
-            {
-                self.dirty = true;
-                self.save_now();
-                if let Some(e) = self.lost.take() {
+            Stage::Draining { deadline } if self.copies.all_exited() || now >= deadline => {
+                self.copies.mark_dirty();
+                self.copies.save_now(&self.cfg, may_save, &mut self.out);
+                if let Some(e) = self.life.take_lost() {
                     return self.stop_now(Err(AgentError::Store(e)));
                 }
-                self.life = Life::Finishing;
-                if self.refusal.is_some() {
+                self.life.stage = Stage::Finishing;
+                if self.life.is_refused() {
                     // The name is another agent's now, and so are its report and its events:
                     // a last report from this one would hide that agent's copies.
                     return self.release(now);
                 }
-                let last = self.observe(now);
-                self.send_report(now, last, true);
+                let last = reports::observe(&self.copies, now, &self.cfg);
+                self.reports.send(now, last, true, &self.cfg, &mut self.out);
             }
             _ => {}
         }
     }
 
+    // ----- the end -----
+
+    fn stop_now(&mut self, result: Result<(), AgentError>) {
+        self.sync.stop(&mut self.out);
+        self.life.stage = Stage::Stopped;
+        self.out.forget_all();
+        self.out.push(AgentOutput::Stopped(result));
+    }
+
+    fn lose(&mut self, now: u64, e: StoreError) {
+        if self.life.is_lost() {
+            return;
+        }
+        self.out
+            .log(format!("{e}: this agent stops its copies and exits"));
+        self.life.lose(e);
+        self.begin_shutdown(now);
+    }
+
     fn begin_shutdown(&mut self, now: u64) {
-        match self.life {
-            Life::Draining { .. } | Life::Finishing | Life::Stopped => return,
-            Life::Running => {}
-            Life::Claiming | Life::ReadingState | Life::Recovering => {
+        match self.life.stage {
+            Stage::Draining { .. } | Stage::Finishing | Stage::Stopped => return,
+            Stage::Running => {}
+            Stage::Claiming | Stage::ReadingState | Stage::Recovering => {
                 // Nothing runs yet.
-                if let Some(e) = self.lost.take() {
+                if let Some(e) = self.life.take_lost() {
                     return self.stop_now(Err(AgentError::Store(e)));
                 }
-                self.life = Life::Finishing;
+                self.life.stage = Stage::Finishing;
                 return self.release(now);
             }
         }
-        if self.lost.is_none() {
-            self.log("shutting down: stopping copies");
+        if !self.life.is_lost() {
+            self.out.log("shutting down: stopping copies");
         }
-        self.queue.clear();
-        let running: Vec<(String, u64)> = self
-            .copies
-            .iter()
-            .filter(|(_, l)| !l.exited())
-            .map(|(c, l)| (c.clone(), l.record.assignment.grace_ms))
-            .collect();
-        let longest = running.iter().map(|r| r.1).max().unwrap_or(0);
-        for (copy, grace) in &running {
-            self.begin_stop(copy, *grace, now);
-            // Stopping for shutdown, not because its assignment went: keep its record as
-            // exited so that a restarted agent does not start it again.
-            if let Some(l) = self.copies.get_mut(copy) {
-                l.record.stopping = false;
-            }
-        }
-        self.life = Life::Draining {
+        self.reports.clear_queue();
+        let longest = self.copies.stop_all(now, &mut self.out);
+        self.life.stage = Stage::Draining {
             deadline: now + longest + SHUTDOWN_SLACK_MS,
         };
     }
 
     fn finish_events(&mut self, now: u64) {
-        if self.events.is_empty() {
-            return self.release(now);
+        if !self
+            .events
+            .finish(now, self.cfg.request_timeout_ms, &mut self.out)
+        {
+            self.release(now);
         }
-        let batch = std::mem::take(&mut self.events);
-        self.send_events(now, batch, true);
     }
 
     /// Gives the name up last, with nothing left running: the node is lost at once, and the
     /// controller reassigns its names without waiting for the lease to run out.
     fn release(&mut self, now: u64) {
-        match self.lease {
-            LeaseSt::Held { lease, .. } => {
-                self.send(now, StoreRequest::Revoke(lease), Purpose::Release);
+        match self.lease.holding() {
+            Some(lease) => {
+                self.out.send(
+                    now,
+                    StoreRequest::Revoke(lease),
+                    Purpose::Release,
+                    self.cfg.request_timeout_ms,
+                );
             }
-            _ => {
-                self.lease = LeaseSt::Released;
-                if self.life == Life::Finishing && self.copies.is_empty() && self.refusal.is_none()
-                {
-                    // Shut down before the agent ever ran.
-                }
-                self.log("stopped");
-                let end = match self.refusal.take() {
-                    Some(why) => Err(AgentError::Replaced(why)),
-                    None => Ok(()),
-                };
+            None => {
+                self.lease.release();
+                self.out.log("stopped");
+                let end = self.life.end();
                 self.stop_now(end);
             }
         }
     }
-
-    fn send_report(&mut self, now: u64, report: NodeReport, last: bool) {
-        let key = report_key(&self.cfg.node);
-        let txn = Txn::new()
-            .expect(&key, self.report_rev)
-            .put(&key, encode(&report));
-        self.report_in_flight = true;
-        self.send(
-            now,
-            StoreRequest::Commit(txn),
-            Purpose::Report { report, last },
-        );
-    }
-
-    fn send_events(&mut self, now: u64, batch: Vec<(String, String)>, last: bool) {
-        let txn = batch.iter().fold(Txn::new(), |t, (k, v)| {
-            events::append(t, k.clone(), v.clone())
-        });
-        self.events_in_flight = true;
-        self.send(
-            now,
-            StoreRequest::Commit(txn),
-            Purpose::Events { batch, last },
-        );
-    }
-
-    /// Writes `/live/{node}` if the set of ready copies changed (or the lease did), at once:
-    /// `get` reads it, so it carries no emulated report delay.
-    fn publish_live(&mut self, now: u64) {
-        let Some(lease) = self.held_lease() else {
-            return;
-        };
-        if self.live_in_flight {
-            return;
-        }
-        let copies = self.live_set();
-        if self
-            .live_written
-            .as_ref()
-            .is_some_and(|(l, c)| *l == lease && *c == copies)
-        {
-            return;
-        }
-        let record = LiveRecord {
-            node: self.cfg.node.clone(),
-            observed_ms: now,
-            copies: copies.clone(),
-        };
-        let txn = remote::live_txn(&record, lease);
-        self.live_in_flight = true;
-        self.send(
-            now,
-            StoreRequest::Commit(txn),
-            Purpose::Live { lease, copies },
-        );
-    }
-
-    fn tend_logs(&mut self, now: u64) {
-        if now < self.next_logs {
-            return;
-        }
-        self.next_logs = now + LOGS_EVERY_MS;
-        let sweep = now >= self.next_sweep;
-        if sweep {
-            self.next_sweep = now + SWEEP_EVERY_MS;
-        }
-        let running = self
-            .copies
-            .iter()
-            .filter(|(_, l)| !l.exited())
-            .map(|(c, _)| c.clone())
-            .collect();
-        self.out.push(AgentOutput::TendLogs { running, sweep });
-    }
-
-    /// Writes the state file if anything changed, unless starts are still being answered: the
-    /// pids of a batch of starts go to disk in one write once every start of it has answered,
-    /// not one write per copy (a file of N records written N times). Until then the nonces on
-    /// disk prove which processes are this agent's.
-    fn save(&mut self) {
-        let simulated = self.cfg.simulate_copies;
-        let starting = self
-            .copies
-            .values()
-            .any(|l| !simulated && !l.exited() && l.record.pid == 0);
-        if !starting {
-            self.save_now();
-        }
-    }
-
-    /// Writes the state file if anything changed.
-    fn save_now(&mut self) {
-        if !self.dirty || !matches!(self.life, Life::Running | Life::Draining { .. }) {
-            return;
-        }
-        self.dirty = false;
-        let state = NodeState {
-            node: self.cfg.node.clone(),
-            agent_pid: self.cfg.agent_pid,
-            copies: self.records(),
-        };
-        self.out.push(AgentOutput::SaveState(state));
-    }
-
-    // ----- what the store is told -----
-
-    /// Queues an event-log entry for copy `r`.
-    fn log_event(&mut self, kind: CopyEventKind, r: &CopyRecord, at_ms: u64) {
-        let event = CopyEvent {
-            at_ms,
-            node: self.cfg.node.clone(),
-            pid: (kind == CopyEventKind::Start).then_some(r.pid),
-            commanded: kind == CopyEventKind::Exit && r.stopping,
-            how: if kind == CopyEventKind::Exit {
-                r.exit.clone()
-            } else {
-                None
-            },
-        };
-        let key =
-            events::copy_event_key(&r.assignment.workload, kind, r.assignment.n, r.incarnation);
-        self.events.push((key, encode(&event)));
-    }
-
-    /// After `report` was written at `now`: logs the copies it brought onto the ledger and those
-    /// it took off.
-    fn log_ledger_changes(&mut self, report: &NodeReport, now: u64) {
-        let shown: BTreeMap<(String, u64), Revision> = report
-            .copies
-            .iter()
-            .filter(|c| c.phase == Phase::Running)
-            .map(|c| ((c.workload.clone(), c.n), c.incarnation))
-            .collect();
-        let event = encode(&CopyEvent {
-            at_ms: now,
-            node: self.cfg.node.clone(),
-            pid: None,
-            commanded: false,
-            how: None,
-        });
-        for ((w, n), inc) in &shown {
-            if self.shown.get(&(w.clone(), *n)) != Some(inc) {
-                let key = events::copy_event_key(w, CopyEventKind::Seen, *n, *inc);
-                self.events.push((key, event.clone()));
-            }
-        }
-        for ((w, n), inc) in &self.shown {
-            if shown.get(&(w.clone(), *n)) != Some(inc) {
-                let key = events::copy_event_key(w, CopyEventKind::Unseen, *n, *inc);
-                self.events.push((key, event.clone()));
-            }
-        }
-        self.shown = shown;
-    }
-
-    /// Logs the store entries refused since the last call, each once.
-    fn log_refused(&mut self, refused: Vec<(String, String)>) {
-        for (key, why) in refused {
-            if self.refused_keys.insert(key.clone()) {
-                self.log(format!("refused the entry {}: {why}", key.escape_debug()));
-            }
-        }
-    }
-
-    /// The copies running and ready now, as `/live/{node}` shows them.
-    fn live_set(&self) -> Vec<LiveCopy> {
-        self.copies
-            .values()
-            .filter(|l| l.record.phase == Phase::Running && !l.record.stopping)
-            .map(|l| LiveCopy {
-                copy: l.record.assignment.copy.clone(),
-                workload: l.record.assignment.workload.clone(),
-                owner_uid: l.record.assignment.owner_uid,
-                n: l.record.assignment.n,
-                incarnation: l.record.incarnation,
-                pid: l.record.pid,
-            })
-            .collect()
-    }
-
-    fn observe(&self, now: u64) -> NodeReport {
-        let mut copies: Vec<CopyReport> = self
-            .copies
-            .values()
-            .map(|l| {
-                let r = &l.record;
-                CopyReport {
-                    copy: r.assignment.copy.clone(),
-                    workload: r.assignment.workload.clone(),
-                    owner_uid: r.assignment.owner_uid,
-                    n: r.assignment.n,
-                    incarnation: r.incarnation,
-                    phase: r.phase,
-                    pid: r.pid,
-                    start_ticks: r.start_ticks,
-                    started_ms: r.started_ms,
-                    ready_ms: r.ready_ms,
-                    exited_ms: r.exited_ms,
-                    exit: r.exit.clone(),
-                    stopping: r.stopping,
-                }
-            })
-            .collect();
-        copies.sort_by(|a, b| (&a.workload, a.n).cmp(&(&b.workload, b.n)));
-        NodeReport {
-            node: self.cfg.node.clone(),
-            observed_ms: now,
-            reported_ms: now,
-            agent_pid: self.cfg.agent_pid,
-            copies,
-        }
-    }
-}
-
-/// When an agent whose last successful renewal was sent at `sent_ms` must act, for a lease of
-/// `ttl_ms`: SIGTERM to every copy at 3/4 of the TTL, SIGKILL at 9/10. Both come before the
-/// store can expire the lease, which is at least `ttl_ms` after `sent_ms`.
-pub fn fence_times_ms(sent_ms: u64, ttl_ms: u64) -> (u64, u64) {
-    (sent_ms + ttl_ms * 3 / 4, sent_ms + ttl_ms * 9 / 10)
-}
-
-/// How often an agent renews a lease of `ttl_ms`: every quarter of it (at least every 10ms).
-pub fn renew_every_ms(ttl_ms: u64) -> u64 {
-    (ttl_ms / 4).max(10)
-}
-
-/// A kill request addressed to this node: key, request, revision, the requester's lease.
-type Kill = (String, remote::KillRequest, Revision, Option<LeaseId>);
-
-/// The assignments among `entries` (a read of the node's placements), by copy identity with
-/// their incarnations, and the entries refused with why.
-///
-/// Nothing read from the store is trusted: an entry that does not decode, breaks a rule of
-/// `apply` ([`crate::rules::check_assignment`]) or does not sit at its own key is refused, and
-/// never reaches a path or a command.
-pub(crate) fn parse_assignments(
-    entries: &[Entry],
-    node: &str,
-) -> (Assigned, Vec<(String, String)>) {
-    let mut out = BTreeMap::new();
-    let mut refused = Vec::new();
-    for e in entries {
-        match parse_assignment(e, node) {
-            Ok((a, incarnation)) => {
-                out.insert(a.copy.clone(), (a, incarnation));
-            }
-            Err(why) => refused.push((e.key.clone(), why)),
-        }
-    }
-    (out, refused)
-}
-
-/// One entry of [`parse_assignments`]: the assignment and its incarnation, or why it is refused.
-fn parse_assignment(e: &Entry, node: &str) -> Parsed {
-    let a: Assignment = decode(e).map_err(|err| err.to_string())?.value;
-    crate::rules::check_assignment(&a, node)?;
-    let own = crate::model::placement_key(node, &a.workload, a.n);
-    if e.key != own {
-        return Err(format!("it sits at {}, not at its own key {own}", e.key));
-    }
-    Ok((a, e.create_revision))
 }
 
 #[cfg(test)]
@@ -2232,11 +655,17 @@ mod tests {
     //! A tiny synchronous driver: a [`MemoryStore`], fake processes, virtual time in 5ms ticks,
     //! replies delayed or dropped at will.
 
+    use std::collections::VecDeque;
+
+    use super::super::{fence_times_ms, renew_every_ms, Ended, FoundRecord, NodeState, Nonces};
     use super::*;
-    use crate::machine::{carry_out, Replied};
-    use crate::model::placement_key;
+    use crate::events;
+    use crate::machine::{carry_out, Replied, ReqId};
+    use crate::model::{encode, placement_key, placements_of, report_key, Assignment, Phase};
+    use crate::node::{node_key, NodeRecord};
+    use crate::remote;
     use crate::rules::CopyEnv;
-    use crate::store::{MemoryStore, Store};
+    use crate::store::{MemoryStore, Store, Txn};
 
     const TICK: u64 = 5;
 

@@ -1,4 +1,5 @@
-//! The node agent: runs the copies assigned to its node as real processes and reports them.
+//! The node agent's tokio driver ([`run_agent`]): runs the copies assigned to its node as real
+//! processes and reports them.
 //!
 //! Its logic is the I/O-free machine [`AgentCore`]; [`run_agent`] is the thin
 //! tokio driver around it: it carries the machine's store requests out on blocking threads
