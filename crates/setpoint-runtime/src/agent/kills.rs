@@ -83,3 +83,75 @@ impl Kills {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{record, supervisor};
+    use super::*;
+    use crate::model::Phase;
+
+    fn request(copy: &str, incarnation: Revision) -> remote::KillRequest {
+        remote::KillRequest {
+            copy: copy.into(),
+            incarnation,
+            requested_ms: 0,
+            outcome: None,
+        }
+    }
+
+    #[test]
+    fn a_kill_reaches_only_the_incarnation_it_names_and_each_request_is_answered_once() {
+        let cfg = AgentCoreConfig::new("a");
+        let copies = supervisor(vec![record(0, Phase::Running, 100)]);
+        let mut kills = Kills::default();
+        let mut out = Outbox::new();
+        let asked = vec![
+            ("k0".to_owned(), request("w-0", 10), 3, None),
+            ("k1".to_owned(), request("w-0", 99), 4, None),
+        ];
+        kills.carry_out(0, asked.clone(), &copies, &cfg, &mut out);
+        let outputs = out.drain();
+        let signals = outputs
+            .iter()
+            .filter(|o| {
+                matches!(
+                    o,
+                    AgentOutput::Signal {
+                        pid: 100,
+                        signal: CopySignal::Kill,
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert_eq!(signals, 1, "{outputs:?}");
+        let answers: Vec<String> = outputs
+            .iter()
+            .filter_map(|o| match o {
+                AgentOutput::Log(l) => Some(l.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            answers,
+            [
+                "kill request for w-0: killed pid 100 on a",
+                "kill request for w-0: w-0 does not run on a"
+            ]
+        );
+        // Seen again while the answers are in flight: not carried out twice.
+        kills.carry_out(1, asked.clone(), &copies, &cfg, &mut out);
+        assert!(out.drain().is_empty());
+        kills.on_answered(
+            "k0",
+            &Ok(crate::machine::StoreReply::Committed(5)),
+            &mut out,
+        );
+        kills.carry_out(2, asked[..1].to_vec(), &copies, &cfg, &mut out);
+        assert_eq!(
+            out.drain().len(),
+            3,
+            "answered, it may be carried out again if it is still there"
+        );
+    }
+}

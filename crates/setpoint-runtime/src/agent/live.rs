@@ -79,3 +79,51 @@ impl LiveRecords {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{record, supervisor};
+    use super::*;
+    use crate::model::Phase;
+
+    #[test]
+    fn the_live_record_is_written_only_when_the_ready_set_or_the_lease_changes() {
+        let cfg = AgentCoreConfig::new("a");
+        let mut live = LiveRecords::default();
+        let mut out = Outbox::new();
+        let mut write = |live: &mut LiveRecords, lease, copies: &Supervisor| {
+            live.publish(0, lease, copies, &cfg, &mut out);
+            let ids: Vec<_> = out
+                .drain()
+                .into_iter()
+                .filter_map(|o| match o {
+                    super::super::AgentOutput::Store { id, .. } => Some(id),
+                    _ => None,
+                })
+                .collect();
+            for id in &ids {
+                if let Some(Purpose::Live { lease, copies }) = out.take(*id) {
+                    live.on_written(
+                        lease,
+                        copies,
+                        Ok(crate::machine::StoreReply::Committed(1)),
+                        &mut out,
+                    );
+                }
+            }
+            ids.len()
+        };
+        let one = supervisor(vec![
+            record(0, Phase::Running, 100),
+            record(1, Phase::Starting, 101),
+        ]);
+        assert_eq!(write(&mut live, 1, &one), 1);
+        assert_eq!(write(&mut live, 1, &one), 0, "unchanged");
+        assert_eq!(write(&mut live, 2, &one), 1, "a new lease");
+        let two = supervisor(vec![
+            record(0, Phase::Running, 100),
+            record(1, Phase::Running, 101),
+        ]);
+        assert_eq!(write(&mut live, 2, &two), 1, "w-1 became ready");
+    }
+}

@@ -30,6 +30,8 @@ mod core;
 mod driver;
 mod error;
 mod event_log;
+#[cfg(test)]
+mod fixtures;
 mod kills;
 mod lease;
 mod life;

@@ -310,3 +310,101 @@ pub fn recovery_from(
         own_uid: me,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{assigned, record};
+    use super::*;
+
+    fn marked(pid: u32, copy: &str, nonce: Option<&str>, uid: u32) -> Marked {
+        Marked {
+            pid,
+            start_ticks: u64::from(pid) * 10,
+            copy: copy.into(),
+            nonce: nonce.map(Into::into),
+            uid,
+        }
+    }
+
+    #[test]
+    fn a_process_is_the_agents_own_only_by_its_nonce_or_its_recorded_pid_and_start_time() {
+        let saved = NodeState {
+            node: "a".into(),
+            agent_pid: 1,
+            copies: vec![
+                record(0, Phase::Running, 100),
+                record(1, Phase::Starting, 0),
+                record(2, Phase::Running, 102),
+            ],
+        };
+        let found = recovery_from(
+            Some(saved),
+            vec![
+                marked(101, "w-1", Some("nonce-1"), 7),
+                marked(103, "w-3", Some("nonce-3"), 7),
+                marked(100, "w-0", Some("nonce-0"), 7),
+            ],
+            7,
+            // w-0's pid proves its own; w-2's pid is someone else's by now.
+            |pid, _, nonce| pid == 100 && nonce == "nonce-0",
+        );
+        let processes: Vec<Option<(u32, u64)>> = found.records.iter().map(|r| r.process).collect();
+        assert_eq!(processes, [Some((100, 1_000)), Some((101, 1_010)), None]);
+        let unclaimed: Vec<u32> = found.unclaimed.iter().map(|m| m.pid).collect();
+        assert_eq!(unclaimed, [103], "only the process no record claims");
+        assert_eq!(found.own_uid, 7);
+    }
+
+    #[test]
+    fn the_rebuild_adopts_what_is_proven_records_the_dead_as_exited_and_stops_only_own_user_strangers(
+    ) {
+        let found = Recovery {
+            records: vec![
+                FoundRecord {
+                    record: record(0, Phase::Running, 100),
+                    process: Some((100, 1_000)),
+                },
+                FoundRecord {
+                    record: record(1, Phase::Running, 101),
+                    process: None,
+                },
+            ],
+            unclaimed: vec![marked(200, "w-0", None, 7), marked(300, "w-5", None, 8)],
+            own_uid: 7,
+        };
+        let cfg = AgentCoreConfig::new("a");
+        let mut copies = Supervisor::new();
+        let (mut out, mut events) = (Outbox::new(), EventLog::default());
+        rebuild(
+            50,
+            found,
+            &assigned(&[0, 1]),
+            None,
+            &cfg,
+            &mut copies,
+            &mut out,
+            &mut events,
+        );
+        let acts: Vec<String> = out
+            .drain()
+            .into_iter()
+            .filter_map(|o| match o {
+                AgentOutput::Adopt { copy, pid, .. } => Some(format!("adopt {copy} {pid}")),
+                AgentOutput::StopForeign { pid, .. } => Some(format!("stop {pid}")),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            acts,
+            ["adopt w-0 100", "stop 200"],
+            "the other user's 300 is left alone"
+        );
+        assert_eq!(copies.get("w-0").unwrap().record.phase, Phase::Running);
+        let dead = &copies.get("w-1").unwrap().record;
+        assert_eq!(
+            (dead.phase, dead.pid),
+            (Phase::Exited, 0),
+            "never signalled"
+        );
+    }
+}

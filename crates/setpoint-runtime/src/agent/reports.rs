@@ -239,3 +239,101 @@ impl Reports {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{record, supervisor};
+    use super::super::AgentOutput;
+    use super::*;
+
+    fn sent(out: &mut Outbox) -> Vec<(u64, bool)> {
+        out.drain()
+            .into_iter()
+            .filter_map(|o| match o {
+                AgentOutput::Store { id, .. } => match out.take(id) {
+                    Some(Purpose::Report { report, last }) => Some((report.observed_ms, last)),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn only_the_newest_due_observation_is_written_and_one_at_a_time() {
+        let cfg = AgentCoreConfig::new("a");
+        let copies = supervisor(vec![record(0, Phase::Running, 100)]);
+        let mut reports = Reports::new(0);
+        let mut out = Outbox::new();
+        for now in [0, 100, 200] {
+            assert!(reports.observation_due(now, 100));
+            reports.enqueue(now + 250, observe(&copies, now, &cfg));
+        }
+        assert!(!reports.observation_due(250, 100));
+        reports.send_due(300, &cfg, &mut out);
+        assert_eq!(sent(&mut out), [(0, false)]);
+        reports.send_due(460, &cfg, &mut out);
+        assert!(sent(&mut out).is_empty(), "one report in flight at a time");
+        let mut events = EventLog::default();
+        let w = reports.on_written(
+            460,
+            observe(&copies, 0, &cfg),
+            false,
+            Ok(StoreReply::Committed(9)),
+            &cfg,
+            &mut out,
+            &mut events,
+        );
+        assert!(matches!(w, Written::Done));
+        reports.send_due(460, &cfg, &mut out);
+        assert_eq!(
+            sent(&mut out),
+            [(200, false)],
+            "100's is superseded by 200's"
+        );
+        reports.clear_queue();
+        let mut soonest = Soonest::new(460);
+        reports.wake_times(&mut soonest);
+        assert_eq!(
+            soonest.or_a_second(),
+            460,
+            "the next observation is overdue"
+        );
+    }
+
+    #[test]
+    fn a_written_report_puts_its_running_copies_on_the_ledger_once_and_takes_gone_ones_off() {
+        let cfg = AgentCoreConfig::new("a");
+        let mut reports = Reports::new(0);
+        let (mut out, mut events) = (Outbox::new(), EventLog::default());
+        let mut write = |reports: &mut Reports, copies: &Supervisor, events: &mut EventLog| {
+            let report = observe(copies, 0, &cfg);
+            let ok = Ok(StoreReply::Committed(1));
+            reports.on_written(0, report, false, ok, &cfg, &mut out, events);
+        };
+        let both = supervisor(vec![
+            record(0, Phase::Running, 100),
+            record(1, Phase::Running, 101),
+        ]);
+        write(&mut reports, &both, &mut events);
+        write(&mut reports, &both, &mut events);
+        let one = supervisor(vec![record(0, Phase::Running, 100)]);
+        write(&mut reports, &one, &mut events);
+        let mut out = Outbox::new();
+        events.flush(0, 100, &mut out);
+        let Some(Purpose::Events { batch, .. }) = out.take(1) else {
+            panic!("no events");
+        };
+        let kinds: Vec<&str> = batch
+            .iter()
+            .map(|(k, _)| {
+                if k.contains("unseen") {
+                    "unseen"
+                } else {
+                    "seen"
+                }
+            })
+            .collect();
+        assert_eq!(kinds, ["seen", "seen", "unseen"], "{batch:?}");
+    }
+}

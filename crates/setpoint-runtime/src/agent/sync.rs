@@ -343,3 +343,123 @@ fn parse_assignment(e: &Entry, node: &str) -> Parsed {
     }
     Ok((a, e.create_revision))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::assignment;
+    use super::super::AgentOutput;
+    use super::*;
+    use crate::machine::carry_out;
+    use crate::model::{encode, placement_key};
+    use crate::store::{MemoryStore, Store, Txn};
+
+    fn read_all(store: &MemoryStore) -> Read {
+        let prefixes = vec![placements_of("a"), remote::kills_of("a")];
+        match carry_out(store, &StoreRequest::Read { prefixes }) {
+            Ok(StoreReply::Read { read, .. }) => read,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn logs(out: &mut Outbox) -> Vec<String> {
+        out.drain()
+            .into_iter()
+            .filter_map(|o| match o {
+                AgentOutput::Log(l) => Some(l),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_placement_at_another_key_is_refused_and_logged_once_and_a_good_one_is_assigned() {
+        let store = MemoryStore::new();
+        let good = placement_key("a", "w", 0);
+        let wrong = placement_key("a", "w", 7);
+        let txn = Txn::new()
+            .put(&good, encode(&assignment(0)))
+            .put(&wrong, encode(&assignment(1)));
+        store.commit(&txn).unwrap();
+        let cfg = AgentCoreConfig::new("a");
+        let mut sync = Sync::new(&cfg, 0);
+        let mut out = Outbox::new();
+        for round in 0..2 {
+            let (assigned, kills) = sync.parse(read_all(&store), &cfg, &mut out);
+            assert_eq!(assigned.keys().collect::<Vec<_>>(), ["w-0"]);
+            assert!(kills.is_empty());
+            let lines = logs(&mut out);
+            if round == 0 {
+                assert_eq!(lines.len(), 1, "{lines:?}");
+                assert!(lines[0].contains("not at its own key"), "{lines:?}");
+            } else {
+                assert!(lines.is_empty(), "logged once: {lines:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_sync_reads_the_store_every_period_and_at_once_when_wanted() {
+        let cfg = AgentCoreConfig {
+            sync_every_ms: 100,
+            ..AgentCoreConfig::new("a")
+        };
+        let mut sync = Sync::new(&cfg, 0);
+        let mut out = Outbox::new();
+        assert!(sync.drive(0, 1, &cfg, &mut out).is_none());
+        assert!(sync.in_flight());
+        assert_eq!(out.drain().len(), 1, "one read");
+        sync.replied();
+        assert!(sync.drive(50, 1, &cfg, &mut out).is_none());
+        assert!(out.drain().is_empty(), "not due before 100");
+        let mut soonest = Soonest::new(50);
+        sync.wake_times(Some(1), &mut soonest);
+        assert_eq!(soonest.or_a_second(), 100);
+        sync.want();
+        assert!(sync.drive(60, 1, &cfg, &mut out).is_none());
+        assert_eq!(out.drain().len(), 1, "wanted: at once");
+    }
+
+    #[test]
+    fn the_watch_cache_serves_only_under_the_lease_it_was_read_under() {
+        let store = MemoryStore::new();
+        let key = placement_key("a", "w", 0);
+        store
+            .commit(&Txn::new().put(&key, encode(&assignment(0))))
+            .unwrap();
+        let cfg = AgentCoreConfig {
+            watch_cache: true,
+            ..AgentCoreConfig::new("a")
+        };
+        let mut sync = Sync::new(&cfg, 0);
+        let mut out = Outbox::new();
+        sync.drive_cache(0, 1, &cfg, &mut out);
+        let Some(AgentOutput::Store { id, request }) = out.drain().pop() else {
+            panic!("no cache read");
+        };
+        let Some(Purpose::CacheRead { lease }) = out.take(id) else {
+            panic!("not the cache's read");
+        };
+        sync.on_cache_read(0, lease, carry_out(&store, &request), &cfg, &mut out);
+        let watch = out.drain();
+        assert!(
+            matches!(
+                watch[..],
+                [AgentOutput::Store {
+                    request: StoreRequest::Watch { .. },
+                    ..
+                }]
+            ),
+            "{watch:?}"
+        );
+        // Served from the cache under lease 1, at once (the read made a sync due)...
+        let read = sync
+            .drive(1, 1, &cfg, &mut out)
+            .expect("served by the cache");
+        assert_eq!(read.entries.len(), 1);
+        assert!(out.drain().is_empty(), "no store read");
+        // ...but under another lease a sync reads the store.
+        sync.want();
+        assert!(sync.drive(2, 2, &cfg, &mut out).is_none());
+        assert_eq!(out.drain().len(), 1);
+    }
+}
