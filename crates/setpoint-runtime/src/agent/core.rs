@@ -50,7 +50,7 @@ use crate::store::{LeaseId, Read, StoreError};
 /// How long shutdown waits beyond the longest grace period, in milliseconds.
 const SHUTDOWN_SLACK_MS: u64 = 2_000;
 
-/// The node agent as a state machine: see the [module docs](self).
+/// The node agent as a state machine: see [`crate::agent`] and the docs of its parts.
 #[derive(Debug)]
 pub struct AgentCore {
     cfg: AgentCoreConfig,

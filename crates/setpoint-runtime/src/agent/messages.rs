@@ -48,7 +48,7 @@ pub enum AgentInput {
     /// A store reply.
     Replied(Replied),
     /// An event of a watch the agent asked for ([`StoreRequest::Watch`], with
-    /// [`AgentCoreConfig::watch_cache`]); deliveries of watches it no longer follows are ignored.
+    /// [`AgentCoreConfig::watch_cache`](super::AgentCoreConfig::watch_cache)); deliveries of watches it no longer follows are ignored.
     WatchDelivery(WatchDelivery),
     /// The copy asked for by [`AgentOutput::Start`] runs, as this process group.
     Started {
