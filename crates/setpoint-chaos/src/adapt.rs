@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use setpoint_runtime::agent_core::{
+use setpoint_runtime::agent::{
     AgentCore, AgentCoreConfig, AgentInput, AgentOutput, CopySignal, Ended, Nonces,
 };
 use setpoint_runtime::controller::ControllerConfig;

@@ -29,7 +29,7 @@
 //! tests check, and [`lesson_scaled`] the other agreement, with the real runtime.
 
 use setpoint_core::ControllerKind;
-use setpoint_runtime::agent_core::{AgentCore, AgentCoreConfig, Nonces};
+use setpoint_runtime::agent::{AgentCore, AgentCoreConfig, Nonces};
 use setpoint_runtime::events::read_log;
 use setpoint_runtime::measure::{from_log, Window};
 use setpoint_runtime::report_delay::ReportDelays;

@@ -1,12 +1,11 @@
 //! What the world drives: one state machine per host, behind one small interface.
 //!
 //! The runtime's controller host (`setpoint_runtime::host::Host`) and node agent
-//! (`setpoint_runtime::agent_core::AgentCore`) each have their own input and output enums; the
+//! (`setpoint_runtime::agent::AgentCore`) each have their own input and output enums; the
 //! adapters in [`crate::adapt`] map them onto [`Input`] and [`Output`], so the world has one
 //! event loop for both, and unit tests can drive it with small stand-in machines.
 
-use setpoint_runtime::agent::NodeState;
-use setpoint_runtime::agent_core::Recovery;
+use setpoint_runtime::agent::{NodeState, Recovery};
 use setpoint_runtime::machine::Replied;
 use setpoint_runtime::machine::{ReqId, StoreRequest, WatchDelivery};
 

@@ -8,8 +8,7 @@
 //! it from the file and `/proc`: a process is proven the agent's own by its pid, its start time
 //! and its nonce. Every simulated process runs as [`OWN_UID`], the agent's user.
 
-use setpoint_runtime::agent::{recovery_from, NodeState};
-use setpoint_runtime::agent_core::Recovery;
+use setpoint_runtime::agent::{recovery_from, NodeState, Recovery};
 use setpoint_runtime::process::Marked;
 
 /// The user every simulated agent and process runs as.

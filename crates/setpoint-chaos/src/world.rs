@@ -223,7 +223,7 @@ struct Slot {
     /// The outputs waiting for the hold to end, in order.
     held_out: VecDeque<Output>,
     /// What a `Recover` found, handed over once the step's other outputs are carried out.
-    recovered: Option<setpoint_runtime::agent_core::Recovery>,
+    recovered: Option<setpoint_runtime::agent::Recovery>,
 }
 
 /// Makes the machine of host `index` with `role`, at its clock's `now_ms`.

@@ -31,9 +31,9 @@
 //! - [`host`]: the controller host as an I/O-free state machine ([`host::Host`]): leader
 //!   election, the per-workload loops, garbage collection, compaction.
 //! - [`controller`]: its tokio driver ([`run_controller`]).
-//! - [`agent`]: the node agent ([`run_agent`]), the tokio driver of [`agent_core`].
-//! - [`agent_core`]: the node agent as an I/O-free state machine ([`agent_core::AgentCore`]):
-//!   the node claim, renewals and self-fencing, sync, starts and stops, reports, recovery.
+//! - [`agent`]: the node agent as an I/O-free state machine ([`agent::AgentCore`]) composed of
+//!   parts in files of their own (the node claim, renewals and self-fencing, sync, starts and
+//!   stops, reports, recovery), and its tokio driver ([`run_agent`]).
 //! - [`node`]: node identity and liveness: the node record, the data-directory lock.
 //! - [`process`]: process groups, signals, `/proc` checks.
 //! - [`ops`]: `apply`, `get`, `delete`, `kill`, `status`.
@@ -53,7 +53,6 @@
 //!   requests and replies, wake-ups.
 
 pub mod agent;
-pub mod agent_core;
 pub mod backoff;
 pub mod cache;
 pub mod controller;

@@ -1,7 +1,7 @@
 //! Node identity and liveness: each agent holds its node's name under a store lease.
 //!
 //! - **One agent per node name.** An agent creates `/nodes/{name}` under a fresh lease, and
-//!   only if the key is absent (the claim of [`crate::agent_core::AgentCore`]). A second agent with the same name, on any machine,
+//!   only if the key is absent (the claim of [`crate::agent::AgentCore`]). A second agent with the same name, on any machine,
 //!   finds the key and is refused ([`NodeError::Taken`]). On one data directory, a lock file
 //!   (`{state_dir}/{name}.lock`, held with `flock` for the agent's lifetime) refuses a second
 //!   agent even before the store is asked ([`NodeError::Locked`]). The kernel drops the lock when
@@ -17,7 +17,7 @@
 //!   long pause), it sends SIGTERM to every copy at 3/4 of the TTL and SIGKILL at 9/10, so its
 //!   copies are gone before the store can let anyone reassign their names. It does this from its
 //!   own clock, without waiting to hear from the store. It then gives the old lease up and
-//!   claims the name again under a new one. [`crate::agent_core`] holds this logic, without I/O.
+//!   claims the name again under a new one. [`crate::agent`] holds this logic, without I/O.
 //!
 //! What it cannot fence: an agent that is itself killed (SIGKILL) or paused (SIGSTOP, a long
 //! GC pause) while its copies run on. Its copies outlive it, and its lease ends at the store

@@ -1,6 +1,7 @@
-//! The node agent: runs the copies assigned to its node as real processes and reports them.
+//! The node agent's tokio driver ([`run_agent`]): runs the copies assigned to its node as real
+//! processes and reports them.
 //!
-//! Its logic is the I/O-free machine [`crate::agent_core::AgentCore`]; [`run_agent`] is the thin
+//! Its logic is the I/O-free machine [`AgentCore`]; [`run_agent`] is the thin
 //! tokio driver around it: it carries the machine's store requests out on blocking threads
 //! (several in flight, replies fed back through a channel), spawns, signals and reaps the
 //! processes, runs readiness commands, checks adopted processes through `/proc`, writes the
@@ -28,24 +29,23 @@
 //! recorded until its assignment is removed, so it is never started a second time.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Child;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rustix::process::Signal;
-use serde::{Deserialize, Serialize};
 
-use crate::agent_core::{
-    AgentCore, AgentCoreConfig, AgentInput, AgentOutput, CopySignal, Ended, FoundRecord, Nonces,
-    Recovery,
+use super::{
+    read_all_node_states, read_node_state, recovery_from, state_file, AgentCore, AgentCoreConfig,
+    AgentError, AgentInput, AgentOutput, CopySignal, Ended, Nonces, Recovery,
 };
 use crate::machine::{carry_out, follow_watch, Followed, ReqId, StoreRequest};
 use crate::model::{encode, report_key, Assignment, Phase};
-use crate::node::{self, DirLock, NodeError};
+use crate::node::{self, DirLock};
 use crate::process::{self, Launch};
 use crate::rt::{log, Shutdown};
-use crate::store::{Op, Revision, Store, StoreError};
+use crate::store::{Op, Store};
 
 /// How often the agent looks at its processes, unless configured otherwise.
 const TICK: Duration = Duration::from_millis(25);
@@ -99,111 +99,6 @@ impl AgentConfig {
             log_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
             lease_ttl: Duration::from_secs(10),
             simulate_copies: false,
-        }
-    }
-}
-
-/// One copy as the agent records it on disk.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CopyRecord {
-    /// The assignment it runs: identity, owner and what to run.
-    pub assignment: Assignment,
-    /// The assignment's `create_revision`: which incarnation of the name this copy is.
-    #[serde(default)]
-    pub incarnation: Revision,
-    /// Its process (and process group) id; 0 if it never started.
-    pub pid: u32,
-    /// The process's start time in clock ticks since boot.
-    pub start_ticks: u64,
-    /// When it was started, in store milliseconds.
-    pub started_ms: u64,
-    /// Its phase.
-    pub phase: Phase,
-    /// When it became ready.
-    pub ready_ms: Option<u64>,
-    /// When it was seen to have ended.
-    pub exited_ms: Option<u64>,
-    /// How it ended.
-    pub exit: Option<String>,
-    /// Whether it is being stopped.
-    pub stopping: bool,
-    /// The copy's secret nonce, also in its environment ([`crate::sandbox`]): recorded before
-    /// the process starts, it proves after a crash which processes this agent started.
-    #[serde(default)]
-    pub nonce: String,
-}
-
-/// An agent's state file.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeState {
-    /// The node.
-    pub node: String,
-    /// The agent process that wrote it.
-    pub agent_pid: u32,
-    /// Every copy the agent knows, including exited ones whose assignment still exists.
-    pub copies: Vec<CopyRecord>,
-}
-
-/// The state file of `node` under `state_dir`.
-pub fn state_file(state_dir: &Path, node: &str) -> PathBuf {
-    state_dir.join(format!("{node}.json"))
-}
-
-/// Reads a node's state file; `None` if there is none.
-pub fn read_node_state(path: &Path) -> std::io::Result<Option<NodeState>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// Reads every node state file under `state_dir`.
-pub fn read_all_node_states(state_dir: &Path) -> Vec<NodeState> {
-    let Ok(dir) = std::fs::read_dir(state_dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<NodeState> = dir
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-        .filter_map(|e| read_node_state(&e.path()).ok().flatten())
-        .collect();
-    out.sort_by(|a, b| a.node.cmp(&b.node));
-    out
-}
-
-/// Why an agent could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    /// The state directory cannot be used; check its permissions.
-    #[error("state directory {path}: {source}")]
-    StateDir {
-        /// The directory.
-        path: PathBuf,
-        /// What failed.
-        source: std::io::Error,
-    },
-    /// The store failed while the agent was starting.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The node's name is held by another agent, or could not be claimed.
-    #[error(transparent)]
-    Node(#[from] NodeError),
-    /// Another agent took the node's name while this one was fenced (cut off from the store):
-    /// this one stopped its copies and exits.
-    #[error("{0}")]
-    Replaced(String),
-}
-
-impl AgentError {
-    /// Whether the user must fix this: the node name is taken.
-    pub fn is_refusal(&self) -> bool {
-        match self {
-            AgentError::Node(e) => e.is_refusal(),
-            AgentError::Replaced(_) => true,
-            _ => false,
         }
     }
 }
@@ -599,49 +494,5 @@ pub async fn run_agent(
                 inputs.push_back(AgentInput::Tick);
             }
         }
-    }
-}
-
-/// What an agent finds after a restart, from its state file (`saved`, `None` if there is
-/// none), the live processes carrying its mark (`marked`) and its user id (`me`): each record
-/// with its live process if that is proven its own (a record without a pid by a marked process
-/// holding its nonce, a record with one by `proves_own(pid, start_ticks, nonce)`), and the
-/// marked processes no record claims. Pure, so that the tokio driver (on the state file and
-/// `/proc`) and the chaos world (on the simulated node's) answer [`crate::agent_core::AgentOutput::Recover`]
-/// by one rule.
-pub fn recovery_from(
-    saved: Option<NodeState>,
-    mut marked: Vec<process::Marked>,
-    me: u32,
-    proves_own: impl Fn(u32, u64, &str) -> bool,
-) -> Recovery {
-    let mut records = Vec::new();
-    for record in saved.map(|s| s.copies).unwrap_or_default() {
-        let mut process = None;
-        if record.phase != Phase::Exited && record.pid == 0 && !record.nonce.is_empty() {
-            let own = marked.iter().position(|m| {
-                m.copy == record.assignment.copy
-                    && m.uid == me
-                    && m.nonce.as_deref() == Some(record.nonce.as_str())
-            });
-            if let Some(i) = own {
-                let m = marked.remove(i);
-                process = Some((m.pid, m.start_ticks));
-            }
-        }
-        if process.is_none()
-            && record.phase != Phase::Exited
-            && record.pid != 0
-            && proves_own(record.pid, record.start_ticks, &record.nonce)
-        {
-            marked.retain(|m| m.pid != record.pid);
-            process = Some((record.pid, record.start_ticks));
-        }
-        records.push(FoundRecord { record, process });
-    }
-    Recovery {
-        records,
-        unclaimed: marked,
-        own_uid: me,
     }
 }

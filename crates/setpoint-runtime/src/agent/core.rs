@@ -1,0 +1,1620 @@
+//! The node agent as a state machine without I/O ([`AgentCore`]), in the manner of raft-rs's
+//! `RawNode`: it never touches a store, a process, a file or a clock.
+//!
+//! The driver creates it with [`AgentCore::new`] and calls [`AgentCore::step`]`(now_ms, input)`
+//! for every input: a [`AgentInput::Tick`] on a timer (at the latest at the last
+//! [`AgentOutput::Wake`]), each store reply, each process start, exit and readiness probe, the
+//! recovery findings it was asked for, and shutdown. Each step returns what to do, in order:
+//! store requests (each with a [`ReqId`](crate::machine::ReqId), see [`crate::machine`]),
+//! process starts, adoptions and signals, readiness probes, state-file writes, log lines, and
+//! finally [`AgentOutput::Stopped`]. The tokio driver ([`crate::agent::run_agent`]) carries them
+//! out on a real store and real processes; the chaos world carries them out on simulated ones.
+//!
+//! # How a step runs
+//! [`AgentCore`] is composed of parts, each with its own state, in the manner of quinn-proto's
+//! `Connection` (streams, packet spaces, timers, paths): the node lease ([`super::lease`]), the
+//! copy supervisor ([`super::supervisor`]), sync and its watch cache ([`super::sync`],
+//! [`super::watch_cache`]), kill requests ([`super::kills`]), recovery ([`super::recovery`]),
+//! reports ([`super::reports`]), the live record ([`super::live`]), the event log
+//! ([`super::event_log`]), log tending ([`super::logs`]) and the agent's stage ([`super::life`]).
+//! A step routes its input to the part it belongs to (a store reply by the [`Purpose`] its
+//! request was sent with), then advances the parts in a fixed order (the claim, the lease and
+//! its fence, the copies, the read of the state, then while running: sync, the state file, logs,
+//! the live record, reports, events), and gathers their outputs, which all go through one
+//! [`Outbox`] in the order the parts acted. What spans parts (a fence signals every copy and
+//! drops the queued reports; shutdown stops the copies, writes a last report and the events,
+//! then gives the name up) is decided here.
+//!
+//! Every store request has a deadline ([`AgentCoreConfig::request_timeout_ms`]; a renewal's is
+//! the lease's TTL). A reply that does not come in time counts as a failure, and a late reply is
+//! ignored.
+
+use super::event_log::{EventLog, Written};
+use super::kills::Kills;
+use super::lease::{Claimed, Fence, NodeLease};
+use super::life::{Life, Stage};
+use super::live::LiveRecords;
+use super::logs::LogTending;
+use super::outbox::{Outbox, Purpose, Soonest};
+use super::recovery::{self, StateRead, StateReadOutcome};
+use super::reports::{self, Reports};
+use super::supervisor::Supervisor;
+use super::sync::Sync;
+use super::{
+    AgentCoreConfig, AgentError, AgentInput, AgentOutput, CopyRecord, CopySignal, Recovery,
+};
+use crate::machine::{StoreRequest, StoreResult, Wake};
+use crate::model::{decode, NodeReport};
+use crate::store::{LeaseId, Read, StoreError};
+
+/// How long shutdown waits beyond the longest grace period, in milliseconds.
+const SHUTDOWN_SLACK_MS: u64 = 2_000;
+
+/// The node agent as a state machine: see [`crate::agent`] and the docs of its parts.
+#[derive(Debug)]
+pub struct AgentCore {
+    cfg: AgentCoreConfig,
+    /// The outputs of the step under way and the requests in flight.
+    out: Outbox,
+    /// The stage of the agent's life, and why it stops.
+    life: Life,
+    /// The node claim, the lease and the fence's clock.
+    lease: NodeLease,
+    /// The read of the node's state before recovery.
+    state_read: StateRead,
+    /// The copies and the state file.
+    copies: Supervisor,
+    /// When and how the assignments are read, with the watch cache.
+    sync: Sync,
+    /// Kill requests being answered.
+    kills: Kills,
+    /// Reports: observed, queued, written.
+    reports: Reports,
+    /// The live record.
+    live: LiveRecords,
+    /// Event-log entries not written yet.
+    events: EventLog,
+    /// When the copies' logs are tended.
+    logs: LogTending,
+}
+
+impl AgentCore {
+    /// A machine that starts claiming its node's name at `now_ms`. Step it with
+    /// [`AgentInput::Tick`] to get its first requests.
+    pub fn new(cfg: AgentCoreConfig, now_ms: u64) -> Self {
+        Self {
+            out: Outbox::new(),
+            life: Life::new(),
+            lease: NodeLease::new(now_ms),
+            state_read: StateRead::default(),
+            copies: Supervisor::new(),
+            sync: Sync::new(&cfg, now_ms),
+            kills: Kills::default(),
+            reports: Reports::new(now_ms),
+            live: LiveRecords::default(),
+            events: EventLog::default(),
+            logs: LogTending::new(now_ms),
+            cfg,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AgentCoreConfig {
+        &self.cfg
+    }
+
+    /// The lease this agent holds now, if it holds one and is not fenced.
+    pub fn held_lease(&self) -> Option<LeaseId> {
+        self.lease.held()
+    }
+
+    /// Whether the agent is fenced: it holds no lease it trusts, so it starts nothing.
+    pub fn is_fenced(&self) -> bool {
+        self.held_lease().is_none()
+    }
+
+    /// Whether the machine is done ([`AgentOutput::Stopped`] was returned).
+    pub fn is_stopped(&self) -> bool {
+        self.life.is_stopped()
+    }
+
+    /// The copies the agent knows, as its state file would record them, by identity.
+    pub fn records(&self) -> Vec<CopyRecord> {
+        self.copies.records()
+    }
+
+    /// How long after observing its copies at `observed_ms` the agent writes the report: the
+    /// configured report delay, or the next entry of the jittered schedule when there is one
+    /// (each call takes one entry). The one place that decides it.
+    pub fn report_delay_ms(&self, observed_ms: u64) -> u64 {
+        let _ = observed_ms;
+        self.cfg.report_delays.next_ms(self.cfg.report_delay_ms)
+    }
+
+    /// Hands the machine one input at `now_ms` (its host clock, never going backwards) and
+    /// returns what to do, in order. The last output is a [`AgentOutput::Wake`] unless the
+    /// machine has stopped.
+    pub fn step(&mut self, now_ms: u64, input: AgentInput) -> Vec<AgentOutput> {
+        if self.life.is_stopped() {
+            return Vec::new();
+        }
+        let now = now_ms;
+        match input {
+            AgentInput::Tick => {}
+            AgentInput::Replied(r) => {
+                if let Some(purpose) = self.out.take(r.id) {
+                    self.on_result(now, r.id, purpose, r.result);
+                }
+            }
+            AgentInput::WatchDelivery(d) => self.sync.on_watch(now, d, &self.cfg, &mut self.out),
+            AgentInput::Started {
+                copy,
+                pid,
+                start_ticks,
+            } => {
+                let fenced = self.is_fenced() || !self.life.is_running();
+                let may_save = self.life.may_save();
+                self.copies.on_started(
+                    now,
+                    &copy,
+                    pid,
+                    start_ticks,
+                    fenced,
+                    may_save,
+                    &self.cfg,
+                    &mut self.out,
+                    &mut self.events,
+                );
+            }
+            AgentInput::StartFailed { copy, why } => {
+                let may_save = self.life.may_save();
+                self.copies.on_start_failed(
+                    now,
+                    &copy,
+                    &why,
+                    may_save,
+                    &self.cfg,
+                    &mut self.out,
+                    &mut self.events,
+                );
+            }
+            AgentInput::Exited { copy, how } => {
+                let node = &self.cfg.node;
+                if self
+                    .copies
+                    .on_exited(now, &copy, how, node, &mut self.out, &mut self.events)
+                {
+                    // Its name may be assigned here again, waiting for it to be forgotten.
+                    self.sync.want();
+                }
+            }
+            AgentInput::ProbeDone { copy, ok } => self.copies.on_probe_done(now, &copy, ok),
+            AgentInput::Recovered(r) => {
+                if self.life.stage == Stage::Recovering {
+                    self.on_recovered(now, r);
+                }
+            }
+            AgentInput::Shutdown => self.begin_shutdown(now),
+        }
+        self.expire(now);
+        self.advance(now);
+        if !self.life.is_stopped() {
+            let wake = self.next_wake(now);
+            self.out.push(AgentOutput::Wake(Wake(wake)));
+        }
+        self.out.drain()
+    }
+
+    /// Requests past their deadline fail as if the store had said so.
+    fn expire(&mut self, now: u64) {
+        for (id, deadline) in self.out.late(now) {
+            if let Some(purpose) = self.out.take(id) {
+                let why = StoreError::Unavailable(format!(
+                    "no reply by {deadline}ms (the request's deadline)"
+                ));
+                self.on_result(now, id, purpose, Err(why));
+            }
+        }
+    }
+
+    /// When the machine must be stepped next: the soonest time any part acts on.
+    fn next_wake(&self, now: u64) -> u64 {
+        let mut soonest = Soonest::new(now);
+        for deadline in self.out.deadlines() {
+            soonest.at(deadline);
+        }
+        self.lease.wake_times(now, &mut soonest);
+        // Only what the next step would act on: a timer whose work waits for a reply (a sync
+        // or a report in flight) or for a start to answer wakes nobody, or the machine spins.
+        if self.life.is_running() && !self.is_fenced() {
+            self.sync.wake_times(self.held_lease(), &mut soonest);
+            self.reports.wake_times(&mut soonest);
+            self.logs.wake_times(&mut soonest);
+        }
+        if let Stage::Draining { deadline } = self.life.stage {
+            soonest.at(deadline);
+        }
+        if let Some(t) = self
+            .state_read
+            .retry_at()
+            .filter(|_| self.life.stage == Stage::ReadingState)
+        {
+            soonest.at(t);
+        }
+        self.copies
+            .wake_times(self.cfg.simulate_copies, &mut soonest);
+        soonest.or_a_second()
+    }
+
+    // ----- routing replies -----
+
+    fn on_result(
+        &mut self,
+        now: u64,
+        id: crate::machine::ReqId,
+        purpose: Purpose,
+        result: StoreResult,
+    ) {
+        match purpose {
+            Purpose::Claim => {
+                if self.lease.awaits(id) {
+                    self.on_claim(now, result);
+                }
+            }
+            Purpose::Renew { lease, sent } => {
+                if let Some(expired) = self.lease.on_renewed(lease, sent, result, &mut self.out) {
+                    self.reports.clear_queue();
+                    let n = self.signal_all(CopySignal::Kill);
+                    self.out.log(format!(
+                        "lease {expired} has expired: fenced, SIGKILL to {n} copies"
+                    ));
+                    self.reclaim(now, expired);
+                }
+            }
+            Purpose::ReadState => {
+                match self
+                    .state_read
+                    .on_read(now, result, &self.cfg, &mut self.out)
+                {
+                    StateReadOutcome::Read(refused) => {
+                        self.sync.log_refused(refused, &mut self.out);
+                        self.life.stage = Stage::Recovering;
+                        self.out.push(AgentOutput::Recover);
+                    }
+                    StateReadOutcome::Fatal(e) => self.stop_now(Err(e)),
+                    StateReadOutcome::Retry => {}
+                }
+            }
+            Purpose::Sync { lease } => {
+                self.sync.replied();
+                if !self.life.is_running() || self.held_lease() != Some(lease) {
+                    // Read before the fence or the shutdown, or under a lease since lost (the
+                    // node may have been lost meanwhile and its names given to other nodes):
+                    // never acted on.
+                    return;
+                }
+                match self.sync.on_reply(result, &mut self.out) {
+                    Some(Ok(read)) => self.on_sync_read(now, read),
+                    Some(Err(e)) => self.lose(now, e),
+                    None => {}
+                }
+            }
+            Purpose::Report { report, last } => {
+                let written = self.reports.on_written(
+                    now,
+                    report,
+                    last,
+                    result,
+                    &self.cfg,
+                    &mut self.out,
+                    &mut self.events,
+                );
+                match written {
+                    Written::Again => {}
+                    Written::Lost(e) => self.lose(now, e),
+                    Written::Done if last => self.finish_events(now),
+                    Written::Done => {}
+                }
+            }
+            Purpose::Live { lease, copies } => {
+                self.live.on_written(lease, copies, result, &mut self.out)
+            }
+            Purpose::Events { batch, last } => {
+                let timeout = self.cfg.request_timeout_ms;
+                match self
+                    .events
+                    .on_written(now, batch, last, result, timeout, &mut self.out)
+                {
+                    Written::Again => {}
+                    Written::Lost(e) => self.lose(now, e),
+                    Written::Done if last => self.release(now),
+                    Written::Done => {}
+                }
+            }
+            Purpose::KillAnswer { key } => {
+                self.sync.saw_own_write(&result);
+                self.kills.on_answered(&key, &result, &mut self.out);
+            }
+            Purpose::CacheRead { lease } => {
+                self.sync
+                    .on_cache_read(now, lease, result, &self.cfg, &mut self.out)
+            }
+            Purpose::CacheWatch => {
+                self.sync
+                    .on_cache_watching(now, &result, &self.cfg, &mut self.out)
+            }
+            Purpose::Release => {
+                if let Err(e) = result {
+                    self.out.log(format!("cannot give up the node lease: {e}"));
+                }
+                self.lease.release();
+                self.out.log("stopped");
+                let end = self.life.end();
+                self.stop_now(end);
+            }
+        }
+    }
+
+    // ----- the lease and the fence -----
+
+    /// Sends the claim's next request; a pause that ends after fencing first kills every copy.
+    fn drive_claim(&mut self, now: u64) {
+        if self.lease.end_pause(now) == Some(true) {
+            // While fenced, every attempt to claim the name again first makes sure nothing
+            // survives.
+            self.signal_all(CopySignal::Kill);
+        }
+        self.lease.drive_claim(now, &self.cfg, &mut self.out);
+    }
+
+    fn on_claim(&mut self, now: u64, result: StoreResult) {
+        match self.lease.on_claim(now, &self.cfg, result, &mut self.out) {
+            None => {}
+            Some(Claimed::Held {
+                lease,
+                ttl_ms,
+                adopted,
+            }) => {
+                if self.life.stage == Stage::Claiming {
+                    self.out.log(format!(
+                        "holds node lease {lease} (ttl {ttl_ms}ms{})",
+                        if adopted {
+                            ", taken over from the previous agent here"
+                        } else {
+                            ""
+                        }
+                    ));
+                    self.life.stage = Stage::ReadingState;
+                    self.state_read.send(now, &self.cfg, &mut self.out);
+                } else {
+                    self.out.log(format!("rejoined under lease {lease}"));
+                }
+            }
+            Some(Claimed::Fatal(e)) => self.stop_now(Err(AgentError::Node(e))),
+            Some(Claimed::Refused(why)) => {
+                self.life.refuse(why);
+                self.begin_shutdown(now);
+            }
+        }
+    }
+
+    /// Renews and fences, while the lease is held.
+    fn keep_lease(&mut self, now: u64) {
+        let keep = self.lease.keep(now);
+        match keep.fence {
+            Some(Fence::Term {
+                lease,
+                unrenewed_ms,
+            }) => {
+                // Observations taken before the fence must never reach the ledger.
+                self.reports.clear_queue();
+                let n = self.signal_all(CopySignal::Term);
+                self.out.log(format!(
+                    "lease {lease} not renewed for {unrenewed_ms}ms: fenced, stopping {n} copies (SIGTERM)"
+                ));
+            }
+            Some(Fence::Kill { lease }) => {
+                let n = self.signal_all(CopySignal::Kill);
+                self.out.log(format!(
+                    "fenced: SIGKILL to {n} copies before the lease can end"
+                ));
+                return self.reclaim(now, lease);
+            }
+            None => {}
+        }
+        if keep.renew {
+            self.lease.send_renewal(now, &mut self.out);
+        }
+    }
+
+    /// Fenced: gives the old lease up and claims the name again under a new one.
+    fn reclaim(&mut self, now: u64, old: LeaseId) {
+        let leaving = self.life.leaving();
+        self.lease.reclaim(now, old, leaving);
+    }
+
+    /// Signals every copy that has a process; returns how many.
+    fn signal_all(&mut self, signal: CopySignal) -> usize {
+        self.copies
+            .signal_all(signal, self.cfg.bug_no_self_fence, &mut self.out)
+    }
+
+    // ----- sync -----
+
+    /// Acts on a read of the node's placements and kill requests.
+    fn on_sync_read(&mut self, now: u64, read: Read) {
+        let (assigned, kills) = self.sync.parse(read, &self.cfg, &mut self.out);
+        let may_save = self.life.may_save();
+        self.copies.sync(
+            assigned,
+            now,
+            may_save,
+            &self.cfg,
+            &mut self.out,
+            &mut self.events,
+        );
+        self.kills
+            .carry_out(now, kills, &self.copies, &self.cfg, &mut self.out);
+    }
+
+    // ----- recovery -----
+
+    /// Rebuilds the copies from what the driver found ([`recovery::rebuild`]), then the first
+    /// sync and the first report.
+    fn on_recovered(&mut self, now: u64, found: Recovery) {
+        let (assigned, last_report) = self.state_read.take();
+        let rev = last_report.as_ref().map_or(0, |e| e.mod_revision);
+        let before = last_report
+            .as_ref()
+            .and_then(|e| decode::<NodeReport>(e).ok())
+            .map(|s| s.value);
+        self.reports
+            .resume(rev, before.as_ref(), now, &self.cfg.node, &mut self.events);
+        recovery::rebuild(
+            now,
+            found,
+            &assigned,
+            before,
+            &self.cfg,
+            &mut self.copies,
+            &mut self.out,
+            &mut self.events,
+        );
+        self.copies.mark_dirty();
+        self.life.stage = Stage::Running;
+        let may_save = self.life.may_save();
+        self.copies.sync(
+            assigned,
+            now,
+            may_save,
+            &self.cfg,
+            &mut self.out,
+            &mut self.events,
+        );
+        self.copies.save(&self.cfg, may_save, &mut self.out);
+        let first = reports::observe(&self.copies, now, &self.cfg);
+        self.reports
+            .send(now, first, false, &self.cfg, &mut self.out);
+        self.out
+            .log(format!("ready with {} copies", self.copies.len()));
+        self.sync.next_at(now + self.cfg.sync_every_ms);
+        self.reports.observe_next_at(now + self.cfg.report_every_ms);
+        self.logs = LogTending::new(now);
+    }
+
+    // ----- the running loop -----
+
+    fn advance(&mut self, now: u64) {
+        if self.life.is_stopped() {
+            return;
+        }
+        self.drive_claim(now);
+        self.keep_lease(now);
+        // A fence that just came down starts the rejoin in this same step.
+        self.drive_claim(now);
+        if self.life.is_stopped() {
+            return;
+        }
+        if self
+            .copies
+            .tend(now, &self.cfg, &mut self.out, &mut self.events)
+        {
+            self.sync.want();
+        }
+        if self.life.stage == Stage::ReadingState
+            && self.state_read.retry_at().is_some_and(|t| now >= t)
+        {
+            self.state_read.send(now, &self.cfg, &mut self.out);
+        }
+        let may_save = self.life.may_save();
+        match self.life.stage.clone() {
+            Stage::Running if !self.is_fenced() => {
+                if let Some(lease) = self.held_lease().filter(|_| !self.sync.in_flight()) {
+                    self.sync.drive_cache(now, lease, &self.cfg, &mut self.out);
+                    if let Some(read) = self.sync.drive(now, lease, &self.cfg, &mut self.out) {
+                        self.on_sync_read(now, read);
+                    }
+                }
+                self.copies.save(&self.cfg, may_save, &mut self.out);
+                if let Some(sweep) = self.logs.due(now) {
+                    let running = self.copies.running();
+                    self.out.push(AgentOutput::TendLogs { running, sweep });
+                }
+                if let Some(lease) = self.held_lease() {
+                    self.live
+                        .publish(now, lease, &self.copies, &self.cfg, &mut self.out);
+                }
+                if self.reports.observation_due(now, self.cfg.report_every_ms) {
+                    let due = now + self.report_delay_ms(now);
+                    let report = reports::observe(&self.copies, now, &self.cfg);
+                    self.reports.enqueue(due, report);
+                }
+                self.reports.send_due(now, &self.cfg, &mut self.out);
+                self.events
+                    .flush(now, self.cfg.request_timeout_ms, &mut self.out);
+            }
+            Stage::Running => {
+                // Fenced: the copies are being stopped; nothing is read, started or reported.
+                self.reports.clear_queue();
+                self.copies.save(&self.cfg, may_save, &mut self.out);
+            }
+            Stage::Draining { deadline } if self.copies.all_exited() || now >= deadline => {
+                self.copies.mark_dirty();
+                self.copies.save_now(&self.cfg, may_save, &mut self.out);
+                if let Some(e) = self.life.take_lost() {
+                    return self.stop_now(Err(AgentError::Store(e)));
+                }
+                self.life.stage = Stage::Finishing;
+                if self.life.is_refused() {
+                    // The name is another agent's now, and so are its report and its events:
+                    // a last report from this one would hide that agent's copies.
+                    return self.release(now);
+                }
+                let last = reports::observe(&self.copies, now, &self.cfg);
+                self.reports.send(now, last, true, &self.cfg, &mut self.out);
+            }
+            _ => {}
+        }
+    }
+
+    // ----- the end -----
+
+    fn stop_now(&mut self, result: Result<(), AgentError>) {
+        self.sync.stop(&mut self.out);
+        self.life.stage = Stage::Stopped;
+        self.out.forget_all();
+        self.out.push(AgentOutput::Stopped(result));
+    }
+
+    fn lose(&mut self, now: u64, e: StoreError) {
+        if self.life.is_lost() {
+            return;
+        }
+        self.out
+            .log(format!("{e}: this agent stops its copies and exits"));
+        self.life.lose(e);
+        self.begin_shutdown(now);
+    }
+
+    fn begin_shutdown(&mut self, now: u64) {
+        match self.life.stage {
+            Stage::Draining { .. } | Stage::Finishing | Stage::Stopped => return,
+            Stage::Running => {}
+            Stage::Claiming | Stage::ReadingState | Stage::Recovering => {
+                // Nothing runs yet.
+                if let Some(e) = self.life.take_lost() {
+                    return self.stop_now(Err(AgentError::Store(e)));
+                }
+                self.life.stage = Stage::Finishing;
+                return self.release(now);
+            }
+        }
+        if !self.life.is_lost() {
+            self.out.log("shutting down: stopping copies");
+        }
+        self.reports.clear_queue();
+        let longest = self.copies.stop_all(now, &mut self.out);
+        self.life.stage = Stage::Draining {
+            deadline: now + longest + SHUTDOWN_SLACK_MS,
+        };
+    }
+
+    fn finish_events(&mut self, now: u64) {
+        if !self
+            .events
+            .finish(now, self.cfg.request_timeout_ms, &mut self.out)
+        {
+            self.release(now);
+        }
+    }
+
+    /// Gives the name up last, with nothing left running: the node is lost at once, and the
+    /// controller reassigns its names without waiting for the lease to run out.
+    fn release(&mut self, now: u64) {
+        match self.lease.holding() {
+            Some(lease) => {
+                self.out.send(
+                    now,
+                    StoreRequest::Revoke(lease),
+                    Purpose::Release,
+                    self.cfg.request_timeout_ms,
+                );
+            }
+            None => {
+                self.lease.release();
+                self.out.log("stopped");
+                let end = self.life.end();
+                self.stop_now(end);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! A tiny synchronous driver: a [`MemoryStore`], fake processes, virtual time in 5ms ticks,
+    //! replies delayed or dropped at will.
+
+    use std::collections::VecDeque;
+
+    use super::super::{fence_times_ms, renew_every_ms, Ended, FoundRecord, NodeState, Nonces};
+    use super::*;
+    use crate::events;
+    use crate::machine::{carry_out, Replied, ReqId};
+    use crate::model::{encode, placement_key, placements_of, report_key, Assignment, Phase};
+    use crate::node::{node_key, NodeRecord};
+    use crate::remote;
+    use crate::rules::CopyEnv;
+    use crate::store::{MemoryStore, Store, Txn};
+
+    const TICK: u64 = 5;
+
+    #[derive(Clone, Debug)]
+    struct Proc {
+        copy: String,
+        pid: u32,
+        alive: bool,
+        /// A signal arrived: it ends at the next tick.
+        ending: Option<i32>,
+    }
+
+    /// Which store requests lose their reply, by the time they are sent.
+    type Dropper = Box<dyn Fn(u64, &StoreRequest) -> bool>;
+    /// How much longer a reply takes, by the request and when it was sent.
+    type Slower = Box<dyn Fn(u64, &StoreRequest) -> u64>;
+
+    struct World {
+        store: std::sync::Arc<MemoryStore>,
+        core: AgentCore,
+        now: u64,
+        procs: Vec<Proc>,
+        next_pid: u32,
+        /// Starts asked for: (time, copy).
+        starts: Vec<(u64, String)>,
+        /// Signals sent: (time, copy, signal).
+        signals: Vec<(u64, String, CopySignal)>,
+        /// Store requests sent: (time, id, request).
+        sent: Vec<(u64, ReqId, StoreRequest)>,
+        /// Replies on their way: (due, reply).
+        replies: Vec<(u64, Replied)>,
+        /// Which requests lose their reply (they are carried out).
+        drop: Dropper,
+        /// Which requests never reach the store.
+        cut: Dropper,
+        /// How much longer than `delay` each request's reply takes.
+        slow: Slower,
+        delay: u64,
+        saved: Option<NodeState>,
+        stopped: Option<Result<(), AgentError>>,
+        log: Vec<String>,
+        /// Every output, as `{now} {output:?}`.
+        trace: Vec<String>,
+        /// The last wake asked for.
+        wake: u64,
+        /// Probes answer this (true: ready).
+        probe_ok: bool,
+        /// Where in the trace a step asked to be woken at the very time it ran: work it left
+        /// undone, or a busy loop.
+        busy: Vec<usize>,
+    }
+
+    fn config(node: &str) -> AgentCoreConfig {
+        AgentCoreConfig {
+            lease_ttl_ms: 1_000,
+            report_every_ms: 100,
+            sync_every_ms: 50,
+            request_timeout_ms: 300,
+            nonces: Nonces::Counter(7),
+            ..AgentCoreConfig::new(node)
+        }
+    }
+
+    #[test]
+    fn a_jittered_schedule_gives_each_report_its_next_delay() {
+        let fixed = AgentCore::new(config("n"), 0);
+        assert_eq!(
+            (fixed.report_delay_ms(0), fixed.report_delay_ms(100)),
+            (0, 0)
+        );
+        let cfg = AgentCoreConfig {
+            report_delay_ms: 40,
+            report_delays: crate::report_delay::ReportDelays::new(vec![250, 60]),
+            ..config("n")
+        };
+        let core = AgentCore::new(cfg, 0);
+        let got: Vec<u64> = (0..3).map(|k| core.report_delay_ms(k * 100)).collect();
+        assert_eq!(
+            got,
+            [250, 60, 250],
+            "the schedule in turn, not the fixed 40 ms"
+        );
+    }
+
+    fn assign(store: &MemoryStore, node: &str, n: u64) {
+        let a = Assignment {
+            copy: format!("w-{n}"),
+            workload: "w".into(),
+            owner_uid: 1,
+            n,
+            node: node.into(),
+            command: vec!["sleep".into(), "100".into()],
+            startup_ms: 20,
+            readiness: None,
+            grace_ms: 100,
+            created_ms: 0,
+            env: CopyEnv::default(),
+            generation: 0,
+        };
+        let key = placement_key(node, "w", n);
+        store
+            .commit(&Txn::new().expect(&key, 0).put(&key, encode(&a)))
+            .unwrap();
+    }
+
+    fn unassign(store: &MemoryStore, node: &str, n: u64) {
+        store
+            .commit(&Txn::new().delete(placement_key(node, "w", n)))
+            .unwrap();
+    }
+
+    impl World {
+        fn new(store: MemoryStore, cfg: AgentCoreConfig) -> Self {
+            Self::on(std::sync::Arc::new(store), cfg)
+        }
+
+        fn on(store: std::sync::Arc<MemoryStore>, cfg: AgentCoreConfig) -> Self {
+            let mut w = World {
+                store,
+                core: AgentCore::new(cfg, 0),
+                now: 0,
+                procs: Vec::new(),
+                next_pid: 100,
+                starts: Vec::new(),
+                signals: Vec::new(),
+                sent: Vec::new(),
+                replies: Vec::new(),
+                drop: Box::new(|_, _| false),
+                cut: Box::new(|_, _| false),
+                slow: Box::new(|_, _| 0),
+                delay: 0,
+                saved: None,
+                stopped: None,
+                log: Vec::new(),
+                trace: Vec::new(),
+                wake: 0,
+                probe_ok: true,
+                busy: Vec::new(),
+            };
+            w.input(AgentInput::Tick);
+            w
+        }
+
+        /// A new agent at the same place, over what the previous one left (its processes, its
+        /// state file, the store).
+        fn restart(self, cfg: AgentCoreConfig) -> Self {
+            let mut w = World {
+                core: AgentCore::new(cfg, self.now),
+                starts: Vec::new(),
+                signals: Vec::new(),
+                sent: Vec::new(),
+                replies: Vec::new(),
+                stopped: None,
+                log: Vec::new(),
+                trace: Vec::new(),
+                ..self
+            };
+            w.input(AgentInput::Tick);
+            w
+        }
+
+        fn input(&mut self, input: AgentInput) {
+            let mut inputs = VecDeque::from([input]);
+            while let Some(i) = inputs.pop_front() {
+                for o in self.core.step(self.now, i) {
+                    self.carry(o, &mut inputs);
+                }
+            }
+        }
+
+        fn carry(&mut self, o: AgentOutput, inputs: &mut VecDeque<AgentInput>) {
+            let now = self.now;
+            self.trace.push(format!("{now} {o:?}"));
+            match o {
+                AgentOutput::Store { id, request } => {
+                    self.sent.push((now, id, request.clone()));
+                    if (self.cut)(now, &request) {
+                        return;
+                    }
+                    let result = carry_out(&*self.store, &request);
+                    if !(self.drop)(now, &request) {
+                        let due = now + self.delay + (self.slow)(now, &request);
+                        self.replies.push((due, Replied { id, result }));
+                    }
+                }
+                AgentOutput::Wake(Wake(t)) => {
+                    assert!(t >= now, "a wake in the past");
+                    if t == now {
+                        self.busy.push(self.trace.len());
+                    }
+                    self.wake = t;
+                }
+                AgentOutput::Start { copy, .. } => {
+                    assert!(!self.core.is_fenced(), "{copy} started while fenced");
+                    self.starts.push((now, copy.clone()));
+                    self.next_pid += 1;
+                    let pid = self.next_pid;
+                    self.procs.push(Proc {
+                        copy: copy.clone(),
+                        pid,
+                        alive: true,
+                        ending: None,
+                    });
+                    inputs.push_back(AgentInput::Started {
+                        copy,
+                        pid,
+                        start_ticks: u64::from(pid) * 10,
+                    });
+                }
+                AgentOutput::Adopt { .. } => {}
+                AgentOutput::Signal {
+                    copy, pid, signal, ..
+                } => {
+                    self.signals.push((now, copy, signal));
+                    if let Some(p) = self.procs.iter_mut().find(|p| p.pid == pid && p.alive) {
+                        p.ending = Some(match signal {
+                            CopySignal::Term => 15,
+                            CopySignal::Kill => 9,
+                        });
+                    }
+                }
+                AgentOutput::StopForeign { pid, .. } => {
+                    if let Some(p) = self.procs.iter_mut().find(|p| p.pid == pid) {
+                        p.alive = false;
+                    }
+                }
+                AgentOutput::Probe { copy, .. } => inputs.push_back(AgentInput::ProbeDone {
+                    copy,
+                    ok: self.probe_ok,
+                }),
+                AgentOutput::Recover => {
+                    let records = self
+                        .saved
+                        .clone()
+                        .map(|s| s.copies)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|record| {
+                            let process = self
+                                .procs
+                                .iter()
+                                .find(|p| {
+                                    p.alive
+                                        && p.pid == record.pid
+                                        && p.copy == record.assignment.copy
+                                })
+                                .map(|p| (p.pid, u64::from(p.pid) * 10));
+                            FoundRecord { record, process }
+                        })
+                        .collect();
+                    inputs.push_back(AgentInput::Recovered(Recovery {
+                        records,
+                        unclaimed: Vec::new(),
+                        own_uid: 1,
+                    }));
+                }
+                AgentOutput::SaveState(s) => self.saved = Some(s),
+                AgentOutput::TendLogs { .. } => {}
+                AgentOutput::Log(line) => self.log.push(format!("{now} {line}")),
+                AgentOutput::Stopped(r) => self.stopped = Some(r),
+            }
+        }
+
+        /// Runs to `until`, a tick at a time.
+        fn run(&mut self, until: u64) {
+            while self.now < until && self.stopped.is_none() {
+                self.tick_at(self.now + TICK);
+            }
+        }
+
+        /// Delivers what is due at `now` (replies, process ends), then a tick.
+        fn tick_at(&mut self, now: u64) {
+            self.now = now;
+            let (due, later): (Vec<_>, Vec<_>) =
+                self.replies.drain(..).partition(|(t, _)| *t <= now);
+            self.replies = later;
+            for (_, r) in due {
+                self.input(AgentInput::Replied(r));
+            }
+            let ended: Vec<(String, i32)> = self
+                .procs
+                .iter_mut()
+                .filter(|p| p.alive && p.ending.is_some())
+                .map(|p| {
+                    p.alive = false;
+                    (p.copy.clone(), p.ending.unwrap_or(0))
+                })
+                .collect();
+            for (copy, s) in ended {
+                self.input(AgentInput::Exited {
+                    copy,
+                    how: Ended::Signal(s),
+                });
+            }
+            self.input(AgentInput::Tick);
+        }
+
+        /// Runs to `until`, stepping only when something happens: a wake the machine asked
+        /// for, a reply, a process end (1ms after its signal). What a discrete-event world does.
+        fn run_by_wakes(&mut self, until: u64) {
+            while self.stopped.is_none() {
+                let reply = self.replies.iter().map(|(t, _)| *t).min();
+                let ending = self
+                    .procs
+                    .iter()
+                    .any(|p| p.alive && p.ending.is_some())
+                    .then_some(self.now + 1);
+                let next = [Some(self.wake), reply, ending]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .unwrap_or(u64::MAX)
+                    .max(self.now + 1);
+                if next > until {
+                    self.now = until;
+                    return;
+                }
+                self.tick_at(next);
+            }
+        }
+
+        fn running(&self) -> Vec<String> {
+            let mut v: Vec<String> = self
+                .procs
+                .iter()
+                .filter(|p| p.alive)
+                .map(|p| p.copy.clone())
+                .collect();
+            v.sort();
+            v
+        }
+
+        fn report(&self, node: &str) -> NodeReport {
+            let e = self.store.get(&report_key(node)).unwrap().unwrap();
+            decode::<NodeReport>(&e).unwrap().value
+        }
+
+        fn renewals_answered(&self) -> Vec<u64> {
+            self.sent
+                .iter()
+                .filter(|(t, _, r)| matches!(r, StoreRequest::KeepAlive(_)) && !(self.drop)(*t, r))
+                .map(|(t, _, _)| *t)
+                .collect()
+        }
+    }
+
+    #[test]
+    fn the_fence_acts_before_the_store_can_expire_the_lease() {
+        let (term, kill) = fence_times_ms(1_000, 4_000);
+        assert_eq!((term, kill), (4_000, 4_600));
+        assert!(kill < 1_000 + 4_000);
+        // Three renewals fit before the SIGTERM: one lost renewal never fences.
+        assert!(renew_every_ms(4_000) * 2 < term - 1_000);
+    }
+
+    #[test]
+    fn each_assignment_starts_once_runs_is_reported_and_stops_when_unassigned() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        assign(&store, "a", 1);
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        assert_eq!(w.running(), ["w-0", "w-1"]);
+        let starts: Vec<&str> = w.starts.iter().map(|(_, c)| c.as_str()).collect();
+        assert_eq!(starts, ["w-0", "w-1"], "each started once");
+        let r = w.report("a");
+        assert!(r.copies.iter().all(|c| c.phase == Phase::Running), "{r:?}");
+        assert!(w.store.get(&node_key("a")).unwrap().is_some());
+        // A copy that dies stays recorded while assigned: it is never started again.
+        w.procs[0].ending = Some(9);
+        w.run(1_000);
+        assert_eq!(w.starts.len(), 2, "{:?}", w.starts);
+        assert_eq!(w.running(), ["w-1"]);
+        // Unassigned: SIGTERM, forgotten once it ended.
+        unassign(&w.store, "a", 1);
+        w.run(1_500);
+        assert!(w.running().is_empty());
+        assert!(w
+            .signals
+            .iter()
+            .any(|(_, c, s)| c == "w-1" && *s == CopySignal::Term));
+        assert_eq!(w.report("a").copies.len(), 1, "w-0 is still assigned");
+        // The event log has the starts, readiness and exits.
+        let log = events::read_log(&*w.store, "w").unwrap();
+        assert!(log.len() >= 6, "{log:?}");
+        // Shutdown: last report, the name given up.
+        w.input(AgentInput::Shutdown);
+        w.run(2_000);
+        assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+        assert!(w.store.get(&node_key("a")).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_batch_of_starts_is_written_twice_nonces_first_then_every_pid() {
+        let store = MemoryStore::new();
+        let mut w = World::new(store, config("a"));
+        w.run(200);
+        for n in 0..5 {
+            assign(&w.store, "a", n);
+        }
+        let before = w.trace.len();
+        // Up to just before the copies become ready (another write, a phase change).
+        w.run(240);
+        let saves: Vec<&String> = w.trace[before..]
+            .iter()
+            .filter(|l| l.contains("SaveState("))
+            .collect();
+        assert_eq!(saves.len(), 2, "{saves:#?}");
+        // The first holds every nonce before any process exists, the second every pid.
+        assert_eq!(saves[0].matches(" pid: 0,").count(), 5, "{}", saves[0]);
+        assert_eq!(saves[1].matches(" pid: 0,").count(), 0, "{}", saves[1]);
+        let first_start = w.trace[before..]
+            .iter()
+            .position(|l| l.contains("Start {"))
+            .unwrap();
+        let first_save = w.trace[before..]
+            .iter()
+            .position(|l| l.contains("SaveState("))
+            .unwrap();
+        assert!(first_save < first_start);
+    }
+
+    #[test]
+    fn a_fenced_agent_whose_old_lease_outlived_a_failed_revoke_takes_its_own_record_over() {
+        // The renewals reach the store but their replies are lost, so the lease lives on at the
+        // store while the agent fences; then its revoke of that lease never arrives. The record
+        // still stands under the old lease when it claims again: that record is its own (as
+        // after a quorum loss, when etcd resets every lease to its full TTL), not a refusal.
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(1_000);
+        assert_eq!(w.running(), ["w-0"]);
+        w.drop =
+            Box::new(|t, r| (1_000..2_000).contains(&t) && matches!(r, StoreRequest::KeepAlive(_)));
+        w.cut = Box::new(|t, r| t < 2_600 && matches!(r, StoreRequest::Revoke(_)));
+        w.run(5_000);
+        assert!(
+            w.stopped.is_none(),
+            "the agent runs on: {:?}\n{:?}",
+            w.stopped,
+            w.log
+        );
+        assert!(
+            !w.log.iter().any(|l| l.contains("cannot rejoin: node")),
+            "{:?}",
+            w.log
+        );
+        assert!(
+            w.log.iter().any(|l| l.contains("rejoined under lease")),
+            "{:?}",
+            w.log
+        );
+    }
+
+    #[test]
+    fn failing_renewals_fence_the_copies_at_three_quarters_and_nine_tenths_of_the_ttl() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(1_000);
+        assert_eq!(w.running(), ["w-0"]);
+        // From 1000ms on, every renewal is lost; the copy ends on SIGTERM.
+        w.drop = Box::new(|t, r| t >= 1_000 && matches!(r, StoreRequest::KeepAlive(_)));
+        w.run(2_500);
+        let last_ok = *w.renewals_answered().last().unwrap();
+        let term = w
+            .signals
+            .iter()
+            .find(|(_, _, s)| *s == CopySignal::Term)
+            .map(|(t, _, _)| *t)
+            .expect("a SIGTERM");
+        let kill = w.signals.iter().find(|(_, _, s)| *s == CopySignal::Kill);
+        assert!(
+            (last_ok + 750..last_ok + 750 + TICK).contains(&term),
+            "SIGTERM at {term}, last renewal sent at {last_ok}"
+        );
+        // The copy ended on SIGTERM: nothing is left to SIGKILL.
+        assert!(kill.is_none(), "{kill:?}");
+        assert!(w.running().is_empty());
+        assert!(
+            w.log
+                .iter()
+                .any(|l| l.contains("fenced, stopping 1 copies")),
+            "{:?}",
+            w.log
+        );
+        assert!(
+            w.log.iter().any(|l| l.contains("fenced: SIGKILL")),
+            "{:?}",
+            w.log
+        );
+        let kill_line = w
+            .log
+            .iter()
+            .find(|l| l.contains("fenced: SIGKILL"))
+            .unwrap();
+        let at: u64 = kill_line.split(' ').next().unwrap().parse().unwrap();
+        assert!(
+            (last_ok + 900..last_ok + 900 + TICK).contains(&at),
+            "{kill_line}"
+        );
+    }
+
+    #[test]
+    fn a_copy_that_ignores_sigterm_gets_sigkill_at_nine_tenths_of_the_ttl() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(1_000);
+        w.drop = Box::new(|t, r| t >= 1_000 && matches!(r, StoreRequest::KeepAlive(_)));
+        // It ignores SIGTERM: clear its ending whenever it is a SIGTERM.
+        let mut t = 1_000;
+        while t < 2_500 {
+            t += TICK;
+            w.run(t);
+            for p in &mut w.procs {
+                if p.ending == Some(15) {
+                    p.ending = None;
+                }
+            }
+        }
+        let last_ok = *w.renewals_answered().last().unwrap();
+        let kill = w
+            .signals
+            .iter()
+            .find(|(_, _, s)| *s == CopySignal::Kill)
+            .map(|(t, _, _)| *t)
+            .expect("a SIGKILL");
+        assert!(
+            (last_ok + 900..last_ok + 900 + TICK).contains(&kill),
+            "{kill} vs {last_ok}"
+        );
+        assert!(w.running().is_empty());
+    }
+
+    #[test]
+    fn the_injected_bug_keeps_copies_running_after_the_lease_is_lost() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let cfg = AgentCoreConfig {
+            bug_no_self_fence: true,
+            ..config("a")
+        };
+        let mut w = World::new(store, cfg);
+        w.run(1_000);
+        w.drop = Box::new(|t, r| t >= 1_000 && matches!(r, StoreRequest::KeepAlive(_)));
+        w.run(2_500);
+        assert!(w.signals.is_empty(), "{:?}", w.signals);
+        assert_eq!(w.running(), ["w-0"], "the bug: the copy outlives the lease");
+    }
+
+    #[test]
+    fn nothing_starts_while_fenced_and_copies_it_fenced_are_not_started_again() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        // Replies take 20ms: sync reads are in flight when the fence comes down.
+        w.delay = 20;
+        w.run(1_000);
+        w.drop =
+            Box::new(|t, r| (1_000..1_600).contains(&t) && matches!(r, StoreRequest::KeepAlive(_)));
+        assign(&w.store, "a", 1);
+        // w-1 is assigned before the fence: it starts (the lease is still held); w-2 while
+        // the agent is fenced.
+        w.run(1_560);
+        assert!(w.core.is_fenced());
+        assign(&w.store, "a", 2);
+        w.run(3_000);
+        let term = w
+            .signals
+            .iter()
+            .find(|(_, _, s)| *s == CopySignal::Term)
+            .map(|(t, _, _)| *t)
+            .unwrap();
+        let rejoined: u64 = w
+            .log
+            .iter()
+            .find(|l| l.contains("rejoined under lease"))
+            .and_then(|l| l.split(' ').next()?.parse().ok())
+            .expect("rejoined");
+        assert!(rejoined > term);
+        assert!(
+            w.starts.iter().all(|(t, _)| *t < term || *t >= rejoined),
+            "a start while fenced: {:?} (fenced {term}..{rejoined})",
+            w.starts
+        );
+        let times = |c: &str| w.starts.iter().filter(|(_, s)| s == c).count();
+        assert_eq!(
+            (times("w-0"), times("w-1"), times("w-2")),
+            (1, 1, 1),
+            "{:?}",
+            w.starts
+        );
+        // The fenced copies stay exited (their assignments still exist): only w-2 runs.
+        assert_eq!(w.running(), ["w-2"], "{:#?}", w.log);
+        assert!(w.core.held_lease().is_some());
+    }
+
+    #[test]
+    fn a_read_sent_under_a_lease_that_was_lost_is_never_acted_on_after_the_rejoin() {
+        let store = MemoryStore::new();
+        let cfg = AgentCoreConfig {
+            request_timeout_ms: 5_000,
+            ..config("a")
+        };
+        let mut w = World::new(store, cfg);
+        w.run(1_000);
+        // Cut off from 1000ms: renewals are lost, and the sync read sent then takes 2s.
+        w.cut =
+            Box::new(|t, r| (1_000..1_600).contains(&t) && matches!(r, StoreRequest::KeepAlive(_)));
+        let placements = placements_of("a");
+        w.slow = Box::new(move |t, r| match r {
+            StoreRequest::Read { prefixes }
+                if prefixes[0] == placements && (1_000..1_900).contains(&t) =>
+            {
+                2_000
+            }
+            _ => 0,
+        });
+        assign(&w.store, "a", 1);
+        w.run(1_200);
+        // While the agent is fenced, the node is lost and its assignment moves elsewhere.
+        unassign(&w.store, "a", 1);
+        w.run(4_000);
+        assert!(
+            w.log.iter().any(|l| l.contains("rejoined under lease")),
+            "{:#?}",
+            w.log
+        );
+        assert!(
+            w.starts.is_empty(),
+            "started from a read of the lost lease: {:?}",
+            w.starts
+        );
+    }
+
+    #[test]
+    fn a_lost_reply_times_out_and_the_read_is_sent_again() {
+        let store = MemoryStore::new();
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        // The next sync read's reply is lost.
+        let placements = placements_of("a");
+        let lost = std::rc::Rc::new(std::cell::Cell::new(None));
+        let seen = std::rc::Rc::clone(&lost);
+        w.drop = Box::new(move |t, r| {
+            let sync = matches!(r, StoreRequest::Read { prefixes } if prefixes[0] == placements);
+            if sync && seen.get().is_none_or(|at| at == t) {
+                seen.set(Some(t));
+                return true;
+            }
+            false
+        });
+        w.run(600);
+        let lost_at = lost.get().expect("a sync read was sent");
+        assign(&w.store, "a", 0);
+        w.run(lost_at + 290);
+        assert!(w.starts.is_empty(), "no read goes out while one is awaited");
+        w.run(lost_at + 400);
+        assert_eq!(
+            w.starts.len(),
+            1,
+            "the read after the deadline starts the copy"
+        );
+    }
+
+    #[test]
+    fn a_restarted_agent_adopts_its_live_copies_and_never_restarts_a_dead_one() {
+        let store = MemoryStore::new();
+        for n in 0..3 {
+            assign(&store, "a", n);
+        }
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        assert_eq!(w.running(), ["w-0", "w-1", "w-2"]);
+        let pids: Vec<u32> = w.procs.iter().map(|p| p.pid).collect();
+        let acquired = |w: &World| {
+            let e = w.store.get(&node_key("a")).unwrap().unwrap();
+            decode::<NodeRecord>(&e).unwrap().value.acquired_ms
+        };
+        let tenure = acquired(&w);
+        // The agent dies (no shutdown); w-1 dies while it is down.
+        w.procs[1].alive = false;
+        let now = w.now;
+        let mut w = w.restart(config("a"));
+        w.run(now + 500);
+        assert!(w.starts.is_empty(), "nothing started again: {:?}", w.starts);
+        assert_eq!(w.running(), ["w-0", "w-2"]);
+        assert!(w
+            .log
+            .iter()
+            .any(|l| l.contains("taken over from the previous agent")));
+        // The tenure goes on: the earlier agent's last report counts until this one's lands.
+        assert_eq!(acquired(&w), tenure);
+        assert!(w
+            .log
+            .iter()
+            .any(|l| l.contains(&format!("adopted w-0 (pid {})", pids[0]))));
+        let r = w.report("a");
+        let phases: Vec<(String, Phase, u32)> = r
+            .copies
+            .iter()
+            .map(|c| (c.copy.clone(), c.phase, c.pid))
+            .collect();
+        assert_eq!(
+            phases,
+            [
+                ("w-0".into(), Phase::Running, pids[0]),
+                ("w-1".into(), Phase::Exited, 0),
+                ("w-2".into(), Phase::Running, pids[2]),
+            ]
+        );
+        // An adopted copy that is unassigned is stopped.
+        unassign(&w.store, "a", 2);
+        w.run(now + 1_000);
+        assert_eq!(w.running(), ["w-0"]);
+    }
+
+    #[test]
+    fn driven_only_at_its_wakes_it_runs_copies_and_fences_to_the_millisecond() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        assign(&store, "a", 1);
+        let mut w = World::new(store, config("a"));
+        w.run_by_wakes(1_000);
+        assert_eq!(w.running(), ["w-0", "w-1"]);
+        let r = w.report("a");
+        assert!(r.copies.iter().all(|c| c.phase == Phase::Running), "{r:?}");
+        let steps = w.trace.iter().filter(|l| l.contains("Wake(")).count();
+        assert!(
+            steps < 200,
+            "{steps} steps in a second: it sleeps between timers"
+        );
+        w.drop = Box::new(|t, r| t >= 1_000 && matches!(r, StoreRequest::KeepAlive(_)));
+        w.run_by_wakes(3_000);
+        let last_ok = *w.renewals_answered().last().unwrap();
+        let term = w
+            .signals
+            .iter()
+            .find(|(_, _, s)| *s == CopySignal::Term)
+            .map(|(t, _, _)| *t)
+            .unwrap();
+        assert_eq!(term, last_ok + 750, "SIGTERM at exactly 3/4 of the TTL");
+        assert!(w.running().is_empty());
+    }
+
+    #[test]
+    fn no_step_asks_to_be_woken_at_its_own_time_fenced_or_waiting_for_replies() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        // Replies take 20ms: syncs and reports wait in flight past their timers.
+        w.delay = 20;
+        w.run_by_wakes(1_000);
+        // Fenced from 3/4 TTL to 9/10 TTL, then rejoined; then a shutdown. The agent is paused
+        // (not stepped) until 600ms after its last good renewal: the renewal it sends then is
+        // due again after the SIGTERM and before the SIGKILL, and must not be waited for.
+        w.cut =
+            Box::new(|t, r| (1_000..1_600).contains(&t) && matches!(r, StoreRequest::KeepAlive(_)));
+        let last_ok = *w.renewals_answered().last().unwrap();
+        w.tick_at(last_ok + 600);
+        w.run_by_wakes(3_000);
+        assert!(
+            w.log.iter().any(|l| l.contains("rejoined under lease")),
+            "{:#?}",
+            w.log
+        );
+        w.input(AgentInput::Shutdown);
+        w.run_by_wakes(5_000);
+        assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+        let busy: Vec<&String> = w.busy.iter().map(|&i| &w.trace[i - 1]).take(5).collect();
+        assert!(
+            busy.is_empty(),
+            "{} busy steps, first: {busy:#?}",
+            w.busy.len()
+        );
+    }
+
+    #[test]
+    fn the_same_inputs_give_the_same_outputs() {
+        let trace = || {
+            let store = MemoryStore::new();
+            assign(&store, "a", 0);
+            assign(&store, "a", 1);
+            let mut w = World::new(store, config("a"));
+            w.delay = 7;
+            w.run(600);
+            w.drop = Box::new(|t, r| t >= 600 && matches!(r, StoreRequest::KeepAlive(_)));
+            w.run(1_800);
+            w.trace
+        };
+        let (a, b) = (trace(), trace());
+        assert!(a.len() > 20, "{a:?}");
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_copy_with_a_readiness_command_runs_only_once_it_passes() {
+        let store = MemoryStore::new();
+        let a = Assignment {
+            copy: "w-0".into(),
+            workload: "w".into(),
+            owner_uid: 1,
+            n: 0,
+            node: "a".into(),
+            command: vec!["sleep".into(), "100".into()],
+            startup_ms: 0,
+            readiness: Some(vec!["true".into()]),
+            grace_ms: 100,
+            created_ms: 0,
+            env: CopyEnv::default(),
+            generation: 0,
+        };
+        let key = placement_key("a", "w", 0);
+        store.commit(&Txn::new().put(&key, encode(&a))).unwrap();
+        let mut w = World::new(store, config("a"));
+        w.probe_ok = false;
+        w.run(500);
+        let phase = |w: &World| w.core.records()[0].phase;
+        assert_eq!(phase(&w), Phase::Starting);
+        let probes = w.trace.iter().filter(|l| l.contains("Probe {")).count();
+        // Retried every 100ms, one at a time.
+        assert!((3..=5).contains(&probes), "{probes} probes in 500ms");
+        w.probe_ok = true;
+        w.run(700);
+        assert_eq!(phase(&w), Phase::Running);
+    }
+
+    #[test]
+    fn a_kill_request_kills_the_copy_and_its_outcome_is_written_back() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(300);
+        let inc = w.core.records()[0].incarnation;
+        let key = format!("{}w-0", remote::kills_of("a"));
+        let req = remote::KillRequest {
+            copy: "w-0".into(),
+            incarnation: inc,
+            requested_ms: 0,
+            outcome: None,
+        };
+        w.store.commit(&Txn::new().put(&key, encode(&req))).unwrap();
+        w.run(600);
+        assert!(w.running().is_empty());
+        let e = w.store.get(&key).unwrap().unwrap();
+        let answered = decode::<remote::KillRequest>(&e).unwrap().value;
+        assert_eq!(answered.outcome.as_deref(), Some("killed pid 101 on a"));
+        let kills = w
+            .signals
+            .iter()
+            .filter(|(_, _, s)| *s == CopySignal::Kill)
+            .count();
+        assert_eq!(kills, 1, "answered once: {:?}", w.signals);
+    }
+
+    #[test]
+    fn a_rejoin_whose_create_reply_is_lost_still_rejoins_under_its_own_record() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(1_000);
+        // Renewals fail from 1000ms; then the first create of the rejoin loses its reply.
+        let creates = std::rc::Rc::new(std::cell::Cell::new(0));
+        let seen = std::rc::Rc::clone(&creates);
+        let key = node_key("a");
+        w.drop = Box::new(move |t, r| match r {
+            StoreRequest::KeepAlive(_) => (1_000..1_500).contains(&t),
+            StoreRequest::Commit(txn)
+                if t >= 1_000 && txn.compares.iter().any(|c| c.key == key) =>
+            {
+                seen.set(seen.get() + 1);
+                seen.get() == 1
+            }
+            _ => false,
+        });
+        w.run(4_000);
+        assert!(creates.get() >= 1);
+        assert!(w.stopped.is_none(), "{:?} {:#?}", w.stopped, w.log);
+        assert!(w.core.held_lease().is_some(), "{:#?}", w.log);
+        assert!(
+            w.log.iter().any(|l| l.contains("rejoined under lease")),
+            "{:#?}",
+            w.log
+        );
+    }
+
+    #[test]
+    fn an_agent_replaced_while_fenced_stops_without_touching_the_new_holders_report() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(1_000);
+        // Cut off: renewals and the rejoin's revoke fail until another agent has the name.
+        w.cut = Box::new(|t, r| {
+            t < 2_500 && matches!(r, StoreRequest::KeepAlive(_) | StoreRequest::Revoke(_))
+        });
+        w.run(1_800);
+        assert!(w.core.is_fenced());
+        // The store expires the old lease; another agent, elsewhere, takes the name.
+        let lease = match w.store.get(&node_key("a")).unwrap() {
+            Some(e) => e.lease.unwrap(),
+            None => panic!("no record"),
+        };
+        w.store.revoke(lease).unwrap();
+        let other = AgentCoreConfig {
+            place: "elsewhere".into(),
+            ..config("a")
+        };
+        let mut them = World::on(std::sync::Arc::clone(&w.store), other);
+        them.run(300);
+        assert!(them.core.held_lease().is_some());
+        let theirs = them.report("a");
+        w.run(5_000);
+        match &w.stopped {
+            Some(Err(AgentError::Replaced(why))) => assert!(why.contains("already held"), "{why}"),
+            other => panic!("{other:?} {:#?}", w.log),
+        }
+        assert_eq!(
+            w.report("a"),
+            theirs,
+            "the replaced agent wrote no last report"
+        );
+        assert!(w.running().is_empty());
+    }
+
+    #[test]
+    fn a_name_held_by_an_agent_elsewhere_is_refused() {
+        let store = MemoryStore::new();
+        let mut first = World::new(store, config("a"));
+        first.run(100);
+        let other = AgentCoreConfig {
+            place: "elsewhere".into(),
+            ..config("a")
+        };
+        let mut w = World::on(std::sync::Arc::clone(&first.store), other);
+        w.run(100);
+        match &w.stopped {
+            Some(Err(e)) => assert!(e.is_refusal(), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        // Another name is free.
+        let b = AgentCoreConfig {
+            place: "elsewhere".into(),
+            ..config("b")
+        };
+        let mut w = World::on(std::sync::Arc::clone(&first.store), b);
+        w.run(100);
+        assert!(w.stopped.is_none() && w.core.held_lease().is_some());
+    }
+}

@@ -1,0 +1,251 @@
+//! The agent's share of the event log ([`EventLog`]): the copy events it has not written yet, and
+//! their writes, one transaction per flush.
+//!
+//! Each entry is created only if absent ([`crate::events::append`]), so a repeat is harmless: a
+//! batch refused because one entry exists already is sent again without it. A batch that fails
+//! otherwise goes back in front of the queue.
+//!
+//! It is separate because three parts queue events (the supervisor's starts, readiness and
+//! exits; recovery's exits; the reports' ledger changes) and one rule writes them.
+
+use super::outbox::{Outbox, Purpose};
+use super::CopyRecord;
+use crate::events::{self, CopyEvent, CopyEventKind};
+use crate::machine::{StoreRequest, StoreResult};
+use crate::model::encode;
+use crate::store::{StoreError, Txn};
+
+/// What came of a batch's write.
+#[derive(Debug)]
+pub(super) enum Written {
+    /// Part of it existed already: the rest went out again.
+    Again,
+    /// The store is gone for good (and this was not the last batch): the agent must stop.
+    Lost(StoreError),
+    /// Written, or given up on (logged; kept for the next flush unless it was the last).
+    Done,
+}
+
+/// The event-log entries not written yet: see the [module docs](self).
+#[derive(Debug, Default)]
+pub(super) struct EventLog {
+    /// Entries not written yet (key, value), oldest first.
+    pending: Vec<(String, String)>,
+    /// A batch is being written.
+    in_flight: bool,
+}
+
+impl EventLog {
+    /// Queues the event `kind` of copy `r` at `at_ms` on `node`.
+    pub(super) fn copy_event(
+        &mut self,
+        kind: CopyEventKind,
+        r: &CopyRecord,
+        at_ms: u64,
+        node: &str,
+    ) {
+        let event = CopyEvent {
+            at_ms,
+            node: node.to_owned(),
+            pid: (kind == CopyEventKind::Start).then_some(r.pid),
+            commanded: kind == CopyEventKind::Exit && r.stopping,
+            how: if kind == CopyEventKind::Exit {
+                r.exit.clone()
+            } else {
+                None
+            },
+        };
+        let key =
+            events::copy_event_key(&r.assignment.workload, kind, r.assignment.n, r.incarnation);
+        self.pending.push((key, encode(&event)));
+    }
+
+    /// Queues an entry made elsewhere.
+    pub(super) fn push(&mut self, key: String, value: String) {
+        self.pending.push((key, value));
+    }
+
+    /// Drops every entry not written yet.
+    pub(super) fn clear(&mut self) {
+        self.pending.clear();
+    }
+
+    /// Writes what is queued, unless a batch is in flight.
+    pub(super) fn flush(&mut self, now: u64, timeout_ms: u64, out: &mut Outbox) {
+        if !self.pending.is_empty() && !self.in_flight {
+            let batch = std::mem::take(&mut self.pending);
+            self.send(now, batch, false, timeout_ms, out);
+        }
+    }
+
+    /// The last flush, at shutdown. Returns false if there was nothing to write (the caller
+    /// goes on at once).
+    pub(super) fn finish(&mut self, now: u64, timeout_ms: u64, out: &mut Outbox) -> bool {
+        if self.pending.is_empty() {
+            return false;
+        }
+        let batch = std::mem::take(&mut self.pending);
+        self.send(now, batch, true, timeout_ms, out);
+        true
+    }
+
+    fn send(
+        &mut self,
+        now: u64,
+        batch: Vec<(String, String)>,
+        last: bool,
+        timeout_ms: u64,
+        out: &mut Outbox,
+    ) {
+        let txn = batch.iter().fold(Txn::new(), |t, (k, v)| {
+            events::append(t, k.clone(), v.clone())
+        });
+        self.in_flight = true;
+        out.send(
+            now,
+            StoreRequest::Commit(txn),
+            Purpose::Events { batch, last },
+            timeout_ms,
+        );
+    }
+
+    /// After the reply to the write of `batch`.
+    pub(super) fn on_written(
+        &mut self,
+        now: u64,
+        mut batch: Vec<(String, String)>,
+        last: bool,
+        result: StoreResult,
+        timeout_ms: u64,
+        out: &mut Outbox,
+    ) -> Written {
+        self.in_flight = false;
+        match result {
+            Ok(_) => {}
+            Err(StoreError::Conflict {
+                key, expected: 0, ..
+            }) => {
+                // Written before (a repeat): drop it, write the rest.
+                batch.retain(|(k, _)| *k != key);
+                if !batch.is_empty() {
+                    self.send(now, batch, last, timeout_ms, out);
+                    return Written::Again;
+                }
+            }
+            Err(e) if e.is_lost() && !last => return Written::Lost(e),
+            Err(e) => {
+                out.log(format!("cannot write the event log: {e}"));
+                if !last {
+                    batch.append(&mut self.pending);
+                    self.pending = batch;
+                }
+            }
+        }
+        Written::Done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::carry_out;
+    use crate::model::Assignment;
+    use crate::rules::CopyEnv;
+    use crate::store::MemoryStore;
+
+    fn record(n: u64) -> CopyRecord {
+        CopyRecord {
+            assignment: Assignment {
+                copy: format!("w-{n}"),
+                workload: "w".into(),
+                owner_uid: 1,
+                n,
+                node: "a".into(),
+                command: vec!["true".into()],
+                startup_ms: 0,
+                readiness: None,
+                grace_ms: 0,
+                created_ms: 0,
+                env: CopyEnv::default(),
+                generation: 0,
+            },
+            incarnation: 5,
+            pid: 42,
+            start_ticks: 0,
+            started_ms: 0,
+            phase: crate::model::Phase::Running,
+            ready_ms: None,
+            exited_ms: None,
+            exit: None,
+            stopping: false,
+            nonce: String::new(),
+        }
+    }
+
+    /// Carries the one store request in `out` out on `store`: (batch, last, result).
+    fn carry(store: &MemoryStore, out: &mut Outbox) -> (Vec<(String, String)>, bool, StoreResult) {
+        let mut outputs = out.drain();
+        assert_eq!(outputs.len(), 1, "{outputs:?}");
+        let Some(super::super::AgentOutput::Store { id, request }) = outputs.pop() else {
+            panic!("not a store request");
+        };
+        let Some(Purpose::Events { batch, last }) = out.take(id) else {
+            panic!("not an event write");
+        };
+        (batch, last, carry_out(store, &request))
+    }
+
+    #[test]
+    fn a_batch_with_an_entry_written_before_is_sent_again_without_it() {
+        let store = MemoryStore::new();
+        let mut log = EventLog::default();
+        let mut out = Outbox::new();
+        log.copy_event(CopyEventKind::Start, &record(0), 10, "a");
+        log.flush(10, 100, &mut out);
+        let (batch, last, result) = carry(&store, &mut out);
+        assert!(matches!(
+            log.on_written(10, batch, last, result, 100, &mut out),
+            Written::Done
+        ));
+        // The same start again, with another copy's: the repeat is dropped, the other written.
+        log.copy_event(CopyEventKind::Start, &record(0), 10, "a");
+        log.copy_event(CopyEventKind::Start, &record(1), 20, "a");
+        log.flush(20, 100, &mut out);
+        log.flush(20, 100, &mut out);
+        let (batch, last, result) = carry(&store, &mut out);
+        assert_eq!(batch.len(), 2, "one batch in flight at a time");
+        assert!(matches!(
+            log.on_written(20, batch, last, result, 100, &mut out),
+            Written::Again
+        ));
+        let (batch, last, result) = carry(&store, &mut out);
+        assert_eq!(batch.len(), 1);
+        assert!(result.is_ok(), "{result:?}");
+        assert!(matches!(
+            log.on_written(20, batch, last, result, 100, &mut out),
+            Written::Done
+        ));
+        assert_eq!(events::read_log(&store, "w").unwrap().len(), 2);
+        assert!(
+            !log.finish(30, 100, &mut out),
+            "nothing left for the last flush"
+        );
+    }
+
+    #[test]
+    fn a_failed_batch_goes_back_in_front_of_what_was_queued_since_unless_it_was_the_last() {
+        let mut log = EventLog::default();
+        let mut out = Outbox::new();
+        log.copy_event(CopyEventKind::Start, &record(1), 20, "a");
+        let batch = vec![("first".to_owned(), "x".to_owned())];
+        let failed = || Err(StoreError::Unavailable("slow".into()));
+        let w = log.on_written(20, batch.clone(), false, failed(), 100, &mut out);
+        assert!(matches!(w, Written::Done));
+        assert_eq!(log.pending.len(), 2);
+        assert_eq!(log.pending[0].0, "first");
+        log.clear();
+        let w = log.on_written(20, batch, true, failed(), 100, &mut out);
+        assert!(matches!(w, Written::Done));
+        assert!(log.pending.is_empty(), "the last batch is not kept");
+    }
+}

@@ -1,0 +1,166 @@
+//! What goes into the agent machine ([`AgentInput`]) and what comes out ([`AgentOutput`]).
+
+use std::collections::BTreeSet;
+
+use super::{AgentError, NodeState, Recovery};
+use crate::machine::{Replied, ReqId, StoreRequest, Wake, WatchDelivery};
+use crate::model::Assignment;
+use crate::rules::CopyEnv;
+
+/// How a copy's process ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It exited with this status.
+    Code(i32),
+    /// A signal ended it.
+    Signal(i32),
+    /// An adopted process (not the driver's child) is gone; its status is unknown.
+    Unknown,
+    /// Anything else, in words (a wait that failed).
+    Other(String),
+}
+
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ended::Code(c) => write!(f, "exit status {c}"),
+            Ended::Signal(s) => write!(f, "signal {s}"),
+            Ended::Unknown => write!(f, "ended (adopted: status unknown)"),
+            Ended::Other(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+/// A signal to a copy's process group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopySignal {
+    /// SIGTERM: stop, within the grace period.
+    Term,
+    /// SIGKILL, only to the process that started at the given start time.
+    Kill,
+}
+
+/// An input of the agent machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AgentInput {
+    /// Time passed; timers are due.
+    Tick,
+    /// A store reply.
+    Replied(Replied),
+    /// An event of a watch the agent asked for ([`StoreRequest::Watch`], with
+    /// [`AgentCoreConfig::watch_cache`](super::AgentCoreConfig::watch_cache)); deliveries of watches it no longer follows are ignored.
+    WatchDelivery(WatchDelivery),
+    /// The copy asked for by [`AgentOutput::Start`] runs, as this process group.
+    Started {
+        /// The copy.
+        copy: String,
+        /// Its pid, which is its process group.
+        pid: u32,
+        /// Its start time, in clock ticks since boot (0 if unknown).
+        start_ticks: u64,
+    },
+    /// The copy asked for by [`AgentOutput::Start`] could not start.
+    StartFailed {
+        /// The copy.
+        copy: String,
+        /// Why, in words.
+        why: String,
+    },
+    /// A copy's process ended (the driver has killed what was left of its group and of its
+    /// readiness probe).
+    Exited {
+        /// The copy.
+        copy: String,
+        /// How it ended.
+        how: Ended,
+    },
+    /// A readiness probe asked for by [`AgentOutput::Probe`] finished.
+    ProbeDone {
+        /// The copy.
+        copy: String,
+        /// Whether the command exited 0 (false also if it could not run).
+        ok: bool,
+    },
+    /// What the driver found, as asked by [`AgentOutput::Recover`].
+    Recovered(Recovery),
+    /// Stop: stop every copy, write a last report, give the name up.
+    Shutdown,
+}
+
+/// An output of the agent machine, to be carried out in order.
+#[derive(Debug)]
+pub enum AgentOutput {
+    /// Carry out this store request and hand the reply back as [`AgentInput::Replied`].
+    Store {
+        /// The request's id.
+        id: ReqId,
+        /// The request.
+        request: StoreRequest,
+    },
+    /// Step the machine again by this time.
+    Wake(Wake),
+    /// Start this copy's process (its own process group), then answer [`AgentInput::Started`] or
+    /// [`AgentInput::StartFailed`]. Its record (with the nonce) has been saved before.
+    Start {
+        /// The copy's identity.
+        copy: String,
+        /// What to run: command, environment, workload.
+        assignment: Assignment,
+        /// The copy's secret nonce, for its environment.
+        nonce: String,
+    },
+    /// This live process is the copy (adopted after a restart): tell the machine when it ends.
+    Adopt {
+        /// The copy.
+        copy: String,
+        /// Its pid and process group.
+        pid: u32,
+        /// Its start time.
+        start_ticks: u64,
+    },
+    /// Signal a copy's process group.
+    Signal {
+        /// The copy.
+        copy: String,
+        /// Its process group.
+        pid: u32,
+        /// Its leader's start time (a SIGKILL goes only to that process's group).
+        start_ticks: u64,
+        /// Which signal.
+        signal: CopySignal,
+    },
+    /// Stop a marked process that is not the agent's own: SIGTERM to its group, SIGKILL after
+    /// `grace_ms` if it still runs (checked by start time).
+    StopForeign {
+        /// Its pid.
+        pid: u32,
+        /// Its start time.
+        start_ticks: u64,
+        /// How long it is given.
+        grace_ms: u64,
+    },
+    /// Run the copy's readiness command, then answer [`AgentInput::ProbeDone`].
+    Probe {
+        /// The copy.
+        copy: String,
+        /// The command.
+        command: Vec<String>,
+        /// The copy's environment.
+        env: CopyEnv,
+    },
+    /// Read the state file and look for marked processes, then answer [`AgentInput::Recovered`].
+    Recover,
+    /// Write the state file.
+    SaveState(NodeState),
+    /// Rotate the logs of the running copies; with `sweep`, also remove old logs of ended ones.
+    TendLogs {
+        /// The copies running on this node.
+        running: BTreeSet<String>,
+        /// Whether to sweep ended copies' logs too.
+        sweep: bool,
+    },
+    /// A log line.
+    Log(String),
+    /// The agent is done: every copy stopped, the name given up. Nothing follows.
+    Stopped(Result<(), AgentError>),
+}

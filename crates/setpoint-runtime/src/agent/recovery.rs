@@ -1,0 +1,410 @@
+//! Recovery after a restart: the read of the node's state, what the driver finds ([`Recovery`],
+//! by the pure rule [`recovery_from`]), and the copies rebuilt from it ([`rebuild`]).
+//!
+//! Once the name is held, the agent reads its node's assignments and last report
+//! ([`StateRead`]), then asks the driver to look at its state file and for processes carrying its
+//! mark. Processes proven its own (by pid, start time and nonce) are adopted; records whose
+//! process is gone become exited ones, never restarted while assigned; every other marked
+//! process is foreign: never adopted, and stopped if it runs as the agent's user. Copies the
+//! store last heard of as exited are kept exited even if the state file was lost.
+//!
+//! It is separate because it runs once, at the start, and decides what the agent owns; the
+//! rules of proof are the one place a mistake would adopt a stranger or start a second copy.
+
+use super::event_log::EventLog;
+use super::messages::AgentOutput;
+use super::outbox::{Outbox, Purpose};
+use super::supervisor::{Local, Supervisor};
+use super::sync::{parse_assignments, Assigned};
+use super::{AgentCoreConfig, AgentError, CopyRecord, NodeState};
+use crate::events::CopyEventKind;
+use crate::machine::{StoreReply, StoreRequest, StoreResult};
+use crate::model::{placements_of, report_key, NodeReport, Phase};
+use crate::process::{self, Marked};
+use crate::store::{Entry, StoreError};
+
+/// The grace period given to a foreign process found carrying the agent's mark, in milliseconds.
+pub const UNKNOWN_GRACE_MS: u64 = 1_000;
+
+/// What came of the read of the node's state.
+#[derive(Debug)]
+pub(super) enum StateReadOutcome {
+    /// Read: the entries refused among the placements (key, why), to be logged; the driver is to
+    /// be asked to recover.
+    Read(Vec<(String, String)>),
+    /// The agent cannot go on.
+    Fatal(AgentError),
+    /// It failed for now and is sent again later.
+    Retry,
+}
+
+/// The read of the node's assignments and last report, before recovery.
+#[derive(Debug, Default)]
+pub(super) struct StateRead {
+    /// What the read gave: assignments and the last report.
+    read: Option<(Assigned, Option<Entry>)>,
+    /// The read failed: it is sent again at this time.
+    retry: Option<u64>,
+}
+
+impl StateRead {
+    /// Sends the read.
+    pub(super) fn send(&mut self, now: u64, cfg: &AgentCoreConfig, out: &mut Outbox) {
+        self.retry = None;
+        let node = &cfg.node;
+        let prefixes = vec![placements_of(node), report_key(node)];
+        out.send(
+            now,
+            StoreRequest::Read { prefixes },
+            Purpose::ReadState,
+            cfg.request_timeout_ms,
+        );
+    }
+
+    /// When a failed read is to be sent again.
+    pub(super) fn retry_at(&self) -> Option<u64> {
+        self.retry
+    }
+
+    /// After the read's reply.
+    pub(super) fn on_read(
+        &mut self,
+        now: u64,
+        result: StoreResult,
+        cfg: &AgentCoreConfig,
+        out: &mut Outbox,
+    ) -> StateReadOutcome {
+        match result {
+            Ok(StoreReply::Read { read, .. }) => {
+                let node = &cfg.node;
+                let key = report_key(node);
+                let placements = placements_of(node);
+                let (placed, rest): (Vec<Entry>, Vec<Entry>) = read
+                    .entries
+                    .into_iter()
+                    .partition(|e| e.key.starts_with(&placements));
+                let (assigned, refused) = parse_assignments(&placed, node);
+                let last = rest.into_iter().find(|e| e.key == key);
+                self.read = Some((assigned, last));
+                StateReadOutcome::Read(refused)
+            }
+            Ok(other) => StateReadOutcome::Fatal(AgentError::Store(StoreError::Unavailable(
+                format!("unexpected reply {other:?}"),
+            ))),
+            Err(e) if e.is_lost() => StateReadOutcome::Fatal(AgentError::Store(e)),
+            Err(e) => {
+                // A lost packet or a slow store must not end the agent before it started
+                // (found by `setpoint chaos`: the node's names stayed held for good).
+                out.log(format!(
+                    "cannot read the node's state: {e} (retrying every {} ms)",
+                    cfg.sync_every_ms
+                ));
+                self.retry = Some(now + cfg.sync_every_ms);
+                StateReadOutcome::Retry
+            }
+        }
+    }
+
+    /// What the read gave (empty if it never did), taken once.
+    pub(super) fn take(&mut self) -> (Assigned, Option<Entry>) {
+        self.read.take().unwrap_or_default()
+    }
+}
+
+/// Rebuilds the copies from what the driver found: processes proven its own are adopted (and
+/// stopped later if unassigned), dead ones become exited records, and every other process
+/// carrying its mark is foreign: never adopted, logged, and stopped if it runs as the agent's
+/// user (it claims a copy's identity, so leaving it would be a second copy). Copies the store
+/// last heard of as exited (`before`, the last report) are kept exited.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn rebuild(
+    now: u64,
+    found: Recovery,
+    assigned: &Assigned,
+    before: Option<NodeReport>,
+    cfg: &AgentCoreConfig,
+    copies: &mut Supervisor,
+    out: &mut Outbox,
+    events: &mut EventLog,
+) {
+    let node = &cfg.node;
+    let mut unclaimed = found.unclaimed;
+    for FoundRecord {
+        mut record,
+        process,
+    } in found.records
+    {
+        let copy = record.assignment.copy.clone();
+        if let Err(why) = crate::rules::check_assignment(&record.assignment, node) {
+            out.log(format!(
+                "refused the state file's record of {}: {why}",
+                copy.escape_debug()
+            ));
+            if let Some((pid, start_ticks)) = process {
+                // It is not a copy of this agent's: as foreign as any.
+                unclaimed.push(Marked {
+                    pid,
+                    start_ticks,
+                    copy: copy.clone(),
+                    nonce: None,
+                    uid: found.own_uid,
+                });
+            }
+            continue;
+        }
+        match process.filter(|_| record.phase != Phase::Exited) {
+            Some((pid, start_ticks)) => {
+                if record.pid == 0 {
+                    // Started, or about to be, when the agent died: its pid was never
+                    // recorded, but its nonce was.
+                    out.log(format!("adopted unrecorded {copy} (pid {pid})"));
+                    record.started_ms = now;
+                } else {
+                    out.log(format!("adopted {copy} (pid {pid})"));
+                }
+                record.pid = pid;
+                record.start_ticks = start_ticks;
+                record.stopping = false;
+                out.push(AgentOutput::Adopt {
+                    copy: copy.clone(),
+                    pid,
+                    start_ticks,
+                });
+                copies.insert(copy, Local::new(record));
+            }
+            None => {
+                let mut l = Local::new(record);
+                if !l.exited() {
+                    // Not proven its own: the pid may be anyone's by now, so it is not
+                    // signalled.
+                    l.record.pid = 0;
+                    l.mark_exited(now, "ended while the agent was down".into());
+                    events.copy_event(CopyEventKind::Exit, &l.record, now, node);
+                }
+                copies.insert(copy, l);
+            }
+        }
+    }
+    for m in unclaimed {
+        let known = copies
+            .get(&m.copy)
+            .is_some_and(|l| l.record.pid == m.pid && l.record.start_ticks == m.start_ticks);
+        if known {
+            continue;
+        }
+        if m.uid != found.own_uid {
+            out.log(format!(
+                "foreign process {} of user {} carries the mark of {}: not adopted, left alone",
+                m.pid,
+                m.uid,
+                m.copy.escape_debug()
+            ));
+            continue;
+        }
+        let assigned_here = assigned.contains_key(&m.copy);
+        out.log(format!(
+            "foreign process {} carries the mark of {} without its nonce: not adopted{}; stopping it",
+            m.pid,
+            m.copy.escape_debug(),
+            if assigned_here { ", the real copy starts" } else { "" }
+        ));
+        out.push(AgentOutput::StopForeign {
+            pid: m.pid,
+            start_ticks: m.start_ticks,
+            grace_ms: UNKNOWN_GRACE_MS,
+        });
+    }
+    // Copies the store last heard of as exited must not start again, even if the state
+    // file was lost.
+    if let Some(report) = before {
+        for c in report
+            .copies
+            .into_iter()
+            .filter(|c| c.phase == Phase::Exited)
+        {
+            let Some((a, incarnation)) = assigned.get(&c.copy) else {
+                continue;
+            };
+            if *incarnation == c.incarnation && !copies.contains(&c.copy) {
+                let record = CopyRecord {
+                    assignment: a.clone(),
+                    incarnation: *incarnation,
+                    pid: 0,
+                    start_ticks: 0,
+                    started_ms: c.started_ms,
+                    phase: Phase::Exited,
+                    ready_ms: c.ready_ms,
+                    exited_ms: c.exited_ms,
+                    exit: c.exit.clone(),
+                    stopping: false,
+                    nonce: String::new(),
+                };
+                copies.insert(c.copy, Local::new(record));
+            }
+        }
+    }
+}
+
+/// One state-file record as the driver found it after a restart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundRecord {
+    /// The record as the state file holds it.
+    pub record: CopyRecord,
+    /// The live process proven to be this copy (pid, start ticks): the recorded pid with its
+    /// start time and nonce, or, for a record without a pid, a marked process holding its
+    /// nonce. `None`: no such process lives.
+    pub process: Option<(u32, u64)>,
+}
+
+/// What the driver found when asked to [`AgentOutput::Recover`](super::AgentOutput::Recover).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// The state file's records, each with its live process if one is proven its own.
+    pub records: Vec<FoundRecord>,
+    /// The live processes carrying the agent's mark that no record claimed.
+    pub unclaimed: Vec<Marked>,
+    /// The agent's own user id (a marked process of another user is left alone).
+    pub own_uid: u32,
+}
+
+/// What an agent finds after a restart, from its state file (`saved`, `None` if there is
+/// none), the live processes carrying its mark (`marked`) and its user id (`me`): each record
+/// with its live process if that is proven its own (a record without a pid by a marked process
+/// holding its nonce, a record with one by `proves_own(pid, start_ticks, nonce)`), and the
+/// marked processes no record claims. Pure, so that the tokio driver (on the state file and
+/// `/proc`) and the chaos world (on the simulated node's) answer [`AgentOutput::Recover`](super::AgentOutput::Recover)
+/// by one rule.
+pub fn recovery_from(
+    saved: Option<NodeState>,
+    mut marked: Vec<process::Marked>,
+    me: u32,
+    proves_own: impl Fn(u32, u64, &str) -> bool,
+) -> Recovery {
+    let mut records = Vec::new();
+    for record in saved.map(|s| s.copies).unwrap_or_default() {
+        let mut process = None;
+        if record.phase != Phase::Exited && record.pid == 0 && !record.nonce.is_empty() {
+            let own = marked.iter().position(|m| {
+                m.copy == record.assignment.copy
+                    && m.uid == me
+                    && m.nonce.as_deref() == Some(record.nonce.as_str())
+            });
+            if let Some(i) = own {
+                let m = marked.remove(i);
+                process = Some((m.pid, m.start_ticks));
+            }
+        }
+        if process.is_none()
+            && record.phase != Phase::Exited
+            && record.pid != 0
+            && proves_own(record.pid, record.start_ticks, &record.nonce)
+        {
+            marked.retain(|m| m.pid != record.pid);
+            process = Some((record.pid, record.start_ticks));
+        }
+        records.push(FoundRecord { record, process });
+    }
+    Recovery {
+        records,
+        unclaimed: marked,
+        own_uid: me,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{assigned, record};
+    use super::*;
+
+    fn marked(pid: u32, copy: &str, nonce: Option<&str>, uid: u32) -> Marked {
+        Marked {
+            pid,
+            start_ticks: u64::from(pid) * 10,
+            copy: copy.into(),
+            nonce: nonce.map(Into::into),
+            uid,
+        }
+    }
+
+    #[test]
+    fn a_process_is_the_agents_own_only_by_its_nonce_or_its_recorded_pid_and_start_time() {
+        let saved = NodeState {
+            node: "a".into(),
+            agent_pid: 1,
+            copies: vec![
+                record(0, Phase::Running, 100),
+                record(1, Phase::Starting, 0),
+                record(2, Phase::Running, 102),
+            ],
+        };
+        let found = recovery_from(
+            Some(saved),
+            vec![
+                marked(101, "w-1", Some("nonce-1"), 7),
+                marked(103, "w-3", Some("nonce-3"), 7),
+                marked(100, "w-0", Some("nonce-0"), 7),
+            ],
+            7,
+            // w-0's pid proves its own; w-2's pid is someone else's by now.
+            |pid, _, nonce| pid == 100 && nonce == "nonce-0",
+        );
+        let processes: Vec<Option<(u32, u64)>> = found.records.iter().map(|r| r.process).collect();
+        assert_eq!(processes, [Some((100, 1_000)), Some((101, 1_010)), None]);
+        let unclaimed: Vec<u32> = found.unclaimed.iter().map(|m| m.pid).collect();
+        assert_eq!(unclaimed, [103], "only the process no record claims");
+        assert_eq!(found.own_uid, 7);
+    }
+
+    #[test]
+    fn the_rebuild_adopts_what_is_proven_records_the_dead_as_exited_and_stops_only_own_user_strangers(
+    ) {
+        let found = Recovery {
+            records: vec![
+                FoundRecord {
+                    record: record(0, Phase::Running, 100),
+                    process: Some((100, 1_000)),
+                },
+                FoundRecord {
+                    record: record(1, Phase::Running, 101),
+                    process: None,
+                },
+            ],
+            unclaimed: vec![marked(200, "w-0", None, 7), marked(300, "w-5", None, 8)],
+            own_uid: 7,
+        };
+        let cfg = AgentCoreConfig::new("a");
+        let mut copies = Supervisor::new();
+        let (mut out, mut events) = (Outbox::new(), EventLog::default());
+        rebuild(
+            50,
+            found,
+            &assigned(&[0, 1]),
+            None,
+            &cfg,
+            &mut copies,
+            &mut out,
+            &mut events,
+        );
+        let acts: Vec<String> = out
+            .drain()
+            .into_iter()
+            .filter_map(|o| match o {
+                AgentOutput::Adopt { copy, pid, .. } => Some(format!("adopt {copy} {pid}")),
+                AgentOutput::StopForeign { pid, .. } => Some(format!("stop {pid}")),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            acts,
+            ["adopt w-0 100", "stop 200"],
+            "the other user's 300 is left alone"
+        );
+        assert_eq!(copies.get("w-0").unwrap().record.phase, Phase::Running);
+        let dead = &copies.get("w-1").unwrap().record;
+        assert_eq!(
+            (dead.phase, dead.pid),
+            (Phase::Exited, 0),
+            "never signalled"
+        );
+    }
+}

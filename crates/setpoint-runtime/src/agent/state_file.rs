@@ -1,0 +1,80 @@
+//! What an agent records on disk: its state file (`{state_dir}/{node}.json`), one
+//! [`CopyRecord`] per copy it knows.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Assignment, Phase};
+use crate::store::Revision;
+
+/// One copy as the agent records it on disk.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyRecord {
+    /// The assignment it runs: identity, owner and what to run.
+    pub assignment: Assignment,
+    /// The assignment's `create_revision`: which incarnation of the name this copy is.
+    #[serde(default)]
+    pub incarnation: Revision,
+    /// Its process (and process group) id; 0 if it never started.
+    pub pid: u32,
+    /// The process's start time in clock ticks since boot.
+    pub start_ticks: u64,
+    /// When it was started, in store milliseconds.
+    pub started_ms: u64,
+    /// Its phase.
+    pub phase: Phase,
+    /// When it became ready.
+    pub ready_ms: Option<u64>,
+    /// When it was seen to have ended.
+    pub exited_ms: Option<u64>,
+    /// How it ended.
+    pub exit: Option<String>,
+    /// Whether it is being stopped.
+    pub stopping: bool,
+    /// The copy's secret nonce, also in its environment ([`crate::sandbox`]): recorded before
+    /// the process starts, it proves after a crash which processes this agent started.
+    #[serde(default)]
+    pub nonce: String,
+}
+
+/// An agent's state file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeState {
+    /// The node.
+    pub node: String,
+    /// The agent process that wrote it.
+    pub agent_pid: u32,
+    /// Every copy the agent knows, including exited ones whose assignment still exists.
+    pub copies: Vec<CopyRecord>,
+}
+
+/// The state file of `node` under `state_dir`.
+pub fn state_file(state_dir: &Path, node: &str) -> PathBuf {
+    state_dir.join(format!("{node}.json"))
+}
+
+/// Reads a node's state file; `None` if there is none.
+pub fn read_node_state(path: &Path) -> std::io::Result<Option<NodeState>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads every node state file under `state_dir`.
+pub fn read_all_node_states(state_dir: &Path) -> Vec<NodeState> {
+    let Ok(dir) = std::fs::read_dir(state_dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<NodeState> = dir
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .filter_map(|e| read_node_state(&e.path()).ok().flatten())
+        .collect();
+    out.sort_by(|a, b| a.node.cmp(&b.node));
+    out
+}

@@ -1,0 +1,465 @@
+//! Sync ([`Sync`]): when and how the agent learns its node's assignments and kill requests.
+//!
+//! Every `sync_every`, one read of the node's placements and kill requests; with a watch cache
+//! ([`super::watch_cache`]) that serves, a sync from it at once whenever it changes or a copy is
+//! forgotten, and every [`CACHE_RESYNC_MS`] regardless. A read sent under a lease since lost is
+//! never acted on (the caller checks the lease the reply names).
+//!
+//! Nothing read from the store is trusted: an entry that does not decode, breaks a rule of
+//! `apply` ([`crate::rules::check_assignment`]) or does not sit at its own key is refused, logged
+//! once, and never reaches a path or a command ([`parse_assignments`]).
+//!
+//! It is separate because it decides what the agent believes it must run; what to do about it is
+//! the supervisor's and the kills' business.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::kills::Kill;
+use super::outbox::{Outbox, Purpose, Soonest};
+use super::watch_cache::{WatchCache, CACHE_RESYNC_MS};
+use super::AgentCoreConfig;
+use crate::machine::{StoreReply, StoreRequest, StoreResult, WatchDelivery};
+use crate::model::{decode, placements_of, Assignment};
+use crate::remote;
+use crate::store::{Entry, LeaseId, Read, Revision, StoreError};
+
+/// The assignments of a node by copy identity, each with its incarnation.
+pub(crate) type Assigned = BTreeMap<String, (Assignment, Revision)>;
+
+/// One placement entry, decoded and checked: the assignment and its incarnation, or why it was
+/// refused.
+type Parsed = Result<(Assignment, Revision), String>;
+
+/// The sync's schedule, its read in flight and what it has parsed: see the
+/// [module docs](self).
+#[derive(Debug)]
+pub(super) struct Sync {
+    /// When the next sync is due (without a reason to sync sooner).
+    next_sync: u64,
+    /// A sync read is in flight.
+    in_flight: bool,
+    /// A sync is due at once: the cache changed, or a copy was forgotten.
+    wanted: bool,
+    /// Whether the store failed the last sync (to log once).
+    failing_reads: bool,
+    /// The watch cache, with [`AgentCoreConfig::watch_cache`].
+    cache: Option<WatchCache>,
+    /// When the last sync served from the cache ran.
+    cache_synced_ms: u64,
+    /// The placements decoded and checked, by key, with the `mod_revision` they were read at:
+    /// an entry unchanged since the last sync is not decoded again.
+    parsed: BTreeMap<String, (Revision, Parsed)>,
+    /// Store entries refused as forged or damaged, by key, so each is logged once.
+    refused_keys: BTreeSet<String>,
+}
+
+impl Sync {
+    /// The first sync due at `now`.
+    pub(super) fn new(cfg: &AgentCoreConfig, now: u64) -> Self {
+        Self {
+            next_sync: now,
+            in_flight: false,
+            wanted: false,
+            failing_reads: false,
+            cache: cfg.watch_cache.then(|| WatchCache::new(&cfg.node, now)),
+            cache_synced_ms: now,
+            parsed: BTreeMap::new(),
+            refused_keys: BTreeSet::new(),
+        }
+    }
+
+    /// Whether a sync read is in flight.
+    pub(super) fn in_flight(&self) -> bool {
+        self.in_flight
+    }
+
+    /// A sync is due at once.
+    pub(super) fn want(&mut self) {
+        self.wanted = true;
+    }
+
+    /// The next periodic sync is due at `at`.
+    pub(super) fn next_at(&mut self, at: u64) {
+        self.next_sync = at;
+    }
+
+    /// When the next sync is due under `held` (the lease held now), if nothing asks for one
+    /// sooner: every `sync_every_ms` while syncs read the store; every [`CACHE_RESYNC_MS`] while
+    /// the watch cache serves them (they run at once when it changes).
+    fn next_sync_ms(&self, held: Option<LeaseId>) -> u64 {
+        if self.wanted {
+            return 0;
+        }
+        match held {
+            Some(lease) if self.cache_serves(lease) => self
+                .next_sync
+                .max(self.cache_synced_ms.saturating_add(CACHE_RESYNC_MS)),
+            _ => self.next_sync,
+        }
+    }
+
+    fn cache_serves(&self, lease: LeaseId) -> bool {
+        self.cache.as_ref().is_some_and(|c| c.serves(lease))
+    }
+
+    /// Syncs if one is due under `lease`, held now: from the watch cache when it can serve (the
+    /// read is returned, to be acted on at once), else by a read of the store.
+    pub(super) fn drive(
+        &mut self,
+        now: u64,
+        lease: LeaseId,
+        cfg: &AgentCoreConfig,
+        out: &mut Outbox,
+    ) -> Option<Read> {
+        if now < self.next_sync_ms(Some(lease)) {
+            return None;
+        }
+        self.wanted = false;
+        self.next_sync = now + cfg.sync_every_ms;
+        if self.cache_serves(lease) {
+            let node = &cfg.node;
+            let prefixes = [placements_of(node), remote::kills_of(node)];
+            let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+            let read = self.cache.as_mut().and_then(|c| c.read(&refs));
+            if let Some(read) = read {
+                self.cache_synced_ms = now;
+                return Some(read);
+            }
+        }
+        if let Some(c) = &mut self.cache {
+            c.passed_through();
+        }
+        self.in_flight = true;
+        let node = &cfg.node;
+        let prefixes = vec![placements_of(node), remote::kills_of(node)];
+        out.send(
+            now,
+            StoreRequest::Read { prefixes },
+            Purpose::Sync { lease },
+            cfg.request_timeout_ms,
+        );
+        None
+    }
+
+    /// Starts the watch cache's full read under `lease` if it needs one.
+    pub(super) fn drive_cache(
+        &mut self,
+        now: u64,
+        lease: LeaseId,
+        cfg: &AgentCoreConfig,
+        out: &mut Outbox,
+    ) {
+        if let Some(c) = &mut self.cache {
+            c.drive(now, lease, cfg, out);
+        }
+    }
+
+    /// The sync read's reply arrived; it is no longer in flight.
+    pub(super) fn replied(&mut self) {
+        self.in_flight = false;
+    }
+
+    /// What the sync read's reply gives, once the caller has checked it may act on it: the read,
+    /// or the store's loss for good (the agent must stop). A failure is logged once.
+    pub(super) fn on_reply(
+        &mut self,
+        result: StoreResult,
+        out: &mut Outbox,
+    ) -> Option<Result<Read, StoreError>> {
+        match result {
+            Ok(StoreReply::Read { read, .. }) => {
+                if self.failing_reads {
+                    out.log("the store answers again");
+                    self.failing_reads = false;
+                }
+                Some(Ok(read))
+            }
+            Ok(_) => None,
+            Err(e) if e.is_lost() => Some(Err(e)),
+            Err(e) => {
+                if !self.failing_reads {
+                    out.log(format!(
+                        "cannot read assignments: {e} (retrying; logged again when it answers)"
+                    ));
+                    self.failing_reads = true;
+                }
+                None
+            }
+        }
+    }
+
+    /// The assignments and kill requests in a read of the node's placements and kill requests;
+    /// refused entries are logged once.
+    pub(super) fn parse(
+        &mut self,
+        read: Read,
+        cfg: &AgentCoreConfig,
+        out: &mut Outbox,
+    ) -> (Assigned, Vec<Kill>) {
+        let node = &cfg.node;
+        let placements = placements_of(node);
+        let (placed, asked): (Vec<Entry>, Vec<Entry>) = read
+            .entries
+            .into_iter()
+            .partition(|e| e.key.starts_with(&placements));
+        let (assigned, forged) = self.parse_placed(&placed, node);
+        self.log_refused(forged, out);
+        let kills = remote::pending_kills(&asked, node);
+        (assigned, kills)
+    }
+
+    /// [`parse_assignments`], decoding only the entries that changed since the last sync.
+    fn parse_placed(&mut self, placed: &[Entry], node: &str) -> (Assigned, Vec<(String, String)>) {
+        let mut out = BTreeMap::new();
+        let mut refused = Vec::new();
+        let mut parsed = BTreeMap::new();
+        for e in placed {
+            let p = match self.parsed.remove(&e.key) {
+                Some((rev, p)) if rev == e.mod_revision => p,
+                _ => parse_assignment(e, node),
+            };
+            match &p {
+                Ok((a, incarnation)) => {
+                    out.insert(a.copy.clone(), (a.clone(), *incarnation));
+                }
+                Err(why) => refused.push((e.key.clone(), why.clone())),
+            }
+            parsed.insert(e.key.clone(), (e.mod_revision, p));
+        }
+        self.parsed = parsed;
+        (out, refused)
+    }
+
+    /// Logs the store entries refused (key, why), each key once in the agent's life.
+    pub(super) fn log_refused(&mut self, refused: Vec<(String, String)>, out: &mut Outbox) {
+        for (key, why) in refused {
+            if self.refused_keys.insert(key.clone()) {
+                out.log(format!("refused the entry {}: {why}", key.escape_debug()));
+            }
+        }
+    }
+
+    /// After the reply to the watch cache's full read under `lease`.
+    pub(super) fn on_cache_read(
+        &mut self,
+        now: u64,
+        lease: LeaseId,
+        result: StoreResult,
+        cfg: &AgentCoreConfig,
+        out: &mut Outbox,
+    ) {
+        if let Some(c) = &mut self.cache {
+            if c.on_read(now, lease, result, cfg, out) {
+                self.wanted = true;
+            }
+        }
+    }
+
+    /// After the reply to the watch cache's watch request.
+    pub(super) fn on_cache_watching(
+        &mut self,
+        now: u64,
+        result: &StoreResult,
+        cfg: &AgentCoreConfig,
+        out: &mut Outbox,
+    ) {
+        if let Some(c) = &mut self.cache {
+            c.on_watching(now, result, cfg, out);
+        }
+    }
+
+    /// An event of the watch cache's watch.
+    pub(super) fn on_watch(
+        &mut self,
+        now: u64,
+        d: WatchDelivery,
+        cfg: &AgentCoreConfig,
+        out: &mut Outbox,
+    ) {
+        if let Some(c) = &mut self.cache {
+            if c.on_watch(now, d, cfg, out) {
+                self.wanted = true;
+            }
+        }
+    }
+
+    /// This agent committed at `rev` under the synced prefixes (a kill answer).
+    pub(super) fn saw_own_write(&mut self, result: &StoreResult) {
+        if let (Ok(StoreReply::Committed(rev)), Some(c)) = (result, &mut self.cache) {
+            c.saw(*rev);
+        }
+    }
+
+    /// Ends the watch cache's watch (the machine stops).
+    pub(super) fn stop(&mut self, out: &mut Outbox) {
+        if let Some(c) = &mut self.cache {
+            c.stop(out);
+        }
+    }
+
+    /// The times this part must be stepped at, under `held` (the lease held now), while the agent
+    /// runs unfenced: the next sync and the cache's retry, unless a sync read is in flight.
+    pub(super) fn wake_times(&self, held: Option<LeaseId>, soonest: &mut Soonest) {
+        if !self.in_flight {
+            soonest.at(self.next_sync_ms(held));
+            // The cache's read is driven with the sync, so only when no sync is in flight.
+            if let Some(at) = self.cache.as_ref().and_then(WatchCache::retry_at) {
+                soonest.at(at);
+            }
+        }
+    }
+}
+
+/// The assignments among `entries` (a read of the node's placements), by copy identity with
+/// their incarnations, and the entries refused with why.
+///
+/// Nothing read from the store is trusted: an entry that does not decode, breaks a rule of
+/// `apply` ([`crate::rules::check_assignment`]) or does not sit at its own key is refused, and
+/// never reaches a path or a command.
+pub(crate) fn parse_assignments(
+    entries: &[Entry],
+    node: &str,
+) -> (Assigned, Vec<(String, String)>) {
+    let mut out = BTreeMap::new();
+    let mut refused = Vec::new();
+    for e in entries {
+        match parse_assignment(e, node) {
+            Ok((a, incarnation)) => {
+                out.insert(a.copy.clone(), (a, incarnation));
+            }
+            Err(why) => refused.push((e.key.clone(), why)),
+        }
+    }
+    (out, refused)
+}
+
+/// One entry of [`parse_assignments`]: the assignment and its incarnation, or why it is refused.
+fn parse_assignment(e: &Entry, node: &str) -> Parsed {
+    let a: Assignment = decode(e).map_err(|err| err.to_string())?.value;
+    crate::rules::check_assignment(&a, node)?;
+    let own = crate::model::placement_key(node, &a.workload, a.n);
+    if e.key != own {
+        return Err(format!("it sits at {}, not at its own key {own}", e.key));
+    }
+    Ok((a, e.create_revision))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::assignment;
+    use super::super::AgentOutput;
+    use super::*;
+    use crate::machine::carry_out;
+    use crate::model::{encode, placement_key};
+    use crate::store::{MemoryStore, Store, Txn};
+
+    fn read_all(store: &MemoryStore) -> Read {
+        let prefixes = vec![placements_of("a"), remote::kills_of("a")];
+        match carry_out(store, &StoreRequest::Read { prefixes }) {
+            Ok(StoreReply::Read { read, .. }) => read,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn logs(out: &mut Outbox) -> Vec<String> {
+        out.drain()
+            .into_iter()
+            .filter_map(|o| match o {
+                AgentOutput::Log(l) => Some(l),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_placement_at_another_key_is_refused_and_logged_once_and_a_good_one_is_assigned() {
+        let store = MemoryStore::new();
+        let good = placement_key("a", "w", 0);
+        let wrong = placement_key("a", "w", 7);
+        let txn = Txn::new()
+            .put(&good, encode(&assignment(0)))
+            .put(&wrong, encode(&assignment(1)));
+        store.commit(&txn).unwrap();
+        let cfg = AgentCoreConfig::new("a");
+        let mut sync = Sync::new(&cfg, 0);
+        let mut out = Outbox::new();
+        for round in 0..2 {
+            let (assigned, kills) = sync.parse(read_all(&store), &cfg, &mut out);
+            assert_eq!(assigned.keys().collect::<Vec<_>>(), ["w-0"]);
+            assert!(kills.is_empty());
+            let lines = logs(&mut out);
+            if round == 0 {
+                assert_eq!(lines.len(), 1, "{lines:?}");
+                assert!(lines[0].contains("not at its own key"), "{lines:?}");
+            } else {
+                assert!(lines.is_empty(), "logged once: {lines:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_sync_reads_the_store_every_period_and_at_once_when_wanted() {
+        let cfg = AgentCoreConfig {
+            sync_every_ms: 100,
+            ..AgentCoreConfig::new("a")
+        };
+        let mut sync = Sync::new(&cfg, 0);
+        let mut out = Outbox::new();
+        assert!(sync.drive(0, 1, &cfg, &mut out).is_none());
+        assert!(sync.in_flight());
+        assert_eq!(out.drain().len(), 1, "one read");
+        sync.replied();
+        assert!(sync.drive(50, 1, &cfg, &mut out).is_none());
+        assert!(out.drain().is_empty(), "not due before 100");
+        let mut soonest = Soonest::new(50);
+        sync.wake_times(Some(1), &mut soonest);
+        assert_eq!(soonest.or_a_second(), 100);
+        sync.want();
+        assert!(sync.drive(60, 1, &cfg, &mut out).is_none());
+        assert_eq!(out.drain().len(), 1, "wanted: at once");
+    }
+
+    #[test]
+    fn the_watch_cache_serves_only_under_the_lease_it_was_read_under() {
+        let store = MemoryStore::new();
+        let key = placement_key("a", "w", 0);
+        store
+            .commit(&Txn::new().put(&key, encode(&assignment(0))))
+            .unwrap();
+        let cfg = AgentCoreConfig {
+            watch_cache: true,
+            ..AgentCoreConfig::new("a")
+        };
+        let mut sync = Sync::new(&cfg, 0);
+        let mut out = Outbox::new();
+        sync.drive_cache(0, 1, &cfg, &mut out);
+        let Some(AgentOutput::Store { id, request }) = out.drain().pop() else {
+            panic!("no cache read");
+        };
+        let Some(Purpose::CacheRead { lease }) = out.take(id) else {
+            panic!("not the cache's read");
+        };
+        sync.on_cache_read(0, lease, carry_out(&store, &request), &cfg, &mut out);
+        let watch = out.drain();
+        assert!(
+            matches!(
+                watch[..],
+                [AgentOutput::Store {
+                    request: StoreRequest::Watch { .. },
+                    ..
+                }]
+            ),
+            "{watch:?}"
+        );
+        // Served from the cache under lease 1, at once (the read made a sync due)...
+        let read = sync
+            .drive(1, 1, &cfg, &mut out)
+            .expect("served by the cache");
+        assert_eq!(read.entries.len(), 1);
+        assert!(out.drain().is_empty(), "no store read");
+        // ...but under another lease a sync reads the store.
+        sync.want();
+        assert!(sync.drive(2, 2, &cfg, &mut out).is_none());
+        assert_eq!(out.drain().len(), 1);
+    }
+}
