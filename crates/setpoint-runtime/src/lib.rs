@@ -27,10 +27,11 @@
 //! - [`sandbox`]: what a copy is given (a clean environment, only stdin/stdout/stderr) and how
 //!   the agent proves a process is its own (a per-copy nonce, uid and start time).
 //! - [`view`]: the ledger a pass reads ([`WorkloadView`], a [`setpoint_core::LedgerView`]).
-//! - [`reconcile`]: one pass: plan, compare-and-set, retry ([`run_pass`]); garbage collection.
-//! - [`host`]: the controller host as an I/O-free state machine ([`host::Host`]): leader
-//!   election, the per-workload loops, garbage collection, compaction.
-//! - [`controller`]: its tokio driver ([`run_controller`]).
+//! - [`controller`]: the controller host as an I/O-free state machine ([`controller::Host`]),
+//!   composed of parts in files of their own: leader election and renewal, the per-workload
+//!   pass scheduler, garbage collection, compaction, the watch cache's serving rule; its tokio
+//!   driver ([`run_controller`]); and [`controller::reconcile`], one pass: plan,
+//!   compare-and-set, retry ([`run_pass`]), and garbage collection's plan.
 //! - [`agent`]: the node agent ([`run_agent`]), the tokio driver of [`agent_core`].
 //! - [`agent_core`]: the node agent as an I/O-free state machine ([`agent_core::AgentCore`]):
 //!   the node claim, renewals and self-fencing, sync, starts and stops, reports, recovery.
@@ -60,7 +61,6 @@ pub mod controller;
 pub mod duration;
 pub mod events;
 pub mod failpoint;
-pub mod host;
 pub mod logs;
 pub mod loops;
 pub mod machine;
@@ -71,7 +71,6 @@ pub mod ops;
 #[cfg(test)]
 mod parser_props;
 pub mod process;
-pub mod reconcile;
 pub mod remote;
 pub mod report_delay;
 pub mod retention;
@@ -86,11 +85,11 @@ pub mod testing;
 pub mod view;
 
 pub use agent::{run_agent, AgentConfig, AgentError};
+pub use controller::reconcile::{run_pass, PassError, PassReport, PassSettings};
 pub use controller::{default_holder, run_controller, ControllerConfig};
 pub use duration::{format_duration, parse_duration, DurationError};
 pub use model::{Snapshot, WorkloadSpec};
 pub use ops::OpError;
-pub use reconcile::{run_pass, PassError, PassReport, PassSettings};
 pub use rt::{shutdown_pair, Shutdown, ShutdownTrigger};
 pub use spec::{parse_workloads, SpecError};
 pub use store::{

@@ -463,10 +463,10 @@ mod tests {
             "idle: backing off, 2 copies held back"
         );
     }
+    use crate::controller::reconcile::{run_pass, PassSettings};
     use crate::model::{
         assignment_key, report_key, workload_key, CopyReport, NodeReport, WorkloadSpec,
     };
-    use crate::reconcile::{run_pass, PassSettings};
     use crate::store::{MemoryStore, Store};
     use setpoint_core::Controller;
 
@@ -602,13 +602,13 @@ mod tests {
             store.get(&loop_key("w")).unwrap().is_some(),
             "idle: no live node"
         );
-        crate::reconcile::collect_orphans(&store, None).unwrap();
+        crate::controller::reconcile::collect_orphans(&store, None).unwrap();
         assert!(
             store.get(&loop_key("w")).unwrap().is_some(),
             "still declared"
         );
         store.commit(&Txn::new().delete(workload_key("w"))).unwrap();
-        crate::reconcile::collect_orphans(&store, None).unwrap();
+        crate::controller::reconcile::collect_orphans(&store, None).unwrap();
         assert!(store.get(&loop_key("w")).unwrap().is_none());
     }
 

@@ -330,7 +330,7 @@ impl Snapshot {
 
     /// The snapshot of `read` (a read of [`Snapshot::PREFIXES`]), taken when the store's clock
     /// showed `now_ms`: what [`Snapshot::load`] does after its read, without a store, so that an
-    /// I/O-free machine ([`crate::host`]) builds it from a reply.
+    /// I/O-free machine ([`crate::controller::Host`]) builds it from a reply.
     pub fn from_read(read: &Read, now_ms: u64) -> Result<Self, StoreError> {
         Self::from_read_reusing(read, now_ms, None)
     }

@@ -200,7 +200,7 @@ impl<'s> WorkloadView<'s> {
     /// Lost `named` assignments whose copy may still run (a paused or dead agent's): they stay,
     /// and keep their names, until the node is claimed again or forgotten. For `named` this
     /// includes an earlier declaration's assignments under the workload's name, which garbage
-    /// collection holds by the same rule ([`crate::reconcile::plan_gc`]).
+    /// collection holds by the same rule ([`crate::controller::reconcile::plan_gc`]).
     pub fn held_assignments(&self) -> impl Iterator<Item = (&'s str, &'s Stored<Assignment>)> + '_ {
         let named = self.spec.value.controller == ControllerKind::Named;
         let foreign = self

@@ -473,7 +473,7 @@ pub struct GcPlan {
 /// gone, and of every loop record whose workload is gone, compared against the leader record's
 /// revision `fence` if given. `None`: nothing to collect.
 ///
-/// `ignore_owner_uid` is an injected bug for the chaos checker ([`crate::host::HostConfig`]):
+/// `ignore_owner_uid` is an injected bug for the chaos checker ([`crate::controller::HostConfig`]):
 /// an assignment counts as owned whenever a workload of its name is declared, whatever its uid.
 pub fn plan_gc(
     snapshot: &Snapshot,
