@@ -330,8 +330,8 @@ pub fn is_bad_input(e: &anyhow::Error) -> bool {
                 .is_some_and(|o| matches!(o, OpError::NotFound(_)))
             || c.downcast_ref::<setpoint_runtime::AgentError>()
                 .is_some_and(setpoint_runtime::AgentError::is_refusal)
-            || c.downcast_ref::<setpoint_runtime::node::ForgetError>()
-                .is_some_and(setpoint_runtime::node::ForgetError::is_refusal)
+            || c.downcast_ref::<setpoint_runtime::model::node::ForgetError>()
+                .is_some_and(setpoint_runtime::model::node::ForgetError::is_refusal)
     })
 }
 
@@ -481,7 +481,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         RuntimeCommand::Logs(a) => logs(&a),
         RuntimeCommand::Node(NodeCommand::Forget(a)) => {
             let store = a.store.open_existing()?;
-            let (rec, released) = setpoint_runtime::node::forget(&*store, &a.node)?;
+            let (rec, released) = setpoint_runtime::model::node::forget(&*store, &a.node)?;
             Ok(format!(
                 "node {} forgotten at revision {}: {released} assignments released; their named \
                  copies start again on live nodes\n",

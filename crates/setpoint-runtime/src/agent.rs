@@ -41,8 +41,8 @@ use crate::agent_core::{
     Recovery,
 };
 use crate::machine::{carry_out, follow_watch, Followed, ReqId, StoreRequest};
+use crate::model::node::{self, DirLock, NodeError};
 use crate::model::{encode, report_key, Assignment, Phase};
-use crate::node::{self, DirLock, NodeError};
 use crate::process::{self, Launch};
 use crate::rt::{log, Shutdown};
 use crate::store::{Op, Revision, Store, StoreError};

@@ -49,10 +49,10 @@ use crate::agent::{AgentError, CopyRecord, NodeState};
 use crate::cache::CacheCore;
 use crate::events::{self, CopyEvent, CopyEventKind};
 use crate::machine::{Replied, ReqId, StoreReply, StoreRequest, StoreResult, Wake, WatchDelivery};
+use crate::model::node::{node_key, NodeError, NodeRecord};
 use crate::model::{
     decode, encode, placements_of, report_key, Assignment, CopyReport, NodeReport, Phase,
 };
-use crate::node::{node_key, NodeError, NodeRecord};
 use crate::process::Marked;
 use crate::remote::{self, LiveCopy, LiveRecord};
 use crate::rules::CopyEnv;

@@ -1495,7 +1495,7 @@ mod tests {
 
     fn store_with(specs: &[WorkloadSpec]) -> MemoryStore {
         let store = MemoryStore::new();
-        crate::node::fake_node(&store, "a").unwrap();
+        crate::model::node::fake_node(&store, "a").unwrap();
         crate::ops::apply(&store, specs).unwrap();
         store
     }
@@ -1910,7 +1910,7 @@ mod tests {
             assert_eq!(copies(&store), want, "wake {wake}");
             let passes = d.count(Purpose::Pass, is_pass_commit);
             // A node report, through the watch cache, wakes the loop too.
-            crate::node::fake_node(&store, "b").unwrap();
+            crate::model::node::fake_node(&store, "b").unwrap();
             let report = crate::model::NodeReport {
                 node: "b".into(),
                 observed_ms: 0,

@@ -344,7 +344,7 @@ pub fn pass_log_lines(r: &PassReport) -> Vec<String> {
     lines.extend(r.rollout.iter().cloned());
     lines.extend(what);
     if let Some(idle) = r.idle {
-        lines.push(crate::loops::describe_idle(
+        lines.push(crate::model::loops::describe_idle(
             &idle,
             r.held_back,
             r.unplaced,
