@@ -19,6 +19,7 @@ mod relation;
 mod report;
 mod runtime;
 mod scenario_args;
+mod shared_args;
 mod shell;
 mod sweep;
 
@@ -200,7 +201,7 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         Command::Chaos(args) => return chaos::run(&args),
         Command::Runtime(cmd) => runtime::execute(cmd)?,
         Command::Reality(cmd) => reality::execute(cmd)?,
-        Command::Shell(cmd) => shell::execute(&cmd)?,
+        Command::Shell(cmd) => shell::execute(&cmd, Cli::command())?,
     };
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())

@@ -12,9 +12,9 @@ use setpoint_sim::lesson::{RelationGrid, RelationScan};
 use setpoint_sim::scenario::{Event, Scenario, Toll};
 use setpoint_sim::{simulate_traced, Axis, Grid, GridSpec, LessonSpec, LessonWorld};
 
-use crate::args::WorldArgs;
 use crate::destination::{self, Output};
 use crate::scenario_args::ScenarioArgs;
+use crate::shared_args::WorldArgs;
 use crate::sweep::{delay_axis, delay_models, period_axis, DelayModels};
 use crate::BadInput;
 
