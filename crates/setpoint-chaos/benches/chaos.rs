@@ -36,9 +36,9 @@ fn seeds_of(g: &mut BenchmarkGroup<'_, WallTime>, id: &str, file: &str, text: &s
 
 /// One pass and one report of the runtime at the end of seed 1 of `partitions.toml`.
 fn floor(c: &mut Criterion, text: &str) {
+    use setpoint_runtime::controller::reconcile::{plan_pass, PassSettings};
     use setpoint_runtime::controller::runtime_controller;
     use setpoint_runtime::model::{decode, encode, NodeReport, Snapshot};
-    use setpoint_runtime::reconcile::{plan_pass, PassSettings};
     let model = parse("partitions.toml", text).unwrap();
     let f = |i: usize, r: &Role, now: u64| make(&model, Bugs::default(), 1, i, r, now);
     let (_, out) = run_checked(&model, 1, model.schedule(1), &f, false);

@@ -13,8 +13,7 @@ use std::time::Duration;
 use setpoint_runtime::agent::{
     AgentCore, AgentCoreConfig, AgentInput, AgentOutput, CopySignal, Ended, Nonces,
 };
-use setpoint_runtime::controller::ControllerConfig;
-use setpoint_runtime::host::{Host, HostConfig, HostInput, HostOutput};
+use setpoint_runtime::controller::{ControllerConfig, Host, HostConfig, HostInput, HostOutput};
 
 use crate::faults::Model;
 use crate::machine::{Exit, Input, Machine, Output, Role};

@@ -1,6 +1,6 @@
 //! What the world drives: one state machine per host, behind one small interface.
 //!
-//! The runtime's controller host (`setpoint_runtime::host::Host`) and node agent
+//! The runtime's controller host (`setpoint_runtime::controller::Host`) and node agent
 //! (`setpoint_runtime::agent::AgentCore`) each have their own input and output enums; the
 //! adapters in [`crate::adapt`] map them onto [`Input`] and [`Output`], so the world has one
 //! event loop for both, and unit tests can drive it with small stand-in machines.

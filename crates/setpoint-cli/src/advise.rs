@@ -21,7 +21,7 @@ pub struct AdviseArgs {
     pub startup: u64,
     /// Startup-time model, drawn for every copy: fixed:S, uniform:MIN:MAX or
     /// empirical:MODEL.toml (its startup model). Replaces --startup.
-    #[arg(long, value_name = "MODEL", value_parser = crate::args::startup_model, conflicts_with = "startup")]
+    #[arg(long, value_name = "MODEL", value_parser = crate::shared_args::startup_model, conflicts_with = "startup")]
     pub startup_model: Option<DelayModel>,
     /// Declared copies.
     #[arg(long, default_value = "6", value_name = "N", value_parser = desired, allow_negative_numbers = true)]

@@ -23,6 +23,7 @@ mod report;
 mod runtime;
 mod runtime_table;
 mod scenario_args;
+mod shared_args;
 mod shell;
 mod sweep;
 mod vocabulary;
@@ -209,7 +210,7 @@ fn execute(cli: Cli, matches: &clap::ArgMatches) -> anyhow::Result<()> {
         Command::Chaos(args) => return chaos::run(&args),
         Command::Runtime(cmd) => runtime::execute(cmd)?,
         Command::Reality(cmd) => reality::execute(cmd)?,
-        Command::Shell(cmd) => shell::execute(&cmd)?,
+        Command::Shell(cmd) => shell::execute(&cmd, Cli::command())?,
     };
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())

@@ -12,9 +12,9 @@ use setpoint_sim::lesson::{RelationGrid, RelationScan};
 use setpoint_sim::scenario::{Event, Scenario, Toll};
 use setpoint_sim::{simulate_traced, Axis, Grid, GridSpec, LessonSpec, LessonWorld};
 
-use crate::args::WorldArgs;
 use crate::destination::{self, Output};
 use crate::scenario_args::ScenarioArgs;
+use crate::shared_args::WorldArgs;
 use crate::sweep::{delay_axis, delay_models, period_axis, DelayModels};
 use crate::BadInput;
 
@@ -96,10 +96,10 @@ pub struct HeatmapArgs {
     pub world: WorldArgs,
     /// The expectations controller's TTL, in seconds [default: 300], as `sweep --ttl` (one
     /// value: the picture has no axis for it).
-    #[arg(long, value_name = "SECONDS", value_parser = crate::args::ttl)]
+    #[arg(long, value_name = "SECONDS", value_parser = crate::shared_args::ttl)]
     pub ttl: Option<u64>,
     /// The expectations controller's burst limit, in copies per pass [default: 500].
-    #[arg(long, value_name = "N", value_parser = crate::args::burst)]
+    #[arg(long, value_name = "N", value_parser = crate::shared_args::burst)]
     pub burst: Option<u64>,
     /// Monte Carlo: N seeded runs per cell (fixed delays draw no random number, so this matters
     /// for the general engine's controllers only through --colour's distributions).

@@ -334,7 +334,7 @@ mod tests {
             pending_delete: 0,
             copies: Vec::new(),
             idle: idle.then(|| IdleStatus {
-                reason: setpoint_runtime::loops::IdleReason::NoLiveNode,
+                reason: setpoint_runtime::model::loops::IdleReason::NoLiveNode,
                 text: "no live node".into(),
                 for_ms: 1500,
             }),

@@ -332,8 +332,8 @@ pub fn is_bad_input(e: &anyhow::Error) -> bool {
                 .is_some_and(|o| matches!(o, OpError::NotFound(_)))
             || c.downcast_ref::<setpoint_runtime::AgentError>()
                 .is_some_and(setpoint_runtime::AgentError::is_refusal)
-            || c.downcast_ref::<setpoint_runtime::node::ForgetError>()
-                .is_some_and(setpoint_runtime::node::ForgetError::is_refusal)
+            || c.downcast_ref::<setpoint_runtime::model::node::ForgetError>()
+                .is_some_and(setpoint_runtime::model::node::ForgetError::is_refusal)
     })
 }
 
@@ -506,7 +506,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         RuntimeCommand::Logs(a) => logs(&a),
         RuntimeCommand::Node(NodeCommand::Forget(a)) => {
             let store = a.store.open_existing()?;
-            let (rec, released) = setpoint_runtime::node::forget(&*store, &a.node)?;
+            let (rec, released) = setpoint_runtime::model::node::forget(&*store, &a.node)?;
             Ok(format!(
                 "node {} forgotten at revision {}: {} released; their named \
                  copies start again on live nodes\n",
@@ -581,7 +581,7 @@ fn up(a: &UpArgs) -> anyhow::Result<String> {
     // the locks first, so that the refused one writes nothing into the running one's up.log.
     if state_dir.is_dir() {
         for cfg in &agents {
-            setpoint_runtime::node::DirLock::acquire(&state_dir, &cfg.node)
+            setpoint_runtime::model::node::DirLock::acquire(&state_dir, &cfg.node)
                 .map_err(|e| BadInput(e.to_string()))?;
         }
     }

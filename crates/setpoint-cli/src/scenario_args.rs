@@ -13,7 +13,7 @@ use setpoint_sim::scenario::{
 };
 use setpoint_sim::scenario_file;
 
-use crate::args::{burst, delay_model, startup_model, ttl, LessonArgs};
+use crate::shared_args::{burst, delay_model, startup_model, ttl, LessonArgs};
 
 /// One scenario, from flags or a file.
 #[derive(Debug, Args)]

@@ -5,10 +5,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{CommandFactory, Subcommand};
+use clap::Subcommand;
 use clap_complete::Shell;
-
-use crate::args::Cli;
 
 /// The shell-integration commands.
 #[derive(Debug, Subcommand)]
@@ -28,9 +26,10 @@ pub enum ShellCommand {
     },
 }
 
-/// Runs a shell-integration command and returns what to print.
-pub fn execute(command: &ShellCommand) -> anyhow::Result<String> {
-    let mut cmd = Cli::command();
+/// Runs a shell-integration command on `cmd`, the whole command line's definition
+/// (`Cli::command()`), and returns what to print. It is handed in, not built here, so that this
+/// subcommand does not import the command line that lists it.
+pub fn execute(command: &ShellCommand, mut cmd: clap::Command) -> anyhow::Result<String> {
     match command {
         ShellCommand::Completions { shell } => {
             let mut out = Vec::new();

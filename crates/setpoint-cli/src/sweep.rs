@@ -16,8 +16,8 @@ use setpoint_sim::scenario::{BURST, TTL};
 use setpoint_sim::sweep::{self, parse_controllers, parse_delay_models, Shard, SweepError};
 use setpoint_sim::{parse_deaths, Axis, Grid, GridSpec, Limit, RowFormat};
 
-use crate::args::DeathList;
 use crate::output::Format;
+use crate::shared_args::DeathList;
 
 /// `setpoint sweep`.
 ///

@@ -24,10 +24,10 @@ use std::time::{Duration, Instant};
 
 use setpoint_core::{Controller, ControllerKind};
 use setpoint_runtime::cache::cached;
+use setpoint_runtime::controller::reconcile::PassSettings;
 use setpoint_runtime::measure::{measure, WindowSpec};
 use setpoint_runtime::model::WorkloadSpec;
 use setpoint_runtime::model::{ASSIGNMENTS, COUNTERS, LEADER, REPORTS, WORKLOADS};
-use setpoint_runtime::reconcile::PassSettings;
 use setpoint_runtime::store::{LeaseId, Read, Revision, Txn, Watcher};
 use setpoint_runtime::{
     ops, run_agent, run_pass, shutdown_pair, AgentConfig, OpenMode, Store, StoreError, StoreUrl,

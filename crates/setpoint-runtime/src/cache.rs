@@ -48,7 +48,7 @@ pub struct CacheStats {
 
 /// The I/O-free part of a cache: the copy of some prefixes at one revision, whether it follows
 /// the store, and what it has done. [`Cache`] keeps one on a thread of its own; the controller
-/// host ([`crate::host::Host`]) keeps one in its state and feeds it the replies and watch
+/// host ([`crate::controller::Host`]) keeps one in its state and feeds it the replies and watch
 /// deliveries it asks for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CacheCore {

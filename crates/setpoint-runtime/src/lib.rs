@@ -20,21 +20,25 @@
 //!   [`MemoryStore`] and [`SqliteStore`].
 //! - [`cache`]: the informer: a local copy of the store's prefixes from one read and a watch
 //!   ([`cache::Cache`], [`cache::CachedStore`]).
-//! - [`model`]: the keys and records the store holds, and a typed [`Snapshot`].
+//! - [`model`]: the shared model, in files of their own: the keys ([`model::keys`]) and records
+//!   ([`model::records`]) the store holds, a typed [`Snapshot`] ([`model::snapshot`]), the
+//!   ledger a pass reads ([`WorkloadView`], [`model::view`]), node identity and liveness
+//!   ([`model::node`]: the node record, the data-directory lock), crash-loop backoff
+//!   ([`model::backoff`]), rolling updates ([`model::rollout`]), and each workload loop's record
+//!   and its rules ([`model::loop_record`], [`model::loops`]); all I/O-free but `node`'s lock.
 //! - [`spec`]: the workloads file of `setpoint apply`.
 //! - [`rules`]: the rules of names, commands and environments, checked by `apply` and again by
 //!   the agent on everything it reads.
 //! - [`sandbox`]: what a copy is given (a clean environment, only stdin/stdout/stderr) and how
 //!   the agent proves a process is its own (a per-copy nonce, uid and start time).
-//! - [`view`]: the ledger a pass reads ([`WorkloadView`], a [`setpoint_core::LedgerView`]).
-//! - [`reconcile`]: one pass: plan, compare-and-set, retry ([`run_pass`]); garbage collection.
-//! - [`host`]: the controller host as an I/O-free state machine ([`host::Host`]): leader
-//!   election, the per-workload loops, garbage collection, compaction.
-//! - [`controller`]: its tokio driver ([`run_controller`]).
+//! - [`controller`]: the controller host as an I/O-free state machine ([`controller::Host`]),
+//!   composed of parts in files of their own: leader election and renewal, the per-workload
+//!   pass scheduler, garbage collection, compaction, the watch cache's serving rule; its tokio
+//!   driver ([`run_controller`]); and [`controller::reconcile`], one pass: plan,
+//!   compare-and-set, retry ([`run_pass`]), and garbage collection's plan.
 //! - [`agent`]: the node agent as an I/O-free state machine ([`agent::AgentCore`]) composed of
 //!   parts in files of their own (the node claim, renewals and self-fencing, sync, starts and
 //!   stops, reports, recovery), and its tokio driver ([`run_agent`]).
-//! - [`node`]: node identity and liveness: the node record, the data-directory lock.
 //! - [`process`]: process groups, signals, `/proc` checks.
 //! - [`ops`]: `apply`, `get`, `delete`, `kill`, `status`.
 //! - [`remote`]: what works across machines: the agents' live records, kill requests.
@@ -42,9 +46,6 @@
 //! - [`measure`]: the lesson's metrics of a real run, computed from the event log.
 //! - [`failpoint`]: named crash points for tests (compiled out of release builds).
 //! - [`duration`]: durations with units (`150ms`, `15s`, `2m`).
-//! - [`backoff`]: crash-loop backoff after failed starts (I/O-free).
-//! - [`rollout`]: rolling updates under surge and unavailability budgets (I/O-free).
-//! - [`loops`]: each workload loop's record in the store: backoff and why it is idle.
 //! - [`retention`]: bounded history: event-log compaction, copy-log rotation and removal.
 //! - [`logs`]: reading a copy's output (`setpoint logs`).
 //! - [`report_delay`]: a schedule of jittered report delays an agent gives its reports in turn.
@@ -53,28 +54,22 @@
 //!   requests and replies, wake-ups.
 
 pub mod agent;
-pub mod backoff;
 pub mod cache;
 pub mod controller;
 pub mod duration;
 pub mod events;
 pub mod failpoint;
-pub mod host;
 pub mod logs;
-pub mod loops;
 pub mod machine;
 pub mod measure;
 pub mod model;
-pub mod node;
 pub mod ops;
 #[cfg(test)]
 mod parser_props;
 pub mod process;
-pub mod reconcile;
 pub mod remote;
 pub mod report_delay;
 pub mod retention;
-pub mod rollout;
 pub mod rt;
 pub mod rules;
 pub mod sandbox;
@@ -82,17 +77,16 @@ pub mod spec;
 pub mod store;
 #[doc(hidden)]
 pub mod testing;
-pub mod view;
 
 pub use agent::{run_agent, AgentConfig, AgentError};
+pub use controller::reconcile::{run_pass, PassError, PassReport, PassSettings};
 pub use controller::{default_holder, run_controller, ControllerConfig};
 pub use duration::{format_duration, parse_duration, DurationError};
+pub use model::WorkloadView;
 pub use model::{Snapshot, WorkloadSpec};
 pub use ops::OpError;
-pub use reconcile::{run_pass, PassError, PassReport, PassSettings};
 pub use rt::{shutdown_pair, Shutdown, ShutdownTrigger};
 pub use spec::{parse_workloads, SpecError};
 pub use store::{
     EtcdOptions, EtcdStore, MemoryStore, OpenMode, SqliteStore, Store, StoreError, StoreUrl,
 };
-pub use view::WorkloadView;

@@ -1,7 +1,7 @@
 //! What the runtime's I/O-free state machines share: the store requests they emit and the
 //! replies they are handed.
 //!
-//! The controller host (`crate::host`) and the agent (`crate::agent`) are state machines
+//! The controller host (`crate::controller::Host`) and the agent (`crate::agent`) are state machines
 //! in the manner of raft-rs's `RawNode` and quinn-proto's `Connection`: they never touch a store,
 //! a process, a file or a clock. The caller hands them inputs (a tick at a given time, a store
 //! reply, a watch event, a process exit) through `step(now_ms, input)`, and they return what to do

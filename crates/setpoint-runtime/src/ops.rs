@@ -6,11 +6,11 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::agent::read_all_node_states;
-use crate::loops::IdleReason;
+use crate::model::loops::IdleReason;
+use crate::model::view::WorkloadView;
 use crate::model::{encode, workload_key, Phase, Snapshot, WorkloadSpec, WORKLOADS};
 use crate::process;
 use crate::store::{Revision, Store, StoreError, Txn};
-use crate::view::WorkloadView;
 use setpoint_core::LedgerView;
 
 /// Why an operation failed.
@@ -46,7 +46,7 @@ pub fn apply(store: &dyn Store, specs: &[WorkloadSpec]) -> Result<ApplyOutcome, 
         let mut out = ApplyOutcome::default();
         for w in specs {
             let key = workload_key(&w.name);
-            let w = &crate::rollout::with_generation(&read, w);
+            let w = &crate::model::rollout::with_generation(&read, w);
             let value = encode(w);
             match read.entries.iter().find(|e| e.key == key) {
                 Some(e) if e.value == value => out.unchanged.push(w.name.clone()),
@@ -83,11 +83,11 @@ pub fn apply_preview(
     Ok(specs
         .iter()
         .map(|w| {
-            let new = crate::rollout::with_generation(&read, w);
-            let old = crate::rollout::stored_spec(&read, &w.name);
+            let new = crate::model::rollout::with_generation(&read, w);
+            let old = crate::model::rollout::stored_spec(&read, &w.name);
             (
                 w.name.clone(),
-                old.map(|o| crate::rollout::describe_changes(&o, &new)),
+                old.map(|o| crate::model::rollout::describe_changes(&o, &new)),
             )
         })
         .collect())
@@ -302,7 +302,7 @@ pub fn get(store: &dyn Store, name: Option<&str>) -> Result<Vec<WorkloadStatus>,
             }
         }
         let (idle, backoff) = loop_status(&snapshot, wname, uid);
-        let rc = crate::loops::rollout_copies(&v);
+        let rc = crate::model::loops::rollout_copies(&v);
         let updated = rc.iter().filter(|c| c.current && c.available()).count() as u64;
         let old = rc.iter().filter(|c| !c.current).count() as u64;
         let rec = snapshot
@@ -581,11 +581,11 @@ mod tests {
         report(&store, "a");
         report(&store, "b");
         assert_eq!(listed(&store), ["a", "b"]);
-        crate::node::forget(&store, "a").unwrap();
+        crate::model::node::forget(&store, "a").unwrap();
         assert_eq!(listed(&store), ["b"]);
         assert_eq!(status(&store).unwrap().forgotten, 1);
         // The node comes back: its agent holds the name again and reports.
-        crate::node::fake_node(&store, "a").unwrap();
+        crate::model::node::fake_node(&store, "a").unwrap();
         report(&store, "a");
         assert_eq!(listed(&store), ["a", "b"]);
         assert_eq!(status(&store).unwrap().forgotten, 0);

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::node::NODES;
 use crate::model::{decode, encode};
-use crate::node::NODES;
 use crate::store::{LeaseId, Revision, Store, StoreError, Txn};
 
 /// The key prefix of the agents' live records.
@@ -254,7 +254,7 @@ mod tests {
     use crate::store::MemoryStore;
 
     fn live(store: &dyn Store, node: &str, ns: &[u64]) -> LeaseId {
-        let lease = crate::node::fake_node(store, node).unwrap();
+        let lease = crate::model::node::fake_node(store, node).unwrap();
         let record = LiveRecord {
             node: node.into(),
             observed_ms: 0,

@@ -80,7 +80,7 @@ pub struct CompactionPlan {
     /// The time of the oldest event kept (store milliseconds), if any is: until a retention
     /// after it, a compaction would find nothing to remove, unless an event older than it
     /// is written meanwhile (an agent that was cut off flushing late). Its leader reads the log
-    /// again no sooner (see [`crate::host`]); a late old event then waits for that compaction,
+    /// again no sooner (see [`crate::controller`]); a late old event then waits for that compaction,
     /// which only keeps it longer than the retention, never shorter.
     pub oldest_kept_ms: Option<u64>,
 }

@@ -15,10 +15,7 @@
 //! - environment names: `[A-Za-z_][A-Za-z0-9_]*`, none starting with `SETPOINT_` (setpoint's own
 //!   variables are set by the agent and cannot be overridden), values without NUL.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
-
+pub use crate::model::CopyEnv;
 use crate::model::{copy_name, Assignment};
 
 /// The longest workload or node name; copy identities add `-` and a number to it.
@@ -31,26 +28,6 @@ pub const RESERVED_ENV_PREFIX: &str = "SETPOINT_";
 /// Room kept in the exec limit for setpoint's own variables and passed-through values, which
 /// `apply` cannot see: 8 KiB.
 pub const ENV_RESERVE: usize = 8 * 1024;
-
-/// A copy's environment beyond setpoint's own variables: what the workload declares. Copies
-/// inherit nothing else from the agent.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CopyEnv {
-    /// Variables set to these values (`env = { NAME = "value" }`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub vars: BTreeMap<String, String>,
-    /// Variables copied from the agent's own environment, if it has them
-    /// (`env_passthrough = ["NAME"]`): the explicit opt-in.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub passthrough: Vec<String>,
-}
-
-impl CopyEnv {
-    /// Whether it declares nothing.
-    pub fn is_empty(&self) -> bool {
-        self.vars.is_empty() && self.passthrough.is_empty()
-    }
-}
 
 /// Checks a workload or node name: 1 to 40 characters of `a-z`, `0-9` and `-`, starting with a
 /// letter and not ending with `-`.

@@ -28,10 +28,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use setpoint_core::ControllerKind;
 
-use crate::backoff::BackoffPolicy;
 use crate::duration::{format_duration, parse_duration};
+use crate::model::backoff::BackoffPolicy;
+use crate::model::rollout::{Amount, RolloutPolicy};
 use crate::model::WorkloadSpec;
-use crate::rollout::{Amount, RolloutPolicy};
 use crate::rules::{self, CopyEnv};
 
 /// The most copies one workload may declare.
@@ -280,7 +280,7 @@ fn rollout_policy(r: RawRollout) -> Result<RolloutPolicy, (&'static str, String)
                 )
             })?,
     };
-    if !(1_000..=crate::backoff::MAX_INITIAL_MS).contains(&progress_deadline_ms) {
+    if !(1_000..=crate::model::backoff::MAX_INITIAL_MS).contains(&progress_deadline_ms) {
         return Err((
             "rollout.progress_deadline",
             format!(
@@ -309,7 +309,7 @@ fn backoff_policy(b: RawBackoff) -> Result<BackoffPolicy, (&'static str, String)
     let initial_ms = read("backoff.initial", b.initial, d.initial_ms)?;
     let max_ms = read("backoff.max", b.max, d.max_ms.max(initial_ms))?;
     let reset_ms = read("backoff.reset", b.reset, d.reset_ms)?;
-    let day = crate::backoff::MAX_INITIAL_MS;
+    let day = crate::model::backoff::MAX_INITIAL_MS;
     if initial_ms == 0 || initial_ms > day {
         return Err((
             "backoff.initial",

@@ -260,7 +260,7 @@ async fn a_crashed_agent_restarts_adopting_its_copies_with_no_orphan_and_no_dupl
     agent.crash().await;
     ctl.stop().await;
     ops::delete(&*c.store, "w").unwrap();
-    setpoint_runtime::reconcile::collect_orphans(&*c.store, None).unwrap();
+    setpoint_runtime::controller::reconcile::collect_orphans(&*c.store, None).unwrap();
     let agent = c.agent("n1");
     c.until("orphans reaped", |c| c.processes().is_empty())
         .await;

@@ -661,8 +661,8 @@ mod tests {
     use super::*;
     use crate::events;
     use crate::machine::{carry_out, Replied, ReqId};
+    use crate::model::node::{node_key, NodeRecord};
     use crate::model::{encode, placement_key, placements_of, report_key, Assignment, Phase};
-    use crate::node::{node_key, NodeRecord};
     use crate::remote;
     use crate::rules::CopyEnv;
     use crate::store::{MemoryStore, Store, Txn};

@@ -19,7 +19,7 @@
 //!    `report_delay` later, which emulates a longer reporting chain.
 //!
 //! Before anything else it takes its node's name: a lock in the state directory and a lease in
-//! the store ([`crate::node`]). It keeps that lease alive, and if it cannot, it stops every copy
+//! the store ([`crate::model::node`]). It keeps that lease alive, and if it cannot, it stops every copy
 //! before the lease can end, then claims the name again.
 //!
 //! Its local state file (`{state_dir}/{node}.json`) records every copy (pid, start time, phase)
@@ -41,8 +41,8 @@ use super::{
     AgentError, AgentInput, AgentOutput, CopySignal, Ended, Nonces, Recovery,
 };
 use crate::machine::{carry_out, follow_watch, Followed, ReqId, StoreRequest};
+use crate::model::node::{self, DirLock};
 use crate::model::{encode, report_key, Assignment, Phase};
-use crate::node::{self, DirLock};
 use crate::process::{self, Launch};
 use crate::rt::{log, Shutdown};
 use crate::store::{Op, Store};
@@ -76,7 +76,7 @@ pub struct AgentConfig {
     /// The log of a copy that ended is removed this long after its last write.
     pub log_retention: Duration,
     /// The node lease's time to live: an agent that cannot renew it for this long is lost, and
-    /// it stops its own copies before then ([`crate::node`]).
+    /// it stops its own copies before then ([`crate::model::node`]).
     pub lease_ttl: Duration,
     /// Report copies without starting processes (benchmarks of the control plane): a simulated
     /// copy has pid 0, becomes ready after its startup time, and ends only when it is stopped.

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::node::NodeError;
+use crate::model::node::NodeError;
 use crate::store::StoreError;
 
 /// Why an agent could not run.

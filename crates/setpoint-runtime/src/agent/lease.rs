@@ -23,8 +23,8 @@ use std::collections::BTreeSet;
 use super::outbox::{Outbox, Purpose, Soonest};
 use super::AgentCoreConfig;
 use crate::machine::{ReqId, StoreReply, StoreRequest, StoreResult};
+use crate::model::node::{node_key, NodeError, NodeRecord};
 use crate::model::{decode, encode};
-use crate::node::{node_key, NodeError, NodeRecord};
 use crate::store::{LeaseId, Revision, StoreError, Txn};
 
 /// How many renewals may be in flight at once. A renewal can hang on a dead etcd member until

@@ -11,13 +11,14 @@
 //!   replacement would reuse the name, they are **held** until it is confirmed that the copy
 //!   ended: the node's last report shows it exited (its agent shut down cleanly), or the node
 //!   is claimed again (it is live, and its new agent's report says what runs), or an operator
-//!   forgot the node after the assignment was created ([`crate::node::forget`]).
+//!   forgot the node after the assignment was created ([`crate::model::node::forget`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use setpoint_core::{Batch, ControllerKind, CopyId, LedgerView, Name, Time};
 
-use crate::model::{Assignment, Phase, Snapshot, Stored, WorkloadSpec};
+use super::records::{Assignment, Phase, Stored, WorkloadSpec};
+use super::snapshot::Snapshot;
 use crate::store::Revision;
 
 /// One workload's ledger, built from a snapshot.
@@ -200,7 +201,7 @@ impl<'s> WorkloadView<'s> {
     /// Lost `named` assignments whose copy may still run (a paused or dead agent's): they stay,
     /// and keep their names, until the node is claimed again or forgotten. For `named` this
     /// includes an earlier declaration's assignments under the workload's name, which garbage
-    /// collection holds by the same rule ([`crate::reconcile::plan_gc`]).
+    /// collection holds by the same rule ([`crate::controller::reconcile::plan_gc`]).
     pub fn held_assignments(&self) -> impl Iterator<Item = (&'s str, &'s Stored<Assignment>)> + '_ {
         let named = self.spec.value.controller == ControllerKind::Named;
         let foreign = self
@@ -280,7 +281,7 @@ impl<'s> WorkloadView<'s> {
 
 /// Whether it is confirmed that the copy of `a` (this incarnation) ended, though its node is
 /// lost: the node's last report lists it `exited` (an agent that stopped cleanly), or an
-/// operator forgot the node after `a` was created ([`crate::node::forget`]).
+/// operator forgot the node after `a` was created ([`crate::model::node::forget`]).
 pub fn ended_while_lost(snapshot: &Snapshot, a: &Stored<Assignment>) -> bool {
     let node = a.value.node.as_str();
     let forgotten = snapshot

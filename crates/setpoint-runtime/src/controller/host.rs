@@ -1,6 +1,5 @@
-//! The controller host as a state machine without I/O: leader election, one reconcile loop per
-//! declared workload, garbage collection, event-log compaction and the watch cache, driven by
-//! [`Host::step`].
+//! The controller host as one state machine without I/O, [`Host`]: it routes each input to the
+//! part it concerns and gathers what the parts ask for into its outputs.
 //!
 //! # Shape
 //! raft-rs's `RawNode` reduced to one call: the driver calls `step(now_ms, input)` with a
@@ -9,105 +8,42 @@
 //! and the time to be stepped next ([`HostOutput::Wake`], exactly one per step until
 //! [`HostOutput::Stopped`]). The machine never reads a clock, a store or a file; `now_ms` is the
 //! host's own clock (monotonic; skew against the store is harmless, since lease expiry is the
-//! store's business). [`crate::controller::run_controller`] is the tokio driver; the chaos world
-//! is another.
+//! store's business). [`run_controller`](super::run_controller) is the tokio driver; the chaos
+//! world is another.
 //!
-//! # Timing rules (those of the tokio controller before it, [`crate::controller`])
-//! - **Election.** A follower tries every `poll`: it reads `/leader`, and only if it is absent
-//!   grants a lease and creates `/leader` under it, compared against absence. The commit's
-//!   revision is the fence. A follower that loses the race revokes its lease. With the watch
-//!   cache (a store that pushes changes) a standby that found `/leader` held watches it from
-//!   that read instead, and tries again as soon as the watch shows the record deleted (the
-//!   lease ended) or is lost, and once per `lease_ttl` regardless: a standby costs the store
-//!   one read per TTL instead of one per poll, and notices the end of the lease sooner.
-//! - **Renewal.** The leader sends a keep-alive every `lease_ttl / 3`. It counts a renewal from
-//!   the time it *sent* the request (the store extends the lease when it receives it, later), so
-//!   its own idea of the lease never outlives the store's on the same clock rate. With no
-//!   successful renewal for a whole `lease_ttl` it stops acting and follows; a keep-alive answered
-//!   `LeaseExpired`, a pass or collection refused on `/leader`, do the same at once.
-//! - **Loops.** One per declared workload, keyed by (uid, period, controller kind): a change of
-//!   any restarts it, an undeclared workload's loop ends. Rounds sit on the grid `start + k·U`;
-//!   a pass that overruns skips the rounds it missed. At most one pass per workload is in flight,
-//!   across restarts too (a restarted loop waits for its predecessor's request to be answered or
-//!   to time out). A pass reads [`Snapshot::PREFIXES`], plans with [`plan_pass`], commits; a
-//!   conflict reads again, up to [`MAX_ATTEMPTS`] attempts in all; a conflict on `/leader` means
-//!   this host is deposed. With `wake_on_change`, a changed declaration, and (with the watch
-//!   cache) a changed node report, also wake a loop; a wake during a pass runs one more pass.
-//! - **Declarations** are polled every `poll`: the store's revision, and a read of
-//!   `/workloads/` when it moved.
-//! - **Garbage collection** every [`GC_EVERY_MS`] ([`plan_gc`]); **compaction** of the event log
-//!   every [`retention::COMPACT_EVERY_MS`] or retention, whichever is shorter
-//!   ([`retention::plan_compaction`]), but not before the oldest event the last compaction kept
-//!   has outlived the retention (until then there is nothing to remove, and reading the whole
-//!   log every few seconds would cost the store O(events) for nothing). Every write of the leader (passes, collections,
-//!   compactions) compares `/leader` against its fence.
-//! - **Deadlines.** Every request has one, [`HostConfig::request_timeout`] after it was sent; a
-//!   request unanswered by then counts as failed with [`StoreError::Unavailable`], and its late
-//!   reply, if any, is ignored. A lost reply never wedges the machine.
-//! - **Watch cache** (with [`HostConfig::watch_cache`], on a store that pushes changes). The
-//!   leader reads [`Snapshot::PREFIXES`] once and watches from that read's revision
-//!   ([`StoreRequest::Watch`]; deliveries come as [`HostInput::Watch`]). A lost watch is
-//!   cancelled and the cache reads and watches again. While the cache is live and has caught up
-//!   with the newest revision this host committed to a cached key or met in a conflict on one,
-//!   reads of cached prefixes and the revision are answered from it at once (no request goes
-//!   out); otherwise they go to the store. A read it serves is dated with the store's clock as
-//!   the last read reply showed it (the offset to this host's clock).
-//! - **Shutdown.** A leader revokes its lease (so another controller takes over at once) and
+//! # What it owns itself
+//! The parts ([`super::election`], [`super::schedule`], [`super::gc`], [`super::compaction`],
+//! [`super::serving`]) keep their own state and rules. The host keeps what they share:
+//! - **the role** ([`Role`]): following, leading (with every part's leader state in [`Lead`]),
+//!   releasing, stopped, and the *term*, bumped at every change of role, so that a reply to an
+//!   earlier role is ignored;
+//! - **requests and deadlines**: every request has an id and a deadline,
+//!   [`HostConfig::request_timeout`] after it was sent; one unanswered by then counts as failed
+//!   with [`StoreError::Unavailable`], and its late reply, if any, is ignored. A lost reply
+//!   never wedges the machine;
+//! - **the poll** of the leader: every `poll` it starts whatever is due (a cache read, a
+//!   compaction, a renewal, the declarations, a collection, in that order), then the passes;
+//! - **the memo**: the last snapshot a pass or a collection read, whose unchanged values the
+//!   next one reuses instead of decoding them again ([`Snapshot::from_read_reusing`]);
+//! - **shutdown**: a leader revokes its lease (so another controller takes over at once) and
 //!   stops when the revoke is answered or times out; a follower stops at once, unless it is
 //!   taking the lease right then: that lease is revoked first.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use setpoint_core::{Action, Controller, ControllerKind};
-
-use crate::cache::{CacheCore, CacheStats};
-use crate::controller::{runtime_controller, ControllerConfig};
+use super::compaction::{Compactor, Next};
+use super::config::HostConfig;
+use super::election::{self, Follower, Lease};
+use super::gc::Collector;
+use super::reconcile::{gc_outcome, plan_gc, plan_pass, PassError, PassReport, PassSettings, Plan};
+use super::schedule::{self, pass_log_lines, Declarations, Loop, Schedule, MAX_ATTEMPTS};
+use super::serving::{HostCache, Served};
+use super::verdict::Verdict;
+use crate::cache::CacheStats;
 use crate::machine::{Replied, ReqId, StoreReply, StoreRequest, StoreResult, Wake, WatchDelivery};
-use crate::model::{decode, encode, Leader, Snapshot, WorkloadSpec, LEADER, REPORTS, WORKLOADS};
-use crate::reconcile::{gc_outcome, plan_gc, plan_pass, PassError, PassReport, PassSettings, Plan};
+use crate::model::{Snapshot, LEADER, WORKLOADS};
 use crate::retention;
-use crate::store::{LeaseId, Op, Read, Revision, StoreError, Txn, WatchEvent};
-
-/// How many attempts a pass makes before a conflict makes it give up until its next round.
-pub const MAX_ATTEMPTS: u32 = 5;
-/// How often the leader collects orphaned assignments, in milliseconds.
-pub const GC_EVERY_MS: u64 = 1_000;
-/// The default deadline of a store request.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How a [`Host`] runs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HostConfig {
-    /// Who it is, its lease, its poll, its retention: what the tokio controller took.
-    pub controller: ControllerConfig,
-    /// Whether the store pushes changes ([`crate::store::Store::watches`]): then the leader
-    /// keeps a watch cache of the runtime's prefixes and serves passes from it.
-    pub watch_cache: bool,
-    /// How long a store request may stay unanswered before it counts as failed.
-    pub request_timeout: Duration,
-    /// Injected bug, for the chaos checker only (no CLI flag or file sets it): the pass and
-    /// garbage-collection transactions do not compare `/leader`.
-    #[doc(hidden)]
-    pub bug_fencing_off: bool,
-    /// Injected bug, for the chaos checker only: garbage collection judges ownership by the
-    /// workload's name alone, not its uid.
-    #[doc(hidden)]
-    pub bug_gc_ignores_owner_uid: bool,
-}
-
-impl HostConfig {
-    /// A host running `controller`, without a watch cache, with the default request deadline.
-    pub fn new(controller: ControllerConfig) -> Self {
-        Self {
-            controller,
-            watch_cache: false,
-            request_timeout: DEFAULT_REQUEST_TIMEOUT,
-            bug_fencing_off: false,
-            bug_gc_ignores_owner_uid: false,
-        }
-    }
-}
+use crate::store::{LeaseId, Read, Revision, StoreError, Txn, WatchEvent};
 
 /// What a [`Host`] is given.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -171,92 +107,35 @@ pub enum HostOutput {
     Stopped(Result<(), StoreError>),
 }
 
-/// What a workload's loop is running: a change to any of it restarts the loop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct LoopKey {
-    uid: Revision,
-    period_ms: u64,
-    kind: ControllerKind,
-}
-
-/// One workload's loop.
-#[derive(Debug)]
-struct Loop {
-    key: LoopKey,
-    /// Unique per loop: replies to an older loop of the same name are told apart by it.
-    gen: u64,
-    controller: Controller,
-    /// Where the round grid starts.
-    start_ms: u64,
-    /// The next round on the grid.
-    next_round_ms: u64,
-    /// Woken by a change: run a pass as soon as none is in flight.
-    woken: bool,
-    /// The declaration's `mod_revision` last seen.
-    decl_rev: Revision,
-    /// The loop of this generation that has a pass in flight, if any (maybe an older one's).
-    in_flight: Option<u64>,
-    /// Conflicts met by the pass in flight.
-    attempt: u32,
-    /// The pass found the workload gone; it waits to be ended by the declarations.
-    dead: bool,
-}
-
-/// The leader's state.
+/// The leader's state: one field per part.
 #[derive(Debug)]
 struct Lead {
-    lease: LeaseId,
-    fence: Revision,
-    /// When the last successful renewal was sent (or the lease taken).
-    renewed_ms: u64,
-    renewing: bool,
+    /// The lease and its renewals ([`super::election`]).
+    lease: Lease,
+    /// When the leader's next poll is due.
     next_poll_ms: u64,
-    declaring: bool,
-    seen_revision: Option<Revision>,
-    loops: BTreeMap<String, Loop>,
-    last_gc_ms: Option<u64>,
-    collecting: bool,
-    last_compaction_ms: u64,
-    /// No compaction reads the log before this (this host's clock): the oldest event the last
-    /// one kept is younger than the retention until then.
-    compact_not_before_ms: u64,
-    compacting: bool,
-    /// The watch cache, on a store that pushes changes.
+    /// The poll of the declarations ([`super::schedule`]).
+    declarations: Declarations,
+    /// The workloads' loops ([`super::schedule`]).
+    loops: Schedule,
+    /// Garbage collection ([`super::gc`]).
+    gc: Collector,
+    /// Event-log compaction ([`super::compaction`]).
+    compaction: Compactor,
+    /// The watch cache, on a store that pushes changes ([`super::serving`]).
     cache: Option<HostCache>,
 }
 
-/// The leader's watch cache: one read of [`Snapshot::PREFIXES`], then a watch from its
-/// revision; a lost watch (compacted history, a broken connection) reads everything again.
-#[derive(Debug)]
-struct HostCache {
-    core: CacheCore,
-    /// The watch's request id, once asked for.
-    watch: Option<ReqId>,
-    /// A full read is in flight.
-    reading: bool,
-    /// Read your writes: the newest revision this host committed to a cached key, or met in a
-    /// conflict on one. The cache serves no read until it has caught up with it.
-    seen: Revision,
-}
-
-/// How the watch cache answered a request ([`Host::request`]).
-enum Served {
-    Reply(StoreReply),
-    Snapshot(Result<Snapshot, StoreError>),
-}
-
+/// What the host is now.
 #[derive(Debug)]
 enum Role {
-    Follow {
-        next_try_ms: u64,
-        busy: bool,
-        standby_said: bool,
-        /// With a watch cache: the watch of `/leader` that tells a standby when the lease
-        /// ends, so that it need not poll.
-        watch: Option<ReqId>,
-    },
+    /// Without the lease: trying for it, or standing by ([`super::election`]).
+    Follow(Follower),
+    /// Holding it.
     Lead(Box<Lead>),
+    /// Giving it up on shutdown.
     Releasing,
+    /// Done: nothing more comes out.
     Stopped,
 }
 
@@ -309,21 +188,25 @@ enum Awaiting {
     Release,
 }
 
+/// An outstanding request.
 #[derive(Debug)]
 struct Pending {
+    /// When it counts as failed, unanswered (this host's clock).
     deadline_ms: u64,
     /// The role term the request belongs to: replies from an earlier term are ignored.
     term: u64,
+    /// What its reply is for.
     what: Awaiting,
 }
 
-/// The controller host as a state machine. See the [module](self) documentation.
+/// The controller host as a state machine. See the [controller](crate::controller) documentation.
 #[derive(Debug)]
 pub struct Host {
     cfg: HostConfig,
     who: String,
     now: u64,
     next_id: ReqId,
+    /// The generation the next loop gets ([`super::schedule`]): unique across leaderships.
     next_gen: u64,
     /// Bumped at every change of role.
     term: u64,
@@ -354,12 +237,7 @@ impl Host {
             term: 1,
             pending: BTreeMap::new(),
             memo: None,
-            role: Role::Follow {
-                next_try_ms: now_ms,
-                busy: false,
-                standby_said: false,
-                watch: None,
-            },
+            role: Role::Follow(Follower::new(now_ms)),
             failing: false,
             store_offset: 0,
             out: Vec::new(),
@@ -374,7 +252,7 @@ impl Host {
     /// The fencing token of the leadership held, if any: `/leader`'s revision when it was taken.
     pub fn fence(&self) -> Option<Revision> {
         match &self.role {
-            Role::Lead(l) => Some(l.fence),
+            Role::Lead(l) => Some(l.lease.fence),
             _ => None,
         }
     }
@@ -382,7 +260,7 @@ impl Host {
     /// The names of the workloads whose loops run, in order.
     pub fn loops(&self) -> Vec<String> {
         match &self.role {
-            Role::Lead(l) => l.loops.keys().cloned().collect(),
+            Role::Lead(l) => l.loops.names(),
             _ => Vec::new(),
         }
     }
@@ -390,7 +268,7 @@ impl Host {
     /// What the leader's watch cache has done, while it leads with one.
     pub fn cache_stats(&self) -> Option<CacheStats> {
         match &self.role {
-            Role::Lead(l) => l.cache.as_ref().map(|c| c.core.stats()),
+            Role::Lead(l) => l.cache.as_ref().map(HostCache::stats),
             _ => None,
         }
     }
@@ -459,44 +337,17 @@ impl Host {
         id
     }
 
-    /// Sends `request`, or answers it at once from the watch cache if it can: a read of cached
-    /// prefixes, or the revision, while the cache is live and has caught up with this host's
-    /// own writes. A pass's or a collection's read is answered with its snapshot, built from the
-    /// cache's entries borrowed (and the memo's unchanged values): what decoding the copied
-    /// reply would give, without the copy.
+    /// Sends `request`, or answers it at once from the watch cache if the serving rule lets it
+    /// ([`HostCache::serve`]): a pass's or a collection's read is answered with its snapshot.
     fn request(&mut self, request: StoreRequest, purpose: Purpose, what: Awaiting) {
         let now = self.now;
         let now_ms = now.saturating_add_signed(self.store_offset);
         let wants_snapshot = matches!(what, Awaiting::PassRead { .. } | Awaiting::GcRead);
-        let served = match (&mut self.role, &request) {
-            (Role::Lead(l), StoreRequest::Read { prefixes }) => l.cache.as_mut().and_then(|c| {
-                let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-                let caught_up = c.core.revision() >= c.seen;
-                let borrowed = (caught_up && wants_snapshot)
-                    .then(|| c.core.entries(&refs))
-                    .flatten()
-                    .map(|(revision, entries)| {
-                        let earlier = self.memo.take();
-                        Served::Snapshot(Snapshot::from_entries_reusing(
-                            revision, entries, now_ms, earlier,
-                        ))
-                    });
-                let served = borrowed.or_else(|| {
-                    caught_up
-                        .then(|| c.core.read(&refs))
-                        .flatten()
-                        .map(|read| Served::Reply(StoreReply::Read { read, now_ms }))
-                });
-                if served.is_none() && refs.iter().all(|p| c.core.covers(p)) {
-                    c.core.passed_through();
-                }
-                served
-            }),
-            (Role::Lead(l), StoreRequest::Revision) => l
+        let served = match &mut self.role {
+            Role::Lead(l) => l
                 .cache
-                .as_ref()
-                .filter(|c| c.core.is_live())
-                .map(|c| Served::Reply(StoreReply::Revision(c.core.revision()))),
+                .as_mut()
+                .and_then(|c| c.serve(&request, wants_snapshot, now_ms, &mut self.memo)),
             _ => None,
         };
         match (served, what) {
@@ -518,34 +369,30 @@ impl Host {
         }
     }
 
+    /// The watch cache, while this host leads with one.
+    fn cache(&mut self) -> Option<&mut HostCache> {
+        self.lead().and_then(|l| l.cache.as_mut())
+    }
+
     /// Whether `txn` writes a key the watch cache holds.
     fn touches_cache(&self, txn: &Txn) -> bool {
-        let Role::Lead(l) = &self.role else {
-            return false;
-        };
-        let Some(c) = &l.cache else { return false };
-        txn.ops.iter().any(|op| match op {
-            Op::Put { key, .. } | Op::Delete { key } => c.core.covers(key),
-        })
+        match &self.role {
+            Role::Lead(l) => l.cache.as_ref().is_some_and(|c| c.touches(txn)),
+            _ => false,
+        }
     }
 
     /// Read your writes: the cache serves nothing older than `rev` from now on.
     fn saw(&mut self, rev: Revision) {
-        if let Some(c) = self.lead().and_then(|l| l.cache.as_mut()) {
-            c.seen = c.seen.max(rev);
+        if let Some(c) = self.cache() {
+            c.saw(rev);
         }
     }
 
     /// Notes a conflict's revision, if it is on a key the cache holds.
     fn saw_conflict(&mut self, e: &StoreError) {
-        if let StoreError::Conflict { key, found, .. } = e {
-            let covered = self
-                .lead()
-                .and_then(|l| l.cache.as_ref())
-                .is_some_and(|c| c.core.covers(key));
-            if covered {
-                self.saw(*found);
-            }
+        if let Some(c) = self.cache() {
+            c.saw_conflict(e);
         }
     }
 
@@ -569,9 +416,26 @@ impl Host {
         self.stop(Err(e));
     }
 
+    /// Acts on how a part's work ended.
+    fn act_on(&mut self, verdict: Verdict) {
+        match verdict {
+            Verdict::Quiet => {}
+            Verdict::Say(line) => self.log(None, line),
+            Verdict::Deposed => self.depose(),
+            Verdict::Lost(e) => self.lost(e),
+        }
+    }
+
     fn lead(&mut self) -> Option<&mut Lead> {
         match &mut self.role {
             Role::Lead(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    fn follower(&mut self) -> Option<&mut Follower> {
+        match &mut self.role {
+            Role::Follow(f) => Some(f),
             _ => None,
         }
     }
@@ -597,34 +461,22 @@ impl Host {
         }
     }
 
-    /// The poll, at least a millisecond (a zero poll would step the machine forever at one
-    /// instant).
-    fn poll_ms(&self) -> u64 {
-        (self.cfg.controller.poll.as_millis() as u64).max(1)
-    }
-
     fn next_wake(&self) -> u64 {
         let mut at = u64::MAX;
         for p in self.pending.values() {
             at = at.min(p.deadline_ms);
         }
         match &self.role {
-            Role::Follow {
-                next_try_ms, busy, ..
-            } if !busy => at = at.min(*next_try_ms),
+            Role::Follow(f) => at = at.min(f.next_wake().unwrap_or(u64::MAX)),
             Role::Lead(l) => {
                 at = at.min(l.next_poll_ms);
-                for lp in l.loops.values() {
-                    if lp.in_flight.is_none() && !lp.dead {
-                        at = at.min(if lp.woken { self.now } else { lp.next_round_ms });
-                    }
-                }
+                at = at.min(l.loops.next_wake(self.now).unwrap_or(u64::MAX));
             }
             _ => {}
         }
         if at == u64::MAX {
             // Nothing due: look again after a poll (never reached while following or leading).
-            at = self.now + self.poll_ms();
+            at = self.now + self.cfg.poll_ms();
         }
         at.max(self.now)
     }
@@ -637,13 +489,13 @@ impl Host {
                 self.term += 1;
                 self.cancel_watch(&l);
                 self.send(
-                    StoreRequest::Revoke(l.lease),
+                    StoreRequest::Revoke(l.lease.id),
                     Purpose::Release,
                     Awaiting::Release,
                 );
             }
-            Role::Follow { watch, .. } => {
-                if let Some(id) = watch {
+            Role::Follow(mut f) => {
+                if let Some(id) = f.end_watch() {
                     self.push_cancel(id);
                 }
                 // A lease being taken right now is given up too, so that nobody waits a TTL.
@@ -667,6 +519,7 @@ impl Host {
         }
     }
 
+    /// Routes a reply to the part whose request it answers.
     fn on_reply(&mut self, p: Pending, result: StoreResult) {
         if let Awaiting::Release = p.what {
             match result {
@@ -699,12 +552,8 @@ impl Host {
                 if !matches!(result, Ok(StoreReply::Watching)) {
                     // Not established: poll again.
                     let now = self.now;
-                    if let Role::Follow {
-                        watch, next_try_ms, ..
-                    } = &mut self.role
-                    {
-                        *watch = None;
-                        *next_try_ms = now;
+                    if let Some(f) = self.follower() {
+                        f.watch_refused(now);
                     }
                 }
             }
@@ -736,14 +585,41 @@ impl Host {
         }
     }
 
+    fn on_watch(&mut self, d: WatchDelivery) {
+        let now = self.now;
+        if let Some(f) = self.follower().filter(|f| f.is_watch(d.watch)) {
+            // A standby's watch of `/leader`: if the record is gone (or the watch is lost),
+            // try for the lease now.
+            if let Some(id) = f.on_watch(now, &d.event) {
+                self.push_cancel(id);
+            }
+            return;
+        }
+        let ours = self.cache().is_some_and(|c| c.watch() == Some(d.watch));
+        if !ours {
+            // A watch this machine no longer follows (cancelled, or of an earlier leadership).
+            return;
+        }
+        match d.event {
+            WatchEvent::Idle => {}
+            WatchEvent::Lost(_) => self.watch_lost(),
+            WatchEvent::Changes { revision, changes } => {
+                let Some(c) = self.cache() else { return };
+                if c.apply(revision, changes) {
+                    self.wake_all();
+                }
+            }
+        }
+    }
+
     // ---- election ----
 
     fn follow_error(&mut self, e: StoreError) {
         if e.is_lost() {
             return self.lost(e);
         }
-        if let Role::Follow { busy, .. } = &mut self.role {
-            *busy = false;
+        if let Some(f) = self.follower() {
+            f.failed();
         }
         self.reach_failed(format!("cannot reach the store: {e}"));
     }
@@ -770,16 +646,7 @@ impl Host {
     /// Someone else holds the lease: say so once per stretch of following.
     fn standby(&mut self) {
         self.reach_answered();
-        let mut say = false;
-        if let Role::Follow {
-            busy, standby_said, ..
-        } = &mut self.role
-        {
-            *busy = false;
-            say = !*standby_said;
-            *standby_said = true;
-        }
-        if say {
+        if self.follower().is_some_and(Follower::standby) {
             self.log(
                 None,
                 "standby: another controller holds the lease; waiting for it",
@@ -789,7 +656,7 @@ impl Host {
 
     fn on_leader_read(&mut self, result: StoreResult) {
         match read_of(result) {
-            Ok((read, _)) if read.entries.iter().any(|e| e.key == LEADER) => {
+            Ok((read, _)) if election::held(&read) => {
                 self.standby();
                 self.watch_leader(read.revision);
             }
@@ -815,16 +682,9 @@ impl Host {
         if !self.cfg.watch_cache {
             return;
         }
-        let (now, ttl) = (self.now, self.cfg.controller.lease_ttl.as_millis() as u64);
-        let poll = self.poll_ms();
-        let Role::Follow {
-            watch, next_try_ms, ..
-        } = &mut self.role
-        else {
-            return;
-        };
-        *next_try_ms = now + ttl.max(poll);
-        if watch.is_some() {
+        let (now, ttl, poll) = (self.now, self.cfg.ttl_ms(), self.cfg.poll_ms());
+        let Some(f) = self.follower() else { return };
+        if !f.wait_on_watch(now, ttl, poll) {
             return;
         }
         let id = self.send(
@@ -835,58 +695,16 @@ impl Host {
             Purpose::Election,
             Awaiting::FollowWatch,
         );
-        if let Role::Follow { watch, .. } = &mut self.role {
-            *watch = Some(id);
-        }
-    }
-
-    /// A standby's watch of `/leader` delivered: if the record is gone (or the watch is lost),
-    /// try for the lease now.
-    fn on_follow_watch(&mut self, event: WatchEvent) {
-        let ended = match &event {
-            WatchEvent::Idle => false,
-            WatchEvent::Lost(_) => true,
-            WatchEvent::Changes { changes, .. } => {
-                changes.iter().any(|c| c.key == LEADER && c.entry.is_none())
-            }
-        };
-        if !ended {
-            return;
-        }
-        let now = self.now;
-        let mut old = None;
-        if let Role::Follow {
-            watch, next_try_ms, ..
-        } = &mut self.role
-        {
-            old = watch.take();
-            *next_try_ms = now;
-        }
-        if let Some(id) = old {
-            self.push_cancel(id);
-        }
-    }
-
-    /// Ends a standby's watch of `/leader`, if it has one.
-    fn end_follow_watch(&mut self) {
-        if let Role::Follow { watch, .. } = &mut self.role {
-            if let Some(id) = watch.take() {
-                self.push_cancel(id);
-            }
+        if let Some(f) = self.follower() {
+            f.watching(id);
         }
     }
 
     fn on_grant(&mut self, result: StoreResult, acquired_ms: u64, asked_ms: u64) {
         match result {
             Ok(StoreReply::Granted(lease)) => {
-                let record = Leader {
-                    holder: self.cfg.controller.holder.clone(),
-                    acquired_ms,
-                    ttl_ms: self.cfg.controller.lease_ttl.as_millis() as u64,
-                };
-                let txn = Txn::new()
-                    .expect(LEADER, 0)
-                    .put_leased(LEADER, encode(&record), lease);
+                let c = &self.cfg.controller;
+                let txn = election::claim(&c.holder, acquired_ms, self.cfg.ttl_ms(), lease);
                 self.send(
                     StoreRequest::Commit(txn),
                     Purpose::Election,
@@ -916,31 +734,21 @@ impl Host {
     }
 
     fn become_leader(&mut self, lease: LeaseId, fence: Revision, asked_ms: u64) {
-        self.end_follow_watch();
+        if let Some(id) = self.follower().and_then(Follower::end_watch) {
+            self.push_cancel(id);
+        }
         self.reach_answered();
         self.log(None, format!("became the leader (lease {lease})"));
         self.term += 1;
         let now = self.now;
         self.role = Role::Lead(Box::new(Lead {
-            lease,
-            fence,
-            renewed_ms: asked_ms,
-            renewing: false,
+            lease: Lease::new(lease, fence, asked_ms),
             next_poll_ms: now,
-            declaring: false,
-            seen_revision: None,
-            loops: BTreeMap::new(),
-            last_gc_ms: None,
-            collecting: false,
-            last_compaction_ms: now,
-            compact_not_before_ms: now,
-            compacting: false,
-            cache: self.cfg.watch_cache.then(|| HostCache {
-                core: CacheCore::new(&Snapshot::PREFIXES),
-                watch: None,
-                reading: false,
-                seen: 0,
-            }),
+            declarations: Declarations::default(),
+            loops: Schedule::default(),
+            gc: Collector::default(),
+            compaction: Compactor::new(now),
+            cache: self.cfg.watch_cache.then(HostCache::new),
         }));
     }
 
@@ -952,15 +760,7 @@ impl Host {
         self.term += 1;
         self.failing = false;
         self.log(None, "lost the leader lease; following");
-        let old = std::mem::replace(
-            &mut self.role,
-            Role::Follow {
-                next_try_ms: self.now,
-                busy: false,
-                standby_said: false,
-                watch: None,
-            },
-        );
+        let old = std::mem::replace(&mut self.role, Role::Follow(Follower::new(self.now)));
         if let Role::Lead(l) = old {
             self.cancel_watch(&l);
         }
@@ -968,7 +768,7 @@ impl Host {
 
     /// Ends the watch of a leadership that ends.
     fn cancel_watch(&mut self, l: &Lead) {
-        if let Some(id) = l.cache.as_ref().and_then(|c| c.watch) {
+        if let Some(id) = l.cache.as_ref().and_then(HostCache::watch) {
             self.push_cancel(id);
         }
     }
@@ -983,19 +783,37 @@ impl Host {
         self.next_id += 1;
     }
 
+    fn on_keep_alive(&mut self, result: StoreResult, sent_ms: u64) {
+        let ttl = self.cfg.ttl_ms();
+        let now = self.now;
+        match result {
+            Ok(StoreReply::KeptAlive) => {
+                if let Some(l) = self.lead() {
+                    l.lease.kept_alive(sent_ms);
+                }
+            }
+            Err(StoreError::LeaseExpired(_)) => self.depose(),
+            other => {
+                let e = unexpected(other);
+                if e.is_lost() {
+                    return self.lost(e);
+                }
+                self.log(None, format!("cannot renew the lease: {e}"));
+                let Some(l) = self.lead() else { return };
+                if l.lease.renewal_failed(now, ttl) {
+                    self.depose();
+                }
+            }
+        }
+    }
+
     // ---- the watch cache ----
 
     /// Starts a full read of the cache, if it needs one and none is in flight.
     fn resync(&mut self) {
-        let Some(c) = self.lead().and_then(|l| l.cache.as_mut()) else {
-            return;
-        };
-        if c.reading || c.watch.is_some() {
-            return;
+        if self.cache().is_some_and(HostCache::start_read) {
+            self.send(snapshot_read(), Purpose::Cache, Awaiting::CacheRead);
         }
-        c.reading = true;
-        c.core.set_live(false);
-        self.send(snapshot_read(), Purpose::Cache, Awaiting::CacheRead);
     }
 
     fn on_cache_read(&mut self, result: StoreResult) {
@@ -1005,22 +823,17 @@ impl Host {
                 return self.lost(e.clone());
             }
         }
-        let Some(c) = self.lead().and_then(|l| l.cache.as_mut()) else {
+        let Some(c) = self.cache() else { return };
+        let Some((prefixes, after)) = c.read_done(read.ok().map(|(read, _)| read)) else {
             return;
         };
-        c.reading = false;
-        // A failed read is tried again at the next poll; meanwhile reads go to the store.
-        let Ok((read, _)) = read else { return };
-        let after = read.revision;
-        c.core.reset(read);
-        let prefixes = c.core.prefixes().to_vec();
         let id = self.send(
             StoreRequest::Watch { prefixes, after },
             Purpose::Cache,
             Awaiting::CacheWatch,
         );
-        if let Some(c) = self.lead().and_then(|l| l.cache.as_mut()) {
-            c.watch = Some(id);
+        if let Some(c) = self.cache() {
+            c.watching(id);
         }
         self.wake_all();
     }
@@ -1040,42 +853,11 @@ impl Host {
     }
 
     fn watch_lost(&mut self) {
-        let Some(c) = self.lead().and_then(|l| l.cache.as_mut()) else {
-            return;
-        };
-        let old = c.watch.take();
-        c.core.set_live(false);
-        if let Some(id) = old {
+        let Some(c) = self.cache() else { return };
+        if let Some(id) = c.lose_watch() {
             self.push_cancel(id);
         }
         self.resync();
-    }
-
-    fn on_watch(&mut self, d: WatchDelivery) {
-        if matches!(self.role, Role::Follow { watch: Some(w), .. } if w == d.watch) {
-            return self.on_follow_watch(d.event);
-        }
-        let ours = self
-            .lead()
-            .and_then(|l| l.cache.as_ref())
-            .is_some_and(|c| c.watch == Some(d.watch));
-        if !ours {
-            // A watch this machine no longer follows (cancelled, or of an earlier leadership).
-            return;
-        }
-        match d.event {
-            WatchEvent::Idle => {}
-            WatchEvent::Lost(_) => self.watch_lost(),
-            WatchEvent::Changes { revision, changes } => {
-                let Some(c) = self.lead().and_then(|l| l.cache.as_mut()) else {
-                    return;
-                };
-                let keys = c.core.apply(revision, changes);
-                if keys.iter().any(|k| k.starts_with(REPORTS)) {
-                    self.wake_all();
-                }
-            }
-        }
     }
 
     /// With `wake_on_change`: a new node report (or a resync, which may hide one) wakes every
@@ -1085,35 +867,7 @@ impl Host {
             return;
         }
         if let Some(l) = self.lead() {
-            for lp in l.loops.values_mut() {
-                lp.woken = true;
-            }
-        }
-    }
-
-    fn on_keep_alive(&mut self, result: StoreResult, sent_ms: u64) {
-        let ttl = self.cfg.controller.lease_ttl.as_millis() as u64;
-        let now = self.now;
-        match result {
-            Ok(StoreReply::KeptAlive) => {
-                if let Some(l) = self.lead() {
-                    l.renewing = false;
-                    l.renewed_ms = l.renewed_ms.max(sent_ms);
-                }
-            }
-            Err(StoreError::LeaseExpired(_)) => self.depose(),
-            other => {
-                let e = unexpected(other);
-                if e.is_lost() {
-                    return self.lost(e);
-                }
-                self.log(None, format!("cannot renew the lease: {e}"));
-                let Some(l) = self.lead() else { return };
-                l.renewing = false;
-                if now.saturating_sub(l.renewed_ms) >= ttl {
-                    self.depose();
-                }
-            }
+            l.loops.wake_all();
         }
     }
 
@@ -1121,14 +875,10 @@ impl Host {
 
     fn drive(&mut self) {
         let now = self.now;
-        let poll = self.poll_ms();
+        let poll = self.cfg.poll_ms();
         match &mut self.role {
-            Role::Follow {
-                next_try_ms, busy, ..
-            } => {
-                if !*busy && now >= *next_try_ms {
-                    *busy = true;
-                    *next_try_ms = now + poll;
+            Role::Follow(f) => {
+                if f.attempt_due(now, poll) {
                     self.send(
                         StoreRequest::Read {
                             prefixes: vec![LEADER.to_owned()],
@@ -1145,37 +895,21 @@ impl Host {
 
     fn drive_lead(&mut self) {
         let now = self.now;
-        let c = &self.cfg.controller;
-        let poll = self.poll_ms();
-        let ttl = c.lease_ttl.as_millis() as u64;
-        let retention = c.event_retention.as_millis() as u64;
-        let compact_every = retention::COMPACT_EVERY_MS.min(retention);
+        let poll = self.cfg.poll_ms();
+        let ttl = self.cfg.ttl_ms();
+        let retention = self.cfg.controller.event_retention.as_millis() as u64;
         let Some(l) = self.lead() else { return };
-        if now.saturating_sub(l.renewed_ms) >= ttl {
+        if l.lease.lapsed(now, ttl) {
             // No renewal for a whole TTL: the store may have let the lease go.
             return self.depose();
         }
         if now >= l.next_poll_ms {
             l.next_poll_ms = now + poll;
-            let compact = !l.compacting
-                && now - l.last_compaction_ms >= compact_every
-                && now >= l.compact_not_before_ms;
-            if compact {
-                l.compacting = true;
-                l.last_compaction_ms = now;
-            }
-            let renew = !l.renewing && now - l.renewed_ms >= ttl / 3;
-            if renew {
-                l.renewing = true;
-            }
-            let declare = !l.declaring;
-            l.declaring = true;
-            let collect = !l.collecting && l.last_gc_ms.is_none_or(|t| now - t >= GC_EVERY_MS);
-            if collect {
-                l.collecting = true;
-                l.last_gc_ms = Some(now);
-            }
-            let lease = l.lease;
+            let compact = l.compaction.due(now, retention);
+            let renew = l.lease.renewal_due(now, ttl);
+            let declare = l.declarations.start();
+            let collect = l.gc.due(now);
+            let lease = l.lease.id;
             self.resync();
             if compact {
                 self.send(
@@ -1208,30 +942,11 @@ impl Host {
         self.drive_loops();
     }
 
+    /// Starts the pass of every loop that is due.
     fn drive_loops(&mut self) {
         let now = self.now;
         let Some(l) = self.lead() else { return };
-        let mut due = Vec::new();
-        for (name, lp) in l.loops.iter_mut() {
-            if lp.dead || lp.in_flight.is_some() {
-                continue;
-            }
-            let tick = now >= lp.next_round_ms;
-            if !(tick || lp.woken) {
-                continue;
-            }
-            if tick {
-                // The next round on the grid after now: missed rounds are skipped.
-                let period = lp.key.period_ms.max(1);
-                let k = (now - lp.start_ms) / period + 1;
-                lp.next_round_ms = lp.start_ms + k * period;
-            }
-            lp.woken = false;
-            lp.attempt = 0;
-            lp.in_flight = Some(lp.gen);
-            due.push((name.clone(), lp.gen));
-        }
-        for (name, gen) in due {
+        for (name, gen) in l.loops.due(now) {
             if !self.is_leader() {
                 return;
             }
@@ -1243,14 +958,14 @@ impl Host {
         }
     }
 
+    // ---- declarations ----
+
     fn on_revision(&mut self, result: StoreResult) {
         match result {
             Ok(StoreReply::Revision(r)) => {
                 self.reach_answered();
                 let Some(l) = self.lead() else { return };
-                if l.seen_revision == Some(r) {
-                    l.declaring = false;
-                } else {
+                if l.declarations.moved(r) {
                     self.request(
                         StoreRequest::Read {
                             prefixes: vec![WORKLOADS.to_owned()],
@@ -1266,7 +981,7 @@ impl Host {
                     return self.lost(e);
                 }
                 if let Some(l) = self.lead() {
-                    l.declaring = false;
+                    l.declarations.done();
                 }
                 self.reach_failed(format!("cannot read the store: {e}"));
             }
@@ -1275,7 +990,7 @@ impl Host {
 
     fn on_declarations(&mut self, result: StoreResult, revision: Revision) {
         if let Some(l) = self.lead() {
-            l.declaring = false;
+            l.declarations.done();
         }
         let read = match read_of(result) {
             Ok((read, _)) => read,
@@ -1283,71 +998,17 @@ impl Host {
             Err(e) => return self.log(None, format!("cannot read declarations: {e}")),
         };
         if let Some(l) = self.lead() {
-            l.seen_revision = Some(revision);
+            l.declarations.read_at(revision);
         }
-        let mut declared = BTreeMap::new();
-        for e in &read.entries {
-            // A declaration unchanged since the last snapshot is taken from it, not decoded.
-            let memo = self.memo.as_ref();
-            let unchanged = e
-                .key
-                .strip_prefix(WORKLOADS)
-                .and_then(|name| memo?.workloads.get(name))
-                .filter(|w| w.mod_revision == e.mod_revision)
-                .cloned();
-            match unchanged.map_or_else(|| decode::<WorkloadSpec>(e), Ok) {
-                Ok(w) => {
-                    declared.insert(w.value.name.clone(), w);
-                }
-                Err(err) => self.log(None, err.to_string()),
-            }
+        let (declared, errors) = schedule::declared(&read, self.memo.as_ref());
+        for line in errors {
+            self.log(None, line);
         }
         let now = self.now;
         let wake_on_change = self.cfg.controller.wake_on_change;
         let mut gen = self.next_gen;
-        let mut ended = Vec::new();
         let Some(l) = self.lead() else { return };
-        for (name, w) in &declared {
-            let key = LoopKey {
-                uid: w.create_revision,
-                period_ms: w.value.period_ms,
-                kind: w.value.controller,
-            };
-            let in_flight = match l.loops.get_mut(name) {
-                Some(old) if old.key == key => {
-                    if old.decl_rev != w.mod_revision {
-                        old.decl_rev = w.mod_revision;
-                        old.woken |= wake_on_change;
-                    }
-                    continue;
-                }
-                Some(old) => old.in_flight,
-                None => None,
-            };
-            l.loops.insert(
-                name.clone(),
-                Loop {
-                    key,
-                    gen,
-                    controller: runtime_controller(key.kind),
-                    start_ms: now,
-                    next_round_ms: now,
-                    woken: false,
-                    decl_rev: w.mod_revision,
-                    in_flight,
-                    attempt: 0,
-                    dead: false,
-                },
-            );
-            gen += 1;
-        }
-        l.loops.retain(|name, _| {
-            let keep = declared.contains_key(name);
-            if !keep {
-                ended.push(name.clone());
-            }
-            keep
-        });
+        let ended = l.loops.declare(&declared, now, wake_on_change, &mut gen);
         self.next_gen = gen;
         for name in ended {
             self.log(None, format!("{name}: no longer declared; its loop ends"));
@@ -1371,20 +1032,12 @@ impl Host {
     /// The loop of `name` if the pass of generation `gen` is its current one; a reply for an
     /// older loop only frees the slot.
     fn pass_loop(&mut self, name: &str, gen: u64) -> Option<&mut Loop> {
-        let l = self.lead()?;
-        let lp = l.loops.get_mut(name)?;
-        if lp.gen != gen {
-            if lp.in_flight == Some(gen) {
-                lp.in_flight = None;
-            }
-            return None;
-        }
-        Some(lp)
+        self.lead()?.loops.current(name, gen)
     }
 
     fn end_pass(&mut self, name: &str, gen: u64) {
-        if let Some(lp) = self.pass_loop(name, gen) {
-            lp.in_flight = None;
+        if let Some(l) = self.lead() {
+            l.loops.end_pass(name, gen);
         }
     }
 
@@ -1411,8 +1064,8 @@ impl Host {
             self.memo = Some(snapshot);
             return;
         };
-        let attempt = lp.attempt;
-        let plan = plan_pass(&snapshot, &name, &mut lp.controller, &settings);
+        let attempt = lp.attempts();
+        let plan = plan_pass(&snapshot, &name, lp.controller(), &settings);
         self.memo = Some(snapshot);
         let Some(lp) = self.pass_loop(&name, gen) else {
             return;
@@ -1438,12 +1091,9 @@ impl Host {
                 }
             }
             Err(PassError::NotLeader) => self.depose(),
-            Err(PassError::Gone(_)) => {
-                lp.dead = true;
-                lp.in_flight = None;
-            }
+            Err(PassError::Gone(_)) => lp.gone(),
             Err(e) => {
-                lp.in_flight = None;
+                lp.free();
                 self.log(Some(&who), format!("pass failed: {e}"));
             }
         }
@@ -1477,15 +1127,13 @@ impl Host {
                 let Some(lp) = self.pass_loop(&name, gen) else {
                     return;
                 };
-                lp.attempt += 1;
-                if lp.attempt < MAX_ATTEMPTS {
+                if lp.conflicted() {
                     self.request(
                         snapshot_read(),
                         Purpose::Pass,
                         Awaiting::PassRead { name, gen },
                     );
                 } else {
-                    lp.in_flight = None;
                     let e = PassError::Contended(MAX_ATTEMPTS);
                     self.log(Some(&who), format!("pass failed: {e}"));
                 }
@@ -1507,8 +1155,6 @@ impl Host {
         }
     }
 
-    // ---- garbage collection ----
-
     /// The snapshot of a read reply, reusing the values of the last one (which it uses up: the
     /// caller keeps the new one as the memo).
     fn snapshot_of(&mut self, result: StoreResult) -> Result<Snapshot, StoreError> {
@@ -1516,6 +1162,8 @@ impl Host {
         read_of(result)
             .and_then(|(read, now_ms)| Snapshot::from_read_reusing(&read, now_ms, earlier))
     }
+
+    // ---- garbage collection ----
 
     fn on_gc_read(&mut self, result: StoreResult) {
         let snapshot = self.snapshot_of(result);
@@ -1555,19 +1203,9 @@ impl Host {
     }
 
     fn gc_done(&mut self, outcome: Result<Vec<String>, PassError>) {
-        if let Some(l) = self.lead() {
-            l.collecting = false;
-        }
-        match outcome {
-            Ok(gone) if !gone.is_empty() => self.log(
-                None,
-                format!("collected orphaned assignments: {}", gone.join(", ")),
-            ),
-            Ok(_) => {}
-            Err(PassError::NotLeader) => self.depose(),
-            Err(PassError::Store(e)) if e.is_lost() => self.lost(e),
-            Err(e) => self.log(None, format!("garbage collection failed: {e}")),
-        }
+        let Some(l) = self.lead() else { return };
+        let verdict = l.gc.done(outcome);
+        self.act_on(verdict);
     }
 
     // ---- compaction ----
@@ -1576,73 +1214,46 @@ impl Host {
         let retention = self.cfg.controller.event_retention.as_millis() as u64;
         let plan = read_of(result)
             .and_then(|(read, now_ms)| retention::plan_compaction(&read, now_ms, retention));
+        let offset = self.store_offset;
+        let Some(l) = self.lead() else { return };
         match plan {
             Ok(plan) => {
-                let offset = self.store_offset;
-                if let (Some(oldest), Some(l)) = (plan.oldest_kept_ms, self.lead()) {
-                    l.compact_not_before_ms = oldest
-                        .saturating_add(retention)
-                        .saturating_add_signed(-offset);
-                }
                 // Compaction is a write of the leader's too: fenced like the others, so a
                 // deposed leader removes nothing.
-                let fence = self.fence();
-                let txns = plan
-                    .txns
-                    .into_iter()
-                    .map(|t| match fence {
-                        Some(f) => t.expect(LEADER, f),
-                        None => t,
-                    })
-                    .collect();
-                self.compact_next(txns, plan.removed)
+                let fence = l.lease.fence;
+                let (txns, removed) = l.compaction.planned(plan, retention, offset, fence);
+                self.compact_next(txns, removed)
             }
-            Err(e) => self.compact_failed(e),
+            Err(e) => {
+                let verdict = l.compaction.failed(e);
+                self.act_on(verdict);
+            }
         }
     }
 
-    fn compact_next(&mut self, mut txns: Vec<Txn>, removed: u64) {
-        if txns.is_empty() {
-            if let Some(l) = self.lead() {
-                l.compacting = false;
-            }
-            if removed > 0 {
-                self.log(
-                    None,
-                    format!("compacted the event log: {removed} old entries removed"),
+    fn compact_next(&mut self, txns: Vec<Txn>, removed: u64) {
+        let Some(l) = self.lead() else { return };
+        match l.compaction.next(txns, removed) {
+            Next::Done(verdict) => self.act_on(verdict),
+            Next::Commit(first, rest) => {
+                self.send(
+                    StoreRequest::Commit(first),
+                    Purpose::Compaction,
+                    Awaiting::CompactCommit { rest, removed },
                 );
             }
-            return;
         }
-        let first = txns.remove(0);
-        self.send(
-            StoreRequest::Commit(first),
-            Purpose::Compaction,
-            Awaiting::CompactCommit {
-                rest: txns,
-                removed,
-            },
-        );
     }
 
     fn on_compact_commit(&mut self, result: StoreResult, rest: Vec<Txn>, removed: u64) {
         match committed(result) {
             Ok(_) => self.compact_next(rest, removed),
-            Err(e) => self.compact_failed(e),
+            Err(e) => {
+                let Some(l) = self.lead() else { return };
+                let verdict = l.compaction.failed(e);
+                self.act_on(verdict);
+            }
         }
-    }
-
-    fn compact_failed(&mut self, e: StoreError) {
-        if e.is_lost() {
-            return self.lost(e);
-        }
-        if matches!(&e, StoreError::Conflict { key, .. } if key == LEADER) {
-            return self.depose();
-        }
-        if let Some(l) = self.lead() {
-            l.compacting = false;
-        }
-        self.log(None, format!("cannot compact the event log: {e}"));
     }
 }
 
@@ -1679,66 +1290,16 @@ fn committed(result: StoreResult) -> Result<Revision, StoreError> {
     }
 }
 
-/// The log lines of a pass that completed, as the loop says them.
-pub fn pass_log_lines(r: &PassReport) -> Vec<String> {
-    let mut lines = Vec::new();
-    let what = match &r.action {
-        Some(Action::Create {
-            target, counted, ..
-        }) if !r.created.is_empty() => Some(format!(
-            "target {target}, counted {counted}: created {}",
-            r.created.join(", ")
-        )),
-        // Nothing written: the idle reason below says why, once.
-        Some(Action::Create { .. }) => None,
-        Some(Action::Delete { target, counted }) => Some(format!(
-            "target {target}, counted {counted}: {} delete commands, deleted [{}]",
-            r.delete_commands,
-            r.deleted.join(", ")
-        )),
-        Some(Action::Named {
-            target, counted, ..
-        }) if r.wrote() || r.delete_commands > 0 => Some(format!(
-            "target {target}, counted {counted}: created [{}], {} delete commands, deleted [{}]",
-            r.created.join(", "),
-            r.delete_commands,
-            r.deleted.join(", ")
-        )),
-        Some(Action::Named { .. }) | None => None,
-    };
-    lines.extend(r.failures.iter().cloned());
-    lines.extend(r.rollout.iter().cloned());
-    lines.extend(what);
-    if let Some(idle) = r.idle {
-        lines.push(crate::loops::describe_idle(
-            &idle,
-            r.held_back,
-            r.unplaced,
-            &r.waiting_for,
-        ));
-    }
-    if !r.collected.is_empty() {
-        lines.push(format!("collected exited {}", r.collected.join(", ")));
-    }
-    if !r.lost.is_empty() {
-        lines.push(format!(
-            "removed {} of lost nodes (lease ended)",
-            r.lost.join(", ")
-        ));
-    }
-    if r.conflicts > 0 {
-        lines.push(format!("{} conflicts, retried on fresh state", r.conflicts));
-    }
-    lines
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::config::ControllerConfig;
     use crate::machine::carry_out;
-    use crate::model::{Snapshot, WorkloadSpec};
+    use crate::model::{encode, Leader, Snapshot, WorkloadSpec};
     use crate::store::{Entry, MemoryStore, Store};
+    use setpoint_core::ControllerKind;
     use std::collections::VecDeque;
+    use std::time::Duration;
 
     /// Decides, before a request is carried out, whether its reply reaches the machine (`false`:
     /// the reply is lost). It may change the store first, as another writer would.
@@ -1924,18 +1485,23 @@ mod tests {
     }
 
     fn spec(name: &str, copies: u64, period_ms: u64) -> WorkloadSpec {
-        crate::reconcile::tests::test_spec(name, copies, ControllerKind::Intent, period_ms)
+        crate::controller::reconcile::tests::test_spec(
+            name,
+            copies,
+            ControllerKind::Intent,
+            period_ms,
+        )
     }
 
     fn store_with(specs: &[WorkloadSpec]) -> MemoryStore {
         let store = MemoryStore::new();
-        crate::node::fake_node(&store, "a").unwrap();
+        crate::model::node::fake_node(&store, "a").unwrap();
         crate::ops::apply(&store, specs).unwrap();
         store
     }
 
     fn copies(store: &MemoryStore) -> Vec<String> {
-        crate::reconcile::tests::names(store)
+        crate::controller::reconcile::tests::names(store)
     }
 
     fn is_pass_commit(r: &StoreRequest) -> bool {
@@ -2344,7 +1910,7 @@ mod tests {
             assert_eq!(copies(&store), want, "wake {wake}");
             let passes = d.count(Purpose::Pass, is_pass_commit);
             // A node report, through the watch cache, wakes the loop too.
-            crate::node::fake_node(&store, "b").unwrap();
+            crate::model::node::fake_node(&store, "b").unwrap();
             let report = crate::model::NodeReport {
                 node: "b".into(),
                 observed_ms: 0,

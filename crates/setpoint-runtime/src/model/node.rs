@@ -23,7 +23,7 @@
 //! GC pause) while its copies run on. Its copies outlive it, and its lease ends at the store
 //! all the same. For a workload that reuses names (`named`) that would let the name run twice,
 //! so a lost node's `named` assignments are **held**, not freed, until it is confirmed that
-//! their copies ended ([`crate::view::WorkloadView::held_assignments`]):
+//! their copies ended ([`crate::model::view::WorkloadView::held_assignments`]):
 //! - the node's last report shows the copy exited (an agent that shut down cleanly), or
 //! - the node is claimed again and its new agent reports the copy exited (a resumed agent
 //!   fences first; a restarted one adopts the copy or finds it dead), or
@@ -41,16 +41,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{decode, encode, placements_of, report_key};
+pub use super::keys::{forgotten_key, node_key, FORGOTTEN, NODES};
+
+use super::keys::{placements_of, report_key};
+use super::records::{decode, encode};
 use crate::store::{LeaseId, Revision, Store, StoreError, Txn};
-
-/// The key prefix of node leases.
-pub const NODES: &str = "/nodes/";
-
-/// The key of `node`'s lease record.
-pub fn node_key(node: &str) -> String {
-    format!("{NODES}{node}")
-}
 
 /// The record an agent keeps at `/nodes/{name}` under its lease.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -176,14 +171,6 @@ impl DirLock {
             Err(e) => Err(io(e.into())),
         }
     }
-}
-
-/// The key prefix of operators' confirmations that a node is gone ([`Forgotten`]).
-pub const FORGOTTEN: &str = "/forgotten/";
-
-/// The key of `node`'s confirmation record.
-pub fn forgotten_key(node: &str) -> String {
-    format!("{FORGOTTEN}{node}")
 }
 
 /// An operator's confirmation, at `/forgotten/{node}`, that the copies of a lost node ended

@@ -22,44 +22,14 @@
 //! at most `unavailable` (at least 1) names at a time; the `named` controller then creates each
 //! stopped name again, from the new generation.
 
-use serde::{Deserialize, Serialize};
 pub use setpoint_core::rollout::{done, has_old, named_step, step, Amount, Budget, Copy, Step};
 use setpoint_core::{Action, Name};
 
-use crate::model::WorkloadSpec;
+pub use super::records::{RolloutPolicy, DEFAULT_PROGRESS_DEADLINE_MS};
 
-/// The default progress deadline: ten minutes, as Kubernetes' `progressDeadlineSeconds`.
-pub const DEFAULT_PROGRESS_DEADLINE_MS: u64 = 600_000;
-
-/// A workload's rollout settings (`rollout = { max_surge = "25%", max_unavailable = "25%",
-/// progress_deadline = "10m" }`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RolloutPolicy {
-    /// Copies above `desired` a rollout may run.
-    pub max_surge: Amount,
-    /// Copies below `desired` a rollout may leave unavailable.
-    pub max_unavailable: Amount,
-    /// A rollout that makes no progress for this long (milliseconds) is stalled and stops.
-    pub progress_deadline_ms: u64,
-}
-
-impl Default for RolloutPolicy {
-    fn default() -> Self {
-        Self {
-            max_surge: Amount::Percent(25),
-            max_unavailable: Amount::Percent(25),
-            progress_deadline_ms: DEFAULT_PROGRESS_DEADLINE_MS,
-        }
-    }
-}
-
-impl RolloutPolicy {
-    /// The budgets for `desired` copies. If both round to 0, one copy may be unavailable (as
-    /// Kubernetes does), or the rollout could never move.
-    pub fn budget(&self, desired: u64) -> Budget {
-        Budget::new(self.max_surge, self.max_unavailable, desired)
-    }
-}
+use super::keys::workload_key;
+use super::records::{decode, WorkloadSpec};
+use crate::store::Read;
 
 /// The generation a declaration gets when applied over `old`: the same as `old`'s while what a
 /// copy runs (command, readiness) is unchanged, one more when it changed, 1 for a new workload.
@@ -74,16 +44,14 @@ pub fn next_generation(old: Option<&WorkloadSpec>, new: &WorkloadSpec) -> u64 {
 }
 
 /// The declaration of `name` stored in `read`, if it decodes.
-pub fn stored_spec(read: &crate::store::Read, name: &str) -> Option<WorkloadSpec> {
-    let key = crate::model::workload_key(name);
+pub fn stored_spec(read: &Read, name: &str) -> Option<WorkloadSpec> {
+    let key = workload_key(name);
     let e = read.entries.iter().find(|e| e.key == key)?;
-    crate::model::decode::<WorkloadSpec>(e)
-        .ok()
-        .map(|s| s.value)
+    decode::<WorkloadSpec>(e).ok().map(|s| s.value)
 }
 
 /// `new` with the generation it gets when applied over what `read` stores.
-pub fn with_generation(read: &crate::store::Read, new: &WorkloadSpec) -> WorkloadSpec {
+pub fn with_generation(read: &Read, new: &WorkloadSpec) -> WorkloadSpec {
     let old = stored_spec(read, &new.name);
     WorkloadSpec {
         generation: next_generation(old.as_ref(), new),

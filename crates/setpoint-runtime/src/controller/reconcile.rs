@@ -12,7 +12,7 @@
 //! - `Delete`: the assignments of the oldest copies on the ledger are removed, each only if
 //!   unchanged. A command to a copy whose assignment is already gone counts and does nothing;
 //! - garbage: assignments whose copy a node reported exited are removed, and so are the
-//!   assignments of lost nodes (no node lease: [`crate::node`]) that are released
+//!   assignments of lost nodes (no node lease: [`crate::model::node`]) that are released
 //!   ([`WorkloadView::released_assignments`]): every one of a workload that gives replacements
 //!   new names, and for `named` only those of a node an operator forgot. A lost node's other
 //!   `named` assignments are held, names and all, because a paused or killed agent's copies may
@@ -26,14 +26,14 @@ use std::collections::BTreeMap;
 use setpoint_core::{Action, Controller, Desired, LedgerView};
 
 use crate::events::{self, CopyEvent, CopyEventKind, RoundEvent};
-use crate::loops;
+use crate::model::loops;
+use crate::model::rollout;
+use crate::model::view::WorkloadView;
 use crate::model::{
     assignment_key, copy_name, counter_key, encode, put_assignment, remove_assignment,
     workload_key, Assignment, Counter, Snapshot, Stored, LEADER,
 };
-use crate::rollout;
 use crate::store::{Revision, Store, StoreError, Txn};
-use crate::view::WorkloadView;
 use setpoint_core::ControllerKind;
 
 /// How a pass runs.
@@ -72,12 +72,12 @@ pub struct PassReport {
     pub conflicts: u32,
     /// The revision written, or the revision read if nothing was written.
     pub revision: Revision,
-    /// Copies the controller wanted that crash-loop backoff held back ([`crate::backoff`]).
+    /// Copies the controller wanted that crash-loop backoff held back ([`crate::model::backoff`]).
     pub held_back: u64,
     /// One log line per failed start this pass collected.
     pub failures: Vec<String>,
     /// An idle stretch to log: it began with this pass (or has lasted long enough to mention).
-    pub idle: Option<crate::loops::Idle>,
+    pub idle: Option<crate::model::loops::Idle>,
     /// A rolling update began, completed or stalled with this pass.
     pub rollout: Option<String>,
 }
@@ -473,7 +473,7 @@ pub struct GcPlan {
 /// gone, and of every loop record whose workload is gone, compared against the leader record's
 /// revision `fence` if given. `None`: nothing to collect.
 ///
-/// `ignore_owner_uid` is an injected bug for the chaos checker ([`crate::host::HostConfig`]):
+/// `ignore_owner_uid` is an injected bug for the chaos checker ([`crate::controller::HostConfig`]):
 /// an assignment counts as owned whenever a workload of its name is declared, whatever its uid.
 pub fn plan_gc(
     snapshot: &Snapshot,
@@ -498,8 +498,8 @@ pub fn plan_gc(
         // An orphan on a lost node may still run (its agent paused or dead): removing it would
         // free its name for a redeclared `named` workload. It is held, whatever the workload's
         // kind (the declaration that would tell is gone), until its copy is known to have ended.
-        let held =
-            !snapshot.node_live(&a.value.node) && !crate::view::ended_while_lost(snapshot, a);
+        let held = !snapshot.node_live(&a.value.node)
+            && !crate::model::view::ended_while_lost(snapshot, a);
         if orphan && !held {
             txn = remove_assignment(txn, key, a);
             gone.push(a.value.copy.clone());
@@ -597,8 +597,12 @@ pub(crate) mod tests {
     /// Writes node `node`'s report: the given copy numbers of `w`, all in `phase`; the node
     /// holds a lease (it is live) from its first report on.
     fn report(store: &dyn Store, node: &str, copies: &[(u64, Phase)]) {
-        if store.get(&crate::node::node_key(node)).unwrap().is_none() {
-            crate::node::fake_node(store, node).unwrap();
+        if store
+            .get(&crate::model::node::node_key(node))
+            .unwrap()
+            .is_none()
+        {
+            crate::model::node::fake_node(store, node).unwrap();
         }
         let uid = store
             .get(&workload_key("w"))
@@ -860,8 +864,11 @@ pub(crate) mod tests {
 
     /// Ends `node`'s lease, as the store does when its agent stops renewing (paused or dead).
     fn lose(store: &dyn Store, node: &str) {
-        let e = store.get(&crate::node::node_key(node)).unwrap().unwrap();
-        let rec = crate::model::decode::<crate::node::NodeRecord>(&e).unwrap();
+        let e = store
+            .get(&crate::model::node::node_key(node))
+            .unwrap()
+            .unwrap();
+        let rec = crate::model::decode::<crate::model::node::NodeRecord>(&e).unwrap();
         store.revoke(rec.value.lease).unwrap();
         assert!(!Snapshot::load(store).unwrap().node_live(node));
     }
@@ -915,7 +922,7 @@ pub(crate) mod tests {
             Some("waiting for b to confirm its copies ended (setpoint node forget b)")
         );
         // The agent resumes, fences (its copy exits), claims the node again and reports.
-        crate::node::fake_node(&store, "b").unwrap();
+        crate::model::node::fake_node(&store, "b").unwrap();
         report(&store, "b", &[(1, Phase::Exited)]);
         let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
         assert_eq!((r.collected, r.held), (vec!["w-1".into()], vec![]));
@@ -933,7 +940,7 @@ pub(crate) mod tests {
         lose(&store, "b");
         run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
         // A restarted agent of b adopts w-1, which ran on all along.
-        crate::node::fake_node(&store, "b").unwrap();
+        crate::model::node::fake_node(&store, "b").unwrap();
         report(&store, "b", &[(1, Phase::Running)]);
         let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
         assert_eq!((r.action, r.held.len(), r.lost.len()), (None, 0, 0));
@@ -968,14 +975,14 @@ pub(crate) mod tests {
     fn a_forgotten_nodes_named_copies_are_released_and_a_later_claim_starts_fresh() {
         let (store, mut c) = two_nodes_running(ControllerKind::Named);
         // Only a lost node that the store knows can be forgotten.
-        let live = crate::node::forget(&store, "a").unwrap_err();
+        let live = crate::model::node::forget(&store, "a").unwrap_err();
         assert!(
-            matches!(live, crate::node::ForgetError::Live { .. }),
+            matches!(live, crate::model::node::ForgetError::Live { .. }),
             "{live}"
         );
-        let unknown = crate::node::forget(&store, "c").unwrap_err();
+        let unknown = crate::model::node::forget(&store, "c").unwrap_err();
         assert!(
-            matches!(unknown, crate::node::ForgetError::Unknown(_)),
+            matches!(unknown, crate::model::node::ForgetError::Unknown(_)),
             "{unknown}"
         );
         lose(&store, "b");
@@ -983,7 +990,7 @@ pub(crate) mod tests {
             run_pass(&store, "w", &mut c, &SETTINGS).unwrap().held,
             ["w-1"]
         );
-        let (rec, released) = crate::node::forget(&store, "b").unwrap();
+        let (rec, released) = crate::model::node::forget(&store, "b").unwrap();
         assert_eq!((rec.node.as_str(), released), ("b", 1));
         let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
         assert_eq!((r.lost, r.held), (vec!["w-1".into()], vec![]));
@@ -995,7 +1002,7 @@ pub(crate) mod tests {
         assert_eq!(idle_text(&store), None);
         // b is claimed again and given a new copy; lost again, that copy is held: the old
         // confirmation covers only what was on b when it was written.
-        crate::node::fake_node(&store, "b").unwrap();
+        crate::model::node::fake_node(&store, "b").unwrap();
         report(&store, "b", &[]);
         declare_kind(&store, 3, ControllerKind::Named);
         assert_eq!(
@@ -1030,7 +1037,7 @@ pub(crate) mod tests {
         );
         assert!(collect_orphans(&store, None).unwrap().is_empty());
         // Confirmed gone: the orphan goes, and the name starts again under the new uid.
-        crate::node::forget(&store, "b").unwrap();
+        crate::model::node::forget(&store, "b").unwrap();
         assert_eq!(collect_orphans(&store, None).unwrap(), ["w-1"]);
         assert_eq!(
             run_pass(&store, "w", &mut fresh, &SETTINGS)

@@ -10,121 +10,18 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
 use setpoint_core::{ControllerKind, LedgerView};
 
-use crate::backoff::{BackoffState, Ending};
-use crate::model::{copy_name, encode, Assignment, Phase, Snapshot, Stored};
-use crate::rollout;
+pub use super::keys::{loop_key, LOOPS};
+pub use super::loop_record::{Idle, IdleReason, LoopRecord, RolloutRecord};
+
+use super::backoff::Ending;
+use super::keys::copy_name;
+use super::records::{encode, Assignment, Phase, Stored};
+use super::rollout;
+use super::snapshot::Snapshot;
+use super::view::WorkloadView;
 use crate::store::{Revision, Txn};
-use crate::view::WorkloadView;
-
-/// The key prefix of loop records.
-pub const LOOPS: &str = "/loops/";
-
-/// The key of workload `name`'s loop record.
-pub fn loop_key(name: &str) -> String {
-    format!("{LOOPS}{name}")
-}
-
-/// Why a pass that is not converged acted on nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IdleReason {
-    /// It wants copies and no node has reported within the node timeout.
-    NoLiveNode,
-    /// It waits for copies it commanded (created or deleted) to show on the ledger.
-    WaitingForExpectations,
-    /// `gated`: it waits until the ledger has caught up with its own last write.
-    GatedOnOwnWrite,
-    /// Its copies failed to start; it creates none before the next try.
-    BackingOff,
-    /// A rolling update stopped making progress within its deadline.
-    RolloutPaused,
-    /// `named`: copies it wants are held on lost nodes (their agent may be paused or dead with
-    /// the copies still running); it waits for each node to be claimed again or forgotten.
-    WaitingForLostNode,
-}
-
-impl IdleReason {
-    /// The reason in words, as logs, `get` and `status` show it.
-    pub fn describe(self) -> &'static str {
-        match self {
-            IdleReason::NoLiveNode => "no live node",
-            IdleReason::WaitingForExpectations => "waiting for expectations",
-            IdleReason::GatedOnOwnWrite => "gated on its own write",
-            IdleReason::BackingOff => "backing off",
-            IdleReason::RolloutPaused => "rollout paused",
-            IdleReason::WaitingForLostNode => "waiting for a lost node to confirm its copies ended",
-        }
-    }
-
-    /// The reason in words, naming the nodes waited for (the loop record's
-    /// [`LoopRecord::waiting_for`]) and what to do about them.
-    pub fn describe_with(self, waiting_for: &[String]) -> String {
-        match (self, waiting_for) {
-            (IdleReason::WaitingForLostNode, [node]) => format!(
-                "waiting for {node} to confirm its copies ended (setpoint node forget {node})"
-            ),
-            (IdleReason::WaitingForLostNode, [_, _, ..]) => format!(
-                "waiting for {} to confirm their copies ended (setpoint node forget NODE, for \
-                 each node that is gone)",
-                waiting_for.join(", ")
-            ),
-            (r, _) => r.describe().to_owned(),
-        }
-    }
-}
-
-/// An idle stretch: its reason and when it began.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Idle {
-    /// Why.
-    pub reason: IdleReason,
-    /// Since when, in store milliseconds.
-    pub since_ms: u64,
-    /// Whether the log has said so.
-    #[serde(default)]
-    pub announced: bool,
-}
-
-/// A workload loop's record in the store.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LoopRecord {
-    /// The uid of the workload it belongs to.
-    pub uid: Revision,
-    /// Why the loop is idle, while it is idle and not converged.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idle: Option<Idle>,
-    /// Backoff by key: the workload's name, or for `named` each copy name.
-    #[serde(default)]
-    pub backoff: BTreeMap<String, BackoffState>,
-    /// The rolling update under way, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollout: Option<RolloutRecord>,
-    /// `named`: the lost nodes whose held copies the loop waits to hear have ended, in name
-    /// order ([`crate::view::WorkloadView::waiting_for`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub waiting_for: Vec<String>,
-}
-
-/// A rolling update under way.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RolloutRecord {
-    /// The generation it rolls out.
-    pub generation: u64,
-    /// When it began (store milliseconds).
-    pub started_ms: u64,
-    /// When it last made progress: a copy of the new generation became available, or an old
-    /// one went.
-    pub progress_ms: u64,
-    /// Copies of the new generation available at the last progress.
-    pub updated: u64,
-    /// Copies of older generations left at the last progress.
-    pub old: u64,
-    /// No progress within the progress deadline: the rollout stopped.
-    pub stalled: bool,
-}
 
 /// The copies of a workload as the rollout counts them: every assigned copy (but those reported
 /// exited, which this pass collects) and every copy on the ledger.
@@ -463,10 +360,10 @@ mod tests {
             "idle: backing off, 2 copies held back"
         );
     }
+    use crate::controller::reconcile::{run_pass, PassSettings};
     use crate::model::{
         assignment_key, report_key, workload_key, CopyReport, NodeReport, WorkloadSpec,
     };
-    use crate::reconcile::{run_pass, PassSettings};
     use crate::store::{MemoryStore, Store};
     use setpoint_core::Controller;
 
@@ -485,7 +382,7 @@ mod tests {
             startup_ms: 1_000,
             readiness: None,
             grace_ms: 100,
-            backoff: crate::backoff::BackoffPolicy {
+            backoff: crate::model::backoff::BackoffPolicy {
                 initial_ms: 60_000,
                 max_ms: 600_000,
                 reset_ms: 3_600_000,
@@ -531,8 +428,12 @@ mod tests {
     /// Node `a` reports `copies`, now.
     /// Node `a` reports, and is live: its agent holds the node lease.
     fn put_report(store: &dyn Store, copies: Vec<CopyReport>) {
-        if store.get(&crate::node::node_key("a")).unwrap().is_none() {
-            crate::node::fake_node(store, "a").unwrap();
+        if store
+            .get(&crate::model::node::node_key("a"))
+            .unwrap()
+            .is_none()
+        {
+            crate::model::node::fake_node(store, "a").unwrap();
         }
         let now = store.now_ms();
         let r = NodeReport {
@@ -602,13 +503,13 @@ mod tests {
             store.get(&loop_key("w")).unwrap().is_some(),
             "idle: no live node"
         );
-        crate::reconcile::collect_orphans(&store, None).unwrap();
+        crate::controller::reconcile::collect_orphans(&store, None).unwrap();
         assert!(
             store.get(&loop_key("w")).unwrap().is_some(),
             "still declared"
         );
         store.commit(&Txn::new().delete(workload_key("w"))).unwrap();
-        crate::reconcile::collect_orphans(&store, None).unwrap();
+        crate::controller::reconcile::collect_orphans(&store, None).unwrap();
         assert!(store.get(&loop_key("w")).unwrap().is_none());
     }
 

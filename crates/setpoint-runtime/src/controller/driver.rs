@@ -1,9 +1,9 @@
-//! The controller process: the tokio driver of the controller host, [`crate::host::Host`].
+//! The controller process: the tokio driver of the controller host, [`Host`].
 //!
 //! The host machine does the work, without I/O: leader election under a lease with a fencing
 //! token, one reconcile loop per workload on the grid of its period, garbage collection,
 //! event-log compaction, and on a store that pushes changes the watch cache. Its module
-//! documentation states the timing rules. [`run_controller`] only steps it, carries out its
+//! documentation and its parts' state the timing rules. [`run_controller`] only steps it, carries out its
 //! store requests on blocking threads, follows its watches, sleeps until it asks to be woken,
 //! and prints its log lines. The same machine runs on virtual time in the chaos world.
 
@@ -12,54 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use setpoint_core::{Controller, ControllerKind, Expectations, ExpectationsConfig};
 use tokio::sync::mpsc;
 
-use crate::host::{Host, HostConfig, HostInput, HostOutput, Purpose};
+use super::config::{ControllerConfig, HostConfig};
+use super::host::{Host, HostInput, HostOutput, Purpose};
 use crate::machine::{carry_out, follow_watch, Followed, Replied, ReqId, StoreRequest};
 use crate::rt::{log, Shutdown};
 use crate::store::{Store, StoreError};
-
-/// How a controller runs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ControllerConfig {
-    /// Who this controller is, as the leader record shows it.
-    pub holder: String,
-    /// The leader lease's time to live: how long a dead leader blocks a takeover.
-    ///
-    /// ## Warning
-    /// A TTL shorter than a slow store write lets the lease lapse under a live leader, which
-    /// then stops acting until it wins the lease again.
-    pub lease_ttl: Duration,
-    /// Also run a workload's pass as soon as its declaration changes, not only every period.
-    pub wake_on_change: bool,
-    /// How often the store is polled for leadership and declaration changes.
-    pub poll: Duration,
-    /// Events older than this are removed from the event log ([`crate::retention`]).
-    pub event_retention: Duration,
-}
-
-impl ControllerConfig {
-    /// A controller named `holder`: lease TTL 5s, no wake-up on change,
-    /// poll every 100ms.
-    pub fn new(holder: impl Into<String>) -> Self {
-        Self {
-            holder: holder.into(),
-            lease_ttl: Duration::from_secs(5),
-            wake_on_change: false,
-            poll: Duration::from_millis(100),
-            event_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
-        }
-    }
-}
-
-/// A name for this controller process: `controller/{pid}/{nanoseconds}`.
-pub fn default_holder() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!("controller/{}/{nanos}", std::process::id())
-}
 
 /// Runs a controller until `shutdown` fires. While it is not the leader it only waits for the
 /// lease; on shutdown it gives the lease up so that another controller takes over at once.
@@ -168,35 +127,6 @@ fn carry_out_async(
                 // The machine may have stopped meanwhile: then nobody listens.
                 let _ = tx.send(HostInput::Replied(Replied { id, result }));
             });
-        }
-    }
-}
-
-/// A controller for the runtime, whose clock ticks in milliseconds: the settings that the core
-/// states in its driver's ticks (the simulator's seconds) are scaled here, so `expectations` keeps
-/// Kubernetes' 300-second TTL rather than 300 ms.
-pub fn runtime_controller(kind: ControllerKind) -> Controller {
-    match kind {
-        ControllerKind::Expectations => {
-            let seconds = ExpectationsConfig::default();
-            Controller::Expectations(Expectations::new(ExpectationsConfig {
-                ttl: seconds.ttl.saturating_mul(1000),
-                burst: seconds.burst,
-            }))
-        }
-        other => Controller::new(other),
-    }
-}
-
-#[cfg(test)]
-mod runtime_controller_tests {
-    use super::*;
-
-    #[test]
-    fn expectations_ttl_is_scaled_to_milliseconds() {
-        match runtime_controller(ControllerKind::Expectations) {
-            Controller::Expectations(e) => assert_eq!(e.config().ttl, 300_000),
-            other => panic!("{other:?}"),
         }
     }
 }

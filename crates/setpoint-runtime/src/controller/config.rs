@@ -1,0 +1,122 @@
+//! How a controller runs: [`ControllerConfig`] (what `setpoint controller` takes) and
+//! [`HostConfig`] (what the I/O-free [`Host`](super::Host) takes on top of it).
+//!
+//! These sit apart from both the machine and its driver so that each imports them and neither
+//! imports the other's file for them.
+
+use std::time::Duration;
+
+/// The default deadline of a store request.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How a controller runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerConfig {
+    /// Who this controller is, as the leader record shows it.
+    pub holder: String,
+    /// The leader lease's time to live: how long a dead leader blocks a takeover.
+    ///
+    /// ## Warning
+    /// A TTL shorter than a slow store write lets the lease lapse under a live leader, which
+    /// then stops acting until it wins the lease again.
+    pub lease_ttl: Duration,
+    /// Also run a workload's pass as soon as its declaration changes, not only every period.
+    pub wake_on_change: bool,
+    /// How often the store is polled for leadership and declaration changes.
+    pub poll: Duration,
+    /// Events older than this are removed from the event log ([`crate::retention`]).
+    pub event_retention: Duration,
+}
+
+impl ControllerConfig {
+    /// A controller named `holder`: lease TTL 5s, no wake-up on change,
+    /// poll every 100ms.
+    pub fn new(holder: impl Into<String>) -> Self {
+        Self {
+            holder: holder.into(),
+            lease_ttl: Duration::from_secs(5),
+            wake_on_change: false,
+            poll: Duration::from_millis(100),
+            event_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
+        }
+    }
+}
+
+/// A name for this controller process: `controller/{pid}/{nanoseconds}`.
+pub fn default_holder() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("controller/{}/{nanos}", std::process::id())
+}
+
+/// How a [`Host`](super::Host) runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostConfig {
+    /// Who it is, its lease, its poll, its retention: what the tokio controller took.
+    pub controller: ControllerConfig,
+    /// Whether the store pushes changes ([`crate::store::Store::watches`]): then the leader
+    /// keeps a watch cache of the runtime's prefixes and serves passes from it.
+    pub watch_cache: bool,
+    /// How long a store request may stay unanswered before it counts as failed.
+    pub request_timeout: Duration,
+    /// Injected bug, for the chaos checker only (no CLI flag or file sets it): the pass and
+    /// garbage-collection transactions do not compare `/leader`.
+    #[doc(hidden)]
+    pub bug_fencing_off: bool,
+    /// Injected bug, for the chaos checker only: garbage collection judges ownership by the
+    /// workload's name alone, not its uid.
+    #[doc(hidden)]
+    pub bug_gc_ignores_owner_uid: bool,
+}
+
+impl HostConfig {
+    /// A host running `controller`, without a watch cache, with the default request deadline.
+    pub fn new(controller: ControllerConfig) -> Self {
+        Self {
+            controller,
+            watch_cache: false,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            bug_fencing_off: false,
+            bug_gc_ignores_owner_uid: false,
+        }
+    }
+
+    /// The poll, in milliseconds, at least one (a zero poll would step the machine forever at
+    /// one instant).
+    pub(crate) fn poll_ms(&self) -> u64 {
+        (self.controller.poll.as_millis() as u64).max(1)
+    }
+
+    /// The leader lease's time to live, in milliseconds.
+    pub(crate) fn ttl_ms(&self) -> u64 {
+        self.controller.lease_ttl.as_millis() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_poll_counts_as_one_millisecond() {
+        let mut c = ControllerConfig::new("c");
+        c.poll = Duration::ZERO;
+        assert_eq!(HostConfig::new(c.clone()).poll_ms(), 1);
+        c.poll = Duration::from_millis(250);
+        assert_eq!(HostConfig::new(c).poll_ms(), 250);
+    }
+
+    #[test]
+    fn the_defaults_are_the_documented_ones() {
+        let c = ControllerConfig::new("c1");
+        assert_eq!(c.holder, "c1");
+        assert_eq!(c.lease_ttl, Duration::from_secs(5));
+        assert_eq!(c.poll, Duration::from_millis(100));
+        assert!(!c.wake_on_change);
+        let h = HostConfig::new(c);
+        assert_eq!(h.request_timeout, DEFAULT_REQUEST_TIMEOUT);
+        assert_eq!(h.ttl_ms(), 5_000);
+        assert!(!h.watch_cache && !h.bug_fencing_off && !h.bug_gc_ignores_owner_uid);
+    }
+}

@@ -1,0 +1,327 @@
+//! The leader's watch cache and its serving rule: what the cache may answer in the store's
+//! place.
+//!
+//! On a store that pushes changes ([`HostConfig::watch_cache`](super::HostConfig)) the leader
+//! reads [`Snapshot::PREFIXES`] once and watches from that read's revision. A lost watch
+//! (compacted history, a broken connection) is cancelled, and the cache reads and watches
+//! again ([`HostCache::start_read`]).
+//!
+//! **The serving rule** ([`HostCache::serve`]):
+//! - a read of cached prefixes is answered from the cache only while it is live and has caught
+//!   up with the newest revision this host committed to a cached key or met in a conflict on one
+//!   (read your writes: [`HostCache::saw`]); a pass's or a collection's read is answered with
+//!   its snapshot, built from the cache's entries borrowed (and the last snapshot's unchanged
+//!   values), which is what decoding a copied reply would give;
+//! - the store's revision is answered while the cache is live;
+//! - everything else goes to the store. A read served is dated with the store's clock as the
+//!   last read reply showed it.
+
+use crate::cache::{CacheCore, CacheStats};
+use crate::machine::{ReqId, StoreReply, StoreRequest};
+use crate::model::{Snapshot, REPORTS};
+use crate::store::{Change, Op, Read, Revision, StoreError, Txn};
+
+/// How the watch cache answered a request.
+#[derive(Debug)]
+pub(super) enum Served {
+    /// The reply the store would have given.
+    Reply(StoreReply),
+    /// A pass's or a collection's snapshot, built from the cache without copying a reply.
+    Snapshot(Result<Snapshot, StoreError>),
+}
+
+/// The leader's watch cache: one read of [`Snapshot::PREFIXES`], then a watch from its
+/// revision; a lost watch reads everything again.
+#[derive(Debug)]
+pub(super) struct HostCache {
+    /// The copy of the prefixes, and whether it follows the store.
+    core: CacheCore,
+    /// The watch's request id, once asked for.
+    watch: Option<ReqId>,
+    /// A full read is in flight.
+    reading: bool,
+    /// Read your writes: the newest revision this host committed to a cached key, or met in a
+    /// conflict on one. The cache serves no read until it has caught up with it.
+    seen: Revision,
+}
+
+impl HostCache {
+    /// An empty cache of [`Snapshot::PREFIXES`], not live yet.
+    pub(super) fn new() -> Self {
+        Self {
+            core: CacheCore::new(&Snapshot::PREFIXES),
+            watch: None,
+            reading: false,
+            seen: 0,
+        }
+    }
+
+    /// What the cache has done.
+    pub(super) fn stats(&self) -> CacheStats {
+        self.core.stats()
+    }
+
+    /// Answers `request` from the cache if the serving rule lets it (see the
+    /// [module](self) documentation), dated `now_ms` on the store's clock. With
+    /// `wants_snapshot` (a pass's or a collection's read) the answer is the snapshot, reusing
+    /// `memo`'s unchanged values (and using `memo` up). A read of cached prefixes it cannot
+    /// answer is counted as passed through.
+    pub(super) fn serve(
+        &mut self,
+        request: &StoreRequest,
+        wants_snapshot: bool,
+        now_ms: u64,
+        memo: &mut Option<Snapshot>,
+    ) -> Option<Served> {
+        match request {
+            StoreRequest::Read { prefixes } => {
+                let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+                let caught_up = self.core.revision() >= self.seen;
+                let borrowed = (caught_up && wants_snapshot)
+                    .then(|| self.core.entries(&refs))
+                    .flatten()
+                    .map(|(revision, entries)| {
+                        let earlier = memo.take();
+                        Served::Snapshot(Snapshot::from_entries_reusing(
+                            revision, entries, now_ms, earlier,
+                        ))
+                    });
+                let served = borrowed.or_else(|| {
+                    caught_up
+                        .then(|| self.core.read(&refs))
+                        .flatten()
+                        .map(|read| Served::Reply(StoreReply::Read { read, now_ms }))
+                });
+                if served.is_none() && refs.iter().all(|p| self.core.covers(p)) {
+                    self.core.passed_through();
+                }
+                served
+            }
+            StoreRequest::Revision => self
+                .core
+                .is_live()
+                .then(|| Served::Reply(StoreReply::Revision(self.core.revision()))),
+            _ => None,
+        }
+    }
+
+    /// Whether `txn` writes a key the cache holds.
+    pub(super) fn touches(&self, txn: &Txn) -> bool {
+        txn.ops.iter().any(|op| match op {
+            Op::Put { key, .. } | Op::Delete { key } => self.core.covers(key),
+        })
+    }
+
+    /// Read your writes: the cache serves nothing older than `rev` from now on.
+    pub(super) fn saw(&mut self, rev: Revision) {
+        self.seen = self.seen.max(rev);
+    }
+
+    /// Notes a conflict's revision, if it is on a key the cache holds.
+    pub(super) fn saw_conflict(&mut self, e: &StoreError) {
+        if let StoreError::Conflict { key, found, .. } = e {
+            if self.core.covers(key) {
+                self.saw(*found);
+            }
+        }
+    }
+
+    /// Whether a full read starts now: the cache has no watch and no read in flight. If so it
+    /// stops serving until the read is done.
+    pub(super) fn start_read(&mut self) -> bool {
+        if self.reading || self.watch.is_some() {
+            return false;
+        }
+        self.reading = true;
+        self.core.set_live(false);
+        true
+    }
+
+    /// The full read ended: with `read` if it succeeded (the cache is live from it, and returns
+    /// the prefixes to watch and the revision to watch after), or failed (tried again at the
+    /// next poll; meanwhile reads go to the store).
+    pub(super) fn read_done(&mut self, read: Option<Read>) -> Option<(Vec<String>, Revision)> {
+        self.reading = false;
+        let read = read?;
+        let after = read.revision;
+        self.core.reset(read);
+        Some((self.core.prefixes().to_vec(), after))
+    }
+
+    /// The watch was asked for as `id`.
+    pub(super) fn watching(&mut self, id: ReqId) {
+        self.watch = Some(id);
+    }
+
+    /// The watch, if one was asked for.
+    pub(super) fn watch(&self) -> Option<ReqId> {
+        self.watch
+    }
+
+    /// The watch is lost: the cache stops serving. Returns the watch, to be cancelled.
+    pub(super) fn lose_watch(&mut self) -> Option<ReqId> {
+        let old = self.watch.take();
+        self.core.set_live(false);
+        old
+    }
+
+    /// The watch delivered `changes`, after which the store is at `revision`. Returns whether a
+    /// node report changed (which wakes the loops with `wake_on_change`).
+    pub(super) fn apply(&mut self, revision: Revision, changes: Vec<Change>) -> bool {
+        let keys = self.core.apply(revision, changes);
+        keys.iter().any(|k| k.starts_with(REPORTS))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{encode, workload_key, WORKLOADS};
+    use crate::store::Entry;
+
+    fn entry(key: &str, value: String, rev: Revision) -> Entry {
+        Entry {
+            key: key.into(),
+            value,
+            create_revision: rev,
+            mod_revision: rev,
+            lease: None,
+        }
+    }
+
+    fn workloads() -> StoreRequest {
+        StoreRequest::Read {
+            prefixes: vec![WORKLOADS.to_owned()],
+        }
+    }
+
+    /// A live cache at revision 5 holding one declaration.
+    fn live() -> HostCache {
+        let mut c = HostCache::new();
+        assert!(c.start_read());
+        let spec = super::super::reconcile::tests::test_spec(
+            "w",
+            1,
+            setpoint_core::ControllerKind::Intent,
+            100,
+        );
+        let read = Read {
+            revision: 5,
+            entries: vec![entry(&workload_key("w"), encode(&spec), 3)],
+        };
+        let (prefixes, after) = c.read_done(Some(read)).unwrap();
+        assert_eq!(after, 5);
+        assert_eq!(prefixes.len(), Snapshot::PREFIXES.len());
+        c.watching(1);
+        c
+    }
+
+    #[test]
+    fn nothing_is_served_before_the_first_read_and_such_reads_pass_through() {
+        let mut c = HostCache::new();
+        let mut memo = None;
+        assert!(c.serve(&workloads(), false, 0, &mut memo).is_none());
+        assert!(c
+            .serve(&StoreRequest::Revision, false, 0, &mut memo)
+            .is_none());
+        assert_eq!(c.stats().passed_through, 1, "the read of a cached prefix");
+        // A prefix the cache does not hold is not its business.
+        let other = StoreRequest::Read {
+            prefixes: vec!["/events/".into()],
+        };
+        assert!(live().serve(&other, false, 0, &mut memo).is_none());
+    }
+
+    #[test]
+    fn a_live_cache_answers_reads_and_the_revision_dated_by_the_store_clock() {
+        let mut c = live();
+        let mut memo = None;
+        match c.serve(&workloads(), false, 77, &mut memo) {
+            Some(Served::Reply(StoreReply::Read { read, now_ms })) => {
+                assert_eq!((read.revision, read.entries.len(), now_ms), (5, 1, 77));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            c.serve(&StoreRequest::Revision, false, 77, &mut memo),
+            Some(Served::Reply(StoreReply::Revision(5)))
+        ));
+        assert!(c
+            .serve(&StoreRequest::KeepAlive(1), false, 77, &mut memo)
+            .is_none());
+        let snapshot = StoreRequest::Read {
+            prefixes: Snapshot::PREFIXES.iter().map(|p| (*p).to_owned()).collect(),
+        };
+        match c.serve(&snapshot, true, 77, &mut memo) {
+            Some(Served::Snapshot(Ok(s))) => {
+                assert_eq!(s.revision, 5);
+                assert!(s.workloads.contains_key("w"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // The two reads; an answered revision is not counted as a read served.
+        assert_eq!(c.stats().served, 2);
+    }
+
+    #[test]
+    fn after_its_own_write_the_cache_serves_no_read_until_the_watch_shows_it() {
+        let mut c = live();
+        let mut memo = None;
+        let txn = Txn::new().put(workload_key("w"), "{}");
+        assert!(c.touches(&txn));
+        assert!(!c.touches(&Txn::new().put("/events/x", "{}")));
+        c.saw(6);
+        assert!(c.serve(&workloads(), false, 0, &mut memo).is_none());
+        // The revision is served regardless: it only says whether anything moved.
+        assert!(c
+            .serve(&StoreRequest::Revision, false, 0, &mut memo)
+            .is_some());
+        assert!(!c.apply(6, vec![]), "no report changed");
+        assert!(c.serve(&workloads(), false, 0, &mut memo).is_some());
+    }
+
+    #[test]
+    fn a_conflict_on_a_cached_key_holds_reads_back_and_one_elsewhere_does_not() {
+        let mut c = live();
+        let mut memo = None;
+        c.saw_conflict(&StoreError::Conflict {
+            key: "/compacted/events".into(),
+            expected: 1,
+            found: 50,
+        });
+        assert!(c.serve(&workloads(), false, 0, &mut memo).is_some());
+        c.saw_conflict(&StoreError::Conflict {
+            key: workload_key("w"),
+            expected: 3,
+            found: 9,
+        });
+        assert!(c.serve(&workloads(), false, 0, &mut memo).is_none());
+    }
+
+    #[test]
+    fn a_lost_watch_stops_serving_until_a_new_read() {
+        let mut c = live();
+        let mut memo = None;
+        assert!(!c.start_read(), "it has a watch");
+        assert_eq!(c.lose_watch(), Some(1));
+        assert!(c.serve(&workloads(), false, 0, &mut memo).is_none());
+        assert!(c
+            .serve(&StoreRequest::Revision, false, 0, &mut memo)
+            .is_none());
+        assert!(c.start_read());
+        assert!(!c.start_read(), "one read at a time");
+        assert_eq!(c.read_done(None), None, "failed");
+        assert!(c.start_read(), "tried again");
+    }
+
+    #[test]
+    fn a_changed_node_report_is_told_apart_from_other_changes() {
+        let mut c = live();
+        let report = Change {
+            key: format!("{REPORTS}a"),
+            entry: None,
+        };
+        assert!(c.apply(6, vec![report]));
+        assert_eq!(c.stats().changes, 1);
+    }
+}

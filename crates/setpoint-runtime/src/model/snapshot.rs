@@ -1,0 +1,288 @@
+//! A typed, consistent snapshot of everything a pass or an operation reads, at one revision
+//! ([`Snapshot`]), and how it is built from a read, reusing an earlier snapshot's unchanged
+//! values.
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+
+use super::keys::{ASSIGNMENTS, COUNTERS, FORGOTTEN, LEADER, LOOPS, NODES, REPORTS, WORKLOADS};
+use super::loop_record::LoopRecord;
+use super::node::{Forgotten, NodeRecord};
+use super::records::{decode, Assignment, Counter, Leader, NodeReport, Stored, WorkloadSpec};
+use crate::store::{Entry, Read, Revision, Store, StoreError};
+
+/// Everything a pass or an operation reads, at one revision.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// The store revision of the read.
+    pub revision: Revision,
+    /// The store's clock at the read, in milliseconds.
+    pub now_ms: u64,
+    /// Declarations by name.
+    pub workloads: BTreeMap<String, Stored<WorkloadSpec>>,
+    /// Counters by workload name.
+    pub counters: BTreeMap<String, Stored<Counter>>,
+    /// Assignments by key, so by workload and then creation order.
+    pub assignments: BTreeMap<String, Stored<Assignment>>,
+    /// Reports by node name.
+    pub reports: BTreeMap<String, Stored<NodeReport>>,
+    /// The leader record, while a controller holds the lease.
+    pub leader: Option<Stored<Leader>>,
+    /// Loop records (backoff, idle reason) by workload name ([`crate::model::loops`]).
+    pub loops: BTreeMap<String, Stored<LoopRecord>>,
+    /// The nodes whose agent holds its lease, by name: the live nodes.
+    pub nodes: BTreeMap<String, Stored<NodeRecord>>,
+    /// Operators' confirmations that lost nodes' copies ended, by node ([`crate::model::node::forget`]).
+    pub forgotten: BTreeMap<String, Stored<Forgotten>>,
+}
+
+impl Snapshot {
+    /// The prefixes a snapshot reads, in one [`Store::read`].
+    pub const PREFIXES: [&'static str; 8] = [
+        WORKLOADS,
+        COUNTERS,
+        ASSIGNMENTS,
+        REPORTS,
+        LEADER,
+        NODES,
+        LOOPS,
+        FORGOTTEN,
+    ];
+
+    /// Reads the whole runtime state at one revision.
+    pub fn load(store: &dyn Store) -> Result<Self, StoreError> {
+        let now_ms = store.now_ms();
+        let read = store.read(&Self::PREFIXES)?;
+        Self::from_read(&read, now_ms)
+    }
+
+    /// The snapshot of `read` (a read of [`Snapshot::PREFIXES`]), taken when the store's clock
+    /// showed `now_ms`: what [`Snapshot::load`] does after its read, without a store, so that an
+    /// I/O-free machine ([`crate::controller::Host`]) builds it from a reply.
+    pub fn from_read(read: &Read, now_ms: u64) -> Result<Self, StoreError> {
+        Self::from_read_reusing(read, now_ms, None)
+    }
+
+    /// [`Snapshot::from_read`], taking each value whose key and `mod_revision` are unchanged
+    /// since `earlier` (an earlier snapshot of the same store) from it instead of decoding it
+    /// again. A key's `mod_revision` names one value of it, so the result is the same. The
+    /// earlier snapshot is used up: it is brought up to the read in place, its unchanged
+    /// values left where they are.
+    pub fn from_read_reusing(
+        read: &Read,
+        now_ms: u64,
+        earlier: Option<Snapshot>,
+    ) -> Result<Self, StoreError> {
+        Self::from_entries_reusing(read.revision, read.entries.iter(), now_ms, earlier)
+    }
+
+    /// [`Snapshot::from_read_reusing`] of a read at `revision` whose entries, in key order, are
+    /// `entries`: how a watch cache's own entries become a snapshot without being copied first
+    /// ([`crate::cache::CacheCore::entries`]).
+    pub fn from_entries_reusing<'a>(
+        revision: Revision,
+        entries: impl Iterator<Item = &'a Entry>,
+        now_ms: u64,
+        earlier: Option<Snapshot>,
+    ) -> Result<Self, StoreError> {
+        /// Brings `map` up to `e` in place: an unchanged value stays, a changed one is decoded,
+        /// a new one added; `seen` collects the names read, in order.
+        fn take<'a, T: DeserializeOwned>(
+            map: &mut BTreeMap<String, Stored<T>>,
+            seen: &mut Vec<&'a str>,
+            name: &'a str,
+            e: &Entry,
+        ) -> Result<(), StoreError> {
+            match map.get_mut(name) {
+                Some(s) if s.mod_revision == e.mod_revision => {}
+                Some(s) => *s = decode(e)?,
+                None => {
+                    map.insert(name.to_owned(), decode(e)?);
+                }
+            }
+            seen.push(name);
+            Ok(())
+        }
+        /// Drops from `map` the names the read did not show.
+        fn sweep<T>(map: &mut BTreeMap<String, Stored<T>>, seen: &mut [&str]) {
+            // A read lists each prefix's keys in order; a store that did not is put in order.
+            if !seen.is_sorted() {
+                seen.sort_unstable();
+            }
+            let mut i = 0;
+            map.retain(|k, _| {
+                while i < seen.len() && seen[i] < k.as_str() {
+                    i += 1;
+                }
+                i < seen.len() && seen[i] == k.as_str()
+            });
+        }
+        let mut s = earlier.unwrap_or_default();
+        s.revision = revision;
+        s.now_ms = now_ms;
+        let mut seen: [Vec<&'a str>; 7] = Default::default();
+        let mut leader = s.leader.take();
+        let mut leader_seen = false;
+        for e in entries {
+            let key = e.key.as_str();
+            if let Some(name) = key.strip_prefix(WORKLOADS) {
+                take(&mut s.workloads, &mut seen[0], name, e)?;
+            } else if let Some(name) = key.strip_prefix(COUNTERS) {
+                take(&mut s.counters, &mut seen[1], name, e)?;
+            } else if key.starts_with(ASSIGNMENTS) {
+                take(&mut s.assignments, &mut seen[2], key, e)?;
+            } else if let Some(node) = key.strip_prefix(REPORTS) {
+                take(&mut s.reports, &mut seen[3], node, e)?;
+            } else if key == LEADER {
+                leader = match leader.take() {
+                    Some(l) if l.mod_revision == e.mod_revision => Some(l),
+                    _ => Some(decode(e)?),
+                };
+                leader_seen = true;
+            } else if let Some(name) = key.strip_prefix(LOOPS) {
+                take(&mut s.loops, &mut seen[4], name, e)?;
+            } else if let Some(node) = key.strip_prefix(NODES) {
+                take(&mut s.nodes, &mut seen[5], node, e)?;
+            } else if let Some(node) = key.strip_prefix(FORGOTTEN) {
+                take(&mut s.forgotten, &mut seen[6], node, e)?;
+            }
+        }
+        s.leader = if leader_seen { leader } else { None };
+        sweep(&mut s.workloads, &mut seen[0]);
+        sweep(&mut s.counters, &mut seen[1]);
+        sweep(&mut s.assignments, &mut seen[2]);
+        sweep(&mut s.reports, &mut seen[3]);
+        sweep(&mut s.loops, &mut seen[4]);
+        sweep(&mut s.nodes, &mut seen[5]);
+        sweep(&mut s.forgotten, &mut seen[6]);
+        Ok(s)
+    }
+
+    /// Whether `node` is live: its agent holds its lease (`/nodes/{node}` exists). A node is
+    /// lost when its lease expires or is given up, never by a clock of the reader's.
+    pub fn node_live(&self, node: &str) -> bool {
+        self.nodes.contains_key(node)
+    }
+
+    /// The assignments of workload `name`, in creation order.
+    pub fn assignments_of(
+        &self,
+        name: &str,
+    ) -> impl Iterator<Item = (&String, &Stored<Assignment>)> + '_ {
+        let prefix = format!("{ASSIGNMENTS}{name}/");
+        self.assignments
+            .range(prefix.clone()..)
+            .take_while(move |(k, _)| k.starts_with(&prefix))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::records::encode;
+    use crate::store::Txn;
+
+    /// A seeded write of the store: a value put on a key under the snapshot's prefixes or
+    /// beside them, or a key deleted; now and then a value that does not decode, which the
+    /// next write removes (so that most reads decode).
+    fn write(store: &crate::store::MemoryStore, step: u64, x: u64) {
+        let keys = [
+            format!("{COUNTERS}w{}", x % 3),
+            format!("{REPORTS}n{}", x % 2),
+            LEADER.to_owned(),
+            "/leaderboard".to_owned(),
+            format!("/other/{}", x % 2),
+        ];
+        let key = keys[(x / 7 % keys.len() as u64) as usize].clone();
+        let value = if key.starts_with(COUNTERS) {
+            encode(&Counter { next: step })
+        } else if let Some(node) = key.strip_prefix(REPORTS) {
+            encode(&NodeReport {
+                node: node.to_owned(),
+                observed_ms: step,
+                reported_ms: step,
+                agent_pid: 1,
+                copies: Vec::new(),
+            })
+        } else {
+            encode(&Leader {
+                holder: format!("h{step}"),
+                acquired_ms: step,
+                ttl_ms: 5000,
+            })
+        };
+        let bad = format!("{COUNTERS}bad");
+        let mut txn = if x % 5 == 0 {
+            Txn::new().delete(key)
+        } else {
+            Txn::new().put(key, value)
+        };
+        txn = if x / 3 % 10 == 0 {
+            txn.put(bad, "{not json")
+        } else {
+            txn.delete(bad)
+        };
+        store.commit(&txn).unwrap();
+    }
+
+    /// The oracle: every entry decoded into its map, one after another, the first value that
+    /// does not decode failing it.
+    fn decoded_afresh(read: &Read, now_ms: u64) -> Result<Snapshot, StoreError> {
+        let mut s = Snapshot {
+            revision: read.revision,
+            now_ms,
+            ..Snapshot::default()
+        };
+        for e in &read.entries {
+            let k = e.key.as_str();
+            if let Some(n) = k.strip_prefix(WORKLOADS) {
+                s.workloads.insert(n.into(), decode(e)?);
+            } else if let Some(n) = k.strip_prefix(COUNTERS) {
+                s.counters.insert(n.into(), decode(e)?);
+            } else if k.starts_with(ASSIGNMENTS) {
+                s.assignments.insert(k.into(), decode(e)?);
+            } else if let Some(n) = k.strip_prefix(REPORTS) {
+                s.reports.insert(n.into(), decode(e)?);
+            } else if k == LEADER {
+                s.leader = Some(decode(e)?);
+            } else if let Some(n) = k.strip_prefix(LOOPS) {
+                s.loops.insert(n.into(), decode(e)?);
+            } else if let Some(n) = k.strip_prefix(NODES) {
+                s.nodes.insert(n.into(), decode(e)?);
+            } else if let Some(n) = k.strip_prefix(FORGOTTEN) {
+                s.forgotten.insert(n.into(), decode(e)?);
+            }
+        }
+        Ok(s)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Reusing an earlier snapshot's values gives what decoding every value gives, read
+        /// after read, whatever changed between (the oracle: `decoded_afresh`); a value
+        /// that does not decode fails both the same way, in whatever order the entries come.
+        #[test]
+        fn a_snapshot_reusing_the_last_one_equals_one_decoded_afresh(
+            steps in proptest::collection::vec(0u64..1_000_000, 1..40),
+        ) {
+            let store = crate::store::MemoryStore::new();
+            let mut memo: Option<Snapshot> = None;
+            for (i, x) in steps.iter().enumerate() {
+                write(&store, i as u64, *x);
+                let mut read = store.read(&Snapshot::PREFIXES).unwrap();
+                if x % 2 == 1 {
+                    // A store may list its entries in another order: the result is the same.
+                    read.entries.reverse();
+                }
+                let oracle = format!("{:?}", decoded_afresh(&read, i as u64));
+                let fresh = Snapshot::from_read(&read, i as u64);
+                let reused = Snapshot::from_read_reusing(&read, i as u64, memo.take());
+                proptest::prop_assert_eq!(&oracle, &format!("{fresh:?}"));
+                proptest::prop_assert_eq!(&oracle, &format!("{reused:?}"));
+                memo = reused.ok();
+            }
+        }
+    }
+}
