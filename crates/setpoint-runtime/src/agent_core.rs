@@ -1398,11 +1398,14 @@ impl AgentCore {
                         if !last {
                             batch.append(&mut self.events);
                             self.events = batch;
+                        } else {
+                            self.events.clear();
                         }
                     }
                 }
                 if last {
-                    self.release(now);
+                    // The rest of the log, a transaction at a time; then the release.
+                    self.finish_events(now);
                 }
             }
             Purpose::KillAnswer { key } => {
@@ -2122,7 +2125,7 @@ impl AgentCore {
                     }
                 }
                 if !self.events.is_empty() && !self.events_in_flight {
-                    let batch = std::mem::take(&mut self.events);
+                    let batch = events::take_batch(&mut self.events);
                     self.send_events(now, batch, false);
                 }
             }
@@ -2193,7 +2196,7 @@ impl AgentCore {
         if self.events.is_empty() {
             return self.release(now);
         }
-        let batch = std::mem::take(&mut self.events);
+        let batch = events::take_batch(&mut self.events);
         self.send_events(now, batch, true);
     }
 

@@ -28,6 +28,7 @@
 //!   the agent proves a process is its own (a per-copy nonce, uid and start time).
 //! - [`view`]: the ledger a pass reads ([`WorkloadView`], a [`setpoint_core::LedgerView`]).
 //! - [`reconcile`]: one pass: plan, compare-and-set, retry ([`run_pass`]); garbage collection.
+//! - [`batches`]: a pass's writes as transactions that fit a default etcd, committed in turn.
 //! - [`host`]: the controller host as an I/O-free state machine ([`host::Host`]): leader
 //!   election, the per-workload loops, garbage collection, compaction.
 //! - [`controller`]: its tokio driver ([`run_controller`]).
@@ -55,6 +56,7 @@
 pub mod agent;
 pub mod agent_core;
 pub mod backoff;
+pub mod batches;
 pub mod cache;
 pub mod controller;
 pub mod duration;
@@ -80,6 +82,8 @@ pub mod rt;
 pub mod rules;
 pub mod sandbox;
 pub mod spec;
+#[cfg(test)]
+mod stock_etcd_tests;
 pub mod store;
 #[doc(hidden)]
 pub mod testing;

@@ -44,6 +44,9 @@ pub enum IdleReason {
     /// `named`: copies it wants are held on lost nodes (their agent may be paused or dead with
     /// the copies still running); it waits for each node to be claimed again or forgotten.
     WaitingForLostNode,
+    /// The store refused the pass's write as too big ([`crate::store::StoreError::TooBig`]);
+    /// the loop record's [`LoopRecord::refused`] has the store's words.
+    WriteRefused,
 }
 
 impl IdleReason {
@@ -56,6 +59,7 @@ impl IdleReason {
             IdleReason::BackingOff => "backing off",
             IdleReason::RolloutPaused => "rollout paused",
             IdleReason::WaitingForLostNode => "waiting for a lost node to confirm its copies ended",
+            IdleReason::WriteRefused => "the store refused its write as too big",
         }
     }
 
@@ -106,6 +110,48 @@ pub struct LoopRecord {
     /// order ([`crate::view::WorkloadView::waiting_for`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_for: Vec<String>,
+    /// The store's words when it refused the last pass's write as too big
+    /// ([`IdleReason::WriteRefused`]); cleared by the next pass that commits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
+/// The write that records, in workload `name`'s loop record, that the store refused its pass's
+/// write as too big, in the store's words `why`, so that `get` and `status` show it; `None` if
+/// the record says so already, or the workload is gone. The caller adds its fencing token.
+pub fn refusal(snapshot: &Snapshot, name: &str, why: &str) -> Option<Txn> {
+    let uid = snapshot.workloads.get(name)?.create_revision;
+    let stored = snapshot.loops.get(name);
+    let mut record = match stored {
+        Some(s) if s.value.uid == uid => s.value.clone(),
+        _ => LoopRecord {
+            uid,
+            ..LoopRecord::default()
+        },
+    };
+    if record.refused.as_deref() == Some(why)
+        && record
+            .idle
+            .is_some_and(|i| i.reason == IdleReason::WriteRefused)
+    {
+        return None;
+    }
+    let since_ms = match record.idle {
+        Some(i) if i.reason == IdleReason::WriteRefused => i.since_ms,
+        _ => snapshot.now_ms,
+    };
+    record.idle = Some(Idle {
+        reason: IdleReason::WriteRefused,
+        since_ms,
+        announced: true,
+    });
+    record.refused = Some(why.to_owned());
+    let key = loop_key(name);
+    Some(
+        Txn::new()
+            .expect(&key, stored.map_or(0, |s| s.mod_revision))
+            .put(&key, encode(&record)),
+    )
 }
 
 /// A rolling update under way.
@@ -209,6 +255,8 @@ impl Gate {
                 ..LoopRecord::default()
             },
         };
+        // A pass that commits clears a refusal ([`refusal`]); one refused again records it again.
+        record.refused = None;
         let mut failures = Vec::new();
         for (_, a) in view.exited_assignments() {
             let Some(e) = ending_of(snapshot, a) else {

@@ -28,10 +28,11 @@
 //! fresh read is safe: a write that did land makes the redo a conflict.
 //!
 //! # What etcd must allow
-//! A pass that creates many copies writes them in one transaction (two puts each). etcd refuses
-//! a transaction of more than `--max-txn-ops` operations (128 by default) or larger than
-//! `--max-request-bytes` (1.5 MiB): run etcd with room for the largest burst, e.g.
-//! `--max-txn-ops 65536 --max-request-bytes 33554432` ([`crate::testing`] does).
+//! Nothing beyond its defaults. etcd refuses a transaction of more than `--max-txn-ops`
+//! operations (128 by default) or larger than `--max-request-bytes` (1.5 MiB); setpoint cuts
+//! every large write into transactions within those defaults ([`super::limits`]), so a stock
+//! etcd serves it. An etcd run with lower limits refuses some writes: that is
+//! [`StoreError::TooBig`], which the pass records where `get` and `status` show it.
 
 use std::future::Future;
 use std::sync::{mpsc, Arc, Mutex};
@@ -256,9 +257,10 @@ impl EtcdStore {
                 self.endpoints
             ))
         } else if text.contains("too many operations in txn") || text.contains("too large") {
-            StoreError::Unavailable(format!(
-                "etcd at {} refused a transaction as too big ({text}): raise its \
-                 --max-txn-ops and --max-request-bytes",
+            StoreError::TooBig(format!(
+                "etcd at {} refused a transaction as too big ({text}): setpoint writes within \
+                 a default etcd's limits (128 operations, 1.5 MiB); run etcd with \
+                 --max-txn-ops and --max-request-bytes at their defaults or higher",
                 self.endpoints
             ))
         } else {
