@@ -26,10 +26,13 @@
 //!   [`limits::split`], which cuts a large write into transactions that fit.
 //! - [`url`]: [`StoreUrl`], which store to open (`sqlite:DIR`, `etcd://…`, `memory:`), and its
 //!   format check.
+//! - [`etcd_url`]: [`EtcdUrl`], an etcd as deployed: TLS (`etcd+https://`), a user and its
+//!   password (from a file or `SETPOINT_ETCD_PASSWORD`, never shown), a key prefix.
 //! - [`identity`]: the file checks that keep a SQLite store from being lost silently, and the
 //!   owner-only modes of the files setpoint creates.
 
 pub mod etcd;
+pub mod etcd_url;
 pub mod identity;
 pub mod limits;
 pub mod memory;
@@ -40,6 +43,7 @@ pub mod url;
 use std::time::Duration;
 
 pub use etcd::{EtcdOptions, EtcdStore};
+pub use etcd_url::{EtcdFiles, EtcdUrl};
 pub use limits::TxnLimits;
 pub use memory::MemoryStore;
 pub use namespace::Namespaced;
