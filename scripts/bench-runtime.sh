@@ -40,7 +40,6 @@ etcd --name bench --data-dir "$WORK/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:$PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$PEER_PORT" \
     --initial-cluster "bench=http://127.0.0.1:$PEER_PORT" \
-    --max-txn-ops 65536 --max-request-bytes 33554432 --quota-backend-bytes 8589934592 \
     --logger zap --log-level warn >"$WORK/etcd.log" 2>&1 &
 ETCD_PID=$!
 for _ in $(seq 100); do

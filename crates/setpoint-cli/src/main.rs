@@ -11,6 +11,7 @@ mod chaos;
 mod chaos_lesson;
 mod chaos_plot;
 mod destination;
+mod etcd_args;
 mod lab;
 mod merge;
 mod output;

@@ -40,10 +40,14 @@ pub struct MeasureArgs {
     /// The data directory whose store holds the log.
     #[arg(long, default_value = ".setpoint", value_name = "DIR")]
     data_dir: PathBuf,
-    /// The store that holds the log: sqlite:DIR, etcd://HOST:PORT[,HOST:PORT...] [default:
+    /// The store that holds the log: sqlite:DIR,
+    /// etcd://[USER@]HOST:PORT[,HOST:PORT...][/PREFIX] or etcd+https://… [default:
     /// sqlite:DATA_DIR].
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = crate::etcd_args::StoreUrlParser)]
     store: Option<StoreUrl>,
+    /// How to reach an etcd as deployed: TLS files and the user's password.
+    #[command(flatten)]
+    etcd: crate::etcd_args::EtcdArgs,
     /// Only this workload (default: every workload with a log).
     #[arg(value_name = "WORKLOAD")]
     workload: Option<String>,
@@ -87,8 +91,11 @@ pub struct LessonArgs {
     data_dir: PathBuf,
     /// With --real: one store for every cell, each under its own key prefix, such as
     /// etcd://HOST:PORT[,HOST:PORT...] [default: a SQLite store in each cell's directory].
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = crate::etcd_args::StoreUrlParser)]
     store: Option<StoreUrl>,
+    /// How to reach an etcd as deployed: TLS files and the user's password.
+    #[command(flatten)]
+    etcd: crate::etcd_args::EtcdArgs,
     /// The report delays G, in seconds, comma-separated.
     #[arg(
         long,
@@ -141,10 +148,11 @@ fn measure_cmd(a: &MeasureArgs) -> anyhow::Result<String> {
             a.time_scale
         )));
     }
-    let url = a
-        .store
-        .clone()
-        .unwrap_or_else(|| StoreUrl::sqlite(&a.data_dir));
+    let url = a.etcd.apply(
+        a.store
+            .clone()
+            .unwrap_or_else(|| StoreUrl::sqlite(&a.data_dir)),
+    )?;
     let store = url.open(OpenMode::ReadOnly)?;
     let store = &*store;
     let now_ms = store.now_ms();
@@ -309,7 +317,7 @@ fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
     cfg.jobs = a.jobs;
     cfg.delays = a.delay.clone();
     cfg.controllers = controllers;
-    cfg.store = a.store.clone();
+    cfg.store = a.store.clone().map(|u| a.etcd.apply(u)).transpose()?;
     cfg.validate().map_err(|e| BadInput(e.to_string()))?;
     if let Some(models) = &a.delay_model {
         return jitter_lesson(a, &cfg, &models.0);

@@ -91,35 +91,41 @@ pub struct StoreArgs {
     /// unless --store names another.
     #[arg(long, default_value = ".setpoint", value_name = "DIR")]
     pub data_dir: PathBuf,
-    /// The store: sqlite:DIR, etcd://HOST:PORT[,HOST:PORT...] or memory: [default:
-    /// sqlite:DATA_DIR].
-    #[arg(long, value_name = "URL")]
+    /// The store: sqlite:DIR, etcd://[USER@]HOST:PORT[,HOST:PORT...][/PREFIX],
+    /// etcd+https://… (TLS, with --etcd-ca) or memory: [default: sqlite:DATA_DIR].
+    #[arg(long, value_name = "URL", value_parser = crate::etcd_args::StoreUrlParser)]
     pub store: Option<StoreUrl>,
+    /// How to reach an etcd as deployed: TLS files and the user's password.
+    #[command(flatten)]
+    pub etcd: crate::etcd_args::EtcdArgs,
 }
 
 impl StoreArgs {
-    /// The store's URL: `--store`, else the SQLite store in `--data-dir`.
-    pub fn url(&self) -> StoreUrl {
-        self.store
-            .clone()
-            .unwrap_or_else(|| StoreUrl::sqlite(&self.data_dir))
+    /// The store's URL: `--store` with the `--etcd-*` files, else the SQLite store in
+    /// `--data-dir`.
+    pub fn url(&self) -> anyhow::Result<StoreUrl> {
+        self.etcd.apply(
+            self.store
+                .clone()
+                .unwrap_or_else(|| StoreUrl::sqlite(&self.data_dir)),
+        )
     }
 
     fn open(&self) -> anyhow::Result<Arc<dyn Store>> {
-        Ok(self.url().open(OpenMode::Create)?)
+        Ok(self.url()?.open(OpenMode::Create)?)
     }
 
     /// Opens the store for a command that only reads or changes what is there (`get`,
     /// `status`, `delete`): a store never used is a mistake in `--data-dir` or `--store`, not
     /// a reason to create an empty one.
     fn open_existing(&self) -> anyhow::Result<Arc<dyn Store>> {
-        Ok(self.url().open(OpenMode::Existing)?)
+        Ok(self.url()?.open(OpenMode::Existing)?)
     }
 
     /// Opens the existing store for a command that only reads (`get`, `status`): it writes
     /// nothing, so a user who may read the store but not write it can run it.
     fn open_read_only(&self) -> anyhow::Result<Arc<dyn Store>> {
-        Ok(self.url().open(OpenMode::ReadOnly)?)
+        Ok(self.url()?.open(OpenMode::ReadOnly)?)
     }
 
     fn state_dir(&self) -> PathBuf {
@@ -374,7 +380,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
     match cmd {
         RuntimeCommand::Controller(a) => {
             let cfg = a.flags.config()?;
-            let url = a.store.url();
+            let url = a.store.url()?;
             serve(|shutdown| async move {
                 let who = format!("controller {}", cfg.holder);
                 let opened = url.open_retrying(OpenMode::Create, &who, shutdown.clone());
@@ -388,7 +394,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         RuntimeCommand::Agent(a) => {
             a.flags.check()?;
             let cfg = a.flags.config(&a.node, &a.store.state_dir());
-            let url = a.store.url();
+            let url = a.store.url()?;
             serve(|shutdown| async move {
                 let who = format!("agent {}", cfg.node);
                 let opened = url.open_retrying(OpenMode::Create, &who, shutdown.clone());
@@ -401,7 +407,7 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         }
         RuntimeCommand::Up(a) => up(&a),
         RuntimeCommand::Apply(a) => {
-            if matches!(a.store.url(), StoreUrl::Memory) && !a.dry_run {
+            if matches!(a.store.url()?, StoreUrl::Memory) && !a.dry_run {
                 anyhow::bail!(BadInput(
                     "--store memory: keeps nothing past this command, so nothing would run what \
                      apply declares: accepted sqlite:DIR or etcd://HOST:PORT (or --dry-run)"
@@ -572,7 +578,7 @@ fn logs(a: &LogsArgs) -> anyhow::Result<String> {
 fn up(a: &UpArgs) -> anyhow::Result<String> {
     let ccfg = a.controller.config()?;
     a.agent.check()?;
-    let url = a.store.url();
+    let url = a.store.url()?;
     let state_dir = a.store.state_dir();
     let agents: Vec<AgentConfig> = (1..=a.nodes)
         .map(|i| a.agent.config(&format!("node-{i}"), &state_dir))

@@ -143,6 +143,14 @@ pub fn append(txn: Txn, key: String, value: String) -> Txn {
     txn.expect(key.clone(), 0).put(key, value)
 }
 
+/// Takes from the front of `queue` the entries that fit one transaction of a default etcd
+/// ([`crate::store::TxnLimits::ETCD_DEFAULT`]) as [`append`]s; the rest wait for the next.
+pub fn take_batch(queue: &mut Vec<(String, String)>) -> Vec<(String, String)> {
+    let n = crate::store::limits::appends_that_fit(queue, &crate::store::TxnLimits::ETCD_DEFAULT);
+    let rest = queue.split_off(n);
+    std::mem::replace(queue, rest)
+}
+
 /// Commits `entries`, each created only if absent, in one transaction. An entry that exists
 /// already is dropped and the rest committed: a repeated write is harmless. Returns how many
 /// entries were new.

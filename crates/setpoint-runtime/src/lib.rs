@@ -39,6 +39,7 @@
 //! - [`agent`]: the node agent as an I/O-free state machine ([`agent::AgentCore`]) composed of
 //!   parts in files of their own (the node claim, renewals and self-fencing, sync, starts and
 //!   stops, reports, recovery), and its tokio driver ([`run_agent`]).
+//! - [`batches`]: a pass's writes as transactions that fit a default etcd, committed in turn.
 //! - [`process`]: process groups, signals, `/proc` checks.
 //! - [`ops`]: `apply`, `get`, `delete`, `kill`, `status`.
 //! - [`remote`]: what works across machines: the agents' live records, kill requests.
@@ -54,6 +55,7 @@
 //!   requests and replies, wake-ups.
 
 pub mod agent;
+pub mod batches;
 pub mod cache;
 pub mod controller;
 pub mod duration;
@@ -74,6 +76,8 @@ pub mod rt;
 pub mod rules;
 pub mod sandbox;
 pub mod spec;
+#[cfg(test)]
+mod stock_etcd_tests;
 pub mod store;
 #[doc(hidden)]
 pub mod testing;

@@ -229,7 +229,10 @@ fn loop_status(
     };
     let idle = rec.value.idle.map(|i| IdleStatus {
         reason: i.reason,
-        text: i.reason.describe_with(&rec.value.waiting_for),
+        text: match (i.reason, &rec.value.refused) {
+            (IdleReason::WriteRefused, Some(why)) => format!("{}: {why}", i.reason.describe()),
+            (r, _) => r.describe_with(&rec.value.waiting_for),
+        },
         for_ms: s.now_ms.saturating_sub(i.since_ms),
     });
     let backoff = rec

@@ -30,8 +30,9 @@ use crate::store::{Read, Store, StoreError, Txn};
 pub const DEFAULT_RETENTION_MS: u64 = 3_600_000;
 /// The default size at which a copy's log rotates: 10 MiB.
 pub const DEFAULT_LOG_MAX_BYTES: u64 = 10 * 1024 * 1024;
-/// The most keys one compaction transaction removes.
-pub const BATCH: usize = 500;
+/// The most keys one compaction transaction removes: what a default etcd takes in one
+/// transaction (`--max-txn-ops` 128).
+pub const BATCH: usize = crate::store::TxnLimits::ETCD_DEFAULT.max_ops;
 /// How often the leader compacts, in milliseconds.
 pub const COMPACT_EVERY_MS: u64 = 10_000;
 /// The key of the compaction record: events before its `before_ms` are gone.
@@ -220,8 +221,12 @@ mod tests {
         let left = store.read(&[EVENTS]).unwrap().entries;
         assert_eq!(left.len(), 100);
         assert!(left[0].key.contains(&format!("{:015}", 11_000)));
-        // Three batches of at most 500, then the record.
-        assert_eq!(store.revision().unwrap(), before + 4);
+        // Batches of at most what a default etcd takes (128), then the record.
+        assert_eq!(BATCH, 128);
+        assert_eq!(
+            store.revision().unwrap(),
+            before + 1100u64.div_ceil(128) + 1
+        );
         assert_eq!(kept_from(&store).unwrap(), 11_000);
         assert_eq!(compact_events(&store, 12_000, 1_000).unwrap(), 0);
     }

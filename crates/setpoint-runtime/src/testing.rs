@@ -14,7 +14,9 @@
 //! - [`EtcdCluster`]: etcd members started and ended by the test. Ports come from
 //!   [`EtcdClusterConfig::ports`] (by default 23100–23199), two per member (client, peer); a
 //!   port is taken only if it can be bound on 127.0.0.1 at the time and no other cluster of
-//!   this process holds it.
+//!   this process holds it. With [`EtcdClusterConfig::secure`] the members speak client TLS
+//!   (certificates made with `openssl` for the test, client certificates required) and auth is
+//!   on (user `root`, its password in a file), as a deployed etcd is.
 //! - [`Marks`]: the copy processes that agents started, found by their mark (for orphan
 //!   checks), and killed by pid when the guard is dropped.
 //! - [`Wait`] and [`wait_until`]: the one bounded wait, in polls and in time, that says what it
@@ -29,8 +31,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::process::{find_marked, signal_group, Marked};
-use crate::store::etcd::{EtcdOptions, EtcdStore};
-use crate::store::Store;
+use crate::store::etcd::{EtcdAccess, EtcdOptions, EtcdStore};
+use crate::store::{EtcdFiles, Store, StoreUrl};
 
 /// Ports handed out to clusters of this process and not yet given back.
 static TAKEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
@@ -51,6 +53,9 @@ pub struct EtcdClusterConfig {
     pub heartbeat_ms: u64,
     /// See `heartbeat_ms`. The minimum lease TTL is 1.5 election timeouts, rounded up to seconds.
     pub election_ms: u64,
+    /// Client TLS (client certificates required) and auth (user `root`), as deployed; plain
+    /// HTTP without auth if `false`.
+    pub secure: bool,
 }
 
 impl EtcdClusterConfig {
@@ -64,9 +69,21 @@ impl EtcdClusterConfig {
             wrap: vec![Vec::new(); members],
             heartbeat_ms: 50,
             election_ms: 500,
+            secure: false,
+        }
+    }
+
+    /// As [`EtcdClusterConfig::loopback`], with client TLS and auth on.
+    pub fn secure_loopback(members: usize) -> Self {
+        Self {
+            secure: true,
+            ..Self::loopback(members)
         }
     }
 }
+
+/// The password of the secure clusters' `root` user (in the file [`EtcdCluster::files`] names).
+const ROOT_PASSWORD: &str = "setpoint-test-root";
 
 /// One member of a test cluster.
 #[derive(Debug)]
@@ -87,6 +104,8 @@ pub struct EtcdCluster {
     initial_cluster: String,
     token: String,
     cfg: EtcdClusterConfig,
+    /// Whether auth has been turned on (after the first start of a secure cluster).
+    auth_on: bool,
 }
 
 /// Why etcd cannot be used here, if it cannot: it must be on `PATH`.
@@ -177,12 +196,116 @@ impl EtcdCluster {
             dir,
             initial_cluster,
             cfg: cfg.clone(),
+            auth_on: false,
         };
+        if cfg.secure {
+            let hosts: Vec<String> = cluster.members.iter().map(|m| m.host.clone()).collect();
+            make_certificates(&cluster.dir, &hosts)?;
+            std::fs::write(cluster.dir.join("password"), format!("{ROOT_PASSWORD}\n"))
+                .map_err(|e| format!("writing the password file: {e}"))?;
+        }
         for i in 0..cluster.members.len() {
             cluster.spawn(i)?;
         }
         cluster.wait_ready(Duration::from_secs(20))?;
+        if cfg.secure {
+            cluster.enable_auth()?;
+            cluster.auth_on = true;
+            cluster.wait_ready(Duration::from_secs(20))?;
+        }
         Ok(cluster)
+    }
+
+    /// Adds user `root` with the root role and turns auth on, as `etcdctl user add root` and
+    /// `etcdctl auth enable` do.
+    fn enable_auth(&self) -> Result<(), String> {
+        let store = self
+            .connect(Duration::from_secs(5))
+            .map_err(|e| e.to_string())?;
+        let mut client = store.client();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(async move {
+            client.user_add("root", ROOT_PASSWORD, None).await?;
+            client.role_add("root").await?;
+            client.user_grant_role("root", "root").await?;
+            client.auth_enable().await?;
+            Ok::<_, etcd_client::Error>(())
+        })
+        .map_err(|e| format!("turning etcd's auth on: {e}"))
+    }
+
+    /// The files a client of a secure cluster needs: the CA, a client certificate and key, and
+    /// the root user's password file; none for a plain one.
+    pub fn files(&self) -> EtcdFiles {
+        if !self.cfg.secure {
+            return EtcdFiles::default();
+        }
+        EtcdFiles {
+            ca: Some(self.dir.join("ca.pem")),
+            cert: Some(self.dir.join("client.pem")),
+            key: Some(self.dir.join("client.key")),
+            password_file: Some(self.dir.join("password")),
+        }
+    }
+
+    /// The arguments that give a `setpoint` command [`EtcdCluster::files`] (`--etcd-ca …`).
+    pub fn store_args(&self) -> Vec<String> {
+        let f = self.files();
+        let mut out = Vec::new();
+        for (flag, path) in [
+            ("--etcd-ca", f.ca),
+            ("--etcd-cert", f.cert),
+            ("--etcd-key", f.key),
+            ("--etcd-password-file", f.password_file),
+        ] {
+            if let Some(p) = path {
+                out.push(flag.to_owned());
+                out.push(p.display().to_string());
+            }
+        }
+        out
+    }
+
+    /// The cluster as a store URL with its files, for [`StoreUrl::open`].
+    pub fn store_url(&self) -> StoreUrl {
+        let url: StoreUrl = self.url().parse().expect("the test cluster's URL parses");
+        url.with_etcd_files(self.files())
+            .expect("the files fit the URL")
+    }
+
+    /// How a client reaches the cluster now (TLS and, once auth is on, `root`).
+    fn access(&self) -> EtcdAccess {
+        if !self.cfg.secure {
+            return EtcdAccess::default();
+        }
+        let url = match self.store_url() {
+            StoreUrl::Etcd(mut e) => {
+                if !self.auth_on {
+                    e.user = None;
+                    e.files.password_file = None;
+                }
+                e
+            }
+            _ => unreachable!("an etcd URL"),
+        };
+        url.access(|_| None)
+            .expect("the test cluster's files are readable")
+    }
+
+    /// The endpoints as a client dials them (`https://` for a secure cluster).
+    fn dial(&self) -> Vec<String> {
+        let scheme = if self.cfg.secure { "https" } else { "http" };
+        self.endpoints()
+            .iter()
+            .map(|e| format!("{scheme}://{e}"))
+            .collect()
+    }
+
+    fn connect(&self, timeout: Duration) -> Result<EtcdStore, crate::store::StoreError> {
+        EtcdStore::connect_with(&self.dial(), EtcdOptions { timeout }, &self.access())
     }
 
     fn spawn(&mut self, i: usize) -> Result<(), String> {
@@ -190,7 +313,8 @@ impl EtcdCluster {
         let data = self.dir.join(&m.name);
         let log = std::fs::File::create(self.dir.join(format!("{}.log", m.name)))
             .map_err(|e| format!("creating the log of {}: {e}", m.name))?;
-        let client = format!("http://{}:{}", m.host, m.client_port);
+        let scheme = if self.cfg.secure { "https" } else { "http" };
+        let client = format!("{scheme}://{}:{}", m.host, m.client_port);
         let peer = format!("http://{}:{}", m.host, m.peer_port);
         let (program, prefix) = match m.wrap.split_first() {
             Some((p, rest)) => (p.clone(), rest.to_vec()),
@@ -223,10 +347,20 @@ impl EtcdCluster {
             .arg(self.cfg.heartbeat_ms.to_string())
             .arg("--election-timeout")
             .arg(self.cfg.election_ms.to_string())
-            .arg("--max-txn-ops")
-            .arg("65536")
-            .arg("--max-request-bytes")
-            .arg("33554432")
+            .args(if self.cfg.secure {
+                let f = |n: &str| self.dir.join(n).display().to_string();
+                vec![
+                    "--cert-file".to_owned(),
+                    f("server.pem"),
+                    "--key-file".to_owned(),
+                    f("server.key"),
+                    "--trusted-ca-file".to_owned(),
+                    f("ca.pem"),
+                    "--client-cert-auth".to_owned(),
+                ]
+            } else {
+                Vec::new()
+            })
             .arg("--logger")
             .arg("zap")
             .arg("--log-level")
@@ -257,13 +391,9 @@ impl EtcdCluster {
                     }
                 }
             }
-            match EtcdStore::connect(
-                &self.endpoints(),
-                EtcdOptions {
-                    timeout: Duration::from_millis(500),
-                },
-            )
-            .and_then(|s| s.revision())
+            match self
+                .connect(Duration::from_millis(500))
+                .and_then(|s| s.revision())
             {
                 Ok(_) => return Ok(()),
                 Err(e) => last = e.to_string(),
@@ -283,9 +413,14 @@ impl EtcdCluster {
             .collect()
     }
 
-    /// The cluster as a store URL: `etcd://h1:p1,h2:p2,...`.
+    /// The cluster as a store URL: `etcd://h1:p1,h2:p2,...`, or for a secure cluster
+    /// `etcd+https://root@h1:p1,...` (which needs [`EtcdCluster::store_args`] beside it).
     pub fn url(&self) -> String {
-        format!("etcd://{}", self.endpoints().join(","))
+        if self.cfg.secure {
+            format!("etcd+https://root@{}", self.endpoints().join(","))
+        } else {
+            format!("etcd://{}", self.endpoints().join(","))
+        }
     }
 
     /// A store on this cluster with a 2-second deadline.
@@ -295,9 +430,15 @@ impl EtcdCluster {
         })
     }
 
+    /// A store on this cluster, or why it cannot be had now.
+    pub fn try_store_with(&self, opts: EtcdOptions) -> Result<EtcdStore, crate::store::StoreError> {
+        EtcdStore::connect_with(&self.dial(), opts, &self.access())
+    }
+
     /// A store on this cluster.
     pub fn store_with(&self, opts: EtcdOptions) -> EtcdStore {
-        EtcdStore::connect(&self.endpoints(), opts).expect("the test cluster answers")
+        EtcdStore::connect_with(&self.dial(), opts, &self.access())
+            .expect("the test cluster answers")
     }
 
     /// Member `i`'s process id, while it runs.
@@ -344,6 +485,107 @@ impl Drop for EtcdCluster {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Makes, in `dir`, a CA (`ca.pem`), a server certificate for `hosts` and loopback
+/// (`server.pem`, `server.key`) and a client certificate (`client.pem`, `client.key`), with
+/// the `openssl` command, valid for two days.
+fn make_certificates(dir: &Path, hosts: &[String]) -> Result<(), String> {
+    let run = |args: &[&str]| -> Result<(), String> {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("running openssl (is it installed?): {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "openssl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    };
+    let key = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    run(&[
+        &["req", "-x509"][..],
+        &key,
+        &[
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=setpoint-test-ca",
+        ],
+    ]
+    .concat())?;
+    let mut sans: Vec<String> = vec!["IP:127.0.0.1".into(), "DNS:localhost".into()];
+    for h in hosts {
+        let san = if h.parse::<std::net::IpAddr>().is_ok() {
+            format!("IP:{h}")
+        } else {
+            format!("DNS:{h}")
+        };
+        if !sans.contains(&san) {
+            sans.push(san);
+        }
+    }
+    for (name, usage, extra) in [
+        (
+            "server",
+            "serverAuth,clientAuth",
+            format!("subjectAltName={}\n", sans.join(",")),
+        ),
+        ("client", "clientAuth", String::new()),
+    ] {
+        let ext = format!(
+            "{extra}basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n\
+             extendedKeyUsage={usage}\n"
+        );
+        std::fs::write(dir.join(format!("{name}.ext")), ext).map_err(|e| e.to_string())?;
+        let (k, csr, pem, extfile, subj) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+            format!("/CN=setpoint-test-{name}"),
+        );
+        run(&[
+            &["req"][..],
+            &key,
+            &["-keyout", &k, "-out", &csr, "-subj", &subj],
+        ]
+        .concat())?;
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-extfile",
+            &extfile,
+        ])?;
+    }
+    Ok(())
 }
 
 /// The mark an agent gives the copies it starts: its state directory, made canonical, joined

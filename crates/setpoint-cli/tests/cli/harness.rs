@@ -129,6 +129,8 @@ pub struct Rig {
     deadline: Duration,
     poll: Duration,
     tmp: tempfile::TempDir,
+    /// What every command is given beside `--store URL` (`--etcd-ca FILE`, …).
+    store_extra: Vec<String>,
 }
 
 impl Drop for Rig {
@@ -148,7 +150,14 @@ impl Rig {
             deadline: DEADLINE,
             poll: POLL,
             tmp: tempfile::tempdir().unwrap(),
+            store_extra: Vec::new(),
         }
+    }
+
+    /// Gives every command `args` beside `--store URL`, such as an etcd's `--etcd-ca FILE`.
+    pub fn store_extra(mut self, args: Vec<String>) -> Self {
+        self.store_extra = args;
+        self
     }
 
     /// Every process on `ROOT/data`, with the SQLite store in it.
@@ -209,7 +218,11 @@ impl Rig {
     fn store_args(&self) -> Vec<&str> {
         match &self.layout {
             Layout::Sqlite => Vec::new(),
-            Layout::Shared(url) | Layout::PerProcess(url) => vec!["--store", url],
+            Layout::Shared(url) | Layout::PerProcess(url) => {
+                let mut out = vec!["--store", url.as_str()];
+                out.extend(self.store_extra.iter().map(String::as_str));
+                out
+            }
         }
     }
 

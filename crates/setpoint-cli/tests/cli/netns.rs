@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 use serde_json::Value;
-use setpoint_runtime::store::etcd::{EtcdOptions, EtcdStore};
+use setpoint_runtime::store::etcd::EtcdOptions;
 use setpoint_runtime::testing::{etcd_missing, EtcdCluster, EtcdClusterConfig, Wait};
 use setpoint_runtime::Store;
 
@@ -211,7 +211,9 @@ impl World {
             let opts = EtcdOptions {
                 timeout: Duration::from_secs(2),
             };
-            match EtcdStore::connect(&self.etcd.endpoints(), opts)
+            match self
+                .etcd
+                .try_store_with(opts)
                 .and_then(|s| s.read(&["/events/"]))
             {
                 Ok(r) => break r,
@@ -315,13 +317,14 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
     ];
     let net = Net::new(&hosts).unwrap_or_else(|e| panic!("cannot make the hosts: {e}"));
     let members: Vec<&str> = ["e0", "e1", "e2"].to_vec();
-    let mut cfg = EtcdClusterConfig::loopback(3);
+    // As deployed: client TLS (client certificates required) and auth on (user root).
+    let mut cfg = EtcdClusterConfig::secure_loopback(3);
     cfg.ports = 23200..23300;
     cfg.hosts = members.iter().map(|m| net.addr(m)).collect();
     cfg.wrap = members.iter().map(|m| Net::on(m)).collect();
     let etcd = EtcdCluster::start(&cfg).unwrap_or_else(|e| panic!("cannot start etcd: {e}"));
     let mut w = World {
-        rig: Rig::per_process(&etcd.url()),
+        rig: Rig::per_process(&etcd.url()).store_extra(etcd.store_args()),
         etcd,
         net,
     };

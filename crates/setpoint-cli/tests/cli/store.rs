@@ -9,7 +9,7 @@ use rustix::process::Signal;
 use setpoint_runtime::process::signal_group;
 use setpoint_runtime::store::url::VERSION_KEY;
 use setpoint_runtime::store::Txn;
-use setpoint_runtime::testing::EtcdCluster;
+use setpoint_runtime::testing::{EtcdCluster, EtcdClusterConfig};
 use setpoint_runtime::{SqliteStore, Store};
 
 use super::harness::{assert_one_line, Rig};
@@ -156,4 +156,172 @@ fn a_daemon_waits_for_etcd_logging_once_and_leads_when_it_answers() {
         d.log("controller").contains("became the leader")
     });
     assert!(d.log("controller").contains("answers"));
+}
+
+/// The workloads file of the etcd tests: `copies` copies of a long `sleep`.
+fn sleepers(r: &Rig, copies: u64) -> String {
+    r.write(
+        "w.toml",
+        &format!(
+            "[[workload]]\nname = \"w\"\ncommand = [\"sleep\", \"120\"]\ncopies = {copies}\n\
+             controller = \"intent\"\nperiod = \"200ms\"\nstartup = \"100ms\"\ngrace = \"500ms\"\n"
+        ),
+    )
+}
+
+#[test]
+fn two_clusters_under_two_prefixes_of_one_etcd_never_see_each_other() {
+    let Some(etcd) = EtcdCluster::start_or_skip("cli::store::two_prefixes", 1) else {
+        return;
+    };
+    // The same workload and node names in both: only the prefix keeps them apart.
+    let mut a = Rig::on_store(&format!("{}/team-a", etcd.url()));
+    let mut b = Rig::on_store(&format!("{}/team-b", etcd.url()));
+    for (r, copies) in [(&mut a, 2), (&mut b, 3)] {
+        let file = sleepers(r, copies);
+        r.start("n1", &["agent", "--node", "n1", "--report-every", "50ms"]);
+        r.start("controller", &["controller", "--lease-ttl", "1s"]);
+        r.ok(&["apply", "-f", &file]);
+    }
+    for (r, copies) in [(&a, 2), (&b, 3)] {
+        r.until("each cluster's copies live and on the ledger", |r| {
+            let g = r.get("w");
+            r.marked().len() == copies && g["live"] == copies && g["on_ledger"] == copies
+        });
+        let s = r.status();
+        assert_eq!(s["nodes"].as_array().unwrap().len(), 1, "{s}");
+        assert_eq!(s["workloads"], 1, "{s}");
+    }
+    // A kill in one reaches only its own copies.
+    let pids = |r: &Rig| -> Vec<u32> {
+        let mut p: Vec<u32> = r.marked().into_iter().map(|m| m.pid).collect();
+        p.sort_unstable();
+        p
+    };
+    let (a_before, b_before) = (pids(&a), pids(&b));
+    a.ok(&["kill", "w", "1"]);
+    a.until("team-a's killed copy is replaced", |r| {
+        let now = pids(r);
+        now.len() == 2 && now != a_before && r.get("w")["on_ledger"] == 2
+    });
+    assert_eq!(pids(&b), b_before, "team-b's copies are untouched");
+    // A delete in one leaves the other's workload, copies and all.
+    a.ok(&["delete", "w"]);
+    a.until("team-a's copies stop", |r| r.marked().is_empty());
+    one_line(&a, &["get", "w"], 2, &["w"]);
+    assert_eq!(b.get("w")["live"], 3);
+    assert_eq!(pids(&b), b_before);
+    // At the root of the etcd, every key is under one prefix or the other.
+    let raw = etcd.store();
+    let outside: Vec<String> = raw
+        .read(&["/"])
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| e.key)
+        .filter(|k| !k.starts_with("/team-a/") && !k.starts_with("/team-b/"))
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "keys outside both prefixes: {outside:?}"
+    );
+}
+
+#[test]
+fn a_controller_and_an_agent_run_through_client_tls_and_auth() {
+    if let Some(why) = setpoint_runtime::testing::etcd_missing() {
+        eprintln!("cli::store::secure: skipped: {why}");
+        return;
+    }
+    let etcd = EtcdCluster::start(&EtcdClusterConfig::secure_loopback(1))
+        .unwrap_or_else(|e| panic!("cannot start etcd: {e}"));
+    let url = etcd.url();
+    assert!(url.starts_with("etcd+https://root@"), "{url}");
+    let mut d = Rig::on_store(&url).store_extra(etcd.store_args());
+    let file = sleepers(&d, 2);
+    d.start("n1", &["agent", "--node", "n1", "--report-every", "50ms"]);
+    d.start("controller", &["controller", "--lease-ttl", "1s"]);
+    d.ok(&["apply", "-f", &file]);
+    d.until("2 copies live and on the ledger over TLS", |d| {
+        let g = d.get("w");
+        d.marked().len() == 2 && g["live"] == 2 && g["on_ledger"] == 2
+    });
+    let password = std::fs::read_to_string(etcd.files().password_file.unwrap()).unwrap();
+    let password = password.trim();
+    assert!(!d.logs().contains(password), "the password is never logged");
+    let get = d.ok(&["get"]);
+    assert!(!get.contains(password));
+    // The same URL without its files: one line each, exit 2, saying what is missing.
+    let bare = Rig::on_store(&url);
+    one_line(&bare, &["get"], 2, &["needs --etcd-ca FILE"]);
+    let no_password =
+        Rig::on_store(&url).store_extra(etcd.store_args().into_iter().take(6).collect());
+    let out = no_password
+        .command(&["get"])
+        .env_remove("SETPOINT_ETCD_PASSWORD")
+        .output()
+        .unwrap();
+    assert_one_line(
+        &out,
+        2,
+        &[
+            "etcd user 'root' needs a password",
+            "SETPOINT_ETCD_PASSWORD",
+        ],
+        "get without a password",
+    );
+    // The password from the environment works as the file does.
+    let out = no_password
+        .command(&["get", "w", "--format", "json"])
+        .env("SETPOINT_ETCD_PASSWORD", password)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn etcd_urls_and_files_that_do_not_fit_get_one_line_and_exit_2() {
+    let r = Rig::new();
+    for (args, needle) in [
+        (
+            vec!["--store", "etcd://root:pw@h:1"],
+            "a password in the URL",
+        ),
+        (
+            vec!["--store", "etcd://h:1/a b"],
+            "key prefix '/a b' is not",
+        ),
+        (vec!["--store", "https://h:1"], "unknown scheme"),
+        (vec!["--store", "etcd+https://h:1"], "needs --etcd-ca FILE"),
+        (
+            vec!["--store", "etcd://h:1", "--etcd-ca", "ca.pem"],
+            "use etcd+https://h:1",
+        ),
+        (
+            vec![
+                "--store",
+                "etcd+https://h:1",
+                "--etcd-ca",
+                "ca.pem",
+                "--etcd-cert",
+                "c.pem",
+            ],
+            "--etcd-cert and --etcd-key go together",
+        ),
+        (
+            vec!["--store", "etcd://h:1", "--etcd-password-file", "pw"],
+            "needs a user in the URL",
+        ),
+        (vec!["--etcd-ca", "ca.pem"], "apply to an etcd store"),
+    ] {
+        let mut full = vec!["get"];
+        full.extend(args.iter().copied());
+        one_line(&r, &full, 2, &[needle]);
+    }
+    let out = r.run(&["get", "--store", "etcd://root:hunter2@h:1"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("hunter2"));
 }

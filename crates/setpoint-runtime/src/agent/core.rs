@@ -327,7 +327,8 @@ impl AgentCore {
                 {
                     Written::Again => {}
                     Written::Lost(e) => self.lose(now, e),
-                    Written::Done if last => self.release(now),
+                    // The rest of the log, a transaction at a time; then the release.
+                    Written::Done if last => self.finish_events(now),
                     Written::Done => {}
                 }
             }

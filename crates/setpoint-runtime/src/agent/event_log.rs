@@ -73,7 +73,7 @@ impl EventLog {
     /// Writes what is queued, unless a batch is in flight.
     pub(super) fn flush(&mut self, now: u64, timeout_ms: u64, out: &mut Outbox) {
         if !self.pending.is_empty() && !self.in_flight {
-            let batch = std::mem::take(&mut self.pending);
+            let batch = events::take_batch(&mut self.pending);
             self.send(now, batch, false, timeout_ms, out);
         }
     }
@@ -84,7 +84,7 @@ impl EventLog {
         if self.pending.is_empty() {
             return false;
         }
-        let batch = std::mem::take(&mut self.pending);
+        let batch = events::take_batch(&mut self.pending);
         self.send(now, batch, true, timeout_ms, out);
         true
     }
@@ -138,6 +138,8 @@ impl EventLog {
                 if !last {
                     batch.append(&mut self.pending);
                     self.pending = batch;
+                } else {
+                    self.pending.clear();
                 }
             }
         }

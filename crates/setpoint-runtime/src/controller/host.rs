@@ -35,15 +35,16 @@ use super::compaction::{Compactor, Next};
 use super::config::HostConfig;
 use super::election::{self, Follower, Lease};
 use super::gc::Collector;
-use super::reconcile::{gc_outcome, plan_gc, plan_pass, PassError, PassReport, PassSettings, Plan};
+use super::reconcile::{gc_outcome, plan_gc, plan_pass, PassError, PassReport, PassSettings};
 use super::schedule::{self, pass_log_lines, Declarations, Loop, Schedule, MAX_ATTEMPTS};
 use super::serving::{HostCache, Served};
 use super::verdict::Verdict;
+use crate::batches::Writes;
 use crate::cache::CacheStats;
 use crate::machine::{Replied, ReqId, StoreReply, StoreRequest, StoreResult, Wake, WatchDelivery};
 use crate::model::{Snapshot, LEADER, WORKLOADS};
 use crate::retention;
-use crate::store::{LeaseId, Read, Revision, StoreError, Txn, WatchEvent};
+use crate::store::{LeaseId, Read, Revision, StoreError, Txn, TxnLimits, WatchEvent};
 
 /// What a [`Host`] is given.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -173,10 +174,13 @@ enum Awaiting {
         gen: u64,
         report: Box<PassReport>,
         touches: bool,
+        /// The pass's transactions still to commit ([`crate::batches`]).
+        writes: Box<Writes>,
     },
     GcRead,
     GcCommit {
-        gone: Vec<String>,
+        /// The sweep's transactions still to commit, with the copies each removes.
+        writes: Box<Writes>,
     },
     CacheRead,
     CacheWatch,
@@ -572,11 +576,12 @@ impl Host {
                 gen,
                 report,
                 touches,
-            } => self.on_pass_commit(result, name, gen, *report, touches),
+                writes,
+            } => self.on_pass_commit(result, name, gen, *report, touches, *writes),
             Awaiting::CacheRead => self.on_cache_read(result),
             Awaiting::CacheWatch => self.on_cache_watch(result),
             Awaiting::GcRead => self.on_gc_read(result),
-            Awaiting::GcCommit { gone } => self.on_gc_commit(result, gone),
+            Awaiting::GcCommit { writes } => self.on_gc_commit(result, *writes),
             Awaiting::CompactRead => self.on_compact_read(result),
             Awaiting::CompactCommit { rest, removed } => {
                 self.on_compact_commit(result, rest, removed)
@@ -1071,23 +1076,17 @@ impl Host {
             return;
         };
         match plan {
-            Ok(Plan { txn, mut report }) => {
+            Ok(plan) => {
+                let (mut report, mut writes) = plan.writes(&TxnLimits::ETCD_DEFAULT);
                 report.conflicts = attempt;
-                if txn.ops.is_empty() {
-                    self.end_pass(&name, gen);
-                    self.pass_done(&name, &report);
-                } else {
-                    let touches = self.touches_cache(&txn);
-                    self.send(
-                        StoreRequest::Commit(txn),
-                        Purpose::Pass,
-                        Awaiting::PassCommit {
-                            name,
-                            gen,
-                            report: Box::new(report),
-                            touches,
-                        },
-                    );
+                match writes.next_txn() {
+                    Some(txn) if !txn.ops.is_empty() => {
+                        self.send_pass_write(txn, name, gen, report, writes)
+                    }
+                    _ => {
+                        self.end_pass(&name, gen);
+                        self.pass_done(&name, &report);
+                    }
                 }
             }
             Err(PassError::NotLeader) => self.depose(),
@@ -1099,6 +1098,29 @@ impl Host {
         }
     }
 
+    /// Sends one transaction of a pass's writes.
+    fn send_pass_write(
+        &mut self,
+        txn: Txn,
+        name: String,
+        gen: u64,
+        report: PassReport,
+        writes: Writes,
+    ) {
+        let touches = self.touches_cache(&txn);
+        self.send(
+            StoreRequest::Commit(txn),
+            Purpose::Pass,
+            Awaiting::PassCommit {
+                name,
+                gen,
+                report: Box::new(report),
+                touches,
+                writes: Box::new(writes),
+            },
+        );
+    }
+
     fn on_pass_commit(
         &mut self,
         result: StoreResult,
@@ -1106,6 +1128,7 @@ impl Host {
         gen: u64,
         mut report: PassReport,
         touches: bool,
+        mut writes: Writes,
     ) {
         let who = format!("loop {name}");
         let result = committed(result);
@@ -1116,13 +1139,26 @@ impl Host {
         }
         match result {
             Ok(rev) => {
+                writes.committed();
+                report.revision = rev;
+                if self.pass_loop(&name, gen).is_some() {
+                    if let Some(txn) = writes.next_txn() {
+                        return self.send_pass_write(txn, name, gen, report, writes);
+                    }
+                }
                 self.end_pass(&name, gen);
                 if self.pass_loop(&name, gen).is_some() {
-                    report.revision = rev;
                     self.pass_done(&name, &report);
                 }
             }
             Err(StoreError::Conflict { key, .. }) if key == LEADER => self.depose(),
+            Err(e) if writes.landed() > 0 && !e.is_lost() => {
+                if self.pass_loop(&name, gen).is_some() {
+                    self.end_pass(&name, gen);
+                    writes.stop(&mut report, &e);
+                    self.pass_done(&name, &report);
+                }
+            }
             Err(e) if e.is_conflict() => {
                 let Some(lp) = self.pass_loop(&name, gen) else {
                     return;
@@ -1142,10 +1178,32 @@ impl Host {
             Err(e) => {
                 if self.pass_loop(&name, gen).is_some() {
                     self.end_pass(&name, gen);
+                    if let StoreError::TooBig(why) = &e {
+                        self.record_refusal(&name, why);
+                    }
                     self.log(Some(&who), format!("pass failed: {}", PassError::from(e)));
                 }
             }
         }
+    }
+
+    /// Records in the loop record that the store refused the pass's write as too big, so that
+    /// `get` and `status` show why nothing happens ([`crate::model::loops::refusal`]); fenced like
+    /// every write of the leader's. Its reply changes nothing: a lost race is retried by the
+    /// next refused pass.
+    fn record_refusal(&mut self, name: &str, why: &str) {
+        let fence = self.settings().fence;
+        let Some(mut txn) = self
+            .memo
+            .as_ref()
+            .and_then(|s| crate::model::loops::refusal(s, name, why))
+        else {
+            return;
+        };
+        if let Some(f) = fence {
+            txn = txn.expect(LEADER, f);
+        }
+        self.send(StoreRequest::Commit(txn), Purpose::Pass, Awaiting::Discard);
     }
 
     fn pass_done(&mut self, name: &str, report: &PassReport) {
@@ -1182,24 +1240,52 @@ impl Host {
         };
         match plan {
             Ok(Some(plan)) => {
-                self.send(
-                    StoreRequest::Commit(plan.txn),
-                    Purpose::Gc,
-                    Awaiting::GcCommit { gone: plan.gone },
-                );
+                let mut writes = plan.writes(&TxnLimits::ETCD_DEFAULT);
+                if let Some(txn) = writes.next_txn() {
+                    self.send_gc_write(txn, writes);
+                }
             }
             Ok(None) => self.gc_done(Ok(Vec::new())),
             Err(e) => self.gc_done(Err(e)),
         }
     }
 
-    fn on_gc_commit(&mut self, result: StoreResult, gone: Vec<String>) {
+    fn send_gc_write(&mut self, txn: Txn, writes: Writes) {
+        self.send(
+            StoreRequest::Commit(txn),
+            Purpose::Gc,
+            Awaiting::GcCommit {
+                writes: Box::new(writes),
+            },
+        );
+    }
+
+    fn on_gc_commit(&mut self, result: StoreResult, mut writes: Writes) {
         let result = committed(result);
         match &result {
             Ok(rev) => self.saw(*rev),
             Err(e) => self.saw_conflict(e),
         }
-        self.gc_done(gc_outcome(result, gone));
+        match result {
+            Ok(_) => {
+                writes.committed();
+                if let Some(txn) = writes.next_txn() {
+                    return self.send_gc_write(txn, writes);
+                }
+                self.gc_done(Ok(writes.done().to_vec()));
+            }
+            // What landed is collected; the next sweep sees the rest.
+            Err(e) if writes.landed() > 0 && !e.is_lost() && !e.is_conflict() => {
+                self.gc_done(Ok(writes.done().to_vec()))
+            }
+            Err(e) => {
+                let landed = writes.done().to_vec();
+                match gc_outcome(Err(e), Vec::new()) {
+                    Ok(_) => self.gc_done(Ok(landed)),
+                    Err(e) => self.gc_done(Err(e)),
+                }
+            }
+        }
     }
 
     fn gc_done(&mut self, outcome: Result<Vec<String>, PassError>) {
@@ -1777,8 +1863,8 @@ mod tests {
         assert!(d.said("compacted the event log: 700 old entries removed"));
         assert_eq!(
             d.count(Purpose::Compaction, is_pass_commit),
-            3,
-            "two batches and the record"
+            700usize.div_ceil(crate::retention::BATCH) + 1,
+            "batches of what a default etcd takes, and the record"
         );
         assert!(store
             .read(&[crate::events::EVENTS])

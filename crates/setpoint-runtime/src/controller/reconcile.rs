@@ -33,7 +33,8 @@ use crate::model::{
     assignment_key, copy_name, counter_key, encode, put_assignment, remove_assignment,
     workload_key, Assignment, Counter, Snapshot, Stored, LEADER,
 };
-use crate::store::{Revision, Store, StoreError, Txn};
+use crate::store::limits::{Mark, Part};
+use crate::store::{Revision, Store, StoreError, Txn, TxnLimits};
 use setpoint_core::ControllerKind;
 
 /// How a pass runs.
@@ -80,6 +81,9 @@ pub struct PassReport {
     pub idle: Option<crate::model::loops::Idle>,
     /// A rolling update began, completed or stalled with this pass.
     pub rollout: Option<String>,
+    /// The pass's writes took several transactions and stopped after some had committed:
+    /// why, in words ([`crate::batches`]). What landed is in the lists above.
+    pub stopped: Option<String>,
 }
 
 impl PassReport {
@@ -112,10 +116,52 @@ pub enum PassError {
 /// A pass's writes, ready to commit.
 #[derive(Clone, Debug)]
 pub struct Plan {
-    /// The transaction to commit.
+    /// The transaction to commit, whole: [`Plan::writes`] cuts it into transactions that fit.
     pub txn: Txn,
     /// What the pass did, if the transaction commits.
     pub report: PassReport,
+    /// The parts of `txn` that concern one copy each (its creation or removal, with its event),
+    /// which commit together; in the order of `txn`.
+    pub parts: Vec<Part>,
+    /// The copy each part concerns, by the same index.
+    pub part_copies: Vec<String>,
+    /// How many comparisons open `txn` and guard every transaction of it: the declaration's
+    /// revision and, under a leader, the fencing token.
+    pub guards: usize,
+}
+
+impl Plan {
+    /// The plan's writes as transactions within `limits`, and what the pass did if they all
+    /// commit: one transaction, exactly `txn`, whenever it fits.
+    pub fn writes(self, limits: &TxnLimits) -> (PassReport, crate::batches::Writes) {
+        let pieces = crate::store::limits::split(&self.txn, self.guards, &self.parts, limits);
+        let writes = crate::batches::Writes::new(
+            pieces
+                .into_iter()
+                .map(|p| (p.txn, self.part_copies[p.parts].to_vec()))
+                .collect(),
+        );
+        (self.report, writes)
+    }
+
+    fn part(&mut self, mark: Mark, txn: &Txn, copy: &str) {
+        self.parts.push(Part::since(mark, txn));
+        self.part_copies.push(copy.to_owned());
+    }
+}
+
+impl PassReport {
+    /// Forgets `copies`: their writes did not land.
+    pub fn without(&mut self, copies: &[String]) {
+        for list in [
+            &mut self.created,
+            &mut self.deleted,
+            &mut self.collected,
+            &mut self.lost,
+        ] {
+            list.retain(|c| !copies.contains(c));
+        }
+    }
 }
 
 /// Decides one pass on `snapshot`: runs `controller` and turns its action into a transaction.
@@ -137,6 +183,13 @@ pub fn plan_pass(
     if let Some(fence) = settings.fence {
         txn = txn.expect(LEADER, fence);
     }
+    let mut plan = Plan {
+        txn: Txn::new(),
+        report: PassReport::default(),
+        parts: Vec::new(),
+        part_copies: Vec::new(),
+        guards: txn.compares.len(),
+    };
     let mut report = PassReport {
         revision: snapshot.revision,
         ..PassReport::default()
@@ -187,10 +240,12 @@ pub fn plan_pass(
                     .put(counter_key(name), encode(&Counter { next: batch.end() }));
                 for (i, node) in (batch.first.0..batch.end()).zip(nodes) {
                     let key = assignment_key(name, i);
+                    let mark = Mark::at(&txn);
                     txn = log_copy(txn, name, CopyEventKind::Create, i, snapshot, &node);
                     let a = new_assignment(name, i, node, &view, snapshot.now_ms);
                     report.created.push(a.copy.clone());
                     txn = put_assignment(txn, &key, &a);
+                    plan.part(mark, &txn, &a.copy);
                 }
             }
         }
@@ -217,11 +272,13 @@ pub fn plan_pass(
                     .expect(counter_key(name), counter.map_or(0, |c| c.mod_revision))
                     .put(counter_key(name), encode(&Counter { next }));
                 for (k, node) in fresh.iter().copied().zip(nodes) {
+                    let mark = Mark::at(&txn);
                     txn = log_copy(txn, name, CopyEventKind::Create, k, snapshot, &node);
                     let a = new_assignment(name, k, node, &view, snapshot.now_ms);
                     report.created.push(a.copy.clone());
                     let key = assignment_key(name, k);
                     txn = put_assignment(txn, &key, &a);
+                    plan.part(mark, &txn, &a.copy);
                 }
             }
             report.delete_commands = delete.len() as u64;
@@ -232,9 +289,11 @@ pub fn plan_pass(
                     continue;
                 }
                 if let Some((key, stored)) = view.assignment(k.0) {
+                    let mark = Mark::at(&txn);
                     txn = log_removal(txn, name, snapshot, stored);
                     txn = remove_assignment(txn, key, stored);
                     report.deleted.push(stored.value.copy.clone());
+                    plan.part(mark, &txn, &stored.value.copy);
                 }
             }
         }
@@ -246,9 +305,11 @@ pub fn plan_pass(
             for n in targets {
                 commanded.push(n);
                 if let Some((key, stored)) = view.assignment(n) {
+                    let mark = Mark::at(&txn);
                     txn = log_removal(txn, name, snapshot, stored);
                     txn = remove_assignment(txn, key, stored);
                     report.deleted.push(stored.value.copy.clone());
+                    plan.part(mark, &txn, &stored.value.copy);
                 }
             }
         }
@@ -256,8 +317,10 @@ pub fn plan_pass(
     report.action = action;
     for (key, stored) in view.exited_assignments() {
         if !report.deleted.contains(&stored.value.copy) {
+            let mark = Mark::at(&txn);
             txn = remove_assignment(txn, key, stored);
             report.collected.push(stored.value.copy.clone());
+            plan.part(mark, &txn, &stored.value.copy);
         }
     }
     // A lost node's released assignments go: their copies were fenced by their agent, or their
@@ -265,8 +328,10 @@ pub fn plan_pass(
     // and keep their names, so `named` cannot start a second copy of a name that may still run.
     for (key, stored) in view.released_assignments() {
         if !report.deleted.contains(&stored.value.copy) {
+            let mark = Mark::at(&txn);
             txn = remove_assignment(txn, key, stored);
             report.lost.push(stored.value.copy.clone());
+            plan.part(mark, &txn, &stored.value.copy);
         }
     }
     report.held = view
@@ -314,7 +379,9 @@ pub fn plan_pass(
         events::round_key(name, snapshot.now_ms, snapshot.revision),
         encode(&round),
     );
-    Ok(Plan { txn, report })
+    plan.txn = txn;
+    plan.report = report;
+    Ok(plan)
 }
 
 /// Adds copy `n`'s event of `kind`, tagged with the revision the pass read, to `txn`.
@@ -419,23 +486,33 @@ pub fn run_pass(
         // The controller keeps the memory of an attempt that loses: the batch it tried names
         // deterministic identities, so if the winner wrote the same ones they are found in
         // flight, and if nobody did, none of them is in flight and the batch is forgotten.
-        let Plan { txn, mut report } = plan_pass(&snapshot, name, controller, settings)?;
+        let plan = plan_pass(&snapshot, name, controller, settings)?;
+        let (mut report, mut writes) = plan.writes(&TxnLimits::ETCD_DEFAULT);
         report.conflicts = attempt;
-        if txn.ops.is_empty() {
-            return Ok(report);
-        }
-        crate::failpoint::hit("pass-before-commit");
-        match store.commit(&txn) {
-            Ok(rev) => {
-                crate::failpoint::hit("pass-after-commit");
-                report.revision = rev;
+        while let Some(txn) = writes.next_txn() {
+            if txn.ops.is_empty() {
                 return Ok(report);
             }
-            Err(StoreError::Conflict { key, .. }) if key == LEADER => {
-                return Err(PassError::NotLeader)
+            crate::failpoint::hit("pass-before-commit");
+            match store.commit(&txn) {
+                Ok(rev) => {
+                    crate::failpoint::hit("pass-after-commit");
+                    writes.committed();
+                    report.revision = rev;
+                }
+                Err(StoreError::Conflict { key, .. }) if key == LEADER => {
+                    return Err(PassError::NotLeader)
+                }
+                Err(e) if writes.landed() > 0 && !e.is_lost() => {
+                    writes.stop(&mut report, &e);
+                    return Ok(report);
+                }
+                Err(StoreError::Conflict { .. }) => break,
+                Err(other) => return Err(other.into()),
             }
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(other) => return Err(other.into()),
+        }
+        if writes.landed() == writes.total() {
+            return Ok(report);
         }
     }
     Err(PassError::Contended(attempts))
@@ -449,24 +526,63 @@ pub fn collect_orphans(
     fence: Option<Revision>,
 ) -> Result<Vec<String>, PassError> {
     let snapshot = Snapshot::load(store)?;
-    let Some(GcPlan { txn, gone }) = plan_gc(&snapshot, fence, false)? else {
+    let Some(plan) = plan_gc(&snapshot, fence, false)? else {
         return Ok(Vec::new());
     };
-    crate::failpoint::hit("gc-before-commit");
-    let committed = store.commit(&txn);
-    if committed.is_ok() {
-        crate::failpoint::hit("gc-after-commit");
+    let mut writes = plan.writes(&TxnLimits::ETCD_DEFAULT);
+    while let Some(txn) = writes.next_txn() {
+        crate::failpoint::hit("gc-before-commit");
+        let committed = store.commit(&txn);
+        match committed {
+            Ok(_) => {
+                crate::failpoint::hit("gc-after-commit");
+                writes.committed();
+            }
+            // What landed is collected; the next sweep sees the rest.
+            Err(e) if writes.landed() > 0 && !e.is_lost() && !e.is_conflict() => break,
+            Err(e) => {
+                gc_outcome(Err(e), Vec::new())?;
+                break;
+            }
+        }
     }
-    gc_outcome(committed, gone)
+    Ok(writes.done().to_vec())
 }
 
 /// Garbage collection's write, ready to commit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GcPlan {
-    /// The transaction to commit.
+    /// The transaction to commit, whole: [`GcPlan::writes`] cuts it into transactions that fit.
     pub txn: Txn,
     /// The identities of the copies whose assignments it removes.
     pub gone: Vec<String>,
+    /// The parts of `txn` that remove one assignment (or one loop record) each.
+    pub parts: Vec<Part>,
+    /// The copy each part removes, by the same index (empty for a loop record).
+    pub part_copies: Vec<String>,
+    /// How many comparisons open `txn` and guard every transaction of it (the fencing token).
+    pub guards: usize,
+}
+
+impl GcPlan {
+    /// The plan's writes as transactions within `limits`, each with the copies it removes; one
+    /// transaction, exactly `txn`, whenever it fits.
+    pub fn writes(self, limits: &TxnLimits) -> crate::batches::Writes {
+        let pieces = crate::store::limits::split(&self.txn, self.guards, &self.parts, limits);
+        crate::batches::Writes::new(
+            pieces
+                .into_iter()
+                .map(|p| {
+                    let copies = self.part_copies[p.parts]
+                        .iter()
+                        .filter(|c| !c.is_empty())
+                        .cloned()
+                        .collect();
+                    (p.txn, copies)
+                })
+                .collect(),
+        )
+    }
 }
 
 /// Decides one garbage collection on `snapshot`: the removal of every assignment whose owner is
@@ -487,6 +603,8 @@ pub fn plan_gc(
     if let Some(f) = fence {
         txn = txn.expect(LEADER, f);
     }
+    let guards = txn.compares.len();
+    let (mut parts, mut part_copies) = (Vec::new(), Vec::new());
     let mut gone = Vec::new();
     for (key, a) in &snapshot.assignments {
         let owner = snapshot.workloads.get(&a.value.workload);
@@ -501,8 +619,11 @@ pub fn plan_gc(
         let held = !snapshot.node_live(&a.value.node)
             && !crate::model::view::ended_while_lost(snapshot, a);
         if orphan && !held {
+            let mark = Mark::at(&txn);
             txn = remove_assignment(txn, key, a);
             gone.push(a.value.copy.clone());
+            parts.push(Part::since(mark, &txn));
+            part_copies.push(a.value.copy.clone());
         }
     }
     // A loop record (backoff, idle reason, rollout) outlives nothing it belonged to.
@@ -511,14 +632,23 @@ pub fn plan_gc(
         let owner = snapshot.workloads.get(name);
         if owner.is_none_or(|w| w.create_revision != rec.value.uid) {
             let key = loops::loop_key(name);
+            let mark = Mark::at(&txn);
             txn = txn.expect(&key, rec.mod_revision).delete(key);
+            parts.push(Part::since(mark, &txn));
+            part_copies.push(String::new());
             stale_loops = true;
         }
     }
     if gone.is_empty() && !stale_loops {
         return Ok(None);
     }
-    Ok(Some(GcPlan { txn, gone }))
+    Ok(Some(GcPlan {
+        txn,
+        gone,
+        parts,
+        part_copies,
+        guards,
+    }))
 }
 
 /// What garbage collection's commit means: the identities removed; nothing (someone else changed

@@ -342,6 +342,7 @@ pub fn pass_log_lines(r: &PassReport) -> Vec<String> {
     };
     lines.extend(r.failures.iter().cloned());
     lines.extend(r.rollout.iter().cloned());
+    lines.extend(r.stopped.iter().cloned());
     lines.extend(what);
     if let Some(idle) = r.idle {
         lines.push(crate::model::loops::describe_idle(

@@ -26,6 +26,9 @@ pub enum IdleReason {
     /// `named`: copies it wants are held on lost nodes (their agent may be paused or dead with
     /// the copies still running); it waits for each node to be claimed again or forgotten.
     WaitingForLostNode,
+    /// The store refused the pass's write as too big ([`crate::store::StoreError::TooBig`]);
+    /// the loop record's [`LoopRecord::refused`] has the store's words.
+    WriteRefused,
 }
 
 impl IdleReason {
@@ -38,6 +41,7 @@ impl IdleReason {
             IdleReason::BackingOff => "backing off",
             IdleReason::RolloutPaused => "rollout paused",
             IdleReason::WaitingForLostNode => "waiting for a lost node to confirm its copies ended",
+            IdleReason::WriteRefused => "the store refused its write as too big",
         }
     }
 
@@ -88,6 +92,10 @@ pub struct LoopRecord {
     /// order ([`crate::model::view::WorkloadView::waiting_for`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_for: Vec<String>,
+    /// The store's words when it refused the last pass's write as too big
+    /// ([`IdleReason::WriteRefused`]); cleared by the next pass that commits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// A rolling update under way.

@@ -23,6 +23,44 @@ use super::snapshot::Snapshot;
 use super::view::WorkloadView;
 use crate::store::{Revision, Txn};
 
+/// The write that records, in workload `name`'s loop record, that the store refused its pass's
+/// write as too big, in the store's words `why`, so that `get` and `status` show it; `None` if
+/// the record says so already, or the workload is gone. The caller adds its fencing token.
+pub fn refusal(snapshot: &Snapshot, name: &str, why: &str) -> Option<Txn> {
+    let uid = snapshot.workloads.get(name)?.create_revision;
+    let stored = snapshot.loops.get(name);
+    let mut record = match stored {
+        Some(s) if s.value.uid == uid => s.value.clone(),
+        _ => LoopRecord {
+            uid,
+            ..LoopRecord::default()
+        },
+    };
+    if record.refused.as_deref() == Some(why)
+        && record
+            .idle
+            .is_some_and(|i| i.reason == IdleReason::WriteRefused)
+    {
+        return None;
+    }
+    let since_ms = match record.idle {
+        Some(i) if i.reason == IdleReason::WriteRefused => i.since_ms,
+        _ => snapshot.now_ms,
+    };
+    record.idle = Some(Idle {
+        reason: IdleReason::WriteRefused,
+        since_ms,
+        announced: true,
+    });
+    record.refused = Some(why.to_owned());
+    let key = loop_key(name);
+    Some(
+        Txn::new()
+            .expect(&key, stored.map_or(0, |s| s.mod_revision))
+            .put(&key, encode(&record)),
+    )
+}
+
 /// The copies of a workload as the rollout counts them: every assigned copy (but those reported
 /// exited, which this pass collects) and every copy on the ledger.
 pub fn rollout_copies(view: &WorkloadView<'_>) -> Vec<rollout::Copy> {
@@ -106,6 +144,8 @@ impl Gate {
                 ..LoopRecord::default()
             },
         };
+        // A pass that commits clears a refusal ([`refusal`]); one refused again records it again.
+        record.refused = None;
         let mut failures = Vec::new();
         for (_, a) in view.exited_assignments() {
             let Some(e) = ending_of(snapshot, a) else {

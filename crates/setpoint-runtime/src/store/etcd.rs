@@ -28,18 +28,20 @@
 //! fresh read is safe: a write that did land makes the redo a conflict.
 //!
 //! # What etcd must allow
-//! A pass that creates many copies writes them in one transaction (two puts each). etcd refuses
-//! a transaction of more than `--max-txn-ops` operations (128 by default) or larger than
-//! `--max-request-bytes` (1.5 MiB): run etcd with room for the largest burst, e.g.
-//! `--max-txn-ops 65536 --max-request-bytes 33554432` ([`crate::testing`] does).
+//! Nothing beyond its defaults. etcd refuses a transaction of more than `--max-txn-ops`
+//! operations (128 by default) or larger than `--max-request-bytes` (1.5 MiB); setpoint cuts
+//! every large write into transactions within those defaults ([`super::limits`]), so a stock
+//! etcd serves it. An etcd run with lower limits refuses some writes: that is
+//! [`StoreError::TooBig`], which the pass records where `get` and `status` show it.
 
 use std::future::Future;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare as EtcdCompare, CompareOp, ConnectOptions, EventType, GetOptions, KeyValue,
-    KvClient, PutOptions, Txn as EtcdTxn, TxnOp, TxnOpResponse, WatchClient, WatchOptions,
+    Certificate, Client, Compare as EtcdCompare, CompareOp, ConnectOptions, EventType, GetOptions,
+    Identity, KeyValue, KvClient, PutOptions, TlsOptions, Txn as EtcdTxn, TxnOp, TxnOpResponse,
+    WatchClient, WatchOptions,
 };
 
 use super::{
@@ -64,6 +66,40 @@ impl Default for EtcdOptions {
     }
 }
 
+/// How a client reaches an etcd that asks who it is: TLS and a user. The default is plain
+/// HTTP without a user.
+#[derive(Clone, Default)]
+pub struct EtcdAccess {
+    /// TLS, if etcd speaks it (`etcd+https://`).
+    pub tls: Option<EtcdTls>,
+    /// The etcd user and its password. The password is never shown (not even by `Debug`).
+    pub user: Option<(String, String)>,
+    /// The key prefix the store's keys live under (empty: none). The store reads one key under
+    /// it to prove the cluster answers, so that a user whose role grants only that prefix can
+    /// run setpoint.
+    pub probe_prefix: String,
+}
+
+impl std::fmt::Debug for EtcdAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdAccess")
+            .field("tls", &self.tls.as_ref().map(|t| t.identity.is_some()))
+            .field("user", &self.user.as_ref().map(|(u, _)| u))
+            .field("probe_prefix", &self.probe_prefix)
+            .finish()
+    }
+}
+
+/// TLS to etcd: the CA that signed etcd's certificate and, if etcd asks for one
+/// (`--client-cert-auth`), this client's certificate and key, all PEM.
+#[derive(Clone)]
+pub struct EtcdTls {
+    /// The CA certificate (PEM).
+    pub ca: Vec<u8>,
+    /// The client's certificate and key (PEM).
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
 /// A store on an etcd cluster.
 pub struct EtcdStore {
     client: Client,
@@ -76,6 +112,8 @@ pub struct EtcdStore {
     rt: Option<tokio::runtime::Runtime>,
     endpoints: String,
     opts: EtcdOptions,
+    /// The key read by [`Store::revision`] for its header.
+    probe: String,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -127,7 +165,22 @@ impl EtcdStore {
     /// Connects to the cluster at `endpoints` (`host:port` or `http://host:port`) and checks
     /// that it answers within the deadline.
     pub fn connect(endpoints: &[String], opts: EtcdOptions) -> Result<Self, StoreError> {
-        let shown = endpoints.join(",");
+        Self::connect_with(endpoints, opts, &EtcdAccess::default())
+    }
+
+    /// Connects to the cluster at `endpoints` (`https://host:port` with TLS) as `access` says,
+    /// and checks that it answers within the deadline. A user or password etcd refuses is
+    /// [`StoreError::Refused`]: the command must change, waiting does not help.
+    pub fn connect_with(
+        endpoints: &[String],
+        opts: EtcdOptions,
+        access: &EtcdAccess,
+    ) -> Result<Self, StoreError> {
+        let shown = endpoints
+            .iter()
+            .map(|e| e.strip_prefix("http://").unwrap_or(e))
+            .collect::<Vec<_>>()
+            .join(",");
         if endpoints.is_empty() {
             return Err(StoreError::Unavailable("no etcd endpoint given".into()));
         }
@@ -147,11 +200,24 @@ impl EtcdStore {
                 }
             })
             .collect();
-        let connect = ConnectOptions::new()
+        let mut connect = ConnectOptions::new()
             .with_timeout(opts.timeout)
             .with_connect_timeout(opts.timeout)
             .with_keep_alive(Duration::from_secs(2), opts.timeout)
             .with_require_leader(true);
+        if let Some(tls) = &access.tls {
+            let mut t = TlsOptions::new().ca_certificate(Certificate::from_pem(&tls.ca));
+            if let Some((cert, key)) = &tls.identity {
+                t = t.identity(Identity::from_pem(cert, key));
+            }
+            connect = connect.with_tls(t);
+        }
+        if let Some((user, password)) = &access.user {
+            // etcd's simple tokens expire (5 minutes by default): log in again when one does.
+            connect = connect
+                .with_user(user.clone(), password.clone())
+                .with_auto_token_refresh(true);
+        }
         let (tx, rx) = mpsc::channel();
         rt.spawn(async move {
             let _ = tx.send(Client::connect(urls, Some(connect)).await);
@@ -159,7 +225,15 @@ impl EtcdStore {
         let client = match rx.recv_timeout(opts.timeout) {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
-                return Err(StoreError::Unavailable(format!("etcd at {shown}: {e}")));
+                let text = describe(&e);
+                if let (Some((user, _)), true) = (&access.user, refused_login(&text)) {
+                    return Err(StoreError::Refused(format!(
+                        "etcd at {shown} refused user '{user}' ({text}): check the password in \
+                         --etcd-password-file or {}",
+                        super::etcd_url::PASSWORD_ENV
+                    )));
+                }
+                return Err(StoreError::Unavailable(format!("etcd at {shown}: {text}")));
             }
             Err(_) => {
                 return Err(StoreError::Unavailable(format!(
@@ -178,6 +252,7 @@ impl EtcdStore {
             rt: Some(rt),
             endpoints: shown,
             opts,
+            probe: format!("{}{VERSION_PROBE}", access.probe_prefix),
         };
         // The client connects lazily: one request proves the cluster answers and has a leader.
         store.revision()?;
@@ -256,15 +331,21 @@ impl EtcdStore {
                 self.endpoints
             ))
         } else if text.contains("too many operations in txn") || text.contains("too large") {
-            StoreError::Unavailable(format!(
-                "etcd at {} refused a transaction as too big ({text}): raise its \
-                 --max-txn-ops and --max-request-bytes",
+            StoreError::TooBig(format!(
+                "etcd at {} refused a transaction as too big ({text}): setpoint writes within \
+                 a default etcd's limits (128 operations, 1.5 MiB); run etcd with \
+                 --max-txn-ops and --max-request-bytes at their defaults or higher",
                 self.endpoints
             ))
         } else {
             StoreError::Unavailable(format!("etcd at {}: {text}", self.endpoints))
         }
     }
+}
+
+/// Whether etcd's answer to a login says the user or password is wrong.
+fn refused_login(text: &str) -> bool {
+    text.contains("authentication failed") || text.contains("invalid user ID or password")
 }
 
 /// An etcd error in one line: a gRPC status by its message and its root cause (such as
@@ -435,9 +516,13 @@ impl Store for EtcdStore {
     }
 
     fn revision(&self) -> Result<Revision, StoreError> {
-        let resp = self.call(true, |mut c| async move {
-            c.get(VERSION_PROBE, Some(GetOptions::new().with_count_only()))
-                .await
+        let probe = self.probe.clone();
+        let resp = self.call(true, move |mut c| {
+            let probe = probe.clone();
+            async move {
+                c.get(probe.as_str(), Some(GetOptions::new().with_count_only()))
+                    .await
+            }
         })?;
         Ok(header_revision(resp.header()))
     }

@@ -22,13 +22,19 @@
 //! - [`sqlite`]: [`SqliteStore`], the embedded default, safe for several processes.
 //! - [`etcd`]: [`EtcdStore`], on an etcd cluster, for runtimes that span machines.
 //! - [`namespace`]: [`Namespaced`], the keys of a store under one prefix.
+//! - [`limits`]: [`TxnLimits`], what one transaction may hold (a default etcd's limits), and
+//!   [`limits::split`], which cuts a large write into transactions that fit.
 //! - [`url`]: [`StoreUrl`], which store to open (`sqlite:DIR`, `etcd://…`, `memory:`), and its
 //!   format check.
+//! - [`etcd_url`]: [`EtcdUrl`], an etcd as deployed: TLS (`etcd+https://`), a user and its
+//!   password (from a file or `SETPOINT_ETCD_PASSWORD`, never shown), a key prefix.
 //! - [`identity`]: the file checks that keep a SQLite store from being lost silently, and the
 //!   owner-only modes of the files setpoint creates.
 
 pub mod etcd;
+pub mod etcd_url;
 pub mod identity;
+pub mod limits;
 pub mod memory;
 pub mod namespace;
 pub mod sqlite;
@@ -37,6 +43,8 @@ pub mod url;
 use std::time::Duration;
 
 pub use etcd::{EtcdOptions, EtcdStore};
+pub use etcd_url::{EtcdFiles, EtcdUrl};
+pub use limits::TxnLimits;
 pub use memory::MemoryStore;
 pub use namespace::Namespaced;
 pub use sqlite::SqliteStore;
@@ -193,6 +201,12 @@ pub enum StoreError {
     /// stop every part and start again on a new data directory.
     #[error("store lost: {0}; nothing more is read or written through it")]
     Lost(String),
+    /// The store refused a write as too big for one transaction (etcd's `--max-txn-ops` or
+    /// `--max-request-bytes`, below a default etcd's, which setpoint writes within: see
+    /// [`limits`]). Nothing was written; the pass that wrote it says so in `get` and `status`.
+    /// Run etcd with its default limits or higher.
+    #[error("{0}")]
+    TooBig(String),
     /// The file at the store's place is not a setpoint store (empty, foreign, or a removed
     /// store's leftover write-ahead log). It was left untouched; the message says what to do.
     #[error("{0}")]

@@ -27,12 +27,12 @@ impl Namespaced {
         format!("{}{key}", self.prefix)
     }
 
-    /// Removes every key of the namespace, a few hundred per transaction.
+    /// Removes every key of the namespace, as many per transaction as a default etcd takes.
     pub fn clear(&self) -> Result<(), StoreError> {
         // Every key starts with `/`, so the namespace's keys are those under `{prefix}/`, and
         // a neighbour such as `{prefix}0/…` is not among them.
         let read = self.inner.read(&[&format!("{}/", self.prefix)])?;
-        for chunk in read.entries.chunks(500) {
+        for chunk in read.entries.chunks(super::TxnLimits::ETCD_DEFAULT.max_ops) {
             let txn = chunk
                 .iter()
                 .fold(Txn::new(), |t, e| t.delete(e.key.clone()));

@@ -1,4 +1,5 @@
-//! Which store to use, as one URL: `sqlite:DIR`, `etcd://HOST:PORT[,HOST:PORT...]` or `memory:`.
+//! Which store to use, as one URL: `sqlite:DIR`,
+//! `etcd[+https]://[USER@]HOST:PORT[,HOST:PORT...][/PREFIX]` ([`EtcdUrl`]) or `memory:`.
 //!
 //! [`StoreUrl`] is validated when parsed, so a malformed URL is refused before anything runs;
 //! [`StoreUrl::open`] connects and checks the store's format version (the `/setpoint/version`
@@ -13,7 +14,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{EtcdOptions, EtcdStore, MemoryStore, SqliteStore, Store, StoreError, Txn};
+pub use super::etcd_url::{AccessError, EtcdFiles, EtcdUrl, PASSWORD_ENV};
+use super::{EtcdOptions, EtcdStore, MemoryStore, Namespaced, SqliteStore, Store, StoreError, Txn};
 use crate::rt::{log, Shutdown};
 
 /// The key that records which store format a store holds.
@@ -38,15 +40,18 @@ pub enum StoreUrl {
     /// `sqlite:DIR`: the embedded store in `DIR/store.sqlite`, shared by the processes of one
     /// machine.
     Sqlite(PathBuf),
-    /// `etcd://h1:2379,h2:2379`: an etcd cluster, reached at any of these client endpoints.
-    Etcd(Vec<String>),
+    /// `etcd[+https]://[USER@]h1:2379,h2:2379[/PREFIX]`: an etcd cluster, reached at any of
+    /// these client endpoints, over TLS with `+https`, as `USER`, with every key under
+    /// `PREFIX`.
+    Etcd(EtcdUrl),
     /// `memory:`: a store in this process's memory, empty when opened and gone when it ends;
     /// for tests and single-process runs.
     Memory,
 }
 
 /// The URL forms [`StoreUrl`] accepts, for error messages.
-pub const ACCEPTED: &str = "accepted sqlite:DIR, etcd://HOST:PORT[,HOST:PORT...] or memory:";
+pub const ACCEPTED: &str = "accepted sqlite:DIR, etcd://[USER@]HOST:PORT[,HOST:PORT...][/PREFIX], \
+     etcd+https://… (with --etcd-ca FILE) or memory:";
 
 /// A store URL that cannot be parsed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -58,41 +63,22 @@ pub struct StoreUrlError {
     pub why: String,
 }
 
-fn endpoint(e: &str) -> Result<String, String> {
-    let (host, port) = e
-        .rsplit_once(':')
-        .ok_or_else(|| format!("endpoint '{e}' has no :PORT"))?;
-    if host.is_empty()
-        || !host
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '[' | ']' | ':'))
-    {
-        return Err(format!("endpoint '{e}' has no valid host"));
-    }
-    match port.parse::<u16>() {
-        Ok(p) if p > 0 => Ok(format!("{host}:{p}")),
-        _ => Err(format!("endpoint '{e}' has port '{port}', not 1-65535")),
-    }
-}
-
 impl FromStr for StoreUrl {
     type Err = StoreUrlError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = |why: String| StoreUrlError {
-            url: s.to_owned(),
+            url: super::etcd_url::redact(s),
             why,
         };
         if let Some(rest) = s.strip_prefix("etcd://") {
-            if rest.is_empty() {
-                return Err(bad("no endpoint".into()));
-            }
-            let eps = rest
-                .split(',')
-                .map(endpoint)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(bad)?;
-            Ok(StoreUrl::Etcd(eps))
+            Ok(StoreUrl::Etcd(
+                super::etcd_url::parse(rest, false).map_err(bad)?,
+            ))
+        } else if let Some(rest) = s.strip_prefix("etcd+https://") {
+            Ok(StoreUrl::Etcd(
+                super::etcd_url::parse(rest, true).map_err(bad)?,
+            ))
         } else if let Some(dir) = s.strip_prefix("sqlite:") {
             if dir.is_empty() {
                 Err(bad("no directory".into()))
@@ -111,7 +97,7 @@ impl fmt::Display for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreUrl::Sqlite(d) => write!(f, "sqlite:{}", d.display()),
-            StoreUrl::Etcd(eps) => write!(f, "etcd://{}", eps.join(",")),
+            StoreUrl::Etcd(e) => e.fmt(f),
             StoreUrl::Memory => f.write_str("memory:"),
         }
     }
@@ -143,6 +129,10 @@ pub enum OpenError {
         /// What failed.
         cause: StoreError,
     },
+    /// The etcd URL and its files do not go together, or a file cannot be read: change the
+    /// command (exit 2).
+    #[error("{0}")]
+    Access(#[from] AccessError),
     /// [`OpenMode::Existing`] and no setpoint store is there.
     #[error(
         "no store {where_}: accepted {hint} that 'setpoint up', 'apply' or 'controller' has used"
@@ -184,6 +174,22 @@ impl OpenError {
 }
 
 impl StoreUrl {
+    /// The URL with the files an etcd URL needs beside it (`--etcd-ca`, `--etcd-cert`,
+    /// `--etcd-key`, `--etcd-password-file`); files given for another store are an error.
+    pub fn with_etcd_files(self, files: EtcdFiles) -> Result<Self, AccessError> {
+        match self {
+            StoreUrl::Etcd(mut e) => {
+                e.files = files;
+                Ok(StoreUrl::Etcd(e))
+            }
+            other if files.is_empty() => Ok(other),
+            other => Err(AccessError(format!(
+                "--etcd-ca, --etcd-cert, --etcd-key and --etcd-password-file apply to an etcd \
+                 store, not {other}"
+            ))),
+        }
+    }
+
     /// The default: the SQLite store in `data_dir`.
     pub fn sqlite(data_dir: impl Into<PathBuf>) -> Self {
         StoreUrl::Sqlite(data_dir.into())
@@ -219,7 +225,15 @@ impl StoreUrl {
                     Arc::new(SqliteStore::open(dir).map_err(unavailable)?)
                 }
             }
-            StoreUrl::Etcd(eps) => Arc::new(EtcdStore::connect(eps, etcd).map_err(unavailable)?),
+            StoreUrl::Etcd(e) => {
+                let access = e.access(|k| std::env::var(k).ok())?;
+                let store =
+                    EtcdStore::connect_with(&e.dial(), etcd, &access).map_err(unavailable)?;
+                match &e.prefix {
+                    Some(p) => Arc::new(Namespaced::new(Arc::new(store), p.clone())),
+                    None => Arc::new(store),
+                }
+            }
             StoreUrl::Memory => Arc::new(MemoryStore::new()),
         };
         self.check_version(&*store, mode)?;
@@ -330,7 +344,23 @@ mod tests {
             ("sqlite:/var/lib/x", StoreUrl::Sqlite("/var/lib/x".into())),
             (
                 "etcd://h1:2379,10.0.0.2:2380",
-                StoreUrl::Etcd(vec!["h1:2379".into(), "10.0.0.2:2380".into()]),
+                StoreUrl::Etcd(EtcdUrl {
+                    endpoints: vec!["h1:2379".into(), "10.0.0.2:2380".into()],
+                    https: false,
+                    user: None,
+                    prefix: None,
+                    files: EtcdFiles::default(),
+                }),
+            ),
+            (
+                "etcd+https://root@h1:2379/team-a",
+                StoreUrl::Etcd(EtcdUrl {
+                    endpoints: vec!["h1:2379".into()],
+                    https: true,
+                    user: Some("root".into()),
+                    prefix: Some("/team-a".into()),
+                    files: EtcdFiles::default(),
+                }),
             ),
             ("memory:", StoreUrl::Memory),
         ] {
@@ -348,7 +378,13 @@ mod tests {
             ("etcd://h1:99999", "not 1-65535"),
             ("etcd://h1:2379,", "has no :PORT"),
             ("etcd://:2379", "no valid host"),
-            ("etcd://h1:2379/path", "not 1-65535"),
+            ("etcd://h1:2379/a b", "key prefix '/a b' is not"),
+            ("etcd://h1:2379/a//b", "key prefix '/a//b' is not"),
+            ("etcd://h1:2379/../x", "key prefix '/../x' is not"),
+            ("etcd://root:***@h1:2379", "a password in the URL"),
+            ("etcd://@h1:2379", "user '' is not"),
+            ("etcd+https://", "no endpoint"),
+            ("https://h1:2379", "unknown scheme"),
             ("sqlite:", "no directory"),
             ("postgres://x", "unknown scheme"),
             ("memory", "unknown scheme"),
@@ -429,5 +465,160 @@ mod tests {
         url.open(OpenMode::Create).unwrap();
         let s = url.open(OpenMode::Existing).unwrap();
         assert!(s.get(VERSION_KEY).unwrap().is_some());
+    }
+}
+
+#[cfg(test)]
+mod secure_tests {
+    use super::*;
+    use crate::testing::{etcd_missing, EtcdCluster, EtcdClusterConfig};
+
+    fn secure_cluster(test: &str) -> Option<EtcdCluster> {
+        if let Some(why) = etcd_missing() {
+            eprintln!("{test}: skipped: {why}");
+            return None;
+        }
+        Some(
+            EtcdCluster::start(&EtcdClusterConfig::secure_loopback(1))
+                .unwrap_or_else(|e| panic!("{test}: cannot start etcd: {e}")),
+        )
+    }
+
+    fn etcd_url(url: &StoreUrl) -> EtcdUrl {
+        match url {
+            StoreUrl::Etcd(e) => e.clone(),
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn an_etcd_with_client_tls_and_auth_serves_through_its_url_and_files() {
+        let Some(etcd) = secure_cluster("an_etcd_with_client_tls_and_auth") else {
+            return;
+        };
+        let url = etcd.store_url();
+        assert!(
+            url.to_string().starts_with("etcd+https://root@127.0.0.1:"),
+            "{url}"
+        );
+        let s = url.open(OpenMode::Create).unwrap();
+        let rev = s
+            .commit(&Txn::new().expect("/k", 0).put("/k", "v"))
+            .unwrap();
+        assert_eq!(s.get("/k").unwrap().unwrap().mod_revision, rev);
+        let lease = s.grant(Duration::from_secs(5)).unwrap();
+        s.keep_alive(lease).unwrap();
+        s.revoke(lease).unwrap();
+        let opts = EtcdOptions {
+            timeout: Duration::from_millis(1500),
+        };
+
+        // A wrong password is the user's to fix (exit 2), and the message never shows it.
+        let dir = tempfile::tempdir().unwrap();
+        let wrong = dir.path().join("wrong");
+        std::fs::write(&wrong, "not-the-password\n").unwrap();
+        let mut e = etcd_url(&url);
+        e.files.password_file = Some(wrong);
+        let err = StoreUrl::Etcd(e)
+            .open_with(OpenMode::Create, opts)
+            .err()
+            .unwrap();
+        let text = err.to_string();
+        assert!(err.is_bad_input(), "{text}");
+        assert!(text.contains("refused user 'root'"), "{text}");
+        assert!(!text.contains("not-the-password"), "{text}");
+
+        // Without a user, auth refuses every read; without the client certificate, TLS does;
+        // plain HTTP does not reach a TLS port. Each is an error, within the deadline.
+        let mut anonymous = etcd_url(&url);
+        anonymous.user = None;
+        anonymous.files.password_file = None;
+        let mut no_cert = etcd_url(&url);
+        no_cert.files.cert = None;
+        no_cert.files.key = None;
+        let mut plain = etcd_url(&url);
+        plain.https = false;
+        plain.files = EtcdFiles {
+            password_file: plain.files.password_file.clone(),
+            ..EtcdFiles::default()
+        };
+        for (what, e) in [
+            ("anonymous", anonymous),
+            ("no client certificate", no_cert),
+            ("plain http", plain),
+        ] {
+            let t0 = std::time::Instant::now();
+            let r = StoreUrl::Etcd(e).open_with(OpenMode::Create, opts);
+            assert!(r.is_err(), "{what}: opened");
+            assert!(
+                t0.elapsed() < Duration::from_secs(6),
+                "{what}: {:?}",
+                t0.elapsed()
+            );
+        }
+    }
+
+    #[test]
+    fn two_prefixes_on_one_etcd_never_see_each_other() {
+        let Some(etcd) = EtcdCluster::start_or_skip("two_prefixes_on_one_etcd", 1) else {
+            return;
+        };
+        let a: StoreUrl = format!("{}/team-a", etcd.url()).parse().unwrap();
+        let b: StoreUrl = format!("{}/team-b/", etcd.url()).parse().unwrap();
+        assert_eq!(b.to_string(), format!("{}/team-b", etcd.url()));
+        let (sa, sb) = (
+            a.open(OpenMode::Create).unwrap(),
+            b.open(OpenMode::Create).unwrap(),
+        );
+        sa.commit(
+            &Txn::new()
+                .expect("/workloads/w", 0)
+                .put("/workloads/w", "a"),
+        )
+        .unwrap();
+        // The same key in the other prefix is absent: its own create-if-absent succeeds.
+        sb.commit(
+            &Txn::new()
+                .expect("/workloads/w", 0)
+                .put("/workloads/w", "b"),
+        )
+        .unwrap();
+        assert_eq!(sa.get("/workloads/w").unwrap().unwrap().value, "a");
+        assert_eq!(sb.get("/workloads/w").unwrap().unwrap().value, "b");
+        let keys = |s: &Arc<dyn Store>| -> Vec<String> {
+            s.read(&["/"])
+                .unwrap()
+                .entries
+                .into_iter()
+                .map(|e| e.key)
+                .collect()
+        };
+        assert_eq!(keys(&sa), [VERSION_KEY, "/workloads/w"]);
+        assert_eq!(keys(&sb), [VERSION_KEY, "/workloads/w"]);
+        // At the root, every key is under one prefix or the other.
+        let root: StoreUrl = etcd.url().parse().unwrap();
+        let raw = EtcdStore::connect(&etcd_url(&root).endpoints, EtcdOptions::default()).unwrap();
+        let all: Vec<String> = raw
+            .read(&["/"])
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| e.key)
+            .collect();
+        assert_eq!(
+            all,
+            [
+                "/team-a/setpoint/version",
+                "/team-a/workloads/w",
+                "/team-b/setpoint/version",
+                "/team-b/workloads/w"
+            ]
+        );
+        // A prefix never used is a missing store, not the other's.
+        let c: StoreUrl = format!("{}/team-c", etcd.url()).parse().unwrap();
+        assert!(matches!(
+            c.open(OpenMode::Existing).err().unwrap(),
+            OpenError::Missing { .. }
+        ));
     }
 }

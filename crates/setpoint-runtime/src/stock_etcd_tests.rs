@@ -1,0 +1,200 @@
+//! The controller on an etcd as anyone installs it: default limits, 128 operations and 1.5 MiB
+//! a transaction ([`crate::store::limits`]). Before, a pass wrote all its creations in one
+//! transaction: a stock etcd refused a pass of 43 copies or more, and the controller retried the
+//! same refused transaction every period, forever.
+//!
+//! The copies run nowhere: the nodes are fake (a node lease and no agent), so these tests drive
+//! the real controller (its tokio driver and state machine) against a real etcd without
+//! processes, and count what it wrote.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use setpoint_core::ControllerKind;
+
+use crate::controller::reconcile::tests::test_spec;
+use crate::controller::{run_controller, ControllerConfig};
+use crate::model::loops::IdleReason;
+use crate::model::{placements_of, Snapshot};
+use crate::rt::shutdown_pair;
+use crate::store::{Store, StoreError};
+use crate::testing::EtcdCluster;
+
+/// Declares a fresh `intent` workload of `copies` copies on a default etcd with two fake nodes,
+/// runs the controller until it has created them all or `within` has passed, and checks that it
+/// created every copy exactly once, each with its node index entry, and no more.
+fn a_fresh_workload_is_created_whole(test: &str, copies: u64, within: Duration) {
+    let Some(cluster) = EtcdCluster::start_or_skip(test, 1) else {
+        return;
+    };
+    let store: Arc<dyn Store> = Arc::new(cluster.store());
+    for node in ["n1", "n2"] {
+        crate::model::node::fake_node(&*store, node).unwrap();
+    }
+    crate::ops::apply(
+        &*store,
+        &[test_spec("w", copies, ControllerKind::Intent, 100)],
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (trigger, shutdown) = shutdown_pair();
+    let controller = rt.spawn(run_controller(
+        Arc::clone(&store),
+        ControllerConfig::new("stock-etcd-test"),
+        shutdown,
+    ));
+    let count = || {
+        let s = Snapshot::load(&*store).unwrap();
+        s.assignments_of("w").count() as u64
+    };
+    let deadline = Instant::now() + within;
+    let mut created = count();
+    while created < copies && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        created = count();
+    }
+    // A few more periods: `intent` counts its copies in flight, so nothing more is created.
+    std::thread::sleep(Duration::from_millis(500));
+    let after = count();
+    trigger.fire();
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), controller)
+            .await
+            .expect("the controller stops")
+            .unwrap()
+            .unwrap()
+    });
+    assert_eq!(
+        created, copies,
+        "within {within:?}, on an etcd with its default limits"
+    );
+    assert_eq!(after, copies, "no copy more than declared");
+    let s = Snapshot::load(&*store).unwrap();
+    let placed: usize = ["n1", "n2"]
+        .iter()
+        .map(|n| store.read(&[&placements_of(n)]).unwrap().entries.len())
+        .sum();
+    assert_eq!(
+        placed as u64, copies,
+        "every assignment has its index entry"
+    );
+    let mut numbers: Vec<u64> = s.assignments_of("w").map(|(_, a)| a.value.n).collect();
+    numbers.dedup();
+    assert_eq!(numbers.len() as u64, copies);
+}
+
+#[test]
+fn forty_three_fresh_copies_start_on_a_stock_etcd() {
+    // The issue's case: 40 copies fitted one transaction, 43 did not.
+    a_fresh_workload_is_created_whole("forty_three_fresh_copies", 43, Duration::from_secs(10));
+}
+
+#[test]
+fn ten_thousand_fresh_copies_are_created_on_a_stock_etcd() {
+    a_fresh_workload_is_created_whole("ten_thousand_fresh_copies", 10_000, Duration::from_secs(30));
+}
+
+/// A store that refuses, as too big, every transaction of more than `max_ops` operations, as
+/// an etcd run with a `--max-txn-ops` below its default does.
+struct Refusing {
+    inner: crate::store::MemoryStore,
+    max_ops: usize,
+}
+
+impl Store for Refusing {
+    fn read(&self, prefixes: &[&str]) -> Result<crate::store::Read, StoreError> {
+        self.inner.read(prefixes)
+    }
+    fn commit(&self, txn: &crate::store::Txn) -> Result<crate::store::Revision, StoreError> {
+        if crate::store::limits::txn_ops(txn) > self.max_ops {
+            return Err(StoreError::TooBig(
+                "etcd at test refused a transaction as too big (etcdserver: too many \
+                 operations in txn request)"
+                    .into(),
+            ));
+        }
+        self.inner.commit(txn)
+    }
+    fn revision(&self) -> Result<crate::store::Revision, StoreError> {
+        self.inner.revision()
+    }
+    fn grant(&self, ttl: Duration) -> Result<crate::store::LeaseId, StoreError> {
+        self.inner.grant(ttl)
+    }
+    fn keep_alive(&self, lease: crate::store::LeaseId) -> Result<(), StoreError> {
+        self.inner.keep_alive(lease)
+    }
+    fn revoke(&self, lease: crate::store::LeaseId) -> Result<(), StoreError> {
+        self.inner.revoke(lease)
+    }
+    fn now_ms(&self) -> u64 {
+        self.inner.now_ms()
+    }
+}
+
+#[test]
+fn a_write_refused_as_too_big_is_the_reason_get_and_status_show() {
+    let store: Arc<dyn Store> = Arc::new(Refusing {
+        inner: crate::store::MemoryStore::new(),
+        max_ops: 20,
+    });
+    crate::model::node::fake_node(&*store, "n1").unwrap();
+    crate::ops::apply(&*store, &[test_spec("w", 10, ControllerKind::Intent, 100)]).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (trigger, shutdown) = shutdown_pair();
+    let controller = rt.spawn(run_controller(
+        Arc::clone(&store),
+        ControllerConfig::new("refusal-test"),
+        shutdown,
+    ));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let idle = loop {
+        let w = crate::ops::get(&*store, Some("w")).unwrap().remove(0);
+        if let Some(i) = w.idle.filter(|i| i.reason == IdleReason::WriteRefused) {
+            break Some(i);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let status = crate::ops::status(&*store).unwrap();
+    // Refused again every period, the record is written once.
+    let rev = store
+        .get(&crate::model::loops::loop_key("w"))
+        .unwrap()
+        .map(|e| e.mod_revision);
+    std::thread::sleep(Duration::from_millis(400));
+    let rev_later = store
+        .get(&crate::model::loops::loop_key("w"))
+        .unwrap()
+        .map(|e| e.mod_revision);
+    trigger.fire();
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), controller)
+            .await
+            .expect("the controller stops")
+            .unwrap()
+            .unwrap()
+    });
+    let idle = idle.expect("get shows the refusal as the loop's idle reason");
+    assert!(
+        idle.text.contains("refused its write as too big")
+            && idle.text.contains("too many operations in txn"),
+        "{}",
+        idle.text
+    );
+    assert_eq!(status.idle.get("w").map(|i| &i.text), Some(&idle.text));
+    assert_eq!(rev, rev_later);
+    assert!(crate::ops::get(&*store, Some("w")).unwrap()[0]
+        .copies
+        .is_empty());
+}
