@@ -319,6 +319,7 @@ fn monte_carlo_scenario(
         }],
         unique_names: true,
         seed: req.seed,
+        pipeline: Default::default(),
     };
     Ok(Scenario::new(spec)?)
 }

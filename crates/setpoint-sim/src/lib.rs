@@ -25,6 +25,8 @@
 //!   [`run`] / [`run_traced`], which pick the engine.
 //! - [`scenario_file`]: scenario files in TOML, with file, line and key in every error.
 //! - [`delay`]: report-delay models and the world's seeded generator ([`delay::WorldRng`]).
+//! - [`pipeline`]: how reports travel to the ledger (per report, in order per node, snapshots,
+//!   per copy) and on which node each copy runs.
 //! - [`metrics`]: [`Metrics`], what a run measures, the per-second series ([`TraceRow`]) and
 //!   [`metrics_from_series`]; re-exported from [`setpoint_core::metrics`], where the runtime
 //!   counts with the same definitions without depending on the lab.
@@ -72,6 +74,7 @@ pub mod limits;
 pub mod merge;
 pub mod montecarlo;
 pub mod output;
+pub mod pipeline;
 pub mod predict;
 pub mod report;
 mod row_writer;
