@@ -12,6 +12,7 @@ mod destination;
 mod lab;
 mod merge;
 mod output;
+mod pipeline_args;
 mod plot;
 mod reality;
 mod records;

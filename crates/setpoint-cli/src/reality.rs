@@ -118,6 +118,10 @@ pub struct LessonArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
+    /// The report pipeline of the lab's side of --delay-model cells [default: setpoint's
+    /// agent: --pipeline in-order --nodes 1 --report-every 0.5].
+    #[command(flatten)]
+    pipeline: crate::pipeline_args::PipelineArgs,
 }
 
 /// Runs one command; returns what to print.
@@ -306,6 +310,15 @@ fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
     cfg.delays = a.delays.clone();
     cfg.controllers = controllers;
     cfg.store = a.store.clone();
+    cfg.pipeline = a.pipeline.apply(cfg.pipeline);
+    cfg.pipeline
+        .check()
+        .map_err(|e| BadInput(format!("report pipeline: {e}")))?;
+    if a.pipeline.any() && a.delay_model.is_none() {
+        anyhow::bail!(BadInput(
+            "--pipeline, --nodes and --report-every apply only with --delay-model (under a fixed whole-second delay the agent's pipeline delivers each report at its own due, as the lab does); accepted: them with --delay-model".into()
+        ));
+    }
     cfg.validate().map_err(|e| BadInput(e.to_string()))?;
     if let Some(models) = &a.delay_model {
         return jitter_lesson(a, &cfg, &models.0);
@@ -363,7 +376,8 @@ fn jitter_lesson(
     let mut lab = Vec::new();
     for &c in &cfg.controllers {
         for m in models {
-            let (one, runs) = jitter::lab_of(m, c, a.seed).map_err(|e| BadInput(e.to_string()))?;
+            let (one, runs) =
+                jitter::lab_of(m, c, a.seed, cfg.pipeline).map_err(|e| BadInput(e.to_string()))?;
             lab.push((
                 c.name(),
                 setpoint_sim::sweep::model_text(m),

@@ -168,7 +168,7 @@ impl PipelineSpec {
         (k % u64::from(self.nodes.max(1))) as u32
     }
 
-    /// The one-line description: `in-order, 3 nodes`, `in-order every 0.5 s, 1 node`.
+    /// The one-line description: `in-order on 3 nodes`, `in-order every 0.5 s on 1 node`.
     pub fn describe(&self) -> String {
         let every = if self.report_every_ms > 0 {
             format!(" every {} s", crate::delay::seconds(self.report_every_ms))
@@ -176,7 +176,7 @@ impl PipelineSpec {
             String::new()
         };
         let s = if self.nodes == 1 { "" } else { "s" };
-        format!("{}{every}, {} node{s}", self.mode, self.nodes)
+        format!("{}{every} on {} node{s}", self.mode, self.nodes)
     }
 }
 

@@ -7,7 +7,8 @@ use crate::montecarlo::{Spread, Summary};
 use crate::output::{columns, print, run_records, Format};
 use crate::scenario::{Outcome, Scenario};
 
-/// One line that says what ran: controller and its settings, loop period, delay model, length.
+/// One line that says what ran: controller and its settings, loop period, delay model (and the
+/// report pipeline when it is not the default per-report one), length.
 pub fn describe(scenario: &Scenario) -> String {
     let s = scenario.spec();
     let mut controller = format!("controller {}", s.controller.kind);
@@ -18,8 +19,13 @@ pub fn describe(scenario: &Scenario) -> String {
     if s.controller.kind == ControllerKind::Named && !s.unique_names {
         controller.push_str(" (names not unique where copies run)");
     }
+    let pipeline = if s.pipeline == crate::pipeline::PipelineSpec::default() {
+        String::new()
+    } else {
+        format!(", pipeline {}", s.pipeline.describe())
+    };
     format!(
-        "{controller}, U={} sec loop, report delay {}, {} sec run",
+        "{controller}, U={} sec loop, report delay {}{pipeline}, {} sec run",
         s.period,
         s.delay.describe(),
         s.duration

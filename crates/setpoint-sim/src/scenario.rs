@@ -93,7 +93,7 @@ pub enum ScenarioError {
     },
     /// A report-pipeline setting out of range or out of place; the message says which.
     #[error("report pipeline: {0}")]
-    Pipeline(#[from] crate::pipeline::PipelineError),
+    Pipeline(crate::pipeline::PipelineError),
     /// A scenario file that could not be read at all.
     #[error("{path}: {message}")]
     Unreadable {
@@ -387,7 +387,7 @@ impl Scenario {
         Limit::PERIOD.check(spec.period)?;
         Limit::DURATION.check(spec.duration)?;
         check_delay(&spec.delay)?;
-        spec.pipeline.check()?;
+        spec.pipeline.check().map_err(ScenarioError::Pipeline)?;
         TTL.check(spec.controller.expectations.ttl)?;
         BURST.check(spec.controller.expectations.burst)?;
         if spec.workloads.is_empty() {
