@@ -33,6 +33,9 @@ pub struct AdviseArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: AdviseFormat,
+    /// The report pipeline of the compared runs.
+    #[command(flatten)]
+    pub pipeline: crate::pipeline_args::PipelineArgs,
 }
 
 /// Output formats of `advise`.
@@ -94,6 +97,7 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<String> {
             .map_or_else(|| COMMON_PERIODS.to_vec(), |p| p.0.clone()),
         runs: args.runs,
         seed: args.seed,
+        pipeline: args.pipeline.apply(Default::default()),
     })?;
     Ok(match args.format {
         AdviseFormat::Json => format!("{}\n", serde_json::to_string(&advice)?),

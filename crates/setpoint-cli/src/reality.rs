@@ -415,7 +415,7 @@ fn jitter_lesson(
             ),
             None => setpoint_sim::output::print(&rows, setpoint_sim::output::Format::Json, &[]),
         },
-        Format::Table => jitter_table_of(&lab, cells.as_deref()),
+        Format::Table => jitter_table_of(&lab, cells.as_deref(), &cfg.pipeline),
     })
 }
 
@@ -424,10 +424,18 @@ fn jitter_lesson(
 fn jitter_table_of(
     lab: &[crate::records::JitterLab],
     cells: Option<&[jitter::JitterOutcome]>,
+    pipeline: &setpoint_sim::pipeline::PipelineSpec,
 ) -> String {
-    let mut out = String::from(
+    let mut out = format!(
         "U=15 sec loop, B=5 sec startup, desired 6 copies, 2 deaths at sec 300, 900 sec run
+lab pipeline: {}{}
 ",
+        pipeline.describe(),
+        if *pipeline == setpoint_reality::experiment::agent_pipeline() {
+            " (setpoint's agent)"
+        } else {
+            ""
+        }
     );
     let header = LOOP_HEADER.replacen("G(sec)", "      ", 1);
     let row = |m: &Metrics| loop_row(0, m)[6..].to_owned();

@@ -61,6 +61,11 @@ pub struct AdviceRequest {
     pub runs: u64,
     /// The seed of the first Monte Carlo run; run `i` uses `seed + i`.
     pub seed: u64,
+    /// The report pipeline of the compared runs. Default per-report; a pipeline that does not
+    /// deliver every report at its own due under a fixed delay (`snapshot`, snapshots every R)
+    /// is compared by Monte Carlo even under a fixed delay, since the exact predictor assumes
+    /// per-report delivery.
+    pub pipeline: crate::pipeline::PipelineSpec,
 }
 
 /// The comparison at one period.
@@ -120,6 +125,9 @@ pub fn advise(req: &AdviceRequest) -> Result<Advice, AdviceError> {
     Limit::STARTUP.check(req.startup)?;
     Limit::DESIRED.check(req.desired)?;
     RUNS.check(req.runs)?;
+    req.pipeline
+        .check()
+        .map_err(|e| AdviceError::Lab(ScenarioError::Pipeline(e)))?;
     for &p in &req.periods {
         Limit::PERIOD.check(p)?;
     }
@@ -137,7 +145,7 @@ pub fn advise(req: &AdviceRequest) -> Result<Advice, AdviceError> {
     }
     periods.sort_unstable();
     periods.dedup();
-    let random = req.delay.is_random();
+    let random = req.delay.is_random() || !req.pipeline.per_report_under_fixed_delay();
     if random {
         // Checked before any run, in the terms the user gave: the worst delay and the periods.
         crate::limits::check_advise(&periods, 3, req.runs, |u| {
@@ -319,7 +327,7 @@ fn monte_carlo_scenario(
         }],
         unique_names: true,
         seed: req.seed,
-        pipeline: Default::default(),
+        pipeline: req.pipeline,
     };
     Ok(Scenario::new(spec)?)
 }
@@ -336,6 +344,7 @@ mod tests {
             periods: COMMON_PERIODS.to_vec(),
             runs: 40,
             seed: 1,
+            pipeline: Default::default(),
         }
     }
 

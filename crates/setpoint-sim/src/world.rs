@@ -52,10 +52,9 @@ struct CopyRec {
     generation: u64,
     /// Whether a delete command reached it (its assignment is gone, in the runtime's terms).
     commanded: bool,
-    /// The node it runs on ([`crate::pipeline`]'s placement).
+    /// The node it runs on ([`crate::pipeline`]'s placement); 0 under per-report, which has
+    /// no use for it.
     node: u32,
-    /// Its per-copy lane: when its last report is delivered, under `per-copy`.
-    lane: crate::pipeline::Lane,
 }
 
 /// What happens at a point of the queue.
@@ -185,6 +184,8 @@ struct Work {
     rollout: Option<RolloutRec>,
     /// Copies above desired the rollout under way allows (0 with none): the surge budget.
     allowed: u64,
+    /// Under `per-copy`, each copy's lane, by identity: when its last report is delivered.
+    lanes: Vec<crate::pipeline::Lane>,
 }
 
 impl Work {
@@ -548,6 +549,7 @@ impl<'s> Engine<'s> {
                 update_pending: false,
                 rollout: None,
                 allowed: 0,
+                lanes: Vec::new(),
             })
             .collect();
         let mut engine = Engine {
@@ -724,6 +726,7 @@ impl<'s> Engine<'s> {
     }
 
     /// Keeps report `ev` in the tests' log, when kept; returns its index there.
+    #[inline]
     fn note(&mut self, ev: Ev, node: u32, due: Time, at: Time) -> usize {
         let (Some(log), Ev::Arrive { w, id, end, made }) = (self.log.as_mut(), ev) else {
             return 0;
@@ -764,7 +767,7 @@ impl<'s> Engine<'s> {
         let due = t.saturating_add(whole_seconds(self.spec.delay.sample(&mut self.rng)));
         let at = match pipe.mode {
             Pipeline::PerReport | Pipeline::InOrder => self.nodes[n].lane.send(due),
-            Pipeline::PerCopy => self.works[w].copies[id as usize].lane.send(due),
+            Pipeline::PerCopy => self.works[w].lanes[id as usize].send(due),
             Pipeline::Snapshot => {
                 let sent = self.nodes[n].snapshot.send(t, due);
                 let mut flight = std::mem::take(&mut self.nodes[n].flight);
@@ -1146,9 +1149,15 @@ impl<'s> Engine<'s> {
             created: t,
             generation: work.generation,
             commanded: false,
-            node: self.spec.pipeline.node_of(self.total_created - 1),
-            lane: Default::default(),
+            node: if self.nodes.is_empty() {
+                0
+            } else {
+                self.spec.pipeline.node_of(self.total_created - 1)
+            },
         });
+        if self.spec.pipeline.mode == crate::pipeline::Pipeline::PerCopy {
+            work.lanes.push(Default::default());
+        }
         if let Some((after, left)) = work.crash {
             work.crash = (left > 1).then_some((after, left - 1));
             self.push(t.saturating_add(after), READY, Ev::Fail { w, id });

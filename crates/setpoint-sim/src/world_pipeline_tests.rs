@@ -138,7 +138,7 @@ fn with(spec: &ScenarioSpec, mode: Pipeline) -> ScenarioSpec {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
     fn every_mode_delivers_each_report_as_its_definition_says((spec, seed) in scenarios()) {

@@ -52,6 +52,7 @@ mod limits;
 mod netns;
 mod output;
 mod pictures;
+mod pipeline;
 mod reality;
 mod runtime;
 mod scenarios;
