@@ -28,10 +28,15 @@ pub struct PipelineArgs {
 }
 
 impl PipelineArgs {
-    /// `spec` with the flags given on top; checked by the scenario's validation.
+    /// `spec` with the flags given on top; checked by the scenario's validation. A --pipeline
+    /// other than in-order drops a snapshot period that only in-order takes (a file's, say),
+    /// unless --report-every is given too.
     pub fn apply(&self, mut spec: PipelineSpec) -> PipelineSpec {
         if let Some(mode) = self.pipeline {
             spec.mode = mode;
+            if mode != Pipeline::InOrder {
+                spec.report_every_ms = 0;
+            }
         }
         if let Some(nodes) = self.nodes {
             spec.nodes = nodes;
@@ -108,5 +113,16 @@ mod tests {
         };
         assert_eq!(a.apply(base).nodes, 2);
         assert_eq!(a.apply(base).mode, Pipeline::Snapshot);
+        // Leaving in-order drops its snapshot period.
+        let agent = PipelineSpec {
+            mode: Pipeline::InOrder,
+            nodes: 1,
+            report_every_ms: 500,
+        };
+        let per_report = PipelineArgs {
+            pipeline: Some(Pipeline::PerReport),
+            ..PipelineArgs::default()
+        };
+        assert_eq!(per_report.apply(agent), PipelineSpec::default());
     }
 }

@@ -7,12 +7,14 @@
 //! those delays in turn ([`setpoint_runtime::report_delay`]), scaled to real time. The
 //! runtime itself neither draws nor depends on the lab.
 //!
-//! The two do not draw the same way, and the comparison shows what that costs. The lab's
-//! delays belong to copy events (a start, an end), each on its own, so two starts can reach the
+//! The two need not draw the same way. Under the lab's default per-report pipeline, delays
+//! belong to copy events (a start, an end), each on its own, so two starts can reach the
 //! ledger in the opposite order. The real agent reports whole snapshots, in order: a report
 //! with a short delay waits behind an older one with a long delay. So a jittered real ledger
-//! lags by the larger delays more often than the lab's. Against a random model the lab's single
-//! run is one sample; the cell also carries the lab's distribution over many seeds
+//! lags by the larger delays more often than a per-report lab's. So the lab side of a cell runs
+//! the agent's own pipeline by default ([`crate::experiment::agent_pipeline`]: in-order
+//! snapshots every half second), which models exactly that. Against a random model the lab's
+//! single run is one sample; the cell also carries the lab's distribution over many seeds
 //! ([`LabRuns`]), which is what one real run should fall inside.
 
 use serde::Serialize;
