@@ -106,6 +106,7 @@ pub fn scenario(cell: &Cell) -> Result<Scenario, setpoint_sim::ScenarioError> {
             .collect(),
         unique_names: true,
         seed: 1,
+        pipeline: Default::default(),
     })
 }
 

@@ -64,6 +64,7 @@ pub fn predicted(model: &Model, w: &WorkloadModel, kind: ControllerKind) -> Opti
                 events: Vec::new(),
                 unique_names: true,
                 seed: 1,
+                pipeline: Default::default(),
             };
             let run = Scenario::new(spec).and_then(|s| run_general(&s, 1)).ok()?;
             most = most.max(run.workloads[0].metrics.overshoot);

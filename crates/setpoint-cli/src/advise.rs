@@ -39,6 +39,9 @@ pub struct AdviseArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: AdviseFormat,
+    /// The report pipeline of the compared runs.
+    #[command(flatten)]
+    pub pipeline: crate::pipeline_args::PipelineArgs,
 }
 
 /// Output formats of `advise`.
@@ -100,6 +103,7 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<String> {
             .map_or_else(|| COMMON_PERIODS.to_vec(), |p| p.0.clone()),
         runs: args.runs,
         seed: args.seed,
+        pipeline: args.pipeline.apply(Default::default()),
     });
     spinner.finish_and_clear();
     let advice = advice?;

@@ -15,6 +15,7 @@ mod etcd_args;
 mod lab;
 mod merge;
 mod output;
+mod pipeline_args;
 mod plot;
 mod progress;
 mod reality;

@@ -108,6 +108,9 @@ pub struct HeatmapArgs {
     /// The base seed of the cells' runs (`docs/output.md`, "Seeds").
     #[arg(long, default_value = "1", value_name = "N")]
     pub seed: u64,
+    /// The report pipeline of every cell.
+    #[command(flatten)]
+    pub pipeline: crate::pipeline_args::PipelineArgs,
     /// What colours a cell: any numeric column of `setpoint sweep`'s rows for this grid, such as
     /// overshoot, or with --runs: p_overshoot (drawn in percent), overshoot_p95, overshoot_mean.
     #[arg(long, default_value = "overshoot", value_name = "KEY")]
@@ -175,6 +178,7 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
                 && a.colour == "overshoot"
                 && a.delay_model.is_none()
                 && a.scenario.is_none()
+                && !a.pipeline.any()
             {
                 heatmap_of(&base, &a.delays, &a.periods)?
             } else {
@@ -441,6 +445,7 @@ fn heatmap_grid(
             )));
         }
     }
+    g.pipeline = a.pipeline.apply(g.pipeline);
     Ok(g)
 }
 

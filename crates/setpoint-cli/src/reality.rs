@@ -131,6 +131,10 @@ pub struct LessonArgs {
     /// on stderr; without it only the result is printed.
     #[arg(short = 'v', long)]
     verbose: bool,
+    /// The report pipeline of the lab's side of --delay-model cells [default: setpoint's
+    /// agent: --pipeline in-order --nodes 1 --report-every 0.5].
+    #[command(flatten)]
+    pipeline: crate::pipeline_args::PipelineArgs,
 }
 
 /// Runs one command; returns what to print.
@@ -318,6 +322,15 @@ fn lesson(a: &LessonArgs) -> anyhow::Result<String> {
     cfg.delays = a.delay.clone();
     cfg.controllers = controllers;
     cfg.store = a.store.clone().map(|u| a.etcd.apply(u)).transpose()?;
+    cfg.pipeline = a.pipeline.apply(cfg.pipeline);
+    cfg.pipeline
+        .check()
+        .map_err(|e| BadInput(format!("report pipeline: {e}")))?;
+    if a.pipeline.any() && a.delay_model.is_none() {
+        anyhow::bail!(BadInput(
+            "--pipeline, --nodes and --report-every apply only with --delay-model (under a fixed whole-second delay the agent's pipeline delivers each report at its own due, as the lab does); accepted: them with --delay-model".into()
+        ));
+    }
     cfg.validate().map_err(|e| BadInput(e.to_string()))?;
     if let Some(models) = &a.delay_model {
         return jitter_lesson(a, &cfg, &models.0);
@@ -374,7 +387,8 @@ fn jitter_lesson(
     let mut lab = Vec::new();
     for &c in &cfg.controllers {
         for m in models {
-            let (one, runs) = jitter::lab_of(m, c, a.seed).map_err(|e| BadInput(e.to_string()))?;
+            let (one, runs) =
+                jitter::lab_of(m, c, a.seed, cfg.pipeline).map_err(|e| BadInput(e.to_string()))?;
             lab.push((
                 c.name(),
                 setpoint_sim::sweep::model_text(m),
@@ -409,7 +423,7 @@ fn jitter_lesson(
             }))?,
             None => setpoint_sim::output::print(&rows, setpoint_sim::output::Format::Json, &[]),
         },
-        Format::Table => jitter_table_of(&lab, cells.as_deref()),
+        Format::Table => jitter_table_of(&lab, cells.as_deref(), &cfg.pipeline),
     })
 }
 
@@ -418,10 +432,18 @@ fn jitter_lesson(
 fn jitter_table_of(
     lab: &[crate::records::JitterLab],
     cells: Option<&[jitter::JitterOutcome]>,
+    pipeline: &setpoint_sim::pipeline::PipelineSpec,
 ) -> String {
-    let mut out = String::from(
+    let mut out = format!(
         "U=15 sec loop, B=5 sec startup, desired 6 copies, 2 deaths at sec 300, 900 sec run
+lab pipeline: {}{}
 ",
+        pipeline.describe(),
+        if *pipeline == setpoint_reality::experiment::agent_pipeline() {
+            " (setpoint's agent)"
+        } else {
+            ""
+        }
     );
     let header = LOOP_HEADER.replacen("G(sec)", "      ", 1);
     let row = |m: &Metrics| loop_row(0, m)[6..].to_owned();

@@ -46,6 +46,9 @@ pub struct ScenarioArgs {
     /// [default: 500].
     #[arg(long, value_name = "N", value_parser = burst, allow_negative_numbers = true)]
     pub burst: Option<u64>,
+    /// The report pipeline.
+    #[command(flatten)]
+    pub pipeline: crate::pipeline_args::PipelineArgs,
 }
 
 impl ScenarioArgs {
@@ -125,6 +128,7 @@ impl ScenarioArgs {
         if let Some(seed) = args.seed {
             spec.seed = seed;
         }
+        spec.pipeline = args.pipeline.apply(spec.pipeline);
         Ok((
             label,
             Scenario::new(spec)?.with_startup_model(args.startup_model.clone())?,

@@ -89,6 +89,9 @@ pub struct SweepArgs {
     /// overshoot above zero.
     #[arg(long)]
     pub summary: bool,
+    /// The report pipeline of every cell.
+    #[command(flatten)]
+    pub pipeline: crate::pipeline_args::PipelineArgs,
 }
 
 /// A parsed `--controller` list. A newtype, so that clap takes the whole list as one value.
@@ -277,6 +280,7 @@ fn grid_spec(args: &SweepArgs, matches: Option<&ArgMatches>) -> anyhow::Result<G
     }
     g.runs = args.runs;
     g.shard = args.shard.unwrap_or(Shard::WHOLE);
+    g.pipeline = args.pipeline.apply(g.pipeline);
     Ok(g)
 }
 

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use setpoint_core::ControllerKind;
+use setpoint_sim::pipeline::{Pipeline, PipelineSpec};
 use setpoint_sim::{run, LessonSpec, Metrics, Scenario};
 
 use setpoint_runtime::agent::{read_all_node_states, run_agent, AgentConfig};
@@ -57,6 +58,27 @@ pub struct RealLesson {
     /// The store the cells share, each under its own prefix `/experiment/{controller}-g{G}`;
     /// `None` (the default) gives each cell its own SQLite store in its data directory.
     pub store: Option<StoreUrl>,
+    /// The report pipeline the lab side of a jittered cell models. Default
+    /// [`agent_pipeline`]: the one setpoint's agent runs in these cells.
+    pub pipeline: PipelineSpec,
+}
+
+/// How often the agent of a real cell reports its node, in virtual milliseconds: every half
+/// virtual second.
+pub const AGENT_REPORT_EVERY_MS: u64 = 500;
+
+/// The report pipeline of setpoint's agent, in the lab's terms (`docs/model.md`, "The report
+/// pipeline"): `in-order` snapshots of its one node every [`AGENT_REPORT_EVERY_MS`]. Every
+/// `report_every` the agent observes its whole node and queues the snapshot with its own
+/// delay; it writes its queue front first, so a snapshot whose delay is short waits behind an
+/// older one whose delay is long, and of the snapshots due together only the newest is written
+/// (which changes nothing the ledger shows: it is the latest of them).
+pub fn agent_pipeline() -> PipelineSpec {
+    PipelineSpec {
+        mode: Pipeline::InOrder,
+        nodes: 1,
+        report_every_ms: AGENT_REPORT_EVERY_MS,
+    }
 }
 
 impl RealLesson {
@@ -70,6 +92,7 @@ impl RealLesson {
             controllers: ControllerKind::LESSON.to_vec(),
             jobs: 6,
             store: None,
+            pipeline: agent_pipeline(),
         }
     }
 
@@ -299,7 +322,9 @@ pub async fn run_real(
         other => ExperimentError::Stalled(other.to_string()),
     })?;
 
-    let half = Duration::from_secs_f64((cfg.time_scale / 2.0).max(0.001));
+    let half = Duration::from_secs_f64(
+        (cfg.time_scale * AGENT_REPORT_EVERY_MS as f64 / 1000.0).max(0.001),
+    );
     let mut acfg = AgentConfig::new("node-1", dir.join("nodes"));
     acfg.report_every = half;
     acfg.sync_every = half;

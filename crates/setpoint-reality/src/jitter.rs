@@ -7,12 +7,14 @@
 //! those delays in turn ([`setpoint_runtime::report_delay`]), scaled to real time. The
 //! runtime itself neither draws nor depends on the lab.
 //!
-//! The two do not draw the same way, and the comparison shows what that costs. The lab's
-//! delays belong to copy events (a start, an end), each on its own, so two starts can reach the
+//! The two need not draw the same way. Under the lab's default per-report pipeline, delays
+//! belong to copy events (a start, an end), each on its own, so two starts can reach the
 //! ledger in the opposite order. The real agent reports whole snapshots, in order: a report
 //! with a short delay waits behind an older one with a long delay. So a jittered real ledger
-//! lags by the larger delays more often than the lab's. Against a random model the lab's single
-//! run is one sample; the cell also carries the lab's distribution over many seeds
+//! lags by the larger delays more often than a per-report lab's. So the lab side of a cell runs
+//! the agent's own pipeline by default ([`crate::experiment::agent_pipeline`]: in-order
+//! snapshots every half second), which models exactly that. Against a random model the lab's
+//! single run is one sample; the cell also carries the lab's distribution over many seeds
 //! ([`LabRuns`]), which is what one real run should fall inside.
 
 use serde::Serialize;
@@ -21,6 +23,7 @@ use setpoint_runtime::measure::{Measurement, Spread};
 use setpoint_runtime::report_delay::ReportDelays;
 use setpoint_sim::delay::{DelayModel, WorldRng};
 use setpoint_sim::montecarlo::monte_carlo;
+use setpoint_sim::pipeline::PipelineSpec;
 use setpoint_sim::sweep::model_text;
 use setpoint_sim::{run, Metrics, Scenario};
 
@@ -82,28 +85,32 @@ pub fn schedule(model: &DelayModel, seed: u64, reports: usize, time_scale: f64) 
         .collect()
 }
 
-/// The lab's form of a cell: the lesson's world with `model` as its delay and `seed`.
+/// The lab's form of a cell: the lesson's world with `model` as its delay, `seed`, and the
+/// report pipeline `pipeline` (the agent's is [`crate::experiment::agent_pipeline`]).
 pub fn lab_scenario(
     model: &DelayModel,
     controller: ControllerKind,
     seed: u64,
+    pipeline: PipelineSpec,
 ) -> Result<Scenario, ExperimentError> {
     let bad = |e: setpoint_sim::ScenarioError| ExperimentError::BadInput(e.to_string());
     let base = Scenario::from_lesson_spec(&lesson_spec(0, controller)).map_err(bad)?;
     let mut spec = base.spec().clone();
     spec.delay = model.clone();
     spec.seed = seed;
+    spec.pipeline = pipeline;
     Scenario::new(spec).map_err(bad)
 }
 
-/// The lab's run at the cell's seed and its spread over [`LAB_RUNS`] seeds.
+/// The lab's run at the cell's seed and its spread over [`LAB_RUNS`] seeds, under `pipeline`.
 pub fn lab_of(
     model: &DelayModel,
     controller: ControllerKind,
     seed: u64,
+    pipeline: PipelineSpec,
 ) -> Result<(Metrics, LabRuns), ExperimentError> {
     let bad = |e: setpoint_sim::ScenarioError| ExperimentError::BadInput(e.to_string());
-    let scenario = lab_scenario(model, controller, seed)?;
+    let scenario = lab_scenario(model, controller, seed, pipeline)?;
     let one = run(&scenario, seed).map_err(bad)?.workloads[0].metrics;
     let summary = monte_carlo(&scenario, seed, LAB_RUNS).map_err(bad)?;
     let w = &summary.workloads[0];
@@ -146,7 +153,7 @@ pub async fn run_jitter_cell(
     let delays = ReportDelays::new(schedule(model, seed, reports, cfg.time_scale));
     let text = model_text(model);
     let name = format!("{}-{}", controller.name(), slug(&text));
-    let (simulated, lab_runs) = lab_of(model, controller, seed)?;
+    let (simulated, lab_runs) = lab_of(model, controller, seed, cfg.pipeline)?;
     let real = run_real(cfg, &world, &name, delays).await?;
     Ok(JitterOutcome {
         controller,
@@ -198,6 +205,7 @@ pub async fn run_jitter_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::agent_pipeline;
 
     #[test]
     fn a_schedule_is_the_models_draws_scaled_and_seeded() {
@@ -231,16 +239,41 @@ mod tests {
     }
 
     #[test]
+    fn the_agents_pipeline_is_the_default_and_delays_the_lab_as_the_agent_does() {
+        assert_eq!(RealLesson::new("x").pipeline, agent_pipeline());
+        // The figure: ledger, uniform 5..30 s, seed 4, whose real run overshot 12.
+        // Per-report draws put 12 outside the lab's 200 seeds; the agent's pipeline, whose
+        // ledger waits for the slowest snapshot in flight, puts it inside.
+        let m = DelayModel::Uniform {
+            min: 5_000,
+            max: 30_000,
+        };
+        let ledger = ControllerKind::Ledger;
+        let (_, per_report) = lab_of(&m, ledger, 4, PipelineSpec::default()).unwrap();
+        let (_, agent) = lab_of(&m, ledger, 4, agent_pipeline()).unwrap();
+        assert!(per_report.overshoot_max < 12.0, "{per_report:?}");
+        assert!(agent.overshoot_max >= 12.0, "{agent:?}");
+        assert!(agent.overshoot_mean > per_report.overshoot_mean + 2.0);
+        // Under a fixed whole-second delay the agent's snapshots, every half second, deliver
+        // each change at its own due: the lab row equals per-report's (and the real run's).
+        let fixed = DelayModel::fixed_seconds(20);
+        assert_eq!(
+            lab_of(&fixed, ledger, 1, agent_pipeline()).unwrap(),
+            lab_of(&fixed, ledger, 1, PipelineSpec::default()).unwrap()
+        );
+    }
+
+    #[test]
     fn the_lab_side_of_a_jittered_cell_spreads_over_seeds() {
         let m = DelayModel::lesson_chain();
-        let (one, runs) = lab_of(&m, ControllerKind::Ledger, 3).unwrap();
+        let (one, runs) = lab_of(&m, ControllerKind::Ledger, 3, PipelineSpec::default()).unwrap();
         assert_eq!(runs.runs, LAB_RUNS);
         assert!(
             runs.p_overshoot > 0.0 && runs.p_overshoot <= 1.0,
             "{runs:?}"
         );
         assert!(f64::from(one.overshoot as u32) <= runs.overshoot_max);
-        let (_, intent) = lab_of(&m, ControllerKind::Intent, 3).unwrap();
+        let (_, intent) = lab_of(&m, ControllerKind::Intent, 3, agent_pipeline()).unwrap();
         assert_eq!(
             intent.p_overshoot, 0.0,
             "intent never overshoots: {intent:?}"

@@ -64,6 +64,11 @@ pub struct AdviceRequest {
     pub runs: u64,
     /// The seed of the first Monte Carlo run; run `i` uses `seed + i`.
     pub seed: u64,
+    /// The report pipeline of the compared runs. Default per-report; a pipeline that does not
+    /// deliver every report at its own due under a fixed delay (`snapshot`, snapshots every R)
+    /// is compared by Monte Carlo even under a fixed delay, since the exact predictor assumes
+    /// per-report delivery.
+    pub pipeline: crate::pipeline::PipelineSpec,
 }
 
 /// The comparison at one period.
@@ -131,6 +136,9 @@ pub fn advise(req: &AdviceRequest) -> Result<Advice, AdviceError> {
     Limit::STARTUP.check(req.startup)?;
     Limit::DESIRED.check(req.desired)?;
     RUNS.check(req.runs)?;
+    req.pipeline
+        .check()
+        .map_err(|e| AdviceError::Lab(ScenarioError::Pipeline(e)))?;
     for &p in &req.periods {
         Limit::PERIOD.check(p)?;
     }
@@ -152,7 +160,8 @@ pub fn advise(req: &AdviceRequest) -> Result<Advice, AdviceError> {
         || req
             .startup_model
             .as_ref()
-            .is_some_and(DelayModel::is_random);
+            .is_some_and(DelayModel::is_random)
+        || !req.pipeline.per_report_under_fixed_delay();
     if random {
         // Checked before any run, in the terms the user gave: the worst delay and the periods.
         crate::limits::check_advise(&periods, 3, req.runs, |u| {
@@ -348,6 +357,7 @@ fn monte_carlo_scenario(
         }],
         unique_names: true,
         seed: req.seed,
+        pipeline: req.pipeline,
     };
     Ok(Scenario::new(spec)?.with_startup_model(req.startup_model.clone())?)
 }
@@ -365,6 +375,7 @@ mod tests {
             periods: COMMON_PERIODS.to_vec(),
             runs: 40,
             seed: 1,
+            pipeline: Default::default(),
         }
     }
 

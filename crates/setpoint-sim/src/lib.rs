@@ -28,6 +28,8 @@
 //! - [`empirical`]: measured delay distributions, drawn by inverse-CDF sampling.
 //! - [`calibrate`]: empirical models fitted from measurements (Prometheus histograms,
 //!   Kubernetes lists), and their model files.
+//! - [`pipeline`]: how reports travel to the ledger (per report, in order per node, snapshots,
+//!   per copy) and on which node each copy runs.
 //! - [`metrics`]: [`Metrics`], what a run measures, the per-second series ([`TraceRow`]) and
 //!   [`metrics_from_series`]; re-exported from [`setpoint_core::metrics`], where the runtime
 //!   counts with the same definitions without depending on the lab.
@@ -77,6 +79,7 @@ pub mod limits;
 pub mod merge;
 pub mod montecarlo;
 pub mod output;
+pub mod pipeline;
 pub mod predict;
 pub mod report;
 mod row_writer;

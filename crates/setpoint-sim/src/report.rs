@@ -7,7 +7,8 @@ use crate::montecarlo::{Spread, Summary};
 use crate::output::{columns, print, run_records, Format};
 use crate::scenario::{Outcome, Scenario};
 
-/// One line that says what ran: controller and its settings, loop period, delay model, length.
+/// One line that says what ran: controller and its settings, loop period, delay model (and the
+/// report pipeline when it is not the default per-report one), length.
 pub fn describe(scenario: &Scenario) -> String {
     let s = scenario.spec();
     let mut controller = format!("controller {}", s.controller.kind);
@@ -22,8 +23,13 @@ pub fn describe(scenario: &Scenario) -> String {
         .startup_model()
         .map(|m| format!(", startup {}", m.describe()))
         .unwrap_or_default();
+    let pipeline = if s.pipeline == crate::pipeline::PipelineSpec::default() {
+        String::new()
+    } else {
+        format!(", pipeline {}", s.pipeline.describe())
+    };
     format!(
-        "{controller}, U={} sec loop, report delay {}{startup}, {} sec run",
+        "{controller}, U={} sec loop, report delay {}{pipeline}{startup}, {} sec run",
         s.period,
         s.delay.describe(),
         s.duration

@@ -91,6 +91,9 @@ pub enum ScenarioError {
         /// What is wrong and what is accepted.
         message: String,
     },
+    /// A report-pipeline setting out of range or out of place; the message says which.
+    #[error("report pipeline: {0}")]
+    Pipeline(crate::pipeline::PipelineError),
     /// A scenario file that could not be read at all.
     #[error("{path}: {message}")]
     Unreadable {
@@ -259,6 +262,9 @@ pub struct ScenarioSpec {
     pub unique_names: bool,
     /// The seed of the world's random number generator. Default 1.
     pub seed: u64,
+    /// How reports travel to the ledger, and the nodes copies run on. Default per-report, one
+    /// node: every report its own delay ([`crate::pipeline`]).
+    pub pipeline: crate::pipeline::PipelineSpec,
 }
 
 impl Default for ScenarioSpec {
@@ -280,6 +286,7 @@ impl Default for ScenarioSpec {
             }],
             unique_names: true,
             seed: 1,
+            pipeline: Default::default(),
         }
     }
 }
@@ -381,6 +388,7 @@ impl Scenario {
         Limit::PERIOD.check(spec.period)?;
         Limit::DURATION.check(spec.duration)?;
         check_delay(&spec.delay)?;
+        spec.pipeline.check().map_err(ScenarioError::Pipeline)?;
         TTL.check(spec.controller.expectations.ttl)?;
         BURST.check(spec.controller.expectations.burst)?;
         if spec.workloads.is_empty() {
@@ -485,6 +493,7 @@ impl Scenario {
             events: death_events(&s.deaths),
             unique_names: true,
             seed: 1,
+            pipeline: Default::default(),
         })
     }
 
@@ -512,13 +521,18 @@ impl Scenario {
     }
 
     /// The same scenario as the lesson's [`LessonWorld`], when the lesson's world can express it:
-    /// one workload, `ledger` or `intent`, a fixed delay of whole seconds and no event but
-    /// deaths by count. Those are the scenarios the fast engine runs.
+    /// one workload, `ledger` or `intent`, a fixed delay of whole seconds, no event but
+    /// deaths by count, and a pipeline that delivers every report at its own due under a fixed
+    /// delay ([`crate::pipeline::PipelineSpec::per_report_under_fixed_delay`]). Those are the
+    /// scenarios the fast engine runs.
     pub fn as_lesson(&self) -> Option<LessonWorld> {
         if self.startup_model.is_some() {
             return None;
         }
         let s = &self.spec;
+        if !s.pipeline.per_report_under_fixed_delay() {
+            return None;
+        }
         let [w] = s.workloads.as_slice() else {
             return None;
         };

@@ -17,6 +17,12 @@
 //! min = 5                            #   | lesson-chain (no settings)
 //! max = 30                           # seconds, to the millisecond
 //!
+//! [pipeline]                         # default: mode = "per-report", nodes = 1
+//! mode = "in-order"                  # per-report | in-order | snapshot | per-copy
+//! nodes = 3                          # copies placed round robin in creation order
+//! report_every = 0.5                 # in-order only: a node snapshot every 0.5 s (default 0:
+//!                                    #   one report per copy event)
+//!
 //! [[workload]]                       # one or more
 //! name = "collector"
 //! desired = 6
@@ -51,6 +57,7 @@ use toml::{Spanned, Value};
 
 use crate::delay::{DelayModel, Millis, Stage, MAX_DELAY_MS};
 use crate::lesson_world::{Limit, MAX_SECONDS};
+use crate::pipeline::{PipelineSpec, UnknownPipeline, MAX_NODES};
 use crate::scenario::{
     ControllerSpec, Event, ScenarioError, ScenarioSpec, TimedEvent, Toll, Workload, BURST,
     DEFAULT_PROGRESS_DEADLINE, EVENT_AT, EVENT_COUNT, PROGRESS_DEADLINE, TTL, WINDOW,
@@ -68,6 +75,7 @@ struct RawFile {
     unique_names: Option<bool>,
     controller: Option<RawController>,
     delay: Option<RawDelay>,
+    pipeline: Option<RawPipeline>,
     #[serde(default)]
     workload: Vec<RawWorkload>,
     #[serde(default)]
@@ -92,6 +100,14 @@ struct RawDelay {
     stages: Option<Spanned<Vec<RawStage>>>,
     /// For `empirical`: the model file, relative to the scenario file.
     file: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPipeline {
+    mode: Option<Spanned<String>>,
+    nodes: Option<Spanned<i64>>,
+    report_every: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -278,6 +294,9 @@ impl Located<'_> {
         if let Some(d) = &raw.delay {
             spec.delay = self.delay(d)?;
         }
+        if let Some(p) = &raw.pipeline {
+            spec.pipeline = self.pipeline(p)?;
+        }
         if raw.workload.is_empty() {
             return Err(ScenarioError::File {
                 path: self.label.to_owned(),
@@ -345,6 +364,38 @@ impl Located<'_> {
             kind,
             expectations: config,
         })
+    }
+
+    fn pipeline(&self, p: &RawPipeline) -> Result<PipelineSpec, ScenarioError> {
+        let mut spec = PipelineSpec::default();
+        if let Some(mode) = &p.mode {
+            spec.mode = mode
+                .get_ref()
+                .parse()
+                .map_err(|e: UnknownPipeline| self.error(mode, "pipeline.mode", e.to_string()))?;
+        }
+        if let Some(nodes) = &p.nodes {
+            spec.nodes = u32::try_from(*nodes.get_ref())
+                .ok()
+                .filter(|n| (1..=MAX_NODES).contains(n))
+                .ok_or_else(|| {
+                    self.error(
+                        nodes,
+                        "pipeline.nodes",
+                        format!(
+                            "{} is out of range: accepted 1 to {MAX_NODES} nodes",
+                            nodes.get_ref()
+                        ),
+                    )
+                })?;
+        }
+        if let Some(every) = &p.report_every {
+            spec.report_every_ms = self.millis(every, "pipeline.report_every")?;
+            if let Err(e) = spec.check() {
+                return Err(self.error(every, "pipeline.report_every", e.to_string()));
+            }
+        }
+        Ok(spec)
     }
 
     fn delay(&self, d: &RawDelay) -> Result<DelayModel, ScenarioError> {
@@ -952,5 +1003,43 @@ count = 2
             .unwrap_err()
             .to_string()
             .contains("needs 'file'"));
+    }
+
+    #[test]
+    fn a_pipeline_table_sets_mode_nodes_and_period_and_refuses_what_does_not_apply() {
+        use crate::pipeline::Pipeline;
+        let with = |table: &str| LESSON.replace("[controller]", &format!("{table}\n[controller]"));
+        assert_eq!(
+            parse("s.toml", LESSON).unwrap().pipeline,
+            PipelineSpec::default()
+        );
+        let spec = parse(
+            "s.toml",
+            &with("[pipeline]\nmode = \"in-order\"\nnodes = 3\nreport_every = 0.5\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            spec.pipeline,
+            PipelineSpec {
+                mode: Pipeline::InOrder,
+                nodes: 3,
+                report_every_ms: 500
+            }
+        );
+        let e = err(&with("[pipeline]\nmode = \"fifo\"\n"));
+        assert!(
+            e.starts_with("s.toml:6: pipeline.mode: unknown report pipeline 'fifo': accepted are"),
+            "{e}"
+        );
+        let e = err(&with("[pipeline]\nnodes = 0\n"));
+        assert!(
+            e.starts_with("s.toml:6: pipeline.nodes: 0 is out of range"),
+            "{e}"
+        );
+        let e = err(&with("[pipeline]\nmode = \"snapshot\"\nreport_every = 1\n"));
+        assert!(
+            e.contains("pipeline.report_every: report every applies only to the in-order"),
+            "{e}"
+        );
     }
 }

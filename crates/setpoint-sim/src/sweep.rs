@@ -128,6 +128,9 @@ pub enum GridError {
     /// A setting that every cell shares (duration, deaths) is invalid. The message says which.
     #[error(transparent)]
     LessonWorld(#[from] SettingError),
+    /// The report pipeline every cell shares is invalid. The message says which setting.
+    #[error("report pipeline: {0}")]
+    Pipeline(crate::pipeline::PipelineError),
 }
 
 /// A run of evenly spaced values: `start`, `start + step`, … (`count` values).
@@ -420,6 +423,10 @@ pub struct GridSpec {
     pub seed: u64,
     /// The part of the grid to run. Default the whole grid.
     pub shard: Shard,
+    /// The report pipeline of every cell. Default per-report. Under another pipeline that
+    /// does not coincide with per-report ([`crate::pipeline::PipelineSpec`]), every cell
+    /// runs on the general engine.
+    pub pipeline: crate::pipeline::PipelineSpec,
 }
 
 impl Default for GridSpec {
@@ -441,6 +448,7 @@ impl Default for GridSpec {
             runs: 1,
             seed: 1,
             shard: Shard::WHOLE,
+            pipeline: Default::default(),
         }
     }
 }
@@ -592,6 +600,7 @@ impl Grid {
             ..LessonSpec::default()
         })?;
         RUNS.check(spec.runs)?;
+        spec.pipeline.check().map_err(GridError::Pipeline)?;
         for model in &spec.delay_models {
             Scenario::new(ScenarioSpec {
                 delay: model.clone(),
@@ -720,6 +729,7 @@ impl Grid {
     /// exact predictor beside them.
     pub fn is_lesson_cell(&self, cell: &Cell) -> bool {
         cell.controller.is_lesson()
+            && self.spec.pipeline.per_report_under_fixed_delay()
             && match cell.delay_of {
                 CellDelay::Seconds(_) => true,
                 CellDelay::Model(k) => self.spec.delay_models[k].fixed_whole_seconds().is_some(),
@@ -752,6 +762,7 @@ impl Grid {
                 },
             },
             seed: cell_seed(self.spec.seed, cell, &self.cell_model_text(cell)),
+            pipeline: self.spec.pipeline,
             ..ScenarioSpec::default()
         };
         spec.workloads[0].desired = cell.desired;

@@ -77,6 +77,7 @@ pub fn grid_spec(file: &str, spec: &ScenarioSpec) -> Result<GridSpec, SweepFileE
         duration: spec.duration,
         deaths,
         seed: spec.seed,
+        pipeline: spec.pipeline,
         ..GridSpec::default()
     })
 }

@@ -52,6 +52,9 @@ struct CopyRec {
     generation: u64,
     /// Whether a delete command reached it (its assignment is gone, in the runtime's terms).
     commanded: bool,
+    /// The node it runs on ([`crate::pipeline`]'s placement); 0 under per-report, which has
+    /// no use for it.
+    node: u32,
 }
 
 /// What happens at a point of the queue.
@@ -181,6 +184,8 @@ struct Work {
     rollout: Option<RolloutRec>,
     /// Copies above desired the rollout under way allows (0 with none): the surge budget.
     allowed: u64,
+    /// Under `per-copy`, each copy's lane, by identity: when its last report is delivered.
+    lanes: Vec<crate::pipeline::Lane>,
 }
 
 impl Work {
@@ -316,6 +321,23 @@ struct Engine<'s> {
     /// Each copy's startup time drawn from this model instead of its workload's fixed one
     /// (`--startup-model`), in whole seconds rounded up as report delays are.
     startup_model: Option<&'s crate::delay::DelayModel>,
+    /// Each node's pipeline, under a mode other than per-report.
+    nodes: Vec<NodePipe>,
+    /// Every report sent, for the tests' oracles; `None` outside them.
+    log: Option<Vec<ReportLog>>,
+}
+
+/// One node's report pipeline (`crate::pipeline`).
+#[derive(Debug, Default)]
+struct NodePipe {
+    /// `in-order` per copy event.
+    lane: crate::pipeline::Lane,
+    /// `in-order` with a snapshot period.
+    periodic: crate::pipeline::PeriodicLane,
+    /// `snapshot`: the lane, and the queue keys of the reports in the snapshot in flight
+    /// (with their index in the tests' log, when kept).
+    snapshot: crate::pipeline::SnapshotLane,
+    flight: Vec<((Time, u8, u64), usize)>,
 }
 
 /// Runs `scenario` on the general engine with the world's generator seeded by `seed`.
@@ -368,13 +390,45 @@ fn run_with_budget(
     scenario: &Scenario,
     seed: u64,
     budget: u64,
+    observer: Option<&mut LabObserver>,
+) -> Result<Outcome, ScenarioError> {
+    run_engine(scenario, seed, budget, observer, None)
+}
+
+/// One report as it was sent, for the tests' oracles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ReportLog {
+    /// The copy's workload and identity, and whether it reports the end.
+    w: usize,
+    id: u64,
+    end: bool,
+    /// The node it was sent from.
+    node: u32,
+    /// When it was made, and when its own draw makes it due (`made + ⌈d / 1000⌉`; the
+    /// snapshot's own delivery under a snapshot period, which has no draw of its own).
+    made: Time,
+    due: Time,
+    /// When the pipeline delivers it, before any outage (under `snapshot`, of the snapshot
+    /// it was sent in: a later one that replaced it changes it).
+    at: Time,
+    /// Under `snapshot`: whether a later snapshot replaced the one it was sent in.
+    replaced: bool,
+}
+
+/// [`run_with_budget`], keeping a [`ReportLog`] of every report in `log` when given.
+fn run_engine(
+    scenario: &Scenario,
+    seed: u64,
+    budget: u64,
     mut observer: Option<&mut LabObserver>,
+    log: Option<&mut Vec<ReportLog>>,
 ) -> Result<Outcome, ScenarioError> {
     let spec = scenario.spec();
     crate::limits::check_general_copies(spec, budget)?;
     let mut engine = Engine::new(spec, seed);
     engine.budget = budget;
     engine.startup_model = scenario.startup_model();
+    engine.log = log.is_some().then(Vec::new);
     let duration = spec.duration;
     let period = spec.period;
     let mut t: Time = 0;
@@ -411,6 +465,9 @@ fn run_with_budget(
         t = next;
     }
     let rounds = duration / period + 1;
+    if let (Some(out), Some(kept)) = (log, engine.log.take()) {
+        *out = kept;
+    }
     let workloads = engine
         .works
         .iter()
@@ -497,6 +554,7 @@ impl<'s> Engine<'s> {
                 update_pending: false,
                 rollout: None,
                 allowed: 0,
+                lanes: Vec::new(),
             })
             .collect();
         let mut engine = Engine {
@@ -514,6 +572,14 @@ impl<'s> Engine<'s> {
             total_created: 0,
             budget: MAX_LAB_COPIES,
             startup_model: None,
+            log: None,
+            nodes: if spec.pipeline.is_per_report() {
+                Vec::new()
+            } else {
+                (0..spec.pipeline.nodes)
+                    .map(|_| NodePipe::default())
+                    .collect()
+            },
         };
         let mut windows: Vec<Vec<(Time, Time)>> = vec![Vec::new(); spec.workloads.len()];
         for (i, e) in spec.events.iter().enumerate() {
@@ -538,9 +604,11 @@ impl<'s> Engine<'s> {
         engine
     }
 
-    fn push(&mut self, at: Time, class: u8, ev: Ev) {
+    fn push(&mut self, at: Time, class: u8, ev: Ev) -> (Time, u8, u64) {
         self.seq += 1;
-        self.queue.insert((at, class, self.seq), ev);
+        let key = (at, class, self.seq);
+        self.queue.insert(key, ev);
+        key
     }
 
     /// The workloads an event strikes.
@@ -645,19 +713,101 @@ impl<'s> Engine<'s> {
 
     /// Sends the report of copy `id` starting (or ending) at `t` on its way to the ledger.
     fn report(&mut self, w: usize, id: u64, end: bool, t: Time) {
-        let delay = self.spec.delay.sample(&mut self.rng);
-        let arrival = self.works[w].hold(t.saturating_add(whole_seconds(delay)));
         *self.in_transit.entry(t).or_insert(0) += 1;
-        self.push(
-            arrival,
-            ARRIVE,
-            Ev::Arrive {
-                w,
-                id,
-                end,
-                made: t,
-            },
-        );
+        let ev = Ev::Arrive {
+            w,
+            id,
+            end,
+            made: t,
+        };
+        if self.spec.pipeline.is_per_report() {
+            let delay = self.spec.delay.sample(&mut self.rng);
+            let due = t.saturating_add(whole_seconds(delay));
+            let arrival = self.works[w].hold(due);
+            self.push(arrival, ARRIVE, ev);
+            self.note(ev, 0, due, due);
+        } else {
+            self.report_piped(w, id, t, ev);
+        }
+    }
+
+    /// Keeps report `ev` in the tests' log, when kept; returns its index there.
+    #[inline]
+    fn note(&mut self, ev: Ev, node: u32, due: Time, at: Time) -> usize {
+        let (Some(log), Ev::Arrive { w, id, end, made }) = (self.log.as_mut(), ev) else {
+            return 0;
+        };
+        log.push(ReportLog {
+            w,
+            id,
+            end,
+            node,
+            made,
+            due,
+            at,
+            replaced: false,
+        });
+        log.len() - 1
+    }
+
+    /// [`Engine::report`] under a pipeline other than per-report: the delivery of the report
+    /// `ev` of copy `id` made at `t` follows the mode's rule (`crate::pipeline`); an outage then
+    /// holds it at the ledger.
+    fn report_piped(&mut self, w: usize, id: u64, t: Time, ev: Ev) {
+        use crate::pipeline::Pipeline;
+        let pipe = self.spec.pipeline;
+        let node = self.works[w].copies[id as usize].node;
+        let n = node as usize;
+        if pipe.report_every_ms > 0 {
+            let (delay, rng) = (&self.spec.delay, &mut self.rng);
+            let at = self.nodes[n]
+                .periodic
+                .send(t, pipe.report_every_ms, delay.max_ms(), |_| {
+                    delay.sample(rng)
+                });
+            let arrival = self.works[w].hold(at);
+            self.push(arrival, ARRIVE, ev);
+            self.note(ev, node, at, at);
+            return;
+        }
+        let due = t.saturating_add(whole_seconds(self.spec.delay.sample(&mut self.rng)));
+        let at = match pipe.mode {
+            Pipeline::PerReport | Pipeline::InOrder => self.nodes[n].lane.send(due),
+            Pipeline::PerCopy => self.works[w].lanes[id as usize].send(due),
+            Pipeline::Snapshot => {
+                let sent = self.nodes[n].snapshot.send(t, due);
+                let mut flight = std::mem::take(&mut self.nodes[n].flight);
+                if sent.replaced {
+                    // The reports of the snapshot in flight travel with this one, in their order.
+                    for (key, i) in std::mem::take(&mut flight) {
+                        let old = self
+                            .queue
+                            .remove(&key)
+                            .expect("a report in flight is queued");
+                        let Ev::Arrive { w: ow, .. } = old else {
+                            unreachable!("a snapshot holds only reports")
+                        };
+                        let arrival = self.works[ow].hold(sent.at);
+                        flight.push((self.push(arrival, ARRIVE, old), i));
+                        if let Some(log) = self.log.as_mut() {
+                            log[i].replaced = true;
+                            log[i].at = sent.at;
+                        }
+                    }
+                } else {
+                    flight.clear();
+                }
+                let arrival = self.works[w].hold(sent.at);
+                let key = self.push(arrival, ARRIVE, ev);
+                let i = self.note(ev, node, due, sent.at);
+                flight.push((key, i));
+                self.nodes[n].flight = flight;
+                return;
+            }
+        };
+        let arrival = self.works[w].hold(at);
+        self.push(arrival, ARRIVE, ev);
+        self.note(ev, node, due, at);
     }
 
     fn arrive(&mut self, w: usize, id: u64, end: bool, made: Time) {
@@ -1009,7 +1159,15 @@ impl<'s> Engine<'s> {
             created: t,
             generation: work.generation,
             commanded: false,
+            node: if self.nodes.is_empty() {
+                0
+            } else {
+                self.spec.pipeline.node_of(self.total_created - 1)
+            },
         });
+        if self.spec.pipeline.mode == crate::pipeline::Pipeline::PerCopy {
+            work.lanes.push(Default::default());
+        }
         if let Some((after, left)) = work.crash {
             work.crash = (left > 1).then_some((after, left - 1));
             self.push(t.saturating_add(after), READY, Ev::Fail { w, id });
@@ -1246,6 +1404,7 @@ mod tests {
             )],
             unique_names: true,
             seed: 1,
+            pipeline: Default::default(),
         }
     }
 
@@ -1314,6 +1473,7 @@ mod tests {
             )],
             unique_names: true,
             seed: 1,
+            pipeline: Default::default(),
         }
     }
 
@@ -1808,3 +1968,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "world_pipeline_tests.rs"]
+mod pipeline_tests;

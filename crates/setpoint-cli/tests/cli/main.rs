@@ -63,6 +63,7 @@ mod netns;
 mod ops_cmds;
 mod output;
 mod pictures;
+mod pipeline;
 mod readme;
 mod reality;
 mod runtime;

@@ -333,6 +333,7 @@ fn an_intent_controller_killed_at_each_pass_failpoint_overshoots_exactly_as_the_
             }],
             unique_names: true,
             seed: 1,
+            pipeline: Default::default(),
         };
         let predicted = setpoint_sim::run(&Scenario::new(spec).unwrap(), 1)
             .unwrap()

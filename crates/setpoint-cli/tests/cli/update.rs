@@ -44,6 +44,7 @@ fn lab() -> (Vec<Act>, u64) {
         }],
         unique_names: true,
         seed: 1,
+        pipeline: Default::default(),
     })
     .unwrap();
     let mut acts = Vec::new();
