@@ -496,8 +496,10 @@ impl AgentCore {
         let first = reports::observe(&self.copies, now, &self.cfg);
         self.reports
             .send(now, first, false, &self.cfg, &mut self.out);
-        self.out
-            .log(format!("ready with {} copies", self.copies.len()));
+        self.out.log(match self.copies.len() {
+            1 => "ready with 1 copy".to_owned(),
+            n => format!("ready with {n} copies"),
+        });
         self.sync.next_at(now + self.cfg.sync_every_ms);
         self.reports.observe_next_at(now + self.cfg.report_every_ms);
         self.logs = LogTending::new(now);
