@@ -10,6 +10,7 @@ mod chaos;
 mod chaos_lesson;
 mod chaos_plot;
 mod destination;
+mod inspect;
 mod lab;
 mod merge;
 mod output;

@@ -37,6 +37,7 @@
 //! - [`node`]: node identity and liveness: the node record, the data-directory lock.
 //! - [`process`]: process groups, signals, `/proc` checks.
 //! - [`ops`]: `apply`, `get`, `delete`, `kill`, `status`.
+//! - [`copies`]: the copy view of `get copies` (node, pid, state, age, restarts, last exit).
 //! - [`remote`]: what works across machines: the agents' live records, kill requests.
 //! - [`events`]: the event log in the store (append-only, each entry created only if absent).
 //! - [`measure`]: the lesson's metrics of a real run, computed from the event log.
@@ -57,6 +58,7 @@ pub mod agent_core;
 pub mod backoff;
 pub mod cache;
 pub mod controller;
+pub mod copies;
 pub mod duration;
 pub mod events;
 pub mod failpoint;
