@@ -398,3 +398,62 @@ pub fn describe(a: &DescribeArgs, store: &dyn Store) -> anyhow::Result<String> {
 fn indent(s: &str) -> String {
     s.lines().map(|l| format!("  {l}\n")).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use setpoint_runtime::copies::CopyState;
+
+    fn row(copy: &str, exit: Option<&str>) -> CopyRow {
+        CopyRow {
+            workload: "w".into(),
+            copy: copy.into(),
+            n: 0,
+            node: Some("node-1".into()),
+            pid: Some(4242),
+            state: CopyState::CrashLooping,
+            age_ms: Some(192_500),
+            restarts: 3,
+            last_exit: exit.map(str::to_owned),
+            assigned: true,
+        }
+    }
+
+    #[test]
+    fn ages_read_as_kubectl_writes_them() {
+        let got: Vec<String> = [0, 59_999, 60_000, 192_500, 3_600_000, 7_500_000, 90_000_000]
+            .into_iter()
+            .map(age)
+            .collect();
+        assert_eq!(got, ["0s", "59s", "1m0s", "3m12s", "1h0m", "2h5m", "1d1h"]);
+    }
+
+    #[test]
+    fn the_copies_table_lines_up_and_bounds_a_long_exit_and_name() {
+        let long_exit = format!(
+            "failed to start: program 'x' not found on {}",
+            "/p".repeat(300)
+        );
+        let long_name = "c".repeat(90);
+        let t = copies_table(&[row("w-0", None), row(&long_name, Some(&long_exit))]);
+        insta::assert_snapshot!(t.lines().take(2).collect::<Vec<_>>().join("\n"), @r"
+        COPY                     NODE              PID STATE             AGE RESTARTS  LAST EXIT
+        w-0                      node-1           4242 crash-looping   3m12s        3  -
+        ");
+        let last = t.lines().nth(2).unwrap();
+        assert!(last.chars().count() < 24 + 40 + 60 + 60, "{last}");
+        assert!(last.ends_with('…') && last.contains(&format!("{}…", "c".repeat(39))));
+    }
+
+    #[test]
+    fn watch_compares_without_the_values_that_move_with_the_clock() {
+        let mut a = serde_json::json!({"revision": 5, "copies": [{"age_ms": 1, "pid": 7}]});
+        let mut b = serde_json::json!({"revision": 9, "copies": [{"age_ms": 2, "pid": 7}]});
+        let mut c = serde_json::json!({"revision": 9, "copies": [{"age_ms": 2, "pid": 8}]});
+        for v in [&mut a, &mut b, &mut c] {
+            without_clocks(v);
+        }
+        assert_eq!(a, b);
+        assert_ne!(b, c);
+    }
+}
