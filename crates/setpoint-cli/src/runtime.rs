@@ -79,7 +79,7 @@ pub struct ForgetArgs {
 pub struct LogsArgs {
     #[command(flatten)]
     store: StoreArgs,
-    /// The copy, as `setpoint get` names it (`web-3`).
+    /// The copy, as `setpoint get copies` names it (`web-3`).
     #[arg(value_name = "COPY")]
     copy: String,
     /// Only the last N lines.
@@ -570,13 +570,13 @@ fn logs(a: &LogsArgs) -> anyhow::Result<String> {
     let state = a.store.state_dir();
     if !copy_logs::valid_copy_name(&a.copy) {
         anyhow::bail!(BadInput(format!(
-            "'{}' is not a copy name: accepted a copy as 'setpoint get' lists it, e.g. web-3",
+            "'{}' is not a copy name: accepted a copy as 'setpoint get copies' lists it, e.g. web-3",
             a.copy
         )));
     }
     let Some(text) = copy_logs::read(&state, &a.copy, a.tail)? else {
         anyhow::bail!(BadInput(format!(
-            "no log of copy '{}' in {}: accepted a copy of this data directory, as 'setpoint get' lists it (a log is removed a retention period after its copy ended)",
+            "no log of copy '{}' in {}: accepted a copy of this data directory, as 'setpoint get copies' lists it (a log is removed a retention period after its copy ended)",
             a.copy,
             state.join("logs").display()
         )));

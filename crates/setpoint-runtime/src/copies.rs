@@ -223,3 +223,172 @@ pub fn copies(store: &dyn Store, name: Option<&str>) -> Result<Vec<CopyRow>, OpE
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{append_all, copy_event_key};
+    use crate::model::{
+        assignment_key, encode, put_assignment, report_key, workload_key, Assignment, CopyEnv,
+        CopyReport, NodeReport,
+    };
+    use crate::store::{MemoryStore, Txn};
+
+    const SPEC: &str = "[[workload]]\nname = \"w\"\ncommand = [\"sleep\", \"9\"]\ncopies = 3\n";
+
+    fn declare(store: &MemoryStore) -> Revision {
+        let specs = crate::parse_workloads(SPEC).unwrap();
+        crate::ops::apply(store, &specs).unwrap();
+        store
+            .get(&workload_key("w"))
+            .unwrap()
+            .unwrap()
+            .create_revision
+    }
+
+    fn assign(store: &MemoryStore, uid: Revision, n: u64) -> Revision {
+        let a = Assignment {
+            copy: format!("w-{n}"),
+            workload: "w".into(),
+            owner_uid: uid,
+            n,
+            node: "a".into(),
+            command: vec!["sleep".into(), "9".into()],
+            startup_ms: 0,
+            readiness: None,
+            grace_ms: 100,
+            created_ms: store.now_ms(),
+            env: CopyEnv::default(),
+            generation: 1,
+        };
+        store
+            .commit(&put_assignment(Txn::new(), &assignment_key("w", n), &a))
+            .unwrap()
+    }
+
+    fn reported(uid: Revision, n: u64, phase: Phase, stopping: bool) -> CopyReport {
+        CopyReport {
+            copy: format!("w-{n}"),
+            workload: "w".into(),
+            owner_uid: uid,
+            n,
+            incarnation: 0,
+            phase,
+            pid: 100 + n as u32,
+            start_ticks: 1,
+            started_ms: 0,
+            ready_ms: None,
+            exited_ms: None,
+            exit: (phase == Phase::Exited).then(|| "exit status 1".to_owned()),
+            stopping,
+        }
+    }
+
+    fn exit_event(n: u64, inc: Revision, how: &str) -> (String, String) {
+        let ev = CopyEvent {
+            at_ms: 0,
+            node: "a".into(),
+            pid: None,
+            commanded: false,
+            how: Some(how.into()),
+        };
+        (
+            copy_event_key("w", CopyEventKind::Exit, n, inc),
+            encode(&ev),
+        )
+    }
+
+    #[test]
+    fn each_state_restarts_and_last_exit_come_from_the_records_that_hold_them() {
+        let store = MemoryStore::new();
+        // An earlier workload of the same name left a create and an exit of copy 0: they are
+        // not this one's history.
+        append_all(
+            &store,
+            vec![
+                (
+                    copy_event_key("w", CopyEventKind::Create, 0, 1),
+                    "{\"at_ms\":0,\"node\":\"a\"}".into(),
+                ),
+                exit_event(0, 1, "signal 15"),
+            ],
+        )
+        .unwrap();
+        let uid = declare(&store);
+        // Copy 0: created twice (an earlier incarnation exited), now assigned, not reported.
+        for _ in 0..2 {
+            let key = copy_event_key("w", CopyEventKind::Create, 0, store.revision().unwrap());
+            append_all(&store, vec![(key, "{\"at_ms\":0,\"node\":\"a\"}".into())]).unwrap();
+        }
+        let first = store.revision().unwrap();
+        append_all(&store, vec![exit_event(0, first, "exit status 2")]).unwrap();
+        assign(&store, uid, 0);
+        // Copy 1: assigned and reported starting; copy 2: reported running, its assignment gone.
+        assign(&store, uid, 1);
+        let report = NodeReport {
+            node: "a".into(),
+            observed_ms: 0,
+            reported_ms: 0,
+            agent_pid: 1,
+            copies: vec![
+                reported(uid, 1, Phase::Starting, false),
+                reported(uid, 2, Phase::Running, false),
+            ],
+        };
+        store
+            .commit(&Txn::new().put(report_key("a"), encode(&report)))
+            .unwrap();
+
+        let rows = copies(&store, Some("w")).unwrap();
+        let got: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.copy.as_str(),
+                    r.state,
+                    r.pid,
+                    r.restarts,
+                    r.last_exit.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("w-0", CopyState::Pending, None, 1, Some("exit status 2")),
+                ("w-1", CopyState::Starting, Some(101), 0, None),
+                ("w-2", CopyState::Stopping, Some(102), 0, None),
+            ]
+        );
+        assert!(matches!(
+            copies(&store, Some("x")),
+            Err(OpError::NotFound(_))
+        ));
+
+        // Copy 1 ends: exited, and crash-looping while the workload's backoff holds creation.
+        let mut report = report;
+        report.copies[0] = reported(uid, 1, Phase::Exited, false);
+        store
+            .commit(&Txn::new().put(report_key("a"), encode(&report)))
+            .unwrap();
+        assert_eq!(copies(&store, None).unwrap()[1].state, CopyState::Exited);
+        let mut rec = crate::loops::LoopRecord {
+            uid,
+            ..Default::default()
+        };
+        let b = crate::backoff::BackoffState {
+            next_try_ms: store.now_ms() + 60_000,
+            failures: 1,
+            ..Default::default()
+        };
+        rec.backoff.insert("w".into(), b);
+        store
+            .commit(&Txn::new().put(crate::loops::loop_key("w"), encode(&rec)))
+            .unwrap();
+        let r = &copies(&store, None).unwrap()[1];
+        assert_eq!(
+            (r.state, r.last_exit.as_deref()),
+            (CopyState::CrashLooping, Some("exit status 1"))
+        );
+    }
+}
