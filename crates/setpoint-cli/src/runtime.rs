@@ -1,6 +1,7 @@
-//! The runtime's commands: `controller`, `agent`, `up`, `apply`, `get`, `delete`, `kill`,
-//! `status`, `logs` and `node forget`. The clap types live here; the work is done by
-//! setpoint-runtime.
+//! The runtime's commands: `controller`, `agent`, `up`, `apply`, `get` (and `get copies`),
+//! `describe`, `events`, `delete`, `kill`, `status`, `logs` and `node forget`. The clap types
+//! live here (`describe`'s, `events`' and `--watch`'s in [`crate::inspect`]); the work is done
+//! by setpoint-runtime.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
