@@ -251,7 +251,8 @@ pub struct EventRow {
     pub workload: String,
     /// The copy, `{workload}-{n}`.
     pub copy: String,
-    /// What happened.
+    /// What happened (`event` in JSON, as in CSV).
+    #[serde(rename = "event")]
     pub kind: CopyEventKind,
     /// The node that runs the copy.
     pub node: String,

@@ -52,7 +52,7 @@ fn get_copies_shows_each_copys_node_pid_state_restarts_and_last_exit_as_the_stor
     c.until("the kill is in the event log", |c| {
         let v = c.json(&["events", "web", "--since", "1m", "--format", "json"]);
         v["events"].as_array().unwrap().iter().any(|e| {
-            e["copy"] == killed[0].as_str() && e["kind"] == "exit" && e["detail"] == "signal 9"
+            e["copy"] == killed[0].as_str() && e["event"] == "exit" && e["detail"] == "signal 9"
         })
     });
     c.until(
