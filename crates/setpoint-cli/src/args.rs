@@ -27,7 +27,8 @@ The lab (deterministic simulation, fast): lesson, run, relation, plot, report, a
   calibrate (an empirical delay model from measurements).
 The runtime (real processes, declared in a store): controller and agent keep the copies running
   (up runs a controller and N agents in one process); apply, get, delete, kill, status and logs
-  declare, show and disturb the workloads; node forget confirms a lost node is gone.
+  declare, show and disturb the workloads (get copies, describe and events look into them);
+  node forget confirms a lost node is gone.
 The runtime in the lab: chaos (the runtime's own machines in a simulated world, with faults).
 Model against reality: measure (a real run's metrics), experiment (a lab scenario on real processes).
 Shell: completions, man.

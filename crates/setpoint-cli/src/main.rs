@@ -12,6 +12,7 @@ mod chaos_lesson;
 mod chaos_plot;
 mod destination;
 mod etcd_args;
+mod inspect;
 mod lab;
 mod merge;
 mod output;

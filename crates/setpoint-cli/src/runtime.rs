@@ -1,6 +1,7 @@
-//! The runtime's commands: `controller`, `agent`, `up`, `apply`, `get`, `delete`, `kill`,
-//! `status`, `logs` and `node forget`. The clap types live here; the work is done by
-//! setpoint-runtime.
+//! The runtime's commands: `controller`, `agent`, `up`, `apply`, `get` (and `get copies`),
+//! `describe`, `events`, `delete`, `kill`, `status`, `logs` and `node forget`. The clap types
+//! live here (`describe`'s, `events`' and `--watch`'s in [`crate::inspect`]); the work is done
+//! by setpoint-runtime.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -32,8 +33,14 @@ pub enum RuntimeCommand {
     Up(UpArgs),
     /// Declare the workloads of a TOML file: all of them, or on any error none.
     Apply(ApplyArgs),
-    /// Show workloads: desired, live, on the ledger, pending.
+    /// Show workloads: desired, live, on the ledger, pending; `get copies [WORKLOAD]` shows one
+    /// row per copy: node, pid, state, age, restarts, last exit.
     Get(GetArgs),
+    /// Show one workload: its declaration, rollout, backoff, idle reason, copies and recent
+    /// events.
+    Describe(crate::inspect::DescribeArgs),
+    /// Show the event log's copy events (created, started, ready, exited, …), oldest first.
+    Events(crate::inspect::EventsArgs),
     /// Remove a workload's declaration; its copies are stopped.
     Delete(DeleteArgs),
     /// Kill COUNT running copies of a workload with SIGKILL, oldest first (fault injection):
@@ -73,7 +80,7 @@ pub struct ForgetArgs {
 pub struct LogsArgs {
     #[command(flatten)]
     store: StoreArgs,
-    /// The copy, as `setpoint get` names it (`web-3`).
+    /// The copy, as `setpoint get copies` names it (`web-3`).
     #[arg(value_name = "COPY")]
     copy: String,
     /// Only the last N lines.
@@ -124,7 +131,7 @@ impl StoreArgs {
 
     /// Opens the existing store for a command that only reads (`get`, `status`): it writes
     /// nothing, so a user who may read the store but not write it can run it.
-    fn open_read_only(&self) -> anyhow::Result<Arc<dyn Store>> {
+    pub(crate) fn open_read_only(&self) -> anyhow::Result<Arc<dyn Store>> {
         Ok(self.url()?.open(OpenMode::ReadOnly)?)
     }
 
@@ -276,12 +283,18 @@ pub use crate::output::Format;
 pub struct GetArgs {
     #[command(flatten)]
     store: StoreArgs,
-    /// Only this workload.
-    #[arg(value_name = "WORKLOAD")]
+    /// Only this workload; or `copies`, for one row per copy (of every workload, or of the
+    /// workload named next).
+    #[arg(value_name = "WORKLOAD|copies")]
     workload: Option<String>,
+    /// After `copies`: only this workload's copies.
+    #[arg(value_name = "WORKLOAD")]
+    copies_of: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
+    #[command(flatten)]
+    watch: crate::inspect::WatchArgs,
 }
 
 /// `setpoint delete`.
@@ -315,12 +328,14 @@ pub struct StatusArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
+    #[command(flatten)]
+    watch: crate::inspect::WatchArgs,
 }
 
 /// An input the user can fix: exit code 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct BadInput(String);
+pub struct BadInput(pub String);
 
 /// Whether `e` is the user's to fix (exit code 2) rather than a failure (exit code 1).
 pub fn is_bad_input(e: &anyhow::Error) -> bool {
@@ -450,18 +465,35 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         }
         RuntimeCommand::Get(a) => {
             let store = a.store.open_read_only()?;
-            let all = ops::get(&*store, a.workload.as_deref())?;
-            Ok(match a.format {
-                Format::Json => {
-                    crate::output::json_with_schema(&serde_json::json!({ "workloads": all }))?
-                }
-                Format::Table => get_table(&all),
-                Format::Csv => crate::records::csv(
-                    &crate::records::get_records(&all),
-                    crate::records::GET_KEYS,
-                ),
+            if a.workload.as_deref() == Some("copies") {
+                let of = a.copies_of.as_deref();
+                return crate::inspect::watch(&a.watch, || {
+                    crate::inspect::copies_view(&*store, of, a.format)
+                });
+            }
+            if let Some(extra) = &a.copies_of {
+                anyhow::bail!(BadInput(format!(
+                    "unexpected '{extra}' after the workload: accepted 'get [WORKLOAD]' or \
+                     'get copies [WORKLOAD]'"
+                )));
+            }
+            crate::inspect::watch(&a.watch, || {
+                let all = ops::get(&*store, a.workload.as_deref())?;
+                let text = match a.format {
+                    Format::Json => {
+                        crate::output::json_with_schema(&serde_json::json!({ "workloads": all }))?
+                    }
+                    Format::Table => get_table(&all),
+                    Format::Csv => crate::records::csv(
+                        &crate::records::get_records(&all),
+                        crate::records::GET_KEYS,
+                    ),
+                };
+                Ok((serde_json::to_value(&all)?, text))
             })
         }
+        RuntimeCommand::Describe(a) => crate::inspect::describe(&a, &*a.store.open_read_only()?),
+        RuntimeCommand::Events(a) => crate::inspect::events(&a, &*a.store.open_read_only()?),
         RuntimeCommand::Delete(a) => {
             ops::delete(&*a.store.open_existing()?, &a.workload)?;
             Ok(format!("workload {} deleted\n", a.workload))
@@ -522,14 +554,18 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             ))
         }
         RuntimeCommand::Status(a) => {
-            let s = ops::status(&*a.store.open_read_only()?)?;
-            Ok(match a.format {
-                Format::Json => crate::output::json_with_schema(&s)?,
-                Format::Table => status_table(&s),
-                Format::Csv => crate::records::csv(
-                    &crate::records::status_records(&s),
-                    crate::records::STATUS_KEYS,
-                ),
+            let store = a.store.open_read_only()?;
+            crate::inspect::watch(&a.watch, || {
+                let s = ops::status(&*store)?;
+                let text = match a.format {
+                    Format::Json => crate::output::json_with_schema(&s)?,
+                    Format::Table => status_table(&s),
+                    Format::Csv => crate::records::csv(
+                        &crate::records::status_records(&s),
+                        crate::records::STATUS_KEYS,
+                    ),
+                };
+                Ok((serde_json::to_value(&s)?, text))
             })
         }
     }
@@ -541,13 +577,13 @@ fn logs(a: &LogsArgs) -> anyhow::Result<String> {
     let state = a.store.state_dir();
     if !copy_logs::valid_copy_name(&a.copy) {
         anyhow::bail!(BadInput(format!(
-            "'{}' is not a copy name: accepted a copy as 'setpoint get' lists it, e.g. web-3",
+            "'{}' is not a copy name: accepted a copy as 'setpoint get copies' lists it, e.g. web-3",
             a.copy
         )));
     }
     let Some(text) = copy_logs::read(&state, &a.copy, a.tail)? else {
         anyhow::bail!(BadInput(format!(
-            "no log of copy '{}' in {}: accepted a copy of this data directory, as 'setpoint get' lists it (a log is removed a retention period after its copy ended)",
+            "no log of copy '{}' in {}: accepted a copy of this data directory, as 'setpoint get copies' lists it (a log is removed a retention period after its copy ended)",
             a.copy,
             state.join("logs").display()
         )));

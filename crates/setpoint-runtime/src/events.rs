@@ -248,6 +248,76 @@ pub fn logged_workloads(store: &dyn Store) -> Result<Vec<String>, StoreError> {
     Ok(names)
 }
 
+/// One copy event as `setpoint events` and `describe` show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EventRow {
+    /// When it happened, in store milliseconds.
+    pub at_ms: u64,
+    /// How long ago, in milliseconds, at the read.
+    pub age_ms: u64,
+    /// The workload.
+    pub workload: String,
+    /// The copy, `{workload}-{n}`.
+    pub copy: String,
+    /// What happened (`event` in JSON, as in CSV).
+    #[serde(rename = "event")]
+    pub kind: CopyEventKind,
+    /// The node that runs the copy.
+    pub node: String,
+    /// The process id, for `start`.
+    pub pid: Option<u32>,
+    /// For `exit`: how it ended, and `(commanded)` when a delete command stopped it.
+    pub detail: Option<String>,
+}
+
+/// The copy events (not the rounds: a pass writes one every period, idle or not) of every
+/// workload that has a log, or of `workload`, at most `since_ms` old if given, oldest first
+/// (ties by workload, copy number and kind, so the order is the same on every read).
+pub fn rows(
+    store: &dyn Store,
+    workload: Option<&str>,
+    since_ms: Option<u64>,
+) -> Result<Vec<EventRow>, StoreError> {
+    let now = store.now_ms();
+    let names = match workload {
+        Some(w) => vec![w.to_owned()],
+        None => logged_workloads(store)?,
+    };
+    let mut out = Vec::new();
+    for w in &names {
+        for l in read_log(store, w)? {
+            let Logged::Copy { kind, n, event, .. } = l else {
+                continue;
+            };
+            let age_ms = now.saturating_sub(event.at_ms);
+            if since_ms.is_some_and(|s| age_ms > s) {
+                continue;
+            }
+            let detail = match (&event.how, event.commanded) {
+                (Some(h), true) => Some(format!("{h} (commanded)")),
+                (Some(h), false) => Some(h.clone()),
+                (None, true) => Some("(commanded)".to_owned()),
+                (None, false) => None,
+            };
+            out.push((
+                (event.at_ms, w.clone(), n, kind),
+                EventRow {
+                    at_ms: event.at_ms,
+                    age_ms,
+                    workload: w.clone(),
+                    copy: crate::model::copy_name(w, n),
+                    kind,
+                    node: event.node,
+                    pid: event.pid,
+                    detail,
+                },
+            ));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out.into_iter().map(|(_, r)| r).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,6 +42,7 @@
 //! - [`batches`]: a pass's writes as transactions that fit a default etcd, committed in turn.
 //! - [`process`]: process groups, signals, `/proc` checks.
 //! - [`ops`]: `apply`, `get`, `delete`, `kill`, `status`.
+//! - [`copies`]: the copy view of `get copies` (node, pid, state, age, restarts, last exit).
 //! - [`remote`]: what works across machines: the agents' live records, kill requests.
 //! - [`events`]: the event log in the store (append-only, each entry created only if absent).
 //! - [`measure`]: the lesson's metrics of a real run, computed from the event log.
@@ -58,6 +59,7 @@ pub mod agent;
 pub mod batches;
 pub mod cache;
 pub mod controller;
+pub mod copies;
 pub mod duration;
 pub mod events;
 pub mod failpoint;

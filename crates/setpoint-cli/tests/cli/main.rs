@@ -8,6 +8,8 @@
 //!   `sweep` and `advise`, the calibration picture, refused measurements.
 //! - [`chaos`]: `setpoint chaos` as a command (bad models, flags, replays, thread counts,
 //!   records, the event budget) and `plot timeline` of a replay file.
+//! - [`copy_view`]: `get copies`, `events`, `describe` and `--watch` on a running cluster
+//!   (issue 23.1).
 //! - [`commandline`]: missing-argument messages, completions, the manual page and help.
 //! - [`hardening`]: a store that cannot be lost silently, an agent that trusts nothing it is
 //!   handed, and `apply` refusing what can never run (issue 14).
@@ -48,6 +50,7 @@ mod chaos;
 mod chaos_agree;
 mod cluster;
 mod commandline;
+mod copy_view;
 mod distributed;
 mod fence;
 mod formats;
