@@ -330,6 +330,7 @@ mod tests {
             observed_ms: 0,
             reported_ms: 0,
             agent_pid: 1,
+            synced_revision: u64::MAX,
             copies: vec![
                 reported(uid, 1, Phase::Starting, false),
                 reported(uid, 2, Phase::Running, false),

@@ -546,6 +546,7 @@ mod tests {
             observed_ms: store.now_ms(),
             reported_ms: store.now_ms(),
             agent_pid: 1,
+            synced_revision: u64::MAX,
             copies: Vec::new(),
         };
         store

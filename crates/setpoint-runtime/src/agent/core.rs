@@ -444,6 +444,7 @@ impl AgentCore {
 
     /// Acts on a read of the node's placements and kill requests.
     fn on_sync_read(&mut self, now: u64, read: Read) {
+        self.copies.synced_to(read.revision);
         let (assigned, kills) = self.sync.parse(read, &self.cfg, &mut self.out);
         let may_save = self.life.may_save();
         self.copies.sync(

@@ -50,6 +50,7 @@ pub(super) fn observe(copies: &Supervisor, now: u64, cfg: &AgentCoreConfig) -> N
         reported_ms: now,
         agent_pid: cfg.agent_pid,
         copies: reports,
+        synced_revision: copies.synced_revision(),
     }
 }
 

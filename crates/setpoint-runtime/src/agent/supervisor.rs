@@ -82,6 +82,9 @@ pub(super) struct Supervisor {
     dirty: bool,
     /// How many counter nonces were handed out ([`Nonces::Counter`]).
     nonce_counter: u64,
+    /// The revision of the newest read of the node's placements acted on
+    /// ([`crate::model::NodeReport::synced_revision`]).
+    synced: Revision,
 }
 
 impl Supervisor {
@@ -91,7 +94,18 @@ impl Supervisor {
             copies: BTreeMap::new(),
             dirty: true,
             nonce_counter: 0,
+            synced: 0,
         }
+    }
+
+    /// A read of the node's placements at `revision` is about to be acted on.
+    pub(super) fn synced_to(&mut self, revision: Revision) {
+        self.synced = self.synced.max(revision);
+    }
+
+    /// The revision of the newest read of the node's placements acted on (0: none yet).
+    pub(super) fn synced_revision(&self) -> Revision {
+        self.synced
     }
 
     /// The copy `copy`, if the agent knows it.
@@ -235,6 +249,15 @@ impl Supervisor {
                 pid,
                 start_ticks,
                 signal: CopySignal::Kill,
+            });
+        } else if record.stopping {
+            // Its assignment went while the start was under way: `begin_stop` could not signal
+            // a process it did not know, so SIGTERM goes now, not at the grace's SIGKILL.
+            out.push(AgentOutput::Signal {
+                copy: copy.to_owned(),
+                pid,
+                start_ticks,
+                signal: CopySignal::Term,
             });
         }
     }
@@ -728,5 +751,27 @@ mod tests {
             kinds(&mut out).is_empty(),
             "the injected bug signals nothing"
         );
+    }
+
+    #[test]
+    fn a_copy_unassigned_while_its_start_is_under_way_gets_sigterm_once_its_pid_is_known() {
+        let (cfg, mut out, mut events) = (cfg(), Outbox::new(), EventLog::default());
+        let mut s = Supervisor::new();
+        s.sync(assigned(&[0]), 0, true, &cfg, &mut out, &mut events);
+        assert_eq!(kinds(&mut out), ["save 1", "start w-0"]);
+        s.sync(assigned(&[]), 1, true, &cfg, &mut out, &mut events);
+        assert_eq!(
+            kinds(&mut out),
+            ["log stopping w-0 (pid 0)"],
+            "no process to signal yet"
+        );
+        s.on_started(20, "w-0", 100, 1, false, true, &cfg, &mut out, &mut events);
+        assert_eq!(
+            kinds(&mut out),
+            ["log started w-0 (pid 100)", "save 1", "Term w-0"],
+            "SIGTERM as soon as the pid is known, not at the grace's SIGKILL"
+        );
+        assert!(s.on_exited(30, "w-0", Ended::Signal(15), "a", &mut out, &mut events));
+        assert!(!s.contains("w-0"));
     }
 }

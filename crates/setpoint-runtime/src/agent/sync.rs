@@ -23,6 +23,10 @@ use crate::model::{decode, placements_of, Assignment};
 use crate::remote;
 use crate::store::{Entry, LeaseId, Read, Revision, StoreError};
 
+/// How long a sync waits after a watch event changed the cache, in milliseconds: the events
+/// handed over with it (all at once after a pause) are applied before anything starts.
+pub(super) const WATCH_SETTLE_MS: u64 = 1;
+
 /// The assignments of a node by copy identity, each with its incarnation.
 pub(crate) type Assigned = BTreeMap<String, (Assignment, Revision)>;
 
@@ -38,8 +42,11 @@ pub(super) struct Sync {
     next_sync: u64,
     /// A sync read is in flight.
     in_flight: bool,
-    /// A sync is due at once: the cache changed, or a copy was forgotten.
+    /// A sync is due at once: the cache was read, or a copy was forgotten.
     wanted: bool,
+    /// A watch event changed the cache: the next sync waits until this time, so that every
+    /// event delivered with it (a resumed agent's queued events, a burst) is applied first.
+    settling: Option<u64>,
     /// Whether the store failed the last sync (to log once).
     failing_reads: bool,
     /// The watch cache, with [`AgentCoreConfig::watch_cache`].
@@ -60,6 +67,7 @@ impl Sync {
             next_sync: now,
             in_flight: false,
             wanted: false,
+            settling: None,
             failing_reads: false,
             cache: cfg.watch_cache.then(|| WatchCache::new(&cfg.node, now)),
             cache_synced_ms: now,
@@ -87,6 +95,9 @@ impl Sync {
     /// sooner: every `sync_every_ms` while syncs read the store; every [`CACHE_RESYNC_MS`] while
     /// the watch cache serves them (they run at once when it changes).
     fn next_sync_ms(&self, held: Option<LeaseId>) -> u64 {
+        if let Some(at) = self.settling {
+            return at;
+        }
         if self.wanted {
             return 0;
         }
@@ -115,6 +126,7 @@ impl Sync {
             return None;
         }
         self.wanted = false;
+        self.settling = None;
         self.next_sync = now + cfg.sync_every_ms;
         if self.cache_serves(lease) {
             let node = &cfg.node;
@@ -278,7 +290,10 @@ impl Sync {
     ) {
         if let Some(c) = &mut self.cache {
             if c.on_watch(now, d, cfg, out) {
-                self.wanted = true;
+                // Not in this step: the events queued behind this one may already undo it (an
+                // assignment placed and removed while the agent was paused), and a copy started
+                // from a superseded assignment runs, unreported, until it is stopped.
+                self.settling.get_or_insert(now + WATCH_SETTLE_MS);
             }
         }
     }
@@ -351,7 +366,7 @@ mod tests {
     use super::*;
     use crate::machine::carry_out;
     use crate::model::{encode, placement_key};
-    use crate::store::{MemoryStore, Store, Txn};
+    use crate::store::{Change, MemoryStore, Store, Txn, WatchEvent};
 
     fn read_all(store: &MemoryStore) -> Read {
         let prefixes = vec![placements_of("a"), remote::kills_of("a")];
@@ -461,5 +476,57 @@ mod tests {
         sync.want();
         assert!(sync.drive(2, 2, &cfg, &mut out).is_none());
         assert_eq!(out.drain().len(), 1);
+    }
+
+    #[test]
+    fn a_placement_placed_and_removed_in_queued_watch_events_is_never_synced() {
+        let store = MemoryStore::new();
+        let cfg = AgentCoreConfig {
+            watch_cache: true,
+            ..AgentCoreConfig::new("a")
+        };
+        let mut sync = Sync::new(&cfg, 0);
+        let mut out = Outbox::new();
+        sync.drive_cache(0, 1, &cfg, &mut out);
+        let Some(AgentOutput::Store { id, request }) = out.drain().pop() else {
+            panic!("no cache read");
+        };
+        let _ = out.take(id);
+        sync.on_cache_read(0, 1, carry_out(&store, &request), &cfg, &mut out);
+        let Some(AgentOutput::Store { id: watch, .. }) = out.drain().pop() else {
+            panic!("no watch");
+        };
+        assert!(sync.drive(1, 1, &cfg, &mut out).is_some(), "the read syncs");
+        // While the agent was paused, w-3 was placed on it and removed again (a redeclaration's
+        // garbage collection): both events arrive in consecutive steps of the same millisecond.
+        let key = placement_key("a", "w", 3);
+        let placed = store
+            .commit(&Txn::new().put(&key, encode(&assignment(3))))
+            .unwrap();
+        let entry = read_all(&store).entries.into_iter().next();
+        assert!(entry.is_some());
+        let removed = store.commit(&Txn::new().delete(&key)).unwrap();
+        let events = [(placed, entry), (removed, None)];
+        for (i, (revision, entry)) in events.into_iter().enumerate() {
+            let changes = vec![Change {
+                key: key.clone(),
+                entry,
+            }];
+            let event = WatchEvent::Changes { revision, changes };
+            sync.on_watch(50, WatchDelivery { watch, event }, &cfg, &mut out);
+            assert!(
+                sync.drive(50, 1, &cfg, &mut out).is_none(),
+                "event {i}: no sync in the step that delivered it"
+            );
+        }
+        let mut soonest = Soonest::new(50);
+        sync.wake_times(Some(1), &mut soonest);
+        assert_eq!(soonest.or_a_second(), 50 + WATCH_SETTLE_MS);
+        let read = sync
+            .drive(50 + WATCH_SETTLE_MS, 1, &cfg, &mut out)
+            .expect("served by the cache once the events settled");
+        let (assigned, _) = sync.parse(read, &cfg, &mut out);
+        assert!(assigned.is_empty(), "w-3 is gone: {assigned:?}");
+        assert!(out.drain().is_empty(), "no store read");
     }
 }

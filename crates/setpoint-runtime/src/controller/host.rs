@@ -1832,6 +1832,9 @@ mod tests {
             // Deleted and declared again: a new uid, so w-0 is an orphan.
             crate::ops::delete(&store, "w").unwrap();
             crate::ops::apply(&store, &[spec("w", 0, 100_000)]).unwrap();
+            // Node a's agent reports, from a read that saw w-0's assignment, that nothing runs:
+            // until then the orphan on the live node is held.
+            crate::controller::reconcile::tests::report(&store, "a", &[]);
             d.run(&store, 1_200);
             if ignore_uid {
                 assert_eq!(copies(&store), ["w-0"], "the bug keeps the orphan");
@@ -2002,6 +2005,7 @@ mod tests {
                 observed_ms: 0,
                 reported_ms: 0,
                 agent_pid: 1,
+                synced_revision: u64::MAX,
                 copies: vec![],
             };
             store

@@ -481,6 +481,7 @@ mod tests {
             observed_ms: now,
             reported_ms: now,
             agent_pid: 1,
+            synced_revision: u64::MAX,
             copies,
         };
         store

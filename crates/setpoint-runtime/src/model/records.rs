@@ -234,6 +234,11 @@ pub struct NodeReport {
     pub agent_pid: u32,
     /// Every copy the agent knows, ordered by identity.
     pub copies: Vec<CopyReport>,
+    /// The store revision of the newest read of its placements the agent had acted on when it
+    /// observed (0: none yet, or an agent from before this field): an assignment written after
+    /// it may have been started since, unseen by this report.
+    #[serde(default)]
+    pub synced_revision: Revision,
 }
 
 /// The record of the controller that holds the leader lease.

@@ -203,6 +203,7 @@ mod tests {
                 observed_ms: step,
                 reported_ms: step,
                 agent_pid: 1,
+                synced_revision: u64::MAX,
                 copies: Vec::new(),
             })
         } else {
