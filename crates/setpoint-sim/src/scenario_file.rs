@@ -1012,6 +1012,65 @@ count = 2
     }
 
     #[test]
+    fn a_startup_table_draws_every_copys_startup_from_its_model() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        let label = root.join("measured-cluster.toml").display().to_string();
+        let text = "[startup]\nmodel = \"uniform\"\nmin = 2\nmax = 8.5\n[[workload]]\nname = \"w\"\ndesired = 2\n";
+        let spec = parse(&label, text).unwrap();
+        assert_eq!(
+            spec.startup_model,
+            Some(DelayModel::Uniform {
+                min: 2000,
+                max: 8500
+            })
+        );
+        let scenario = crate::Scenario::new(spec).unwrap();
+        assert_eq!(
+            scenario.as_lesson(),
+            None,
+            "a startup model runs on the general engine"
+        );
+        let empirical = "[startup]\nmodel = \"empirical\"\nfile = \"empirical/startup.toml\"\n[[workload]]\nname = \"w\"\ndesired = 2\n";
+        let spec = parse(&label, empirical).unwrap();
+        assert!(matches!(spec.startup_model, Some(DelayModel::Empirical(_))));
+        // The file's report-delay model is not a startup model.
+        let wrong = empirical.replace("startup.toml", "report-delay.toml");
+        let e = parse(&label, &wrong).unwrap_err().to_string();
+        assert!(
+            e.contains(":3: startup.file: ") && e.contains("holds no startup model"),
+            "{e}"
+        );
+        for (bad, says) in [
+            (
+                text.replace("min = 2", "min = 9"),
+                ":4: startup.max: max is below min (9 s)",
+            ),
+            (
+                text.replace("\"uniform\"", "\"gauss\""),
+                ":2: startup.model: unknown startup model 'gauss'",
+            ),
+            (
+                text.replace("min = 2", "seconds = 2"),
+                "startup.seconds: does not apply to startup model 'uniform'",
+            ),
+            (
+                text.replace("desired = 2", "desired = 2\nstartup = 5"),
+                "workload[1].startup: does not apply with a [startup] model",
+            ),
+        ] {
+            let e = parse(&label, &bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        assert_eq!(
+            parse(&label, "[[workload]]\nname = \"w\"\ndesired = 2\n")
+                .unwrap()
+                .startup_model,
+            None
+        );
+    }
+
+    #[test]
     fn an_empirical_delay_reads_its_model_file_beside_the_scenario() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
         let label = root.join("measured-cluster.toml").display().to_string();

@@ -2037,9 +2037,12 @@ mod tests {
             0u64..=1200,
             any::<u64>(),
             proptest::option::of((0u64..=1200, 0u64..=10)),
+            proptest::option::of(
+                (0u64..=20, 0u64..=20).prop_map(|(a, b)| format!("uniform:{a}:{}", a + b)),
+            ),
         )
             .prop_map(
-                |(desired, period, axis_delay, model, startup, c, duration, seed, death)| {
+                |(desired, period, axis_delay, model, startup, c, duration, seed, death, b)| {
                     Grid::new(GridSpec {
                         desired: Axis::single(desired),
                         period: Axis::single(period),
@@ -2049,6 +2052,9 @@ mod tests {
                             None => parse_delay_models(&model).unwrap(),
                         },
                         startup: Axis::single(startup),
+                        startup_models: b
+                            .map(|b| parse_startup_models(&b).unwrap())
+                            .unwrap_or_default(),
                         controller: vec![ControllerKind::ALL[c]],
                         duration,
                         deaths: death
@@ -2085,6 +2091,104 @@ mod tests {
             }
             proptest::prop_assert_eq!(SweepRow::csv_header(), r.csv_header());
         }
+    }
+
+    /// A grid over startup models, delays, periods and the two lesson controllers.
+    fn startup_grid(models: &str, seed: u64) -> Grid {
+        Grid::new(GridSpec {
+            startup_models: parse_startup_models(models).unwrap(),
+            delay: Axis::parse(Limit::DELAY, "0,20").unwrap(),
+            period: Axis::parse(Limit::PERIOD, "10,30").unwrap(),
+            controller: vec![Ledger, Intent],
+            seed,
+            ..GridSpec::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_startup_model_cell_is_run_of_its_scenario_with_the_rows_seed() {
+        let g = startup_grid("uniform:1:9,fixed:3,lesson-chain", 4);
+        assert_eq!(g.cells(), 3 * 2 * 2 * 2);
+        for i in 0..g.cells() {
+            let row = g.row(i).unwrap();
+            let StartupName::Model(text) = row.startup else {
+                panic!("cell {i} writes its startup model");
+            };
+            // The oracle: the scenario built from the row's own columns alone, then `run`.
+            let mut spec = ScenarioSpec {
+                period: row.period,
+                delay: DelayModel::fixed_seconds(row.delay.unwrap()),
+                controller: ControllerSpec::new(row.controller),
+                seed: row.seed,
+                startup_model: Some(parse_startup_model(text).unwrap()),
+                ..ScenarioSpec::default()
+            };
+            spec.workloads[0].desired = row.desired;
+            let oracle = run(&Scenario::new(spec).unwrap(), row.seed).unwrap();
+            assert_eq!(row.engine, "general", "cell {i}");
+            assert_eq!(row.metrics, oracle.workloads[0].metrics, "cell {i}: {text}");
+            assert_eq!(row.lesson_prediction, None, "cell {i}");
+            assert_eq!(row.prediction, None, "cell {i}");
+        }
+    }
+
+    #[test]
+    fn a_startup_model_cells_seed_is_its_own_wherever_it_is_swept() {
+        let big = startup_grid("uniform:1:9,fixed:3", 4);
+        let alone = startup_grid("fixed:3", 4);
+        let in_big: Vec<u64> = (0..big.cells())
+            .filter(|&i| big.row(i).unwrap().startup == StartupName::Model("fixed:3"))
+            .map(|i| big.row(i).unwrap().seed)
+            .collect();
+        let by_itself: Vec<u64> = (0..alone.cells())
+            .map(|i| alone.row(i).unwrap().seed)
+            .collect();
+        assert_eq!(in_big, by_itself);
+        let all: std::collections::BTreeSet<u64> =
+            (0..big.cells()).map(|i| big.row(i).unwrap().seed).collect();
+        assert_eq!(all.len() as u64, big.cells(), "no two cells share a seed");
+        let other_base = startup_grid("fixed:3", 5);
+        assert_ne!(other_base.row(0).unwrap().seed, by_itself[0]);
+    }
+
+    #[test]
+    fn a_random_startup_models_monte_carlo_row_runs_every_seed() {
+        let g = Grid::new(GridSpec {
+            startup_models: parse_startup_models("uniform:0:30").unwrap(),
+            delay: Axis::single(20),
+            runs: 12,
+            ..GridSpec::default()
+        })
+        .unwrap();
+        let r = g.monte_carlo_row(0).unwrap();
+        let scenario = g.lab_scenario(&g.cell(0));
+        let first = scenario.spec().seed;
+        assert_eq!(r.get("first_seed"), Some(&Value::U64(first)));
+        let overshoots: Vec<u64> = (0..12)
+            .map(|k| {
+                run(&scenario, first.wrapping_add(k)).unwrap().workloads[0]
+                    .metrics
+                    .overshoot
+            })
+            .collect();
+        let max = *overshoots.iter().max().unwrap() as f64;
+        assert_eq!(r.get("overshoot_max"), Some(&Value::F64(max)));
+        assert!(
+            overshoots.iter().any(|&o| o as f64 != max),
+            "startup draws vary the runs: {overshoots:?}"
+        );
+        assert_eq!(r.get("startup"), Some(&Value::Str("uniform:0:30".into())));
+    }
+
+    #[test]
+    fn a_startup_model_past_the_limits_is_refused_by_the_grid() {
+        let e = Grid::new(GridSpec {
+            startup_models: vec![DelayModel::Fixed(crate::delay::MAX_DELAY_MS + 1000)],
+            ..GridSpec::default()
+        })
+        .unwrap_err();
+        assert!(matches!(e, GridError::BadStartupModels { .. }), "{e}");
     }
 
     #[test]

@@ -663,3 +663,43 @@ fn bad_startup_models_get_one_line_and_exit_2() {
         assert!(err.contains("--startup-model"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_scenario_files_startup_model_sweeps_as_run_of_the_file() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/measured-startup.toml"
+    );
+    let rows = ok(&["sweep", file, "-U", "15,90", "--format", "jsonl"]);
+    for line in rows.lines() {
+        let row: Value = serde_json::from_str(line).unwrap();
+        assert!(
+            typed(&row["startup"]).ends_with("scenarios/empirical/startup.toml"),
+            "{row}"
+        );
+        let ran: Value = serde_json::from_str(&ok(&[
+            "run",
+            file,
+            "-U",
+            &typed(&row["period"]),
+            "--seed",
+            &typed(&row["seed"]),
+            "--format",
+            "json",
+        ]))
+        .unwrap();
+        for key in [
+            "overshoot",
+            "created",
+            "stable",
+            "peak_live",
+            "copy_seconds_above",
+        ] {
+            assert_eq!(row[key], ran[key], "{key} in {row}");
+        }
+    }
+    // A typed -B replaces the file's startup model: the lesson's fixed startup again.
+    let fixed: Value =
+        serde_json::from_str(ok(&["sweep", file, "-B", "13", "--format", "jsonl"]).trim()).unwrap();
+    assert_eq!(fixed["startup"], 13);
+}
