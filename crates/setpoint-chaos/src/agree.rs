@@ -107,6 +107,7 @@ pub fn scenario(cell: &Cell) -> Result<Scenario, setpoint_sim::ScenarioError> {
         unique_names: true,
         seed: 1,
         pipeline: Default::default(),
+        startup_model: None,
     })
 }
 

@@ -65,6 +65,7 @@ pub fn predicted(model: &Model, w: &WorkloadModel, kind: ControllerKind) -> Opti
                 unique_names: true,
                 seed: 1,
                 pipeline: Default::default(),
+                startup_model: None,
             };
             let run = Scenario::new(spec).and_then(|s| run_general(&s, 1)).ok()?;
             most = most.max(run.workloads[0].metrics.overshoot);

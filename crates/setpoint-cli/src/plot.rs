@@ -87,6 +87,12 @@ pub struct HeatmapArgs {
     /// shows how often each cell overshoots.
     #[arg(long, value_name = "LIST", value_parser = delay_models, conflicts_with = "delays")]
     pub delay_model: Option<DelayModels>,
+    /// Every copy's startup time drawn from this model when it is created, in place of
+    /// --startup (the syntax of --delay-model; empirical:FILE takes the file's startup model).
+    /// Every cell then runs on the general engine, and the lesson's boundary takes the model's
+    /// worst case as B.
+    #[arg(long, value_name = "MODEL", value_parser = crate::shared_args::startup_model, conflicts_with = "startup")]
+    pub startup_model: Option<setpoint_sim::delay::DelayModel>,
     /// Loop periods U (columns), in seconds.
     #[arg(short = 'U', long = "period", alias = "periods", default_value = "1..=60",
           value_name = "GRID", value_parser = period_axis, allow_hyphen_values = true)]
@@ -177,6 +183,7 @@ pub fn run(command: &PlotCommand, matches: Option<&clap::ArgMatches>) -> anyhow:
                 && a.runs == 1
                 && a.colour == "overshoot"
                 && a.delay_model.is_none()
+                && a.startup_model.is_none()
                 && a.scenario.is_none()
                 && !a.pipeline.any()
             {
@@ -396,8 +403,11 @@ fn heatmap_grid(
     if set("desired") {
         g.desired = Axis::single(base.desired);
     }
-    if set("startup") {
+    if let Some(m) = &a.startup_model {
+        g.startup_models = vec![m.clone()];
+    } else if set("startup") {
         g.startup = Axis::single(base.startup);
+        g.startup_models = Vec::new();
     }
     if set("periods") {
         g.period = a.periods.clone();
@@ -474,7 +484,19 @@ fn heatmap_of_grid(a: &HeatmapArgs, spec: &GridSpec) -> anyhow::Result<String> {
     };
     let (nd, np) = (delays.len(), spec.period.len() as usize);
     let one = |axis: &Axis| axis.values().next().unwrap_or_default();
-    let (desired, startup) = (one(&spec.desired), one(&spec.startup));
+    let desired = one(&spec.desired);
+    // A startup model stands in the lesson's boundary by its worst case, as `advise` takes it.
+    let (startup, startup_text) = match spec.startup_models.first() {
+        Some(m) => {
+            let worst = setpoint_sim::delay::whole_seconds(m.max_ms());
+            let text = setpoint_sim::sweep::model_text(m);
+            (worst, format!("B from {text} (worst {worst} s)"))
+        }
+        None => {
+            let b = one(&spec.startup);
+            (b, format!("B={b} s"))
+        }
+    };
     let controller = spec.controller[0];
     let percent = a.colour == "p_overshoot";
     // Grid cells go period-major; the picture goes row by row over delays.
@@ -485,11 +507,11 @@ fn heatmap_of_grid(a: &HeatmapArgs, spec: &GridSpec) -> anyhow::Result<String> {
         values[d * np + p] = v.round().max(0.0) as u64;
     }
     let title = format!(
-        "{}{}, desired {}, B={} s, {} s run, controller {}{}",
+        "{}{}, desired {}, {}, {} s run, controller {}{}",
         a.colour,
         if percent { " (% of runs)" } else { "" },
         desired,
-        startup,
+        startup_text,
         spec.duration,
         controller,
         if spec.runs > 1 {

@@ -112,6 +112,12 @@ pub struct LessonArgs {
     /// and the lab's overshoot over 200 seeds.
     #[arg(long, value_name = "LIST", value_parser = crate::sweep::delay_models, conflicts_with = "delay")]
     delay_model: Option<crate::sweep::DelayModels>,
+    /// With --delay-model, without --real: the lab side's startup time drawn for every copy
+    /// from this model (the syntax of --delay-model; empirical:FILE takes the file's startup
+    /// model) in place of the lesson's 5 s. The real side's copies start in 5 s, so --real
+    /// refuses it.
+    #[arg(long, value_name = "MODEL", value_parser = crate::shared_args::startup_model, requires = "delay_model", conflicts_with = "real")]
+    startup_model: Option<setpoint_sim::delay::DelayModel>,
     /// With --delay-model: the seed of the lab's run and of the agent's drawn delays.
     #[arg(long, default_value = "1", value_name = "N")]
     seed: u64,
@@ -387,8 +393,8 @@ fn jitter_lesson(
     let mut lab = Vec::new();
     for &c in &cfg.controllers {
         for m in models {
-            let (one, runs) =
-                jitter::lab_of(m, c, a.seed, cfg.pipeline).map_err(|e| BadInput(e.to_string()))?;
+            let (one, runs) = jitter::lab_of(m, a.startup_model.as_ref(), c, a.seed, cfg.pipeline)
+                .map_err(|e| BadInput(e.to_string()))?;
             lab.push((
                 c.name(),
                 setpoint_sim::sweep::model_text(m),
@@ -412,7 +418,17 @@ fn jitter_lesson(
     } else {
         None
     };
-    let rows = crate::records::jitter_records(cfg.time_scale, &lab, cells.as_deref());
+    let mut rows = crate::records::jitter_records(cfg.time_scale, &lab, cells.as_deref());
+    let startup = a
+        .startup_model
+        .as_ref()
+        .map(setpoint_sim::sweep::model_text);
+    if let Some(text) = &startup {
+        // Only with the flag, so every row without it keeps its bytes.
+        for r in &mut rows {
+            r.push("lab_startup_model", text.as_str());
+        }
+    }
     Ok(match a.format {
         Format::Csv => setpoint_sim::output::print(&rows, setpoint_sim::output::Format::Csv, &[]),
         Format::Json => match &cells {
@@ -423,7 +439,17 @@ fn jitter_lesson(
             }))?,
             None => setpoint_sim::output::print(&rows, setpoint_sim::output::Format::Json, &[]),
         },
-        Format::Table => jitter_table_of(&lab, cells.as_deref(), &cfg.pipeline),
+        Format::Table => {
+            let table = jitter_table_of(&lab, cells.as_deref(), &cfg.pipeline);
+            match &startup {
+                Some(text) => table.replacen(
+                    "B=5 sec startup",
+                    &format!("startup drawn from {text} (the lab's side)"),
+                    1,
+                ),
+                None => table,
+            }
+        }
     })
 }
 

@@ -97,6 +97,10 @@ impl ScenarioArgs {
                     workload.startup = w.startup;
                 }
             }
+            // A typed -B replaces the file's startup model, as any flag its setting.
+            if given("startup") {
+                spec.startup_model = None;
+            }
         }
         if set("deaths") {
             spec.events.retain(|e| !matches!(e.event, Event::Deaths(_)));
@@ -128,10 +132,10 @@ impl ScenarioArgs {
         if let Some(seed) = args.seed {
             spec.seed = seed;
         }
+        if let Some(model) = &args.startup_model {
+            spec.startup_model = Some(model.clone());
+        }
         spec.pipeline = args.pipeline.apply(spec.pipeline);
-        Ok((
-            label,
-            Scenario::new(spec)?.with_startup_model(args.startup_model.clone())?,
-        ))
+        Ok((label, Scenario::new(spec)?))
     }
 }

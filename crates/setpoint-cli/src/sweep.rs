@@ -13,7 +13,9 @@ use setpoint_sim::merge;
 use setpoint_sim::montecarlo::RUNS;
 use setpoint_sim::output::{self, Record};
 use setpoint_sim::scenario::{BURST, TTL};
-use setpoint_sim::sweep::{self, parse_controllers, parse_delay_models, Shard, SweepError};
+use setpoint_sim::sweep::{
+    self, parse_controllers, parse_delay_models, parse_startup_models, Shard, SweepError,
+};
 use setpoint_sim::{parse_deaths, Axis, Grid, GridSpec, Limit, RowFormat};
 
 use crate::output::Format;
@@ -51,6 +53,11 @@ pub struct SweepArgs {
     /// lesson-chain (seconds to the millisecond), such as fixed:20,lesson-chain.
     #[arg(long, value_name = "LIST", value_parser = delay_models, conflicts_with = "delay")]
     pub delay_model: Option<DelayModels>,
+    /// Startup-time models to scan, in place of --startup: a list in the syntax of
+    /// --delay-model (empirical:FILE takes the file's startup model). Each copy's startup is
+    /// drawn when it is created; every cell runs on the general engine.
+    #[arg(long, value_name = "LIST", value_parser = startup_models, conflicts_with = "startup")]
+    pub startup_model: Option<DelayModels>,
     /// TTLs of the expectations controller to scan, in seconds [default: 300].
     #[arg(long, value_name = "GRID", value_parser = ttl_axis, allow_hyphen_values = true)]
     pub ttl: Option<Axis>,
@@ -104,6 +111,11 @@ pub struct DelayModels(pub Vec<DelayModel>);
 
 pub(crate) fn delay_models(s: &str) -> Result<DelayModels, String> {
     parse_delay_models(s)
+        .map(DelayModels)
+        .map_err(|e| e.to_string())
+}
+pub(crate) fn startup_models(s: &str) -> Result<DelayModels, String> {
+    parse_startup_models(s)
         .map(DelayModels)
         .map_err(|e| e.to_string())
 }
@@ -254,8 +266,11 @@ fn grid_spec(args: &SweepArgs, matches: Option<&ArgMatches>) -> anyhow::Result<G
     if set("period") {
         g.period = args.period.clone();
     }
-    if set("startup") {
+    if let Some(models) = &args.startup_model {
+        g.startup_models = models.0.clone();
+    } else if set("startup") {
         g.startup = args.startup.clone();
+        g.startup_models.clear();
     }
     if let Some(models) = &args.delay_model {
         g.delay_models = models.0.clone();

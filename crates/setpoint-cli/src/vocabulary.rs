@@ -17,6 +17,8 @@ pub const VOCABULARY: &[(&str, Option<char>, &[&str])] = &[
     ("controller", None, &["controllers"]),
     // Report-delay models.
     ("delay-model", None, &["delay-models"]),
+    // Startup-time models.
+    ("startup-model", None, &["startup-models"]),
     // How many seeded runs (Monte Carlo runs, chaos seeds S .. S+N-1).
     ("runs", None, &["seeds"]),
     // A file written: -o FILE, `-` for stdout.

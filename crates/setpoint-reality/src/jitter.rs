@@ -85,10 +85,12 @@ pub fn schedule(model: &DelayModel, seed: u64, reports: usize, time_scale: f64) 
         .collect()
 }
 
-/// The lab's form of a cell: the lesson's world with `model` as its delay, `seed`, and the
-/// report pipeline `pipeline` (the agent's is [`crate::experiment::agent_pipeline`]).
+/// The lab's form of a cell: the lesson's world with `model` as its delay, `seed`, the report
+/// pipeline `pipeline` (the agent's is [`crate::experiment::agent_pipeline`]), and every copy's
+/// startup drawn from `startup` when given (`--startup-model`, the lab side only).
 pub fn lab_scenario(
     model: &DelayModel,
+    startup: Option<&DelayModel>,
     controller: ControllerKind,
     seed: u64,
     pipeline: PipelineSpec,
@@ -99,18 +101,21 @@ pub fn lab_scenario(
     spec.delay = model.clone();
     spec.seed = seed;
     spec.pipeline = pipeline;
+    spec.startup_model = startup.cloned();
     Scenario::new(spec).map_err(bad)
 }
 
-/// The lab's run at the cell's seed and its spread over [`LAB_RUNS`] seeds, under `pipeline`.
+/// The lab's run at the cell's seed and its spread over [`LAB_RUNS`] seeds, under `pipeline`,
+/// with the startup drawn from `startup` when given ([`lab_scenario`]).
 pub fn lab_of(
     model: &DelayModel,
+    startup: Option<&DelayModel>,
     controller: ControllerKind,
     seed: u64,
     pipeline: PipelineSpec,
 ) -> Result<(Metrics, LabRuns), ExperimentError> {
     let bad = |e: setpoint_sim::ScenarioError| ExperimentError::BadInput(e.to_string());
-    let scenario = lab_scenario(model, controller, seed, pipeline)?;
+    let scenario = lab_scenario(model, startup, controller, seed, pipeline)?;
     let one = run(&scenario, seed).map_err(bad)?.workloads[0].metrics;
     let summary = monte_carlo(&scenario, seed, LAB_RUNS).map_err(bad)?;
     let w = &summary.workloads[0];
@@ -153,7 +158,7 @@ pub async fn run_jitter_cell(
     let delays = ReportDelays::new(schedule(model, seed, reports, cfg.time_scale));
     let text = model_text(model);
     let name = format!("{}-{}", controller.name(), slug(&text));
-    let (simulated, lab_runs) = lab_of(model, controller, seed, cfg.pipeline)?;
+    let (simulated, lab_runs) = lab_of(model, None, controller, seed, cfg.pipeline)?;
     let real = run_real(cfg, &world, &name, delays).await?;
     Ok(JitterOutcome {
         controller,
@@ -249,8 +254,8 @@ mod tests {
             max: 30_000,
         };
         let ledger = ControllerKind::Ledger;
-        let (_, per_report) = lab_of(&m, ledger, 4, PipelineSpec::default()).unwrap();
-        let (_, agent) = lab_of(&m, ledger, 4, agent_pipeline()).unwrap();
+        let (_, per_report) = lab_of(&m, None, ledger, 4, PipelineSpec::default()).unwrap();
+        let (_, agent) = lab_of(&m, None, ledger, 4, agent_pipeline()).unwrap();
         assert!(per_report.overshoot_max < 12.0, "{per_report:?}");
         assert!(agent.overshoot_max >= 12.0, "{agent:?}");
         assert!(agent.overshoot_mean > per_report.overshoot_mean + 2.0);
@@ -258,22 +263,23 @@ mod tests {
         // each change at its own due: the lab row equals per-report's (and the real run's).
         let fixed = DelayModel::fixed_seconds(20);
         assert_eq!(
-            lab_of(&fixed, ledger, 1, agent_pipeline()).unwrap(),
-            lab_of(&fixed, ledger, 1, PipelineSpec::default()).unwrap()
+            lab_of(&fixed, None, ledger, 1, agent_pipeline()).unwrap(),
+            lab_of(&fixed, None, ledger, 1, PipelineSpec::default()).unwrap()
         );
     }
 
     #[test]
     fn the_lab_side_of_a_jittered_cell_spreads_over_seeds() {
         let m = DelayModel::lesson_chain();
-        let (one, runs) = lab_of(&m, ControllerKind::Ledger, 3, PipelineSpec::default()).unwrap();
+        let (one, runs) =
+            lab_of(&m, None, ControllerKind::Ledger, 3, PipelineSpec::default()).unwrap();
         assert_eq!(runs.runs, LAB_RUNS);
         assert!(
             runs.p_overshoot > 0.0 && runs.p_overshoot <= 1.0,
             "{runs:?}"
         );
         assert!(f64::from(one.overshoot as u32) <= runs.overshoot_max);
-        let (_, intent) = lab_of(&m, ControllerKind::Intent, 3, agent_pipeline()).unwrap();
+        let (_, intent) = lab_of(&m, None, ControllerKind::Intent, 3, agent_pipeline()).unwrap();
         assert_eq!(
             intent.p_overshoot, 0.0,
             "intent never overshoots: {intent:?}"

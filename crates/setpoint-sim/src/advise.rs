@@ -358,6 +358,7 @@ fn monte_carlo_scenario(
         unique_names: true,
         seed: req.seed,
         pipeline: req.pipeline,
+        startup_model: None,
     };
     Ok(Scenario::new(spec)?.with_startup_model(req.startup_model.clone())?)
 }

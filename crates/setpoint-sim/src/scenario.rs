@@ -265,6 +265,10 @@ pub struct ScenarioSpec {
     /// How reports travel to the ledger, and the nodes copies run on. Default per-report, one
     /// node: every report its own delay ([`crate::pipeline`]).
     pub pipeline: crate::pipeline::PipelineSpec,
+    /// Every copy's startup time drawn from this model when it is created, in place of each
+    /// workload's fixed `startup` (`--startup-model`, a file's `[startup]`;
+    /// [`Scenario::with_startup_model`] gives the rule). Default none.
+    pub startup_model: Option<DelayModel>,
 }
 
 impl Default for ScenarioSpec {
@@ -287,6 +291,7 @@ impl Default for ScenarioSpec {
             unique_names: true,
             seed: 1,
             pipeline: Default::default(),
+            startup_model: None,
         }
     }
 }
@@ -377,7 +382,6 @@ pub fn rollout_accepted() -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scenario {
     spec: ScenarioSpec,
-    startup_model: Option<DelayModel>,
 }
 
 impl Scenario {
@@ -388,6 +392,9 @@ impl Scenario {
         Limit::PERIOD.check(spec.period)?;
         Limit::DURATION.check(spec.duration)?;
         check_delay(&spec.delay)?;
+        if let Some(m) = &spec.startup_model {
+            check_delay(m)?;
+        }
         spec.pipeline.check().map_err(ScenarioError::Pipeline)?;
         TTL.check(spec.controller.expectations.ttl)?;
         BURST.check(spec.controller.expectations.burst)?;
@@ -464,10 +471,7 @@ impl Scenario {
             }
         }
         spec.events.sort_by_key(|e| e.at);
-        Ok(Scenario {
-            spec,
-            startup_model: None,
-        })
+        Ok(Scenario { spec })
     }
 
     /// The lesson's scenario, as a lab scenario.
@@ -494,6 +498,7 @@ impl Scenario {
             unique_names: true,
             seed: 1,
             pipeline: Default::default(),
+            startup_model: None,
         })
     }
 
@@ -511,13 +516,13 @@ impl Scenario {
         if let Some(m) = &model {
             check_delay(m)?;
         }
-        self.startup_model = model;
+        self.spec.startup_model = model;
         Ok(self)
     }
 
     /// The startup-time model, if the scenario has one.
     pub fn startup_model(&self) -> Option<&DelayModel> {
-        self.startup_model.as_ref()
+        self.spec.startup_model.as_ref()
     }
 
     /// The same scenario as the lesson's [`LessonWorld`], when the lesson's world can express it:
@@ -526,7 +531,7 @@ impl Scenario {
     /// delay ([`crate::pipeline::PipelineSpec::per_report_under_fixed_delay`]). Those are the
     /// scenarios the fast engine runs.
     pub fn as_lesson(&self) -> Option<LessonWorld> {
-        if self.startup_model.is_some() {
+        if self.spec.startup_model.is_some() {
             return None;
         }
         let s = &self.spec;

@@ -17,6 +17,11 @@
 //! min = 5                            #   | lesson-chain (no settings)
 //! max = 30                           # seconds, to the millisecond
 //!
+//! [startup]                          # default: none (each workload's fixed `startup`)
+//! model = "empirical"                # every copy's startup drawn from a model: the models
+//! file = "empirical/startup.toml"    #   and keys of [delay]; empirical takes the file's
+//!                                    #   `startup` model
+//!
 //! [pipeline]                         # default: mode = "per-report", nodes = 1
 //! mode = "in-order"                  # per-report | in-order | snapshot | per-copy
 //! nodes = 3                          # copies placed round robin in creation order
@@ -75,6 +80,8 @@ struct RawFile {
     unique_names: Option<bool>,
     controller: Option<RawController>,
     delay: Option<RawDelay>,
+    /// Every copy's startup time drawn from this model, with the keys of `[delay]`.
+    startup: Option<RawDelay>,
     pipeline: Option<RawPipeline>,
     #[serde(default)]
     workload: Vec<RawWorkload>,
@@ -292,7 +299,11 @@ impl Located<'_> {
             spec.controller = self.controller(c)?;
         }
         if let Some(d) = &raw.delay {
-            spec.delay = self.delay(d)?;
+            spec.delay = self.delay(d, "delay", crate::calibrate::DelayKind::ReportDelay)?;
+        }
+        if let Some(d) = &raw.startup {
+            spec.startup_model =
+                Some(self.delay(d, "startup", crate::calibrate::DelayKind::Startup)?);
         }
         if let Some(p) = &raw.pipeline {
             spec.pipeline = self.pipeline(p)?;
@@ -320,6 +331,14 @@ impl Located<'_> {
             }
             let desired = self.limited(&w.desired, &key("desired"), Limit::DESIRED)?;
             let startup = match &w.startup {
+                // One startup rule per file: a model, or each workload's fixed time.
+                Some(v) if raw.startup.is_some() => {
+                    return Err(self.error(
+                        v,
+                        &key("startup"),
+                        "does not apply with a [startup] model, which draws every copy's startup; accepted: one of the two",
+                    ))
+                }
                 Some(v) => self.limited(v, &key("startup"), Limit::STARTUP)?,
                 None => 5,
             };
@@ -398,7 +417,19 @@ impl Located<'_> {
         Ok(spec)
     }
 
-    fn delay(&self, d: &RawDelay) -> Result<DelayModel, ScenarioError> {
+    /// The model of a `[delay]` or `[startup]` table (`table`, which names its keys in errors);
+    /// `empirical` reads the model file's model of `kind`.
+    fn delay(
+        &self,
+        d: &RawDelay,
+        table: &str,
+        kind: crate::calibrate::DelayKind,
+    ) -> Result<DelayModel, ScenarioError> {
+        let what = if table == "delay" {
+            "delay model"
+        } else {
+            "startup model"
+        };
         let model = d.model.get_ref().as_str();
         let allowed: &[&str] = match model {
             "fixed" => &["seconds"],
@@ -409,9 +440,9 @@ impl Located<'_> {
             other => {
                 return Err(self.error(
                     &d.model,
-                    "delay.model",
+                    &format!("{table}.model"),
                     format!(
-                        "unknown delay model '{other}': accepted are fixed, uniform, chain, lesson-chain, empirical"
+                        "unknown {what} '{other}': accepted are fixed, uniform, chain, lesson-chain, empirical"
                     ),
                 ))
             }
@@ -428,37 +459,38 @@ impl Located<'_> {
                 Some(span) if !allowed.contains(&key) => {
                     return Err(self.error_at(
                         span,
-                        Some(&format!("delay.{key}")),
-                        format!("does not apply to delay model '{model}'"),
+                        Some(&format!("{table}.{key}")),
+                        format!("does not apply to {what} '{model}'"),
                     ))
                 }
                 None if allowed.contains(&key) => {
                     return Err(self.error(
                         &d.model,
-                        &format!("delay.{key}"),
-                        format!("delay model '{model}' needs '{key}'"),
+                        &format!("{table}.{key}"),
+                        format!("{what} '{model}' needs '{key}'"),
                     ))
                 }
                 _ => {}
             }
         }
         Ok(match model {
-            "fixed" => DelayModel::Fixed(
-                self.millis(d.seconds.as_ref().expect("checked"), "delay.seconds")?,
-            ),
+            "fixed" => DelayModel::Fixed(self.millis(
+                d.seconds.as_ref().expect("checked"),
+                &format!("{table}.seconds"),
+            )?),
             "uniform" => {
                 let (min, max) = (
                     d.min.as_ref().expect("checked"),
                     d.max.as_ref().expect("checked"),
                 );
                 let (lo, hi) = (
-                    self.millis(min, "delay.min")?,
-                    self.millis(max, "delay.max")?,
+                    self.millis(min, &format!("{table}.min"))?,
+                    self.millis(max, &format!("{table}.max"))?,
                 );
                 if lo > hi {
                     return Err(self.error(
                         max,
-                        "delay.max",
+                        &format!("{table}.max"),
                         format!("max is below min ({} s)", crate::delay::seconds(lo)),
                     ));
                 }
@@ -470,13 +502,13 @@ impl Located<'_> {
                 {
                     return Err(self.error(
                         stages,
-                        "delay.stages",
+                        &format!("{table}.stages"),
                         format!("accepted 1 to {} stages", crate::delay::MAX_STAGES),
                     ));
                 }
                 let mut out = Vec::new();
                 for (i, s) in stages.get_ref().iter().enumerate() {
-                    let key = |k: &str| format!("delay.stages[{}].{k}", i + 1);
+                    let key = |k: &str| format!("{table}.stages[{}].{k}", i + 1);
                     let (lo, hi) = (
                         self.millis(&s.min, &key("min"))?,
                         self.millis(&s.max, &key("max"))?,
@@ -498,7 +530,7 @@ impl Located<'_> {
                 if chain.max_ms() > MAX_DELAY_MS {
                     return Err(self.error(
                         stages,
-                        "delay.stages",
+                        &format!("{table}.stages"),
                         format!("the chain's worst case is above {MAX_SECONDS} seconds"),
                     ));
                 }
@@ -509,11 +541,8 @@ impl Located<'_> {
                 // Relative to the scenario file, so a scenario and its model move together.
                 let dir = Path::new(self.label).parent().unwrap_or(Path::new(""));
                 let path = dir.join(file.get_ref());
-                let e = crate::calibrate::model_file::load_kind(
-                    &path,
-                    crate::calibrate::DelayKind::ReportDelay,
-                )
-                .map_err(|e| self.error(file, "delay.file", e.to_string()))?;
+                let e = crate::calibrate::model_file::load_kind(&path, kind)
+                    .map_err(|e| self.error(file, &format!("{table}.file"), e.to_string()))?;
                 DelayModel::Empirical(std::sync::Arc::new(e))
             }
             _ => DelayModel::lesson_chain(),
@@ -980,6 +1009,65 @@ count = 2
         let e = err("period = \n");
         assert!(e.starts_with("s.toml:1: period: "), "{e}");
         assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn a_startup_table_draws_every_copys_startup_from_its_model() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        let label = root.join("measured-cluster.toml").display().to_string();
+        let text = "[startup]\nmodel = \"uniform\"\nmin = 2\nmax = 8.5\n[[workload]]\nname = \"w\"\ndesired = 2\n";
+        let spec = parse(&label, text).unwrap();
+        assert_eq!(
+            spec.startup_model,
+            Some(DelayModel::Uniform {
+                min: 2000,
+                max: 8500
+            })
+        );
+        let scenario = crate::Scenario::new(spec).unwrap();
+        assert_eq!(
+            scenario.as_lesson(),
+            None,
+            "a startup model runs on the general engine"
+        );
+        let empirical = "[startup]\nmodel = \"empirical\"\nfile = \"empirical/startup.toml\"\n[[workload]]\nname = \"w\"\ndesired = 2\n";
+        let spec = parse(&label, empirical).unwrap();
+        assert!(matches!(spec.startup_model, Some(DelayModel::Empirical(_))));
+        // The file's report-delay model is not a startup model.
+        let wrong = empirical.replace("startup.toml", "report-delay.toml");
+        let e = parse(&label, &wrong).unwrap_err().to_string();
+        assert!(
+            e.contains(":3: startup.file: ") && e.contains("holds no startup model"),
+            "{e}"
+        );
+        for (bad, says) in [
+            (
+                text.replace("min = 2", "min = 9"),
+                ":4: startup.max: max is below min (9 s)",
+            ),
+            (
+                text.replace("\"uniform\"", "\"gauss\""),
+                ":2: startup.model: unknown startup model 'gauss'",
+            ),
+            (
+                text.replace("min = 2", "seconds = 2"),
+                "startup.seconds: does not apply to startup model 'uniform'",
+            ),
+            (
+                text.replace("desired = 2", "desired = 2\nstartup = 5"),
+                "workload[1].startup: does not apply with a [startup] model",
+            ),
+        ] {
+            let e = parse(&label, &bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        assert_eq!(
+            parse(&label, "[[workload]]\nname = \"w\"\ndesired = 2\n")
+                .unwrap()
+                .startup_model,
+            None
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use thiserror::Error;
 
 use setpoint_core::ExpectationsConfig;
 
-use crate::delay::{parse_delay_model, seconds, DelayModel};
+use crate::delay::{parse_delay_model, parse_startup_model, seconds, DelayModel};
 use crate::engine::simulate_params;
 use crate::lesson::lesson_prediction;
 use crate::lesson_world::{Death, LessonParams, LessonSpec, LessonWorld, Limit, SettingError};
@@ -94,6 +94,14 @@ pub enum GridError {
     /// A malformed list of delay models.
     #[error("delay-model '{value}': {reason}")]
     BadDelayModels {
+        /// The text as given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A malformed list of startup-time models, or one whose startup times pass the limits.
+    #[error("startup-model '{value}': {reason}")]
+    BadStartupModels {
         /// The text as given.
         value: String,
         /// What is wrong with it.
@@ -339,6 +347,32 @@ pub fn parse_delay_models(text: &str) -> Result<Vec<DelayModel>, GridError> {
         .collect()
 }
 
+/// Parses a comma-separated list of startup-time models (the syntax of
+/// [`parse_delay_models`]; `empirical:FILE` takes the file's `startup` model), kept in the order
+/// given: the startup-model axis.
+pub fn parse_startup_models(text: &str) -> Result<Vec<DelayModel>, GridError> {
+    let bad = |reason: String| GridError::BadStartupModels {
+        value: text.to_owned(),
+        reason,
+    };
+    if text.trim().is_empty() {
+        return Err(bad("the list is empty".into()));
+    }
+    text.split(',')
+        .map(|item| {
+            let item = item.trim();
+            if item.is_empty() {
+                return Err(bad("an item of the list is empty".into()));
+            }
+            parse_startup_model(item).map_err(|e| {
+                bad(format!(
+                    "{e}; a list is accepted too, such as fixed:5,uniform:2:8"
+                ))
+            })
+        })
+        .collect()
+}
+
 /// Which part of a grid one machine runs: shard `index` (from 0) of `count`. Shard `i` of `n`
 /// runs the cells `⌊i·cells/n⌋ ..< ⌊(i+1)·cells/n⌋`, a contiguous run in cell order, so the
 /// shards' outputs concatenated in shard order are the whole sweep's rows.
@@ -402,8 +436,13 @@ pub struct GridSpec {
     pub delay: Axis,
     /// Report-delay models to scan, in place of `delay`; empty: scan `delay`.
     pub delay_models: Vec<DelayModel>,
-    /// Startup times B, in seconds.
+    /// Startup times B, in seconds. Ignored when `startup_models` is not empty.
     pub startup: Axis,
+    /// Startup-time models to scan, in place of `startup` (`--startup-model`): each copy's
+    /// startup time is drawn from the cell's model when it is created
+    /// ([`Scenario::with_startup_model`]). Empty: scan `startup`. A cell with a startup model
+    /// always runs on the general engine.
+    pub startup_models: Vec<DelayModel>,
     /// TTLs of `expectations`, in seconds (a coordinate of every cell, used by `expectations`
     /// only). Default 300.
     pub ttl: Axis,
@@ -440,6 +479,7 @@ impl Default for GridSpec {
             delay: Axis::single(base.delay),
             delay_models: Vec::new(),
             startup: Axis::single(base.startup),
+            startup_models: Vec::new(),
             ttl: Axis::single(expectations.ttl),
             burst: Axis::single(expectations.burst),
             controller: vec![base.controller],
@@ -461,6 +501,8 @@ pub struct Grid {
     base: LessonWorld,
     /// The canonical text of each delay model, for rows and seeds.
     model_text: Vec<String>,
+    /// The canonical text of each startup model, for rows and seeds.
+    startup_text: Vec<String>,
     cells: u64,
     range: Range<u64>,
 }
@@ -485,8 +527,10 @@ pub struct Cell {
     pub delay_of: CellDelay,
     /// Report delay G, in seconds, when the delay is fixed whole seconds (0 otherwise).
     pub delay: u64,
-    /// Startup time B, in seconds.
+    /// Startup time B, in seconds (0 when the cell has a startup model).
     pub startup: u64,
+    /// The startup model at this index of [`GridSpec::startup_models`], if the grid scans them.
+    pub startup_model: Option<usize>,
     /// TTL of `expectations`, in seconds.
     pub ttl: u64,
     /// Burst limit of `expectations`.
@@ -499,8 +543,10 @@ pub struct Cell {
 /// coordinates, by value, never by position, so a cell has the same seeds whether it is swept
 /// alone or in any grid, on any number of threads or shards. The delay enters as the FNV-1a hash
 /// of its canonical text ([`model_text`]), so `-G 20` and `--delay-model fixed:20` give the same
-/// seeds. Run `i` of the cell uses `cell_seed + i`, wrapping.
-pub fn cell_seed(base: u64, cell: &Cell, model: &ModelName<'_>) -> u64 {
+/// seeds. The startup enters as its seconds, or, for a cell with a startup model, as the FNV-1a
+/// hash of the model's canonical text ([`StartupName`]). Run `i` of the cell uses
+/// `cell_seed + i`, wrapping.
+pub fn cell_seed(base: u64, cell: &Cell, model: &ModelName<'_>, startup: &StartupName<'_>) -> u64 {
     fn mix(mut z: u64) -> u64 {
         z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -515,7 +561,10 @@ pub fn cell_seed(base: u64, cell: &Cell, model: &ModelName<'_>) -> u64 {
         cell.desired,
         cell.period,
         model.fnv(),
-        cell.startup,
+        match startup {
+            StartupName::Seconds(b) => *b,
+            StartupName::Model(t) => ModelName::Text(t).fnv(),
+        },
         cell.ttl,
         cell.burst,
         controller,
@@ -578,6 +627,43 @@ impl Serialize for ModelName<'_> {
     }
 }
 
+/// A cell's startup as its row writes it: whole seconds (`-B`), or a startup model's canonical
+/// text ([`model_text`]; `--startup-model`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartupName<'a> {
+    /// Every copy takes this many seconds to start.
+    Seconds(u64),
+    /// Each copy's startup is drawn from the model of this text.
+    Model(&'a str),
+}
+
+impl std::fmt::Display for StartupName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartupName::Seconds(b) => write!(f, "{b}"),
+            StartupName::Model(t) => f.write_str(t),
+        }
+    }
+}
+
+impl Serialize for StartupName<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            StartupName::Seconds(b) => s.serialize_u64(*b),
+            StartupName::Model(t) => s.serialize_str(t),
+        }
+    }
+}
+
+impl From<StartupName<'_>> for Value {
+    fn from(v: StartupName<'_>) -> Value {
+        match v {
+            StartupName::Seconds(b) => Value::U64(b),
+            StartupName::Model(t) => Value::Str(t.to_owned()),
+        }
+    }
+}
+
 /// The canonical text of a delay model on a sweep's axis: `fixed:S`, `uniform:MIN:MAX` (seconds
 /// to the millisecond) or `lesson-chain`; another chain by its description.
 pub fn model_text(model: &DelayModel) -> String {
@@ -611,16 +697,31 @@ impl Grid {
                 reason: format!("{e}; accepted: models whose delays stay within the limits"),
             })?;
         }
+        for model in &spec.startup_models {
+            Scenario::new(ScenarioSpec::default())
+                .and_then(|s| s.with_startup_model(Some(model.clone())))
+                .map_err(|e| GridError::BadStartupModels {
+                    value: model_text(model),
+                    reason: format!(
+                        "{e}; accepted: models whose startup times stay within the limits"
+                    ),
+                })?;
+        }
         let delays = if spec.delay_models.is_empty() {
             spec.delay.len()
         } else {
             spec.delay_models.len() as u64
         };
+        let startups = if spec.startup_models.is_empty() {
+            spec.startup.len()
+        } else {
+            spec.startup_models.len() as u64
+        };
         let cells = [
             spec.desired.len(),
             spec.period.len(),
             delays,
-            spec.startup.len(),
+            startups,
             spec.ttl.len(),
             spec.burst.len(),
             spec.controller.len() as u64,
@@ -642,12 +743,14 @@ impl Grid {
             });
         }
         let cells = cells as u64;
+        let startup_text = spec.startup_models.iter().map(model_text).collect();
         let model_text = spec.delay_models.iter().map(model_text).collect();
         let range = spec.shard.range(cells);
         Ok(Grid {
             spec,
             base,
             model_text,
+            startup_text,
             cells,
             range,
         })
@@ -685,7 +788,11 @@ impl Grid {
         let controller = s.controller[digit(s.controller.len() as u64) as usize];
         let burst = s.burst.get(digit(s.burst.len()));
         let ttl = s.ttl.get(digit(s.ttl.len()));
-        let startup = s.startup.get(digit(s.startup.len()));
+        let (startup, startup_model) = if s.startup_models.is_empty() {
+            (s.startup.get(digit(s.startup.len())), None)
+        } else {
+            (0, Some(digit(s.startup_models.len() as u64) as usize))
+        };
         let (delay_of, delay) = if s.delay_models.is_empty() {
             let g = s.delay.get(digit(s.delay.len()));
             (CellDelay::Seconds(g), g)
@@ -702,6 +809,7 @@ impl Grid {
             delay_of,
             delay,
             startup,
+            startup_model,
             ttl,
             burst,
             controller,
@@ -724,11 +832,30 @@ impl Grid {
         }
     }
 
-    /// Whether the lesson's world expresses the cell: a lesson controller and a fixed delay of
-    /// whole seconds. Those cells run on the fast engine, with the lesson's relation and the
-    /// exact predictor beside them.
+    /// A cell's startup as its row writes it.
+    fn cell_startup(&self, cell: &Cell) -> StartupName<'_> {
+        match cell.startup_model {
+            None => StartupName::Seconds(cell.startup),
+            Some(k) => StartupName::Model(&self.startup_text[k]),
+        }
+    }
+
+    /// A cell's first seed ([`cell_seed`]).
+    fn first_seed(&self, cell: &Cell) -> u64 {
+        cell_seed(
+            self.spec.seed,
+            cell,
+            &self.cell_model_text(cell),
+            &self.cell_startup(cell),
+        )
+    }
+
+    /// Whether the lesson's world expresses the cell: a lesson controller, a fixed delay of
+    /// whole seconds and a fixed startup. Those cells run on the fast engine, with the lesson's
+    /// relation and the exact predictor beside them.
     pub fn is_lesson_cell(&self, cell: &Cell) -> bool {
         cell.controller.is_lesson()
+            && cell.startup_model.is_none()
             && self.spec.pipeline.per_report_under_fixed_delay()
             && match cell.delay_of {
                 CellDelay::Seconds(_) => true,
@@ -761,14 +888,19 @@ impl Grid {
                     burst: cell.burst,
                 },
             },
-            seed: cell_seed(self.spec.seed, cell, &self.cell_model_text(cell)),
+            seed: self.first_seed(cell),
             pipeline: self.spec.pipeline,
             ..ScenarioSpec::default()
         };
         spec.workloads[0].desired = cell.desired;
         spec.workloads[0].startup = cell.startup;
         spec.events = death_events(&self.spec.deaths);
-        Scenario::new(spec).expect("grid cells are checked against every limit")
+        let startup_model = cell
+            .startup_model
+            .map(|k| self.spec.startup_models[k].clone());
+        Scenario::new(spec)
+            .and_then(|s| s.with_startup_model(startup_model))
+            .expect("grid cells are checked against every limit")
     }
 
     /// What a lesson cell ([`Self::is_lesson_cell`]) measures, on the fast engine, and what the
@@ -810,7 +942,7 @@ impl Grid {
     pub fn row(&self, index: u64) -> Result<SweepRow<'_>, ScenarioError> {
         let cell = self.cell(index);
         let model_text = self.cell_model_text(&cell);
-        let seed = cell_seed(self.spec.seed, &cell, &model_text);
+        let seed = self.first_seed(&cell);
         let expectations = cell.controller == ControllerKind::Expectations;
         let mut row = SweepRow {
             schema: SCHEMA,
@@ -819,7 +951,7 @@ impl Grid {
             period: cell.period,
             delay: self.fixed_delay(&cell),
             delay_model: model_text,
-            startup: cell.startup,
+            startup: self.cell_startup(&cell),
             duration: self.spec.duration,
             controller: cell.controller,
             ttl: expectations.then_some(cell.ttl),
@@ -860,7 +992,9 @@ impl Grid {
         let scenario = self.lab_scenario(&cell);
         let first_seed = scenario.spec().seed;
         let runs = self.spec.runs;
-        let summary = if scenario.spec().delay.is_random() {
+        let random = scenario.spec().delay.is_random()
+            || scenario.startup_model().is_some_and(DelayModel::is_random);
+        let summary = if random {
             monte_carlo_sequential(&scenario, first_seed, runs)?
         } else {
             let mut s = monte_carlo_sequential(&scenario, first_seed, 1)?;
@@ -877,7 +1011,7 @@ impl Grid {
         r.push("period", cell.period);
         r.push("delay", single.delay);
         r.push("delay_model", single.delay_model.to_string());
-        r.push("startup", cell.startup);
+        r.push("startup", single.startup);
         r.push("duration", self.spec.duration);
         r.push("controller", cell.controller.name());
         r.push("ttl", single.ttl);
@@ -991,8 +1125,9 @@ pub struct SweepRow<'a> {
     pub delay: Option<u64>,
     /// The delay model's canonical text ([`model_text`]).
     pub delay_model: ModelName<'a>,
-    /// Startup time B, in seconds.
-    pub startup: u64,
+    /// Startup time B, in seconds; or, for a cell with a startup model, the model's canonical
+    /// text (a string in JSON).
+    pub startup: StartupName<'a>,
     /// The last second of the run.
     pub duration: u64,
     /// The controller, by its command-line name.
@@ -1106,7 +1241,10 @@ impl SweepRow<'_> {
             }
             ModelName::Text(t) => s.str("delay_model", t),
         }
-        s.u64("startup", self.startup);
+        match self.startup {
+            StartupName::Seconds(b) => s.u64("startup", b),
+            StartupName::Model(t) => s.str("startup", t),
+        }
         s.u64("duration", self.duration);
         s.str("controller", self.controller.name());
         s.opt_u64("ttl", self.ttl);
@@ -1158,7 +1296,7 @@ impl SweepRow<'_> {
             period: 0,
             delay: None,
             delay_model: ModelName::Fixed(0),
-            startup: 0,
+            startup: StartupName::Seconds(0),
             duration: 0,
             controller: ControllerKind::Ledger,
             ttl: None,
@@ -1792,20 +1930,22 @@ mod tests {
         let g = grid("0..=90:15", "5..=60:11", "0,5");
         for i in [0, 7, 33, g.cells() - 1] {
             let row = g.row(i).unwrap();
+            let StartupName::Seconds(startup) = row.startup else {
+                panic!("a grid without startup models writes seconds");
+            };
             let m = crate::simulate(
                 &LessonWorld::new(LessonSpec {
                     desired: row.desired,
                     period: row.period,
                     delay: row.delay.unwrap(),
-                    startup: row.startup,
+                    startup,
                     controller: row.controller,
                     ..LessonSpec::default()
                 })
                 .unwrap(),
             );
             assert_eq!(row.metrics, m, "cell {i}");
-            let expected =
-                lesson_prediction(row.desired, row.delay.unwrap(), row.startup, row.period);
+            let expected = lesson_prediction(row.desired, row.delay.unwrap(), startup, row.period);
             assert_eq!(row.lesson_prediction, Some(expected));
             assert_eq!(row.lesson_match, Some(i128::from(m.overshoot) == expected));
         }
@@ -1897,9 +2037,12 @@ mod tests {
             0u64..=1200,
             any::<u64>(),
             proptest::option::of((0u64..=1200, 0u64..=10)),
+            proptest::option::of(
+                (0u64..=20, 0u64..=20).prop_map(|(a, b)| format!("uniform:{a}:{}", a + b)),
+            ),
         )
             .prop_map(
-                |(desired, period, axis_delay, model, startup, c, duration, seed, death)| {
+                |(desired, period, axis_delay, model, startup, c, duration, seed, death, b)| {
                     Grid::new(GridSpec {
                         desired: Axis::single(desired),
                         period: Axis::single(period),
@@ -1909,6 +2052,9 @@ mod tests {
                             None => parse_delay_models(&model).unwrap(),
                         },
                         startup: Axis::single(startup),
+                        startup_models: b
+                            .map(|b| parse_startup_models(&b).unwrap())
+                            .unwrap_or_default(),
                         controller: vec![ControllerKind::ALL[c]],
                         duration,
                         deaths: death
@@ -1945,6 +2091,104 @@ mod tests {
             }
             proptest::prop_assert_eq!(SweepRow::csv_header(), r.csv_header());
         }
+    }
+
+    /// A grid over startup models, delays, periods and the two lesson controllers.
+    fn startup_grid(models: &str, seed: u64) -> Grid {
+        Grid::new(GridSpec {
+            startup_models: parse_startup_models(models).unwrap(),
+            delay: Axis::parse(Limit::DELAY, "0,20").unwrap(),
+            period: Axis::parse(Limit::PERIOD, "10,30").unwrap(),
+            controller: vec![Ledger, Intent],
+            seed,
+            ..GridSpec::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_startup_model_cell_is_run_of_its_scenario_with_the_rows_seed() {
+        let g = startup_grid("uniform:1:9,fixed:3,lesson-chain", 4);
+        assert_eq!(g.cells(), 3 * 2 * 2 * 2);
+        for i in 0..g.cells() {
+            let row = g.row(i).unwrap();
+            let StartupName::Model(text) = row.startup else {
+                panic!("cell {i} writes its startup model");
+            };
+            // The oracle: the scenario built from the row's own columns alone, then `run`.
+            let mut spec = ScenarioSpec {
+                period: row.period,
+                delay: DelayModel::fixed_seconds(row.delay.unwrap()),
+                controller: ControllerSpec::new(row.controller),
+                seed: row.seed,
+                startup_model: Some(parse_startup_model(text).unwrap()),
+                ..ScenarioSpec::default()
+            };
+            spec.workloads[0].desired = row.desired;
+            let oracle = run(&Scenario::new(spec).unwrap(), row.seed).unwrap();
+            assert_eq!(row.engine, "general", "cell {i}");
+            assert_eq!(row.metrics, oracle.workloads[0].metrics, "cell {i}: {text}");
+            assert_eq!(row.lesson_prediction, None, "cell {i}");
+            assert_eq!(row.prediction, None, "cell {i}");
+        }
+    }
+
+    #[test]
+    fn a_startup_model_cells_seed_is_its_own_wherever_it_is_swept() {
+        let big = startup_grid("uniform:1:9,fixed:3", 4);
+        let alone = startup_grid("fixed:3", 4);
+        let in_big: Vec<u64> = (0..big.cells())
+            .filter(|&i| big.row(i).unwrap().startup == StartupName::Model("fixed:3"))
+            .map(|i| big.row(i).unwrap().seed)
+            .collect();
+        let by_itself: Vec<u64> = (0..alone.cells())
+            .map(|i| alone.row(i).unwrap().seed)
+            .collect();
+        assert_eq!(in_big, by_itself);
+        let all: std::collections::BTreeSet<u64> =
+            (0..big.cells()).map(|i| big.row(i).unwrap().seed).collect();
+        assert_eq!(all.len() as u64, big.cells(), "no two cells share a seed");
+        let other_base = startup_grid("fixed:3", 5);
+        assert_ne!(other_base.row(0).unwrap().seed, by_itself[0]);
+    }
+
+    #[test]
+    fn a_random_startup_models_monte_carlo_row_runs_every_seed() {
+        let g = Grid::new(GridSpec {
+            startup_models: parse_startup_models("uniform:0:30").unwrap(),
+            delay: Axis::single(20),
+            runs: 12,
+            ..GridSpec::default()
+        })
+        .unwrap();
+        let r = g.monte_carlo_row(0).unwrap();
+        let scenario = g.lab_scenario(&g.cell(0));
+        let first = scenario.spec().seed;
+        assert_eq!(r.get("first_seed"), Some(&Value::U64(first)));
+        let overshoots: Vec<u64> = (0..12)
+            .map(|k| {
+                run(&scenario, first.wrapping_add(k)).unwrap().workloads[0]
+                    .metrics
+                    .overshoot
+            })
+            .collect();
+        let max = *overshoots.iter().max().unwrap() as f64;
+        assert_eq!(r.get("overshoot_max"), Some(&Value::F64(max)));
+        assert!(
+            overshoots.iter().any(|&o| o as f64 != max),
+            "startup draws vary the runs: {overshoots:?}"
+        );
+        assert_eq!(r.get("startup"), Some(&Value::Str("uniform:0:30".into())));
+    }
+
+    #[test]
+    fn a_startup_model_past_the_limits_is_refused_by_the_grid() {
+        let e = Grid::new(GridSpec {
+            startup_models: vec![DelayModel::Fixed(crate::delay::MAX_DELAY_MS + 1000)],
+            ..GridSpec::default()
+        })
+        .unwrap_err();
+        assert!(matches!(e, GridError::BadStartupModels { .. }), "{e}");
     }
 
     #[test]

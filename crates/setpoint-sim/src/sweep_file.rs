@@ -32,7 +32,8 @@ pub enum SweepFileError {
 
 /// The one-cell grid that the scenario `spec` (read from `file`) describes, with the base seed
 /// `spec.seed`. A fixed delay of whole seconds becomes the `delay` axis; any other delay model
-/// becomes a one-model `delay_models` axis.
+/// becomes a one-model `delay_models` axis. A startup model (`[startup]`) becomes a one-model
+/// `startup_models` axis.
 pub fn grid_spec(file: &str, spec: &ScenarioSpec) -> Result<GridSpec, SweepFileError> {
     let refuse = |what: String| SweepFileError::NotSweepable {
         file: file.to_owned(),
@@ -71,6 +72,7 @@ pub fn grid_spec(file: &str, spec: &ScenarioSpec) -> Result<GridSpec, SweepFileE
         delay,
         delay_models,
         startup: Axis::single(workload.startup),
+        startup_models: spec.startup_model.iter().cloned().collect(),
         ttl: Axis::single(c.expectations.ttl),
         burst: Axis::single(c.expectations.burst),
         controller: vec![c.kind],

@@ -1405,6 +1405,7 @@ mod tests {
             unique_names: true,
             seed: 1,
             pipeline: Default::default(),
+            startup_model: None,
         }
     }
 
@@ -1474,6 +1475,7 @@ mod tests {
             unique_names: true,
             seed: 1,
             pipeline: Default::default(),
+            startup_model: None,
         }
     }
 

@@ -125,6 +125,7 @@ fn scenarios() -> impl Strategy<Value = (ScenarioSpec, u64)> {
                         nodes,
                         ..PipelineSpec::default()
                     },
+                    startup_model: None,
                 };
                 (spec, seed)
             },

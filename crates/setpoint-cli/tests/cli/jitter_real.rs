@@ -73,3 +73,99 @@ fn a_bad_model_or_a_seed_without_models_is_refused_before_any_run() {
     }
     assert!(!std::path::Path::new("/tmp/spc-lab12-never").exists());
 }
+
+/// `--startup-model` on the lab side: each row is `run` of the lesson's world under the agent's
+/// pipeline with that startup model and the row's seed; the rows end with the model's text.
+/// With --real, or without --delay-model, it is refused in one line.
+#[test]
+fn a_startup_model_draws_the_lab_sides_startups_as_run_does() {
+    let text = ok(&[
+        "experiment",
+        "lesson",
+        "--delay-model",
+        "uniform:5:30,fixed:20",
+        "--controller",
+        "ledger,intent",
+        "--startup-model",
+        "uniform:2:8",
+        "--seed",
+        "4",
+        "--format",
+        "csv",
+    ]);
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    assert!(header.ends_with(",lab_startup_model"), "{header}");
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    for row in rows {
+        let get = |k: &str| field(header, row, k);
+        assert_eq!(get("lab_startup_model"), "uniform:2:8");
+        let ran: serde_json::Value = serde_json::from_str(&ok(&[
+            "run",
+            "--delay-model",
+            get("delay_model"),
+            "--controller",
+            get("controller"),
+            "--startup-model",
+            "uniform:2:8",
+            "--pipeline",
+            "in-order",
+            "--nodes",
+            "1",
+            "--report-every",
+            "0.5",
+            "--seed",
+            "4",
+            "--format",
+            "json",
+        ]))
+        .unwrap();
+        for key in ["overshoot", "created", "stable", "copy_seconds_above"] {
+            assert_eq!(
+                get(&format!("lab_{key}")),
+                ran[key].to_string(),
+                "{key}: {row}"
+            );
+        }
+    }
+    // Without the flag the rows keep their columns.
+    let plain = ok(&[
+        "experiment",
+        "lesson",
+        "--delay-model",
+        "fixed:20",
+        "--format",
+        "csv",
+    ]);
+    assert!(!plain.contains("lab_startup_model"), "{plain}");
+    for args in [
+        &["--startup-model", "uniform:2:8"][..],
+        &[
+            "--delay-model",
+            "fixed:20",
+            "--startup-model",
+            "uniform:2:8",
+            "--real",
+        ],
+        &[
+            "--delay-model",
+            "fixed:20",
+            "--startup-model",
+            "uniform:8:2",
+        ],
+    ] {
+        let mut a = vec!["experiment", "lesson"];
+        a.extend(args);
+        a.extend(["--data-dir", "/tmp/spc-lab-startup-never"]);
+        let out = run(&a);
+        assert_eq!(out.status.code(), Some(2), "{a:?}: {out:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("--startup-model") || err.contains("--delay-model"),
+            "{err}"
+        );
+    }
+    assert!(!std::path::Path::new("/tmp/spc-lab-startup-never").exists());
+}

@@ -334,6 +334,7 @@ fn an_intent_controller_killed_at_each_pass_failpoint_overshoots_exactly_as_the_
             unique_names: true,
             seed: 1,
             pipeline: Default::default(),
+            startup_model: None,
         };
         let predicted = setpoint_sim::run(&Scenario::new(spec).unwrap(), 1)
             .unwrap()

@@ -517,3 +517,189 @@ fn shards_merged_in_any_order_are_the_whole_sweep_byte_for_byte() {
         );
     }
 }
+
+/// A JSON value as the command line types it: a string's text, anything else as printed.
+fn typed(v: &Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+}
+
+#[test]
+fn a_sweep_with_startup_models_is_run_of_each_cell_with_its_seed() {
+    let st = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/empirical/startup.toml"
+    );
+    let empirical = format!("empirical:{st}");
+    let models = format!("uniform:1:9,fixed:3,{empirical}");
+    let text = ok(&[
+        "sweep",
+        "--startup-model",
+        &models,
+        "-G",
+        "0,20",
+        "-U",
+        "10,30",
+        "--controller",
+        "ledger,intent",
+        "--format",
+        "jsonl",
+    ]);
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2 * 2 * 3 * 2);
+    let metric_keys = run_metric_keys();
+    let mut seeds = std::collections::BTreeSet::new();
+    for row in &rows {
+        assert_eq!(row["engine"], "general", "{row}");
+        assert!(row["lesson_prediction"].is_null(), "{row}");
+        seeds.insert(typed(&row["seed"]));
+        let ran: Value = serde_json::from_str(&ok(&[
+            "run",
+            "--format",
+            "json",
+            "-G",
+            &typed(&row["delay"]),
+            "-U",
+            &typed(&row["period"]),
+            "--startup-model",
+            &typed(&row["startup"]),
+            "--controller",
+            row["controller"].as_str().unwrap(),
+            "--seed",
+            &typed(&row["seed"]),
+        ]))
+        .unwrap();
+        for key in &metric_keys {
+            assert_eq!(row[key], ran[key], "{key} in {row}");
+        }
+        assert_eq!(row["engine"], ran["engine"]);
+    }
+    let startups: std::collections::BTreeSet<String> =
+        rows.iter().map(|r| typed(&r["startup"])).collect();
+    assert_eq!(
+        startups,
+        ["fixed:3", "uniform:1:9", empirical.as_str()]
+            .map(str::to_owned)
+            .into(),
+        "the startup column holds each model's canonical text"
+    );
+    assert_eq!(seeds.len(), rows.len(), "every cell has its own seed");
+
+    // A Monte Carlo row of a random startup model runs every seed; a fixed one runs once.
+    let mc = |model: &str| -> Value {
+        serde_json::from_str(&ok(&[
+            "sweep",
+            "--startup-model",
+            model,
+            "-G",
+            "20",
+            "-U",
+            "15",
+            "--runs",
+            "30",
+            "--format",
+            "jsonl",
+        ]))
+        .unwrap()
+    };
+    let random = mc("uniform:0:30");
+    let max = random["overshoot_max"].as_f64().unwrap();
+    let mean = random["overshoot_mean"].as_f64().unwrap();
+    assert!(max > mean, "startup draws vary the overshoot: {random}");
+    let fixed = mc("fixed:5");
+    assert_eq!(fixed["overshoot_max"], fixed["overshoot_mean"], "{fixed}");
+}
+
+#[test]
+fn bad_startup_models_get_one_line_and_exit_2() {
+    for (args, says) in [
+        (
+            &["sweep", "--startup-model", "fixed:5,gauss"][..],
+            "unknown delay model 'gauss'",
+        ),
+        (
+            &["sweep", "--startup-model", "uniform:9:1"][..],
+            "uniform min 9 is above max 1",
+        ),
+        (&["sweep", "--startup-model", ""][..], "the list is empty"),
+        (
+            &["sweep", "--startup-model", "fixed:5", "-B", "3"][..],
+            "cannot be used with",
+        ),
+        (
+            &[
+                "sweep",
+                "--startup-model",
+                concat!(
+                    "empirical:",
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../../scenarios/empirical/report-delay.toml"
+                ),
+            ][..],
+            "holds no startup model",
+        ),
+        (
+            &["plot", "heatmap", "--startup-model", "gamma:1", "-o", "-"][..],
+            "unknown delay model 'gamma:1'",
+        ),
+        (
+            &[
+                "plot",
+                "heatmap",
+                "--startup-model",
+                "fixed:1",
+                "-B",
+                "2",
+                "-o",
+                "-",
+            ][..],
+            "cannot be used with",
+        ),
+    ] {
+        let err = refused(args);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(err.contains("--startup-model"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_scenario_files_startup_model_sweeps_as_run_of_the_file() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/measured-startup.toml"
+    );
+    let rows = ok(&["sweep", file, "-U", "15,90", "--format", "jsonl"]);
+    for line in rows.lines() {
+        let row: Value = serde_json::from_str(line).unwrap();
+        assert!(
+            typed(&row["startup"]).ends_with("scenarios/empirical/startup.toml"),
+            "{row}"
+        );
+        let ran: Value = serde_json::from_str(&ok(&[
+            "run",
+            file,
+            "-U",
+            &typed(&row["period"]),
+            "--seed",
+            &typed(&row["seed"]),
+            "--format",
+            "json",
+        ]))
+        .unwrap();
+        for key in [
+            "overshoot",
+            "created",
+            "stable",
+            "peak_live",
+            "copy_seconds_above",
+        ] {
+            assert_eq!(row[key], ran[key], "{key} in {row}");
+        }
+    }
+    // A typed -B replaces the file's startup model: the lesson's fixed startup again.
+    let fixed: Value =
+        serde_json::from_str(ok(&["sweep", file, "-B", "13", "--format", "jsonl"]).trim()).unwrap();
+    assert_eq!(fixed["startup"], 13);
+}

@@ -493,6 +493,7 @@ fn the_lab_predicts_the_runtimes_crash_loop_attempt_times() {
         unique_names: true,
         seed: 1,
         pipeline: Default::default(),
+        startup_model: None,
     })
     .unwrap();
     let predicted: Vec<u64> = creation_times(&lab, 1, 0)

@@ -45,6 +45,7 @@ fn lab() -> (Vec<Act>, u64) {
         unique_names: true,
         seed: 1,
         pipeline: Default::default(),
+        startup_model: None,
     })
     .unwrap();
     let mut acts = Vec::new();
