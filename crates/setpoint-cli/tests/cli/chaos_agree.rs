@@ -8,8 +8,10 @@
 //! ledger at the very second of a round (48 delete commands, where the lab says 32); `intent`
 //! at both. Each is at least 10 virtual seconds (200 ms) from the next tie, so a loaded machine's
 //! later pipeline does not change a count (at 0.01 and G = 20, 5 s = 50 ms from a tie, a run
-//! beside the whole workspace's tests did). The counts must be equal; the real `stable` no earlier than the simulated
-//! one (on an idle machine it is within a second; under load the real pipeline grows).
+//! beside the whole workspace's tests did). The counts must be equal; the real `stable` no
+//! earlier than the simulated one or the lab's, whichever is earlier (on an idle machine it is
+//! within a second of the simulated one; under load the real pipeline grows, and at ledger
+//! G = 30 a loaded CI run settled at 406, on the lab's side of the last change's tie).
 
 use std::process::Command;
 
@@ -99,12 +101,23 @@ fn the_simulated_runtime_measures_what_the_real_one_measures_on_the_lessons_cell
         for k in COUNTS {
             assert_eq!(m[k], s[k], "{key:?} {k}: real {m} chaos {s}");
         }
-        let (rs, ss) = (m["stable"].as_i64().unwrap(), s["stable"].as_i64().unwrap());
+        let l = &lab.iter().find(|(k, _)| *k == key).unwrap().1;
+        let (rs, ss, ls) = (
+            m["stable"].as_i64().unwrap(),
+            s["stable"].as_i64().unwrap(),
+            l["stable"].as_i64().unwrap(),
+        );
         // The real pipeline is the simulated one plus the machine's own delays, which grow
         // with its load: a real run settles no earlier than the simulated one (less one
-        // second for a luckier phase of the half-second grid), and how much later is a timing,
-        // which this test does not assert.
-        assert!(rs + 1 >= ss, "{key:?} stable: real {rs} chaos {ss}");
+        // second for a luckier phase of the half-second grid), or, where the last change
+        // itself lands on a tie (ledger at G = 30: lab 405, both runtimes 420 on an idle
+        // machine), no earlier than the lab's side of that tie: a CI run under load measured
+        // the runtimes' counts with stable 406. How much later is a timing, which this test
+        // does not assert.
+        assert!(
+            rs + 1 >= ss.min(ls),
+            "{key:?} stable: real {rs} chaos {ss} lab {ls}"
+        );
     }
     // ledger at G = 10 and 30 are the lab's ties: both runtimes part from the lab the same way.
     let at_tie = |v: &Vec<((String, u64), Value)>, g: u64, key: &str| {
