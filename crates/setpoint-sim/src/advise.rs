@@ -105,7 +105,9 @@ pub struct Advice {
     pub startup: u64,
     /// Declared copies.
     pub desired: u64,
-    /// The worst report delay, in whole seconds (as the ledger sees it).
+    /// The worst lag from a copy event to the ledger, in whole seconds: the delay model's
+    /// worst draw plus the pipeline's report period R (a node reporting every R holds an event
+    /// up to R before its snapshot leaves).
     pub worst_delay_s: u64,
     /// The mean report delay, in seconds.
     pub mean_delay_s: f64,
@@ -142,7 +144,14 @@ pub fn advise(req: &AdviceRequest) -> Result<Advice, AdviceError> {
     for &p in &req.periods {
         Limit::PERIOD.check(p)?;
     }
-    let worst = whole_seconds(req.delay.max_ms());
+    // A node that reports every R holds an event for up to R before its snapshot leaves, and
+    // an in-order pipeline delivers that snapshot no later than its own worst draw (the ones
+    // before it left earlier with no larger bound), so the ledger lags by at most max + R.
+    let worst = whole_seconds(
+        req.delay
+            .max_ms()
+            .saturating_add(req.pipeline.report_every_ms),
+    );
     let mean = req.delay.mean_ms() / 1000.0;
     let blind_span = worst + req.startup;
     let mut periods = req.periods.clone();
@@ -392,6 +401,31 @@ mod tests {
         assert_eq!(at(45).ledger_overshoot, Some(0));
         assert_eq!(at(45).blind_rounds, 1);
         assert!(a.reasons.iter().any(|r| r.contains("35 s")));
+    }
+
+    #[test]
+    fn a_node_that_reports_every_r_adds_r_to_the_ledgers_worst_lag() {
+        let mut r = request(DelayModel::fixed_seconds(20));
+        r.runs = 20;
+        r.pipeline = crate::pipeline::PipelineSpec {
+            mode: crate::pipeline::Pipeline::InOrder,
+            nodes: 1,
+            report_every_ms: 1_500,
+        };
+        let a = advise(&r).unwrap();
+        // 20 s + 1.5 s, in whole seconds: 22; blind span 22 + B = 27, so U = 30.
+        assert_eq!(a.worst_delay_s, 22);
+        assert_eq!(a.recommended_period, 30);
+        r.pipeline.report_every_ms = 0;
+        let a = advise(&r).unwrap();
+        assert_eq!(a.worst_delay_s, 20);
+        assert_eq!(a.recommended_period, 30);
+        r.pipeline.report_every_ms = 500;
+        r.delay = DelayModel::fixed_seconds(25);
+        // 25.5 s → 26 s, + B = 31: past 30, so the next common period.
+        let a = advise(&r).unwrap();
+        assert_eq!(a.worst_delay_s, 26);
+        assert!(a.recommended_period > 30, "{}", a.recommended_period);
     }
 
     #[test]

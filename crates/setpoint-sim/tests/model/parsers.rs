@@ -110,3 +110,116 @@ proptest! {
         let _ = Limit::DURATION.parse(&text);
     }
 }
+
+/// The shipped measurement samples and model files, which the mutations below start from so
+/// that the parsers' deeper checks (bucket order, `+Inf`, timestamps, knots) are reached.
+fn calibration_seeds() -> Vec<(&'static str, String)> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/empirical/");
+    [
+        "report-delay.prom",
+        "pods.json",
+        "events.json",
+        "report-delay.toml",
+        "startup.toml",
+    ]
+    .into_iter()
+    .map(|f| (f, std::fs::read_to_string(format!("{dir}{f}")).unwrap()))
+    .collect()
+}
+
+/// `text` with each edit applied: at a position (a fraction of the length, on a char
+/// boundary), delete a run of up to 8 chars, or insert a short string.
+fn mutate(text: &str, edits: &[(f64, bool, String)]) -> String {
+    let mut t = text.to_owned();
+    for (at, delete, s) in edits {
+        let mut i = ((t.len() as f64) * at) as usize;
+        while i > 0 && !t.is_char_boundary(i) {
+            i -= 1;
+        }
+        if *delete {
+            let mut j = (i + s.len().max(1)).min(t.len());
+            while j < t.len() && !t.is_char_boundary(j) {
+                j += 1;
+            }
+            t.replace_range(i..j, "");
+        } else {
+            t.insert_str(i, s);
+        }
+    }
+    t
+}
+
+/// A fit that parsed: its CDF is a CDF and its figures are in range.
+fn check_fit(f: &setpoint_sim::calibrate::Fit) -> Result<(), TestCaseError> {
+    let knots = f.cdf.knots();
+    prop_assert!(!knots.is_empty());
+    prop_assert!(f.cdf.min_ms() <= f.cdf.max_ms());
+    let q = f.cdf.quantile(0.5);
+    prop_assert!(q >= f.cdf.min_ms() as f64 - 1e-6 && q <= f.cdf.max_ms() as f64 + 1e-6);
+    prop_assert!((0.0..=1.0).contains(&f.ks), "ks {}", f.ks);
+    prop_assert!(f.count > 0);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Issue 20: calibrate's three sources and the delay-model file, from any bytes and from
+    /// edited copies of the shipped samples: a fit that is a CDF, or one error line that names
+    /// the file.
+    #[test]
+    fn calibration_sources_and_model_files_fit_or_refuse_in_one_line(
+        seed in 0usize..5,
+        edits in prop::collection::vec(
+            (0.0f64..1.0, any::<bool>(), prop_oneof![
+                Just("".to_owned()), Just("\n".to_owned()), Just("-".to_owned()),
+                Just("+Inf".to_owned()), Just("1e309".to_owned()), Just("null".to_owned()),
+                Just("}".to_owned()), Just("\"".to_owned()), Just("18446744073709551616".to_owned()),
+                "[0-9a-zA-Z.:,\"{}\\[\\]=_ -]{1,8}",
+            ]),
+            0..6,
+        ),
+        raw in prop::collection::vec(any::<u8>(), 0..200),
+        metric in prop::option::of(prop::sample::select(vec![
+            "setpoint_report_delay_seconds", "nosuch", "",
+        ])),
+        kind in prop::option::of(prop::sample::select(
+            setpoint_sim::calibrate::DelayKind::ALL.to_vec(),
+        )),
+    ) {
+        use setpoint_sim::calibrate::{calibrate_text, model_file, Request};
+        let seeds = calibration_seeds();
+        let (name, base) = &seeds[seed];
+        let req = Request { metric: metric.map(str::to_owned), kind };
+        for text in [mutate(base, &edits), String::from_utf8_lossy(&raw).into_owned()] {
+            match calibrate_text(name, &text, &req) {
+                Ok(fits) => for f in &fits { check_fit(f)?; },
+                Err(e) => {
+                    let e = e.to_string();
+                    prop_assert!(e.starts_with(name) && !e.contains('\n'), "{e}");
+                }
+            }
+            match model_file::parse(name, &text) {
+                Ok(fits) => for f in &fits { check_fit(f)?; },
+                Err(e) => {
+                    let e = e.to_string();
+                    prop_assert!(!e.is_empty() && !e.contains('\n'), "{e}");
+                }
+            }
+            let _ = text.trim().parse::<setpoint_sim::pipeline::Pipeline>();
+        }
+    }
+}
+
+#[test]
+fn the_mutation_seeds_themselves_fit() {
+    use setpoint_sim::calibrate::{calibrate_text, model_file, Request};
+    for (name, text) in calibration_seeds() {
+        let fits = if name.ends_with(".toml") {
+            model_file::parse(name, &text).unwrap()
+        } else {
+            calibrate_text(name, &text, &Request::default()).unwrap()
+        };
+        assert!(!fits.is_empty(), "{name}");
+    }
+}
