@@ -281,6 +281,7 @@ mod tests {
             exited_ms: None,
             exit: (phase == Phase::Exited).then(|| "exit status 1".to_owned()),
             stopping,
+            killed: false,
         }
     }
 

@@ -113,6 +113,14 @@ impl Supervisor {
         self.copies.get(copy)
     }
 
+    /// `copy` is being killed on an operator's request: a commanded death, not a crash.
+    pub(super) fn mark_killed(&mut self, copy: &str) {
+        if let Some(l) = self.copies.get_mut(copy) {
+            l.record.killed = true;
+            self.dirty = true;
+        }
+    }
+
     /// Whether the agent knows `copy`.
     pub(super) fn contains(&self, copy: &str) -> bool {
         self.copies.contains_key(copy)
@@ -502,6 +510,7 @@ impl Supervisor {
                 exited_ms: None,
                 exit: None,
                 stopping: false,
+                killed: false,
                 nonce,
             };
             let copy = record.assignment.copy.clone();

@@ -108,7 +108,7 @@ pub fn ending_of(snapshot: &Snapshot, a: &Stored<Assignment>) -> Option<Ending> 
         ready_ms: c.ready_ms,
         exited_ms: c.exited_ms.unwrap_or(report.value.observed_ms),
         how: c.exit.clone().unwrap_or_else(|| "ended".into()),
-        commanded: c.stopping,
+        commanded: c.stopping || c.killed,
     })
 }
 
@@ -151,16 +151,21 @@ impl Gate {
             let Some(e) = ending_of(snapshot, a) else {
                 continue;
             };
-            if !e.is_failed_start(spec.startup_ms) {
+            if !e.counts() {
                 continue;
             }
             let key = Self::key(spec.controller, &spec.name, a.value.n);
             let state = record.backoff.entry(key.clone()).or_default();
             let new_attempt = state.record(&spec.backoff, &e);
-            let ran = e.exited_ms.saturating_sub(e.started_ms);
+            let ran = e.ran_ms();
+            let what = if e.before_ready() {
+                "failed to start"
+            } else {
+                "crashed"
+            };
             failures.push(if new_attempt {
                 format!(
-                    "{} failed to start ({}, after {ran}ms): restart {}, next try of {key} in {}ms",
+                    "{} {what} ({}, after {ran}ms): restart {}, next try of {key} in {}ms",
                     e.copy,
                     e.how,
                     state.restarts,
@@ -168,7 +173,7 @@ impl Gate {
                 )
             } else {
                 format!(
-                    "{} failed to start ({}, after {ran}ms): restart {}, same attempt",
+                    "{} {what} ({}, after {ran}ms): restart {}, same attempt",
                     e.copy, e.how, state.restarts
                 )
             });
@@ -438,6 +443,11 @@ mod tests {
 
     /// Node `a` reports copy `n` exited `after_ms` after it started, ready or not.
     fn exited(store: &dyn Store, n: u64, after_ms: u64, ready: bool) {
+        ended(store, n, after_ms, ready, false);
+    }
+
+    /// Copy `n` ended `after_ms` after its start; `killed`: on a kill request.
+    fn ended(store: &dyn Store, n: u64, after_ms: u64, ready: bool, killed: bool) {
         let a = store.get(&assignment_key("w", n)).unwrap().unwrap();
         let uid = store
             .get(&workload_key("w"))
@@ -461,6 +471,7 @@ mod tests {
                 exited_ms: Some(now),
                 exit: Some("exit status 1".into()),
                 stopping: false,
+                killed,
             }],
         );
     }
@@ -555,19 +566,42 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_that_dies_after_its_startup_is_replaced_at_once() {
+    fn a_copy_killed_on_command_is_replaced_at_once() {
         let store = MemoryStore::new();
         declare(&store, ControllerKind::Intent);
         empty_report(&store);
         let mut c = Controller::new(ControllerKind::Intent);
         run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
-        exited(&store, 0, 5_000, true);
+        ended(&store, 0, 5_000, true, true);
         let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
         assert_eq!(r.created, ["w-1"]);
         assert!(r.failures.is_empty());
         assert!(
             store.get(&loop_key("w")).unwrap().is_none(),
             "nothing to remember"
+        );
+    }
+
+    #[test]
+    fn a_copy_that_crashes_after_its_startup_backs_off_as_a_failed_start_does() {
+        let store = MemoryStore::new();
+        declare(&store, ControllerKind::Intent);
+        empty_report(&store);
+        let mut c = Controller::new(ControllerKind::Intent);
+        run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        // Ready, ran well past its startup time, then exited on its own.
+        exited(&store, 0, 60_000, true);
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert!(r.created.is_empty(), "held back: {r:?}");
+        assert_eq!(r.held_back, 1);
+        assert_eq!(
+            r.failures,
+            ["w-0 crashed (exit status 1, after 60000ms): restart 1, next try of w in 60000ms"]
+        );
+        let rec = Snapshot::load(&store).unwrap().loops["w"].value.clone();
+        assert_eq!(
+            (rec.backoff["w"].failures, rec.backoff["w"].restarts),
+            (1, 1)
         );
     }
 

@@ -219,6 +219,10 @@ pub struct CopyReport {
     pub exit: Option<String>,
     /// Whether the agent is stopping it (its assignment is gone).
     pub stopping: bool,
+    /// Whether a kill request (`setpoint kill`) ended it: a commanded death, replaced at once
+    /// rather than counted for backoff.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub killed: bool,
 }
 
 /// What one node's agent last reported.
