@@ -314,6 +314,7 @@ pub async fn run_real(
         env: Default::default(),
         backoff: Default::default(),
         rollout: Default::default(),
+        restart: Default::default(),
         generation: 0,
     };
     ops::apply(&*store, std::slice::from_ref(&spec)).map_err(|e| match e {
@@ -475,8 +476,7 @@ pub fn kill_ready(
         return Err(e);
     }
     let batch = setpoint_runtime::remote::KillBatch { lease, requests };
-    let outcomes =
-        setpoint_runtime::remote::await_kills(store, &batch, Duration::from_secs(10))?;
+    let outcomes = setpoint_runtime::remote::await_kills(store, &batch, Duration::from_secs(10))?;
     Ok(outcomes
         .into_iter()
         .filter(|(_, o)| o.as_deref().is_some_and(|o| o.starts_with("killed")))

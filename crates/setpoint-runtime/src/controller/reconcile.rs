@@ -711,6 +711,7 @@ pub(crate) mod tests {
             env: Default::default(),
             backoff: Default::default(),
             rollout: Default::default(),
+            restart: Default::default(),
             generation: 0,
         }
     }
@@ -1103,7 +1104,10 @@ pub(crate) mod tests {
         let mut adopted = crate::model::decode::<NodeReport>(&before).unwrap().value;
         lose(&store, "b");
         let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
-        assert_eq!((r.lost.clone(), r.created.clone()), (vec!["w-1".into()], vec!["w-2".into()]));
+        assert_eq!(
+            (r.lost.clone(), r.created.clone()),
+            (vec!["w-1".into()], vec!["w-2".into()])
+        );
         report(&store, "a", &[(0, Phase::Running), (2, Phase::Running)]);
         crate::model::node::fake_node(&store, "b").unwrap();
         adopted.observed_ms = store.now_ms();
@@ -1128,7 +1132,11 @@ pub(crate) mod tests {
         assert_eq!(r.deleted, ["w-0"]);
         let s = Snapshot::load(&store).unwrap();
         let view = WorkloadView::new(&s, "w").unwrap();
-        assert_eq!(view.ledger_copies().collect::<Vec<_>>(), [0, 2], "w-0 stays until reported");
+        assert_eq!(
+            view.ledger_copies().collect::<Vec<_>>(),
+            [0, 2],
+            "w-0 stays until reported"
+        );
     }
 
     #[test]

@@ -75,6 +75,65 @@ impl BackoffPolicy {
     }
 }
 
+/// Whether a copy that ended by itself is replaced (`restart = "always" | "on-failure" |
+/// "never"`): the setting that covers batch copies, whose work ends.
+///
+/// A copy that is not replaced is **done**: its assignment stays, and it counts as a copy on
+/// the ledger (not live), so no controller creates another in its place, until a delete
+/// command (a scale-down, the workload's deletion) removes it. Commanded deaths (a kill
+/// request, node loss) are replaced whatever the setting: they are not the copy's own end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Restart {
+    /// Every ending is replaced, after the backoff (the default: a service).
+    #[default]
+    Always,
+    /// An ending with exit status 0 is done; any other is replaced after the backoff (a batch
+    /// job that is retried until it succeeds).
+    OnFailure,
+    /// No ending is replaced (a batch job run once).
+    Never,
+}
+
+impl Restart {
+    /// The accepted words, for error messages.
+    pub const ACCEPTED: &'static str = "always, on-failure, never";
+
+    /// The setting named `word`, if it is one.
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "always" => Some(Restart::Always),
+            "on-failure" => Some(Restart::OnFailure),
+            "never" => Some(Restart::Never),
+            _ => None,
+        }
+    }
+
+    /// The setting as the workloads file writes it.
+    pub fn word(self) -> &'static str {
+        match self {
+            Restart::Always => "always",
+            Restart::OnFailure => "on-failure",
+            Restart::Never => "never",
+        }
+    }
+
+    /// Whether this is the default (so stored records without the field read as before).
+    pub fn is_always(&self) -> bool {
+        *self == Restart::Always
+    }
+
+    /// Whether a copy that ended by itself as `how` (`exit status 0`, `signal 9`, …) is done:
+    /// not replaced.
+    pub fn done(self, how: &str) -> bool {
+        match self {
+            Restart::Always => false,
+            Restart::OnFailure => how == "exit status 0",
+            Restart::Never => true,
+        }
+    }
+}
+
 /// How a copy ended, as the controller reads it from its node's report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ending {
@@ -213,11 +272,31 @@ mod tests {
     }
 
     #[test]
+    fn the_restart_setting_decides_which_endings_are_done() {
+        for (r, ok, failed) in [
+            (Restart::Always, false, false),
+            (Restart::OnFailure, true, false),
+            (Restart::Never, true, true),
+        ] {
+            assert_eq!(Restart::parse(r.word()), Some(r));
+            assert_eq!(
+                (r.done("exit status 0"), r.done("exit status 3")),
+                (ok, failed)
+            );
+            assert_eq!(r.done("signal 9"), failed, "{r:?}");
+        }
+        assert_eq!(Restart::parse("sometimes"), None);
+    }
+
+    #[test]
     fn every_uncommanded_ending_counts_before_or_after_readiness() {
         let mut e = ending(0, 50);
         assert!(e.counts() && e.before_ready(), "never ready");
         e.ready_ms = Some(10);
-        assert!(e.counts() && !e.before_ready(), "ready, then died on its own");
+        assert!(
+            e.counts() && !e.before_ready(),
+            "ready, then died on its own"
+        );
         e.exited_ms = 10_000_000;
         assert!(e.counts(), "however long it ran");
         e.commanded = true;

@@ -406,6 +406,7 @@ mod tests {
         );
     }
     use crate::controller::reconcile::{run_pass, PassSettings};
+    use crate::model::backoff::Restart;
     use crate::model::{
         assignment_key, report_key, workload_key, CopyReport, NodeReport, WorkloadSpec,
     };
@@ -418,6 +419,10 @@ mod tests {
     };
 
     fn declare(store: &dyn Store, kind: ControllerKind) {
+        declare_restart(store, kind, crate::model::backoff::Restart::Always);
+    }
+
+    fn declare_restart(store: &dyn Store, kind: ControllerKind, restart: Restart) {
         let w = WorkloadSpec {
             name: "w".into(),
             command: vec!["false".into()],
@@ -433,6 +438,7 @@ mod tests {
                 reset_ms: 3_600_000,
             },
             rollout: Default::default(),
+            restart,
             generation: 1,
             env: Default::default(),
         };
@@ -448,6 +454,11 @@ mod tests {
 
     /// Copy `n` ended `after_ms` after its start; `killed`: on a kill request.
     fn ended(store: &dyn Store, n: u64, after_ms: u64, ready: bool, killed: bool) {
+        ended_as(store, n, after_ms, ready, killed, "exit status 1");
+    }
+
+    /// Copy `n` ended `after_ms` after its start, as `how`.
+    fn ended_as(store: &dyn Store, n: u64, after_ms: u64, ready: bool, killed: bool, how: &str) {
         let a = store.get(&assignment_key("w", n)).unwrap().unwrap();
         let uid = store
             .get(&workload_key("w"))
@@ -469,7 +480,7 @@ mod tests {
                 started_ms: now - after_ms,
                 ready_ms: ready.then_some(now - after_ms),
                 exited_ms: Some(now),
-                exit: Some("exit status 1".into()),
+                exit: Some(how.into()),
                 stopping: false,
                 killed,
             }],
@@ -580,6 +591,44 @@ mod tests {
             store.get(&loop_key("w")).unwrap().is_none(),
             "nothing to remember"
         );
+    }
+
+    #[test]
+    fn a_batch_copy_done_by_its_restart_setting_is_kept_and_not_replaced() {
+        for (restart, how, done) in [
+            (Restart::OnFailure, "exit status 0", true),
+            (Restart::OnFailure, "exit status 3", false),
+            (Restart::Never, "exit status 3", true),
+            (Restart::Always, "exit status 0", false),
+        ] {
+            let store = MemoryStore::new();
+            declare_restart(&store, ControllerKind::Intent, restart);
+            empty_report(&store);
+            let mut c = Controller::new(ControllerKind::Intent);
+            run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+            ended_as(&store, 0, 5_000, true, false, how);
+            for _ in 0..3 {
+                let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+                assert!(r.created.is_empty(), "{restart:?} {how}: {r:?}");
+                assert_eq!(r.collected.is_empty(), done, "{restart:?} {how}: {r:?}");
+                if !done {
+                    break;
+                }
+            }
+            let kept = store.get(&crate::model::assignment_key("w", 0)).unwrap();
+            assert_eq!(kept.is_some(), done, "{restart:?} {how}");
+            // A copy killed on command is replaced whatever the setting.
+            if done {
+                let store = MemoryStore::new();
+                declare_restart(&store, ControllerKind::Intent, restart);
+                empty_report(&store);
+                let mut c = Controller::new(ControllerKind::Intent);
+                run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+                ended_as(&store, 0, 5_000, true, true, "signal 9");
+                let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+                assert_eq!(r.created, ["w-1"], "{restart:?}");
+            }
+        }
     }
 
     #[test]

@@ -115,6 +115,12 @@ pub struct WorkloadSpec {
     /// Rolling-update budgets and deadline ([`crate::model::rollout`]).
     #[serde(default)]
     pub rollout: RolloutPolicy,
+    /// Whether a copy that ends by itself is replaced ([`crate::model::backoff::Restart`]).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::model::backoff::Restart::is_always"
+    )]
+    pub restart: crate::model::backoff::Restart,
     /// Bumped by `apply` when what a copy runs (command, readiness) changes; set by `apply`, not
     /// by the workloads file.
     #[serde(default)]
@@ -303,6 +309,7 @@ mod tests {
             env: CopyEnv::default(),
             backoff: Default::default(),
             rollout: Default::default(),
+            restart: Default::default(),
             generation: 0,
         };
         let text = encode(&w);

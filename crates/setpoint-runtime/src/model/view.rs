@@ -6,7 +6,9 @@
 //!   whose assignment was deleted, stays on the ledger until a report says otherwise: that is
 //!   the lag the lesson measures. A copy assigned under the node's earlier lease, whose
 //!   assignment was released when the node was lost, does not count: an agent that comes back
-//!   adopts and stops it, and it was replaced elsewhere.
+//!   adopts and stops it, and it was replaced elsewhere. A copy that ended and is **done** by
+//!   its workload's `restart` setting (`on-failure` after exit status 0, `never` after any end
+//!   of its own) stays on the ledger too, with its assignment, so it is not replaced.
 //! - **In flight**: assignments of the workload that exist, sit on a live node, and whose copy
 //!   has neither reached the ledger nor been reported exited.
 //! - **Next copy**: the workload's counter, which only grows.
@@ -91,6 +93,18 @@ impl<'s> WorkloadView<'s> {
                         ledger.insert(c.n, c.incarnation);
                     }
                     Phase::Running => {}
+                    Phase::Exited
+                        if !(c.stopping || c.killed)
+                            && spec
+                                .value
+                                .restart
+                                .done(c.exit.as_deref().unwrap_or_default())
+                            && owned(&assigned, c.n, c.incarnation, claimed) =>
+                    {
+                        // Done by the workload's `restart` setting: its work is over, and it
+                        // still counts, so that nothing is created in its place.
+                        ledger.insert(c.n, c.incarnation);
+                    }
                     Phase::Exited => {
                         exited.insert((c.n, c.incarnation));
                     }
