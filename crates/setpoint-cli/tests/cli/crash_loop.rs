@@ -139,21 +139,20 @@ fn a_returning_node_costs_no_healthy_copy(mut c: Rig) {
             "2s",
         ],
     );
-    let agent_x = [
-        "agent",
-        "--node",
-        "x",
-        "--report-every",
-        "50ms",
-        "--node-timeout",
-        "2s",
-    ];
+    // x reports every second, the default: its first report after the restart, which shows
+    // the adopted copies still running while it stops them, stands for a whole period.
+    let agent_x = ["agent", "--node", "x", "--node-timeout", "2s"];
     c.start("agent-x", &agent_x);
     c.until("three nodes report", |c| {
         c.try_status()
             .is_some_and(|s| s["nodes"].as_array().is_some_and(|n| n.len() == 3))
     });
-    c.apply(&sleeping("web", 6, "intent", 300, "1s", "100ms", "300ms"));
+    // Copies that take their whole grace period to stop (they ignore SIGTERM), as a server
+    // draining its connections does: the returning agent's reports show them for 2 s.
+    c.apply(
+        "[[workload]]\nname = \"web\"\ncommand = [\"sh\", \"-c\", \"trap '' TERM; exec sleep 300\"]\n\
+         copies = 6\ncontroller = \"intent\"\nperiod = \"1s\"\nstartup = \"100ms\"\ngrace = \"2s\"\n",
+    );
     c.until("6 copies live, some of them on x", |c| {
         let g = c.get("web");
         c.processes().len() == 6 && g["live"] == 6 && !c.processes_of("x").is_empty()
