@@ -421,5 +421,50 @@ mod tests {
             (r.state, r.last_exit.as_deref()),
             (CopyState::CrashLooping, Some("exit status 1"))
         );
+
+        // The key's last failed copy is collected: it is still listed, crash-looping, with the
+        // key's restarts and its exit, while the backoff holds.
+        let b = crate::model::backoff::BackoffState {
+            next_try_ms: store.now_ms() + 60_000,
+            failures: 2,
+            restarts: 4,
+            last_exit: "exit status 3".into(),
+            last_copy: "w-7".into(),
+            ..Default::default()
+        };
+        rec.backoff.insert("w".into(), b.clone());
+        let loop_rev = store
+            .get(&crate::model::loops::loop_key("w"))
+            .unwrap()
+            .unwrap()
+            .mod_revision;
+        store
+            .commit(
+                &Txn::new()
+                    .expect(crate::model::loops::loop_key("w"), loop_rev)
+                    .put(crate::model::loops::loop_key("w"), encode(&rec)),
+            )
+            .unwrap();
+        let rows = copies(&store, None).unwrap();
+        let r = rows.iter().find(|r| r.copy == "w-7").expect("listed");
+        assert_eq!(
+            (r.state, r.restarts, r.last_exit.as_deref(), r.assigned),
+            (CopyState::CrashLooping, 4, Some("exit status 3"), false)
+        );
+        // Its next try has come: no longer listed.
+        rec.backoff.insert(
+            "w".into(),
+            crate::model::backoff::BackoffState {
+                next_try_ms: 0,
+                ..b
+            },
+        );
+        store
+            .commit(&Txn::new().put(crate::model::loops::loop_key("w"), encode(&rec)))
+            .unwrap();
+        assert!(copies(&store, None)
+            .unwrap()
+            .iter()
+            .all(|r| r.copy != "w-7"));
     }
 }

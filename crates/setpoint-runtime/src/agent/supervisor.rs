@@ -113,7 +113,8 @@ impl Supervisor {
         self.copies.get(copy)
     }
 
-    /// `copy` is being killed on an operator's request: a commanded death, not a crash.
+    /// `copy` is being ended by setpoint on purpose (a kill request, the fence): a commanded
+    /// death, not a crash.
     pub(super) fn mark_killed(&mut self, copy: &str) {
         if let Some(l) = self.copies.get_mut(copy) {
             l.record.killed = true;
@@ -199,6 +200,8 @@ impl Supervisor {
             return targets.len();
         }
         for (copy, pid, start_ticks) in &targets {
+            // The fence's deaths are the node's loss, not the copies' own: replaced at once.
+            self.mark_killed(copy);
             out.push(AgentOutput::Signal {
                 copy: copy.clone(),
                 pid: *pid,
@@ -251,6 +254,7 @@ impl Supervisor {
             // not run.
             if let Some(l) = self.copies.get_mut(copy) {
                 l.kill_at_ms = Some(now);
+                l.record.killed = true;
             }
             out.push(AgentOutput::Signal {
                 copy: copy.to_owned(),
@@ -568,9 +572,11 @@ impl Supervisor {
         for (copy, grace) in &running {
             self.begin_stop(copy, *grace, now, out);
             // Stopping for shutdown, not because its assignment went: keep its record as
-            // exited so that a restarted agent does not start it again.
+            // exited so that a restarted agent does not start it again. A commanded death, as
+            // the fence's: its replacement does not back off.
             if let Some(l) = self.copies.get_mut(copy) {
                 l.record.stopping = false;
+                l.record.killed = true;
             }
         }
         longest

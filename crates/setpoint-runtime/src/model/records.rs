@@ -225,8 +225,8 @@ pub struct CopyReport {
     pub exit: Option<String>,
     /// Whether the agent is stopping it (its assignment is gone).
     pub stopping: bool,
-    /// Whether a kill request (`setpoint kill`) ended it: a commanded death, replaced at once
-    /// rather than counted for backoff.
+    /// Whether setpoint ended it on purpose (a kill request, the agent's fence, its shutdown):
+    /// a commanded death, replaced at once rather than counted for backoff.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub killed: bool,
 }
