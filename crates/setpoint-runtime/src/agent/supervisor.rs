@@ -766,6 +766,10 @@ mod tests {
             kinds(&mut out).is_empty(),
             "the injected bug signals nothing"
         );
+        assert!(!s.get("w-0").unwrap().record.killed);
+        // The fence's deaths are commanded: the reports say so, and nothing backs off.
+        assert_eq!(s.signal_all(CopySignal::Term, false, &mut out), 2);
+        assert!(s.get("w-0").unwrap().record.killed && s.get("w-1").unwrap().record.killed);
     }
 
     #[test]
