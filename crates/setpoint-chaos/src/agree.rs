@@ -13,7 +13,7 @@
 //! | offset (ms) | lab step | how the world is set |
 //! | --- | --- | --- |
 //! | 0 | a copy created B ≥ 1 s ago is ready | `startup_ms = B·S − SYNC_AFTER_PASS` |
-//! | [`DEATH_AT`] | deaths | `crash` faults |
+//! | [`DEATH_AT`] | deaths | `kill` faults: kill requests, commanded deaths replaced at once |
 //! | 0, 250 | reports due reach the ledger | the agent reports every [`REPORT_MS`] |
 //! | [`PASS_AT`] | the pass | the controller starts that late (a pause from time 0) |
 //! | [`SYNC_AFTER_PASS`] | the agent starts and stops copies | `sync_ms` = [`SYNC_MS`], processes start and exit at once |
@@ -24,7 +24,7 @@
 //! runtime's jittered schedule (`AgentCoreConfig::report_delays`, [`report_delays`]) so that
 //! every report of second `t` reaches the store at offset 0 or 250 of second `t + G`.
 //!
-//! Deaths must strike while every live copy is ready: the world's `crash` picks a live process
+//! Deaths must strike while every live copy is ready: the world's `kill` picks a live process
 //! at random, the lab the oldest copies. `docs/chaos.md` ("Agreement") states the rules the
 //! tests check, and [`lesson_scaled`] the other agreement, with the real runtime.
 
@@ -165,7 +165,7 @@ pub fn model(cell: &Cell) -> Model {
     }
 }
 
-/// The schedule of `cell`: the controller's late start, and each death as `crash` faults at
+/// The schedule of `cell`: the controller's late start, and each death as `kill` faults at
 /// [`DEATH_AT`] of its second.
 pub fn schedule(cell: &Cell) -> Vec<Fault> {
     let mut out = vec![Fault {
@@ -178,7 +178,7 @@ pub fn schedule(cell: &Cell) -> Vec<Fault> {
         for _ in 0..n {
             out.push(Fault {
                 at_ms: at * SECOND_MS + DEATH_AT,
-                kind: FaultKind::Crash,
+                kind: FaultKind::Kill,
                 host: 0,
                 duration_ms: 0,
             });
@@ -292,7 +292,7 @@ pub fn lesson_scaled(
         for _ in 0..d.count {
             schedule.push(Fault {
                 at_ms: d.at * second_ms + 1,
-                kind: FaultKind::Crash,
+                kind: FaultKind::Kill,
                 host: 0,
                 duration_ms: 0,
             });

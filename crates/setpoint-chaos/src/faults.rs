@@ -160,8 +160,13 @@ pub enum FaultKind {
     /// The host's machine restarts with a fresh state (a controller or agent process restart);
     /// a restarted agent recovers from its node's state file and live processes.
     Restart,
-    /// A running process, drawn at random, exits with status 1.
+    /// A running process, drawn at random, exits with status 1: a crash, which its workload
+    /// backs off after (every uncommanded exit counts).
     Crash,
+    /// An operator kills a running copy, drawn at random, as `setpoint kill` does: a kill
+    /// request its agent carries out (SIGKILL), a commanded death replaced at once. The
+    /// lesson's deaths, in the agreement with the lab ([`crate::agree`]).
+    Kill,
     /// The store changes leader: every lease gets its full time to live again.
     LeaderChange,
     /// The store compacts its history to the current revision.
@@ -177,7 +182,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, with its name in files.
-    pub const ALL: [(FaultKind, &'static str); 11] = [
+    pub const ALL: [(FaultKind, &'static str); 12] = [
         (FaultKind::Partition, "partition"),
         (FaultKind::CutUp, "cut-up"),
         (FaultKind::CutDown, "cut-down"),
@@ -185,6 +190,7 @@ impl FaultKind {
         (FaultKind::Pause, "pause"),
         (FaultKind::Restart, "restart"),
         (FaultKind::Crash, "crash"),
+        (FaultKind::Kill, "kill"),
         (FaultKind::LeaderChange, "leader-change"),
         (FaultKind::Compaction, "compaction"),
         (FaultKind::Redeclare, "redeclare"),

@@ -44,6 +44,7 @@ pub fn declarations(model: &Model) -> Vec<(String, String)> {
                 env: Default::default(),
                 backoff: Default::default(),
                 rollout: Default::default(),
+                restart: Default::default(),
                 generation: 0,
             };
             (workload_key(&w.name), encode(&spec))

@@ -796,6 +796,41 @@ impl World<'_> {
     }
 
     /// Sends every watch the changes after revision `before`.
+    /// Writes a kill request for process `p`'s copy, as `setpoint kill` does: its agent
+    /// carries it out when the watch brings it. Nothing if the copy has no assignment.
+    fn request_kill(&mut self, p: usize) {
+        let r = &self.procs[p];
+        let Some(n) = r
+            .copy
+            .strip_prefix(r.workload.as_str())
+            .and_then(|t| t.strip_prefix('-'))
+            .and_then(|t| t.parse::<u64>().ok())
+        else {
+            return;
+        };
+        let Some(incarnation) = self
+            .store
+            .entry(&setpoint_runtime::model::assignment_key(&r.workload, n))
+            .map(|e| e.create_revision)
+        else {
+            return;
+        };
+        let key = format!("{}{}", setpoint_runtime::remote::kills_of(&r.node), r.copy);
+        let req = setpoint_runtime::remote::KillRequest {
+            copy: r.copy.clone(),
+            incarnation,
+            requested_ms: EPOCH_MS + self.now,
+            outcome: None,
+        };
+        let before = self.store.revision();
+        let txn = Txn::new()
+            .expect(&key, 0)
+            .put(&key, setpoint_runtime::model::encode(&req));
+        if self.store.commit(&txn).is_ok() {
+            self.fan_out(before);
+        }
+    }
+
     fn fan_out(&mut self, before: u64) {
         if self.store.revision() == before || self.watches.is_empty() {
             return;
@@ -863,6 +898,13 @@ impl World<'_> {
                 if !live.is_empty() {
                     let k = self.rng.uniform(0, live.len() as u64 - 1) as usize;
                     self.end_proc(live[k], self.now, Exit::Code(1));
+                }
+            }
+            FaultKind::Kill if start => {
+                let live: Vec<usize> = self.live.values().copied().collect();
+                if !live.is_empty() {
+                    let k = self.rng.uniform(0, live.len() as u64 - 1) as usize;
+                    self.request_kill(live[k]);
                 }
             }
             FaultKind::LeaderChange if start => self.store.leader_change(self.now),

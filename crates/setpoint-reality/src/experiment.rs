@@ -25,13 +25,12 @@ use setpoint_runtime::agent::{read_all_node_states, run_agent, AgentConfig};
 use setpoint_runtime::controller::{run_controller, ControllerConfig};
 use setpoint_runtime::events::EVENTS;
 use setpoint_runtime::measure::{measure, MeasureError, Measurement, Spread, WindowSpec};
-use setpoint_runtime::model::{report_key, Phase, WorkloadSpec};
+use setpoint_runtime::model::{encode, report_key, Phase, WorkloadSpec};
 use setpoint_runtime::ops;
-use setpoint_runtime::process;
 use setpoint_runtime::report_delay::ReportDelays;
 use setpoint_runtime::rt::{blocking, shutdown_pair};
 use setpoint_runtime::store::{
-    Namespaced, OpenError, OpenMode, SqliteStore, Store, StoreError, StoreUrl,
+    Namespaced, OpenError, OpenMode, Revision, SqliteStore, Store, StoreError, StoreUrl, Txn,
 };
 
 /// How far apart cells that run at once start, in real milliseconds.
@@ -315,6 +314,7 @@ pub async fn run_real(
         env: Default::default(),
         backoff: Default::default(),
         rollout: Default::default(),
+        restart: Default::default(),
         generation: 0,
     };
     ops::apply(&*store, std::slice::from_ref(&spec)).map_err(|e| match e {
@@ -400,7 +400,8 @@ async fn drive(
         sleep_until(store, at_real(d.at)).await;
         let now = store.now_ms();
         kill_late_ms = now as i64 - at_real(d.at) as i64;
-        killed.extend(kill_ready(state_dir, &spec.name, d.count));
+        let (dir, name, count) = (state_dir.to_path_buf(), spec.name.clone(), d.count);
+        killed.extend(blocking(store, move |s| kill_ready(s, &dir, &name, count)).await?);
     }
     // The end of the last second, then one more tick for the agent's last events.
     sleep_until(store, at_real(world.duration + 1) + 20).await;
@@ -425,22 +426,62 @@ async fn drive(
     Ok((measured, killed, kill_late_ms))
 }
 
-/// SIGKILLs the `count` oldest copies of `workload` that run and are ready, as the lesson's
-/// deaths strike the oldest live copies. Returns their identities.
-pub fn kill_ready(state_dir: &std::path::Path, workload: &str, count: u64) -> Vec<String> {
-    let mut ready: Vec<(u64, String, u32, u64)> = read_all_node_states(state_dir)
+/// Kills the `count` oldest copies of `workload` that run and are ready, as the lesson's deaths
+/// strike the oldest live copies, and returns their identities. The deaths are **commanded**:
+/// each goes to its agent as a kill request, as `setpoint kill` sends it, so the copy's report
+/// says it was killed on purpose and the controller replaces it at once, as the lesson's
+/// controllers do, instead of backing off as after a crash.
+pub fn kill_ready(
+    store: &dyn Store,
+    state_dir: &std::path::Path,
+    workload: &str,
+    count: u64,
+) -> Result<Vec<String>, StoreError> {
+    let mut ready: Vec<(u64, String, String, Revision)> = read_all_node_states(state_dir)
         .into_iter()
-        .flat_map(|s| s.copies)
-        .filter(|r| r.assignment.workload == workload && r.phase == Phase::Running && !r.stopping)
-        .map(|r| (r.assignment.n, r.assignment.copy, r.pid, r.start_ticks))
+        .flat_map(|s| {
+            let node = s.node;
+            s.copies.into_iter().map(move |r| (node.clone(), r))
+        })
+        .filter(|(_, r)| {
+            r.assignment.workload == workload
+                && r.phase == Phase::Running
+                && !r.stopping
+                && r.pid != 0
+        })
+        .map(|(node, r)| (r.assignment.n, node, r.assignment.copy, r.incarnation))
         .collect();
     ready.sort();
-    ready
+    ready.truncate(count as usize);
+    if ready.is_empty() {
+        return Ok(Vec::new());
+    }
+    let lease = store.grant(Duration::from_secs(30))?;
+    let now = store.now_ms();
+    let mut txn = Txn::new();
+    let mut requests = Vec::new();
+    for (_, node, copy, incarnation) in &ready {
+        let key = format!("{}{copy}", setpoint_runtime::remote::kills_of(node));
+        let req = setpoint_runtime::remote::KillRequest {
+            copy: copy.clone(),
+            incarnation: *incarnation,
+            requested_ms: now,
+            outcome: None,
+        };
+        txn = txn.expect(&key, 0).put_leased(&key, encode(&req), lease);
+        requests.push((key, copy.clone()));
+    }
+    if let Err(e) = store.commit(&txn) {
+        let _ = store.revoke(lease);
+        return Err(e);
+    }
+    let batch = setpoint_runtime::remote::KillBatch { lease, requests };
+    let outcomes = setpoint_runtime::remote::await_kills(store, &batch, Duration::from_secs(10))?;
+    Ok(outcomes
         .into_iter()
-        .take(count as usize)
-        .filter(|(_, _, pid, start)| process::kill_verified(*pid, *start).unwrap_or(false))
-        .map(|(_, copy, _, _)| copy)
-        .collect()
+        .filter(|(_, o)| o.as_deref().is_some_and(|o| o.starts_with("killed")))
+        .map(|(copy, _)| copy)
+        .collect())
 }
 
 async fn sleep_until(store: &Arc<dyn Store>, at_ms: u64) {

@@ -192,6 +192,7 @@ async fn main() {
         env: Default::default(),
         backoff: Default::default(),
         rollout: Default::default(),
+        restart: Default::default(),
         generation: 0,
     };
     // Every agent reports before the declaration, so placement spreads the copies.

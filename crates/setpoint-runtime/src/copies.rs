@@ -7,12 +7,13 @@
 //! | pid | the agent's live record (`/live/{node}`, written at once), else the node's last report |
 //! | state | the assignment, the report's phase and `stopping`, the live record, the loop's backoff |
 //! | age | since the assignment was created (the report's start time once it is gone) |
-//! | restarts | earlier incarnations of the same copy name in the event log (`create` entries) |
+//! | restarts | earlier incarnations of the same copy name in the event log (`create` entries); the key's restarts while it backs off |
 //! | last exit | the report's exit, else the last `exit` entry of the name in the event log |
 //!
 //! Only `named` reuses a copy name: a dead copy of the other controllers is replaced by a new
-//! copy with a new number, so their copies always show 0 restarts, and the workload's failed
-//! starts are in `describe`'s backoff (the loop record's `restarts`).
+//! copy with a new number, so their running copies show 0 restarts. While a key backs off
+//! (every uncommanded exit counts), its last failed copy is listed as `crash-looping` with the
+//! key's restarts (the loop record's) and its exit, even once its assignment is collected.
 
 use std::collections::BTreeMap;
 
@@ -219,6 +220,34 @@ pub fn copies(store: &dyn Store, name: Option<&str>) -> Result<Vec<CopyRow>, OpE
                 r.last_exit = h.exit.get(&r.n).map(|(_, how)| how.clone());
             }
         }
+        // A key that backs off shows its last failed copy as crash-looping, with the key's
+        // restarts, even once that copy is collected: between tries a crash-looping workload
+        // has no other row, and the restarts of a workload whose replacements get new numbers
+        // are counted by key, not by name.
+        for b in backoff
+            .into_iter()
+            .flat_map(|b| b.values())
+            .filter(|b| b.blocks(s.now_ms))
+        {
+            let Some(n) = b
+                .last_copy
+                .strip_prefix(wname.as_str())
+                .and_then(|t| t.strip_prefix('-'))
+                .and_then(|t| t.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            let r = rows.entry(n).or_insert_with(|| blank(&b.last_copy, n));
+            if r.assigned && r.state != CopyState::Exited && r.state != CopyState::CrashLooping {
+                // The name runs again: its next try has begun.
+                continue;
+            }
+            r.state = CopyState::CrashLooping;
+            r.restarts = r.restarts.max(b.restarts);
+            if r.last_exit.is_none() && !b.last_exit.is_empty() {
+                r.last_exit = Some(b.last_exit.clone());
+            }
+        }
         out.extend(rows.into_values());
     }
     Ok(out)
@@ -281,6 +310,7 @@ mod tests {
             exited_ms: None,
             exit: (phase == Phase::Exited).then(|| "exit status 1".to_owned()),
             stopping,
+            killed: false,
         }
     }
 
@@ -391,5 +421,50 @@ mod tests {
             (r.state, r.last_exit.as_deref()),
             (CopyState::CrashLooping, Some("exit status 1"))
         );
+
+        // The key's last failed copy is collected: it is still listed, crash-looping, with the
+        // key's restarts and its exit, while the backoff holds.
+        let b = crate::model::backoff::BackoffState {
+            next_try_ms: store.now_ms() + 60_000,
+            failures: 2,
+            restarts: 4,
+            last_exit: "exit status 3".into(),
+            last_copy: "w-7".into(),
+            ..Default::default()
+        };
+        rec.backoff.insert("w".into(), b.clone());
+        let loop_rev = store
+            .get(&crate::model::loops::loop_key("w"))
+            .unwrap()
+            .unwrap()
+            .mod_revision;
+        store
+            .commit(
+                &Txn::new()
+                    .expect(crate::model::loops::loop_key("w"), loop_rev)
+                    .put(crate::model::loops::loop_key("w"), encode(&rec)),
+            )
+            .unwrap();
+        let rows = copies(&store, None).unwrap();
+        let r = rows.iter().find(|r| r.copy == "w-7").expect("listed");
+        assert_eq!(
+            (r.state, r.restarts, r.last_exit.as_deref(), r.assigned),
+            (CopyState::CrashLooping, 4, Some("exit status 3"), false)
+        );
+        // Its next try has come: no longer listed.
+        rec.backoff.insert(
+            "w".into(),
+            crate::model::backoff::BackoffState {
+                next_try_ms: 0,
+                ..b
+            },
+        );
+        store
+            .commit(&Txn::new().put(crate::model::loops::loop_key("w"), encode(&rec)))
+            .unwrap();
+        assert!(copies(&store, None)
+            .unwrap()
+            .iter()
+            .all(|r| r.copy != "w-7"));
     }
 }

@@ -14,6 +14,7 @@
 //! env_passthrough = ["HOME"]      # variables copied from the agent's environment, by name
 //! backoff = { initial = "10s", max = "5m", reset = "10m" }  # after failed starts (defaults)
 //! rollout = { max_surge = "25%", max_unavailable = "25%", progress_deadline = "10m" }  # (defaults)
+//! restart = "always"             # or "on-failure", "never": which ended copies are replaced
 //! ```
 //!
 //! Commands obey [`rules`](crate::rules): no NUL byte, within the system's exec limit. The
@@ -29,7 +30,7 @@ use serde::Deserialize;
 use setpoint_core::ControllerKind;
 
 use crate::duration::{format_duration, parse_duration};
-use crate::model::backoff::BackoffPolicy;
+use crate::model::backoff::{BackoffPolicy, Restart};
 use crate::model::rollout::{Amount, RolloutPolicy};
 use crate::model::WorkloadSpec;
 use crate::rules::{self, CopyEnv};
@@ -103,6 +104,7 @@ struct RawWorkload {
     env_passthrough: Vec<String>,
     backoff: Option<RawBackoff>,
     rollout: Option<RawRollout>,
+    restart: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -219,6 +221,18 @@ fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
         None => RolloutPolicy::default(),
         Some(r) => rollout_policy(r).map_err(|(field, reason)| bad(field, reason))?,
     };
+    let restart = match raw.restart.as_deref() {
+        None => Restart::default(),
+        Some(w) => Restart::parse(w).ok_or_else(|| {
+            bad(
+                "restart",
+                format!(
+                    "'{w}' is not a restart setting: accepted are {}",
+                    Restart::ACCEPTED
+                ),
+            )
+        })?,
+    };
     Ok(WorkloadSpec {
         name: name.clone(),
         command,
@@ -231,6 +245,7 @@ fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
         env,
         backoff,
         rollout,
+        restart,
         generation: 0,
     })
 }
@@ -466,6 +481,10 @@ mod tests {
                 "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nrollout = { progress_deadline = \"0\" }",
                 "rollout.progress_deadline",
             ),
+            (
+                "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nrestart = \"sometimes\"",
+                "restart",
+            ),
         ];
         for (body, field) in cases {
             let text = format!("[[workload]]\nname = \"ok\"\ncommand = [\"x\"]\ncopies = 1\n[[workload]]\n{body}\n");
@@ -474,6 +493,27 @@ mod tests {
                 other => panic!("{body}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn the_restart_setting_is_read_and_a_bad_one_names_the_accepted_words() {
+        let w = parse_workloads(
+            "[[workload]]\nname = \"a\"\ncommand = [\"true\"]\ncopies = 1\nrestart = \"on-failure\"\n",
+        )
+        .unwrap();
+        assert_eq!(w[0].restart, Restart::OnFailure);
+        let w = parse_workloads("[[workload]]\nname = \"a\"\ncommand = [\"true\"]\ncopies = 1\n")
+            .unwrap();
+        assert_eq!(w[0].restart, Restart::Always);
+        let e = parse_workloads(
+            "[[workload]]\nname = \"a\"\ncommand = [\"true\"]\ncopies = 1\nrestart = \"onfailure\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "workload 'a': restart: 'onfailure' is not a restart setting: accepted are always, on-failure, never"
+        );
     }
 
     #[test]

@@ -107,6 +107,7 @@ impl Cluster {
             env: Default::default(),
             backoff: Default::default(),
             rollout: Default::default(),
+            restart: Default::default(),
             generation: 0,
         };
         ops::apply(&*self.store, &[w]).unwrap();
@@ -335,6 +336,7 @@ async fn readiness_gates_the_ledger_and_a_copy_ignoring_sigterm_is_killed_after_
         env: Default::default(),
         backoff: Default::default(),
         rollout: Default::default(),
+        restart: Default::default(),
         generation: 0,
     };
     ops::apply(&*c.store, &[w]).unwrap();

@@ -153,9 +153,10 @@ pub enum Event {
         /// How many commands are lost.
         count: u64,
     },
-    /// The next `starts` copies created end `after` seconds after their creation; one that ends
-    /// before its startup time is a failed start, and the workload backs off as the runtime
-    /// does (`setpoint_core::backoff`) with `backoff`, the settings its declaration would carry.
+    /// The next `starts` copies created end by themselves `after` seconds after their
+    /// creation, before or after their startup time; every such end counts, and the workload
+    /// backs off as the runtime does (`setpoint_core::backoff`) with `backoff`, the settings its
+    /// declaration would carry.
     CrashLoop {
         /// Seconds from creation to the end.
         after: Time,

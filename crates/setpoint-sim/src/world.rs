@@ -1185,8 +1185,9 @@ impl<'s> Engine<'s> {
 }
 
 impl Engine<'_> {
-    /// A crash-looping copy ends at `t`: a failed start if it never became ready (its key backs
-    /// off), otherwise a death.
+    /// A crash-looping copy ends at `t` by itself: a failed start if it never became ready,
+    /// otherwise a death. Either way its key backs off, as the runtime counts every uncommanded
+    /// exit (the lesson's deaths are commanded, and replaced at once).
     fn fail(&mut self, w: usize, id: u64, t: Time) {
         let rec = &self.works[w].copies[id as usize];
         let (started, created, name) = (rec.started, rec.created, rec.name);
@@ -1196,7 +1197,6 @@ impl Engine<'_> {
         let work = &mut self.works[w];
         if started {
             work.tally.died += 1;
-            return;
         }
         let key = if self.spec.controller.kind == ControllerKind::Named {
             name
@@ -1439,6 +1439,26 @@ mod tests {
         }
         let at = crate::scenario::creation_times(&Scenario::new(spec).unwrap(), 1, 0).unwrap();
         assert_eq!(&at[..4], [0, 2, 4, 6]);
+    }
+
+    #[test]
+    fn a_crash_loop_copy_that_ends_after_its_startup_is_a_death_and_backs_off_too() {
+        // Each attempt ends 5 s after its creation, past its startup time of 3: a death, and,
+        // as the runtime counts every uncommanded exit, a backoff of 4, 8, 16, 16 s from the end,
+        // rounded up to the period of 2: gaps of 10, 14, 22, 22.
+        let mut spec = crash_spec(ControllerKind::Intent, 1);
+        if let Event::CrashLoop { after, .. } = &mut spec.events[0].event {
+            *after = 5;
+        }
+        let at =
+            crate::scenario::creation_times(&Scenario::new(spec.clone()).unwrap(), 1, 0).unwrap();
+        assert_eq!(&at[..5], [0, 10, 24, 46, 68]);
+        let m = lab(spec, 1).workloads[0].metrics;
+        assert!(
+            m.died >= 4,
+            "ended after their startup: deaths ({})",
+            m.died
+        );
     }
 
     /// `desired` copies of `web` (startup `startup`), an update at 100 with these budgets, a

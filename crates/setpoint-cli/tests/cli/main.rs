@@ -10,6 +10,8 @@
 //!   records, the event budget) and `plot timeline` of a replay file.
 //! - [`copy_view`]: `get copies`, `events`, `describe` and `--watch` on a running cluster
 //!   (issue 23.1).
+//! - [`crash_loop`]: every uncommanded exit backs off and shows crash-looping; a commanded kill
+//!   is replaced at once; a returning node costs no healthy copy (issue 22, items 3 and 5).
 //! - [`commandline`]: missing-argument messages, completions, the manual page and help.
 //! - [`hardening`]: a store that cannot be lost silently, an agent that trusts nothing it is
 //!   handed, and `apply` refusing what can never run (issue 14).
@@ -51,6 +53,7 @@ mod chaos_agree;
 mod cluster;
 mod commandline;
 mod copy_view;
+mod crash_loop;
 mod distributed;
 mod fence;
 mod formats;

@@ -456,7 +456,7 @@ impl AgentCore {
             &mut self.events,
         );
         self.kills
-            .carry_out(now, kills, &self.copies, &self.cfg, &mut self.out);
+            .carry_out(now, kills, &mut self.copies, &self.cfg, &mut self.out);
     }
 
     // ----- recovery -----

@@ -180,6 +180,7 @@ mod tests {
             exited_ms: None,
             exit: None,
             stopping: false,
+            killed: false,
             nonce: String::new(),
         }
     }

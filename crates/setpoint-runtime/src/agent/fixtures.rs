@@ -44,6 +44,7 @@ pub(super) fn record(n: u64, phase: Phase, pid: u32) -> CopyRecord {
         exited_ms: None,
         exit: None,
         stopping: false,
+        killed: false,
         nonce: format!("nonce-{n}"),
     }
 }

@@ -35,7 +35,7 @@ impl Kills {
         &mut self,
         now: u64,
         kills: Vec<Kill>,
-        copies: &Supervisor,
+        copies: &mut Supervisor,
         cfg: &AgentCoreConfig,
         out: &mut Outbox,
     ) {
@@ -49,13 +49,17 @@ impl Kills {
                     if l.record.pid == 0 {
                         format!("{} had already ended", req.copy)
                     } else {
+                        let pid = l.record.pid;
                         out.push(AgentOutput::Signal {
                             copy: req.copy.clone(),
-                            pid: l.record.pid,
+                            pid,
                             start_ticks: l.record.start_ticks,
                             signal: CopySignal::Kill,
                         });
-                        format!("killed pid {} on {node}", l.record.pid)
+                        // A commanded death: its report says so, and the controller replaces
+                        // it at once rather than backing off.
+                        copies.mark_killed(&req.copy);
+                        format!("killed pid {pid} on {node}")
                     }
                 }
                 _ => format!("{} does not run on {node}", req.copy),
@@ -102,14 +106,14 @@ mod tests {
     #[test]
     fn a_kill_reaches_only_the_incarnation_it_names_and_each_request_is_answered_once() {
         let cfg = AgentCoreConfig::new("a");
-        let copies = supervisor(vec![record(0, Phase::Running, 100)]);
+        let mut copies = supervisor(vec![record(0, Phase::Running, 100)]);
         let mut kills = Kills::default();
         let mut out = Outbox::new();
         let asked = vec![
             ("k0".to_owned(), request("w-0", 10), 3, None),
             ("k1".to_owned(), request("w-0", 99), 4, None),
         ];
-        kills.carry_out(0, asked.clone(), &copies, &cfg, &mut out);
+        kills.carry_out(0, asked.clone(), &mut copies, &cfg, &mut out);
         let outputs = out.drain();
         let signals = outputs
             .iter()
@@ -125,6 +129,10 @@ mod tests {
             })
             .count();
         assert_eq!(signals, 1, "{outputs:?}");
+        assert!(
+            copies.get("w-0").unwrap().record.killed,
+            "a commanded death: the report says so, and the controller does not back off"
+        );
         let answers: Vec<String> = outputs
             .iter()
             .filter_map(|o| match o {
@@ -140,14 +148,14 @@ mod tests {
             ]
         );
         // Seen again while the answers are in flight: not carried out twice.
-        kills.carry_out(1, asked.clone(), &copies, &cfg, &mut out);
+        kills.carry_out(1, asked.clone(), &mut copies, &cfg, &mut out);
         assert!(out.drain().is_empty());
         kills.on_answered(
             "k0",
             &Ok(crate::machine::StoreReply::Committed(5)),
             &mut out,
         );
-        kills.carry_out(2, asked[..1].to_vec(), &copies, &cfg, &mut out);
+        kills.carry_out(2, asked[..1].to_vec(), &mut copies, &cfg, &mut out);
         assert_eq!(
             out.drain().len(),
             3,

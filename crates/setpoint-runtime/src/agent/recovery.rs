@@ -237,6 +237,7 @@ pub(super) fn rebuild(
                     exited_ms: c.exited_ms,
                     exit: c.exit.clone(),
                     stopping: false,
+                    killed: c.killed,
                     nonce: String::new(),
                 };
                 copies.insert(c.copy, Local::new(record));

@@ -40,6 +40,7 @@ pub(super) fn observe(copies: &Supervisor, now: u64, cfg: &AgentCoreConfig) -> N
                 exited_ms: r.exited_ms,
                 exit: r.exit.clone(),
                 stopping: r.stopping,
+                killed: r.killed,
             }
         })
         .collect();

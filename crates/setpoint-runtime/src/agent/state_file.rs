@@ -32,6 +32,11 @@ pub struct CopyRecord {
     pub exit: Option<String>,
     /// Whether it is being stopped.
     pub stopping: bool,
+    /// Whether setpoint ended it on purpose: a kill request (`setpoint kill`), the agent's fence
+    /// after its node lease was lost, or its shutdown. A commanded death, which the controller
+    /// replaces at once instead of backing off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub killed: bool,
     /// The copy's secret nonce, also in its environment ([`crate::sandbox`]): recorded before
     /// the process starts, it proves after a crash which processes this agent started.
     #[serde(default)]

@@ -113,6 +113,15 @@ impl Supervisor {
         self.copies.get(copy)
     }
 
+    /// `copy` is being ended by setpoint on purpose (a kill request, the fence): a commanded
+    /// death, not a crash.
+    pub(super) fn mark_killed(&mut self, copy: &str) {
+        if let Some(l) = self.copies.get_mut(copy) {
+            l.record.killed = true;
+            self.dirty = true;
+        }
+    }
+
     /// Whether the agent knows `copy`.
     pub(super) fn contains(&self, copy: &str) -> bool {
         self.copies.contains_key(copy)
@@ -191,6 +200,8 @@ impl Supervisor {
             return targets.len();
         }
         for (copy, pid, start_ticks) in &targets {
+            // The fence's deaths are the node's loss, not the copies' own: replaced at once.
+            self.mark_killed(copy);
             out.push(AgentOutput::Signal {
                 copy: copy.clone(),
                 pid: *pid,
@@ -243,6 +254,7 @@ impl Supervisor {
             // not run.
             if let Some(l) = self.copies.get_mut(copy) {
                 l.kill_at_ms = Some(now);
+                l.record.killed = true;
             }
             out.push(AgentOutput::Signal {
                 copy: copy.to_owned(),
@@ -502,6 +514,7 @@ impl Supervisor {
                 exited_ms: None,
                 exit: None,
                 stopping: false,
+                killed: false,
                 nonce,
             };
             let copy = record.assignment.copy.clone();
@@ -559,9 +572,11 @@ impl Supervisor {
         for (copy, grace) in &running {
             self.begin_stop(copy, *grace, now, out);
             // Stopping for shutdown, not because its assignment went: keep its record as
-            // exited so that a restarted agent does not start it again.
+            // exited so that a restarted agent does not start it again. A commanded death, as
+            // the fence's: its replacement does not back off.
             if let Some(l) = self.copies.get_mut(copy) {
                 l.record.stopping = false;
+                l.record.killed = true;
             }
         }
         longest
@@ -751,6 +766,10 @@ mod tests {
             kinds(&mut out).is_empty(),
             "the injected bug signals nothing"
         );
+        assert!(!s.get("w-0").unwrap().record.killed);
+        // The fence's deaths are commanded: the reports say so, and nothing backs off.
+        assert_eq!(s.signal_all(CopySignal::Term, false, &mut out), 2);
+        assert!(s.get("w-0").unwrap().record.killed && s.get("w-1").unwrap().record.killed);
     }
 
     #[test]

@@ -711,6 +711,7 @@ pub(crate) mod tests {
             env: Default::default(),
             backoff: Default::default(),
             rollout: Default::default(),
+            restart: Default::default(),
             generation: 0,
         }
     }
@@ -776,12 +777,14 @@ pub(crate) mod tests {
                     pid: 0,
                     start_ticks: 0,
                     started_ms: 0,
-                    // Copies reported past starting became ready: their exit is a death, not a
-                    // failed start (see `loops` for those).
+                    // Copies reported past starting became ready, and those reported exited
+                    // were killed on command: a death replaced at once, not a crash that backs
+                    // off (see `loops` for those).
                     ready_ms: (phase != Phase::Starting).then_some(0),
                     exited_ms: None,
                     exit: None,
                     stopping: false,
+                    killed: phase == Phase::Exited,
                 })
                 .collect(),
         };
@@ -1089,6 +1092,51 @@ pub(crate) mod tests {
         assert_eq!((r.action, r.held.len(), r.lost.len()), (None, 0, 0));
         let s = Snapshot::load(&store).unwrap();
         assert_eq!(s.assignments[&assignment_key("w", 1)].value.node, "b");
+    }
+
+    #[test]
+    fn a_returning_nodes_adopted_copy_whose_assignment_was_released_is_not_counted() {
+        // Issue 22, item 3: b is lost, its copy is replaced on a; b's agent comes back, adopts
+        // w-1 and reports it running while it stops it. Counting it, intent would see three
+        // copies and delete the oldest healthy one, w-0 on a.
+        let (store, mut c) = two_nodes_running(ControllerKind::Intent);
+        let before = store.get(&report_key("b")).unwrap().unwrap();
+        let mut adopted = crate::model::decode::<NodeReport>(&before).unwrap().value;
+        lose(&store, "b");
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!(
+            (r.lost.clone(), r.created.clone()),
+            (vec!["w-1".into()], vec!["w-2".into()])
+        );
+        report(&store, "a", &[(0, Phase::Running), (2, Phase::Running)]);
+        crate::model::node::fake_node(&store, "b").unwrap();
+        adopted.observed_ms = store.now_ms();
+        adopted.reported_ms = store.now_ms();
+        adopted.copies[0].stopping = true;
+        store
+            .commit(&Txn::new().put(report_key("b"), encode(&adopted)))
+            .unwrap();
+        let s = Snapshot::load(&store).unwrap();
+        let view = WorkloadView::new(&s, "w").unwrap();
+        assert_eq!(view.ledger_copies().collect::<Vec<_>>(), [0, 2]);
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!((r.action, r.deleted), (None, vec![]));
+        assert_eq!(names(&store), ["w-0", "w-2"]);
+        // A copy a controller commanded to stop during the node's lease still counts until a
+        // report shows it ended: the lag the lesson measures.
+        let r = {
+            let mut more = c.clone();
+            declare_kind(&store, 1, ControllerKind::Intent);
+            run_pass(&store, "w", &mut more, &SETTINGS).unwrap()
+        };
+        assert_eq!(r.deleted, ["w-0"]);
+        let s = Snapshot::load(&store).unwrap();
+        let view = WorkloadView::new(&s, "w").unwrap();
+        assert_eq!(
+            view.ledger_copies().collect::<Vec<_>>(),
+            [0, 2],
+            "w-0 stays until reported"
+        );
     }
 
     #[test]

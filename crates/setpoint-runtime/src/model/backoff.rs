@@ -1,20 +1,26 @@
 //! Crash-loop backoff: the rule, free of I/O (its arithmetic is `setpoint_core::backoff`,
 //! which the lab applies too).
 //!
-//! A copy that ends before it became ready, or within its startup time B of starting, or that
-//! could not be spawned at all, is a **failed start**. After a failed start the controller creates
-//! no new copy under the same key until the key's next try: per workload, or per name for
-//! `named`. The delay follows the kubelet's container restart backoff (KEP-4603): `initial`
-//! (10 s) after the first failure, doubling with each further one up to `max` (5 min). A failure
-//! that comes `reset` (10 min) or more after the key's previous one starts the count again.
+//! **Every uncommanded exit counts**, as the kubelet, systemd and Nomad count them: a copy that
+//! ends on its own (any exit status, any signal not sent on command), before or after it became
+//! ready, or that could not be spawned at all, is a **failure**. After a failure the controller
+//! creates no new copy under the same key until the key's next try: per workload, or per name
+//! for `named`. The delay follows the kubelet's container restart backoff (KEP-4603): `initial`
+//! (10 s) after the first failure, doubling with each further one up to `max` (5 min). A copy
+//! that **ran** `reset` (10 min) or more before it ended, or a failure that comes `reset` or more
+//! after the key's previous one, starts the count again: a copy that crashes once a day is
+//! replaced after `initial`, not after `max`.
 //!
-//! One **attempt** counts once. Copies created together fail together: a failed start of a copy
+//! One **attempt** counts once. Copies created together fail together: a failure of a copy
 //! created before the key's last counted failure belongs to the same attempt, and only adds to
 //! `restarts`. So two copies of `["false"]` wait 10 s, 20 s, 40 s, … rather than 10 s, 40 s,
 //! 160 s.
 //!
-//! A copy that dies after it was ready (the lesson's crashes, `setpoint kill`) is not a failed
-//! start: it is replaced at once, as before.
+//! **Commanded deaths** are not failures and are replaced at once: a copy stopped because its
+//! assignment was deleted (a delete command, a scale-down, a rollout), one killed on an
+//! operator's kill request (`setpoint kill`, and so the lesson's deaths under
+//! `experiment lesson --real`), and one lost with its node (its assignment is released, no
+//! ending is read).
 //!
 //! Times are store milliseconds. The delay runs from the moment the copy was seen to end
 //! (`exited_ms` in its node's report), not from the pass that noticed it, so the schedule does
@@ -69,6 +75,65 @@ impl BackoffPolicy {
     }
 }
 
+/// Whether a copy that ended by itself is replaced (`restart = "always" | "on-failure" |
+/// "never"`): the setting that covers batch copies, whose work ends.
+///
+/// A copy that is not replaced is **done**: its assignment stays, and it counts as a copy on
+/// the ledger (not live), so no controller creates another in its place, until a delete
+/// command (a scale-down, the workload's deletion) removes it. Commanded deaths (a kill
+/// request, node loss) are replaced whatever the setting: they are not the copy's own end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Restart {
+    /// Every ending is replaced, after the backoff (the default: a service).
+    #[default]
+    Always,
+    /// An ending with exit status 0 is done; any other is replaced after the backoff (a batch
+    /// job that is retried until it succeeds).
+    OnFailure,
+    /// No ending is replaced (a batch job run once).
+    Never,
+}
+
+impl Restart {
+    /// The accepted words, for error messages.
+    pub const ACCEPTED: &'static str = "always, on-failure, never";
+
+    /// The setting named `word`, if it is one.
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "always" => Some(Restart::Always),
+            "on-failure" => Some(Restart::OnFailure),
+            "never" => Some(Restart::Never),
+            _ => None,
+        }
+    }
+
+    /// The setting as the workloads file writes it.
+    pub fn word(self) -> &'static str {
+        match self {
+            Restart::Always => "always",
+            Restart::OnFailure => "on-failure",
+            Restart::Never => "never",
+        }
+    }
+
+    /// Whether this is the default (so stored records without the field read as before).
+    pub fn is_always(&self) -> bool {
+        *self == Restart::Always
+    }
+
+    /// Whether a copy that ended by itself as `how` (`exit status 0`, `signal 9`, …) is done:
+    /// not replaced.
+    pub fn done(self, how: &str) -> bool {
+        match self {
+            Restart::Always => false,
+            Restart::OnFailure => how == "exit status 0",
+            Restart::Never => true,
+        }
+    }
+}
+
 /// How a copy ended, as the controller reads it from its node's report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ending {
@@ -84,17 +149,25 @@ pub struct Ending {
     pub exited_ms: u64,
     /// How it ended (`exit status 1`, `signal 9`, `failed to start: …`).
     pub how: String,
-    /// Whether it was being stopped on purpose (a delete command).
+    /// Whether it was ended on purpose: stopped after a delete command, or killed on a kill
+    /// request.
     pub commanded: bool,
 }
 
 impl Ending {
-    /// Whether this ending is a failed start for a workload with startup time `startup_ms`:
-    /// not commanded, and it never became ready or ended within `startup_ms` of starting.
-    pub fn is_failed_start(&self, startup_ms: u64) -> bool {
+    /// Whether this ending counts for backoff: every ending that was not commanded.
+    pub fn counts(&self) -> bool {
         !self.commanded
-            && (self.ready_ms.is_none()
-                || self.exited_ms.saturating_sub(self.started_ms) < startup_ms)
+    }
+
+    /// How long the copy ran, in milliseconds.
+    pub fn ran_ms(&self) -> u64 {
+        self.exited_ms.saturating_sub(self.started_ms)
+    }
+
+    /// Whether it ended before it became ready: a failed start rather than a crash.
+    pub fn before_ready(&self) -> bool {
+        self.ready_ms.is_none()
     }
 }
 
@@ -116,8 +189,8 @@ pub struct BackoffState {
 }
 
 impl BackoffState {
-    /// Records a failed start. Returns whether it began a new attempt (and so moved the next try
-    /// later); a copy of the same attempt only adds to `restarts`.
+    /// Records a failure (an uncommanded ending). Returns whether it began a new attempt (and so
+    /// moved the next try later); a copy of the same attempt only adds to `restarts`.
     pub fn record(&mut self, policy: &BackoffPolicy, e: &Ending) -> bool {
         self.restarts += 1;
         self.last_exit = e.how.clone();
@@ -125,6 +198,8 @@ impl BackoffState {
         if self.failures > 0 && e.created_ms < self.last_failed_ms {
             return false;
         }
+        // A copy that ran `reset` before it ended was created after the last failure, so its
+        // failure comes at least `reset` after that one: one test covers both resets.
         if self.failures > 0 && e.exited_ms.saturating_sub(self.last_failed_ms) >= policy.reset_ms {
             self.failures = 0;
         }
@@ -197,15 +272,60 @@ mod tests {
     }
 
     #[test]
-    fn only_uncommanded_endings_before_readiness_or_within_startup_are_failed_starts() {
+    fn the_restart_setting_decides_which_endings_are_done() {
+        for (r, ok, failed) in [
+            (Restart::Always, false, false),
+            (Restart::OnFailure, true, false),
+            (Restart::Never, true, true),
+        ] {
+            assert_eq!(Restart::parse(r.word()), Some(r));
+            assert_eq!(
+                (r.done("exit status 0"), r.done("exit status 3")),
+                (ok, failed)
+            );
+            assert_eq!(r.done("signal 9"), failed, "{r:?}");
+        }
+        assert_eq!(Restart::parse("sometimes"), None);
+    }
+
+    #[test]
+    fn every_uncommanded_ending_counts_before_or_after_readiness() {
         let mut e = ending(0, 50);
-        assert!(e.is_failed_start(0), "never ready");
+        assert!(e.counts() && e.before_ready(), "never ready");
         e.ready_ms = Some(10);
-        assert!(e.is_failed_start(100), "ended within startup");
-        assert!(!e.is_failed_start(50), "ran its startup time, then died");
-        e.ready_ms = None;
+        assert!(
+            e.counts() && !e.before_ready(),
+            "ready, then died on its own"
+        );
+        e.exited_ms = 10_000_000;
+        assert!(e.counts(), "however long it ran");
         e.commanded = true;
-        assert!(!e.is_failed_start(100), "stopped on purpose");
+        assert!(!e.counts(), "stopped or killed on purpose");
+    }
+
+    #[test]
+    fn a_copy_that_ran_reset_before_it_crashed_starts_the_count_again() {
+        let p = BackoffPolicy {
+            initial_ms: 1_000,
+            max_ms: 100_000,
+            reset_ms: 60_000,
+        };
+        let mut s = BackoffState::default();
+        for (created, exited) in [(0, 5), (1_005, 1_010), (3_010, 3_020)] {
+            s.record(&p, &ending(created, exited));
+        }
+        assert_eq!((s.failures, s.next_try_ms), (3, 3_020 + 4_000));
+        // Created at its next try, ready, and ran 55 s: still a crash loop (8 s).
+        let mut e = ending(7_020, 62_020);
+        e.ready_ms = Some(7_520);
+        s.record(&p, &e);
+        assert_eq!((s.failures, s.next_try_ms), (4, 62_020 + 8_000));
+        // Ran a full minute: the count starts again (1 s).
+        let mut e = ending(70_020, 130_020);
+        e.ready_ms = Some(70_520);
+        assert!(e.ran_ms() >= p.reset_ms);
+        s.record(&p, &e);
+        assert_eq!((s.failures, s.next_try_ms, s.restarts), (1, 131_020, 5));
     }
 
     proptest! {

@@ -108,7 +108,7 @@ pub fn ending_of(snapshot: &Snapshot, a: &Stored<Assignment>) -> Option<Ending> 
         ready_ms: c.ready_ms,
         exited_ms: c.exited_ms.unwrap_or(report.value.observed_ms),
         how: c.exit.clone().unwrap_or_else(|| "ended".into()),
-        commanded: c.stopping,
+        commanded: c.stopping || c.killed,
     })
 }
 
@@ -151,16 +151,21 @@ impl Gate {
             let Some(e) = ending_of(snapshot, a) else {
                 continue;
             };
-            if !e.is_failed_start(spec.startup_ms) {
+            if !e.counts() {
                 continue;
             }
             let key = Self::key(spec.controller, &spec.name, a.value.n);
             let state = record.backoff.entry(key.clone()).or_default();
             let new_attempt = state.record(&spec.backoff, &e);
-            let ran = e.exited_ms.saturating_sub(e.started_ms);
+            let ran = e.ran_ms();
+            let what = if e.before_ready() {
+                "failed to start"
+            } else {
+                "crashed"
+            };
             failures.push(if new_attempt {
                 format!(
-                    "{} failed to start ({}, after {ran}ms): restart {}, next try of {key} in {}ms",
+                    "{} {what} ({}, after {ran}ms): restart {}, next try of {key} in {}ms",
                     e.copy,
                     e.how,
                     state.restarts,
@@ -168,7 +173,7 @@ impl Gate {
                 )
             } else {
                 format!(
-                    "{} failed to start ({}, after {ran}ms): restart {}, same attempt",
+                    "{} {what} ({}, after {ran}ms): restart {}, same attempt",
                     e.copy, e.how, state.restarts
                 )
             });
@@ -401,6 +406,7 @@ mod tests {
         );
     }
     use crate::controller::reconcile::{run_pass, PassSettings};
+    use crate::model::backoff::Restart;
     use crate::model::{
         assignment_key, report_key, workload_key, CopyReport, NodeReport, WorkloadSpec,
     };
@@ -413,6 +419,10 @@ mod tests {
     };
 
     fn declare(store: &dyn Store, kind: ControllerKind) {
+        declare_restart(store, kind, crate::model::backoff::Restart::Always);
+    }
+
+    fn declare_restart(store: &dyn Store, kind: ControllerKind, restart: Restart) {
         let w = WorkloadSpec {
             name: "w".into(),
             command: vec!["false".into()],
@@ -428,6 +438,7 @@ mod tests {
                 reset_ms: 3_600_000,
             },
             rollout: Default::default(),
+            restart,
             generation: 1,
             env: Default::default(),
         };
@@ -438,6 +449,16 @@ mod tests {
 
     /// Node `a` reports copy `n` exited `after_ms` after it started, ready or not.
     fn exited(store: &dyn Store, n: u64, after_ms: u64, ready: bool) {
+        ended(store, n, after_ms, ready, false);
+    }
+
+    /// Copy `n` ended `after_ms` after its start; `killed`: on a kill request.
+    fn ended(store: &dyn Store, n: u64, after_ms: u64, ready: bool, killed: bool) {
+        ended_as(store, n, after_ms, ready, killed, "exit status 1");
+    }
+
+    /// Copy `n` ended `after_ms` after its start, as `how`.
+    fn ended_as(store: &dyn Store, n: u64, after_ms: u64, ready: bool, killed: bool, how: &str) {
         let a = store.get(&assignment_key("w", n)).unwrap().unwrap();
         let uid = store
             .get(&workload_key("w"))
@@ -459,8 +480,9 @@ mod tests {
                 started_ms: now - after_ms,
                 ready_ms: ready.then_some(now - after_ms),
                 exited_ms: Some(now),
-                exit: Some("exit status 1".into()),
+                exit: Some(how.into()),
                 stopping: false,
+                killed,
             }],
         );
     }
@@ -555,19 +577,80 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_that_dies_after_its_startup_is_replaced_at_once() {
+    fn a_copy_killed_on_command_is_replaced_at_once() {
         let store = MemoryStore::new();
         declare(&store, ControllerKind::Intent);
         empty_report(&store);
         let mut c = Controller::new(ControllerKind::Intent);
         run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
-        exited(&store, 0, 5_000, true);
+        ended(&store, 0, 5_000, true, true);
         let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
         assert_eq!(r.created, ["w-1"]);
         assert!(r.failures.is_empty());
         assert!(
             store.get(&loop_key("w")).unwrap().is_none(),
             "nothing to remember"
+        );
+    }
+
+    #[test]
+    fn a_batch_copy_done_by_its_restart_setting_is_kept_and_not_replaced() {
+        for (restart, how, done) in [
+            (Restart::OnFailure, "exit status 0", true),
+            (Restart::OnFailure, "exit status 3", false),
+            (Restart::Never, "exit status 3", true),
+            (Restart::Always, "exit status 0", false),
+        ] {
+            let store = MemoryStore::new();
+            declare_restart(&store, ControllerKind::Intent, restart);
+            empty_report(&store);
+            let mut c = Controller::new(ControllerKind::Intent);
+            run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+            ended_as(&store, 0, 5_000, true, false, how);
+            for _ in 0..3 {
+                let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+                assert!(r.created.is_empty(), "{restart:?} {how}: {r:?}");
+                assert_eq!(r.collected.is_empty(), done, "{restart:?} {how}: {r:?}");
+                if !done {
+                    break;
+                }
+            }
+            let kept = store.get(&crate::model::assignment_key("w", 0)).unwrap();
+            assert_eq!(kept.is_some(), done, "{restart:?} {how}");
+            // A copy killed on command is replaced whatever the setting.
+            if done {
+                let store = MemoryStore::new();
+                declare_restart(&store, ControllerKind::Intent, restart);
+                empty_report(&store);
+                let mut c = Controller::new(ControllerKind::Intent);
+                run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+                ended_as(&store, 0, 5_000, true, true, "signal 9");
+                let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+                assert_eq!(r.created, ["w-1"], "{restart:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_copy_that_crashes_after_its_startup_backs_off_as_a_failed_start_does() {
+        let store = MemoryStore::new();
+        declare(&store, ControllerKind::Intent);
+        empty_report(&store);
+        let mut c = Controller::new(ControllerKind::Intent);
+        run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        // Ready, ran well past its startup time, then exited on its own.
+        exited(&store, 0, 60_000, true);
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert!(r.created.is_empty(), "held back: {r:?}");
+        assert_eq!(r.held_back, 1);
+        assert_eq!(
+            r.failures,
+            ["w-0 crashed (exit status 1, after 60000ms): restart 1, next try of w in 60000ms"]
+        );
+        let rec = Snapshot::load(&store).unwrap().loops["w"].value.clone();
+        assert_eq!(
+            (rec.backoff["w"].failures, rec.backoff["w"].restarts),
+            (1, 1)
         );
     }
 

@@ -115,6 +115,12 @@ pub struct WorkloadSpec {
     /// Rolling-update budgets and deadline ([`crate::model::rollout`]).
     #[serde(default)]
     pub rollout: RolloutPolicy,
+    /// Whether a copy that ends by itself is replaced ([`crate::model::backoff::Restart`]).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::model::backoff::Restart::is_always"
+    )]
+    pub restart: crate::model::backoff::Restart,
     /// Bumped by `apply` when what a copy runs (command, readiness) changes; set by `apply`, not
     /// by the workloads file.
     #[serde(default)]
@@ -219,6 +225,10 @@ pub struct CopyReport {
     pub exit: Option<String>,
     /// Whether the agent is stopping it (its assignment is gone).
     pub stopping: bool,
+    /// Whether setpoint ended it on purpose (a kill request, the agent's fence, its shutdown):
+    /// a commanded death, replaced at once rather than counted for backoff.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub killed: bool,
 }
 
 /// What one node's agent last reported.
@@ -299,6 +309,7 @@ mod tests {
             env: CopyEnv::default(),
             backoff: Default::default(),
             rollout: Default::default(),
+            restart: Default::default(),
             generation: 0,
         };
         let text = encode(&w);

@@ -94,6 +94,7 @@ pub fn describe_changes(old: &WorkloadSpec, new: &WorkloadSpec) -> Vec<String> {
         (old.grace_ms != new.grace_ms, "grace"),
         (old.backoff != new.backoff, "backoff"),
         (old.rollout != new.rollout, "rollout"),
+        (old.restart != new.restart, "restart"),
     ] {
         if changed {
             out.push(format!("{what} changed (running copies keep running)"));

@@ -1,8 +1,14 @@
 //! The ledger as a pass sees it: one workload's share of a [`Snapshot`].
 //!
 //! - **On the ledger**: copies that a live node's last report shows `running`, owned by this
-//!   workload (same name and uid). A copy that died, or whose assignment was deleted, stays on
-//!   the ledger until a report says otherwise: that is the lag the lesson measures.
+//!   workload (same name and uid) through a live owner link: their assignment is current, or
+//!   was removed by a controller during the lease the node holds now. A copy that died, or
+//!   whose assignment was deleted, stays on the ledger until a report says otherwise: that is
+//!   the lag the lesson measures. A copy assigned under the node's earlier lease, whose
+//!   assignment was released when the node was lost, does not count: an agent that comes back
+//!   adopts and stops it, and it was replaced elsewhere. A copy that ended and is **done** by
+//!   its workload's `restart` setting (`on-failure` after exit status 0, `never` after any end
+//!   of its own) stays on the ledger too, with its assignment, so it is not replaced.
 //! - **In flight**: assignments of the workload that exist, sit on a live node, and whose copy
 //!   has neither reached the ledger nor been reported exited.
 //! - **Next copy**: the workload's counter, which only grows.
@@ -56,6 +62,11 @@ impl<'s> WorkloadView<'s> {
         let spec = snapshot.workloads.get(name)?;
         let uid = spec.create_revision;
         let live_nodes: BTreeSet<&str> = snapshot.nodes.keys().map(String::as_str).collect();
+        let assigned: BTreeMap<u64, (&str, &Stored<Assignment>)> = snapshot
+            .assignments_of(name)
+            .filter(|(_, a)| a.value.owner_uid == uid)
+            .map(|(k, a)| (a.value.n, (k.as_str(), a)))
+            .collect();
         let mut ledger = BTreeMap::new();
         let mut exited = BTreeSet::new();
         let mut reported_before = snapshot.now_ms;
@@ -72,12 +83,26 @@ impl<'s> WorkloadView<'s> {
                 continue;
             };
             reported_before = reported_before.min(report.observed_ms);
+            let claimed = snapshot.nodes[*node].create_revision;
             for c in &report.copies {
                 if c.workload != name || c.owner_uid != uid {
                     continue;
                 }
                 match c.phase {
-                    Phase::Running => {
+                    Phase::Running if owned(&assigned, c.n, c.incarnation, claimed) => {
+                        ledger.insert(c.n, c.incarnation);
+                    }
+                    Phase::Running => {}
+                    Phase::Exited
+                        if !(c.stopping || c.killed)
+                            && spec
+                                .value
+                                .restart
+                                .done(c.exit.as_deref().unwrap_or_default())
+                            && owned(&assigned, c.n, c.incarnation, claimed) =>
+                    {
+                        // Done by the workload's `restart` setting: its work is over, and it
+                        // still counts, so that nothing is created in its place.
                         ledger.insert(c.n, c.incarnation);
                     }
                     Phase::Exited => {
@@ -87,11 +112,6 @@ impl<'s> WorkloadView<'s> {
                 }
             }
         }
-        let assigned = snapshot
-            .assignments_of(name)
-            .filter(|(_, a)| a.value.owner_uid == uid)
-            .map(|(k, a)| (a.value.n, (k.as_str(), a)))
-            .collect();
         let next = snapshot.counters.get(name).map_or(0, |c| c.value.next);
         let foreign = snapshot
             .assignments_of(name)
@@ -277,6 +297,28 @@ impl<'s> WorkloadView<'s> {
             .filter(|n| !self.assigned.contains_key(n))
             .count() as u64
     }
+}
+
+/// Whether a copy `n` of incarnation `incarnation` that a node reports running has a live owner
+/// link, and so counts on the ledger: its assignment is current (this incarnation of it
+/// exists), or it was assigned during the lease its node holds now (`claimed`, the revision
+/// that created the node's record), so a controller removed its assignment on purpose and the
+/// copy stays on the ledger until a report shows it ended, the lag the lesson measures.
+///
+/// A copy assigned under an earlier lease whose assignment is gone was released when its node
+/// was lost, and replaced elsewhere: an agent that comes back and adopts it is about to stop it.
+/// Counting it would make a controller delete as many healthy copies on other nodes (issue 22,
+/// item 3).
+fn owned(
+    assigned: &BTreeMap<u64, (&str, &Stored<Assignment>)>,
+    n: u64,
+    incarnation: Revision,
+    claimed: Revision,
+) -> bool {
+    let current = assigned
+        .get(&n)
+        .is_some_and(|(_, a)| a.create_revision == incarnation);
+    current || incarnation > claimed
 }
 
 /// Whether it is confirmed that the copy of `a` (this incarnation) ended, though its node is
