@@ -106,9 +106,9 @@ pub fn read_range(
 fn read_span(parts: &[PathBuf; 2], lens: &[u64; 2], at: u64, want: usize) -> io::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(want);
     let mut base = 0;
+    let end = at + want as u64;
     for (p, &l) in parts.iter().zip(lens) {
-        let end = at + (want - out.len()) as u64;
-        if out.len() < want && at.max(base) < (base + l).min(end) {
+        if at.max(base) < (base + l).min(end) {
             let lo = at.max(base) - base;
             let mut f = std::fs::File::open(p)?;
             f.seek(SeekFrom::Start(lo))?;
