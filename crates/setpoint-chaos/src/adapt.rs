@@ -99,9 +99,10 @@ impl AgentMachine {
                     }
                     AgentOutput::TendLogs { .. } => {}
                     // The chaos world keeps no log files: a request is answered as "no log".
-                    AgentOutput::ReadLog { key, .. } => {
-                        pending.push(AgentInput::LogRead { key, read: Ok(None) })
-                    }
+                    AgentOutput::ReadLog { key, .. } => pending.push(AgentInput::LogRead {
+                        key,
+                        read: Ok(None),
+                    }),
                 }
             }
         }

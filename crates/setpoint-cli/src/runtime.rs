@@ -631,9 +631,9 @@ fn logs_through_store(a: &LogsArgs) -> anyhow::Result<String> {
     let store = a.store.open_existing()?;
     let bad = |e: LogReadError| -> anyhow::Error {
         match e {
-            LogReadError::NoCopy(_) | LogReadError::NoAgent { .. } | LogReadError::Refused { .. } => {
-                BadInput(e.to_string()).into()
-            }
+            LogReadError::NoCopy(_)
+            | LogReadError::NoAgent { .. }
+            | LogReadError::Refused { .. } => BadInput(e.to_string()).into(),
             e => e.into(),
         }
     };
@@ -652,9 +652,9 @@ fn logs_through_store(a: &LogsArgs) -> anyhow::Result<String> {
             )));
         }
         first = false;
-        let bytes = answer
-            .bytes()
-            .ok_or_else(|| anyhow::anyhow!("the agent of node {} sent damaged hex", reader.node()))?;
+        let bytes = answer.bytes().ok_or_else(|| {
+            anyhow::anyhow!("the agent of node {} sent damaged hex", reader.node())
+        })?;
         out.write_all(&bytes).and_then(|()| out.flush())?;
         from = answer.next();
         let caught_up = from >= answer.len;

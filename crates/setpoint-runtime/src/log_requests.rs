@@ -120,7 +120,12 @@ impl LogRequest {
 
 /// A log request read from the store, as the agent sees it: key, the request (or why it does
 /// not decode), `mod_revision` and the asker's lease.
-pub type Asked = (String, Result<LogRequest, String>, Revision, Option<LeaseId>);
+pub type Asked = (
+    String,
+    Result<LogRequest, String>,
+    Revision,
+    Option<LeaseId>,
+);
 
 /// The requests addressed to `node` not answered yet, from a read of its [`log_requests_of`]
 /// prefix. An entry that does not decode is kept, with why, so the agent can log it once.
@@ -179,7 +184,9 @@ pub fn unhex(s: &str) -> Option<Vec<u8>> {
 #[derive(Debug, thiserror::Error)]
 pub enum LogReadError {
     /// No record of the store names the copy: check its name with `setpoint get copies`.
-    #[error("no copy '{0}' in the store: accepted a copy as 'setpoint get copies' lists it, e.g. web-3")]
+    #[error(
+        "no copy '{0}' in the store: accepted a copy as 'setpoint get copies' lists it, e.g. web-3"
+    )]
     NoCopy(String),
     /// The copy's node has no live agent, so nobody can read its log files.
     #[error("node {node} has no live agent to serve the log of {copy}; its lease has ended{last}")]
@@ -247,7 +254,10 @@ pub fn node_of(store: &dyn Store, copy: &str) -> Result<Option<String>, StoreErr
             || e.key.split('/').nth(4) == Some(&n.to_string()[..])
         {
             if let Ok(ev) = decode::<CopyEvent>(e) {
-                if from_event.as_ref().is_none_or(|(at, _)| *at <= ev.value.at_ms) {
+                if from_event
+                    .as_ref()
+                    .is_none_or(|(at, _)| *at <= ev.value.at_ms)
+                {
                     from_event = Some((ev.value.at_ms, ev.value.node));
                 }
             }
@@ -270,11 +280,7 @@ pub struct LogReader<'a> {
 impl<'a> LogReader<'a> {
     /// Finds `copy`'s node and checks that its agent lives; each request is then waited for
     /// up to `timeout`, and the lease lives `timeout` past the last request.
-    pub fn open(
-        store: &'a dyn Store,
-        copy: &str,
-        timeout: Duration,
-    ) -> Result<Self, LogReadError> {
+    pub fn open(store: &'a dyn Store, copy: &str, timeout: Duration) -> Result<Self, LogReadError> {
         let node = node_of(store, copy)?.ok_or_else(|| LogReadError::NoCopy(copy.to_owned()))?;
         if store.get(&crate::model::node::node_key(&node))?.is_none() {
             let last = match store.get(&crate::model::report_key(&node))? {
@@ -321,11 +327,8 @@ impl<'a> LogReader<'a> {
             requested_ms: self.store.now_ms(),
             answer: None,
         };
-        self.store.commit(&Txn::new().put_leased(
-            &self.key,
-            encode(&req),
-            self.lease,
-        ))?;
+        self.store
+            .commit(&Txn::new().put_leased(&self.key, encode(&req), self.lease))?;
         let started = Instant::now();
         loop {
             if let Some(e) = self.store.get(&self.key)? {

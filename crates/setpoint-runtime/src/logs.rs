@@ -112,7 +112,8 @@ fn read_span(parts: &[PathBuf; 2], lens: &[u64; 2], at: u64, want: usize) -> io:
             let lo = at.max(base) - base;
             let mut f = std::fs::File::open(p)?;
             f.seek(SeekFrom::Start(lo))?;
-            f.take((base + l).min(end) - base - lo).read_to_end(&mut out)?;
+            f.take((base + l).min(end) - base - lo)
+                .read_to_end(&mut out)?;
         }
         base += l;
     }
@@ -223,17 +224,33 @@ mod tests {
         // Every start and size against the joined text.
         for from in 0..=all.len() as u64 {
             for max in 0..=all.len() + 1 {
-                let r = read_range(dir.path(), "w-0", from, None, max).unwrap().unwrap();
+                let r = read_range(dir.path(), "w-0", from, None, max)
+                    .unwrap()
+                    .unwrap();
                 let lo = from as usize;
                 let hi = (lo + max).min(all.len());
                 assert_eq!((r.from, &r.bytes[..], r.len), (from, &all[lo..hi], 14));
             }
         }
-        let t = read_range(dir.path(), "w-0", 0, Some(2), 100).unwrap().unwrap();
+        let t = read_range(dir.path(), "w-0", 0, Some(2), 100)
+            .unwrap()
+            .unwrap();
         assert_eq!((t.from, &t.bytes[..]), (4, &b"two\nthree\n"[..]));
-        let t = read_range(dir.path(), "w-0", 0, Some(1), 3).unwrap().unwrap();
-        assert_eq!((t.from, &t.bytes[..]), (8, &b"thr"[..]), "a tail's first chunk is bounded");
-        let past = read_range(dir.path(), "w-0", 99, None, 100).unwrap().unwrap();
-        assert_eq!((past.from, &past.bytes[..]), (8, &b"three\n"[..]), "rotated since");
+        let t = read_range(dir.path(), "w-0", 0, Some(1), 3)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (t.from, &t.bytes[..]),
+            (8, &b"thr"[..]),
+            "a tail's first chunk is bounded"
+        );
+        let past = read_range(dir.path(), "w-0", 99, None, 100)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (past.from, &past.bytes[..]),
+            (8, &b"three\n"[..]),
+            "rotated since"
+        );
     }
 }

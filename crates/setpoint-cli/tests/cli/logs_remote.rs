@@ -36,13 +36,20 @@ fn logs_from_another_host(mut r: Rig) {
 
     // The whole log, in more than one chunk, and a tail.
     let all = r.ok(&["logs", "talker-0"]);
-    assert!(!here.exists(), "read through the store, not from files here");
+    assert!(
+        !here.exists(),
+        "read through the store, not from files here"
+    );
     let first = all.lines().next().unwrap();
     assert_eq!(first.len(), 70_000, "the first line whole across chunks");
     assert!(first.bytes().all(|b| b == b'x'));
     let seen = numbers(&all);
     assert!(seen.len() >= 20, "{} lines", seen.len());
-    assert_eq!(seen, (0..seen.len() as u64).collect::<Vec<_>>(), "in order, no gap");
+    assert_eq!(
+        seen,
+        (0..seen.len() as u64).collect::<Vec<_>>(),
+        "in order, no gap"
+    );
     let tail = r.ok(&["logs", "talker-0", "--tail", "2"]);
     let t = numbers(&tail);
     assert_eq!(tail.lines().count(), 2, "{tail}");
@@ -74,7 +81,11 @@ fn logs_from_another_host(mut r: Rig) {
     );
     let _ = ended;
     let out = follow.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let followed = numbers(&reader.join().unwrap().unwrap());
     assert_eq!(
         followed,

@@ -31,10 +31,10 @@
 
 use super::event_log::{EventLog, Written};
 use super::kills::Kills;
-use super::log_serving::LogServing;
 use super::lease::{Claimed, Fence, NodeLease};
 use super::life::{Life, Stage};
 use super::live::LiveRecords;
+use super::log_serving::LogServing;
 use super::logs::LogTending;
 use super::outbox::{Outbox, Purpose, Soonest};
 use super::recovery::{self, StateRead, StateReadOutcome};

@@ -69,7 +69,14 @@ impl LogServing {
                     missing: false,
                     error: Some(why),
                 };
-                self.serving.insert(key.clone(), Serving { req, revision, lease });
+                self.serving.insert(
+                    key.clone(),
+                    Serving {
+                        req,
+                        revision,
+                        lease,
+                    },
+                );
                 self.answer(now, key, answer, copies, cfg, out);
                 continue;
             }
@@ -83,7 +90,14 @@ impl LogServing {
                 tail: req.tail,
                 max_bytes: req.max_bytes,
             });
-            self.serving.insert(key, Serving { req, revision, lease });
+            self.serving.insert(
+                key,
+                Serving {
+                    req,
+                    revision,
+                    lease,
+                },
+            );
         }
         // Forget refusals of records that are gone (bounded by what is asked now).
         if self.refused.len() > 4 * MAX_SERVING {
@@ -225,7 +239,11 @@ mod tests {
             entry(&format!("{p}path"), encode(&request("../x", 10)), 5),
         ];
         for i in 0..6 {
-            entries.push(entry(&format!("{p}ok{i}"), encode(&request("w-0", 10)), 10 + i));
+            entries.push(entry(
+                &format!("{p}ok{i}"),
+                encode(&request("w-0", 10)),
+                10 + i,
+            ));
         }
         let asked = log_requests::pending(&entries, "a");
         assert_eq!(asked.len(), 9);
@@ -245,7 +263,9 @@ mod tests {
         assert_eq!(reads.len(), MAX_SERVING - 2, "{outputs:?}");
         let refusals = answered(&outputs);
         assert_eq!(refusals.len(), 2);
-        assert!(refusals.iter().all(|r| r.answer.as_ref().unwrap().error.is_some()));
+        assert!(refusals
+            .iter()
+            .all(|r| r.answer.as_ref().unwrap().error.is_some()));
         let logged: Vec<String> = outputs
             .iter()
             .filter_map(|o| match o {
@@ -268,8 +288,15 @@ mod tests {
         serving.on_read(2, key.clone(), Ok(Some(range)), &copies, &cfg, &mut out);
         let a = answered(&out.drain());
         let got = a[0].answer.as_ref().unwrap();
-        assert_eq!((got.bytes().unwrap(), got.running, got.next()), (b"hi\n".to_vec(), true, 3));
-        serving.on_answered(&key, &Ok(crate::machine::StoreReply::Committed(20)), &mut out);
+        assert_eq!(
+            (got.bytes().unwrap(), got.running, got.next()),
+            (b"hi\n".to_vec(), true, 3)
+        );
+        serving.on_answered(
+            &key,
+            &Ok(crate::machine::StoreReply::Committed(20)),
+            &mut out,
+        );
         // One slot is free: one more read.
         serving.take(3, asked, &copies, &cfg, &mut out);
         let more = out

@@ -18,10 +18,10 @@ use super::kills::Kill;
 use super::outbox::{Outbox, Purpose, Soonest};
 use super::watch_cache::{WatchCache, CACHE_RESYNC_MS};
 use super::AgentCoreConfig;
-use crate::machine::{StoreReply, StoreRequest, StoreResult, WatchDelivery};
-use crate::model::{decode, placements_of, Assignment};
 use crate::log_requests::Asked;
+use crate::machine::{StoreReply, StoreRequest, StoreResult, WatchDelivery};
 use crate::model::keys::log_requests_of;
+use crate::model::{decode, placements_of, Assignment};
 use crate::remote;
 use crate::store::{Entry, LeaseId, Read, Revision, StoreError};
 
