@@ -89,6 +89,13 @@ pub struct LogsArgs {
     /// Keep printing what the copy writes, until it ends (or Ctrl-C).
     #[arg(short = 'f', long)]
     follow: bool,
+    /// Read the log through the store from the agent of the copy's node, even if the data
+    /// directory holds it (the default when it does not: `logs` from another host).
+    #[arg(long)]
+    through_store: bool,
+    /// How long to wait for the agent's answer to each request.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = positive_duration)]
+    answer_timeout: Duration,
 }
 
 /// Where the store lives.
@@ -581,6 +588,11 @@ fn logs(a: &LogsArgs) -> anyhow::Result<String> {
             a.copy
         )));
     }
+    let local = copy_logs::log_path(&state, &a.copy);
+    let held = local.exists() || setpoint_runtime::retention::rotated(&local).exists();
+    if a.through_store || !held {
+        return logs_through_store(a);
+    }
     let Some(text) = copy_logs::read(&state, &a.copy, a.tail)? else {
         anyhow::bail!(BadInput(format!(
             "no log of copy '{}' in {}: accepted a copy of this data directory, as 'setpoint get copies' lists it (a log is removed a retention period after its copy ended)",
@@ -608,6 +620,50 @@ fn logs(a: &LogsArgs) -> anyhow::Result<String> {
             return Ok(String::new());
         }
         std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `logs` through the store: the agent of the copy's node reads its log for us
+/// (setpoint_runtime::log_requests), a chunk at a time.
+fn logs_through_store(a: &LogsArgs) -> anyhow::Result<String> {
+    use setpoint_runtime::log_requests::{LogReadError, LogReader, FOLLOW_POLL};
+    use std::io::Write as _;
+    let store = a.store.open_existing()?;
+    let bad = |e: LogReadError| -> anyhow::Error {
+        match e {
+            LogReadError::NoCopy(_)
+            | LogReadError::NoAgent { .. }
+            | LogReadError::Refused { .. } => BadInput(e.to_string()).into(),
+            e => e.into(),
+        }
+    };
+    let mut reader = LogReader::open(store.as_ref(), &a.copy, a.answer_timeout).map_err(bad)?;
+    let mut out = std::io::stdout().lock();
+    let mut from = 0;
+    let mut tail = a.tail.map(|t| t as u64);
+    let mut first = true;
+    loop {
+        let answer = reader.fetch(from, tail.take()).map_err(bad)?;
+        if answer.missing && first {
+            anyhow::bail!(BadInput(format!(
+                "no log of copy '{}' on node {}: accepted a copy as 'setpoint get copies' lists it (a log is removed a retention period after its copy ended)",
+                a.copy,
+                reader.node()
+            )));
+        }
+        first = false;
+        let bytes = answer.bytes().ok_or_else(|| {
+            anyhow::anyhow!("the agent of node {} sent damaged hex", reader.node())
+        })?;
+        out.write_all(&bytes).and_then(|()| out.flush())?;
+        from = answer.next();
+        let caught_up = from >= answer.len;
+        if caught_up && (!a.follow || !answer.running) {
+            return Ok(String::new());
+        }
+        if caught_up {
+            std::thread::sleep(FOLLOW_POLL);
+        }
     }
 }
 

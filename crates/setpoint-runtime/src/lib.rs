@@ -50,6 +50,8 @@
 //! - [`duration`]: durations with units (`150ms`, `15s`, `2m`).
 //! - [`retention`]: bounded history: event-log compaction, copy-log rotation and removal.
 //! - [`logs`]: reading a copy's output (`setpoint logs`).
+//! - [`log_requests`]: a copy's output read through the store from any host: the request and
+//!   answer records, their bounds, the asking side.
 //! - [`report_delay`]: a schedule of jittered report delays an agent gives its reports in turn.
 //! - [`rt`]: shutdown signal, blocking store calls, log lines.
 //! - [`machine`]: what the I/O-free state machines (controller host, agent) share: store
@@ -63,6 +65,7 @@ pub mod copies;
 pub mod duration;
 pub mod events;
 pub mod failpoint;
+pub mod log_requests;
 pub mod logs;
 pub mod machine;
 pub mod measure;

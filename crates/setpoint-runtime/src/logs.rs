@@ -44,6 +44,82 @@ pub fn read(state_dir: &Path, copy: &str, tail: Option<usize>) -> io::Result<Opt
     }))
 }
 
+/// A piece of a copy's log, as [`read_range`] reads it for a reader on another host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Range {
+    /// Where `bytes` start, in bytes from the start of the log's oldest kept part.
+    pub from: u64,
+    /// The bytes read.
+    pub bytes: Vec<u8>,
+    /// The log's length when read, in bytes, all kept parts together.
+    pub len: u64,
+}
+
+/// At most `max` bytes of `copy`'s log (its parts joined, the rotated part first, as [`read`]
+/// joins them) from byte `from`, or, with `tail`, from the start of its last `tail` lines.
+/// A `from` past the end means the log was rotated since: reading goes on from the start of
+/// the current part. `Ok(None)` if the copy has no log. Only what is returned is read (the
+/// tail's start is found in the last parts).
+pub fn read_range(
+    state_dir: &Path,
+    copy: &str,
+    from: u64,
+    tail: Option<usize>,
+    max: usize,
+) -> io::Result<Option<Range>> {
+    let path = log_path(state_dir, copy);
+    let parts = [crate::retention::rotated(&path), path];
+    let mut lens = [0u64; 2];
+    let mut found = false;
+    for (i, p) in parts.iter().enumerate() {
+        match std::fs::metadata(p) {
+            Ok(m) => (lens[i], found) = (m.len(), true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if !found {
+        return Ok(None);
+    }
+    let len = lens[0] + lens[1];
+    let start = match tail {
+        Some(n) => {
+            // Lines are found from the end; a tail is at most `max` bytes from it at first
+            // (the reader asks for the rest from where it stopped).
+            let window = (max as u64).saturating_mul(4).min(len);
+            let back = read_span(&parts, &lens, len - window, window as usize)?;
+            len - last_lines(&back, n).len() as u64
+        }
+        None if from > len => lens[0],
+        None => from,
+    };
+    let want = (len - start).min(max as u64) as usize;
+    Ok(Some(Range {
+        from: start,
+        bytes: read_span(&parts, &lens, start, want)?,
+        len,
+    }))
+}
+
+/// `want` bytes from `at` of the parts joined, whose lengths are `lens` (fewer if a part
+/// shrank meanwhile).
+fn read_span(parts: &[PathBuf; 2], lens: &[u64; 2], at: u64, want: usize) -> io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(want);
+    let mut base = 0;
+    let end = at + want as u64;
+    for (p, &l) in parts.iter().zip(lens) {
+        if at.max(base) < (base + l).min(end) {
+            let lo = at.max(base) - base;
+            let mut f = std::fs::File::open(p)?;
+            f.seek(SeekFrom::Start(lo))?;
+            f.take((base + l).min(end) - base - lo)
+                .read_to_end(&mut out)?;
+        }
+        base += l;
+    }
+    Ok(out)
+}
+
 /// The last `n` lines of `text` (a final line without a newline counts as a line).
 pub fn last_lines(text: &[u8], n: usize) -> &[u8] {
     if n == 0 {
@@ -134,5 +210,47 @@ mod tests {
         );
         assert_eq!(f.poll().unwrap(), b"");
         assert!(valid_copy_name("web-12") && !valid_copy_name("../x") && !valid_copy_name(""));
+    }
+
+    #[test]
+    fn a_range_reads_across_the_rotated_part_and_a_tail_starts_at_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+        let path = log_path(dir.path(), "w-0");
+        assert_eq!(read_range(dir.path(), "w-0", 0, None, 10).unwrap(), None);
+        std::fs::write(crate::retention::rotated(&path), "one\ntwo\n").unwrap();
+        std::fs::write(&path, "three\n").unwrap();
+        let all = read(dir.path(), "w-0", None).unwrap().unwrap();
+        // Every start and size against the joined text.
+        for from in 0..=all.len() as u64 {
+            for max in 0..=all.len() + 1 {
+                let r = read_range(dir.path(), "w-0", from, None, max)
+                    .unwrap()
+                    .unwrap();
+                let lo = from as usize;
+                let hi = (lo + max).min(all.len());
+                assert_eq!((r.from, &r.bytes[..], r.len), (from, &all[lo..hi], 14));
+            }
+        }
+        let t = read_range(dir.path(), "w-0", 0, Some(2), 100)
+            .unwrap()
+            .unwrap();
+        assert_eq!((t.from, &t.bytes[..]), (4, &b"two\nthree\n"[..]));
+        let t = read_range(dir.path(), "w-0", 0, Some(1), 3)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (t.from, &t.bytes[..]),
+            (8, &b"thr"[..]),
+            "a tail's first chunk is bounded"
+        );
+        let past = read_range(dir.path(), "w-0", 99, None, 100)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (past.from, &past.bytes[..]),
+            (8, &b"three\n"[..]),
+            "rotated since"
+        );
     }
 }

@@ -21,6 +21,7 @@
 //! - [`long_work`]: chaos --runs over its budget, no progress without a terminal, a chaos
 //!   search stopped by a signal printing what it has (issue 25).
 //! - [`lesson`]: golden lesson outputs, formats, exit codes and messages, plots and reports.
+//! - [`logs_remote`]: `logs COPY --store …` from a host without the files, on SQLite and etcd.
 //! - [`limits`]: the audit's corpus of inputs over the limits of docs/limits.md.
 //! - [`pictures`]: `-o` formats (SVG, PNG, HTML, stdout) and the shapes in the pictures.
 //! - [`schema_rules`]: docs/output.md held on every data command's JSON, CSV and table.
@@ -64,6 +65,7 @@ mod jitter_real;
 mod lab_cmd;
 mod lesson;
 mod limits;
+mod logs_remote;
 mod long_work;
 mod netns;
 mod ops_cmds;

@@ -455,7 +455,7 @@ fn logs_prints_tails_follows_rotates_and_history_is_removed_after_its_retention(
     assert_eq!(err.lines().count(), 1, "{err}");
     let bad = r.run(&["logs", "nobody-0"]);
     assert_eq!(bad.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("no log of copy 'nobody-0'"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no copy 'nobody-0' in the store"));
 }
 
 #[test]

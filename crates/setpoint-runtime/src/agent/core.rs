@@ -34,6 +34,7 @@ use super::kills::Kills;
 use super::lease::{Claimed, Fence, NodeLease};
 use super::life::{Life, Stage};
 use super::live::LiveRecords;
+use super::log_serving::LogServing;
 use super::logs::LogTending;
 use super::outbox::{Outbox, Purpose, Soonest};
 use super::recovery::{self, StateRead, StateReadOutcome};
@@ -68,6 +69,8 @@ pub struct AgentCore {
     sync: Sync,
     /// Kill requests being answered.
     kills: Kills,
+    /// Log requests being served.
+    log_serving: LogServing,
     /// Reports: observed, queued, written.
     reports: Reports,
     /// The live record.
@@ -90,6 +93,7 @@ impl AgentCore {
             copies: Supervisor::new(),
             sync: Sync::new(&cfg, now_ms),
             kills: Kills::default(),
+            log_serving: LogServing::default(),
             reports: Reports::new(now_ms),
             live: LiveRecords::default(),
             events: EventLog::default(),
@@ -189,6 +193,10 @@ impl AgentCore {
                 }
             }
             AgentInput::ProbeDone { copy, ok } => self.copies.on_probe_done(now, &copy, ok),
+            AgentInput::LogRead { key, read } => {
+                self.log_serving
+                    .on_read(now, key, read, &self.copies, &self.cfg, &mut self.out)
+            }
             AgentInput::Recovered(r) => {
                 if self.life.stage == Stage::Recovering {
                     self.on_recovered(now, r);
@@ -336,6 +344,10 @@ impl AgentCore {
                 self.sync.saw_own_write(&result);
                 self.kills.on_answered(&key, &result, &mut self.out);
             }
+            Purpose::LogAnswer { key } => {
+                self.sync.saw_own_write(&result);
+                self.log_serving.on_answered(&key, &result, &mut self.out);
+            }
             Purpose::CacheRead { lease } => {
                 self.sync
                     .on_cache_read(now, lease, result, &self.cfg, &mut self.out)
@@ -445,7 +457,7 @@ impl AgentCore {
     /// Acts on a read of the node's placements and kill requests.
     fn on_sync_read(&mut self, now: u64, read: Read) {
         self.copies.synced_to(read.revision);
-        let (assigned, kills) = self.sync.parse(read, &self.cfg, &mut self.out);
+        let (assigned, kills, logs) = self.sync.parse(read, &self.cfg, &mut self.out);
         let may_save = self.life.may_save();
         self.copies.sync(
             assigned,
@@ -457,6 +469,8 @@ impl AgentCore {
         );
         self.kills
             .carry_out(now, kills, &mut self.copies, &self.cfg, &mut self.out);
+        self.log_serving
+            .take(now, logs, &self.copies, &self.cfg, &mut self.out);
     }
 
     // ----- recovery -----
@@ -927,7 +941,7 @@ mod tests {
                     }));
                 }
                 AgentOutput::SaveState(s) => self.saved = Some(s),
-                AgentOutput::TendLogs { .. } => {}
+                AgentOutput::TendLogs { .. } | AgentOutput::ReadLog { .. } => {}
                 AgentOutput::Log(line) => self.log.push(format!("{now} {line}")),
                 AgentOutput::Stopped(r) => self.stopped = Some(r),
             }

@@ -254,6 +254,25 @@ impl Driver {
                 }
             }
             AgentOutput::TendLogs { running, sweep } => self.tend_logs(running, sweep),
+            AgentOutput::ReadLog {
+                key,
+                copy,
+                from,
+                tail,
+                max_bytes,
+            } => {
+                // The machine checked the name and the bounds; checked again before any path.
+                let read = if crate::logs::valid_copy_name(&copy) {
+                    let tail = tail.map(|t| usize::try_from(t).unwrap_or(usize::MAX));
+                    let max =
+                        usize::try_from(max_bytes.min(crate::log_requests::MAX_CHUNK)).unwrap_or(0);
+                    crate::logs::read_range(&self.cfg.state_dir, &copy, from, tail, max)
+                        .map_err(|e| e.to_string())
+                } else {
+                    Err(format!("'{copy}' is not a copy name"))
+                };
+                inputs.push_back(AgentInput::LogRead { key, read });
+            }
             AgentOutput::Log(line) => log(&self.who, line),
             AgentOutput::Stopped(end) => return Ok(Some(end)),
         }

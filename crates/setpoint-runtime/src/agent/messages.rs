@@ -81,6 +81,13 @@ pub enum AgentInput {
         /// Whether the command exited 0 (false also if it could not run).
         ok: bool,
     },
+    /// The range asked for by [`AgentOutput::ReadLog`]: `Ok(None)` if the copy has no log.
+    LogRead {
+        /// The request's key.
+        key: String,
+        /// What was read, or why it could not be.
+        read: Result<Option<crate::logs::Range>, String>,
+    },
     /// What the driver found, as asked by [`AgentOutput::Recover`].
     Recovered(Recovery),
     /// Stop: stop every copy, write a last report, give the name up.
@@ -158,6 +165,21 @@ pub enum AgentOutput {
         running: BTreeSet<String>,
         /// Whether to sweep ended copies' logs too.
         sweep: bool,
+    },
+    /// Read at most `max_bytes` of `copy`'s log from `from` (or its last `tail` lines) with
+    /// [`crate::logs::read_range`], then answer [`AgentInput::LogRead`] (a log request,
+    /// [`crate::log_requests`]). The copy name is checked.
+    ReadLog {
+        /// The request's key.
+        key: String,
+        /// The copy.
+        copy: String,
+        /// Where to start, in bytes.
+        from: u64,
+        /// Start at the last `tail` lines instead.
+        tail: Option<u64>,
+        /// The most bytes to read.
+        max_bytes: u64,
     },
     /// A log line.
     Log(String),

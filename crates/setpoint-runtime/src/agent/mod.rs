@@ -13,7 +13,8 @@
 //!   file's writes.
 //! - `sync.rs`: when and how assignments and kill requests are read; `watch_cache.rs`: their
 //!   watch cache on a store that pushes changes.
-//! - `kills.rs`: `setpoint kill` requests.
+//! - `kills.rs`: `setpoint kill` requests; `log_serving.rs`: `setpoint logs` requests from any
+//!   host ([`crate::log_requests`]).
 //! - `recovery.rs`: the read of the node's state, adoption and reaping after a restart
 //!   ([`recovery_from`]).
 //! - `reports.rs`: reports and the ledger's seen/unseen events; `live.rs`: `/live/{node}`.
@@ -36,6 +37,7 @@ mod kills;
 mod lease;
 mod life;
 mod live;
+mod log_serving;
 mod logs;
 mod messages;
 mod outbox;

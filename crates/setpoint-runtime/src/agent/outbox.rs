@@ -38,6 +38,8 @@ pub(super) enum Purpose {
     },
     /// The answer to the kill request at `key` ([`super::kills`]).
     KillAnswer { key: String },
+    /// The answer to the log request at `key` ([`super::log_serving`]).
+    LogAnswer { key: String },
     /// The watch cache's full read, under this lease ([`super::watch_cache`]).
     CacheRead { lease: LeaseId },
     /// The watch cache's watch ([`super::watch_cache`]).

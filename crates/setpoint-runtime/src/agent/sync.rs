@@ -18,7 +18,9 @@ use super::kills::Kill;
 use super::outbox::{Outbox, Purpose, Soonest};
 use super::watch_cache::{WatchCache, CACHE_RESYNC_MS};
 use super::AgentCoreConfig;
+use crate::log_requests::Asked;
 use crate::machine::{StoreReply, StoreRequest, StoreResult, WatchDelivery};
+use crate::model::keys::log_requests_of;
 use crate::model::{decode, placements_of, Assignment};
 use crate::remote;
 use crate::store::{Entry, LeaseId, Read, Revision, StoreError};
@@ -130,7 +132,11 @@ impl Sync {
         self.next_sync = now + cfg.sync_every_ms;
         if self.cache_serves(lease) {
             let node = &cfg.node;
-            let prefixes = [placements_of(node), remote::kills_of(node)];
+            let prefixes = [
+                placements_of(node),
+                remote::kills_of(node),
+                log_requests_of(node),
+            ];
             let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
             let read = self.cache.as_mut().and_then(|c| c.read(&refs));
             if let Some(read) = read {
@@ -143,7 +149,11 @@ impl Sync {
         }
         self.in_flight = true;
         let node = &cfg.node;
-        let prefixes = vec![placements_of(node), remote::kills_of(node)];
+        let prefixes = vec![
+            placements_of(node),
+            remote::kills_of(node),
+            log_requests_of(node),
+        ];
         out.send(
             now,
             StoreRequest::Read { prefixes },
@@ -207,7 +217,7 @@ impl Sync {
         read: Read,
         cfg: &AgentCoreConfig,
         out: &mut Outbox,
-    ) -> (Assigned, Vec<Kill>) {
+    ) -> (Assigned, Vec<Kill>, Vec<Asked>) {
         let node = &cfg.node;
         let placements = placements_of(node);
         let (placed, asked): (Vec<Entry>, Vec<Entry>) = read
@@ -217,7 +227,8 @@ impl Sync {
         let (assigned, forged) = self.parse_placed(&placed, node);
         self.log_refused(forged, out);
         let kills = remote::pending_kills(&asked, node);
-        (assigned, kills)
+        let logs = crate::log_requests::pending(&asked, node);
+        (assigned, kills, logs)
     }
 
     /// [`parse_assignments`], decoding only the entries that changed since the last sync.
@@ -399,7 +410,7 @@ mod tests {
         let mut sync = Sync::new(&cfg, 0);
         let mut out = Outbox::new();
         for round in 0..2 {
-            let (assigned, kills) = sync.parse(read_all(&store), &cfg, &mut out);
+            let (assigned, kills, _) = sync.parse(read_all(&store), &cfg, &mut out);
             assert_eq!(assigned.keys().collect::<Vec<_>>(), ["w-0"]);
             assert!(kills.is_empty());
             let lines = logs(&mut out);
@@ -525,7 +536,7 @@ mod tests {
         let read = sync
             .drive(50 + WATCH_SETTLE_MS, 1, &cfg, &mut out)
             .expect("served by the cache once the events settled");
-        let (assigned, _) = sync.parse(read, &cfg, &mut out);
+        let (assigned, _, _) = sync.parse(read, &cfg, &mut out);
         assert!(assigned.is_empty(), "w-3 is gone: {assigned:?}");
         assert!(out.drain().is_empty(), "no store read");
     }

@@ -45,7 +45,11 @@ impl WatchCache {
     /// An empty cache of `node`'s prefixes, to be read from `now`.
     pub(super) fn new(node: &str, now: u64) -> Self {
         Self {
-            core: CacheCore::new(&[&placements_of(node), &remote::kills_of(node)]),
+            core: CacheCore::new(&[
+                &placements_of(node),
+                &remote::kills_of(node),
+                &crate::model::keys::log_requests_of(node),
+            ]),
             watch: None,
             reading: false,
             retry_ms: now,

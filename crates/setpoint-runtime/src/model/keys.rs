@@ -78,6 +78,21 @@ pub fn loop_key(name: &str) -> String {
     format!("{LOOPS}{name}")
 }
 
+/// The key prefix of log requests: `setpoint logs` on any host asks the agent of the copy's
+/// node for a piece of its log ([`crate::log_requests`]).
+pub const LOG_REQUESTS: &str = "/logreq/";
+
+/// The prefix of the log requests addressed to `node`: its agent reads them with its
+/// placements.
+pub fn log_requests_of(node: &str) -> String {
+    format!("{LOG_REQUESTS}{node}/")
+}
+
+/// The key of log request `id` (one per `logs` command) addressed to `node`.
+pub fn log_request_key(node: &str, id: &str) -> String {
+    format!("{LOG_REQUESTS}{node}/{id}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

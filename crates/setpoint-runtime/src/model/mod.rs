@@ -12,6 +12,7 @@
 //! | `/leader` | [`Leader`], under the leader's lease | the controller holding the lease |
 //! | `/loops/{name}` | [`LoopRecord`](loop_record::LoopRecord): backoff and idle reason | the controller's passes, only when it changes |
 //! | `/nodes/{node}` | [`NodeRecord`](node::NodeRecord): the node's agent, under its lease | that agent ([`node`]) |
+//! | `/logreq/{node}/{id}` | [`LogRequest`](crate::log_requests::LogRequest): a piece of a copy's log asked for by `logs` on any host, then answered in place with the bytes, under the asker's lease | `logs` (the request), the node's agent (the answer) |
 //!
 //! A workload's *uid* is the `create_revision` of its key: deleting a workload and applying it
 //! again gives a new uid, so assignments left by the old one are recognised as orphans.
