@@ -60,6 +60,7 @@ pub mod batches;
 pub mod cache;
 pub mod controller;
 pub mod copies;
+pub mod copy_output;
 pub mod duration;
 pub mod events;
 pub mod failpoint;
