@@ -500,11 +500,12 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             }
             crate::inspect::watch(&a.watch, || {
                 let all = ops::get(&*store, a.workload.as_deref())?;
+                let problems = ops::problems(&*store)?;
                 let text = match a.format {
-                    Format::Json => {
-                        crate::output::json_with_schema(&serde_json::json!({ "workloads": all }))?
-                    }
-                    Format::Table => get_table(&all),
+                    Format::Json => crate::output::json_with_schema(
+                        &serde_json::json!({ "workloads": all, "problems": problems }),
+                    )?,
+                    Format::Table => get_table(&all) + &problem_lines(&problems),
                     Format::Csv => crate::records::csv(
                         &crate::records::get_records(&all),
                         crate::records::GET_KEYS,
@@ -578,9 +579,10 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             let store = a.store.open_read_only()?;
             crate::inspect::watch(&a.watch, || {
                 let s = ops::status(&*store)?;
+                let problems = ops::problems(&*store)?;
                 let text = match a.format {
                     Format::Json => crate::output::json_with_schema(&s)?,
-                    Format::Table => status_table(&s),
+                    Format::Table => status_table(&s) + &problem_lines(&problems),
                     Format::Csv => crate::records::csv(
                         &crate::records::status_records(&s),
                         crate::records::STATUS_KEYS,
@@ -590,6 +592,14 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             })
         }
     }
+}
+
+/// One line per stored record left out as a problem: `problem {key}: {reason}`.
+fn problem_lines(problems: &std::collections::BTreeMap<String, String>) -> String {
+    problems
+        .iter()
+        .map(|(k, r)| format!("problem {k}: {r}\n"))
+        .collect()
 }
 
 fn logs(a: &LogsArgs) -> anyhow::Result<String> {

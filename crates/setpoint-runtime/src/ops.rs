@@ -252,6 +252,12 @@ fn loop_status(
     (idle, backoff)
 }
 
+/// The stored records that did not decode or broke a rule ([`crate::model::trust`]), by key, with
+/// the reason: what `get` and `status` show beside the workloads, which they leave out.
+pub fn problems(store: &dyn Store) -> Result<std::collections::BTreeMap<String, String>, OpError> {
+    Ok(Snapshot::load(store)?.problems)
+}
+
 /// What `get` shows: every workload, or one.
 pub fn get(store: &dyn Store, name: Option<&str>) -> Result<Vec<WorkloadStatus>, OpError> {
     let snapshot = Snapshot::load(store)?;

@@ -250,6 +250,71 @@ fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
     })
 }
 
+/// Checks a declaration read back from the store by the rules [`parse_workloads`] checks on the
+/// way in: a record written straight into the store (not through `apply`) that breaks one is
+/// refused the same way, so `copies = 10000000` cannot make a pass's work unbounded, nor
+/// `period_ms = 0` a hot loop. The reason names the field and what is accepted.
+pub fn check_stored(w: &WorkloadSpec) -> Result<(), String> {
+    check_name(&w.name).map_err(|r| format!("name: {r}"))?;
+    rules::check_env(&w.env).map_err(|r| format!("env: {r}"))?;
+    rules::check_command(&w.command, &w.env).map_err(|r| format!("command: {r}"))?;
+    if let Some(r) = &w.readiness {
+        rules::check_command(r, &w.env).map_err(|r| format!("readiness: {r}"))?;
+    }
+    if w.copies > MAX_COPIES {
+        return Err(format!(
+            "copies: {} is out of range: accepted 0 to {MAX_COPIES}",
+            w.copies
+        ));
+    }
+    let min = MIN_PERIOD.as_millis() as u64;
+    if w.period_ms < min {
+        return Err(format!(
+            "period_ms: {} is too short: accepted at least {min}",
+            w.period_ms
+        ));
+    }
+    let day = crate::model::backoff::MAX_INITIAL_MS;
+    let b = &w.backoff;
+    if b.initial_ms == 0 || b.initial_ms > day || b.max_ms < b.initial_ms || b.max_ms > day {
+        return Err(format!(
+            "backoff: initial {}ms, max {}ms are out of range: accepted initial 1ms to 24h and max from initial to 24h",
+            b.initial_ms, b.max_ms
+        ));
+    }
+    if b.reset_ms == 0 {
+        return Err("backoff: reset 0 is out of range: accepted at least 1ms".into());
+    }
+    let r = &w.rollout;
+    for (field, a) in [
+        ("max_surge", r.max_surge),
+        ("max_unavailable", r.max_unavailable),
+    ] {
+        let ok = match a {
+            Amount::Copies(n) => n <= MAX_COPIES,
+            Amount::Percent(p) => p <= 100,
+        };
+        if !ok {
+            return Err(format!(
+                "rollout.{field}: {a:?} is out of range: accepted 0 to {MAX_COPIES} copies or 0% to 100%"
+            ));
+        }
+    }
+    if r.max_surge.is_zero() && r.max_unavailable.is_zero() {
+        return Err(
+            "rollout: max_surge and max_unavailable are both 0: accepted at least one above 0"
+                .into(),
+        );
+    }
+    if !(1_000..=day).contains(&r.progress_deadline_ms) {
+        return Err(format!(
+            "rollout.progress_deadline_ms: {} is out of range: accepted 1000 to {day}",
+            r.progress_deadline_ms
+        ));
+    }
+    Ok(())
+}
+
 /// Reads `rollout = { max_surge, max_unavailable, progress_deadline }`: each budget a number of
 /// copies (0 to 10000) or a percentage (`"25%"`, 0 to 100), not both 0; the deadline from 1s to
 /// 24h.

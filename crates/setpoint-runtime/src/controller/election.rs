@@ -125,21 +125,40 @@ pub(super) fn lease_ended(event: &WatchEvent) -> bool {
     }
 }
 
-/// Whether a read of `/leader` shows it held.
+/// Whether a read of `/leader` shows it held: a record under a lease. One under none (written
+/// straight into the store) is no controller's and is not a leader ([`forged`]).
 pub(super) fn held(read: &Read) -> bool {
-    read.entries.iter().any(|e| e.key == LEADER)
+    read.entries
+        .iter()
+        .any(|e| e.key == LEADER && e.lease.is_some())
+}
+
+/// The `mod_revision` of a lease-less `/leader` in `read`, which a claim replaces (compared, so
+/// that only that value is); 0 if there is none.
+pub(super) fn forged(read: &Read) -> Revision {
+    read.entries
+        .iter()
+        .find(|e| e.key == LEADER && e.lease.is_none())
+        .map_or(0, |e| e.mod_revision)
 }
 
 /// The creation of `/leader` under `lease`, compared against its absence: who holds it, since
 /// when on the store's clock (`acquired_ms`, at the read that found it free), for how long.
-pub(super) fn claim(holder: &str, acquired_ms: u64, ttl_ms: u64, lease: LeaseId) -> Txn {
+/// `replaces` is the `mod_revision` of a forged, lease-less `/leader` to overwrite (0: none).
+pub(super) fn claim(
+    holder: &str,
+    acquired_ms: u64,
+    ttl_ms: u64,
+    lease: LeaseId,
+    replaces: Revision,
+) -> Txn {
     let record = Leader {
         holder: holder.to_owned(),
         acquired_ms,
         ttl_ms,
     };
     Txn::new()
-        .expect(LEADER, 0)
+        .expect(LEADER, replaces)
         .put_leased(LEADER, encode(&record), lease)
 }
 
@@ -284,7 +303,7 @@ mod tests {
     fn a_claim_creates_leader_only_if_absent_and_under_the_lease() {
         let store = MemoryStore::new();
         let lease = store.grant(std::time::Duration::from_secs(30)).unwrap();
-        let txn = claim("c1", 1_234, 3_000, lease);
+        let txn = claim("c1", 1_234, 3_000, lease, 0);
         assert!(
             matches!(&txn.ops[..], [Op::Put { key, lease: Some(l), .. }] if key == LEADER && *l == lease)
         );
@@ -300,7 +319,7 @@ mod tests {
         // A second claim loses: /leader exists.
         let other = store.grant(std::time::Duration::from_secs(30)).unwrap();
         assert!(store
-            .commit(&claim("c2", 0, 3_000, other))
+            .commit(&claim("c2", 0, 3_000, other, 0))
             .unwrap_err()
             .is_conflict());
         store.revoke(lease).unwrap();

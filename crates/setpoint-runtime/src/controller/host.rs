@@ -148,9 +148,12 @@ enum Awaiting {
     FollowWatch,
     /// `acquired_ms` is the store's clock at the read of `/leader`, `asked_ms` this host's when
     /// it asked for the lease: the lease can end no earlier than a TTL after that.
+    /// `replaces` is the `mod_revision` of a lease-less (forged) `/leader` the claim replaces,
+    /// 0 if it was absent.
     Grant {
         acquired_ms: u64,
         asked_ms: u64,
+        replaces: Revision,
     },
     Create {
         lease: LeaseId,
@@ -226,6 +229,9 @@ pub struct Host {
     /// The last snapshot a pass or a collection read: values unchanged since are taken from it
     /// instead of decoded again ([`Snapshot::from_read_reusing`]).
     memo: Option<Snapshot>,
+    /// The problems of stored records last logged, by key ([`crate::model::trust`]): each is
+    /// logged once, and again only when its reason changes.
+    problems_said: BTreeMap<String, String>,
 }
 
 impl Host {
@@ -241,6 +247,7 @@ impl Host {
             term: 1,
             pending: BTreeMap::new(),
             memo: None,
+            problems_said: BTreeMap::new(),
             role: Role::Follow(Follower::new(now_ms)),
             failing: false,
             store_offset: 0,
@@ -564,7 +571,8 @@ impl Host {
             Awaiting::Grant {
                 acquired_ms,
                 asked_ms,
-            } => self.on_grant(result, acquired_ms, asked_ms),
+                replaces,
+            } => self.on_grant(result, acquired_ms, asked_ms, replaces),
             Awaiting::Create { lease, asked_ms } => self.on_create(result, lease, asked_ms),
             Awaiting::Discard => {}
             Awaiting::KeepAlive { sent_ms } => self.on_keep_alive(result, sent_ms),
@@ -665,7 +673,8 @@ impl Host {
                 self.standby();
                 self.watch_leader(read.revision);
             }
-            Ok((_, now_ms)) => {
+            Ok((read, now_ms)) => {
+                let replaces = election::forged(&read);
                 let ttl = self.cfg.controller.lease_ttl;
                 self.send(
                     StoreRequest::Grant { ttl },
@@ -673,6 +682,7 @@ impl Host {
                     Awaiting::Grant {
                         acquired_ms: now_ms,
                         asked_ms: self.now,
+                        replaces,
                     },
                 );
             }
@@ -705,11 +715,18 @@ impl Host {
         }
     }
 
-    fn on_grant(&mut self, result: StoreResult, acquired_ms: u64, asked_ms: u64) {
+    fn on_grant(
+        &mut self,
+        result: StoreResult,
+        acquired_ms: u64,
+        asked_ms: u64,
+        replaces: Revision,
+    ) {
         match result {
             Ok(StoreReply::Granted(lease)) => {
                 let c = &self.cfg.controller;
-                let txn = election::claim(&c.holder, acquired_ms, self.cfg.ttl_ms(), lease);
+                let txn =
+                    election::claim(&c.holder, acquired_ms, self.cfg.ttl_ms(), lease, replaces);
                 self.send(
                     StoreRequest::Commit(txn),
                     Purpose::Election,
@@ -1005,10 +1022,8 @@ impl Host {
         if let Some(l) = self.lead() {
             l.declarations.read_at(revision);
         }
-        let (declared, errors) = schedule::declared(&read, self.memo.as_ref());
-        for line in errors {
-            self.log(None, line);
-        }
+        let (declared, problems) = schedule::declared(&read, self.memo.as_ref());
+        self.say_problems(&problems, Some(crate::model::WORKLOADS));
         let now = self.now;
         let wake_on_change = self.cfg.controller.wake_on_change;
         let mut gen = self.next_gen;
@@ -1217,8 +1232,37 @@ impl Host {
     /// caller keeps the new one as the memo).
     fn snapshot_of(&mut self, result: StoreResult) -> Result<Snapshot, StoreError> {
         let earlier = self.memo.take();
-        read_of(result)
-            .and_then(|(read, now_ms)| Snapshot::from_read_reusing(&read, now_ms, earlier))
+        let s = read_of(result)
+            .and_then(|(read, now_ms)| Snapshot::from_read_reusing(&read, now_ms, earlier));
+        if let Ok(s) = &s {
+            self.say_problems(&s.problems, None);
+        }
+        s
+    }
+
+    /// Logs each problem of `problems` not logged yet with that reason, and each key logged
+    /// before that is not a problem any more; only keys under `prefix`, if given, are compared.
+    fn say_problems(&mut self, problems: &BTreeMap<String, String>, prefix: Option<&str>) {
+        let mut lines = Vec::new();
+        for (k, r) in problems {
+            if self.problems_said.get(k) != Some(r) {
+                lines.push(format!("ignored {k}: {r}"));
+                self.problems_said.insert(k.clone(), r.clone());
+            }
+        }
+        let gone: Vec<String> = self
+            .problems_said
+            .keys()
+            .filter(|k| prefix.is_none_or(|p| k.starts_with(p)) && !problems.contains_key(*k))
+            .cloned()
+            .collect();
+        for k in gone {
+            self.problems_said.remove(&k);
+            lines.push(format!("{k} is no longer a problem"));
+        }
+        for line in lines {
+            self.log(None, line);
+        }
     }
 
     // ---- garbage collection ----

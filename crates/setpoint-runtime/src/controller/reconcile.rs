@@ -607,6 +607,11 @@ pub fn plan_gc(
     let (mut parts, mut part_copies) = (Vec::new(), Vec::new());
     let mut gone = Vec::new();
     for (key, a) in &snapshot.assignments {
+        // A workload refused for a problem in its own records is not gone: its declaration
+        // may be the record that failed, so its assignments are no orphans.
+        if snapshot.refused.contains(&a.value.workload) {
+            continue;
+        }
         let owner = snapshot.workloads.get(&a.value.workload);
         let orphan = if ignore_owner_uid {
             owner.is_none()
@@ -641,6 +646,9 @@ pub fn plan_gc(
     // A loop record (backoff, idle reason, rollout) outlives nothing it belonged to.
     let mut stale_loops = false;
     for (name, rec) in &snapshot.loops {
+        if snapshot.refused.contains(name) {
+            continue;
+        }
         let owner = snapshot.workloads.get(name);
         if owner.is_none_or(|w| w.create_revision != rec.value.uid) {
             let key = loops::loop_key(name);

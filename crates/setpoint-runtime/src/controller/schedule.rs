@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use setpoint_core::{Action, Controller, ControllerKind, Expectations, ExpectationsConfig};
 
 use super::reconcile::PassReport;
-use crate::model::{decode, Snapshot, Stored, WorkloadSpec, WORKLOADS};
+use crate::model::{Snapshot, Stored, WorkloadSpec, WORKLOADS};
 use crate::store::{Read, Revision};
 
 /// How many attempts a pass makes before a conflict makes it give up until its next round.
@@ -277,9 +277,12 @@ impl Declarations {
 pub(super) fn declared(
     read: &Read,
     memo: Option<&Snapshot>,
-) -> (BTreeMap<String, Stored<WorkloadSpec>>, Vec<String>) {
+) -> (
+    BTreeMap<String, Stored<WorkloadSpec>>,
+    BTreeMap<String, String>,
+) {
     let mut declared = BTreeMap::new();
-    let mut errors = Vec::new();
+    let mut errors = BTreeMap::new();
     for e in &read.entries {
         let unchanged = e
             .key
@@ -287,11 +290,13 @@ pub(super) fn declared(
             .and_then(|name| memo?.workloads.get(name))
             .filter(|w| w.mod_revision == e.mod_revision)
             .cloned();
-        match unchanged.map_or_else(|| decode::<WorkloadSpec>(e), Ok) {
+        match unchanged.map_or_else(|| crate::model::snapshot::checked::<WorkloadSpec>(e), Ok) {
             Ok(w) => {
                 declared.insert(w.value.name.clone(), w);
             }
-            Err(err) => errors.push(err.to_string()),
+            Err(reason) => {
+                errors.insert(e.key.clone(), reason);
+            }
         }
     }
     (declared, errors)

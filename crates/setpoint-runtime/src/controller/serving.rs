@@ -23,6 +23,8 @@ use crate::store::{Change, Op, Read, Revision, StoreError, Txn};
 
 /// How the watch cache answered a request.
 #[derive(Debug)]
+// A served value is built once and moved straight to its pass: boxing the snapshot buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Served {
     /// The reply the store would have given.
     Reply(StoreReply),

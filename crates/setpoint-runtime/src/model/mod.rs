@@ -28,6 +28,8 @@
 //! - [`node`]: node identity and liveness: the node record, operators' confirmations that a node
 //!   is gone ([`node::forget`]), the data-directory lock.
 //! - [`loop_record`]: a workload loop's record (backoff, idle reason, rollout).
+//! - [`trust`]: the checks every record read back from the store passes at its decode (the
+//!   rules of `apply` and of the key it sits at); a record that fails is a [`trust::Problem`].
 //! - [`snapshot`]: [`Snapshot`], everything a pass or an operation reads at one revision.
 //! - [`view`]: the ledger a pass reads ([`WorkloadView`], a [`setpoint_core::LedgerView`]).
 //! - [`rollout`]: rolling updates under surge and unavailability budgets (I/O-free).
@@ -44,6 +46,7 @@ pub mod node;
 pub mod records;
 pub mod rollout;
 pub mod snapshot;
+pub mod trust;
 pub mod view;
 
 pub use keys::{

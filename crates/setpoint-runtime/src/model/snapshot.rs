@@ -2,7 +2,7 @@
 //! ([`Snapshot`]), and how it is built from a read, reusing an earlier snapshot's unchanged
 //! values.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::de::DeserializeOwned;
 
@@ -10,6 +10,7 @@ use super::keys::{ASSIGNMENTS, COUNTERS, FORGOTTEN, LEADER, LOOPS, NODES, REPORT
 use super::loop_record::LoopRecord;
 use super::node::{Forgotten, NodeRecord};
 use super::records::{decode, Assignment, Counter, Leader, NodeReport, Stored, WorkloadSpec};
+use super::trust::{workload_of, Trusted};
 use crate::store::{Entry, Read, Revision, Store, StoreError};
 
 /// Everything a pass or an operation reads, at one revision.
@@ -35,6 +36,23 @@ pub struct Snapshot {
     pub nodes: BTreeMap<String, Stored<NodeRecord>>,
     /// Operators' confirmations that lost nodes' copies ended, by node ([`crate::model::node::forget`]).
     pub forgotten: BTreeMap<String, Stored<Forgotten>>,
+    /// The records that did not decode or broke a rule ([`crate::model::trust`]), by key, with
+    /// the reason: left out of the maps above.
+    pub problems: BTreeMap<String, String>,
+    /// The workloads refused because one of their own records is a problem (their declaration,
+    /// counter, loop record or an assignment): left out of `workloads`, so no pass runs for
+    /// them, and garbage collection leaves their assignments alone.
+    pub refused: BTreeSet<String>,
+}
+
+/// Decodes `e` and checks it ([`Trusted`]): the record, or the reason it is a problem.
+pub fn checked<T: DeserializeOwned + Trusted>(e: &Entry) -> Result<Stored<T>, String> {
+    let v = decode::<T>(e).map_err(|err| match err {
+        StoreError::Corrupt { reason, .. } => format!("not a valid record: {reason}"),
+        other => other.to_string(),
+    })?;
+    v.value.check(e)?;
+    Ok(v)
 }
 
 impl Snapshot {
@@ -88,21 +106,27 @@ impl Snapshot {
     ) -> Result<Self, StoreError> {
         /// Brings `map` up to `e` in place: an unchanged value stays, a changed one is decoded,
         /// a new one added; `seen` collects the names read, in order.
-        fn take<'a, T: DeserializeOwned>(
+        fn take<'a, T: DeserializeOwned + Trusted>(
             map: &mut BTreeMap<String, Stored<T>>,
             seen: &mut Vec<&'a str>,
+            problems: &mut BTreeMap<String, String>,
             name: &'a str,
             e: &Entry,
-        ) -> Result<(), StoreError> {
+        ) {
             match map.get_mut(name) {
                 Some(s) if s.mod_revision == e.mod_revision => {}
-                Some(s) => *s = decode(e)?,
-                None => {
-                    map.insert(name.to_owned(), decode(e)?);
-                }
+                _ => match checked(e) {
+                    Ok(v) => {
+                        map.insert(name.to_owned(), v);
+                    }
+                    Err(reason) => {
+                        map.remove(name);
+                        problems.insert(e.key.clone(), reason);
+                        return;
+                    }
+                },
             }
             seen.push(name);
-            Ok(())
         }
         /// Drops from `map` the names the read did not show.
         fn sweep<T>(map: &mut BTreeMap<String, Stored<T>>, seen: &mut [&str]) {
@@ -119,6 +143,8 @@ impl Snapshot {
             });
         }
         let mut s = earlier.unwrap_or_default();
+        s.problems.clear();
+        s.refused.clear();
         s.revision = revision;
         s.now_ms = now_ms;
         let mut seen: [Vec<&'a str>; 7] = Default::default();
@@ -126,27 +152,44 @@ impl Snapshot {
         let mut leader_seen = false;
         for e in entries {
             let key = e.key.as_str();
+            let p = &mut s.problems;
             if let Some(name) = key.strip_prefix(WORKLOADS) {
-                take(&mut s.workloads, &mut seen[0], name, e)?;
+                take(&mut s.workloads, &mut seen[0], p, name, e);
             } else if let Some(name) = key.strip_prefix(COUNTERS) {
-                take(&mut s.counters, &mut seen[1], name, e)?;
+                take(&mut s.counters, &mut seen[1], p, name, e);
             } else if key.starts_with(ASSIGNMENTS) {
-                take(&mut s.assignments, &mut seen[2], key, e)?;
+                take(&mut s.assignments, &mut seen[2], p, key, e);
             } else if let Some(node) = key.strip_prefix(REPORTS) {
-                take(&mut s.reports, &mut seen[3], node, e)?;
+                take(&mut s.reports, &mut seen[3], p, node, e);
             } else if key == LEADER {
                 leader = match leader.take() {
                     Some(l) if l.mod_revision == e.mod_revision => Some(l),
-                    _ => Some(decode(e)?),
+                    _ => match checked(e) {
+                        Ok(l) => Some(l),
+                        Err(reason) => {
+                            p.insert(e.key.clone(), reason);
+                            None
+                        }
+                    },
                 };
                 leader_seen = true;
             } else if let Some(name) = key.strip_prefix(LOOPS) {
-                take(&mut s.loops, &mut seen[4], name, e)?;
+                take(&mut s.loops, &mut seen[4], p, name, e);
             } else if let Some(node) = key.strip_prefix(NODES) {
-                take(&mut s.nodes, &mut seen[5], node, e)?;
+                take(&mut s.nodes, &mut seen[5], p, node, e);
             } else if let Some(node) = key.strip_prefix(FORGOTTEN) {
-                take(&mut s.forgotten, &mut seen[6], node, e)?;
+                take(&mut s.forgotten, &mut seen[6], p, node, e);
             }
+        }
+        // A problem in a workload's own records refuses that workload: without its counter a
+        // pass would give names again, without an assignment it would count a copy too few.
+        for key in s.problems.keys() {
+            if let Some(name) = key.strip_prefix(WORKLOADS).or_else(|| workload_of(key)) {
+                s.refused.insert(name.to_owned());
+            }
+        }
+        for name in &s.refused {
+            s.workloads.remove(name);
         }
         s.leader = if leader_seen { leader } else { None };
         sweep(&mut s.workloads, &mut seen[0]);
@@ -157,6 +200,14 @@ impl Snapshot {
         sweep(&mut s.nodes, &mut seen[5]);
         sweep(&mut s.forgotten, &mut seen[6]);
         Ok(s)
+    }
+
+    /// The problems of this snapshot as lines, `{key}: {reason}`, in key order.
+    pub fn problem_lines(&self) -> Vec<String> {
+        self.problems
+            .iter()
+            .map(|(k, r)| format!("{k}: {r}"))
+            .collect()
     }
 
     /// Whether `node` is live: its agent holds its lease (`/nodes/{node}` exists). A node is
@@ -227,35 +278,116 @@ mod tests {
         store.commit(&txn).unwrap();
     }
 
-    /// The oracle: every entry decoded into its map, one after another, the first value that
-    /// does not decode failing it.
+    /// The oracle: every entry decoded and checked into its map, one after another; one that
+    /// fails is a problem and left out, and refuses its workload.
     fn decoded_afresh(read: &Read, now_ms: u64) -> Result<Snapshot, StoreError> {
         let mut s = Snapshot {
             revision: read.revision,
             now_ms,
             ..Snapshot::default()
         };
-        for e in &read.entries {
-            let k = e.key.as_str();
-            if let Some(n) = k.strip_prefix(WORKLOADS) {
-                s.workloads.insert(n.into(), decode(e)?);
-            } else if let Some(n) = k.strip_prefix(COUNTERS) {
-                s.counters.insert(n.into(), decode(e)?);
-            } else if k.starts_with(ASSIGNMENTS) {
-                s.assignments.insert(k.into(), decode(e)?);
-            } else if let Some(n) = k.strip_prefix(REPORTS) {
-                s.reports.insert(n.into(), decode(e)?);
-            } else if k == LEADER {
-                s.leader = Some(decode(e)?);
-            } else if let Some(n) = k.strip_prefix(LOOPS) {
-                s.loops.insert(n.into(), decode(e)?);
-            } else if let Some(n) = k.strip_prefix(NODES) {
-                s.nodes.insert(n.into(), decode(e)?);
-            } else if let Some(n) = k.strip_prefix(FORGOTTEN) {
-                s.forgotten.insert(n.into(), decode(e)?);
+        fn put<T: DeserializeOwned + Trusted>(
+            m: &mut BTreeMap<String, Stored<T>>,
+            p: &mut BTreeMap<String, String>,
+            n: &str,
+            e: &Entry,
+        ) {
+            match checked(e) {
+                Ok(v) => {
+                    m.insert(n.into(), v);
+                }
+                Err(r) => {
+                    p.insert(e.key.clone(), r);
+                }
             }
         }
+        for e in &read.entries {
+            let k = e.key.as_str();
+            let p = &mut s.problems;
+            if let Some(n) = k.strip_prefix(WORKLOADS) {
+                put(&mut s.workloads, p, n, e);
+            } else if let Some(n) = k.strip_prefix(COUNTERS) {
+                put(&mut s.counters, p, n, e);
+            } else if k.starts_with(ASSIGNMENTS) {
+                put(&mut s.assignments, p, k, e);
+            } else if let Some(n) = k.strip_prefix(REPORTS) {
+                put(&mut s.reports, p, n, e);
+            } else if k == LEADER {
+                s.leader = checked(e).map_err(|r| p.insert(e.key.clone(), r)).ok();
+            } else if let Some(n) = k.strip_prefix(LOOPS) {
+                put(&mut s.loops, p, n, e);
+            } else if let Some(n) = k.strip_prefix(NODES) {
+                put(&mut s.nodes, p, n, e);
+            } else if let Some(n) = k.strip_prefix(FORGOTTEN) {
+                put(&mut s.forgotten, p, n, e);
+            }
+        }
+        for k in s.problems.keys() {
+            if let Some(n) = k.strip_prefix(WORKLOADS).or_else(|| workload_of(k)) {
+                s.refused.insert(n.to_owned());
+            }
+        }
+        for n in &s.refused {
+            s.workloads.remove(n);
+        }
         Ok(s)
+    }
+
+    #[test]
+    fn a_bad_record_is_a_problem_of_its_key_and_refuses_only_its_own_workload() {
+        let store = crate::store::MemoryStore::new();
+        let spec = |name: &str| WorkloadSpec {
+            name: name.into(),
+            command: vec!["sleep".into(), "60".into()],
+            copies: 1,
+            controller: setpoint_core::ControllerKind::Intent,
+            period_ms: 100,
+            startup_ms: 0,
+            readiness: None,
+            grace_ms: 0,
+            env: Default::default(),
+            backoff: Default::default(),
+            rollout: Default::default(),
+            generation: 0,
+        };
+        let mut many = spec("many");
+        many.copies = 10_000_000;
+        let mut hot = spec("hot");
+        hot.period_ms = 1;
+        let txn = Txn::new()
+            .put("/workloads/good", encode(&spec("good")))
+            .put("/workloads/wrap", encode(&spec("wrap")))
+            .put("/counters/wrap", r#"{"next":18446744073709551615}"#)
+            .put("/workloads/many", encode(&many))
+            .put("/workloads/hot", encode(&hot))
+            .put("/workloads/evil", "{not json")
+            .put("/reports/n9", "[]")
+            .put(LEADER, encode(&Leader { holder: "forged".into(), acquired_ms: 0, ttl_ms: 1 }))
+            .put("/nodes/phantom", r#"{"node":"phantom","host":"h","place":"p","agent_pid":1,"acquired_ms":0,"ttl_ms":1,"report_every_ms":1}"#);
+        store.commit(&txn).unwrap();
+        let s = Snapshot::load(&store).unwrap();
+        assert_eq!(s.workloads.keys().collect::<Vec<_>>(), ["good"]);
+        let keys: Vec<&str> = s.problems.keys().map(|k| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "/counters/wrap",
+                "/leader",
+                "/nodes/phantom",
+                "/reports/n9",
+                "/workloads/evil",
+                "/workloads/hot",
+                "/workloads/many"
+            ]
+        );
+        assert!(s.leader.is_none() && s.nodes.is_empty() && s.reports.is_empty());
+        assert!(
+            s.problems["/workloads/many"].contains("accepted 0 to 10000"),
+            "{:?}",
+            s.problems
+        );
+        assert!(s.problems["/counters/wrap"].contains("out of range"));
+        assert!(s.refused.contains("wrap") && s.refused.contains("evil"));
     }
 
     proptest::proptest! {
