@@ -348,6 +348,7 @@ mod tests {
             env: Default::default(),
             backoff: Default::default(),
             rollout: Default::default(),
+            restart: Default::default(),
             generation: 0,
         };
         let mut many = spec("many");
