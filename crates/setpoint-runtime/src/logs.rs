@@ -66,7 +66,7 @@ pub struct Range {
     pub len: u64,
 }
 
-/// At most `max` bytes of `copy`'s log (its kept parts joined, oldest first, as [`read`]
+/// At most `max` bytes of `copy`'s log (its parts joined, the rotated part first, as [`read`]
 /// joins them) from byte `from`, or, with `tail`, from the start of its last `tail` lines.
 /// A `from` past the end means the log was rotated since: reading goes on from the start of
 /// the current part. `Ok(None)` if the copy has no log. Only what is returned is read (the
@@ -79,17 +79,8 @@ pub fn read_range(
     max: usize,
 ) -> io::Result<Option<Range>> {
     let path = log_path(state_dir, copy);
-    // The kept parts, oldest first: `.log.N … .log.1`, then `.log`, as [`read`] joins them.
-    let older = (1..MAX_OLDER)
-        .take_while(|&n| crate::copy_output::numbered(&path, n).exists())
-        .last()
-        .unwrap_or(0);
-    let mut parts: Vec<PathBuf> = (1..=older)
-        .rev()
-        .map(|n| crate::copy_output::numbered(&path, n))
-        .collect();
-    parts.push(path);
-    let mut lens = vec![0u64; parts.len()];
+    let parts = [crate::retention::rotated(&path), path];
+    let mut lens = [0u64; 2];
     let mut found = false;
     for (i, p) in parts.iter().enumerate() {
         match std::fs::metadata(p) {
@@ -101,7 +92,7 @@ pub fn read_range(
     if !found {
         return Ok(None);
     }
-    let len: u64 = lens.iter().sum();
+    let len = lens[0] + lens[1];
     let start = match tail {
         Some(n) => {
             // Lines are found from the end; a tail is at most `max` bytes from it at first
@@ -110,8 +101,7 @@ pub fn read_range(
             let back = read_span(&parts, &lens, len - window, window as usize)?;
             len - last_lines(&back, n).len() as u64
         }
-        // Rotated since: go on from the start of the newest part.
-        None if from > len => len - lens[lens.len() - 1],
+        None if from > len => lens[0],
         None => from,
     };
     let want = (len - start).min(max as u64) as usize;
@@ -124,7 +114,7 @@ pub fn read_range(
 
 /// `want` bytes from `at` of the parts joined, whose lengths are `lens` (fewer if a part
 /// shrank meanwhile).
-fn read_span(parts: &[PathBuf], lens: &[u64], at: u64, want: usize) -> io::Result<Vec<u8>> {
+fn read_span(parts: &[PathBuf; 2], lens: &[u64; 2], at: u64, want: usize) -> io::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(want);
     let mut base = 0;
     let end = at + want as u64;
@@ -311,23 +301,5 @@ mod tests {
             (8, &b"three\n"[..]),
             "rotated since"
         );
-        // Three kept parts, `.log.2` oldest: every start and size against `read`'s join.
-        std::fs::write(crate::copy_output::numbered(&path, 2), "zero\n").unwrap();
-        let all = read(dir.path(), "w-0", None).unwrap().unwrap();
-        assert_eq!(all, b"zero\none\ntwo\nthree\n");
-        for from in 0..=all.len() as u64 {
-            for max in 0..=all.len() + 1 {
-                let r = read_range(dir.path(), "w-0", from, None, max)
-                    .unwrap()
-                    .unwrap();
-                let lo = from as usize;
-                let hi = (lo + max).min(all.len());
-                assert_eq!((r.from, &r.bytes[..], r.len), (from, &all[lo..hi], 19));
-            }
-        }
-        let past = read_range(dir.path(), "w-0", 99, None, 100)
-            .unwrap()
-            .unwrap();
-        assert_eq!(past.from, 13, "rotated since: the newest part's start");
     }
 }
