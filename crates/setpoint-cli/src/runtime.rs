@@ -192,14 +192,10 @@ pub struct AgentFlags {
     /// How often the agent reads its assignments.
     #[arg(long, default_value = "100ms", value_name = "DURATION", value_parser = positive_duration)]
     pub sync_every: Duration,
-    /// A copy's log file (`{data-dir}/nodes/logs/COPY.log`) is renamed to `COPY.log.1` before
-    /// it passes this size: bytes, or with a unit KiB, MiB, GiB.
+    /// A copy's log (`{data-dir}/nodes/logs/COPY.log`) rotates to `COPY.log.1` past this size:
+    /// bytes, or with a unit KiB, MiB, GiB.
     #[arg(long, default_value = "10MiB", value_name = "SIZE", value_parser = size)]
     pub log_max_size: u64,
-    /// How many files a copy's log keeps, the current one included (1 to 100): its disk use
-    /// is at most --log-max-size times this.
-    #[arg(long, default_value = "5", value_name = "N", value_parser = log_files)]
-    pub log_max_files: u32,
     /// The log of a copy that ended is removed this long after its last line.
     #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = positive_duration)]
     pub log_retention: Duration,
@@ -220,7 +216,6 @@ impl AgentFlags {
         c.report_delay = self.report_delay;
         c.sync_every = self.sync_every;
         c.log_max_bytes = self.log_max_size;
-        c.log_max_files = self.log_max_files;
         c.log_retention = self.log_retention;
         c.lease_ttl = self.node_timeout;
         c.simulate_copies = self.simulate_copies;
@@ -395,15 +390,6 @@ fn size(s: &str) -> Result<u64, String> {
     match n.parse::<u64>().ok().and_then(|n| n.checked_mul(scale)) {
         Some(b) if (1024..=1 << 40).contains(&b) => Ok(b),
         _ => Err(format!("'{s}' is out of range: accepted 1KiB to 1024GiB")),
-    }
-}
-
-fn log_files(s: &str) -> Result<u32, String> {
-    match s.trim().parse::<u32>() {
-        Ok(n) if (1..=100).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "'{s}' is not a number of log files: accepted a whole number from 1 to 100"
-        )),
     }
 }
 

@@ -62,7 +62,6 @@ pub mod batches;
 pub mod cache;
 pub mod controller;
 pub mod copies;
-pub mod copy_output;
 pub mod duration;
 pub mod events;
 pub mod failpoint;

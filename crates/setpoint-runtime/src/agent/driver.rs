@@ -71,11 +71,8 @@ pub struct AgentConfig {
     /// How often the agent looks at its processes: readiness, exits and stops are noticed up to
     /// one tick late, and reports and assignment reads happen on ticks.
     pub tick: Duration,
-    /// A copy's log file is cut before it passes this size, in bytes ([`crate::copy_output`]).
+    /// A copy's log rotates past this size ([`crate::retention`]).
     pub log_max_bytes: u64,
-    /// How many files a copy's log keeps, the current one included: its disk use is at most
-    /// `log_max_bytes × log_max_files`.
-    pub log_max_files: u32,
     /// The log of a copy that ended is removed this long after its last write.
     pub log_retention: Duration,
     /// The node lease's time to live: an agent that cannot renew it for this long is lost, and
@@ -99,7 +96,6 @@ impl AgentConfig {
             sync_every: Duration::from_millis(100),
             tick: TICK,
             log_max_bytes: crate::retention::DEFAULT_LOG_MAX_BYTES,
-            log_max_files: crate::retention::DEFAULT_LOG_MAX_FILES,
             log_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
             lease_ttl: Duration::from_secs(10),
             simulate_copies: false,
@@ -131,29 +127,11 @@ struct Driver {
     watches: BTreeMap<ReqId, Arc<std::sync::atomic::AtomicBool>>,
     /// Copies spawned whose pid no state-file write has recorded yet.
     unsaved_starts: usize,
-    /// Whether a tending of the logs is still under way on its blocking thread.
-    tending: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Driver {
     fn file(&self) -> PathBuf {
         state_file(&self.cfg.state_dir, &self.cfg.node)
-    }
-
-    fn log_limits(&self) -> crate::copy_output::LogLimits {
-        crate::copy_output::LogLimits {
-            max_bytes: self.cfg.log_max_bytes,
-            max_files: self.cfg.log_max_files,
-        }
-    }
-
-    /// Starts reading `copy`'s output from its FIFO into its log, on a thread of its own, so
-    /// that no output can hold up this loop ([`crate::copy_output`]).
-    fn follow_output(&self, copy: &str) {
-        let log_path = crate::logs::log_path(&self.cfg.state_dir, copy);
-        if let Err(e) = crate::copy_output::follow_pipe(&log_path, self.log_limits()) {
-            log(&self.who, format!("cannot read the output of {copy}: {e}"));
-        }
     }
 
     /// Carries one output out; inputs it gives rise to go to `inputs`. Returns the machine's
@@ -215,12 +193,6 @@ impl Driver {
                 pid,
                 start_ticks,
             } => {
-                // A copy started through a FIFO waited for a reader while no agent ran; one
-                // an older agent started writes its file itself.
-                let log_path = crate::logs::log_path(&self.cfg.state_dir, &copy);
-                if crate::copy_output::pipe_path(&log_path).exists() {
-                    self.follow_output(&copy);
-                }
                 self.procs.insert(
                     copy,
                     Proc {
@@ -324,7 +296,6 @@ impl Driver {
         match spawned {
             Ok((child, start_ticks)) => {
                 crate::failpoint::hit("agent-after-spawn");
-                self.follow_output(&copy);
                 self.unsaved_starts += 1;
                 let pid = child.id();
                 self.procs.insert(
@@ -406,70 +377,36 @@ impl Driver {
         ))
     }
 
-    /// Rotates the logs of running copies an older agent started (which write their files
-    /// themselves) past the size limit and, with `sweep`, removes the logs of copies that ended
-    /// longer ago than the retention ([`crate::retention`]). On a blocking thread, never on this
-    /// loop; a tending still under way skips this one.
-    fn tend_logs(&self, running: BTreeSet<String>, sweep: bool) {
-        use std::sync::atomic::Ordering;
-        if self.tending.swap(true, Ordering::SeqCst) {
+    /// Rotates the logs of running copies past the size limit and, with `sweep`, removes the
+    /// logs of copies that ended longer ago than the retention ([`crate::retention`]).
+    fn tend_logs(&self, mut running: BTreeSet<String>, sweep: bool) {
+        for copy in &running {
+            let path = crate::logs::log_path(&self.cfg.state_dir, copy);
+            match crate::retention::rotate_log(&path, self.cfg.log_max_bytes) {
+                Ok(true) => log(&self.who, format!("rotated the log of {copy}")),
+                Ok(false) => {}
+                Err(e) => log(&self.who, format!("cannot rotate {}: {e}", path.display())),
+            }
+        }
+        if !sweep {
             return;
         }
-        let busy = Arc::clone(&self.tending);
-        let (who, state_dir, max_bytes) = (
-            self.who.clone(),
-            self.cfg.state_dir.clone(),
-            self.cfg.log_max_bytes,
-        );
-        let retention = self.cfg.log_retention.as_millis() as u64;
-        let store = Arc::clone(&self.store);
-        tokio::task::spawn_blocking(move || {
-            tend_logs(
-                &who, &state_dir, max_bytes, retention, &*store, running, sweep,
+        // The agents of one data directory share the folder: a copy running on any node keeps
+        // its log, as its node's state file says.
+        for st in read_all_node_states(&self.cfg.state_dir) {
+            running.extend(
+                st.copies
+                    .into_iter()
+                    .filter(|r| r.phase != Phase::Exited)
+                    .map(|r| r.assignment.copy),
             );
-            busy.store(false, Ordering::SeqCst);
-        });
-    }
-}
-
-/// The work of [`Driver::tend_logs`].
-fn tend_logs(
-    who: &str,
-    state_dir: &std::path::Path,
-    max_bytes: u64,
-    retention: u64,
-    store: &dyn Store,
-    mut running: BTreeSet<String>,
-    sweep: bool,
-) {
-    for copy in &running {
-        let path = crate::logs::log_path(state_dir, copy);
-        if crate::copy_output::pipe_path(&path).exists() {
-            continue; // its reader rotates it
         }
-        match crate::retention::rotate_log(&path, max_bytes) {
-            Ok(true) => log(who, format!("rotated the log of {copy}")),
-            Ok(false) => {}
-            Err(e) => log(who, format!("cannot rotate {}: {e}", path.display())),
+        let dir = self.cfg.state_dir.join("logs");
+        let retention = self.cfg.log_retention.as_millis() as u64;
+        let now = self.store.now_ms();
+        if let Err(e) = crate::retention::sweep_logs(&dir, &running, now, retention) {
+            log(&self.who, format!("cannot sweep {}: {e}", dir.display()));
         }
-    }
-    if !sweep {
-        return;
-    }
-    // The agents of one data directory share the folder: a copy running on any node keeps
-    // its log, as its node's state file says.
-    for st in read_all_node_states(state_dir) {
-        running.extend(
-            st.copies
-                .into_iter()
-                .filter(|r| r.phase != Phase::Exited)
-                .map(|r| r.assignment.copy),
-        );
-    }
-    let dir = state_dir.join("logs");
-    let now = store.now_ms();
-    if let Err(e) = crate::retention::sweep_logs(&dir, &running, now, retention) {
-        log(who, format!("cannot sweep {}: {e}", dir.display()));
     }
 }
 
@@ -544,7 +481,6 @@ pub async fn run_agent(
         checks: BTreeMap::new(),
         replies: tx,
         unsaved_starts: 0,
-        tending: Arc::new(std::sync::atomic::AtomicBool::new(false)),
     };
     // The machine's clock is the store's (its times go into reports and events), kept from
     // going backwards as the machine's contract asks.
