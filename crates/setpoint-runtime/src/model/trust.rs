@@ -44,6 +44,16 @@ impl std::fmt::Display for Problem {
     }
 }
 
+/// `value` (a record's `what`) as a copy counter or number may be: at most [`MAX_COUNTER`].
+fn in_counter_range(what: &str, value: u64) -> Result<(), String> {
+    if value > MAX_COUNTER {
+        return Err(format!(
+            "{what} {value} is out of range: accepted 0 to {MAX_COUNTER}"
+        ));
+    }
+    Ok(())
+}
+
 /// A record that is checked after it decodes, against the entry it was read from.
 pub trait Trusted {
     /// Whether the record, read from `e`, keeps the rules; the reason if not.
@@ -73,24 +83,13 @@ impl Trusted for WorkloadSpec {
 
 impl Trusted for Counter {
     fn check(&self, _: &Entry) -> Result<(), String> {
-        if self.next > MAX_COUNTER {
-            return Err(format!(
-                "next {} is out of range: accepted 0 to {MAX_COUNTER}",
-                self.next
-            ));
-        }
-        Ok(())
+        in_counter_range("next", self.next)
     }
 }
 
 impl Trusted for Assignment {
     fn check(&self, e: &Entry) -> Result<(), String> {
-        if self.n > MAX_COUNTER {
-            return Err(format!(
-                "n {} is out of range: accepted 0 to {MAX_COUNTER}",
-                self.n
-            ));
-        }
+        in_counter_range("n", self.n)?;
         crate::rules::check_assignment(self, &self.node)?;
         check_name(&self.node).map_err(|r| format!("node: {r}"))?;
         let key = assignment_key(&self.workload, self.n);
@@ -114,13 +113,8 @@ impl Trusted for NodeReport {
             ));
         }
         for c in &self.copies {
-            if c.n > MAX_COUNTER {
-                return Err(format!(
-                    "copy '{}': n {} is out of range: accepted 0 to {MAX_COUNTER}",
-                    c.copy.escape_debug(),
-                    c.n
-                ));
-            }
+            in_counter_range("n", c.n)
+                .map_err(|r| format!("copy '{}': {r}", c.copy.escape_debug()))?;
         }
         Ok(())
     }
