@@ -10,7 +10,7 @@ use setpoint_plot::{
 };
 use setpoint_sim::lesson::{RelationGrid, RelationScan};
 use setpoint_sim::scenario::{Event, Scenario, Toll};
-use setpoint_sim::{simulate_traced, Axis, Grid, GridSpec, LessonSpec, LessonWorld};
+use setpoint_sim::{simulate_spans, Axis, Grid, GridSpec, LessonSpec, LessonWorld};
 
 use crate::destination::{self, Output};
 use crate::scenario_args::ScenarioArgs;
@@ -208,7 +208,7 @@ pub fn timeline_of(scenario: &LessonWorld) -> anyhow::Result<String> {
     let s = scenario.spec();
     // Memory stays bounded by the picture, not the duration: see `Downsample`.
     let mut rows = Downsample::new(0, s.duration, s.period);
-    let m = simulate_traced(scenario, &mut |r| rows.push(r));
+    let m = simulate_spans(scenario, &mut |span| rows.push_span(span));
     let rows = rows.finish();
     let events: Vec<Marker> = s
         .deaths
@@ -283,9 +283,9 @@ pub fn timeline_of_lab(
     };
     let name = &spec.workloads[index].name;
     let mut rows = Downsample::new(0, spec.duration, spec.period);
-    let outcome = setpoint_sim::run_traced(scenario, seed, &mut |w, r| {
+    let outcome = setpoint_sim::run_spans(scenario, seed, &mut |w, span| {
         if w == index {
-            rows.push(r);
+            rows.push_span(span);
         }
     })?;
     let rows = rows.finish();

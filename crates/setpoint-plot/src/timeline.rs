@@ -2,7 +2,7 @@
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use setpoint_sim::TraceRow;
+use setpoint_sim::{TraceRow, TraceSpan};
 
 use crate::legend::{self, Entry, Swatch};
 use crate::png::text_width;
@@ -190,6 +190,38 @@ impl Downsample {
                     },
                 ));
             }
+        }
+    }
+
+    /// Takes the rows of `span`, as [`Downsample::push`] of each of its rows would, in time
+    /// that grows with the buckets it covers, not with its seconds: in each bucket only its
+    /// first row, its first round with delete commands and its last row can be kept (the rows
+    /// between hold the same values, and a bucket keeps a value's first least and most).
+    pub fn push_span(&mut self, span: &TraceSpan) {
+        if self.width == 1 {
+            self.kept.extend(span.rows());
+            return;
+        }
+        self.push(&span.row);
+        let mut s = span.row.t + 1;
+        while s <= span.until {
+            let index = s.saturating_sub(self.first) / self.width;
+            let end = self
+                .first
+                .saturating_add((index + 1).saturating_mul(self.width))
+                .saturating_sub(1)
+                .min(span.until);
+            self.push(&span.row_at(s));
+            if span.round_commands > 0 {
+                let round = (s + 1).div_ceil(span.period).saturating_mul(span.period);
+                if round < end {
+                    self.push(&span.row_at(round));
+                }
+            }
+            if end > s {
+                self.push(&span.row_at(end));
+            }
+            s = end + 1;
         }
     }
 
@@ -597,6 +629,33 @@ mod tests {
                     inside.iter().copied().find(|r| creating(r)).map(|r| r.t)
                 );
             }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// A span pushed at once keeps the rows that pushing its seconds one by one keeps, for
+        /// spans inside one bucket, across many, and with a round's repeated delete commands.
+        #[test]
+        fn a_span_keeps_what_its_rows_keep(
+            spans in proptest::collection::vec((0u64..30, 0u64..3000, 0u64..3, 0u64..2), 1..20),
+            period in 1u64..40,
+            extra in 0u64..5000,
+        ) {
+            let mut t = 0;
+            let mut all = Vec::new();
+            for (live, len, commands, created) in spans {
+                let row = TraceRow { t, live, seen: live / 2, created, delete_commands: commands, ..row(t, live) };
+                all.push(TraceSpan { row, until: t + len, period, round_commands: commands });
+                t += len + 1;
+            }
+            let last = t - 1 + extra;
+            let (mut one, mut each) = (Downsample::new(0, last, period), Downsample::new(0, last, period));
+            for span in &all {
+                one.push_span(span);
+                span.rows().for_each(|r| each.push(&r));
+            }
+            proptest::prop_assert_eq!(one.finish(), each.finish());
         }
     }
 

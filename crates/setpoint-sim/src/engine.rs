@@ -235,14 +235,68 @@ pub(crate) fn simulate_params(spec: &LessonParams<'_>) -> Metrics {
 /// Runs `scenario` like [`simulate`] and hands `observer` one [`TraceRow`] per second, in order,
 /// from 0 to the duration. The metrics are the same as [`simulate`]'s.
 pub fn simulate_traced(scenario: &LessonWorld, observer: &mut dyn FnMut(&TraceRow)) -> Metrics {
+    simulate_spans(scenario, &mut |span| {
+        for row in span.rows() {
+            observer(&row);
+        }
+    })
+}
+
+/// [`simulate_traced`] one [`TraceSpan`] at a time: the trace of a run that holds still for a
+/// long time costs what changes, not its seconds (`plot timeline` of a 100,000,000-second run,
+/// issue 24). The spans cover every second from 0 to the duration, in order.
+pub fn simulate_spans(scenario: &LessonWorld, observer: &mut dyn FnMut(&TraceSpan)) -> Metrics {
     run::<true>(&LessonParams::of(scenario.spec()), Some(observer))
+}
+
+/// Seconds of a trace in which nothing changes: `row` at second `row.t`, then the same state at
+/// every second after it up to `until`, with nothing created, deleted or died, and
+/// `round_commands` delete commands at each round (each multiple of `period`): the commands of
+/// a ledger-only loop repeating its last pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceSpan {
+    /// The row of the span's first second.
+    pub row: TraceRow,
+    /// The span's last second.
+    pub until: Time,
+    /// The loop period.
+    pub period: Time,
+    /// Delete commands at each round after the first second.
+    pub round_commands: u64,
+}
+
+impl TraceSpan {
+    /// The row of second `s`, from `row.t` to `until`.
+    pub fn row_at(&self, s: Time) -> TraceRow {
+        debug_assert!((self.row.t..=self.until).contains(&s));
+        if s == self.row.t {
+            return self.row;
+        }
+        TraceRow {
+            t: s,
+            created: 0,
+            deleted: 0,
+            died: 0,
+            delete_commands: if s % self.period == 0 {
+                self.round_commands
+            } else {
+                0
+            },
+            ..self.row
+        }
+    }
+
+    /// Its rows, one per second.
+    pub fn rows(&self) -> impl Iterator<Item = TraceRow> + '_ {
+        (self.row.t..=self.until).map(|s| self.row_at(s))
+    }
 }
 
 /// `TRACED` is whether `observer` is given. As a constant it compiles the untraced run without
 /// any of the tracing (perf, issue 3: the untraced loop had become a quarter slower).
 fn run<const TRACED: bool>(
     spec: &LessonParams<'_>,
-    mut observer: Option<&mut dyn FnMut(&TraceRow)>,
+    mut observer: Option<&mut dyn FnMut(&TraceSpan)>,
 ) -> Metrics {
     let (period, delay, startup, duration) = (spec.period, spec.delay, spec.startup, spec.duration);
     let desired = Desired {
@@ -367,7 +421,7 @@ fn run<const TRACED: bool>(
         .map_or(duration + 1, |n| n.min(duration + 1));
         tally.hold(world.live(), desired.copies, t, next - 1);
         if let Some(observe) = observer.as_mut().filter(|_| TRACED) {
-            let mut row = TraceRow {
+            let row = TraceRow {
                 t,
                 desired: desired.copies,
                 live: world.live(),
@@ -378,14 +432,13 @@ fn run<const TRACED: bool>(
                 deleted: tally.deleted - before.2,
                 died: tally.died - before.3,
             };
-            observe(&row);
             // Until `next` nothing changes but the identical rounds' wasted commands.
-            (row.created, row.deleted, row.died) = (0, 0, 0);
-            for s in t + 1..next {
-                row.t = s;
-                row.delete_commands = if s % period == 0 { repeat_commands } else { 0 };
-                observe(&row);
-            }
+            observe(&TraceSpan {
+                row,
+                until: next - 1,
+                period,
+                round_commands: repeat_commands,
+            });
         }
 
         // Rounds strictly between t and next repeat the last pass. `round_at` is past t now.

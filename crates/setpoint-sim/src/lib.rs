@@ -90,11 +90,12 @@ mod series;
 pub mod sweep;
 pub mod sweep_file;
 pub mod world;
+mod world_store;
 
-pub use engine::{simulate, simulate_traced};
+pub use engine::{simulate, simulate_spans, simulate_traced, TraceSpan};
 pub use lesson_world::{parse_deaths, Death, LessonSpec, LessonWorld, Limit, SettingError};
 pub use scenario::{
-    run, run_traced, Outcome, Scenario, ScenarioError, ScenarioSpec, WorkloadMetrics,
+    run, run_spans, run_traced, Outcome, Scenario, ScenarioError, ScenarioSpec, WorkloadMetrics,
 };
 pub use setpoint_core::metrics;
 pub use setpoint_core::metrics::{metrics_from_series, Metrics, TraceRow};

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::lesson_world::Limit;
-use crate::scenario::{run, Outcome, Scenario, ScenarioError, WorkloadMetrics};
+use crate::scenario::{run_unnamed, Outcome, Scenario, ScenarioError, WorkloadMetrics};
 
 /// Accepted values of `--runs`.
 pub const RUNS: Limit = Limit {
@@ -120,7 +120,7 @@ pub fn monte_carlo(
     RUNS.check(runs)?;
     let outcomes: Vec<Outcome> = (0..runs)
         .into_par_iter()
-        .map(|i| run(scenario, first_seed.wrapping_add(i)))
+        .map(|i| run_unnamed(scenario, first_seed.wrapping_add(i)))
         .collect::<Result<_, _>>()?;
     Ok(summarize(scenario, first_seed, &outcomes))
 }
@@ -135,12 +135,13 @@ pub fn monte_carlo_sequential(
 ) -> Result<Summary, ScenarioError> {
     RUNS.check(runs)?;
     let outcomes: Vec<Outcome> = (0..runs)
-        .map(|i| run(scenario, first_seed.wrapping_add(i)))
+        .map(|i| run_unnamed(scenario, first_seed.wrapping_add(i)))
         .collect::<Result<_, _>>()?;
     Ok(summarize(scenario, first_seed, &outcomes))
 }
 
-/// The summary of `outcomes`, the runs of `scenario` from `first_seed` on, in seed order.
+/// The summary of `outcomes`, the runs of `scenario` from `first_seed` on, in seed order. Their
+/// workloads' names are not read (they are left empty): the scenario's are.
 fn summarize(scenario: &Scenario, first_seed: u64, outcomes: &[Outcome]) -> Summary {
     let runs = outcomes.len() as u64;
     let workloads = scenario

@@ -702,14 +702,28 @@ pub fn run(scenario: &Scenario, seed: u64) -> Result<Outcome, ScenarioError> {
     }
 }
 
+/// [`run`] with every workload's name left empty, which allocates nothing: for Monte Carlo,
+/// whose summary names the workloads once instead of once per run.
+pub(crate) fn run_unnamed(scenario: &Scenario, seed: u64) -> Result<Outcome, ScenarioError> {
+    match scenario.as_lesson() {
+        Some(lesson) => Ok(fast_outcome_named(String::new(), simulate(&lesson))),
+        None => crate::world::run_general_unnamed(scenario, seed),
+    }
+}
+
 /// The outcome of a scenario the fast engine ran: one workload, no randomness, and none of the
 /// general engine's counts (names, absorbed creates, lost deletes) can occur.
 fn fast_outcome(scenario: &Scenario, metrics: Metrics) -> Outcome {
+    fast_outcome_named(scenario.spec.workloads[0].name.clone(), metrics)
+}
+
+/// [`fast_outcome`] with the workload named `workload`.
+fn fast_outcome_named(workload: String, metrics: Metrics) -> Outcome {
     Outcome {
         seed: None,
         engine: "fast",
         workloads: vec![WorkloadMetrics {
-            workload: scenario.spec.workloads[0].name.clone(),
+            workload,
             metrics,
             duplicate_names: 0,
             absorbed_creates: 0,
@@ -732,6 +746,23 @@ pub fn run_traced(
             crate::simulate_traced(&lesson, &mut |r| observer(0, r)),
         )),
         None => crate::world::run_general_traced(scenario, seed, observer),
+    }
+}
+
+/// [`run_traced`] one [`crate::TraceSpan`] per workload (by index) at a time: stretches in
+/// which nothing changes come as one span each, so a run that holds still costs what changes,
+/// not its seconds (`plot timeline`, issue 24).
+pub fn run_spans(
+    scenario: &Scenario,
+    seed: u64,
+    observer: &mut dyn FnMut(usize, &crate::TraceSpan),
+) -> Result<Outcome, ScenarioError> {
+    match scenario.as_lesson() {
+        Some(lesson) => Ok(fast_outcome(
+            scenario,
+            crate::engine::simulate_spans(&lesson, &mut |s| observer(0, s)),
+        )),
+        None => crate::world::run_general_spans(scenario, seed, observer),
     }
 }
 

@@ -21,11 +21,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::world_store::{CopySet, EventQueue, Key, Transit};
+
 use setpoint_core::{
     Action, Batch, Controller, ControllerKind, CopyId, Desired, LedgerView, Name, Time,
 };
 
 use crate::delay::{whole_seconds, WorldRng};
+use crate::engine::TraceSpan;
 use crate::metrics::Metrics;
 use crate::metrics::TraceRow;
 use crate::scenario::{
@@ -85,7 +88,7 @@ const ARRIVE: u8 = 2;
 /// A ledger frozen at the opening of a stale-view window.
 #[derive(Debug, Clone)]
 struct Frozen {
-    shown: BTreeSet<u64>,
+    shown: CopySet,
     names: BTreeMap<Name, u64>,
     reported_before: Time,
 }
@@ -146,9 +149,9 @@ struct Work {
     startup: Time,
     copies: Vec<CopyRec>,
     /// Running copies (started, not dead), by identity: the oldest first.
-    live: BTreeSet<u64>,
-    /// Copies the ledger shows.
-    shown: BTreeSet<u64>,
+    live: CopySet,
+    /// Copies the ledger shows, by identity: the oldest first.
+    shown: CopySet,
     /// How many shown copies carry each name.
     shown_names: BTreeMap<Name, u64>,
     /// Existing copies (starting or running) of each name.
@@ -233,7 +236,7 @@ struct View<'a> {
 }
 
 impl View<'_> {
-    fn shown(&self) -> &BTreeSet<u64> {
+    fn shown(&self) -> &CopySet {
         self.work
             .frozen
             .as_ref()
@@ -262,7 +265,7 @@ impl LedgerView for View<'_> {
         let end = batch.end().min(self.work.copies.len() as u64);
         let shown = self.shown();
         (batch.first.0..end)
-            .filter(|&id| !self.work.copies[id as usize].dead && !shown.contains(&id))
+            .filter(|&id| !self.work.copies[id as usize].dead && !shown.contains(id))
             .count() as u64
     }
 
@@ -271,15 +274,16 @@ impl LedgerView for View<'_> {
     }
 
     fn shows(&self, copy: CopyId) -> bool {
-        self.shown().contains(&copy.0)
+        self.shown().contains(copy.0)
     }
 
     fn oldest_on_ledger(&self, n: u64) -> Vec<CopyId> {
-        self.shown()
-            .iter()
-            .take(usize::try_from(n).unwrap_or(usize::MAX))
-            .map(|&id| CopyId(id))
-            .collect()
+        let shown = self.shown();
+        let n = usize::try_from(n).unwrap_or(usize::MAX).min(shown.len());
+        // Sized at once: grown by doubling it was a tenth of a lesson run (callgrind, issue 24).
+        let mut out = Vec::with_capacity(n);
+        out.extend(shown.iter().take(n).map(CopyId));
+        out
     }
 
     fn reported_before(&self) -> Time {
@@ -301,7 +305,7 @@ impl LedgerView for View<'_> {
         self.work
             .existing_names
             .get(&name)
-            .is_some_and(|ids| ids.iter().any(|id| !shown.contains(id)))
+            .is_some_and(|ids| ids.iter().any(|&id| !shown.contains(id)))
     }
 }
 
@@ -310,11 +314,10 @@ struct Engine<'s> {
     spec: &'s ScenarioSpec,
     works: Vec<Work>,
     controllers: Vec<Controller>,
-    queue: BTreeMap<(Time, u8, u64), Ev>,
-    seq: u64,
+    queue: EventQueue<Ev>,
     rng: WorldRng,
     /// Reports on their way, by the time they were made.
-    in_transit: BTreeMap<Time, u64>,
+    in_transit: Transit,
     total_created: u64,
     /// The most copies the run may create.
     budget: u64,
@@ -337,7 +340,7 @@ struct NodePipe {
     /// `snapshot`: the lane, and the queue keys of the reports in the snapshot in flight
     /// (with their index in the tests' log, when kept).
     snapshot: crate::pipeline::SnapshotLane,
-    flight: Vec<((Time, u8, u64), usize)>,
+    flight: Vec<(Key, usize, Ev)>,
 }
 
 /// Runs `scenario` on the general engine with the world's generator seeded by `seed`.
@@ -352,11 +355,44 @@ pub fn run_general_traced(
     seed: u64,
     observer: &mut dyn FnMut(usize, &TraceRow),
 ) -> Result<Outcome, ScenarioError> {
-    run_with_budget(scenario, seed, MAX_LAB_COPIES, Some(observer))
+    run_with_budget(
+        scenario,
+        seed,
+        MAX_LAB_COPIES,
+        Some(&mut |spans: &[TraceSpan]| {
+            let Some(first) = spans.first() else { return };
+            for s in first.row.t..=first.until {
+                for (i, span) in spans.iter().enumerate() {
+                    observer(i, &span.row_at(s));
+                }
+            }
+        }),
+    )
 }
 
-/// Receives one [`TraceRow`] per workload (by index) per second.
-pub type LabObserver<'a> = dyn FnMut(usize, &TraceRow) + 'a;
+/// [`run_general_traced`] one [`TraceSpan`] per workload (by index) at a time: a run that holds
+/// still costs what changes, not its seconds. Each workload's spans cover every second from 0 to
+/// the duration, in order.
+pub fn run_general_spans(
+    scenario: &Scenario,
+    seed: u64,
+    observer: &mut dyn FnMut(usize, &TraceSpan),
+) -> Result<Outcome, ScenarioError> {
+    run_with_budget(
+        scenario,
+        seed,
+        MAX_LAB_COPIES,
+        Some(&mut |spans: &[TraceSpan]| {
+            for (i, span) in spans.iter().enumerate() {
+                observer(i, span);
+            }
+        }),
+    )
+}
+
+/// Receives the [`TraceSpan`]s of one stretch of a run in which nothing changes, one per
+/// workload in the scenario's order, all with the same first and last second.
+pub type LabObserver<'a> = dyn FnMut(&[TraceSpan]) + 'a;
 
 /// What a workload had done before a second: created, commands, deleted, died.
 fn counts(w: &Work) -> [u64; 4] {
@@ -376,7 +412,7 @@ fn trace_row(w: &Work, t: Time, before: [u64; 4]) -> TraceRow {
             .copies
             .iter()
             .enumerate()
-            .filter(|(id, c)| !c.dead && !w.shown.contains(&(*id as u64)))
+            .filter(|(id, c)| !c.dead && !w.shown.contains(*id as u64))
             .count() as u64,
         created: now[0] - before[0],
         delete_commands: now[1] - before[1],
@@ -415,13 +451,34 @@ struct ReportLog {
     replaced: bool,
 }
 
+/// [`run_general`] with every workload's name left empty (no allocation): for Monte Carlo,
+/// whose summary names the workloads once, not once per run.
+pub(crate) fn run_general_unnamed(
+    scenario: &Scenario,
+    seed: u64,
+) -> Result<Outcome, ScenarioError> {
+    run_engine_with(scenario, seed, MAX_LAB_COPIES, None, None, false)
+}
+
 /// [`run_with_budget`], keeping a [`ReportLog`] of every report in `log` when given.
 fn run_engine(
     scenario: &Scenario,
     seed: u64,
     budget: u64,
+    observer: Option<&mut LabObserver>,
+    log: Option<&mut Vec<ReportLog>>,
+) -> Result<Outcome, ScenarioError> {
+    run_engine_with(scenario, seed, budget, observer, log, true)
+}
+
+/// [`run_engine`]; the outcome names the workloads when `names` is set.
+fn run_engine_with(
+    scenario: &Scenario,
+    seed: u64,
+    budget: u64,
     mut observer: Option<&mut LabObserver>,
     log: Option<&mut Vec<ReportLog>>,
+    names: bool,
 ) -> Result<Outcome, ScenarioError> {
     let spec = scenario.spec();
     crate::limits::check_general_copies(spec, budget)?;
@@ -439,7 +496,7 @@ fn run_engine(
         };
         engine.second(t)?;
         let next_round = engine.next_round(t);
-        let next_event = engine.queue.keys().next().map(|k| k.0);
+        let next_event = engine.queue.next_time();
         let next = [next_round, next_event]
             .into_iter()
             .flatten()
@@ -452,12 +509,18 @@ fn run_engine(
         }
         if let Some(observe) = observer.as_mut() {
             // Until `next` nothing happens: no round acts and no event is due.
-            for s in t..next {
-                for (i, w) in engine.works.iter().enumerate() {
-                    let since = if s == t { before[i] } else { counts(w) };
-                    observe(i, &trace_row(w, s, since));
-                }
-            }
+            let spans: Vec<TraceSpan> = engine
+                .works
+                .iter()
+                .zip(&before)
+                .map(|(w, &since)| TraceSpan {
+                    row: trace_row(w, t, since),
+                    until: next - 1,
+                    period,
+                    round_commands: 0,
+                })
+                .collect();
+            observe(&spans);
         }
         if next > duration {
             break;
@@ -472,8 +535,16 @@ fn run_engine(
         .works
         .iter()
         .zip(&spec.workloads)
-        .map(|(w, decl)| finish(decl.name.clone(), &w.tally, rounds, duration))
+        .map(|(w, decl)| {
+            let name = if names {
+                decl.name.clone()
+            } else {
+                String::new()
+            };
+            finish(name, &w.tally, rounds, duration)
+        })
         .collect();
+    engine.recycle();
     Ok(Outcome {
         seed: (spec.delay.is_random() || scenario.startup_model().is_some_and(|m| m.is_random()))
             .then_some(seed),
@@ -521,17 +592,62 @@ fn finish(workload: String, t: &Tally, rounds: u64, duration: Time) -> WorkloadM
     }
 }
 
+/// The containers of a finished run, emptied, for the next run on the same thread: a Monte
+/// Carlo sweep runs a million short runs, and allocating and freeing them every run was a tenth
+/// of the engine's instructions (callgrind, issue 24).
+#[derive(Default)]
+struct Spare {
+    queue: EventQueue<Ev>,
+    transit: Transit,
+    /// Each workload's copy records and its live and shown sets.
+    works: Vec<(Vec<CopyRec>, CopySet, CopySet)>,
+}
+
+/// Containers that grew past this many entries are freed instead of kept.
+const KEPT_ENTRIES: usize = 1 << 14;
+
+thread_local! {
+    static SPARE: std::cell::Cell<Spare> = std::cell::Cell::default();
+}
+
+impl Engine<'_> {
+    /// Hands the run's containers to the next run on this thread.
+    fn recycle(mut self) {
+        let mut spare = Spare {
+            queue: std::mem::take(&mut self.queue),
+            transit: std::mem::take(&mut self.in_transit),
+            works: Vec::new(),
+        };
+        spare.queue.clear();
+        spare.transit.clear();
+        for w in self.works.drain(..) {
+            if w.copies.capacity() <= KEPT_ENTRIES {
+                spare.works.push((w.copies, w.live, w.shown));
+            }
+        }
+        SPARE.set(spare);
+    }
+}
+
 impl<'s> Engine<'s> {
     fn new(spec: &'s ScenarioSpec, seed: u64) -> Self {
+        let mut spare = SPARE.take();
         let works = spec
             .workloads
             .iter()
-            .map(|decl| Work {
+            .map(|decl| {
+                let (mut copies, mut live, mut shown) = spare.works.pop().unwrap_or_default();
+                copies.clear();
+                live.clear();
+                shown.clear();
+                (decl, copies, live, shown)
+            })
+            .map(|(decl, copies, live, shown)| Work {
                 desired: decl.desired,
                 startup: decl.startup,
-                copies: Vec::new(),
-                live: BTreeSet::new(),
-                shown: BTreeSet::new(),
+                copies,
+                live,
+                shown,
                 shown_names: BTreeMap::new(),
                 existing_names: BTreeMap::new(),
                 live_names: BTreeMap::new(),
@@ -565,10 +681,9 @@ impl<'s> Engine<'s> {
                 .iter()
                 .map(|_| spec.controller.build())
                 .collect(),
-            queue: BTreeMap::new(),
-            seq: 0,
+            queue: spare.queue,
             rng: WorldRng::new(seed),
-            in_transit: BTreeMap::new(),
+            in_transit: spare.transit,
             total_created: 0,
             budget: MAX_LAB_COPIES,
             startup_model: None,
@@ -604,33 +719,28 @@ impl<'s> Engine<'s> {
         engine
     }
 
-    fn push(&mut self, at: Time, class: u8, ev: Ev) -> (Time, u8, u64) {
-        self.seq += 1;
-        let key = (at, class, self.seq);
-        self.queue.insert(key, ev);
-        key
+    fn push(&mut self, at: Time, class: u8, ev: Ev) -> Key {
+        self.queue.push(at, class, ev)
     }
 
     /// The workloads an event strikes.
-    fn targets(&self, workload: Option<&str>) -> Vec<usize> {
+    fn targets(&self, workload: Option<&str>) -> std::ops::Range<usize> {
         match workload {
-            None => (0..self.spec.workloads.len()).collect(),
+            None => 0..self.spec.workloads.len(),
             Some(name) => self
                 .spec
                 .workloads
                 .iter()
                 .position(|w| w.name == name)
-                .into_iter()
-                .collect(),
+                .map_or(0..0, |i| i..i + 1),
         }
     }
 
     /// Every change before the returned time is on the ledger, at a pass at `now`.
     fn reported_before(&self, now: Time) -> Time {
         self.in_transit
-            .keys()
-            .next()
-            .map_or(now + 1, |&made| made.min(now + 1))
+            .earliest()
+            .map_or(now + 1, |made| made.min(now + 1))
     }
 
     /// The next second after `t` at which some workload needs a pass.
@@ -670,11 +780,7 @@ impl<'s> Engine<'s> {
 
     /// Handles every queued happening of second `t`.
     fn drain(&mut self, t: Time) -> Result<(), ScenarioError> {
-        while let Some(entry) = self.queue.first_entry() {
-            if entry.key().0 != t {
-                break;
-            }
-            let ev = entry.remove();
+        while let Some(ev) = self.queue.pop_at(t) {
             match ev {
                 Ev::Ready { w, id } => self.ready(w, id, t),
                 Ev::Fail { w, id } => self.fail(w, id, t),
@@ -713,7 +819,7 @@ impl<'s> Engine<'s> {
 
     /// Sends the report of copy `id` starting (or ending) at `t` on its way to the ledger.
     fn report(&mut self, w: usize, id: u64, end: bool, t: Time) {
-        *self.in_transit.entry(t).or_insert(0) += 1;
+        self.in_transit.send(t);
         let ev = Ev::Arrive {
             w,
             id,
@@ -779,16 +885,13 @@ impl<'s> Engine<'s> {
                 let mut flight = std::mem::take(&mut self.nodes[n].flight);
                 if sent.replaced {
                     // The reports of the snapshot in flight travel with this one, in their order.
-                    for (key, i) in std::mem::take(&mut flight) {
-                        let old = self
-                            .queue
-                            .remove(&key)
-                            .expect("a report in flight is queued");
+                    for (key, i, old) in std::mem::take(&mut flight) {
+                        self.queue.remove(key);
                         let Ev::Arrive { w: ow, .. } = old else {
                             unreachable!("a snapshot holds only reports")
                         };
                         let arrival = self.works[ow].hold(sent.at);
-                        flight.push((self.push(arrival, ARRIVE, old), i));
+                        flight.push((self.push(arrival, ARRIVE, old), i, old));
                         if let Some(log) = self.log.as_mut() {
                             log[i].replaced = true;
                             log[i].at = sent.at;
@@ -800,7 +903,7 @@ impl<'s> Engine<'s> {
                 let arrival = self.works[w].hold(sent.at);
                 let key = self.push(arrival, ARRIVE, ev);
                 let i = self.note(ev, node, due, sent.at);
-                flight.push((key, i));
+                flight.push((key, i, ev));
                 self.nodes[n].flight = flight;
                 return;
             }
@@ -811,18 +914,13 @@ impl<'s> Engine<'s> {
     }
 
     fn arrive(&mut self, w: usize, id: u64, end: bool, made: Time) {
-        if let Some(n) = self.in_transit.get_mut(&made) {
-            *n -= 1;
-            if *n == 0 {
-                self.in_transit.remove(&made);
-            }
-        }
+        self.in_transit.arrive(made);
         let work = &mut self.works[w];
         let rec = &mut work.copies[id as usize];
         let name = rec.name;
         if end {
             rec.end_arrived = true;
-            if work.shown.remove(&id) {
+            if work.shown.remove(id) {
                 if let Some(name) = name {
                     decrement(&mut work.shown_names, name);
                 }
@@ -869,7 +967,7 @@ impl<'s> Engine<'s> {
             }
         }
         if started {
-            work.live.remove(&id);
+            work.live.remove(id);
             if let Some(name) = name {
                 decrement(&mut work.live_names, name);
             }
@@ -893,12 +991,7 @@ impl<'s> Engine<'s> {
                             (u128::from(live) * u128::from(ppm) / 1_000_000) as u64
                         }
                     };
-                    let victims: Vec<u64> = self.works[w]
-                        .live
-                        .iter()
-                        .take(k as usize)
-                        .copied()
-                        .collect();
+                    let victims: Vec<u64> = self.works[w].live.iter().take(k as usize).collect();
                     for id in victims {
                         self.kill(w, id, t);
                     }
@@ -1003,7 +1096,8 @@ impl<'s> Engine<'s> {
         let desired = Desired {
             copies: work.desired,
         };
-        let before = self.controllers[w].clone();
+        // Only a pass that a backoff may hold back needs the controller as it was before.
+        let before = work.backoff.is_some().then(|| self.controllers[w].clone());
         let mut action = self.controllers[w].pass(desired, &view);
         // Backoff after failed starts: a held creation is not written, and the controller forgets
         // it tried, as in the runtime (`reconcile::plan_pass`).
@@ -1015,7 +1109,9 @@ impl<'s> Engine<'s> {
         let mut wake = None;
         match &mut action {
             Some(Action::Create { .. }) if held(None) => {
-                self.controllers[w] = before;
+                if let Some(before) = before {
+                    self.controllers[w] = before;
+                }
                 wake = work.backoffs.get(&None).map(|b| b.next_try);
                 action = None;
             }
@@ -1240,7 +1336,7 @@ fn rollout_copies(view: &View<'_>, named: bool) -> Vec<rollout::Copy> {
     let work = view.work;
     let shown = view.shown();
     let assigned = |id: u64, rec: &CopyRec| {
-        let seen_ending = !rec.started || (rec.end_arrived && !shown.contains(&id));
+        let seen_ending = !rec.started || (rec.end_arrived && !shown.contains(id));
         !(rec.commanded || (rec.dead && seen_ending))
     };
     let mut out: BTreeMap<u64, rollout::Copy> = BTreeMap::new();
@@ -1249,7 +1345,7 @@ fn rollout_copies(view: &View<'_>, named: bool) -> Vec<rollout::Copy> {
         let (n, on_ledger) = match (named, rec.name) {
             (true, Some(name)) => (name.0, view.names_on_ledger_contains(name)),
             (true, None) => continue,
-            (false, _) => (id, shown.contains(&id)),
+            (false, _) => (id, shown.contains(id)),
         };
         if assigned(id, rec) {
             out.insert(
@@ -1763,7 +1859,7 @@ mod tests {
         for t in 1..=60 {
             engine.second(t).unwrap();
             let shown = &engine.works[0].shown;
-            let prefix = shown.iter().enumerate().all(|(i, &id)| i as u64 == id);
+            let prefix = shown.iter().enumerate().all(|(i, id)| i as u64 == id);
             out_of_order |= !prefix;
         }
         assert!(out_of_order);

@@ -1,0 +1,499 @@
+//! The general engine's containers, shaped to how [`crate::world`] reads them (issue 24).
+//!
+//! The engine used ordered B-tree maps and sets for all of them; callgrind put a third of a
+//! Monte Carlo run in their insertions, removals and searches (docs/performance-sweeps.md).
+//! What each container is asked for decides its shape:
+//! - [`CopySet`]: a set of copy identities (dense, from 0), read in ascending order (the oldest
+//!   copies first), by membership and by size: a two-level bitset.
+//! - [`EventQueue`]: the time-ordered queue of what happens next, popped in key order, with
+//!   removal of a few known entries (a snapshot replaced in flight): a calendar of the next 256
+//!   seconds (most delays and startups are shorter) with first-in first-out queues per second,
+//!   and a binary heap beyond it; removed entries are skipped when they are reached.
+//! - [`Transit`]: how many reports made at each second are on their way, asked only for the
+//!   earliest such second. Reports are made at the engine's current time, which never goes
+//!   back, so the seconds arrive in order: a deque of counts.
+//!
+//! Each keeps the order the engine's B-tree gave, so every output stays byte for byte the same
+//! (`scripts/engine-same.sh`).
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+use setpoint_core::Time;
+
+/// A set of copy identities, iterated in ascending order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CopySet {
+    /// Bit `id % 64` of word `id / 64` is set when `id` is in the set.
+    words: Vec<u64>,
+    /// Bit `i % 64` of word `i / 64` is set when `words[i]` is not zero: iteration skips 4,096
+    /// absent identities per zero word of this level.
+    summary: Vec<u64>,
+    len: usize,
+}
+
+impl CopySet {
+    /// Empties the set, keeping its memory.
+    pub(crate) fn clear(&mut self) {
+        self.words.clear();
+        self.summary.clear();
+        self.len = 0;
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn contains(&self, id: u64) -> bool {
+        let w = (id / 64) as usize;
+        self.words
+            .get(w)
+            .is_some_and(|&word| word >> (id % 64) & 1 == 1)
+    }
+
+    /// Adds `id`; returns whether it was absent.
+    pub(crate) fn insert(&mut self, id: u64) -> bool {
+        let w = (id / 64) as usize;
+        if w >= self.words.len() {
+            self.words.resize(w + 1, 0);
+            self.summary.resize(w / 64 + 1, 0);
+        }
+        let bit = 1u64 << (id % 64);
+        if self.words[w] & bit != 0 {
+            return false;
+        }
+        self.words[w] |= bit;
+        self.summary[w / 64] |= 1 << (w % 64);
+        self.len += 1;
+        true
+    }
+
+    /// Removes `id`; returns whether it was present.
+    pub(crate) fn remove(&mut self, id: u64) -> bool {
+        let w = (id / 64) as usize;
+        let bit = 1u64 << (id % 64);
+        match self.words.get_mut(w) {
+            Some(word) if *word & bit != 0 => {
+                *word &= !bit;
+                if *word == 0 {
+                    self.summary[w / 64] &= !(1 << (w % 64));
+                }
+                self.len -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The identities in ascending order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.summary
+            .iter()
+            .enumerate()
+            .flat_map(|(s, &bits)| ones(bits).map(move |b| s * 64 + b))
+            .flat_map(|w| ones(self.words[w]).map(move |b| (w * 64 + b) as u64))
+    }
+}
+
+/// The positions of the set bits of `bits`, lowest first.
+fn ones(mut bits: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (bits != 0).then(|| {
+            let b = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            b
+        })
+    })
+}
+
+/// A queue key: the second, the class (the order of kinds within a second), and a sequence
+/// number that keeps insertion order within both and makes every key unique.
+pub(crate) type Key = (Time, u8, u64);
+
+/// One queued entry of the overflow heap; ordered so that the heap's top is the least key.
+#[derive(Debug, Clone, Copy)]
+struct Entry<E> {
+    key: Key,
+    ev: E,
+}
+
+impl<E> PartialEq for Entry<E> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+impl<E> Eq for Entry<E> {}
+impl<E> PartialOrd for Entry<E> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<E> Ord for Entry<E> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.key.cmp(&self.key)
+    }
+}
+
+/// Seconds the calendar holds ahead of the current one; a power of two.
+const SLOTS: usize = 256;
+/// Classes of a key (`READY`, `SCRIPTED`, `ARRIVE` in [`crate::world`]).
+const CLASSES: usize = 3;
+
+/// A priority queue of events by [`Key`], least first: a calendar of one slot per second for
+/// the next [`SLOTS`] seconds, each slot a first-in first-out queue per class, and a binary
+/// heap for what lies further ahead.
+///
+/// Within a second and a class the least key is the earliest pushed, so a slot's queues pop in
+/// key order without comparing. An entry of the heap moves into its slot as soon as its second
+/// comes inside the calendar, before anything can be pushed there directly (a push goes to the
+/// calendar only for a second inside it, and the calendar only moves forward), so within a
+/// slot's class the moved entries come first, in key order, as they should.
+#[derive(Debug, Clone)]
+pub(crate) struct EventQueue<E> {
+    /// Slot `at % SLOTS` holds the entries of second `at`, for `base <= at < base + SLOTS`.
+    slots: Vec<[VecDeque<(u64, E)>; CLASSES]>,
+    /// Bit `i % 64` of word `i / 64`: slot `i` holds an entry.
+    full: [u64; SLOTS / 64],
+    /// The first second the calendar holds.
+    base: Time,
+    /// Entries at `base + SLOTS` or later.
+    later: BinaryHeap<Entry<E>>,
+    /// Sequence numbers of entries removed before they were popped, sorted (a snapshot in
+    /// flight replaced by a later one: a handful at a time).
+    removed: Vec<u64>,
+    seq: u64,
+}
+
+impl<E> Default for EventQueue<E> {
+    fn default() -> Self {
+        EventQueue {
+            slots: Vec::new(),
+            full: [0; SLOTS / 64],
+            base: 0,
+            later: BinaryHeap::new(),
+            removed: Vec::new(),
+            seq: 0,
+        }
+    }
+}
+
+impl<E: Copy> EventQueue<E> {
+    /// Empties the queue, keeping its memory; sequence numbers and time start again.
+    pub(crate) fn clear(&mut self) {
+        // Only full slots hold anything.
+        for (w, &bits) in self.full.iter().enumerate() {
+            for b in ones(bits) {
+                self.slots[w * 64 + b].iter_mut().for_each(VecDeque::clear);
+            }
+        }
+        self.full = [0; SLOTS / 64];
+        self.base = 0;
+        self.later.clear();
+        self.removed.clear();
+        self.seq = 0;
+    }
+
+    fn in_calendar(&self, at: Time) -> bool {
+        at < self.base.saturating_add(SLOTS as Time)
+    }
+
+    fn put(&mut self, at: Time, class: u8, seq: u64, ev: E) {
+        if self.slots.is_empty() {
+            self.slots.resize_with(SLOTS, Default::default);
+        }
+        let i = (at % SLOTS as Time) as usize;
+        self.slots[i][class as usize].push_back((seq, ev));
+        self.full[i / 64] |= 1 << (i % 64);
+    }
+
+    /// Queues `ev` at second `at` in `class`, after every entry queued before at the same
+    /// second and class. `at` is no earlier than the last second popped. Returns its key.
+    pub(crate) fn push(&mut self, at: Time, class: u8, ev: E) -> Key {
+        debug_assert!(at >= self.base && (class as usize) < CLASSES);
+        self.seq += 1;
+        let key = (at, class, self.seq);
+        if self.in_calendar(at) {
+            self.put(at, class, self.seq, ev);
+        } else {
+            self.later.push(Entry { key, ev });
+        }
+        key
+    }
+
+    /// Takes out the entry queued under `key` before it is popped. The caller holds its event:
+    /// the entry is only marked, and skipped when it is reached.
+    pub(crate) fn remove(&mut self, key: Key) {
+        let i = self.removed.partition_point(|&s| s < key.2);
+        self.removed.insert(i, key.2);
+    }
+
+    /// Whether `seq` was removed; forgets it if so, as it is being dropped.
+    fn take_removed(&mut self, seq: u64) -> bool {
+        if self.removed.is_empty() {
+            return false;
+        }
+        match self.removed.binary_search(&seq) {
+            Ok(i) => {
+                self.removed.remove(i);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Moves the calendar to start at `t` (no entry lies before it), and the heap's entries that
+    /// are now inside it into their slots.
+    fn advance(&mut self, t: Time) {
+        if t <= self.base {
+            return;
+        }
+        self.base = t;
+        while let Some(top) = self.later.peek() {
+            if !self.in_calendar(top.key.0) {
+                break;
+            }
+            let Entry { key, ev } = self.later.pop().expect("peeked");
+            self.put(key.0, key.1, key.2, ev);
+        }
+    }
+
+    /// The first full slot at or after `base`, within the calendar: its second.
+    fn first_full(&self) -> Option<Time> {
+        let start = (self.base % SLOTS as Time) as usize;
+        // Slots from `start` to the end of the ring, then from its start: each at most once.
+        for k in 0..=SLOTS / 64 {
+            let w = (start / 64 + k) % (SLOTS / 64);
+            let mut bits = self.full[w];
+            if k == 0 {
+                bits &= u64::MAX << (start % 64);
+            } else if k == SLOTS / 64 {
+                bits &= !(u64::MAX << (start % 64));
+            }
+            if bits != 0 {
+                let i = w * 64 + bits.trailing_zeros() as usize;
+                let ahead = (i + SLOTS - start) % SLOTS;
+                return Some(self.base + ahead as Time);
+            }
+        }
+        None
+    }
+
+    /// Drops removed entries from the front of the slot of second `at`; returns whether an
+    /// entry is left there.
+    fn settle_slot(&mut self, at: Time) -> bool {
+        let i = (at % SLOTS as Time) as usize;
+        for c in 0..CLASSES {
+            while let Some(&(seq, _)) = self.slots[i][c].front() {
+                if !self.take_removed(seq) {
+                    return true;
+                }
+                self.slots[i][c].pop_front();
+            }
+        }
+        self.full[i / 64] &= !(1 << (i % 64));
+        false
+    }
+
+    /// The second of the least entry.
+    pub(crate) fn next_time(&mut self) -> Option<Time> {
+        loop {
+            match self.first_full() {
+                Some(at) if self.removed.is_empty() || self.settle_slot(at) => return Some(at),
+                Some(_) => continue,
+                None => {}
+            }
+            // Nothing in the calendar: the heap's least, past removed entries.
+            loop {
+                let (at, seq) = self.later.peek().map(|top| (top.key.0, top.key.2))?;
+                if !self.take_removed(seq) {
+                    return Some(at);
+                }
+                self.later.pop();
+            }
+        }
+    }
+
+    /// Pops the least entry if it is due at `t`, which is no earlier than any entry.
+    pub(crate) fn pop_at(&mut self, t: Time) -> Option<E> {
+        self.advance(t);
+        if self.slots.is_empty() {
+            return None;
+        }
+        let i = (t % SLOTS as Time) as usize;
+        if self.full[i / 64] >> (i % 64) & 1 == 0 {
+            return None;
+        }
+        for c in 0..CLASSES {
+            while let Some((seq, ev)) = self.slots[i][c].pop_front() {
+                if !self.take_removed(seq) {
+                    if self.slots[i].iter().all(VecDeque::is_empty) {
+                        self.full[i / 64] &= !(1 << (i % 64));
+                    }
+                    return Some(ev);
+                }
+            }
+        }
+        self.full[i / 64] &= !(1 << (i % 64));
+        None
+    }
+}
+
+/// How many reports made at each second are on their way, the earliest second first.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Transit {
+    /// `(made, count)`, ascending by `made`; counts may be 0 behind a non-zero first one.
+    made: VecDeque<(Time, u64)>,
+}
+
+impl Transit {
+    pub(crate) fn clear(&mut self) {
+        self.made.clear();
+    }
+
+    /// One more report made at `t`, which is no earlier than any report made before.
+    pub(crate) fn send(&mut self, t: Time) {
+        match self.made.back_mut() {
+            Some((at, n)) if *at == t => *n += 1,
+            _ => {
+                debug_assert!(self.made.back().is_none_or(|&(at, _)| at < t));
+                self.made.push_back((t, 1));
+            }
+        }
+    }
+
+    /// A report made at `made` arrived.
+    pub(crate) fn arrive(&mut self, made: Time) {
+        // Under one fixed delay reports arrive in the order they were made: the first.
+        let i = match self.made.front() {
+            Some(&(at, _)) if at == made => 0,
+            _ => self.made.partition_point(|&(at, _)| at < made),
+        };
+        if let Some((at, n)) = self.made.get_mut(i) {
+            if *at == made && *n > 0 {
+                *n -= 1;
+            }
+        }
+        while self.made.front().is_some_and(|&(_, n)| n == 0) {
+            self.made.pop_front();
+        }
+    }
+
+    /// The earliest second at which a report still on its way was made.
+    pub(crate) fn earliest(&self) -> Option<Time> {
+        self.made.front().map(|&(at, _)| at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    proptest! {
+        /// The bitset answers as the B-tree set it replaced, whatever the operations.
+        #[test]
+        fn a_copy_set_is_an_ordered_set(ops in prop::collection::vec((any::<bool>(), 0u64..9000), 0..400)) {
+            let mut set = CopySet::default();
+            let mut model = BTreeSet::new();
+            for (add, id) in ops {
+                if add {
+                    prop_assert_eq!(set.insert(id), model.insert(id));
+                } else {
+                    prop_assert_eq!(set.remove(id), model.remove(&id));
+                }
+                prop_assert_eq!(set.len(), model.len());
+                prop_assert_eq!(set.contains(id), model.contains(&id));
+            }
+            prop_assert_eq!(set.iter().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
+            let copy = set.clone();
+            prop_assert_eq!(copy.iter().collect::<Vec<_>>(), model.into_iter().collect::<Vec<_>>());
+        }
+
+        /// The heap pops in the B-tree map's key order, removed entries left out, also when
+        /// entries are pushed while it drains.
+        #[test]
+        fn the_event_queue_pops_in_key_order(
+            ops in prop::collection::vec((0u64..600, 0u8..3, 0u8..5), 1..300),
+        ) {
+            // Twice over, the second time after `clear`: a thread's next run reuses the queue.
+            let mut q = EventQueue::default();
+            for _ in 0..2 {
+                q.clear();
+                let mut model: BTreeMap<Key, u32> = BTreeMap::new();
+                let mut keys = Vec::new();
+                let mut t = 0;
+                for (i, &(dt, class, op)) in ops.iter().enumerate() {
+                    match op {
+                        0 | 1 => {
+                            // Mostly soon, sometimes past the calendar's 256 seconds.
+                            let at = t + if op == 0 { dt % 30 } else { dt };
+                            let key = q.push(at, class, i as u32);
+                            model.insert(key, i as u32);
+                            keys.push(key);
+                        }
+                        2 => {
+                            if let Some(key) = keys.pop() {
+                                if model.remove(&key).is_some() {
+                                    q.remove(key);
+                                }
+                            }
+                        }
+                        3 => {
+                            // Drain one second, pushing at it while it drains.
+                            prop_assert_eq!(q.next_time(), model.keys().next().map(|k| k.0));
+                            if let Some(at) = q.next_time() {
+                                t = at;
+                                let mut pushed = false;
+                                while let Some(ev) = q.pop_at(t) {
+                                    let (k, v) = model.pop_first().unwrap();
+                                    prop_assert_eq!((k.0, v), (t, ev));
+                                    if !pushed {
+                                        pushed = true;
+                                        let key = q.push(t, 0, 10_000 + i as u32);
+                                        model.insert(key, 10_000 + i as u32);
+                                    }
+                                }
+                            }
+                        }
+                        _ => {
+                            prop_assert_eq!(q.next_time(), model.keys().next().map(|k| k.0));
+                        }
+                    }
+                }
+                while let Some(at) = q.next_time() {
+                    let ev = q.pop_at(at).unwrap();
+                    let (k, v) = model.pop_first().unwrap();
+                    prop_assert_eq!((k.0, v), (at, ev));
+                }
+                prop_assert!(model.is_empty());
+            }
+        }
+
+        /// The earliest second with a report on its way, as the B-tree map of counts gave it.
+        #[test]
+        fn transit_keeps_the_earliest_second(ops in prop::collection::vec((0u64..3, any::<bool>(), 0usize..50), 0..300)) {
+            let mut tr = Transit::default();
+            let mut model: BTreeMap<Time, u64> = BTreeMap::new();
+            let mut sent: Vec<Time> = Vec::new();
+            let mut t = 0;
+            for (dt, send, pick) in ops {
+                if send || sent.is_empty() {
+                    t += dt;
+                    tr.send(t);
+                    *model.entry(t).or_insert(0) += 1;
+                    sent.push(t);
+                } else {
+                    let made = sent.swap_remove(pick % sent.len());
+                    tr.arrive(made);
+                    let n = model.get_mut(&made).unwrap();
+                    *n -= 1;
+                    if *n == 0 {
+                        model.remove(&made);
+                    }
+                }
+                prop_assert_eq!(tr.earliest(), model.keys().next().copied());
+            }
+        }
+    }
+}
