@@ -176,7 +176,11 @@ pub fn run(args: SweepArgs, matches: Option<&ArgMatches>) -> anyhow::Result<()> 
         },
     );
     if args.summary {
-        let s = sweep::summarize(&grid, &tick);
+        // A summary prints nothing until its end: stopped by a signal, it prints the counts of
+        // the cells simulated so far and one line of how far it got.
+        let stop = crate::progress::Stop::watch();
+        let started = std::time::Instant::now();
+        let s = sweep::summarize_until(&grid, &tick, &|| stop.signal().is_some());
         bar.finish_and_clear();
         let s = s?;
         let mut r = Record::new();
@@ -188,6 +192,17 @@ pub fn run(args: SweepArgs, matches: Option<&ArgMatches>) -> anyhow::Result<()> 
         out.write_all(text.as_bytes())
             .and_then(|()| out.flush())
             .context("writing to stdout")?;
+        if let Some(i) = stop.signal() {
+            eprintln!(
+                "sweep: stopped by {} after {} of {} cells ({:.1} s): the counts above are of \
+                 those cells only",
+                i.name,
+                s.cells,
+                range.end - range.start,
+                started.elapsed().as_secs_f64()
+            );
+            return Err(i.into());
+        }
         return Ok(());
     }
     let format = match args.format {

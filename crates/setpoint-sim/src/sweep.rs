@@ -1443,12 +1443,24 @@ pub enum SweepError {
 /// Simulates every cell of `grid`'s shard on the current rayon pool and counts. `progress` is
 /// told how many cells each finished chunk held, from any thread, in no particular order.
 pub fn summarize(grid: &Grid, progress: &(dyn Fn(u64) + Sync)) -> Result<Summary, SweepError> {
-    summarize_split(grid, progress, SPLIT)
+    summarize_split(grid, progress, &|| false, SPLIT)
+}
+
+/// [`summarize`], skipping every cell not started when `stop` says so (a signal asked the
+/// command to stop): the counts of the cells simulated so far (`Summary::cells` of them, not
+/// in cell order), so that an interrupted sweep prints what it has.
+pub fn summarize_until(
+    grid: &Grid,
+    progress: &(dyn Fn(u64) + Sync),
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<Summary, SweepError> {
+    summarize_split(grid, progress, stop, SPLIT)
 }
 
 fn summarize_split(
     grid: &Grid,
     progress: &(dyn Fn(u64) + Sync),
+    stop: &(dyn Fn() -> bool + Sync),
     split: Split,
 ) -> Result<Summary, SweepError> {
     (0..grid.chunks(split))
@@ -1457,6 +1469,10 @@ fn summarize_split(
             let cells = grid.chunk(k, split);
             let mut s = Summary::default();
             for i in cells.clone() {
+                // Between two cells: a cell of a long duration runs for seconds in a debug build.
+                if stop() {
+                    break;
+                }
                 let cell_err = |source| SweepError::Cell { cell: i, source };
                 s.cells += 1;
                 if grid.spec.runs > 1 {
@@ -1478,7 +1494,7 @@ fn summarize_split(
                     s.prediction_mismatched += u64::from(row.prediction_match == Some(false));
                 }
             }
-            progress(cells.end - cells.start);
+            progress(s.cells);
             Ok(s)
         })
         .try_reduce(Summary::default, |a, b| Ok(a.add(b)))
@@ -2265,6 +2281,7 @@ mod tests {
                     &|n| {
                         seen.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
                     },
+                    &|| false,
                     SMALL,
                 )
             });
@@ -2283,5 +2300,32 @@ mod tests {
         .unwrap();
         let s = summarize(&g, &|_| {}).unwrap();
         assert_eq!((s.cells, s.mismatched), (56, 0));
+    }
+
+    #[test]
+    fn a_summary_stopped_counts_only_the_cells_it_ran() {
+        let g = Grid::new(GridSpec {
+            delay: axis(Limit::DELAY, "0..=99"),
+            period: axis(Limit::PERIOD, "1..=50"),
+            ..GridSpec::default()
+        })
+        .unwrap();
+        let asked = std::sync::atomic::AtomicU64::new(0);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let s = pool
+            .install(|| {
+                summarize_split(
+                    &g,
+                    &|_| {},
+                    &|| asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 10,
+                    SMALL,
+                )
+            })
+            .unwrap();
+        assert_eq!(s.cells, 10, "ten cells ran, then it stopped");
+        assert_eq!(summarize_until(&g, &|_| {}, &|| true).unwrap().cells, 0);
     }
 }

@@ -1,6 +1,7 @@
 //! Long work bounded and visible (issue 25): `chaos --runs` over its budget is refused in one
 //! line; without a terminal no progress is drawn; a chaos search stopped by SIGINT or SIGTERM
-//! prints the rows of the seeds it ran and where it stopped, and exits 128 + the signal.
+//! prints the rows of the seeds it ran and where it stopped, and exits 128 + the signal; so does
+//! a `sweep --summary` of 10^8 cells, with the counts of the cells it simulated.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -100,4 +101,45 @@ fn stop_with(signal: Signal, code: i32) {
 fn a_chaos_search_stopped_by_sigint_or_sigterm_prints_what_it_has() {
     stop_with(Signal::INT, 130);
     stop_with(Signal::TERM, 143);
+}
+
+#[test]
+fn a_sweep_summary_of_the_most_cells_stopped_by_sigint_prints_the_counts_so_far() {
+    // 10^8 cells, the most one sweep may ask for: about a minute in a release build.
+    let child = Command::new(BIN)
+        .args([
+            "sweep",
+            "--summary",
+            "-G",
+            "0..=9999",
+            "-U",
+            "1..=10000",
+            "--format",
+            "csv",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, Signal::INT).unwrap();
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let took = started.elapsed();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    let line = err.lines().last().unwrap_or_default();
+    assert!(line.starts_with("sweep: stopped by SIGINT after "), "{err}");
+    assert!(line.contains(" of 100000000 cells"), "{line}");
+    // The one row counts the cells the line names.
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row: Vec<&str> = text.lines().nth(1).unwrap().split(',').collect();
+    let cells: u64 = row[1].parse().unwrap();
+    assert!(cells > 0 && cells < 100_000_000, "{text}");
+    assert!(
+        line.contains(&format!("after {cells} of ")),
+        "{line}\n{text}"
+    );
+    assert!(took < Duration::from_secs(10), "stopping took {took:?}");
 }
