@@ -15,7 +15,7 @@ seconds="${1:-600}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(scenario_toml workloads_toml grid_axis duration delay_model calibrate)
+    targets=(scenario_toml workloads_toml grid_axis duration delay_model calibrate stored_records)
 fi
 
 if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then

@@ -15,7 +15,8 @@ use crate::BadInput;
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
     /// Measurement files: Prometheus text (`curl …/metrics`) or `kubectl get pods|events -o
-    /// json`, told apart by their content. With --store: at most one workload name instead.
+    /// json`, told apart by their content; or a live endpoint, http://HOST:PORT/metrics, read
+    /// once. With --store: at most one workload name instead.
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// The Prometheus histogram to read (`NAME` of its `NAME_bucket` lines); needed when a
@@ -88,7 +89,13 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<String> {
         };
         let mut fits = Vec::new();
         for path in &args.files {
-            fits.extend(calibrate::calibrate_file(path, &req)?);
+            let name = path.display().to_string();
+            if name.starts_with("http://") || name.starts_with("https://") {
+                let text = scrape(&name)?;
+                fits.extend(calibrate::calibrate_text(&name, &text, &req)?);
+            } else {
+                fits.extend(calibrate::calibrate_file(path, &req)?);
+            }
         }
         fits
     };
@@ -111,4 +118,75 @@ pub fn run(args: &CalibrateArgs) -> anyhow::Result<String> {
         args.format.into(),
         &["schema"],
     ))
+}
+
+/// The most a scrape may be: far above any exporter's page, far below what would hurt.
+const MAX_SCRAPE: u64 = 64 << 20;
+
+/// How long a scrape may take to connect, and each read or write.
+const SCRAPE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads `url` (`http://HOST:PORT/PATH`) once with a plain HTTP/1.0 GET, as Prometheus would
+/// scrape it, and returns the body. HTTP/1.0 asks the server for a body without chunked
+/// encoding, ended by its length or by closing.
+fn scrape(url: &str) -> Result<String, calibrate::CalibrateError> {
+    use std::io::{Read, Write};
+    use std::net::ToSocketAddrs;
+    let bad = |m: String| calibrate::CalibrateError::Unusable {
+        file: url.to_owned(),
+        message: m,
+    };
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        bad(
+            "https is not read here: accepted http://HOST:PORT/PATH, or a file saved with curl"
+                .into(),
+        )
+    })?;
+    let (authority, path) = rest.find('/').map_or((rest, "/"), |i| rest.split_at(i));
+    if authority.is_empty() || authority.contains('@') {
+        return Err(bad("no host: accepted http://HOST:PORT/PATH".into()));
+    }
+    let with_port = if authority
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        authority.to_owned()
+    } else {
+        format!("{authority}:80")
+    };
+    let addr = with_port
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| {
+            bad(format!(
+                "cannot resolve '{authority}': accepted http://HOST:PORT/PATH"
+            ))
+        })?;
+    let mut conn = std::net::TcpStream::connect_timeout(&addr, SCRAPE_TIMEOUT)
+        .map_err(|e| bad(format!("cannot connect to {addr}: {e}")))?;
+    let io = |e: std::io::Error| bad(format!("reading the scrape: {e}"));
+    conn.set_read_timeout(Some(SCRAPE_TIMEOUT)).map_err(io)?;
+    conn.set_write_timeout(Some(SCRAPE_TIMEOUT)).map_err(io)?;
+    write!(
+        conn,
+        "GET {path} HTTP/1.0\r\nHost: {authority}\r\nAccept: text/plain;version=0.0.4, application/openmetrics-text;q=0.5\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(io)?;
+    let mut raw = Vec::new();
+    conn.take(MAX_SCRAPE + 1)
+        .read_to_end(&mut raw)
+        .map_err(io)?;
+    if raw.len() as u64 > MAX_SCRAPE {
+        return Err(bad(format!("the scrape is over {} MiB", MAX_SCRAPE >> 20)));
+    }
+    let text = String::from_utf8(raw).map_err(|_| bad("the scrape is not UTF-8 text".into()))?;
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| bad("the answer is not HTTP: no end of its headers".into()))?;
+    let status = head.lines().next().unwrap_or_default();
+    if status.split_whitespace().nth(1) != Some("200") {
+        return Err(bad(format!("the server answered '{status}': accepted 200")));
+    }
+    Ok(body.to_owned())
 }

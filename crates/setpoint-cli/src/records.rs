@@ -59,6 +59,7 @@ pub const STATUS_KEYS: &[&str] = &[
     "running",
     "exited",
     "assigned",
+    "problems",
 ];
 
 /// CSV of `records`, or the header alone for none.
@@ -133,6 +134,7 @@ pub fn status_records(s: &Status) -> Vec<Record> {
             r.push("running", n.running);
             r.push("exited", n.exited);
             r.push("assigned", n.assigned);
+            r.push("problems", s.problems.len() as u64);
             r
         })
         .collect()

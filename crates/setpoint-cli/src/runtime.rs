@@ -189,13 +189,21 @@ pub struct AgentFlags {
     /// reporting chain).
     #[arg(long, default_value = "0", value_name = "DURATION", value_parser = duration)]
     pub report_delay: Duration,
+    /// Jittered added delays instead of --report-delay: one per report in turn, repeating after
+    /// the last (`50ms,250ms,120ms`), as a reporting chain whose delay varies.
+    #[arg(long, value_name = "DURATION,...", value_parser = delay_list, conflicts_with = "report_delay")]
+    pub report_delays: Option<DelayList>,
     /// How often the agent reads its assignments.
     #[arg(long, default_value = "100ms", value_name = "DURATION", value_parser = positive_duration)]
     pub sync_every: Duration,
-    /// A copy's log (`{data-dir}/nodes/logs/COPY.log`) rotates to `COPY.log.1` past this size:
-    /// bytes, or with a unit KiB, MiB, GiB.
+    /// A copy's log file (`{data-dir}/nodes/logs/COPY.log`) is renamed to `COPY.log.1` before
+    /// it passes this size: bytes, or with a unit KiB, MiB, GiB.
     #[arg(long, default_value = "10MiB", value_name = "SIZE", value_parser = size)]
     pub log_max_size: u64,
+    /// How many files a copy's log keeps, the current one included (1 to 100): its disk use
+    /// is at most --log-max-size times this.
+    #[arg(long, default_value = "5", value_name = "N", value_parser = log_files)]
+    pub log_max_files: u32,
     /// The log of a copy that ended is removed this long after its last line.
     #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = positive_duration)]
     pub log_retention: Duration,
@@ -214,8 +222,12 @@ impl AgentFlags {
         let mut c = AgentConfig::new(node, state_dir);
         c.report_every = self.report_every;
         c.report_delay = self.report_delay;
+        if let Some(DelayList(ms)) = &self.report_delays {
+            c.report_delays = setpoint_runtime::report_delay::ReportDelays::new(ms.clone());
+        }
         c.sync_every = self.sync_every;
         c.log_max_bytes = self.log_max_size;
+        c.log_max_files = self.log_max_files;
         c.log_retention = self.log_retention;
         c.lease_ttl = self.node_timeout;
         c.simulate_copies = self.simulate_copies;
@@ -233,6 +245,92 @@ impl AgentFlags {
     }
 }
 
+/// How a daemon is observed: its log lines and its metrics endpoint.
+#[derive(Debug, Args)]
+pub struct ObserveArgs {
+    /// Which log lines to write: a level (error, warn, info, debug, trace) or RUST_LOG-style
+    /// directives ('info,setpoint=debug') [default: the RUST_LOG environment variable, else
+    /// info].
+    #[arg(long, value_name = "FILTER")]
+    log_level: Option<String>,
+    /// How to write log lines: text (`HH:MM:SS.mmm who: what`) or json (one object a line).
+    #[arg(long, value_enum, default_value = "text", value_name = "FORMAT")]
+    log_format: LogFormatArg,
+    /// Serve Prometheus metrics at http://ADDR/metrics: PORT (on 127.0.0.1), IP:PORT or
+    /// [IPv6]:PORT. Off unless given.
+    #[arg(long, value_name = "ADDR", value_parser = metrics_addr)]
+    metrics_addr: Option<std::net::SocketAddr>,
+}
+
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LogFormatArg {
+    /// `HH:MM:SS.mmm [LEVEL] who: what [key=value…]`.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+fn metrics_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    setpoint_runtime::metrics::parse_addr(s).map_err(|e| e.to_string())
+}
+
+/// A daemon's observing, set up: logging installed, the metrics endpoint bound.
+struct Observing {
+    endpoint: Option<(
+        std::net::TcpListener,
+        Arc<setpoint_runtime::metrics::Metrics>,
+    )>,
+}
+
+impl ObserveArgs {
+    /// Installs the log subscriber and binds the metrics endpoint: a bad filter or an address
+    /// that cannot be bound is refused here, before the daemon starts.
+    fn start(&self) -> anyhow::Result<Observing> {
+        use setpoint_runtime::logging::{init, LogFormat};
+        let format = match self.log_format {
+            LogFormatArg::Text => LogFormat::Text,
+            LogFormatArg::Json => LogFormat::Json,
+        };
+        init(self.log_level.as_deref(), format).map_err(|e| BadInput(e.to_string()))?;
+        let endpoint = match self.metrics_addr {
+            None => None,
+            Some(addr) => {
+                let l =
+                    setpoint_runtime::metrics::bind(addr).map_err(|e| BadInput(e.to_string()))?;
+                Some((l, setpoint_runtime::metrics::Metrics::new()))
+            }
+        };
+        Ok(Observing { endpoint })
+    }
+}
+
+impl Observing {
+    /// Where the parts count: the endpoint's metrics, or nowhere.
+    fn sink(&self) -> setpoint_runtime::metrics::MetricsSink {
+        self.endpoint
+            .as_ref()
+            .map(|(_, m)| setpoint_runtime::metrics::MetricsSink::to(m))
+            .unwrap_or_default()
+    }
+
+    /// Serves the endpoint until `shutdown` (on the runtime the daemon runs on).
+    fn spawn(self, who: &str, shutdown: setpoint_runtime::Shutdown) {
+        let Some((listener, metrics)) = self.endpoint else {
+            return;
+        };
+        if let Ok(addr) = listener.local_addr() {
+            setpoint_runtime::rt::log(who, format!("metrics on http://{addr}/metrics"));
+        }
+        let who = who.to_owned();
+        tokio::spawn(async move {
+            if let Err(e) = setpoint_runtime::metrics::serve(listener, metrics, shutdown).await {
+                setpoint_runtime::rt::warn(&who, format!("the metrics endpoint stopped: {e}"));
+            }
+        });
+    }
+}
+
 /// `setpoint controller`.
 #[derive(Debug, Args)]
 pub struct ControllerArgs {
@@ -240,6 +338,8 @@ pub struct ControllerArgs {
     store: StoreArgs,
     #[command(flatten)]
     flags: ControllerFlags,
+    #[command(flatten)]
+    observe: ObserveArgs,
 }
 
 /// `setpoint agent`.
@@ -252,6 +352,8 @@ pub struct AgentArgs {
     node: String,
     #[command(flatten)]
     flags: AgentFlags,
+    #[command(flatten)]
+    observe: ObserveArgs,
 }
 
 /// `setpoint up`.
@@ -266,6 +368,8 @@ pub struct UpArgs {
     controller: ControllerFlags,
     #[command(flatten)]
     agent: AgentFlags,
+    #[command(flatten)]
+    observe: ObserveArgs,
 }
 
 /// `setpoint apply`.
@@ -376,6 +480,25 @@ fn positive_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// `--report-delays`: milliseconds, one per report in turn. A newtype, so that clap takes the
+/// whole list as one value.
+#[derive(Clone, Debug)]
+pub struct DelayList(Vec<u64>);
+
+fn delay_list(s: &str) -> Result<DelayList, String> {
+    let ms: Vec<u64> = s
+        .split(',')
+        .map(|d| duration(d.trim()).map(|d| d.as_millis() as u64))
+        .collect::<Result<_, _>>()?;
+    if ms.len() > 10_000 {
+        return Err(format!(
+            "{} delays: accepted at most 10000 (the schedule repeats)",
+            ms.len()
+        ));
+    }
+    Ok(DelayList(ms))
+}
+
 fn size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let digits = t.bytes().take_while(u8::is_ascii_digit).count();
@@ -393,6 +516,15 @@ fn size(s: &str) -> Result<u64, String> {
     }
 }
 
+fn log_files(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if (1..=100).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "'{s}' is not a number of log files: accepted a whole number from 1 to 100"
+        )),
+    }
+}
+
 fn node_name(s: &str) -> Result<String, String> {
     setpoint_runtime::spec::check_name(s).map(|()| s.to_owned())
 }
@@ -401,10 +533,13 @@ fn node_name(s: &str) -> Result<String, String> {
 pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
     match cmd {
         RuntimeCommand::Controller(a) => {
-            let cfg = a.flags.config()?;
+            let mut cfg = a.flags.config()?;
             let url = a.store.url()?;
+            let observing = a.observe.start()?;
+            cfg.metrics = observing.sink();
             serve(|shutdown| async move {
                 let who = format!("controller {}", cfg.holder);
+                observing.spawn(&who, shutdown.clone());
                 let opened = url.open_retrying(OpenMode::Create, &who, shutdown.clone());
                 if let Some(store) = opened.await? {
                     run_controller(store, cfg, shutdown).await?;
@@ -415,10 +550,13 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         }
         RuntimeCommand::Agent(a) => {
             a.flags.check()?;
-            let cfg = a.flags.config(&a.node, &a.store.state_dir());
+            let mut cfg = a.flags.config(&a.node, &a.store.state_dir());
             let url = a.store.url()?;
+            let observing = a.observe.start()?;
+            cfg.metrics = observing.sink();
             serve(|shutdown| async move {
                 let who = format!("agent {}", cfg.node);
+                observing.spawn(&who, shutdown.clone());
                 let opened = url.open_retrying(OpenMode::Create, &who, shutdown.clone());
                 if let Some(store) = opened.await? {
                     run_agent(store, cfg, shutdown).await?;
@@ -565,10 +703,9 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             let store = a.store.open_read_only()?;
             crate::inspect::watch(&a.watch, || {
                 let s = ops::status(&*store)?;
-                let problems = ops::problems(&*store)?;
                 let text = match a.format {
                     Format::Json => crate::output::json_with_schema(&s)?,
-                    Format::Table => status_table(&s) + &problem_lines(&problems),
+                    Format::Table => status_table(&s) + &problem_lines(&s.problems),
                     Format::Csv => crate::records::csv(
                         &crate::records::status_records(&s),
                         crate::records::STATUS_KEYS,
@@ -678,11 +815,11 @@ fn logs_through_store(a: &LogsArgs) -> anyhow::Result<String> {
 }
 
 fn up(a: &UpArgs) -> anyhow::Result<String> {
-    let ccfg = a.controller.config()?;
+    let mut ccfg = a.controller.config()?;
     a.agent.check()?;
     let url = a.store.url()?;
     let state_dir = a.store.state_dir();
-    let agents: Vec<AgentConfig> = (1..=a.nodes)
+    let mut agents: Vec<AgentConfig> = (1..=a.nodes)
         .map(|i| a.agent.config(&format!("node-{i}"), &state_dir))
         .collect();
     // A second `up` on a data directory whose nodes run is refused by its agents' locks; ask
@@ -693,6 +830,12 @@ fn up(a: &UpArgs) -> anyhow::Result<String> {
                 .map_err(|e| BadInput(e.to_string()))?;
         }
     }
+    let observing = a.observe.start()?;
+    // One endpoint for the whole cluster: the agents' series are labelled by node.
+    ccfg.metrics = observing.sink();
+    for cfg in &mut agents {
+        cfg.metrics = observing.sink();
+    }
     let up_log = a.store.data_dir.join("up.log");
     setpoint_runtime::rt::log_to_file(&up_log)
         .with_context(|| format!("opening {}", up_log.display()))?;
@@ -702,6 +845,7 @@ fn up(a: &UpArgs) -> anyhow::Result<String> {
         up_log.display()
     ));
     serve(|shutdown| async move {
+        observing.spawn("setpoint up", shutdown.clone());
         let Some(store) = url
             .open_retrying(OpenMode::Create, "setpoint up", shutdown.clone())
             .await?

@@ -257,6 +257,7 @@ mod tests {
             forgotten: 0,
             workloads: 0,
             idle: Default::default(),
+            problems: Default::default(),
         };
         let table = status_table(&s);
         let rows: Vec<&str> = table.lines().skip(2).collect();

@@ -54,6 +54,9 @@
 //!   answer records, their bounds, the asking side.
 //! - [`report_delay`]: a schedule of jittered report delays an agent gives its reports in turn.
 //! - [`rt`]: shutdown signal, blocking store calls, log lines.
+//! - [`logging`]: the log lines through `tracing`: levels, filters, text or JSON.
+//! - [`metrics`]: the Prometheus metrics of the controller and the agents, and their
+//!   `/metrics` endpoint.
 //! - [`machine`]: what the I/O-free state machines (controller host, agent) share: store
 //!   requests and replies, wake-ups.
 
@@ -62,13 +65,16 @@ pub mod batches;
 pub mod cache;
 pub mod controller;
 pub mod copies;
+pub mod copy_output;
 pub mod duration;
 pub mod events;
 pub mod failpoint;
 pub mod log_requests;
+pub mod logging;
 pub mod logs;
 pub mod machine;
 pub mod measure;
+pub mod metrics;
 pub mod model;
 pub mod ops;
 #[cfg(test)]

@@ -1,9 +1,9 @@
 //! A copy's output, as `setpoint logs COPY [--tail N] [--follow]` prints it.
 //!
 //! An agent appends each copy's standard output and error to `{state_dir}/logs/{copy}.log`
-//! (`{data-dir}/nodes/logs/…` for the CLI), rotated to `{copy}.log.1` past its size limit and
-//! removed a retention period after the copy ended ([`crate::retention`]). Reading needs no
-//! agent: the files are the record.
+//! (`{data-dir}/nodes/logs/…` for the CLI), rotated by rename to `{copy}.log.1`, `.log.2`, …
+//! past its size limit ([`crate::copy_output`]) and removed a retention period after the copy
+//! ended ([`crate::retention`]). Reading needs no agent: the files are the record.
 
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -23,15 +23,26 @@ pub fn valid_copy_name(copy: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
-/// The last `tail` lines (all, if `None`) of `copy`'s output, the rotated part first.
-/// `Ok(None)` if the copy has no log.
+/// The most older files [`read`] looks for.
+const MAX_OLDER: u32 = 10_000;
+
+/// The last `tail` lines (all, if `None`) of `copy`'s output, the rotated files first, oldest
+/// first (`.log.N` … `.log.1`, then `.log`). `Ok(None)` if the copy has no log.
 pub fn read(state_dir: &Path, copy: &str, tail: Option<usize>) -> io::Result<Option<Vec<u8>>> {
     let path = log_path(state_dir, copy);
-    let mut text = match std::fs::read(crate::retention::rotated(&path)) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(e),
-    };
+    let older = (1..MAX_OLDER)
+        .take_while(|&n| crate::copy_output::numbered(&path, n).exists())
+        .last()
+        .unwrap_or(0);
+    let mut text = Vec::new();
+    for n in (1..=older).rev() {
+        match std::fs::read(crate::copy_output::numbered(&path, n)) {
+            Ok(t) => text.extend_from_slice(&t),
+            // Rotated away meanwhile: what is left is still in order.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
     match std::fs::read(&path) {
         Ok(t) => text.extend_from_slice(&t),
         Err(e) if e.kind() == io::ErrorKind::NotFound && !text.is_empty() => {}
@@ -55,7 +66,7 @@ pub struct Range {
     pub len: u64,
 }
 
-/// At most `max` bytes of `copy`'s log (its parts joined, the rotated part first, as [`read`]
+/// At most `max` bytes of `copy`'s log (its kept parts joined, oldest first, as [`read`]
 /// joins them) from byte `from`, or, with `tail`, from the start of its last `tail` lines.
 /// A `from` past the end means the log was rotated since: reading goes on from the start of
 /// the current part. `Ok(None)` if the copy has no log. Only what is returned is read (the
@@ -68,8 +79,17 @@ pub fn read_range(
     max: usize,
 ) -> io::Result<Option<Range>> {
     let path = log_path(state_dir, copy);
-    let parts = [crate::retention::rotated(&path), path];
-    let mut lens = [0u64; 2];
+    // The kept parts, oldest first: `.log.N … .log.1`, then `.log`, as [`read`] joins them.
+    let older = (1..MAX_OLDER)
+        .take_while(|&n| crate::copy_output::numbered(&path, n).exists())
+        .last()
+        .unwrap_or(0);
+    let mut parts: Vec<PathBuf> = (1..=older)
+        .rev()
+        .map(|n| crate::copy_output::numbered(&path, n))
+        .collect();
+    parts.push(path);
+    let mut lens = vec![0u64; parts.len()];
     let mut found = false;
     for (i, p) in parts.iter().enumerate() {
         match std::fs::metadata(p) {
@@ -81,7 +101,7 @@ pub fn read_range(
     if !found {
         return Ok(None);
     }
-    let len = lens[0] + lens[1];
+    let len: u64 = lens.iter().sum();
     let start = match tail {
         Some(n) => {
             // Lines are found from the end; a tail is at most `max` bytes from it at first
@@ -90,7 +110,8 @@ pub fn read_range(
             let back = read_span(&parts, &lens, len - window, window as usize)?;
             len - last_lines(&back, n).len() as u64
         }
-        None if from > len => lens[0],
+        // Rotated since: go on from the start of the newest part.
+        None if from > len => len - lens[lens.len() - 1],
         None => from,
     };
     let want = (len - start).min(max as u64) as usize;
@@ -103,7 +124,7 @@ pub fn read_range(
 
 /// `want` bytes from `at` of the parts joined, whose lengths are `lens` (fewer if a part
 /// shrank meanwhile).
-fn read_span(parts: &[PathBuf; 2], lens: &[u64; 2], at: u64, want: usize) -> io::Result<Vec<u8>> {
+fn read_span(parts: &[PathBuf], lens: &[u64], at: u64, want: usize) -> io::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(want);
     let mut base = 0;
     let end = at + want as u64;
@@ -143,32 +164,53 @@ pub fn last_lines(text: &[u8], n: usize) -> &[u8] {
 pub struct Follower {
     path: PathBuf,
     pos: u64,
+    /// The inode of the file read so far, to tell a rotation by rename.
+    ino: Option<u64>,
 }
 
 impl Follower {
     /// Follows `copy`'s log from its current end.
     pub fn new(state_dir: &Path, copy: &str) -> Self {
+        use std::os::unix::fs::MetadataExt;
         let path = log_path(state_dir, copy);
-        let pos = std::fs::metadata(&path).map_or(0, |m| m.len());
-        Self { path, pos }
+        let meta = std::fs::metadata(&path).ok();
+        Self {
+            path,
+            pos: meta.as_ref().map_or(0, |m| m.len()),
+            ino: meta.map(|m| m.ino()),
+        }
     }
 
-    /// What was appended since the last call. A file shorter than what was read was rotated
-    /// (copied and truncated): reading starts again from its beginning.
+    /// What was appended since the last call. A file renamed away (to `.log.1`) is read to its
+    /// end first, then the new file from its beginning; a file shorter than what was read was
+    /// copied and truncated: reading starts again from its beginning.
     pub fn poll(&mut self) -> io::Result<Vec<u8>> {
+        use std::os::unix::fs::MetadataExt;
+        let mut out = Vec::new();
         let mut f = match std::fs::File::open(&self.path) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
             Err(e) => return Err(e),
         };
-        let len = f.metadata()?.len();
-        if len < self.pos {
+        let meta = f.metadata()?;
+        if self.ino.is_some_and(|ino| ino != meta.ino()) {
+            let older = crate::copy_output::numbered(&self.path, 1);
+            if let Ok(mut old) = std::fs::File::open(older) {
+                if old.metadata().is_ok_and(|m| Some(m.ino()) == self.ino) {
+                    old.seek(SeekFrom::Start(self.pos))?;
+                    old.read_to_end(&mut out)?;
+                }
+            }
+            self.pos = 0;
+        }
+        self.ino = Some(meta.ino());
+        if meta.len() < self.pos {
             self.pos = 0;
         }
         f.seek(SeekFrom::Start(self.pos))?;
-        let mut out = Vec::new();
+        let before = out.len();
         f.read_to_end(&mut out)?;
-        self.pos += out.len() as u64;
+        self.pos += (out.len() - before) as u64;
         Ok(out)
     }
 }
@@ -209,6 +251,23 @@ mod tests {
             "after the truncation, from the start"
         );
         assert_eq!(f.poll().unwrap(), b"");
+        // A rotation by rename: the follower finishes the renamed file, then reads the new one.
+        let mut w = crate::copy_output::Rotating::open(
+            path.clone(),
+            crate::copy_output::LogLimits {
+                max_bytes: 4,
+                max_files: 3,
+            },
+        )
+        .unwrap();
+        w.write(b"4\n");
+        w.write(b"5\n6\n");
+        assert_eq!(f.poll().unwrap(), b"4\n5\n6\n");
+        assert_eq!(
+            read(dir.path(), "w-0", None).unwrap().unwrap(),
+            b"1\n2\n3\n4\n5\n6\n",
+            "oldest first, across three files"
+        );
         assert!(valid_copy_name("web-12") && !valid_copy_name("../x") && !valid_copy_name(""));
     }
 
@@ -252,5 +311,23 @@ mod tests {
             (8, &b"three\n"[..]),
             "rotated since"
         );
+        // Three kept parts, `.log.2` oldest: every start and size against `read`'s join.
+        std::fs::write(crate::copy_output::numbered(&path, 2), "zero\n").unwrap();
+        let all = read(dir.path(), "w-0", None).unwrap().unwrap();
+        assert_eq!(all, b"zero\none\ntwo\nthree\n");
+        for from in 0..=all.len() as u64 {
+            for max in 0..=all.len() + 1 {
+                let r = read_range(dir.path(), "w-0", from, None, max)
+                    .unwrap()
+                    .unwrap();
+                let lo = from as usize;
+                let hi = (lo + max).min(all.len());
+                assert_eq!((r.from, &r.bytes[..], r.len), (from, &all[lo..hi], 19));
+            }
+        }
+        let past = read_range(dir.path(), "w-0", 99, None, 100)
+            .unwrap()
+            .unwrap();
+        assert_eq!(past.from, 13, "rotated since: the newest part's start");
     }
 }

@@ -467,6 +467,8 @@ pub struct Status {
     pub workloads: u64,
     /// Workloads whose loop is idle while not converged, with the reason.
     pub idle: std::collections::BTreeMap<String, IdleStatus>,
+    /// Stored records left out as problems, by key, with the reason ([`crate::model::trust`]).
+    pub problems: std::collections::BTreeMap<String, String>,
 }
 
 /// Reads the leader, the nodes and how long ago each reported.
@@ -536,6 +538,7 @@ pub fn status(store: &dyn Store) -> Result<Status, OpError> {
             .iter()
             .filter_map(|(n, w)| Some((n.clone(), loop_status(&s, n, w.create_revision).0?)))
             .collect(),
+        problems: s.problems.clone(),
     })
 }
 

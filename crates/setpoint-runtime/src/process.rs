@@ -1,7 +1,6 @@
 //! Real processes: spawning a copy in its own process group, signalling groups, and telling a
 //! live process from a dead one or from a later process that reuses its pid (Linux `/proc`).
 
-use std::fs::File;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -95,13 +94,15 @@ pub struct Launch<'a> {
     pub nonce: &'a str,
     /// The copy's declared environment; nothing else of the agent's is passed.
     pub env: &'a CopyEnv,
-    /// Where its standard output and error go (appended).
+    /// Its log: standard output and error go to this log's FIFO, which
+    /// [`crate::copy_output::follow_pipe`] reads into it.
     pub log: &'a Path,
 }
 
 /// Starts a copy as the leader of a new process group, with a clean environment (its declared
 /// variables and its identity, see [`crate::sandbox`]), stdin closed and no descriptor but
-/// stdin, stdout and stderr. Returns the child and its start time. A program that is not found
+/// stdin, stdout and stderr; stdout and stderr are the log's FIFO ([`crate::copy_output`]),
+/// which the caller then follows. Returns the child and its start time. A program that is not found
 /// or not executable fails with [`io::ErrorKind::NotFound`] and the reason in words.
 pub fn spawn_copy(l: &Launch<'_>) -> io::Result<(Child, u64)> {
     let (program, args) = l
@@ -110,7 +111,7 @@ pub fn spawn_copy(l: &Launch<'_>) -> io::Result<(Child, u64)> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
     let path = sandbox::resolve_program(program)
         .map_err(|why| io::Error::new(io::ErrorKind::NotFound, why))?;
-    let out = open_log(l.log)?;
+    let out = crate::copy_output::make_pipe(l.log)?;
     let err = out.try_clone()?;
     let env = sandbox::copy_environment(
         l.env,
@@ -157,13 +158,6 @@ pub fn spawn_check(command: &[String], copy: &str, env: &CopyEnv) -> io::Result<
         .stderr(Stdio::null())
         .process_group(0)
         .spawn()
-}
-
-fn open_log(path: &Path) -> io::Result<File> {
-    if let Some(dir) = path.parent() {
-        crate::store::identity::create_private_dir(dir)?;
-    }
-    crate::store::identity::open_private_append(path)
 }
 
 /// A process group leader found in `/proc` carrying an agent's mark.
@@ -267,6 +261,9 @@ mod tests {
             log: &log,
         })
         .unwrap();
+        let output =
+            crate::copy_output::follow_pipe(&log, crate::copy_output::LogLimits::default())
+                .unwrap();
         let pid = child.id();
         assert_eq!(proc_stat(pid).unwrap().pgid, pid);
         assert!(is_alive(pid, start));
@@ -293,5 +290,6 @@ mod tests {
         assert_eq!(describe_exit(child.wait().unwrap()), "signal 9");
         assert!(!is_alive(pid, start));
         assert!(find_marked(&mark).is_empty());
+        output.join().unwrap();
     }
 }

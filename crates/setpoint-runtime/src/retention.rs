@@ -9,12 +9,12 @@
 //!   are reused: once a retention period has passed the file stays flat
 //!   (docs/performance-runtime.md).
 //! - **Copy logs** (`{data-dir}/nodes/logs/{copy}.log`). Each copy's standard output and error
-//!   are appended to its file. The agent rotates a file that grows past the size limit (default
-//!   10 MiB) by copy-and-truncate: the copy keeps its open descriptor (in append mode, so it
-//!   writes at the new end), the older half goes to `{copy}.log.1`, replacing the one before.
-//!   Lines written between the copy and the truncation are lost; that is the price of not
-//!   restarting the copy. A log whose copy no longer runs on the node and that was last written
-//!   longer ago than the retention (default 1 h) is removed, with its `.1`.
+//!   go through a pipe to a reader thread that writes the file and rotates it by size itself,
+//!   by rename, keeping `{copy}.log.1` … `{copy}.log.{N-1}` ([`crate::copy_output`]; default
+//!   10 MiB × 5). A copy started by an older agent, which writes its file directly, is still
+//!   rotated by the agent ([`rotate_log`], copy-and-truncate, off the agent's loop). A log whose
+//!   copy no longer runs on the node and that was last written longer ago than the retention
+//!   (default 1 h) is removed, with its older files and its FIFO.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -30,6 +30,8 @@ use crate::store::{Read, Store, StoreError, Txn};
 pub const DEFAULT_RETENTION_MS: u64 = 3_600_000;
 /// The default size at which a copy's log rotates: 10 MiB.
 pub const DEFAULT_LOG_MAX_BYTES: u64 = 10 * 1024 * 1024;
+/// The default number of files a copy's log keeps, the current one included: 5.
+pub const DEFAULT_LOG_MAX_FILES: u32 = 5;
 /// The most keys one compaction transaction removes: what a default etcd takes in one
 /// transaction (`--max-txn-ops` 128).
 pub const BATCH: usize = crate::store::TxnLimits::ETCD_DEFAULT.max_ops;
@@ -170,10 +172,7 @@ pub fn sweep_logs(
     for entry in std::fs::read_dir(dir)?.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let Some(copy) = name
-            .strip_suffix(".log")
-            .or_else(|| name.strip_suffix(".log.1"))
-        else {
+        let Some(copy) = log_file_copy(name) else {
             continue;
         };
         if running.contains(copy) {
@@ -194,6 +193,18 @@ pub fn sweep_logs(
         }
     }
     Ok(removed)
+}
+
+/// The copy a file in the log folder belongs to: `{copy}.log`, `{copy}.log.{n}` or
+/// `{copy}.log.pipe`.
+fn log_file_copy(name: &str) -> Option<&str> {
+    if let Some(copy) = name.strip_suffix(".log") {
+        return Some(copy);
+    }
+    let (stem, tail) = name.rsplit_once('.')?;
+    let copy = stem.strip_suffix(".log")?;
+    (tail == "pipe" || (!tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit())))
+        .then_some(copy)
 }
 
 #[cfg(test)]
@@ -242,14 +253,17 @@ mod tests {
         assert_eq!(std::fs::metadata(&log).unwrap().len(), 0);
         assert_eq!(std::fs::read(rotated(&log)).unwrap(), vec![b'y'; 101]);
         std::fs::write(dir.path().join("w-1.log"), "bye").unwrap();
+        std::fs::write(dir.path().join("w-1.log.3"), "old").unwrap();
+        std::fs::write(dir.path().join("w-1.log.x"), "not a log").unwrap();
         let now = crate::store::wall_ms();
         let running: BTreeSet<String> = ["w-0".to_owned()].into();
         // Fresh files stay; the running copy's stay whatever their age.
         assert_eq!(sweep_logs(dir.path(), &running, now, 60_000).unwrap(), 0);
         assert_eq!(
             sweep_logs(dir.path(), &running, now + 120_000, 60_000).unwrap(),
-            1
+            2
         );
+        assert!(dir.path().join("w-1.log.x").exists());
         assert!(!dir.path().join("w-1.log").exists());
         assert!(log.exists() && rotated(&log).exists());
         assert_eq!(

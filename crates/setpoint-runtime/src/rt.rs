@@ -1,5 +1,5 @@
 //! Small pieces the async drivers share: a shutdown signal, store calls on blocking threads,
-//! and log lines.
+//! and log lines (on top of `tracing`: [`crate::logging`]).
 
 use std::sync::Arc;
 
@@ -74,17 +74,80 @@ pub fn log_to_file(path: &std::path::Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Writes one log line to stderr: wall-clock time, who, what. (And to the log file, if one was
-/// set with [`log_to_file`].)
+/// Writes one log line at level info: wall-clock time, who, what. Through `tracing` when a
+/// subscriber is installed ([`crate::logging::init`]: levels, filters, JSON), else straight to
+/// stderr (and to the log file, if one was set with [`log_to_file`]).
 pub fn log(who: &str, what: impl std::fmt::Display) {
-    let ms = crate::store::wall_ms();
-    let (s, ms) = (ms / 1000, ms % 1000);
-    say(&format!(
-        "{:02}:{:02}:{:02}.{ms:03} {who}: {what}",
-        (s / 3600) % 24,
-        (s / 60) % 60,
-        s % 60
-    ));
+    log_at(tracing::Level::INFO, who, &Fields::default(), what);
+}
+
+/// [`log`] at level warn: something failed or is refused, and the daemon carries on.
+pub fn warn(who: &str, what: impl std::fmt::Display) {
+    log_at(tracing::Level::WARN, who, &Fields::default(), what);
+}
+
+/// [`log`] at level debug: detail an operator asks for with `--log-level debug`.
+pub fn debug(who: &str, what: impl std::fmt::Display) {
+    log_at(tracing::Level::DEBUG, who, &Fields::default(), what);
+}
+
+/// The structured fields of a log line, where they are known. `node` (from `agent NODE`),
+/// `workload` (from `loop WORKLOAD`) and `holder` (from `controller HOLDER`) are also taken
+/// from `who` when not given.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Fields<'a> {
+    /// The workload the line is about.
+    pub workload: Option<&'a str>,
+    /// The copy the line is about (`web-3`).
+    pub copy: Option<&'a str>,
+    /// The node the line is about.
+    pub node: Option<&'a str>,
+    /// The leader's fencing token (the revision of `/leader` when it was taken).
+    pub fence: Option<u64>,
+}
+
+/// Writes one log line at `level` with `fields`. Without a subscriber every level is written, as
+/// [`log`] always did: only [`crate::logging::init`] filters.
+pub fn log_at(level: tracing::Level, who: &str, fields: &Fields<'_>, what: impl std::fmt::Display) {
+    if !tracing::dispatcher::has_been_set() {
+        let level = (level != tracing::Level::INFO).then(|| level.as_str());
+        say(&crate::logging::text_line(
+            crate::store::wall_ms(),
+            level,
+            who,
+            &what.to_string(),
+            &[],
+        ));
+        return;
+    }
+    let derived = crate::logging::from_who(who);
+    let workload = fields.workload.or(derived.workload);
+    let node = fields.node.or(derived.node);
+    let holder = derived.holder;
+    let copy = fields.copy;
+    let fence = fields.fence;
+    macro_rules! at {
+        ($lvl:expr) => {
+            tracing::event!(
+                target: "setpoint",
+                $lvl,
+                who,
+                workload,
+                copy,
+                node,
+                holder,
+                fence,
+                "{what}"
+            )
+        };
+    }
+    match level {
+        tracing::Level::ERROR => at!(tracing::Level::ERROR),
+        tracing::Level::WARN => at!(tracing::Level::WARN),
+        tracing::Level::INFO => at!(tracing::Level::INFO),
+        tracing::Level::DEBUG => at!(tracing::Level::DEBUG),
+        _ => at!(tracing::Level::TRACE),
+    }
 }
 
 /// Writes `line` to stderr and the log file. It never panics and never blocks shutdown: a closed
@@ -120,10 +183,10 @@ pub struct Reach {
 }
 
 impl Reach {
-    /// Logs `what` if the store was answering until now.
+    /// Logs `what` (at level warn) if the store was answering until now.
     pub fn failed(&mut self, who: &str, what: impl std::fmt::Display) {
         if !self.failing {
-            log(
+            warn(
                 who,
                 format!("{what} (retrying; logged again when it answers)"),
             );

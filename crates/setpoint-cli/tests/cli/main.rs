@@ -15,6 +15,8 @@
 //! - [`commandline`]: missing-argument messages, completions, the manual page and help.
 //! - [`hardening`]: a store that cannot be lost silently, an agent that trusts nothing it is
 //!   handed, and `apply` refusing what can never run (issue 14).
+//! - [`hostile`]: values written straight into the store beside a healthy workload, on etcd and
+//!   SQLite: each harms only its own key (issue 25, part 6).
 //! - [`heatmap_models`]: `plot heatmap --delay-model`, rows of models against the sweep.
 //! - [`jitter_real`]: `experiment lesson --real --delay-model`: drawn report delays on real processes.
 //! - [`lab_cmd`]: the binary as a command (status, stdout, one-line refusals) for issue 12's later modules.
@@ -22,6 +24,8 @@
 //!   search stopped by a signal printing what it has (issue 25).
 //! - [`lesson`]: golden lesson outputs, formats, exit codes and messages, plots and reports.
 //! - [`logs_remote`]: `logs COPY --store …` from a host without the files, on SQLite and etcd.
+//! - [`metrics`]: `/metrics` of a real cluster scraped, its report lag calibrated from the live
+//!   URL and predicted with; JSON logs; refused `--metrics-addr` (issue 26).
 //! - [`limits`]: the audit's corpus of inputs over the limits of docs/limits.md.
 //! - [`pictures`]: `-o` formats (SVG, PNG, HTML, stdout) and the shapes in the pictures.
 //! - [`schema_rules`]: docs/output.md held on every data command's JSON, CSV and table.
@@ -41,6 +45,8 @@
 //!   quorum loss, a paused leader.
 //! - [`store`]: `--store URL` on every runtime command; the runtime on etcd.
 //! - [`output`]: the one output schema, pinned by snapshots.
+//! - [`full_disk`]: the SQLite store on a 2 MiB filesystem and a full disk: the log stays
+//!   small, leases survive, writes resume once space is freed (issue 25 part 4; root only).
 //! - [`formats`]: `--format csv` of `experiment`, `measure`, `get` and `status`.
 //! - [`distributed`]: sharded sweeps merged back, as a Kubernetes Indexed Job and a Slurm array.
 //! - [`trust`]: crash-loop backoff, clean shutdown through a closed pipe, idle reasons, refused
@@ -58,15 +64,18 @@ mod crash_loop;
 mod distributed;
 mod fence;
 mod formats;
+mod full_disk;
 mod hardening;
 mod harness;
 mod heatmap_models;
+mod hostile;
 mod jitter_real;
 mod lab_cmd;
 mod lesson;
 mod limits;
 mod logs_remote;
 mod long_work;
+mod metrics;
 mod netns;
 mod ops_cmds;
 mod output;

@@ -158,6 +158,63 @@ fn a_daemon_waits_for_etcd_logging_once_and_leads_when_it_answers() {
     assert!(d.log("controller").contains("answers"));
 }
 
+/// Issue 22, item 4: one etcd member of three hung (SIGSTOP: its sockets accept, nothing
+/// answers), quorum intact, costs nothing. Each member is frozen in turn, so the leader member
+/// is among them, for longer than the agents' fence time (3/4 of the default 10 s node lease)
+/// and the default 5 s leader lease. Before the fix the leading controller lost its lease in 6 of 7 tries
+/// and agents fenced copies: calls to the frozen member waited out the whole 3 s deadline.
+///
+/// Ignored in `cargo test`: it still fails in about 1 run of 3 on this 2-core machine under
+/// load (an etcd lease, the leader's or a node's, reported expired just after a frozen member
+/// resumes; see docs/runtime.md). Run it with `cargo test -p setpoint-cli --test cli --
+/// --ignored a_hung_etcd_member`.
+#[test]
+#[ignore = "flaky: a lease can still expire when a frozen etcd member resumes (issue 22 item 4)"]
+fn a_hung_etcd_member_costs_no_lease_and_fences_nothing() {
+    let Some(etcd) = EtcdCluster::start_or_skip("cli::store::a_hung_etcd_member", 3) else {
+        return;
+    };
+    let mut d = Rig::on_store(&etcd.url());
+    let file = d.write(
+        "w.toml",
+        "[[workload]]\nname = \"w\"\ncommand = [\"sleep\", \"300\"]\ncopies = 4\n\
+         controller = \"named\"\nperiod = \"500ms\"\nstartup = \"100ms\"\ngrace = \"500ms\"\n",
+    );
+    for n in ["n1", "n2"] {
+        d.start(n, &["agent", "--node", n, "--report-every", "200ms"]);
+    }
+    d.start("controller", &["controller"]);
+    d.ok(&["apply", "-f", &file]);
+    d.until("4 copies live", |d| {
+        d.marked().len() == 4 && d.get("w")["live"] == 4
+    });
+    let before: Vec<u32> = d.marked().iter().map(|m| m.pid).collect();
+    for member in 0..3 {
+        let pid = etcd.pid(member).unwrap();
+        let p = rustix::process::Pid::from_raw(pid as i32).unwrap();
+        rustix::process::kill_process(p, Signal::STOP).unwrap();
+        std::thread::sleep(Duration::from_secs(8));
+        rustix::process::kill_process(p, Signal::CONT).unwrap();
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let logs = d.logs();
+    for bad in ["fenced", "lost the leader lease", "lease ended"] {
+        assert!(
+            !logs.contains(bad),
+            "a hung member cost something ({bad}):\n{logs}"
+        );
+    }
+    assert_eq!(
+        d.log("controller").matches("became the leader").count(),
+        1,
+        "{}",
+        d.log("controller")
+    );
+    let after: Vec<u32> = d.marked().iter().map(|m| m.pid).collect();
+    assert_eq!(before, after, "every copy kept its process:\n{logs}");
+    assert_eq!(d.get("w")["live"], 4);
+}
+
 /// The workloads file of the etcd tests: `copies` copies of a long `sleep`.
 fn sleepers(r: &Rig, copies: u64) -> String {
     r.write(

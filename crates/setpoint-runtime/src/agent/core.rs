@@ -79,9 +79,18 @@ pub struct AgentCore {
     events: EventLog,
     /// When the copies' logs are tended.
     logs: LogTending,
+    /// How many times the agent fenced itself (SIGTERM to every copy for want of a renewal),
+    /// for the driver's metrics.
+    fencings: u64,
 }
 
 impl AgentCore {
+    /// How many times the agent has fenced itself so far (a lease not renewed in time: every
+    /// copy stopped before the lease can end). Reading it changes nothing.
+    pub fn fencings(&self) -> u64 {
+        self.fencings
+    }
+
     /// A machine that starts claiming its node's name at `now_ms`. Step it with
     /// [`AgentInput::Tick`] to get its first requests.
     pub fn new(cfg: AgentCoreConfig, now_ms: u64) -> Self {
@@ -98,6 +107,7 @@ impl AgentCore {
             live: LiveRecords::default(),
             events: EventLog::default(),
             logs: LogTending::new(now_ms),
+            fencings: 0,
             cfg,
         }
     }
@@ -400,6 +410,7 @@ impl AgentCore {
                     self.life.stage = Stage::ReadingState;
                     self.state_read.send(now, &self.cfg, &mut self.out);
                 } else {
+                    self.out.condition_ended("rejoin", "");
                     self.out.log(format!("rejoined under lease {lease}"));
                 }
             }
@@ -421,6 +432,7 @@ impl AgentCore {
             }) => {
                 // Observations taken before the fence must never reach the ledger.
                 self.reports.clear_queue();
+                self.fencings += 1;
                 let n = self.signal_all(CopySignal::Term);
                 self.out.log(format!(
                     "lease {lease} not renewed for {unrenewed_ms}ms: fenced, stopping {n} copies (SIGTERM)"

@@ -71,8 +71,11 @@ pub struct AgentConfig {
     /// How often the agent looks at its processes: readiness, exits and stops are noticed up to
     /// one tick late, and reports and assignment reads happen on ticks.
     pub tick: Duration,
-    /// A copy's log rotates past this size ([`crate::retention`]).
+    /// A copy's log file is cut before it passes this size, in bytes ([`crate::copy_output`]).
     pub log_max_bytes: u64,
+    /// How many files a copy's log keeps, the current one included: its disk use is at most
+    /// `log_max_bytes × log_max_files`.
+    pub log_max_files: u32,
     /// The log of a copy that ended is removed this long after its last write.
     pub log_retention: Duration,
     /// The node lease's time to live: an agent that cannot renew it for this long is lost, and
@@ -81,6 +84,8 @@ pub struct AgentConfig {
     /// Report copies without starting processes (benchmarks of the control plane): a simulated
     /// copy has pid 0, becomes ready after its startup time, and ends only when it is stopped.
     pub simulate_copies: bool,
+    /// Where the driver counts its metrics ([`crate::metrics`]); none by default.
+    pub metrics: crate::metrics::MetricsSink,
 }
 
 impl AgentConfig {
@@ -96,9 +101,11 @@ impl AgentConfig {
             sync_every: Duration::from_millis(100),
             tick: TICK,
             log_max_bytes: crate::retention::DEFAULT_LOG_MAX_BYTES,
+            log_max_files: crate::retention::DEFAULT_LOG_MAX_FILES,
             log_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
             lease_ttl: Duration::from_secs(10),
             simulate_copies: false,
+            metrics: Default::default(),
         }
     }
 }
@@ -127,11 +134,31 @@ struct Driver {
     watches: BTreeMap<ReqId, Arc<std::sync::atomic::AtomicBool>>,
     /// Copies spawned whose pid no state-file write has recorded yet.
     unsaved_starts: usize,
+    /// Whether a tending of the logs is still under way on its blocking thread.
+    tending: Arc<std::sync::atomic::AtomicBool>,
+    /// The copies already counted in the report lag ([`crate::metrics`]).
+    lags: Arc<std::sync::Mutex<crate::metrics::agent::LagTracker>>,
 }
 
 impl Driver {
     fn file(&self) -> PathBuf {
         state_file(&self.cfg.state_dir, &self.cfg.node)
+    }
+
+    fn log_limits(&self) -> crate::copy_output::LogLimits {
+        crate::copy_output::LogLimits {
+            max_bytes: self.cfg.log_max_bytes,
+            max_files: self.cfg.log_max_files,
+        }
+    }
+
+    /// Starts reading `copy`'s output from its FIFO into its log, on a thread of its own, so
+    /// that no output can hold up this loop ([`crate::copy_output`]).
+    fn follow_output(&self, copy: &str) {
+        let log_path = crate::logs::log_path(&self.cfg.state_dir, copy);
+        if let Err(e) = crate::copy_output::follow_pipe(&log_path, self.log_limits()) {
+            log(&self.who, format!("cannot read the output of {copy}: {e}"));
+        }
     }
 
     /// Carries one output out; inputs it gives rise to go to `inputs`. Returns the machine's
@@ -174,10 +201,25 @@ impl Driver {
                 let store = Arc::clone(&self.store);
                 let tx = self.replies.clone();
                 let report = report_key(&self.cfg.node);
+                let (metrics, node) = (self.cfg.metrics.clone(), self.cfg.node.clone());
+                let lags = Arc::clone(&self.lags);
                 tokio::task::spawn_blocking(move || {
+                    let began = std::time::Instant::now();
                     let result = carry_out(&*store, &request);
                     if result.is_ok() && writes(&request, &report) {
                         crate::failpoint::hit("agent-after-report");
+                    }
+                    if let Some(m) = metrics.get() {
+                        count_call(&m.agent, &node, &request, &result, began, &report);
+                        if result.is_ok() {
+                            if let Some(r) = written_report(&request, &report) {
+                                let now = store.now_ms();
+                                let lags = lags.lock().map(|mut t| t.written(&r, now));
+                                for ms in lags.unwrap_or_default() {
+                                    m.agent.report_lag(&node, ms as f64 / 1000.0);
+                                }
+                            }
+                        }
                     }
                     let _ = tx.send(AgentInput::Replied(crate::machine::Replied { id, result }));
                 });
@@ -187,12 +229,25 @@ impl Driver {
                 copy,
                 assignment,
                 nonce,
-            } => inputs.push_back(self.start(copy, &assignment, &nonce)),
+            } => {
+                let started = self.start(copy, &assignment, &nonce);
+                if let Some(m) = self.cfg.metrics.get() {
+                    let ok = matches!(started, AgentInput::Started { .. });
+                    m.agent.started(&self.cfg.node, ok);
+                }
+                inputs.push_back(started);
+            }
             AgentOutput::Adopt {
                 copy,
                 pid,
                 start_ticks,
             } => {
+                // A copy started through a FIFO waited for a reader while no agent ran; one
+                // an older agent started writes its file itself.
+                let log_path = crate::logs::log_path(&self.cfg.state_dir, &copy);
+                if crate::copy_output::pipe_path(&log_path).exists() {
+                    self.follow_output(&copy);
+                }
                 self.procs.insert(
                     copy,
                     Proc {
@@ -242,6 +297,10 @@ impl Driver {
             }
             AgentOutput::Recover => inputs.push_back(AgentInput::Recovered(self.recover()?)),
             AgentOutput::SaveState(state) => {
+                if let Some(m) = self.cfg.metrics.get() {
+                    let phases: Vec<Phase> = state.copies.iter().map(|r| r.phase).collect();
+                    m.agent.copies_now(&self.cfg.node, &phases);
+                }
                 let path = self.file();
                 match crate::store::identity::write_private(&path, encode(&state).as_bytes()) {
                     Ok(()) => {
@@ -273,7 +332,13 @@ impl Driver {
                 };
                 inputs.push_back(AgentInput::LogRead { key, read });
             }
-            AgentOutput::Log(line) => log(&self.who, line),
+            AgentOutput::Log(line) => {
+                let fields = crate::rt::Fields {
+                    copy: crate::logging::copy_of(&line),
+                    ..Default::default()
+                };
+                crate::rt::log_at(crate::logging::level_of(&line), &self.who, &fields, &line);
+            }
             AgentOutput::Stopped(end) => return Ok(Some(end)),
         }
         Ok(None)
@@ -296,6 +361,7 @@ impl Driver {
         match spawned {
             Ok((child, start_ticks)) => {
                 crate::failpoint::hit("agent-after-spawn");
+                self.follow_output(&copy);
                 self.unsaved_starts += 1;
                 let pid = child.id();
                 self.procs.insert(
@@ -344,6 +410,9 @@ impl Driver {
                 let _ = process::signal_group(c.id(), Signal::KILL);
                 let _ = c.wait();
             }
+            if let Some(m) = self.cfg.metrics.get() {
+                m.agent.exited(&self.cfg.node, exit_cause(&how));
+            }
             inputs.push_back(AgentInput::Exited { copy, how });
         }
         let mut done = Vec::new();
@@ -365,10 +434,28 @@ impl Driver {
     /// started, so even a copy whose pid was never recorded is recognised), and the marked
     /// processes no record claims.
     fn recover(&self) -> Result<Recovery, AgentError> {
-        let saved = read_node_state(&self.file()).map_err(|source| AgentError::StateDir {
-            path: self.file(),
-            source,
-        })?;
+        let saved = match read_node_state(&self.file()) {
+            Ok(saved) => saved,
+            // A damaged state file is no reason to stay down: the copies it named are found by
+            // their mark, and without a record of their nonce they are stopped as foreign
+            // (the real copies start again), as after a lost file.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                log(
+                    &self.who,
+                    format!(
+                        "the state file {} is not valid ({e}): starting without it",
+                        self.file().display()
+                    ),
+                );
+                None
+            }
+            Err(source) => {
+                return Err(AgentError::StateDir {
+                    path: self.file(),
+                    source,
+                })
+            }
+        };
         Ok(recovery_from(
             saved,
             process::find_marked(&self.mark),
@@ -377,36 +464,81 @@ impl Driver {
         ))
     }
 
-    /// Rotates the logs of running copies past the size limit and, with `sweep`, removes the
-    /// logs of copies that ended longer ago than the retention ([`crate::retention`]).
-    fn tend_logs(&self, mut running: BTreeSet<String>, sweep: bool) {
-        for copy in &running {
-            let path = crate::logs::log_path(&self.cfg.state_dir, copy);
-            match crate::retention::rotate_log(&path, self.cfg.log_max_bytes) {
-                Ok(true) => log(&self.who, format!("rotated the log of {copy}")),
-                Ok(false) => {}
-                Err(e) => log(&self.who, format!("cannot rotate {}: {e}", path.display())),
-            }
+    /// Rotates the logs of running copies an older agent started (which write their files
+    /// themselves) past the size limit and, with `sweep`, removes the logs of copies that ended
+    /// longer ago than the retention ([`crate::retention`]). On a blocking thread, never on this
+    /// loop; a tending still under way skips this one. The current log files' sizes go to the
+    /// metrics first.
+    fn tend_logs(&self, running: BTreeSet<String>, sweep: bool) {
+        use std::sync::atomic::Ordering;
+        if let Some(m) = self.cfg.metrics.get() {
+            let bytes: u64 = running
+                .iter()
+                .map(|copy| {
+                    let path = crate::logs::log_path(&self.cfg.state_dir, copy);
+                    std::fs::metadata(&path).map_or(0, |m| m.len())
+                })
+                .sum();
+            m.agent.log_bytes(&self.cfg.node, bytes);
         }
-        if !sweep {
+        if self.tending.swap(true, Ordering::SeqCst) {
             return;
         }
-        // The agents of one data directory share the folder: a copy running on any node keeps
-        // its log, as its node's state file says.
-        for st in read_all_node_states(&self.cfg.state_dir) {
-            running.extend(
-                st.copies
-                    .into_iter()
-                    .filter(|r| r.phase != Phase::Exited)
-                    .map(|r| r.assignment.copy),
-            );
-        }
-        let dir = self.cfg.state_dir.join("logs");
+        let busy = Arc::clone(&self.tending);
+        let (who, state_dir, max_bytes) = (
+            self.who.clone(),
+            self.cfg.state_dir.clone(),
+            self.cfg.log_max_bytes,
+        );
         let retention = self.cfg.log_retention.as_millis() as u64;
-        let now = self.store.now_ms();
-        if let Err(e) = crate::retention::sweep_logs(&dir, &running, now, retention) {
-            log(&self.who, format!("cannot sweep {}: {e}", dir.display()));
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || {
+            tend_logs(
+                &who, &state_dir, max_bytes, retention, &*store, running, sweep,
+            );
+            busy.store(false, Ordering::SeqCst);
+        });
+    }
+}
+
+/// The work of [`Driver::tend_logs`].
+fn tend_logs(
+    who: &str,
+    state_dir: &std::path::Path,
+    max_bytes: u64,
+    retention: u64,
+    store: &dyn Store,
+    mut running: BTreeSet<String>,
+    sweep: bool,
+) {
+    for copy in &running {
+        let path = crate::logs::log_path(state_dir, copy);
+        if crate::copy_output::pipe_path(&path).exists() {
+            continue; // its reader rotates it
         }
+        match crate::retention::rotate_log(&path, max_bytes) {
+            Ok(true) => log(who, format!("rotated the log of {copy}")),
+            Ok(false) => {}
+            Err(e) => log(who, format!("cannot rotate {}: {e}", path.display())),
+        }
+    }
+    if !sweep {
+        return;
+    }
+    // The agents of one data directory share the folder: a copy running on any node keeps
+    // its log, as its node's state file says.
+    for st in read_all_node_states(state_dir) {
+        running.extend(
+            st.copies
+                .into_iter()
+                .filter(|r| r.phase != Phase::Exited)
+                .map(|r| r.assignment.copy),
+        );
+    }
+    let dir = state_dir.join("logs");
+    let now = store.now_ms();
+    if let Err(e) = crate::retention::sweep_logs(&dir, &running, now, retention) {
+        log(who, format!("cannot sweep {}: {e}", dir.display()));
     }
 }
 
@@ -418,6 +550,45 @@ fn writes(request: &StoreRequest, key: &str) -> bool {
             .iter()
             .any(|op| matches!(op, Op::Put { key: k, .. } if k == key)),
         _ => false,
+    }
+}
+
+/// Counts one store call of the agent: its latency by kind and result, and a report's result.
+fn count_call(
+    m: &crate::metrics::AgentMetrics,
+    node: &str,
+    request: &StoreRequest,
+    result: &crate::machine::StoreResult,
+    began: std::time::Instant,
+    report: &str,
+) {
+    let label = crate::metrics::result_label(result);
+    let kind = crate::metrics::request_kind(request);
+    m.store_call(node, kind, label, began.elapsed().as_secs_f64());
+    if writes(request, report) {
+        m.report_written(node, label);
+    }
+}
+
+/// The node report `request` writes at `key`, if it writes one.
+fn written_report(request: &StoreRequest, key: &str) -> Option<crate::model::NodeReport> {
+    let StoreRequest::Commit(txn) = request else {
+        return None;
+    };
+    txn.ops.iter().find_map(|op| match op {
+        Op::Put { key: k, value, .. } if k == key => serde_json::from_str(value).ok(),
+        _ => None,
+    })
+}
+
+/// The `cause` label of an exit.
+fn exit_cause(how: &Ended) -> &'static str {
+    match how {
+        Ended::Code(0) => "exit_zero",
+        Ended::Code(_) => "exit_nonzero",
+        Ended::Signal(_) => "signal",
+        Ended::Unknown => "vanished",
+        Ended::Other(_) => "other",
     }
 }
 
@@ -481,7 +652,13 @@ pub async fn run_agent(
         checks: BTreeMap::new(),
         replies: tx,
         unsaved_starts: 0,
+        tending: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        lags: Default::default(),
     };
+    if let Some(m) = driver.cfg.metrics.get() {
+        m.agent.announce(&driver.cfg.node);
+    }
+    let mut fencings = 0;
     // The machine's clock is the store's (its times go into reports and events), kept from
     // going backwards as the machine's contract asks.
     let mut clock = store.now_ms();
@@ -495,6 +672,10 @@ pub async fn run_agent(
                 if let Some(end) = driver.carry(out, &mut inputs).await? {
                     return end;
                 }
+            }
+            if let Some(m) = driver.cfg.metrics.get() {
+                m.agent.fenced(&driver.cfg.node, core.fencings() - fencings);
+                fencings = core.fencings();
             }
         }
         tokio::select! {

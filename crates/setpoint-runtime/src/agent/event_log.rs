@@ -33,6 +33,8 @@ pub(super) struct EventLog {
     pending: Vec<(String, String)>,
     /// A batch is being written.
     in_flight: bool,
+    /// The last write failed: logged once, and again when one succeeds.
+    failing: bool,
 }
 
 impl EventLog {
@@ -120,6 +122,9 @@ impl EventLog {
         out: &mut Outbox,
     ) -> Written {
         self.in_flight = false;
+        if result.is_ok() && std::mem::take(&mut self.failing) {
+            out.log("the event log is written again");
+        }
         match result {
             Ok(_) => {}
             Err(StoreError::Conflict {
@@ -134,7 +139,13 @@ impl EventLog {
             }
             Err(e) if e.is_lost() && !last => return Written::Lost(e),
             Err(e) => {
-                out.log(format!("cannot write the event log: {e}"));
+                if last {
+                    out.log(format!("cannot write the event log: {e}"));
+                } else if !std::mem::replace(&mut self.failing, true) {
+                    out.log(format!(
+                        "cannot write the event log: {e} (retrying; logged again when it is written)"
+                    ));
+                }
                 if !last {
                     batch.append(&mut self.pending);
                     self.pending = batch;

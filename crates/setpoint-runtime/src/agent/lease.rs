@@ -464,7 +464,7 @@ impl NodeLease {
             self.state = LeaseSt::Refused;
             return Some(Claimed::Refused(e.to_string()));
         }
-        out.log(format!("cannot rejoin yet: {e}"));
+        out.log_condition("rejoin", format!("cannot rejoin yet: {e}"));
         let every = renew_every_ms(cfg.lease_ttl_ms);
         self.set_claim_step(ClaimStep::Wait(now + every));
         None

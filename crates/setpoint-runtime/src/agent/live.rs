@@ -22,6 +22,9 @@ pub(super) struct LiveRecords {
     written: Option<(LeaseId, Vec<LiveCopy>)>,
     /// A write is in flight.
     in_flight: bool,
+    /// The last write failed: logged once, and again when one succeeds (a store cut off would
+    /// otherwise cost a line per tick).
+    failing: bool,
 }
 
 impl LiveRecords {
@@ -74,8 +77,19 @@ impl LiveRecords {
     ) {
         self.in_flight = false;
         match result {
-            Ok(_) => self.written = Some((lease, copies)),
-            Err(e) => out.log(format!("cannot write the live record: {e}")),
+            Ok(_) => {
+                if std::mem::take(&mut self.failing) {
+                    out.log("the live record is written again");
+                }
+                self.written = Some((lease, copies));
+            }
+            Err(e) => {
+                if !std::mem::replace(&mut self.failing, true) {
+                    out.log(format!(
+                        "cannot write the live record: {e} (retrying; logged again when it is written)"
+                    ));
+                }
+            }
         }
     }
 }
@@ -125,5 +139,30 @@ mod tests {
             record(1, Phase::Running, 101),
         ]);
         assert_eq!(write(&mut live, 2, &two), 1, "w-1 became ready");
+    }
+
+    #[test]
+    fn a_live_record_that_cannot_be_written_is_logged_once_and_again_when_it_is() {
+        let mut live = LiveRecords::default();
+        let mut out = Outbox::new();
+        let down = || Err(crate::store::StoreError::Unavailable("cut off".into()));
+        for result in [
+            down(),
+            down(),
+            Ok(crate::machine::StoreReply::Committed(2)),
+            down(),
+        ] {
+            live.on_written(1, Vec::new(), result, &mut out);
+        }
+        let lines: Vec<String> = out
+            .drain()
+            .into_iter()
+            .filter_map(|o| match o {
+                super::super::AgentOutput::Log(l) => Some(l),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert_eq!(lines[1], "the live record is written again");
     }
 }

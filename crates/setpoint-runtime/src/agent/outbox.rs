@@ -62,6 +62,9 @@ pub(super) struct Outbox {
     next_id: ReqId,
     pending: BTreeMap<ReqId, Pending>,
     out: Vec<AgentOutput>,
+    /// The line last logged for each condition that repeats until it ends (a store that
+    /// refuses writes, say), so that it is logged when it begins or changes, not at every try.
+    conditions: BTreeMap<&'static str, String>,
 }
 
 impl Outbox {
@@ -71,6 +74,7 @@ impl Outbox {
             next_id: 1,
             pending: BTreeMap::new(),
             out: Vec::new(),
+            conditions: BTreeMap::new(),
         }
     }
 
@@ -82,6 +86,22 @@ impl Outbox {
     /// Adds a log line.
     pub(super) fn log(&mut self, line: impl Into<String>) {
         self.out.push(AgentOutput::Log(line.into()));
+    }
+
+    /// Logs `line` for the condition `what` if it differs from the line last logged for it:
+    /// a condition that repeats at every try is logged once, and again when it changes.
+    pub(super) fn log_condition(&mut self, what: &'static str, line: String) {
+        if self.conditions.get(what) != Some(&line) {
+            self.log(format!("{line} (logged again if it changes)"));
+            self.conditions.insert(what, line);
+        }
+    }
+
+    /// Ends the condition `what`, logging `line` (unless empty) if it was logged.
+    pub(super) fn condition_ended(&mut self, what: &'static str, line: &str) {
+        if self.conditions.remove(what).is_some() && !line.is_empty() {
+            self.log(line);
+        }
     }
 
     /// Sends `request`, which fails if no reply comes within `timeout_ms`; returns its id.
@@ -213,5 +233,35 @@ mod tests {
         assert_eq!(s.or_a_second(), 700);
         s.at(10);
         assert_eq!(s.or_a_second(), 500);
+    }
+
+    #[test]
+    fn a_repeating_condition_is_logged_when_it_begins_changes_and_ends() {
+        let mut o = Outbox::new();
+        let logged = |o: &mut Outbox| -> Vec<String> {
+            std::mem::take(&mut o.out)
+                .into_iter()
+                .filter_map(|x| match x {
+                    AgentOutput::Log(l) => Some(l),
+                    _ => None,
+                })
+                .collect()
+        };
+        for _ in 0..5 {
+            o.log_condition("report", "cannot report: full".into());
+        }
+        assert_eq!(
+            logged(&mut o),
+            ["cannot report: full (logged again if it changes)"]
+        );
+        o.log_condition("report", "cannot report: gone".into());
+        o.log_condition("events", "cannot write: full".into());
+        assert_eq!(logged(&mut o).len(), 2);
+        o.condition_ended("report", "reports again");
+        o.condition_ended("report", "reports again");
+        o.condition_ended("never", "never logged");
+        assert_eq!(logged(&mut o), ["reports again"]);
+        o.log_condition("report", "cannot report: full".into());
+        assert_eq!(logged(&mut o).len(), 1, "logged again after it ended");
     }
 }

@@ -69,6 +69,16 @@ pub(super) struct Reports {
     next_report: u64,
     /// What the last report written showed running, (workload, n) → incarnation.
     shown: BTreeMap<(String, u64), Revision>,
+    /// The last write failed: the failure was logged, and the next success is (a store cut off
+    /// costs two lines, not one per report period).
+    failing: bool,
+    /// A write of this agent's own may have landed unseen: one was sent while another was in
+    /// flight (a rejoin's first report while the last life's is unanswered), or one ended
+    /// without a definite outcome (the store unavailable). The next conflict may be this
+    /// agent's own write, not another agent's: it is taken up without the alarm, once.
+    own_may_conflict: bool,
+    /// How many of this agent's report writes are unanswered.
+    unanswered: usize,
 }
 
 impl Reports {
@@ -80,6 +90,9 @@ impl Reports {
             in_flight: false,
             next_report: now,
             shown: BTreeMap::new(),
+            failing: false,
+            own_may_conflict: false,
+            unanswered: 0,
         }
     }
 
@@ -152,6 +165,10 @@ impl Reports {
     ) {
         let key = report_key(&cfg.node);
         let txn = Txn::new().expect(&key, self.rev).put(&key, encode(&report));
+        if self.unanswered > 0 {
+            self.own_may_conflict = true;
+        }
+        self.unanswered += 1;
         self.in_flight = true;
         out.send(
             now,
@@ -174,23 +191,49 @@ impl Reports {
         events: &mut EventLog,
     ) -> Written {
         self.in_flight = false;
+        self.unanswered = self.unanswered.saturating_sub(1);
         match result {
             Ok(StoreReply::Committed(rev)) => {
-                self.rev = rev;
+                if std::mem::take(&mut self.failing) {
+                    out.log("reports are written again");
+                }
+                if self.unanswered == 0 {
+                    // Every write of its own is answered, the last one landed: a conflict from
+                    // now on is another writer's.
+                    self.own_may_conflict = false;
+                }
+                // A reply may come after a later write's (a rejoin's first report overtaking
+                // the last life's): the revision written last never goes back.
+                self.rev = self.rev.max(rev);
                 self.log_ledger_changes(&report, now, &cfg.node, events);
             }
             Ok(_) => {}
-            Err(StoreError::Conflict { found, .. }) if found != self.rev => {
-                out.log(
-                    "the report changed under this agent: is another agent running as this node?",
-                );
+            Err(StoreError::Conflict { found, .. }) => {
+                // Another writer only if no write of this agent's own can explain it: not the
+                // revision it wrote last, nor one of its own that may have landed unseen.
+                let own = found == self.rev || std::mem::take(&mut self.own_may_conflict);
+                if !own {
+                    out.log(
+                        "the report changed under this agent: is another agent running as this node?",
+                    );
+                }
                 self.rev = found;
                 self.send(now, report, last, cfg, out);
                 return Written::Again;
             }
-            Err(e) if e.is_lost() && !last => return Written::Lost(e),
-            Err(e) if last => out.log(format!("cannot write the last report: {e}")),
-            Err(e) => out.log(format!("cannot report: {e}")),
+            Err(e) if !e.is_lost() => {
+                // Unavailable, or timed out: the write may have landed.
+                self.own_may_conflict = true;
+                if last {
+                    out.log(format!("cannot write the last report: {e}"));
+                } else if !std::mem::replace(&mut self.failing, true) {
+                    out.log(format!(
+                        "cannot report: {e} (retrying; logged again when a report is written)"
+                    ));
+                }
+            }
+            Err(e) if !last => return Written::Lost(e),
+            Err(e) => out.log(format!("cannot write the last report: {e}")),
         }
         Written::Done
     }
@@ -303,6 +346,102 @@ mod tests {
         );
     }
 
+    /// What `out` holds: how many alarms it logged, and the report writes it sent.
+    fn drained(out: &mut Outbox) -> (usize, Vec<(Txn, NodeReport)>) {
+        let (mut alarms, mut sent) = (0, Vec::new());
+        for o in out.drain() {
+            match o {
+                AgentOutput::Log(l) if l.contains("changed under this agent") => alarms += 1,
+                AgentOutput::Store {
+                    id,
+                    request: StoreRequest::Commit(txn),
+                } => {
+                    if let Some(Purpose::Report { report, .. }) = out.take(id) {
+                        sent.push((txn, report));
+                    }
+                }
+                _ => {}
+            }
+        }
+        (alarms, sent)
+    }
+
+    /// Many rejoins of one agent on one store, each with the last life's report in flight (its
+    /// reply before or after the first report's, or lost to a timeout though it landed): the
+    /// false alarm of issue 25 ("another agent running as this node?") never shows, every
+    /// report lands, and a real second writer is still noticed.
+    #[test]
+    fn rejoins_with_a_report_in_flight_never_raise_the_alarm_and_a_second_writer_does() {
+        use crate::store::{MemoryStore, Store};
+        let cfg = AgentCoreConfig::new("a");
+        let copies = supervisor(vec![record(0, Phase::Running, 100)]);
+        let store = MemoryStore::new();
+        let key = report_key("a");
+        let mut reports = Reports::new(0);
+        let (mut out, mut events) = (Outbox::new(), EventLog::default());
+        let commit = |txn: &Txn| store.commit(txn).map(StoreReply::Committed);
+        let mut x: u64 = 7;
+        let mut alarmed = 0;
+        for rejoin in 0..200u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let now = rejoin * 1000;
+            // A report of this life, in flight when the lease ends.
+            reports.send(now, observe(&copies, now, &cfg), false, &cfg, &mut out);
+            let (_, mut sent) = drained(&mut out);
+            let (old_txn, old_report) = sent.pop().unwrap();
+            let order = (x >> 33) % 4;
+            // 0: it lands before the rejoin's state read; else after it.
+            let old_result = (order == 0).then(|| commit(&old_txn));
+            let rev = store.get(&key).unwrap().map_or(0, |e| e.mod_revision);
+            reports.resume(rev, None, now, "a", &mut events);
+            let first = observe(&copies, now + 1, &cfg);
+            reports.send(now + 1, first, false, &cfg, &mut out);
+            let (_, mut sent) = drained(&mut out);
+            let (first_txn, first_report) = sent.pop().unwrap();
+            let old_result = old_result.unwrap_or_else(|| commit(&old_txn));
+            let first_result = commit(&first_txn);
+            let mut replies = vec![(old_report, old_result), (first_report, first_result)];
+            match order {
+                1 => replies.reverse(),
+                // Its reply lost to a timeout, though it landed.
+                2 => replies[0].1 = Err(StoreError::Unavailable("timed out".into())),
+                _ => {}
+            }
+            let mut pending: VecDeque<_> = replies.into();
+            while let Some((report, result)) = pending.pop_front() {
+                reports.on_written(now + 2, report, false, result, &cfg, &mut out, &mut events);
+                let (alarms, sent) = drained(&mut out);
+                alarmed += alarms;
+                // A resend is carried out and answered after what is pending.
+                for (txn, report) in sent {
+                    pending.push_back((report, commit(&txn)));
+                }
+            }
+            assert_eq!(
+                alarmed, 0,
+                "a false alarm at rejoin {rejoin} (order {order})"
+            );
+            let stored = store.get(&key).unwrap().unwrap().mod_revision;
+            assert_eq!(reports.rev, stored, "rejoin {rejoin} (order {order})");
+        }
+        // Another agent writes as this node: noticed.
+        store.commit(&Txn::new().put(&key, "{}")).unwrap();
+        reports.send(
+            300_000,
+            observe(&copies, 300_000, &cfg),
+            false,
+            &cfg,
+            &mut out,
+        );
+        let (_, mut sent) = drained(&mut out);
+        let (txn, report) = sent.pop().unwrap();
+        let result = commit(&txn);
+        reports.on_written(300_000, report, false, result, &cfg, &mut out, &mut events);
+        assert_eq!(drained(&mut out).0, 1, "the second writer is noticed");
+    }
+
     #[test]
     fn a_written_report_puts_its_running_copies_on_the_ledger_once_and_takes_gone_ones_off() {
         let cfg = AgentCoreConfig::new("a");
@@ -337,5 +476,27 @@ mod tests {
             })
             .collect();
         assert_eq!(kinds, ["seen", "seen", "unseen"], "{batch:?}");
+    }
+
+    #[test]
+    fn a_store_that_stops_answering_is_logged_once_and_again_when_a_report_is_written() {
+        let cfg = AgentCoreConfig::new("a");
+        let copies = supervisor(vec![record(0, Phase::Running, 100)]);
+        let mut reports = Reports::new(0);
+        let (mut out, mut events) = (Outbox::new(), EventLog::default());
+        let down = || Err(StoreError::Unavailable("cut off".into()));
+        let mut lines = Vec::new();
+        for result in [down(), down(), down(), Ok(StoreReply::Committed(3)), down()] {
+            let report = observe(&copies, 0, &cfg);
+            reports.on_written(0, report, false, result, &cfg, &mut out, &mut events);
+            lines.extend(out.drain().into_iter().filter_map(|o| match o {
+                AgentOutput::Log(l) => Some(l),
+                _ => None,
+            }));
+        }
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[0].starts_with("cannot report: "), "{lines:?}");
+        assert_eq!(lines[1], "reports are written again");
+        assert!(lines[2].starts_with("cannot report: "), "{lines:?}");
     }
 }

@@ -224,7 +224,18 @@ impl Sync {
             .entries
             .into_iter()
             .partition(|e| e.key.starts_with(&placements));
-        let (assigned, forged) = self.parse_placed(&placed, node);
+        let (assigned, mut forged) = self.parse_placed(&placed, node);
+        // A kill request that does not decode is skipped (`pending_kills`): logged once here.
+        let kills_prefix = remote::kills_of(node);
+        forged.extend(
+            asked
+                .iter()
+                .filter(|e| e.key.starts_with(&kills_prefix))
+                .filter_map(|e| {
+                    let err = decode::<remote::KillRequest>(e).err()?;
+                    Some((e.key.clone(), format!("not a kill request: {err}")))
+                }),
+        );
         self.log_refused(forged, out);
         let kills = remote::pending_kills(&asked, node);
         let logs = crate::log_requests::pending(&asked, node);
@@ -398,13 +409,15 @@ mod tests {
     }
 
     #[test]
-    fn a_placement_at_another_key_is_refused_and_logged_once_and_a_good_one_is_assigned() {
+    fn a_placement_at_another_key_or_a_bad_kill_request_is_refused_and_logged_once() {
         let store = MemoryStore::new();
         let good = placement_key("a", "w", 0);
         let wrong = placement_key("a", "w", 7);
+        let bad_kill = format!("{}x", remote::kills_of("a"));
         let txn = Txn::new()
             .put(&good, encode(&assignment(0)))
-            .put(&wrong, encode(&assignment(1)));
+            .put(&wrong, encode(&assignment(1)))
+            .put(&bad_kill, "{not json");
         store.commit(&txn).unwrap();
         let cfg = AgentCoreConfig::new("a");
         let mut sync = Sync::new(&cfg, 0);
@@ -415,8 +428,9 @@ mod tests {
             assert!(kills.is_empty());
             let lines = logs(&mut out);
             if round == 0 {
-                assert_eq!(lines.len(), 1, "{lines:?}");
+                assert_eq!(lines.len(), 2, "{lines:?}");
                 assert!(lines[0].contains("not at its own key"), "{lines:?}");
+                assert!(lines[1].contains("not a kill request"), "{lines:?}");
             } else {
                 assert!(lines.is_empty(), "logged once: {lines:?}");
             }

@@ -26,6 +26,8 @@ pub struct ControllerConfig {
     pub poll: Duration,
     /// Events older than this are removed from the event log ([`crate::retention`]).
     pub event_retention: Duration,
+    /// Where the driver counts its metrics ([`crate::metrics`]); none by default.
+    pub metrics: crate::metrics::MetricsSink,
 }
 
 impl ControllerConfig {
@@ -38,6 +40,7 @@ impl ControllerConfig {
             wake_on_change: false,
             poll: Duration::from_millis(100),
             event_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
+            metrics: Default::default(),
         }
     }
 }

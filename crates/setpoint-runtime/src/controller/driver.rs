@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use super::config::{ControllerConfig, HostConfig};
 use super::host::{Host, HostInput, HostOutput, Purpose};
 use crate::machine::{carry_out, follow_watch, Followed, Replied, ReqId, StoreRequest};
-use crate::rt::{log, Shutdown};
+use crate::rt::Shutdown;
 use crate::store::{Store, StoreError};
 
 /// Runs a controller until `shutdown` fires. While it is not the leader it only waits for the
@@ -32,6 +32,7 @@ pub async fn run_controller(
     cfg: ControllerConfig,
     mut shutdown: Shutdown,
 ) -> Result<(), StoreError> {
+    let metrics = cfg.metrics.clone();
     let mut host_cfg = HostConfig::new(cfg);
     host_cfg.watch_cache = store.watches();
     let started = Instant::now();
@@ -49,8 +50,15 @@ pub async fn run_controller(
                     id,
                     request,
                     purpose,
-                } => carry_out_async(&store, &tx, &mut watches, id, request, purpose),
-                HostOutput::Log { who, line } => log(&who, line),
+                } => carry_out_async(&store, &tx, &mut watches, id, request, purpose, &metrics),
+                HostOutput::Log { who, line } => {
+                    // The fencing token of the leadership the line was said under, if any.
+                    let fields = crate::rt::Fields {
+                        fence: host.fence(),
+                        ..Default::default()
+                    };
+                    crate::rt::log_at(crate::logging::level_of(&line), &who, &fields, line);
+                }
                 HostOutput::Wake(w) => wake = Some(w.0),
                 HostOutput::Stopped(result) => {
                     for stop in watches.values() {
@@ -59,6 +67,9 @@ pub async fn run_controller(
                     return result;
                 }
             }
+        }
+        if let Some(m) = metrics.get() {
+            count(&m.controller, &mut host);
         }
         let sleep = Duration::from_millis(wake.map_or(1_000, |w| w.saturating_sub(clock())));
         input = tokio::select! {
@@ -72,8 +83,19 @@ pub async fn run_controller(
     }
 }
 
+/// Counts what the host did in its last step into `m`.
+fn count(m: &crate::metrics::ControllerMetrics, host: &mut Host) {
+    for p in host.take_passes() {
+        m.pass(&p);
+    }
+    m.leadership(host.fence());
+    if let Some(stats) = host.cache_stats() {
+        m.cache(&stats);
+    }
+}
+
 /// Starts one request of the machine: a one-shot call on a blocking thread, a watch on a thread
-/// of its own, or the end of a watch.
+/// of its own, or the end of a watch. One-shot calls are timed into `metrics`.
 fn carry_out_async(
     store: &Arc<dyn Store>,
     tx: &mpsc::UnboundedSender<HostInput>,
@@ -81,6 +103,7 @@ fn carry_out_async(
     id: ReqId,
     request: StoreRequest,
     purpose: Purpose,
+    metrics: &crate::metrics::MetricsSink,
 ) {
     match request {
         StoreRequest::CancelWatch(watch) => {
@@ -107,6 +130,7 @@ fn carry_out_async(
         }
         request => {
             let (store, tx) = (Arc::clone(store), tx.clone());
+            let metrics = metrics.clone();
             tokio::task::spawn_blocking(move || {
                 let fail = match (&request, purpose) {
                     (StoreRequest::Commit(_), Purpose::Pass) => {
@@ -120,7 +144,15 @@ fn carry_out_async(
                 if let Some((before, _)) = fail {
                     crate::failpoint::hit(before);
                 }
+                let began = Instant::now();
                 let result = carry_out(&*store, &request);
+                if let Some(m) = metrics.get() {
+                    m.controller.store_call(
+                        crate::metrics::request_kind(&request),
+                        crate::metrics::result_label(&result),
+                        began.elapsed().as_secs_f64(),
+                    );
+                }
                 if let (Some((_, after)), Ok(_)) = (fail, &result) {
                     crate::failpoint::hit(after);
                 }

@@ -165,9 +165,7 @@ enum Awaiting {
         sent_ms: u64,
     },
     Revision,
-    Declarations {
-        revision: Revision,
-    },
+    Declarations,
     PassRead {
         name: String,
         gen: u64,
@@ -232,6 +230,11 @@ pub struct Host {
     /// The problems of stored records last logged, by key ([`crate::model::trust`]): each is
     /// logged once, and again only when its reason changes.
     problems_said: BTreeMap<String, String>,
+    /// The last failure of the leader lease's renewal that was logged: renewals are retried
+    /// every tenth of a second, so each reason is logged once, until a renewal succeeds.
+    renewal_failure_said: Option<String>,
+    /// The passes ended, for the driver's metrics ([`Host::take_passes`]).
+    observed: super::observe::Observations,
 }
 
 impl Host {
@@ -248,11 +251,19 @@ impl Host {
             pending: BTreeMap::new(),
             memo: None,
             problems_said: BTreeMap::new(),
+            renewal_failure_said: None,
             role: Role::Follow(Follower::new(now_ms)),
             failing: false,
             store_offset: 0,
             out: Vec::new(),
+            observed: Default::default(),
         }
+    }
+
+    /// The passes ended (and the rounds skipped) since the last call, oldest first: what the
+    /// driver's metrics count. Taking them changes nothing the host does.
+    pub fn take_passes(&mut self) -> Vec<super::PassObservation> {
+        self.observed.take()
     }
 
     /// Whether this host acts as the leader now.
@@ -577,7 +588,7 @@ impl Host {
             Awaiting::Discard => {}
             Awaiting::KeepAlive { sent_ms } => self.on_keep_alive(result, sent_ms),
             Awaiting::Revision => self.on_revision(result),
-            Awaiting::Declarations { revision } => self.on_declarations(result, revision),
+            Awaiting::Declarations => self.on_declarations(result),
             Awaiting::PassRead { name, gen } => self.on_pass_read(result, name, gen),
             Awaiting::PassCommit {
                 name,
@@ -810,6 +821,7 @@ impl Host {
         let now = self.now;
         match result {
             Ok(StoreReply::KeptAlive) => {
+                self.renewal_failure_said = None;
                 if let Some(l) = self.lead() {
                     l.lease.kept_alive(sent_ms);
                 }
@@ -820,7 +832,14 @@ impl Host {
                 if e.is_lost() {
                     return self.lost(e);
                 }
-                self.log(None, format!("cannot renew the lease: {e}"));
+                let line = format!("cannot renew the lease: {e}");
+                if self.renewal_failure_said.as_ref() != Some(&line) {
+                    self.log(
+                        None,
+                        format!("{line} (retrying; logged again if it changes)"),
+                    );
+                    self.renewal_failure_said = Some(line);
+                }
                 let Some(l) = self.lead() else { return };
                 if l.lease.renewal_failed(now, ttl) {
                     self.depose();
@@ -968,10 +987,15 @@ impl Host {
     fn drive_loops(&mut self) {
         let now = self.now;
         let Some(l) = self.lead() else { return };
-        for (name, gen) in l.loops.due(now) {
+        let due = l.loops.due(now);
+        for (name, rounds) in l.loops.take_skipped() {
+            self.observed.skipped(&name, rounds);
+        }
+        for (name, gen) in due {
             if !self.is_leader() {
                 return;
             }
+            self.observed.begin(&name, now);
             self.request(
                 snapshot_read(),
                 Purpose::Pass,
@@ -993,7 +1017,7 @@ impl Host {
                             prefixes: vec![WORKLOADS.to_owned()],
                         },
                         Purpose::Declarations,
-                        Awaiting::Declarations { revision: r },
+                        Awaiting::Declarations,
                     );
                 }
             }
@@ -1010,7 +1034,7 @@ impl Host {
         }
     }
 
-    fn on_declarations(&mut self, result: StoreResult, revision: Revision) {
+    fn on_declarations(&mut self, result: StoreResult) {
         if let Some(l) = self.lead() {
             l.declarations.done();
         }
@@ -1019,8 +1043,10 @@ impl Host {
             Err(e) if e.is_lost() => return self.lost(e),
             Err(e) => return self.log(None, format!("cannot read declarations: {e}")),
         };
+        // The read's own revision, not the one the poll was told: the read may come from the
+        // watch cache, behind the store's answer, and then the next poll must read again.
         if let Some(l) = self.lead() {
-            l.declarations.read_at(revision);
+            l.declarations.read_at(read.revision);
         }
         let (declared, problems) = schedule::declared(&read, self.memo.as_ref());
         self.say_problems(&problems, Some(crate::model::WORKLOADS));
@@ -1075,6 +1101,7 @@ impl Host {
             Err(e) => {
                 if self.pass_loop(&name, gen).is_some() {
                     self.end_pass(&name, gen);
+                    self.observed.failed(&name, self.now, 0);
                     self.log(Some(&who), format!("pass failed: {e}"));
                 }
                 return;
@@ -1108,6 +1135,7 @@ impl Host {
             Err(PassError::Gone(_)) => lp.gone(),
             Err(e) => {
                 lp.free();
+                self.observed.failed(&name, self.now, u64::from(attempt));
                 self.log(Some(&who), format!("pass failed: {e}"));
             }
         }
@@ -1186,6 +1214,8 @@ impl Host {
                     );
                 } else {
                     let e = PassError::Contended(MAX_ATTEMPTS);
+                    self.observed
+                        .failed(&name, self.now, u64::from(MAX_ATTEMPTS));
                     self.log(Some(&who), format!("pass failed: {e}"));
                 }
             }
@@ -1196,6 +1226,7 @@ impl Host {
                     if let StoreError::TooBig(why) = &e {
                         self.record_refusal(&name, why);
                     }
+                    self.observed.failed(&name, self.now, 0);
                     self.log(Some(&who), format!("pass failed: {}", PassError::from(e)));
                 }
             }
@@ -1222,6 +1253,7 @@ impl Host {
     }
 
     fn pass_done(&mut self, name: &str, report: &PassReport) {
+        self.observed.end(name, self.now, report);
         let who = format!("loop {name}");
         for line in pass_log_lines(report) {
             self.log(Some(&who), line);
@@ -1953,6 +1985,32 @@ mod tests {
         // The declarations are read from the cache too: only the first poll, before the cache
         // was live, asked the store for its revision.
         assert_eq!(d.count(Purpose::Declarations, |_| true), 1);
+    }
+
+    /// An `apply` that lands between the cache's first read and the store's answer to the
+    /// declarations poll: the revision names the new declaration, but the read of
+    /// `/workloads/` (from the cache, still before it) does not hold it. The poll must remember
+    /// the revision of what it read, not the one it was told, or the next poll (the cache now
+    /// at that revision) finds nothing moved and the declaration is never acted on. CI caught
+    /// this: three copies never started on etcd.
+    #[test]
+    fn a_declaration_applied_while_the_cache_starts_is_still_acted_on() {
+        let store = MemoryStore::new();
+        crate::model::node::fake_node(&store, "a").unwrap();
+        let mut d = Driver::new(cached("c1"));
+        let mut applied = false;
+        d.hook = Some(Box::new(move |store, request, purpose| {
+            if purpose == Purpose::Declarations
+                && matches!(request, StoreRequest::Revision)
+                && !applied
+            {
+                applied = true;
+                crate::ops::apply(store, &[spec("w", 2, 200)]).unwrap();
+            }
+            true
+        }));
+        d.run(&store, 3_000);
+        assert_eq!(copies(&store), ["w-0", "w-1"]);
     }
 
     #[test]

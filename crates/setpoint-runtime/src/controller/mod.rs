@@ -35,6 +35,7 @@ mod driver;
 mod election;
 mod gc;
 mod host;
+mod observe;
 pub mod reconcile;
 mod schedule;
 mod serving;
@@ -44,4 +45,5 @@ pub use config::{default_holder, ControllerConfig, HostConfig, DEFAULT_REQUEST_T
 pub use driver::run_controller;
 pub use gc::GC_EVERY_MS;
 pub use host::{Host, HostInput, HostOutput, Purpose};
+pub use observe::PassObservation;
 pub use schedule::{pass_log_lines, runtime_controller, MAX_ATTEMPTS};

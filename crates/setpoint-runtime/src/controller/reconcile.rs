@@ -643,6 +643,36 @@ pub fn plan_gc(
             part_copies.push(a.value.copy.clone());
         }
     }
+    // A placement nothing owns (forged, or left by a hand): its copy may run on its node, so it
+    // is held by the rules an orphan assignment is held by, then removed. Its key names the
+    // copy; one that does not parse names none, and no agent ever ran it.
+    for (key, g) in &snapshot.ghosts {
+        let held = g.names.as_ref().is_some_and(|(node, workload, n)| {
+            if snapshot.node_live(node) {
+                snapshot
+                    .reports
+                    .get(node)
+                    .is_none_or(|r| r.value.synced_revision < g.placed.mod_revision)
+            } else {
+                let copy = crate::model::view::CopyOf {
+                    node,
+                    workload,
+                    n: *n,
+                    incarnation: g.placed.create_revision,
+                };
+                // A node that never reported never ran anything.
+                snapshot.reports.contains_key(node.as_str())
+                    && !crate::model::view::copy_ended_while_lost(snapshot, &copy)
+            }
+        });
+        if !held {
+            let mark = Mark::at(&txn);
+            txn = txn.expect(key, g.placed.mod_revision).delete(key);
+            gone.push(key.clone());
+            parts.push(Part::since(mark, &txn));
+            part_copies.push(key.clone());
+        }
+    }
     // A loop record (backoff, idle reason, rollout) outlives nothing it belonged to.
     let mut stale_loops = false;
     for (name, rec) in &snapshot.loops {
@@ -1244,6 +1274,48 @@ pub(crate) mod tests {
                 .created,
             ["w-1"]
         );
+    }
+
+    #[test]
+    fn a_placement_nothing_owns_is_held_like_an_orphan_then_collected() {
+        let (store, _) = two_nodes_running(ControllerKind::Intent);
+        let key = crate::model::report_key("a");
+        let mut stale = crate::model::decode::<NodeReport>(&store.get(&key).unwrap().unwrap())
+            .unwrap()
+            .value;
+        stale.synced_revision = 0;
+        store.commit(&Txn::new().put(&key, encode(&stale))).unwrap();
+        // Written by hand: a copy of no workload on live node a, one on a node that never
+        // reported, a second placement of w-1 (assigned to b) on a, and a key of no shape.
+        let ghost = crate::model::placement_key("a", "ghost", 0);
+        let never = crate::model::placement_key("n9", "ghost", 1);
+        let dup = crate::model::placement_key("a", "w", 1);
+        let shapeless = "/placements/a/x".to_owned();
+        let txn = Txn::new()
+            .put(&ghost, "{}")
+            .put(&never, "{}")
+            .put(&dup, "{}")
+            .put(&shapeless, "{not json");
+        store.commit(&txn).unwrap();
+        let s = Snapshot::load(&store).unwrap();
+        assert_eq!(s.ghosts.len(), 4);
+        assert_eq!(
+            s.workloads.keys().collect::<Vec<_>>(),
+            ["w"],
+            "w is not refused"
+        );
+        // a's agent has not synced since: it may run them until it reports.
+        assert_eq!(collect_orphans(&store, None).unwrap(), [shapeless, never]);
+        report(&store, "a", &[(0, Phase::Running)]);
+        assert_eq!(collect_orphans(&store, None).unwrap(), [ghost, dup]);
+        let s = Snapshot::load(&store).unwrap();
+        assert!(
+            s.ghosts.is_empty() && s.problems.is_empty(),
+            "{:?}",
+            s.problems
+        );
+        assert_eq!(s.placements.len(), 2, "the owned placements stay");
+        assert!(collect_orphans(&store, None).unwrap().is_empty());
     }
 
     #[test]

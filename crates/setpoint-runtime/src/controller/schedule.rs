@@ -61,6 +61,8 @@ pub(super) struct Loop {
     attempt: u32,
     /// The pass found the workload gone; it waits to be ended by the declarations.
     dead: bool,
+    /// Rounds skipped since last taken ([`Schedule::take_skipped`]), for the metrics.
+    skipped: u64,
 }
 
 impl Loop {
@@ -127,6 +129,7 @@ impl Schedule {
             if tick {
                 // The next round on the grid after now: missed rounds are skipped.
                 let period = lp.key.period_ms.max(1);
+                lp.skipped += (now_ms - lp.next_round_ms) / period;
                 let k = (now_ms - lp.start_ms) / period + 1;
                 lp.next_round_ms = lp.start_ms + k * period;
             }
@@ -136,6 +139,17 @@ impl Schedule {
             due.push((name.clone(), lp.gen));
         }
         due
+    }
+
+    /// The loops that skipped rounds since the last call, with how many, leaving none.
+    pub(super) fn take_skipped(&mut self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        for (name, lp) in self.loops.iter_mut() {
+            if lp.skipped > 0 {
+                out.push((name.clone(), std::mem::take(&mut lp.skipped)));
+            }
+        }
+        out
     }
 
     /// The earliest time a loop wants its next pass: now for a woken one, else its next round;
@@ -197,6 +211,7 @@ impl Schedule {
                     in_flight,
                     attempt: 0,
                     dead: false,
+                    skipped: 0,
                 },
             );
             *next_gen += 1;

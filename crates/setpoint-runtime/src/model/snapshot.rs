@@ -6,7 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::de::DeserializeOwned;
 
-use super::keys::{ASSIGNMENTS, COUNTERS, FORGOTTEN, LEADER, LOOPS, NODES, REPORTS, WORKLOADS};
+use super::keys::{
+    assignment_key, ASSIGNMENTS, COUNTERS, FORGOTTEN, LEADER, LOOPS, NODES, PLACEMENTS, REPORTS,
+    WORKLOADS,
+};
 use super::loop_record::LoopRecord;
 use super::node::{Forgotten, NodeRecord};
 use super::records::{decode, Assignment, Counter, Leader, NodeReport, Stored, WorkloadSpec};
@@ -36,6 +39,13 @@ pub struct Snapshot {
     pub nodes: BTreeMap<String, Stored<NodeRecord>>,
     /// Operators' confirmations that lost nodes' copies ended, by node ([`crate::model::node::forget`]).
     pub forgotten: BTreeMap<String, Stored<Forgotten>>,
+    /// The node index's entries (`/placements/{node}/{name}/{n:012}`) by key, with their
+    /// revisions only: their values are the assignments' own, which the agents read and check.
+    pub placements: BTreeMap<String, Placed>,
+    /// The placements that nothing owns, by key: no assignment at this revision is theirs
+    /// (its key, node and incarnation). They are problems too; garbage collection removes them
+    /// ([`crate::controller::plan_gc`]).
+    pub ghosts: BTreeMap<String, Ghost>,
     /// The records that did not decode or broke a rule ([`crate::model::trust`]), by key, with
     /// the reason: left out of the maps above.
     pub problems: BTreeMap<String, String>,
@@ -43,6 +53,40 @@ pub struct Snapshot {
     /// counter, loop record or an assignment): left out of `workloads`, so no pass runs for
     /// them, and garbage collection leaves their assignments alone.
     pub refused: BTreeSet<String>,
+}
+
+/// One entry of the node index: its revisions (a placement is written in the same transaction
+/// as its assignment, so both share `create_revision`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Placed {
+    /// The revision that created the key: the assignment's incarnation.
+    pub create_revision: Revision,
+    /// The revision that last wrote it.
+    pub mod_revision: Revision,
+}
+
+/// A placement no assignment owns ([`Snapshot::ghosts`]): its revisions and, if its key has the
+/// shape of one, the node, workload and copy number it names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ghost {
+    /// The entry's revisions.
+    pub placed: Placed,
+    /// `(node, workload, n)` from the key, if it parses.
+    pub names: Option<(String, String, u64)>,
+}
+
+/// `(node, workload, n)` of a key `/placements/{node}/{workload}/{n:012}`, if it has that shape.
+pub fn parse_placement_key(key: &str) -> Option<(String, String, u64)> {
+    let rest = key.strip_prefix(PLACEMENTS)?;
+    let mut parts = rest.split('/');
+    let (node, workload, n) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || node.is_empty() || workload.is_empty() {
+        return None;
+    }
+    if n.len() != 12 || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((node.to_owned(), workload.to_owned(), n.parse().ok()?))
 }
 
 /// Decodes `e` and checks it ([`Trusted`]): the record, or the reason it is a problem.
@@ -57,10 +101,11 @@ pub fn checked<T: DeserializeOwned + Trusted>(e: &Entry) -> Result<Stored<T>, St
 
 impl Snapshot {
     /// The prefixes a snapshot reads, in one [`Store::read`].
-    pub const PREFIXES: [&'static str; 8] = [
+    pub const PREFIXES: [&'static str; 9] = [
         WORKLOADS,
         COUNTERS,
         ASSIGNMENTS,
+        PLACEMENTS,
         REPORTS,
         LEADER,
         NODES,
@@ -129,7 +174,7 @@ impl Snapshot {
             seen.push(name);
         }
         /// Drops from `map` the names the read did not show.
-        fn sweep<T>(map: &mut BTreeMap<String, Stored<T>>, seen: &mut [&str]) {
+        fn sweep<V>(map: &mut BTreeMap<String, V>, seen: &mut [&str]) {
             // A read lists each prefix's keys in order; a store that did not is put in order.
             if !seen.is_sorted() {
                 seen.sort_unstable();
@@ -147,7 +192,7 @@ impl Snapshot {
         s.refused.clear();
         s.revision = revision;
         s.now_ms = now_ms;
-        let mut seen: [Vec<&'a str>; 7] = Default::default();
+        let mut seen: [Vec<&'a str>; 8] = Default::default();
         let mut leader = s.leader.take();
         let mut leader_seen = false;
         for e in entries {
@@ -179,6 +224,13 @@ impl Snapshot {
                 take(&mut s.nodes, &mut seen[5], p, node, e);
             } else if let Some(node) = key.strip_prefix(FORGOTTEN) {
                 take(&mut s.forgotten, &mut seen[6], p, node, e);
+            } else if key.starts_with(PLACEMENTS) {
+                let placed = Placed {
+                    create_revision: e.create_revision,
+                    mod_revision: e.mod_revision,
+                };
+                s.placements.insert(key.to_owned(), placed);
+                seen[7].push(key);
             }
         }
         // A problem in a workload's own records refuses that workload: without its counter a
@@ -199,6 +251,13 @@ impl Snapshot {
         sweep(&mut s.loops, &mut seen[4]);
         sweep(&mut s.nodes, &mut seen[5]);
         sweep(&mut s.forgotten, &mut seen[6]);
+        sweep(&mut s.placements, &mut seen[7]);
+        // After the assignments' sweep; a ghost refuses nothing (it may name a healthy
+        // workload's copy).
+        s.ghosts = ghosts(&s);
+        for (key, g) in &s.ghosts {
+            s.problems.insert(key.clone(), ghost_reason(g));
+        }
         Ok(s)
     }
 
@@ -228,6 +287,49 @@ impl Snapshot {
     }
 }
 
+/// The placements of `s` that no assignment owns: none at the key they name, or one on another
+/// node or of another incarnation (a placement is written with its assignment, in one
+/// transaction, so at any one revision each assignment has exactly its own). A key that does not
+/// have a placement's shape is owned by nothing either. A placement whose assignment is there
+/// but failed its checks is not judged: it may be that assignment's own.
+fn ghosts(s: &Snapshot) -> BTreeMap<String, Ghost> {
+    let mut out = BTreeMap::new();
+    for (key, placed) in &s.placements {
+        let names = parse_placement_key(key);
+        let owned = match &names {
+            Some((node, workload, n)) => {
+                let key = assignment_key(workload, *n);
+                s.problems.contains_key(&key)
+                    || s.assignments.get(&key).is_some_and(|a| {
+                        a.value.node == *node && a.create_revision == placed.create_revision
+                    })
+            }
+            None => false,
+        };
+        if !owned {
+            out.insert(
+                key.clone(),
+                Ghost {
+                    placed: *placed,
+                    names,
+                },
+            );
+        }
+    }
+    out
+}
+
+/// What is wrong with ghost placement `g`, in one line.
+fn ghost_reason(g: &Ghost) -> String {
+    match &g.names {
+        Some((_, workload, n)) => format!(
+            "a placement that no assignment owns (none at {} on this node, of this incarnation): its copy is not counted, and garbage collection removes it",
+            assignment_key(workload, *n)
+        ),
+        None => "not a placement key (accepted: /placements/NODE/WORKLOAD/NNNNNNNNNNNN); garbage collection removes it".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,6 +346,7 @@ mod tests {
             LEADER.to_owned(),
             "/leaderboard".to_owned(),
             format!("/other/{}", x % 2),
+            format!("{PLACEMENTS}n{}/w{}/{:012}", x % 2, x % 3, x % 2),
         ];
         let key = keys[(x / 7 % keys.len() as u64) as usize].clone();
         let value = if key.starts_with(COUNTERS) {
@@ -320,6 +423,12 @@ mod tests {
                 put(&mut s.nodes, p, n, e);
             } else if let Some(n) = k.strip_prefix(FORGOTTEN) {
                 put(&mut s.forgotten, p, n, e);
+            } else if k.starts_with(PLACEMENTS) {
+                let placed = Placed {
+                    create_revision: e.create_revision,
+                    mod_revision: e.mod_revision,
+                };
+                s.placements.insert(k.to_owned(), placed);
             }
         }
         for k in s.problems.keys() {
@@ -329,6 +438,10 @@ mod tests {
         }
         for n in &s.refused {
             s.workloads.remove(n);
+        }
+        s.ghosts = ghosts(&s);
+        for (key, g) in &s.ghosts {
+            s.problems.insert(key.clone(), ghost_reason(g));
         }
         Ok(s)
     }
@@ -364,8 +477,33 @@ mod tests {
             .put("/workloads/evil", "{not json")
             .put("/reports/n9", "[]")
             .put(LEADER, encode(&Leader { holder: "forged".into(), acquired_ms: 0, ttl_ms: 1 }))
-            .put("/nodes/phantom", r#"{"node":"phantom","host":"h","place":"p","agent_pid":1,"acquired_ms":0,"ttl_ms":1,"report_every_ms":1}"#);
+            .put("/nodes/phantom", r#"{"node":"phantom","host":"h","place":"p","agent_pid":1,"acquired_ms":0,"ttl_ms":1,"report_every_ms":1}"#)
+            .put("/placements/n1/ghost/000000000000", "{}")
+            .put("/placements/n1/x", "{}");
         store.commit(&txn).unwrap();
+        let good = crate::model::Assignment {
+            workload: "good".into(),
+            n: 0,
+            copy: "good-0".into(),
+            node: "n1".into(),
+            owner_uid: 1,
+            command: vec!["sleep".into(), "60".into()],
+            env: Default::default(),
+            generation: 0,
+            startup_ms: 0,
+            readiness: None,
+            grace_ms: 0,
+            created_ms: 0,
+        };
+        let key = assignment_key("good", 0);
+        store
+            .commit(&crate::model::put_assignment(Txn::new(), &key, &good))
+            .unwrap();
+        // A forged second placement of a healthy copy, on another node: a ghost too.
+        let forged = crate::model::placement_key("n2", "good", 0);
+        store
+            .commit(&Txn::new().put(&forged, encode(&good)))
+            .unwrap();
         let s = Snapshot::load(&store).unwrap();
         assert_eq!(s.workloads.keys().collect::<Vec<_>>(), ["good"]);
         let keys: Vec<&str> = s.problems.keys().map(|k| k.as_str()).collect();
@@ -375,6 +513,9 @@ mod tests {
                 "/counters/wrap",
                 "/leader",
                 "/nodes/phantom",
+                "/placements/n1/ghost/000000000000",
+                "/placements/n1/x",
+                "/placements/n2/good/000000000000",
                 "/reports/n9",
                 "/workloads/evil",
                 "/workloads/hot",
@@ -389,6 +530,16 @@ mod tests {
         );
         assert!(s.problems["/counters/wrap"].contains("out of range"));
         assert!(s.refused.contains("wrap") && s.refused.contains("evil"));
+        assert!(!s.refused.contains("good") && !s.refused.contains("ghost"));
+        assert_eq!(s.placements.len(), 4, "{:?}", s.placements);
+        assert!(
+            s.problems["/placements/n1/ghost/000000000000"]
+                .contains("no assignment owns (none at /assignments/ghost/000000000000"),
+            "{:?}",
+            s.problems
+        );
+        assert!(s.problems["/placements/n1/x"].starts_with("not a placement key"));
+        assert_eq!(s.ghosts.len(), 3);
     }
 
     proptest::proptest! {

@@ -325,16 +325,40 @@ fn owned(
 /// lost: the node's last report lists it `exited` (an agent that stopped cleanly), or an
 /// operator forgot the node after `a` was created ([`crate::model::node::forget`]).
 pub fn ended_while_lost(snapshot: &Snapshot, a: &Stored<Assignment>) -> bool {
-    let node = a.value.node.as_str();
+    let copy = CopyOf {
+        node: &a.value.node,
+        workload: &a.value.workload,
+        n: a.value.n,
+        incarnation: a.create_revision,
+    };
+    copy_ended_while_lost(snapshot, &copy)
+}
+
+/// One incarnation of one copy on one node, named without its assignment (a placement's key
+/// names it too).
+#[derive(Clone, Copy, Debug)]
+pub struct CopyOf<'a> {
+    /// The node it is placed on.
+    pub node: &'a str,
+    /// Its workload.
+    pub workload: &'a str,
+    /// Its number.
+    pub n: u64,
+    /// The revision that created its assignment (and placement).
+    pub incarnation: Revision,
+}
+
+/// [`ended_while_lost`] of a copy named by its parts.
+pub fn copy_ended_while_lost(snapshot: &Snapshot, copy: &CopyOf<'_>) -> bool {
     let forgotten = snapshot
         .forgotten
-        .get(node)
-        .is_some_and(|f| a.create_revision <= f.value.revision);
-    let reported = snapshot.reports.get(node).is_some_and(|r| {
+        .get(copy.node)
+        .is_some_and(|f| copy.incarnation <= f.value.revision);
+    let reported = snapshot.reports.get(copy.node).is_some_and(|r| {
         r.value.copies.iter().any(|c| {
-            c.workload == a.value.workload
-                && c.n == a.value.n
-                && c.incarnation == a.create_revision
+            c.workload == copy.workload
+                && c.n == copy.n
+                && c.incarnation == copy.incarnation
                 && c.phase == Phase::Exited
         })
     });

@@ -37,6 +37,7 @@ pub mod identity;
 pub mod limits;
 pub mod memory;
 pub mod namespace;
+pub mod space;
 pub mod sqlite;
 pub mod url;
 

@@ -23,6 +23,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::identity::{self, FileId, Found};
+use super::space;
 use super::{prefix_end, wall_ms, Entry, LeaseId, Op, Read, Revision, Store, StoreError, Txn};
 
 /// The database file's name inside the data directory.
@@ -70,7 +71,15 @@ fn unavailable(e: impl std::fmt::Display) -> StoreError {
 }
 
 fn db(e: rusqlite::Error) -> StoreError {
+    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
+        // Named here and completed with the directory by `write`, which can say where.
+        return unavailable(space::FULL);
+    }
     unavailable(e)
+}
+
+fn is_full(e: &StoreError) -> bool {
+    matches!(e, StoreError::Unavailable(why) if why == space::FULL)
 }
 
 fn is_busy(e: &rusqlite::Error) -> bool {
@@ -250,17 +259,42 @@ impl SqliteStore {
         }
         let mut guard = self.lock()?;
         let conn = guard.as_mut().expect("checked by lock");
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db)?;
-        // The file may have been removed while this waited for the lock.
-        self.check()?;
-        self.check_inside(&tx)?;
-        let now = wall_ms();
-        let rev = sweep(&tx, now)?;
-        let out = f(&tx, rev, now)?;
-        tx.commit().map_err(db)?;
-        Ok(out)
+        let done = (|| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db)?;
+            // The file may have been removed while this waited for the lock.
+            self.check()?;
+            self.check_inside(&tx)?;
+            let now = wall_ms();
+            let rev = sweep(&tx, now)?;
+            let out = f(&tx, rev, now)?;
+            tx.commit().map_err(db)?;
+            Ok(out)
+        })();
+        match done {
+            Err(e) if is_full(&e) => {
+                // The transaction was rolled back. Cutting the log back may free enough for the
+                // next write; whether it did or not, this one is refused, and says where.
+                let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+                Err(unavailable(space::full_message(self.dir())))
+            }
+            other => other,
+        }
+    }
+
+    /// The data directory.
+    fn dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
+    }
+
+    /// [`Self::sweep_if_due`], or `false` if the disk is too full for it.
+    fn sweep_or_full(&self) -> Result<bool, StoreError> {
+        match self.sweep_if_due() {
+            Ok(()) => Ok(true),
+            Err(StoreError::Unavailable(why)) if why.starts_with(space::FULL) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Removes expired leases first if there are any, so that reads never show their keys.
@@ -388,6 +422,14 @@ fn connect(path: &Path, read_only: bool) -> Result<Connection, rusqlite::Error> 
         }
     } else {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // The log sized by the filesystem, so that it can never fill a small one (`space`).
+        let total = path
+            .parent()
+            .and_then(space::room)
+            .map_or(u64::MAX, |(total, _)| total);
+        let pages = space::checkpoint_pages(total);
+        conn.pragma_update(None, "wal_autocheckpoint", pages as i64)?;
+        conn.pragma_update(None, "journal_size_limit", space::log_limit(pages) as i64)?;
     }
     Ok(conn)
 }
@@ -507,7 +549,9 @@ fn lease_alive(tx: &rusqlite::Transaction<'_>, id: LeaseId) -> Result<bool, Stor
 
 impl Store for SqliteStore {
     fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError> {
-        self.sweep_if_due()?;
+        // On a full disk the sweep cannot write; the read leaves out the keys of expired
+        // leases instead, as a read-only handle does, rather than failing too.
+        let swept = self.sweep_or_full()?;
         let mut guard = self.lock()?;
         let conn = guard.as_mut().expect("checked by lock");
         let tx = conn
@@ -515,7 +559,11 @@ impl Store for SqliteStore {
             .map_err(db)?;
         let rev = self.check_inside(&tx)?;
         // A read-only handle cannot sweep expired leases, so it leaves out their keys.
-        let now = if self.read_only { wall_ms() as i64 } else { 0 };
+        let now = if self.read_only || !swept {
+            wall_ms() as i64
+        } else {
+            0
+        };
         let mut entries = Vec::new();
         {
             let mut q = tx
@@ -606,7 +654,7 @@ impl Store for SqliteStore {
     }
 
     fn revision(&self) -> Result<Revision, StoreError> {
-        self.sweep_if_due()?;
+        self.sweep_or_full()?;
         let guard = self.lock()?;
         self.check_inside(guard.as_ref().expect("checked by lock"))
     }

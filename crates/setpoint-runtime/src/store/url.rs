@@ -314,6 +314,11 @@ impl StoreUrl {
                     if waiting {
                         log(who, format!("the store {self} answers"));
                     }
+                    if let StoreUrl::Sqlite(dir) = self {
+                        if let Some(note) = super::space::low_space_note(dir) {
+                            log(who, note);
+                        }
+                    }
                     return Ok(Some(s));
                 }
                 Err(e) if e.is_bad_input() => return Err(e),
