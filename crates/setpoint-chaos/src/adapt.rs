@@ -87,6 +87,9 @@ impl AgentMachine {
                     AgentOutput::StopForeign { pid, grace_ms, .. } => {
                         out.push(Output::StopForeign { pid, grace_ms })
                     }
+                    AgentOutput::StopStrays { signal } => out.push(Output::StopStrays {
+                        kill: matches!(signal, CopySignal::Kill),
+                    }),
                     AgentOutput::Probe { copy, .. } => {
                         pending.push(AgentInput::ProbeDone { copy, ok: true })
                     }

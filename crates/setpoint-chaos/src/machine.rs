@@ -108,6 +108,12 @@ pub enum Output {
         /// How long it is given.
         grace_ms: u64,
     },
+    /// Signal every process of the node that no agent of it has adopted (an earlier life's
+    /// copies, while the agent has not claimed its node): SIGTERM, or SIGKILL with `kill`.
+    StopStrays {
+        /// SIGKILL rather than SIGTERM.
+        kill: bool,
+    },
     /// Write the node's state file.
     SaveState(NodeState),
     /// Read the state file and look for marked processes; answer [`Input::Recovered`].

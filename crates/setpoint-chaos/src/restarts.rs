@@ -132,6 +132,53 @@ fn an_agent_restarted_while_cut_off_retries_its_first_claim_and_adopts_its_copie
     assert!(report.passed(), "{:?}", report.violations);
 }
 
+/// An agent that never stops what an earlier agent of its node left running: the first-claim
+/// fence removed.
+struct NoStrayFence(Box<dyn Machine>);
+
+impl Machine for NoStrayFence {
+    fn step(&mut self, now_ms: u64, input: Input) -> Vec<Output> {
+        let mut out = self.0.step(now_ms, input);
+        out.retain(|o| !matches!(o, Output::StopStrays { .. }));
+        out
+    }
+}
+
+#[test]
+fn an_agent_restarted_inside_a_partition_longer_than_its_lease_stops_its_earlier_copies_in_time() {
+    // Issue 22, item 1: cut off from 20 s for 15 s, restarted at 21 s. Its earlier life's lease
+    // was last renewed before 21 s, so the store may end it by 31 s (the 10 s node lease) and
+    // the names be given elsewhere. The restarted agent cannot claim, so it stops them by the
+    // fence's deadlines from its own start: SIGTERM at 28.5 s, SIGKILL at 30 s.
+    let m = model(&(event(20_000, "partition", 1, 15_000) + &event(21_000, "restart", 1, 0)));
+    let (report, out) = run_with(&m, |a| a);
+    assert!(report.passed(), "{:?}", report.violations);
+    let before = up_at(&out, "node-1", 20_999);
+    assert!(!before.is_empty(), "node-1 ran copies before the cut");
+    for p in &before {
+        let end = p.end_ms.unwrap_or(u64::MAX);
+        assert!(
+            (28_500..=30_000).contains(&end),
+            "{} (pid {}) ended at {end}",
+            p.copy,
+            p.pid
+        );
+    }
+    assert!(out
+        .trace
+        .iter()
+        .any(|l| l.contains("no node lease 7500ms after")));
+    // Without that fence they run on, unwatched, past the lease's end.
+    let (_, out) = run_with(&m, |a| Box::new(NoStrayFence(a)));
+    let past_lease = up_at(&out, "node-1", 31_000);
+    assert!(
+        before
+            .iter()
+            .all(|b| past_lease.iter().any(|p| p.pid == b.pid)),
+        "{past_lease:?}"
+    );
+}
+
 /// An agent whose state file is never written: as if the file were lost before a restart.
 struct NoDisk(Box<dyn Machine>);
 

@@ -556,6 +556,21 @@ impl World<'_> {
                     self.end_proc(p, self.now + after, how);
                 }
             }
+            Output::StopStrays { kill } => {
+                let strays: Vec<usize> = self
+                    .strays
+                    .iter()
+                    .copied()
+                    .filter(|&p| self.procs[p].host == host && self.procs[p].end_ms.is_none())
+                    .collect();
+                let after = if kill { 0 } else { self.setup.term_exit_ms };
+                let how = Exit::Signal(if kill { 9 } else { 15 });
+                for p in strays {
+                    let pid = self.procs[p].pid;
+                    self.note(|| format!("host {host} signals stray proc {pid}"));
+                    self.end_proc(p, self.now + after, how);
+                }
+            }
             Output::Log(line) => self.note(|| format!("host {host}: {line}")),
             Output::Stopped => self.slots[host].stopped = true,
             Output::SaveState(state) => self.slots[host].disk = Some(state),

@@ -551,16 +551,17 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         RuntimeCommand::Agent(a) => {
             a.flags.check()?;
             let mut cfg = a.flags.config(&a.node, &a.store.state_dir());
+            cfg.started_ms = Some(setpoint_runtime::store::wall_ms());
             let url = a.store.url()?;
             let observing = a.observe.start()?;
             cfg.metrics = observing.sink();
             serve(|shutdown| async move {
                 let who = format!("agent {}", cfg.node);
                 observing.spawn(&who, shutdown.clone());
-                let opened = url.open_retrying(OpenMode::Create, &who, shutdown.clone());
-                if let Some(store) = opened.await? {
-                    run_agent(store, cfg, shutdown).await?;
-                }
+                // The agent runs, and fences, even while its store cannot be reached: copies
+                // an earlier agent here started may be running (store/reopening.rs).
+                let store = url.open_or_later(&who).await?;
+                run_agent(store, cfg, shutdown).await?;
                 Ok(())
             })?;
             Ok(String::new())

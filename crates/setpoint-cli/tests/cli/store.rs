@@ -158,6 +158,73 @@ fn a_daemon_waits_for_etcd_logging_once_and_leads_when_it_answers() {
     assert!(d.log("controller").contains("answers"));
 }
 
+/// Issue 22, item 1: an agent restarted while its store cannot be reached (here the only etcd
+/// member is down: quorum lost) stops the copies its earlier life left running by the fence's
+/// deadlines from its own start (3/4 of the node lease), as it would had it held a lease last
+/// renewed then. Before, it waited to open the store before its machine started, and its copies
+/// ran unwatched past their node lease for as long as the outage lasted (8 copies through a 14 s
+/// outage with a 10 s lease), free to be started on another node. Once the store answers, it
+/// claims its node and the workload is whole again, each name once.
+#[test]
+fn an_agent_restarted_while_its_store_is_down_fences_its_earlier_copies_from_its_own_start() {
+    let Some(mut etcd) = EtcdCluster::start_or_skip("cli::store::restarted_cut_off", 1) else {
+        return;
+    };
+    let mut d = Rig::on_store(&etcd.url()).deadline(Duration::from_secs(60));
+    let file = d.write(
+        "w.toml",
+        "[[workload]]\nname = \"w\"\ncommand = [\"sleep\", \"300\"]\ncopies = 3\n\
+         controller = \"named\"\nperiod = \"500ms\"\nstartup = \"100ms\"\ngrace = \"500ms\"\n",
+    );
+    let agent = [
+        "agent",
+        "--node",
+        "n1",
+        "--report-every",
+        "200ms",
+        "--node-timeout",
+        "4s",
+    ];
+    d.start("n1", &agent);
+    d.start("controller", &["controller", "--lease-ttl", "1s"]);
+    d.ok(&["apply", "-f", &file]);
+    d.until("3 copies live", |d| {
+        d.marked().len() == 3 && d.get("w")["live"] == 3
+    });
+    // The agent dies; its copies run on. Then the store goes, and the agent comes back.
+    d.signal("n1", Signal::KILL);
+    etcd.kill(0);
+    assert_eq!(d.marked().len(), 3, "the copies outlive their agent");
+    let started = std::time::Instant::now();
+    d.start("n1-again", &agent);
+    let took = d.until_within("the earlier copies stopped", Duration::from_secs(10), |d| {
+        d.marked().is_empty()
+    });
+    let log = d.log("n1-again");
+    assert!(log.contains("the agent runs meanwhile"), "{log}");
+    assert!(
+        log.contains("no node lease 3000ms after this agent started"),
+        "{log}"
+    );
+    // 3/4 of the 4 s lease from its start, before the store could end a lease renewed then.
+    let by = started.elapsed();
+    assert!(
+        by >= Duration::from_millis(2_900) && by < Duration::from_millis(4_000),
+        "stopped {by:?} after the agent started (polled in {took:?}):\n{log}"
+    );
+    etcd.restart(0).unwrap();
+    etcd.wait_for_leader(Duration::from_secs(20)).unwrap();
+    d.until("the workload whole again, each name once", |d| {
+        let p = d.processes();
+        p.len() == 3 && p.values().all(|pids| pids.len() == 1) && d.get("w")["live"] == 3
+    });
+    assert!(
+        d.log("n1-again").contains("answers"),
+        "{}",
+        d.log("n1-again")
+    );
+}
+
 /// Issue 22, item 4: one etcd member of three hung (SIGSTOP: its sockets accept, nothing
 /// answers), quorum intact, costs nothing. Each member is frozen in turn, so the leader member
 /// is among them, for longer than the agents' fence time (3/4 of the default 10 s node lease)

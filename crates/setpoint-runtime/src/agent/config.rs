@@ -45,6 +45,10 @@ pub struct AgentCoreConfig {
     pub request_timeout_ms: u64,
     /// Where new copies' nonces come from.
     pub nonces: Nonces,
+    /// When the agent's process started, on the machine's clock, if before the machine was
+    /// made (a driver that first tried to open its store): the first claim's fence counts from
+    /// it. `None`: from the machine's creation.
+    pub started_ms: Option<u64>,
     /// Injected bug for the chaos checker's own test: when the lease is lost, the agent does
     /// not stop its copies. Nothing in the CLI or in any file sets it; it is hidden from the
     /// docs and only test code turns it on.
@@ -72,6 +76,7 @@ impl AgentCoreConfig {
             simulate_copies: false,
             request_timeout_ms: 5_000,
             nonces: Nonces::Random,
+            started_ms: None,
             bug_no_self_fence: false,
         }
     }

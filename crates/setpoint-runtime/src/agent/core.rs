@@ -97,7 +97,7 @@ impl AgentCore {
         Self {
             out: Outbox::new(),
             life: Life::new(),
-            lease: NodeLease::new(now_ms),
+            lease: NodeLease::new(now_ms).born_at(cfg.started_ms.unwrap_or(now_ms).min(now_ms)),
             state_read: StateRead::default(),
             copies: Supervisor::new(),
             sync: Sync::new(&cfg, now_ms),
@@ -241,7 +241,8 @@ impl AgentCore {
         for deadline in self.out.deadlines() {
             soonest.at(deadline);
         }
-        self.lease.wake_times(now, &mut soonest);
+        self.lease
+            .wake_times(now, &mut soonest, self.cfg.lease_ttl_ms);
         // Only what the next step would act on: a timer whose work waits for a reply (a sync
         // or a report in flight) or for a start to answer wakes nobody, or the machine spins.
         if self.life.is_running() && !self.is_fenced() {
@@ -399,6 +400,7 @@ impl AgentCore {
                 adopted,
             }) => {
                 if self.life.stage == Stage::Claiming {
+                    self.out.condition_ended("claim", "");
                     self.out.log(format!(
                         "holds node lease {lease} (ttl {ttl_ms}ms{})",
                         if adopted {
@@ -450,6 +452,28 @@ impl AgentCore {
         if keep.renew {
             self.lease.send_renewal(now, &mut self.out);
         }
+    }
+
+    /// While the first claim has not succeeded, stops what an earlier agent here left running
+    /// by the fence's deadlines from this agent's start ([`NodeLease::strays_due`]).
+    fn fence_strays(&mut self, now: u64) {
+        let Some(signal) = self.lease.strays_due(now, self.cfg.lease_ttl_ms) else {
+            return;
+        };
+        if self.cfg.bug_no_self_fence {
+            return;
+        }
+        self.out.log(match signal {
+            CopySignal::Term => format!(
+                "no node lease {}ms after this agent started: fenced, stopping any copy an earlier \
+                 agent here left running (SIGTERM)",
+                self.cfg.lease_ttl_ms * 3 / 4
+            ),
+            CopySignal::Kill => "fenced: SIGKILL to any copy an earlier agent here left running \
+                                 before its lease can end"
+                .to_owned(),
+        });
+        self.out.push(AgentOutput::StopStrays { signal });
     }
 
     /// Fenced: gives the old lease up and claims the name again under a new one.
@@ -542,6 +566,7 @@ impl AgentCore {
         self.keep_lease(now);
         // A fence that just came down starts the rejoin in this same step.
         self.drive_claim(now);
+        self.fence_strays(now);
         if self.life.is_stopped() {
             return;
         }
@@ -920,6 +945,15 @@ mod tests {
                 AgentOutput::StopForeign { pid, .. } => {
                     if let Some(p) = self.procs.iter_mut().find(|p| p.pid == pid) {
                         p.alive = false;
+                    }
+                }
+                AgentOutput::StopStrays { signal } => {
+                    for p in self.procs.iter_mut().filter(|p| p.alive) {
+                        self.signals.push((now, p.copy.clone(), signal));
+                        p.ending = Some(match signal {
+                            CopySignal::Term => 15,
+                            CopySignal::Kill => 9,
+                        });
                     }
                 }
                 AgentOutput::Probe { copy, .. } => inputs.push_back(AgentInput::ProbeDone {

@@ -86,6 +86,10 @@ pub struct AgentConfig {
     pub simulate_copies: bool,
     /// Where the driver counts its metrics ([`crate::metrics`]); none by default.
     pub metrics: crate::metrics::MetricsSink,
+    /// When the agent's process started (ms since the Unix epoch), if it did other work
+    /// before [`run_agent`], such as a first attempt to open its store: the self-fence of its
+    /// first claim counts from then. `None`: from when `run_agent` starts.
+    pub started_ms: Option<u64>,
 }
 
 impl AgentConfig {
@@ -106,6 +110,7 @@ impl AgentConfig {
             lease_ttl: Duration::from_secs(10),
             simulate_copies: false,
             metrics: Default::default(),
+            started_ms: None,
         }
     }
 }
@@ -286,6 +291,21 @@ impl Driver {
                     let _ = process::kill_verified(pid, start_ticks);
                 })
                 .await;
+            }
+            AgentOutput::StopStrays { signal } => {
+                let mark = self.mark.clone();
+                let own = crate::sandbox::own_uid();
+                let found = tokio::task::spawn_blocking(move || process::find_marked(&mark))
+                    .await
+                    .unwrap_or_default();
+                for m in found.into_iter().filter(|m| m.uid == own) {
+                    let _ = match signal {
+                        CopySignal::Term => process::signal_group(m.pid, Signal::TERM),
+                        CopySignal::Kill => {
+                            process::kill_verified(m.pid, m.start_ticks).map(|_| ())
+                        }
+                    };
+                }
             }
             AgentOutput::Probe { copy, command, env } => {
                 match process::spawn_check(&command, &copy, &env) {
@@ -631,6 +651,7 @@ pub async fn run_agent(
         simulate_copies: cfg.simulate_copies,
         request_timeout_ms: REQUEST_TIMEOUT_MS,
         nonces: Nonces::Random,
+        started_ms: cfg.started_ms,
         ..AgentCoreConfig::new(cfg.node.clone())
     };
     // On a store that pushes changes, the machine keeps a watch cache of the node's

@@ -22,6 +22,7 @@ use std::collections::BTreeSet;
 
 use super::outbox::{Outbox, Purpose, Soonest};
 use super::AgentCoreConfig;
+use super::CopySignal;
 use crate::machine::{ReqId, StoreReply, StoreRequest, StoreResult};
 use crate::model::node::{node_key, NodeError, NodeRecord};
 use crate::model::{decode, encode};
@@ -151,6 +152,22 @@ pub(super) struct NodeLease {
     /// The leases granted to the claim under way: a record found under one of them is this
     /// agent's own (its create committed, the reply was lost).
     granted: BTreeSet<LeaseId>,
+    /// When this agent started: the first claim's fence counts from it.
+    born: u64,
+    /// The first claim's fence: what it has sent to the copies an earlier agent here may
+    /// have left running ([`NodeLease::strays_due`]).
+    strays: StraysFenced,
+}
+
+/// How far the first claim's fence has gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum StraysFenced {
+    /// Nothing sent.
+    No,
+    /// SIGTERM sent (3/4 TTL after the agent's start).
+    Termed,
+    /// SIGKILL sent (9/10 TTL), or the name was held before the SIGTERM was due.
+    Done,
 }
 
 impl NodeLease {
@@ -165,6 +182,52 @@ impl NodeLease {
                 waiting: None,
             },
             granted: BTreeSet::new(),
+            born: now,
+            strays: StraysFenced::No,
+        }
+    }
+
+    /// The same claim, for an agent whose process started at `born`, before its machine: the
+    /// first claim's fence counts from then.
+    pub(super) fn born_at(mut self, born: u64) -> Self {
+        self.born = born;
+        self
+    }
+
+    /// Whether the first claim is still under way: no lease held yet in this agent's life.
+    fn first_claim(&self) -> bool {
+        matches!(self.state, LeaseSt::Claiming { fresh: false, .. })
+    }
+
+    /// The first claim's fence. Copies an earlier agent at this place started may still run
+    /// (it crashed or was restarted), and this agent cannot know them before its claim holds
+    /// the name and it has read its state. Their node lease was last renewed before this agent
+    /// started, so the store may end it at `born + ttl` at the latest; the controller may then
+    /// start their names elsewhere. So while the first claim has not succeeded, they are
+    /// stopped by the deadlines of a lease last renewed at this agent's start: SIGTERM at 3/4
+    /// TTL, SIGKILL at 9/10 (issue 22, item 1: an agent restarted while cut off from the store
+    /// never fenced, and a `named` copy ran on two nodes). Returns the signal due at `now`,
+    /// once each; after the claim holds the name, a SIGKILL if only the SIGTERM went out, so
+    /// that nothing half-stopped is adopted.
+    pub(super) fn strays_due(&mut self, now: u64, ttl_ms: u64) -> Option<CopySignal> {
+        if self.strays == StraysFenced::Done {
+            return None;
+        }
+        let (term, kill) = fence_times_ms(self.born, ttl_ms);
+        if !self.first_claim() {
+            let termed = self.strays == StraysFenced::Termed;
+            self.strays = StraysFenced::Done;
+            let held = matches!(self.state, LeaseSt::Held { .. });
+            return (termed && held).then_some(CopySignal::Kill);
+        }
+        if now >= kill {
+            self.strays = StraysFenced::Done;
+            Some(CopySignal::Kill)
+        } else if now >= term && self.strays == StraysFenced::No {
+            self.strays = StraysFenced::Termed;
+            Some(CopySignal::Term)
+        } else {
+            None
         }
     }
 
@@ -451,7 +514,10 @@ impl NodeLease {
             // A store that does not answer yet is no reason to exit: copies of an earlier agent
             // of this node may be running, and only this agent can adopt or stop them (found by
             // `setpoint chaos`: an agent restarted while cut off exited and left them unwatched).
-            out.log(format!("cannot claim the node yet: {e} (retrying)"));
+            out.log_condition(
+                "claim",
+                format!("cannot claim the node yet: {e} (retrying)"),
+            );
             let every = renew_every_ms(cfg.lease_ttl_ms);
             if let LeaseSt::Claiming { attempt, .. } = &mut self.state {
                 *attempt = 0;
@@ -632,7 +698,15 @@ impl NodeLease {
 
     /// The times this part must be stepped at: a claim's pause or next request, the next
     /// renewal, the fence's next act.
-    pub(super) fn wake_times(&self, now: u64, soonest: &mut Soonest) {
+    pub(super) fn wake_times(&self, now: u64, soonest: &mut Soonest, ttl_ms: u64) {
+        if self.first_claim() && self.strays != StraysFenced::Done {
+            let (term, kill) = fence_times_ms(self.born, ttl_ms);
+            soonest.at(if self.strays == StraysFenced::No {
+                term
+            } else {
+                kill
+            });
+        }
         match &self.state {
             LeaseSt::Claiming {
                 step: ClaimStep::Wait(until),
@@ -786,8 +860,61 @@ mod tests {
         lease.reclaim(1_000, lease_id, false);
         assert!(lease.holding().is_none());
         let mut soonest = Soonest::new(1_000);
-        lease.wake_times(1_000, &mut soonest);
+        lease.wake_times(1_000, &mut soonest, 1_000);
         assert_eq!(soonest.or_a_second(), 1_000, "the rejoin starts at once");
+    }
+
+    #[test]
+    fn a_first_claim_the_store_never_answers_stops_earlier_copies_by_the_fences_deadlines_from_start(
+    ) {
+        let cfg = cfg("here");
+        let mut lease = NodeLease::new(100);
+        let mut out = Outbox::new();
+        let mut acts = Vec::new();
+        let mut wakes = Vec::new();
+        for now in (100..=1_500).step_by(10) {
+            lease.end_pause(now);
+            lease.drive_claim(now, &cfg, &mut out);
+            for o in out.drain() {
+                if let AgentOutput::Store { id, .. } = o {
+                    let _ = out.take(id);
+                    let cut_off = Err(StoreError::Unavailable("cut off".into()));
+                    assert!(lease.on_claim(now, &cfg, cut_off, &mut out).is_none());
+                }
+            }
+            if let Some(signal) = lease.strays_due(now, 1_000) {
+                acts.push((now, signal));
+            }
+            let mut soonest = Soonest::new(now);
+            lease.wake_times(now, &mut soonest, 1_000);
+            wakes.push(soonest.or_a_second());
+        }
+        // From the agent's start at 100, as for a lease last renewed then.
+        assert_eq!(acts, [(850, CopySignal::Term), (1_000, CopySignal::Kill)]);
+        assert!(lease.held().is_none());
+        assert!(wakes.contains(&850) && wakes.contains(&1_000), "{wakes:?}");
+    }
+
+    #[test]
+    fn a_first_claim_that_holds_in_time_signals_nothing_and_one_after_the_sigterm_kills_first() {
+        let store = MemoryStore::new();
+        let mut lease = NodeLease::new(0);
+        assert!(claim(&mut lease, &store, &cfg("here"), 700).is_some());
+        let signals: Vec<_> = (700..3_000)
+            .step_by(10)
+            .filter_map(|now| lease.strays_due(now, 1_000))
+            .collect();
+        assert_eq!(signals, [], "held before 3/4 TTL: the copies are adopted");
+
+        let store = MemoryStore::new();
+        let mut lease = NodeLease::new(0);
+        assert_eq!(lease.strays_due(740, 1_000), None);
+        assert_eq!(lease.strays_due(750, 1_000), Some(CopySignal::Term));
+        assert_eq!(lease.strays_due(800, 1_000), None, "once");
+        assert!(claim(&mut lease, &store, &cfg("here"), 850).is_some());
+        // Nothing half-stopped is adopted.
+        assert_eq!(lease.strays_due(850, 1_000), Some(CopySignal::Kill));
+        assert_eq!(lease.strays_due(5_000, 1_000), None);
     }
 
     #[test]

@@ -146,6 +146,14 @@ pub enum AgentOutput {
         /// How long it is given.
         grace_ms: u64,
     },
+    /// Signal every process group carrying this node's mark and run by the agent's user: the
+    /// copies an earlier agent here left running, while this agent has neither claimed its
+    /// node nor recovered them ([`AgentCore`](super::AgentCore)'s first-claim fence). A SIGKILL
+    /// goes only to a group whose leader is the process found (checked by its start time).
+    StopStrays {
+        /// Which signal.
+        signal: CopySignal,
+    },
     /// Run the copy's readiness command, then answer [`AgentInput::ProbeDone`].
     Probe {
         /// The copy.

@@ -37,6 +37,7 @@ pub mod identity;
 pub mod limits;
 pub mod memory;
 pub mod namespace;
+pub mod reopening;
 pub mod space;
 pub mod sqlite;
 pub mod url;
@@ -48,6 +49,7 @@ pub use etcd_url::{EtcdFiles, EtcdUrl};
 pub use limits::TxnLimits;
 pub use memory::MemoryStore;
 pub use namespace::Namespaced;
+pub use reopening::Reopening;
 pub use sqlite::SqliteStore;
 pub use url::{OpenError, OpenMode, StoreUrl, StoreUrlError};
 
@@ -347,7 +349,7 @@ pub fn check_txn(
 }
 
 /// The wall clock in milliseconds since the Unix epoch.
-pub(crate) fn wall_ms() -> u64 {
+pub fn wall_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

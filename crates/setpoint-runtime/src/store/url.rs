@@ -293,6 +293,40 @@ impl StoreUrl {
         Ok(())
     }
 
+    /// Opens the store for an agent, which must run even while its store cannot be reached:
+    /// a store that does not answer yet is handed back as a [`super::Reopening`], whose calls
+    /// fail as unavailable until it opens, so that the agent's machine claims, retries and
+    /// fences as it does when a store stops answering later. Bad input (a missing store or
+    /// another format, a bad URL) is an error at once.
+    pub async fn open_or_later(&self, who: &str) -> Result<Arc<dyn Store>, OpenError> {
+        let url = self.clone();
+        let opened = tokio::task::spawn_blocking(move || url.open(OpenMode::Create))
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        match opened {
+            Ok(s) => {
+                if let StoreUrl::Sqlite(dir) = self {
+                    if let Some(note) = super::space::low_space_note(dir) {
+                        log(who, note);
+                    }
+                }
+                Ok(s)
+            }
+            Err(e) if e.is_bad_input() => Err(e),
+            Err(e) => {
+                log(
+                    who,
+                    format!("{e}; retrying with backoff, the agent runs meanwhile"),
+                );
+                Ok(Arc::new(super::Reopening::new(
+                    self.clone(),
+                    who,
+                    e.to_string(),
+                )))
+            }
+        }
+    }
+
     /// Opens the store for a daemon: while the store does not answer, retries with backoff
     /// (100 ms doubling to 5 s), logging once when it starts waiting. Returns `Ok(None)` if
     /// `shutdown` fires first; a missing store or another format is an error at once.
