@@ -378,6 +378,14 @@ fn on_etcd_the_watch_cache_and_the_report_lag_are_counted() {
     });
     let (_, body) = scrape(port).unwrap();
     assert!(sample(&body, "setpoint_controller_watch_cache_full_reads_total").unwrap() >= 1.0);
+    // The cache's revision is the store's, within the revisions written since it was served.
+    let at = sample(&body, "setpoint_controller_watch_cache_revision").unwrap();
+    let store_rev = setpoint_runtime::Store::revision(&etcd.store()).unwrap() as f64;
+    assert!(
+        at > 1.0 && at <= store_rev,
+        "cache at {at}, store at {store_rev}"
+    );
+    assert!(sample(&body, "setpoint_controller_watch_cache_behind_revisions").is_some());
     // A fixed delay of 100 ms: no lag below it.
     let lag = "setpoint_agent_report_lag_seconds_bucket";
     assert_eq!(total(&body, lag, "le=\"0.075\""), 0.0, "{body}");

@@ -92,6 +92,7 @@ fn count(m: &crate::metrics::ControllerMetrics, host: &mut Host) {
     if let Some(stats) = host.cache_stats() {
         m.cache(&stats);
     }
+    m.cache_position(host.cache_position());
 }
 
 /// Starts one request of the machine: a one-shot call on a blocking thread, a watch on a thread

@@ -295,6 +295,16 @@ impl Host {
         }
     }
 
+    /// The leader's watch cache position: the revision it is at and how many revisions it is
+    /// behind this host's own newest write or conflict on a cached key; `None` when not
+    /// leading or without a cache.
+    pub fn cache_position(&self) -> Option<(u64, u64)> {
+        match &self.role {
+            Role::Lead(l) => l.cache.as_ref().map(HostCache::position),
+            _ => None,
+        }
+    }
+
     /// Whether the host has stopped.
     pub fn is_stopped(&self) -> bool {
         matches!(self.role, Role::Stopped)

@@ -63,6 +63,14 @@ impl HostCache {
         self.core.stats()
     }
 
+    /// Where the cache stands: the revision its copy is at, and how many revisions it is
+    /// behind the newest this host knows the store reached on a cached key (its own commits
+    /// and the conflicts it met). While behind, no pass read is served from it.
+    pub(super) fn position(&self) -> (Revision, u64) {
+        let at = self.core.revision();
+        (at, self.seen.saturating_sub(at))
+    }
+
     /// Answers `request` from the cache if the serving rule lets it (see the
     /// [module](self) documentation), dated `now_ms` on the store's clock. With
     /// `wants_snapshot` (a pass's or a collection's read) the answer is the snapshot, reusing

@@ -77,6 +77,8 @@ pub struct ControllerMetrics {
     cache_changes: Counter,
     cache_served: Counter,
     cache_passed_through: Counter,
+    cache_revision: Gauge,
+    cache_behind: Gauge,
     /// The watch cache's figures as last seen, to count their increase (they restart at 0 with
     /// each leadership).
     cache_seen: std::sync::Mutex<CacheStats>,
@@ -101,6 +103,8 @@ impl ControllerMetrics {
             cache_changes: Counter::default(),
             cache_served: Counter::default(),
             cache_passed_through: Counter::default(),
+            cache_revision: Gauge::default(),
+            cache_behind: Gauge::default(),
             cache_seen: Default::default(),
         };
         let p = "setpoint_controller_";
@@ -179,6 +183,16 @@ impl ControllerMetrics {
             "Pass reads sent to the store (the cache not live, behind or not covering)",
             m.cache_passed_through.clone(),
         );
+        r.register(
+            format!("{p}watch_cache_revision"),
+            "The store revision the leader's watch cache is at (compare etcd's current revision)",
+            m.cache_revision.clone(),
+        );
+        r.register(
+            format!("{p}watch_cache_behind_revisions"),
+            "Revisions the watch cache is behind this controller's own newest write or conflict",
+            m.cache_behind.clone(),
+        );
         m
     }
 
@@ -213,6 +227,16 @@ impl ControllerMetrics {
         self.cache_passed_through
             .inc_by(delta(now.passed_through, seen.passed_through));
         *seen = *now;
+    }
+
+    /// The leader's watch cache position ([`crate::controller::Host::cache_position`]); both
+    /// gauges 0 when not leading or without a cache.
+    pub fn cache_position(&self, position: Option<(u64, u64)>) {
+        let (at, behind) = position.unwrap_or((0, 0));
+        self.cache_revision
+            .set(i64::try_from(at).unwrap_or(i64::MAX));
+        self.cache_behind
+            .set(i64::try_from(behind).unwrap_or(i64::MAX));
     }
 
     /// A pass the host reports.
