@@ -276,6 +276,15 @@ mod tests {
             assert!(std::time::Instant::now() < deadline);
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+        // The shell may still be in its `exec` (its environ unreadable for that moment), so
+        // wait until the process is found at all, then check what is found.
+        while find_marked(&mark).is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never found by its mark"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         assert_eq!(
             find_marked(&mark),
             [Marked {

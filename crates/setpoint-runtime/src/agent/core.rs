@@ -531,6 +531,7 @@ impl AgentCore {
             &mut self.copies,
             &mut self.out,
             &mut self.events,
+            self.lease.strays_fenced(),
         );
         self.copies.mark_dirty();
         self.life.stage = Stage::Running;

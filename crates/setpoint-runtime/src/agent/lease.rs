@@ -157,6 +157,8 @@ pub(super) struct NodeLease {
     /// The first claim's fence: what it has sent to the copies an earlier agent here may
     /// have left running ([`NodeLease::strays_due`]).
     strays: StraysFenced,
+    /// Whether that fence sent anything.
+    strays_signalled: bool,
 }
 
 /// How far the first claim's fence has gone.
@@ -184,6 +186,7 @@ impl NodeLease {
             granted: BTreeSet::new(),
             born: now,
             strays: StraysFenced::No,
+            strays_signalled: false,
         }
     }
 
@@ -192,6 +195,12 @@ impl NodeLease {
     pub(super) fn born_at(mut self, born: u64) -> Self {
         self.born = born;
         self
+    }
+
+    /// Whether the first claim's fence signalled what an earlier agent left running: what it
+    /// then finds ended, it stopped itself.
+    pub(super) fn strays_fenced(&self) -> bool {
+        self.strays_signalled
     }
 
     /// Whether the first claim is still under way: no lease held yet in this agent's life.
@@ -220,7 +229,7 @@ impl NodeLease {
             let held = matches!(self.state, LeaseSt::Held { .. });
             return (termed && held).then_some(CopySignal::Kill);
         }
-        if now >= kill {
+        let signal = if now >= kill {
             self.strays = StraysFenced::Done;
             Some(CopySignal::Kill)
         } else if now >= term && self.strays == StraysFenced::No {
@@ -228,7 +237,9 @@ impl NodeLease {
             Some(CopySignal::Term)
         } else {
             None
-        }
+        };
+        self.strays_signalled |= signal.is_some();
+        signal
     }
 
     /// The lease held now, if one is held and not fenced.

@@ -126,6 +126,7 @@ pub(super) fn rebuild(
     copies: &mut Supervisor,
     out: &mut Outbox,
     events: &mut EventLog,
+    strays_fenced: bool,
 ) {
     let node = &cfg.node;
     let mut unclaimed = found.unclaimed;
@@ -178,7 +179,14 @@ pub(super) fn rebuild(
                     // Not proven its own: the pid may be anyone's by now, so it is not
                     // signalled.
                     l.record.pid = 0;
-                    l.mark_exited(now, "ended while the agent was down".into());
+                    if strays_fenced {
+                        // This agent stopped it itself before its claim held: a commanded
+                        // death, replaced without backoff, as a fence's are.
+                        l.record.killed = true;
+                        l.mark_exited(now, "stopped by this agent's fence before its claim".into());
+                    } else {
+                        l.mark_exited(now, "ended while the agent was down".into());
+                    }
                     events.copy_event(CopyEventKind::Exit, &l.record, now, node);
                 }
                 copies.insert(copy, l);
@@ -385,6 +393,7 @@ mod tests {
             &mut copies,
             &mut out,
             &mut events,
+            false,
         );
         let acts: Vec<String> = out
             .drain()
@@ -406,6 +415,43 @@ mod tests {
             (dead.phase, dead.pid),
             (Phase::Exited, 0),
             "never signalled"
+        );
+        assert!(
+            !dead.killed,
+            "ended on its own while no agent ran: a failure"
+        );
+    }
+
+    #[test]
+    fn a_copy_the_first_claims_fence_stopped_is_a_commanded_death() {
+        let found = Recovery {
+            records: vec![FoundRecord {
+                record: record(1, Phase::Running, 101),
+                process: None,
+            }],
+            unclaimed: Vec::new(),
+            own_uid: 7,
+        };
+        let mut copies = Supervisor::new();
+        let (mut out, mut events) = (Outbox::new(), EventLog::default());
+        let cfg = AgentCoreConfig::new("a");
+        let assigned = assigned(&[1]);
+        rebuild(
+            50,
+            found,
+            &assigned,
+            None,
+            &cfg,
+            &mut copies,
+            &mut out,
+            &mut events,
+            true,
+        );
+        let dead = &copies.get("w-1").unwrap().record;
+        assert_eq!(dead.phase, Phase::Exited);
+        assert!(
+            dead.killed,
+            "stopped by this agent: replaced without backoff"
         );
     }
 }

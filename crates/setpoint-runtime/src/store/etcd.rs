@@ -107,7 +107,9 @@ pub struct EtcdTls {
 /// A store on an etcd cluster.
 pub struct EtcdStore {
     /// One client per member, so that a member that hangs is passed over (see "Deadlines").
-    members: Arc<Vec<Member>>,
+    /// A member left out at connect (down, hung or slow to log in then) joins when a later try
+    /// reaches it ([`join_later`]), so the list only grows.
+    members: Members,
     /// The member the next call goes to first: the last one that answered.
     preferred: Arc<AtomicUsize>,
     /// `Some` until drop, which shuts it down without blocking (a drop may happen on an async
@@ -133,6 +135,75 @@ impl Drop for EtcdStore {
         if let Some(rt) = self.rt.take() {
             rt.shutdown_background();
         }
+    }
+}
+
+/// The members' clients, as one list that a late member can be added to while calls use the
+/// list they took.
+type Members = Arc<std::sync::RwLock<Arc<Vec<Arc<Member>>>>>;
+
+/// The members in `members` now.
+fn members_now(members: &Members) -> Arc<Vec<Arc<Member>>> {
+    Arc::clone(&members.read().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// How long a member left out at connect waits before its first try to join, doubling to
+/// [`JOIN_MAX_MS`].
+const JOIN_FIRST_MS: u64 = 500;
+/// The longest wait between two tries of a member left out at connect.
+const JOIN_MAX_MS: u64 = 5_000;
+
+/// Keeps trying to connect `url`, a member left out when the store connected, and adds it to
+/// `members` once it answers a request, so that a process that connected while a member was
+/// down, cut off or slow (an agent started inside a partition connects as it heals) does not
+/// lose the store for good when a member it did reach dies later (found by the
+/// network-namespace test: an agent restarted inside a partition reached one member of three
+/// at the heal, and fenced when that member was killed). Ends when the store is dropped (its
+/// runtime shuts down).
+async fn join_later(
+    url: String,
+    connect: ConnectOptions,
+    wait: Duration,
+    members: Members,
+    probe: String,
+) {
+    let mut pause = JOIN_FIRST_MS;
+    loop {
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        pause = (pause * 2).min(JOIN_MAX_MS);
+        let Ok(Ok(client)) =
+            tokio::time::timeout(wait, Client::connect([url.clone()], Some(connect.clone()))).await
+        else {
+            continue;
+        };
+        let m = member(url.clone(), client);
+        // Connecting without a user is lazy: one request proves the member answers.
+        let mut kv = m.kv.clone();
+        if !matches!(
+            tokio::time::timeout(wait, kv.get(probe.as_str(), None)).await,
+            Ok(Ok(_))
+        ) {
+            continue;
+        }
+        let mut list = members.write().unwrap_or_else(|p| p.into_inner());
+        let mut grown: Vec<Arc<Member>> = list.iter().cloned().collect();
+        grown.push(Arc::new(m));
+        *list = Arc::new(grown);
+        return;
+    }
+}
+
+/// The client of the member at `url`.
+fn member(url: String, client: Client) -> Member {
+    Member {
+        kv: client
+            .kv_client()
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE),
+        watcher: client.watch_client().max_decoding_message_size(MAX_MESSAGE),
+        url,
+        suspect_until: AtomicU64::new(0),
+        client,
     }
 }
 
@@ -263,6 +334,7 @@ impl EtcdStore {
                 }
             })
             .collect();
+        let all_urls = urls.clone();
         let urls = reachable(urls, opts.timeout / 4);
         let mut connect = ConnectOptions::new()
             .with_timeout(opts.timeout)
@@ -369,26 +441,34 @@ impl EtcdStore {
         }
         // In the order given, so that which member is tried first does not depend on timing.
         members.sort_by_key(|(url, _)| urls.iter().position(|u| u == url));
-        let members = members
-            .into_iter()
-            .map(|(url, client)| Member {
-                kv: client
-                    .kv_client()
-                    .max_decoding_message_size(MAX_MESSAGE)
-                    .max_encoding_message_size(MAX_MESSAGE),
-                watcher: client.watch_client().max_decoding_message_size(MAX_MESSAGE),
-                url,
-                suspect_until: AtomicU64::new(0),
-                client,
-            })
+        let left_out: Vec<String> = all_urls
+            .iter()
+            .filter(|u| !members.iter().any(|(m, _)| m == *u))
+            .cloned()
             .collect();
+        let members: Vec<Arc<Member>> = members
+            .into_iter()
+            .map(|(url, client)| Arc::new(member(url, client)))
+            .collect();
+        let members: Members = Arc::new(std::sync::RwLock::new(Arc::new(members)));
+        let probe = format!("{}{VERSION_PROBE}", access.probe_prefix);
+        for url in left_out {
+            let members = Arc::clone(&members);
+            rt.spawn(join_later(
+                url,
+                connect.clone(),
+                wait,
+                members,
+                probe.clone(),
+            ));
+        }
         let store = Self {
-            members: Arc::new(members),
+            members,
             preferred: Arc::new(AtomicUsize::new(0)),
             rt: Some(rt),
             endpoints: shown,
             opts,
-            probe: format!("{}{VERSION_PROBE}", access.probe_prefix),
+            probe,
         };
         // The client connects lazily: one request proves the cluster answers and has a leader.
         store.revision()?;
@@ -400,13 +480,23 @@ impl EtcdStore {
         &self.endpoints
     }
 
+    /// The members this handle sends calls to, by URL: those that answered at connect, then
+    /// those that joined later.
+    pub fn member_urls(&self) -> Vec<String> {
+        members_now(&self.members)
+            .iter()
+            .map(|m| m.url.clone())
+            .collect()
+    }
+
     /// The client of the member calls go to first, for what the trait does not cover (tests).
     pub fn client(&self) -> Client {
         self.member().client.clone()
     }
 
-    fn member(&self) -> &Member {
-        &self.members[self.preferred.load(Ordering::Relaxed) % self.members.len()]
+    fn member(&self) -> Arc<Member> {
+        let members = members_now(&self.members);
+        Arc::clone(&members[self.preferred.load(Ordering::Relaxed) % members.len()])
     }
 
     /// Runs `f` on the store's runtime and waits for it, at most the deadline. Each attempt
@@ -429,7 +519,7 @@ impl EtcdStore {
             ));
         };
         let (tx, rx) = mpsc::channel();
-        let (members, preferred) = (Arc::clone(&self.members), Arc::clone(&self.preferred));
+        let (members, preferred) = (members_now(&self.members), Arc::clone(&self.preferred));
         let timeout = self.opts.timeout;
         let attempt = attempt_deadline(timeout, members.len());
         let last = Arc::new(Mutex::new(None::<String>));
@@ -1010,6 +1100,52 @@ mod tests {
                 "with member {member} hung, a call took {worst:?} ({calls} calls)"
             );
             cluster.wait_for_leader(Duration::from_secs(10)).unwrap();
+        }
+    }
+
+    /// A member down when the handle connects is left out at first, and joins once it is
+    /// back: a process started inside a partition or an outage does not keep only the members
+    /// it happened to reach (found by the network-namespace test).
+    #[test]
+    fn a_member_dead_at_connect_joins_the_handle_once_it_is_back() {
+        let Some(mut cluster) = EtcdCluster::start_or_skip("a_member_dead_at_connect", 3) else {
+            return;
+        };
+        cluster.kill(2);
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let s = loop {
+            match cluster.try_store_with(EtcdOptions::default()) {
+                Ok(s) => break s,
+                Err(e) => {
+                    assert!(std::time::Instant::now() < deadline, "{e}");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        };
+        assert_eq!(s.member_urls().len(), 2, "{:?}", s.member_urls());
+        cluster.restart(2).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while s.member_urls().len() < 3 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{:?}",
+                s.member_urls()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let dead_at_connect = cluster.endpoints()[2].clone();
+        assert!(
+            s.member_urls()
+                .iter()
+                .any(|u| u.ends_with(&dead_at_connect)),
+            "{:?} {dead_at_connect}",
+            s.member_urls()
+        );
+        // And it serves: the two that answered at connect go, one at a time.
+        cluster.kill(0);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while let Err(e) = s.commit(&Txn::new().put("/k", "1")) {
+            assert!(std::time::Instant::now() < deadline, "{e}");
         }
     }
 
