@@ -248,7 +248,7 @@ fn attempt_deadline(timeout: Duration, members: usize) -> Duration {
 /// them if none does (the client then says why). The client's balancer keeps sending requests to
 /// a member that refuses connections (found by the network-namespace test: with a user and TLS,
 /// every open met the dead member of three, 20 times in a row), so a member that is down when a
-/// process connects is left out for that client's life; see docs/runtime.md, "A member that is
+/// process connects is left out until it answers again ([`join_later`]); see docs/runtime.md, "A member that is
 /// down, cut off or hung".
 fn reachable(urls: Vec<String>, wait: Duration) -> Vec<String> {
     use std::net::{TcpStream, ToSocketAddrs};
@@ -356,7 +356,7 @@ impl EtcdStore {
         }
         // One client per member, connected side by side. Without a user a client connects
         // lazily, so each is made at once; with one, connecting logs in, which a dead or hung
-        // member never answers: such a member is left out for this handle's life, once the
+        // member never answers: such a member is left out (until it joins later), once the
         // others have logged in within an attempt's deadline.
         let wait = opts.timeout;
         let (tx, rx) = mpsc::channel();
