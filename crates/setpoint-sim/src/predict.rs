@@ -461,9 +461,8 @@ fn walk(spec: &LessonParams<'_>, shape: &Shape, scratch: &mut Scratch) -> u64 {
         quiet_rounds = if changed { 0 } else { quiet_rounds + 1 };
         // Settled: nothing changed for K + lag rounds, every creation is on the ledger and every
         // death has left it, and every batch is live.
-        let all_created = created.last().map_or(0, |c| c.1);
         let settled = quiet_rounds > k + shape.lag
-            && visible == all_created
+            && visible == created.last().map_or(0, |c| c.1)
             && gone == dead.last().unwrap().1
             && next_live == created.len();
         if settled {
