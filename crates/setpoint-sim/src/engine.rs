@@ -28,7 +28,6 @@
 //! O(acting rounds + batches + deaths), independent of the duration and of the copy count.
 
 use std::cell::Cell;
-use std::collections::VecDeque;
 
 use setpoint_core::{Action, Batch, Controller, ControllerKind, CopyId, Desired, LedgerView, Time};
 
@@ -49,15 +48,27 @@ struct DeadRun {
     end: u64,
 }
 
+/// A time no event has: what the engine's "next …" questions answer when nothing is pending.
+const NEVER: Time = Time::MAX;
+
 /// The state of the world, as forward-only counters over creation order.
+///
+/// The batches and the runs of deaths are `Vec`s read from a moving head, not `VecDeque`s: the
+/// ring's index arithmetic on every read was a fifth of a sweep's instructions (callgrind,
+/// issue 24). A `Vec` is emptied whenever its head reaches its end, and its read part is cut
+/// off once it is most of the `Vec`, so it holds about what is in flight, as the ring did.
 #[derive(Debug, Default)]
 struct World {
-    /// Batches that have not reached the ledger yet, oldest first.
-    unseen: VecDeque<Cohort>,
-    /// How many of `unseen` are already running (`ready ≤ t`).
-    unseen_ready: usize,
-    /// Deaths the ledger has not heard of yet, oldest first.
-    unheard: VecDeque<DeadRun>,
+    /// Batches, oldest first; those from `seen_head` on have not reached the ledger yet.
+    cohorts: Vec<Cohort>,
+    /// Batches before this index have reached the ledger (`ready + G ≤ t`).
+    seen_head: usize,
+    /// Batches before this index are running (`ready ≤ t`); never below `seen_head`.
+    ready_head: usize,
+    /// Runs of deaths, oldest first; those from `heard_head` on the ledger has not heard of.
+    unheard: Vec<DeadRun>,
+    /// Runs before this index the ledger has heard of (`at + G ≤ t`).
+    heard_head: usize,
     created: u64,
     ready: u64,
     visible: u64,
@@ -65,40 +76,55 @@ struct World {
     gone: u64,
 }
 
+/// Read entries a `Vec` keeps before [`World`] cuts them off.
+const KEPT_READ: usize = 64;
+
 impl World {
     /// Moves the counters that depend only on time up to `t`. Returns whether anything a pass
-    /// can see changed.
+    /// can see changed: every batch and every run of deaths moves its counter forward, as none
+    /// is empty.
     fn advance(&mut self, t: Time, delay: Time) -> bool {
-        let before = (self.visible, self.gone);
-        while let Some(c) = self.unseen.get(self.unseen_ready) {
+        while let Some(c) = self.cohorts.get(self.ready_head) {
             if c.ready > t {
                 break;
             }
             self.ready = c.end;
-            self.unseen_ready += 1;
+            self.ready_head += 1;
         }
-        while let Some(c) = self.unseen.front() {
+        let mut moved = false;
+        while let Some(c) = self.cohorts.get(self.seen_head) {
             if c.ready + delay > t {
                 break;
             }
             self.visible = c.end;
-            self.unseen.pop_front();
-            self.unseen_ready -= 1;
+            self.seen_head += 1;
+            moved = true;
         }
-        while let Some(r) = self.unheard.front() {
+        while let Some(r) = self.unheard.get(self.heard_head) {
             if r.at + delay > t {
                 break;
             }
             self.gone = r.end;
-            self.unheard.pop_front();
+            self.heard_head += 1;
+            moved = true;
         }
-        before != (self.visible, self.gone)
+        moved
     }
 
     /// Creates `count` copies that start running at `ready`.
     fn create(&mut self, count: u64, ready: Time) {
+        debug_assert!(count > 0, "an empty batch would move no counter");
+        if self.seen_head == self.cohorts.len() {
+            // Every batch has reached the ledger, so every one is running too.
+            self.cohorts.clear();
+            (self.seen_head, self.ready_head) = (0, 0);
+        } else if self.seen_head > KEPT_READ && 2 * self.seen_head > self.cohorts.len() {
+            self.cohorts.drain(..self.seen_head);
+            self.ready_head -= self.seen_head;
+            self.seen_head = 0;
+        }
         self.created += count;
-        self.unseen.push_back(Cohort {
+        self.cohorts.push(Cohort {
             ready,
             end: self.created,
         });
@@ -111,9 +137,17 @@ impl World {
         }
         let killed = end - self.dead;
         self.dead = end;
-        match self.unheard.back_mut() {
+        if self.heard_head == self.unheard.len() {
+            self.unheard.clear();
+            self.heard_head = 0;
+        } else if self.heard_head > KEPT_READ && 2 * self.heard_head > self.unheard.len() {
+            self.unheard.drain(..self.heard_head);
+            self.heard_head = 0;
+        }
+        // Only a run the ledger has not heard of yet takes more victims of the same second.
+        match self.unheard[self.heard_head..].last_mut() {
             Some(last) if last.at == t => last.end = end,
-            _ => self.unheard.push_back(DeadRun { at: t, end }),
+            _ => self.unheard.push(DeadRun { at: t, end }),
         }
         killed
     }
@@ -122,26 +156,24 @@ impl World {
         self.ready - self.dead
     }
 
-    /// The next second after `t` at which a batch starts running: the live count moves.
-    fn next_start(&self) -> Option<Time> {
-        self.unseen.get(self.unseen_ready).map(|c| c.ready)
+    /// The next second after `t` at which a batch starts running (the live count moves), or
+    /// [`NEVER`].
+    fn next_start(&self) -> Time {
+        self.cohorts.get(self.ready_head).map_or(NEVER, |c| c.ready)
     }
 
-    /// The next second after `t` at which a report reaches the ledger: the view moves.
-    fn next_report(&self, delay: Time) -> Option<Time> {
-        let visible = self.unseen.front().map(|c| c.ready + delay);
-        let gone = self.unheard.front().map(|r| r.at + delay);
-        earliest(visible, gone)
-    }
-}
-
-/// The earlier of two optional times. Written out because the array-and-iterator form compiled to
-/// stack round trips that were a quarter of a sweep's time (perf, issue 3).
-fn earliest(a: Option<Time>, b: Option<Time>) -> Option<Time> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, None) => a,
-        (None, b) => b,
+    /// The next second after `t` at which a report reaches the ledger (the view moves), or
+    /// [`NEVER`].
+    fn next_report(&self, delay: Time) -> Time {
+        let visible = self
+            .cohorts
+            .get(self.seen_head)
+            .map_or(NEVER, |c| c.ready + delay);
+        let gone = self
+            .unheard
+            .get(self.heard_head)
+            .map_or(NEVER, |r| r.at + delay);
+        visible.min(gone)
     }
 }
 
@@ -312,16 +344,18 @@ fn run<const TRACED: bool>(
     // queue for that once instead of growing it (perf, issue 3: allocation was a tenth of a sweep).
     // Deletes it sends while their reports travel are bounded the same way.
     let blind_rounds = (delay.saturating_add(startup) / period).min(KEPT_QUEUE) as usize;
-    let (mut unseen, mut unheard) = QUEUES.take();
-    unseen.reserve(blind_rounds + 2);
+    let (mut cohorts, mut unheard) = QUEUES.take();
+    cohorts.reserve(blind_rounds + 2);
     unheard.reserve(blind_rounds + 2);
     let mut world = World {
-        unseen,
+        cohorts,
         unheard,
         ..World::default()
     };
     let mut tally = Tally::default();
-    let mut deaths = spec.deaths.iter().peekable();
+    // The scripted deaths from `deaths[next_death]` on have not struck yet.
+    let deaths = spec.deaths;
+    let mut next_death = 0usize;
 
     // Whether a pass could decide differently from the last one. While it is false, every round
     // repeats the last pass, which sent `repeat_commands` delete commands and changed nothing.
@@ -338,8 +372,9 @@ fn run<const TRACED: bool>(
 
         // CA23: scripted deaths come first in a second, and strike the oldest live copies.
         let mut toll = 0u64;
-        while let Some(d) = deaths.next_if(|d| d.at == t) {
+        while let Some(d) = deaths.get(next_death).filter(|d| d.at == t) {
             toll = toll.saturating_add(d.count);
+            next_death += 1;
         }
         if toll > 0 {
             let killed = world.kill_until(world.dead + toll.min(world.live()), t);
@@ -352,8 +387,12 @@ fn run<const TRACED: bool>(
             round_at += period;
             tally.rounds += 1;
             if dirty {
-                // A death at t with no delay is on the ledger at t already.
-                world.advance(t, delay);
+                // A death at t with no delay is on the ledger at t already. With a delay, the
+                // first advance of the second left nothing to move (callgrind, issue 24: the
+                // advances were a sixth of the engine).
+                if delay == 0 {
+                    world.advance(t, delay);
+                }
                 let action = controller.pass(
                     desired,
                     &View {
@@ -362,32 +401,51 @@ fn run<const TRACED: bool>(
                         delay,
                     },
                 );
-                let commands = match &action {
-                    Some(a @ Action::Delete { .. }) => a.size(),
-                    _ => 0,
-                };
-                // Until a report reaches the ledger or a death strikes, every later round of a
-                // ledger-only loop creates this batch again: create those batches now, without
-                // their passes (perf, issue 3: a third of a sweep's passes were such repeats).
-                let repeat_create = match &action {
-                    Some(Action::Create { batch, .. }) if fast && reads_only_ledger => {
-                        Some(batch.count)
+                // The action is read in place, not moved into a helper: moving and dropping the
+                // five-variant enum was a tenth of a pass (callgrind, issue 24).
+                let (changed, commands) = match &action {
+                    None => (false, 0),
+                    Some(Action::Create { batch, .. }) => {
+                        debug_assert_eq!(batch.first.0, world.created);
+                        world.create(batch.count, t + startup);
+                        tally.created += batch.count;
+                        // Until a report reaches the ledger or a death strikes, every later round
+                        // of a ledger-only loop creates this batch again: create those batches
+                        // now, without their passes (perf, issue 3: a third of a sweep's passes
+                        // were such repeats).
+                        if fast && reads_only_ledger {
+                            let next_death_at = deaths.get(next_death).map_or(NEVER, |d| d.at);
+                            let horizon = world
+                                .next_report(delay)
+                                .min(next_death_at)
+                                .min(duration + 1);
+                            while round_at < horizon {
+                                world.create(batch.count, round_at + startup);
+                                tally.created += batch.count;
+                                tally.rounds += 1;
+                                round_at += period;
+                            }
+                        }
+                        (true, 0)
                     }
-                    _ => None,
+                    Some(Action::Named { .. }) => {
+                        unreachable!("LessonWorld::new accepts only the lesson's controllers")
+                    }
+                    Some(Action::Delete { target, counted }) => {
+                        // CA25: commands go to the oldest copies the ledger shows; those already
+                        // dead absorb a command and delete nothing. More commands than copies
+                        // shown reach no one.
+                        let commands = counted - target;
+                        tally.commands += commands;
+                        let shown = world.visible - world.gone;
+                        let reached = world.gone + commands.min(shown);
+                        let deleted = world.kill_until(reached, t);
+                        tally.deleted += deleted;
+                        (deleted > 0, commands)
+                    }
                 };
-                let changed = apply(action, &mut world, &mut tally, t, startup);
                 dirty = changed;
                 repeat_commands = if changed { 0 } else { commands };
-                if let Some(count) = repeat_create {
-                    let horizon = earliest(world.next_report(delay), deaths.peek().map(|d| d.at))
-                        .map_or(duration + 1, |h| h.min(duration + 1));
-                    while round_at < horizon {
-                        world.create(count, round_at + startup);
-                        tally.created += count;
-                        tally.rounds += 1;
-                        round_at += period;
-                    }
-                }
             } else {
                 tally.commands += repeat_commands;
             }
@@ -395,30 +453,40 @@ fn run<const TRACED: bool>(
 
         // Copies created with no startup time are running now, and with no delay a death or a
         // creation of this second is on the ledger now. After this, every pending change of the
-        // world lies strictly after t.
-        dirty |= world.advance(t, delay);
+        // world lies strictly after t. With both a startup time and a delay, this second's
+        // creations and deaths are all due later, so there is nothing to move.
+        if startup == 0 || delay == 0 {
+            dirty |= world.advance(t, delay);
+        }
 
         // The next second at which anything can change; the live count holds until then. A
         // report changes nothing but what the next pass sees, so the engine does not stop at
         // it: it goes to the first round at or after it (perf, issue 3: stopping at reports was
-        // a quarter of a sweep's visits).
+        // a quarter of a sweep's visits). Times are plain integers with [`NEVER`] for "none":
+        // comparing `Option`s was a tenth of the loop (callgrind, issue 24).
         let next_round = if dirty {
-            Some(round_at)
+            round_at
         } else if fast {
-            world
-                .next_report(delay)
-                .map(|r| round_at + r.saturating_sub(round_at).div_ceil(period) * period)
+            match world.next_report(delay) {
+                NEVER => NEVER,
+                r => round_at + r.saturating_sub(round_at).div_ceil(period) * period,
+            }
         } else {
-            None
+            NEVER
         };
         // A traced run stops at every report, so that each second's row shows the ledger.
-        let next_report = if fast { None } else { world.next_report(delay) };
-        let next_death = deaths.peek().map(|d| d.at);
-        let next = earliest(
-            earliest(world.next_start(), next_death),
-            earliest(next_round, next_report),
-        )
-        .map_or(duration + 1, |n| n.min(duration + 1));
+        let next_report = if fast {
+            NEVER
+        } else {
+            world.next_report(delay)
+        };
+        let next_death_at = deaths.get(next_death).map_or(NEVER, |d| d.at);
+        let next = world
+            .next_start()
+            .min(next_death_at)
+            .min(next_round)
+            .min(next_report)
+            .min(duration + 1);
         tally.hold(world.live(), desired.copies, t, next - 1);
         if let Some(observe) = observer.as_mut().filter(|_| TRACED) {
             let row = TraceRow {
@@ -459,14 +527,14 @@ fn run<const TRACED: bool>(
 
     let metrics = finish(spec, &tally);
     let World {
-        mut unseen,
+        mut cohorts,
         mut unheard,
         ..
     } = world;
-    if unseen.capacity().max(unheard.capacity()) as u64 <= KEPT_QUEUE + 2 {
-        unseen.clear();
+    if cohorts.capacity().max(unheard.capacity()) as u64 <= KEPT_QUEUE + 2 {
+        cohorts.clear();
         unheard.clear();
-        QUEUES.set((unseen, unheard));
+        QUEUES.set((cohorts, unheard));
     }
     metrics
 }
@@ -478,40 +546,7 @@ thread_local! {
     /// The last run's emptied queues, reused by the next run on the same thread: a sweep runs
     /// millions of short cells, and two allocations and frees a cell were a twentieth of the
     /// engine's time (perf, issue 12).
-    static QUEUES: Cell<(VecDeque<Cohort>, VecDeque<DeadRun>)> = Cell::default();
-}
-
-/// Carries out one action on the world. Returns whether the world changed.
-fn apply(
-    action: Option<Action>,
-    world: &mut World,
-    tally: &mut Tally,
-    t: Time,
-    startup: Time,
-) -> bool {
-    match action {
-        None => false,
-        Some(Action::Create { batch, .. }) => {
-            debug_assert_eq!(batch.first.0, world.created);
-            world.create(batch.count, t + startup);
-            tally.created += batch.count;
-            true
-        }
-        Some(Action::Named { .. }) => {
-            unreachable!("LessonWorld::new accepts only the lesson's controllers")
-        }
-        Some(a @ Action::Delete { .. }) => {
-            // CA25: commands go to the oldest copies the ledger shows; those already dead
-            // absorb a command and delete nothing. More commands than copies shown reach no one.
-            let commands = a.size();
-            tally.commands += commands;
-            let shown = world.visible - world.gone;
-            let reached = world.gone + commands.min(shown);
-            let deleted = world.kill_until(reached, t);
-            tally.deleted += deleted;
-            deleted > 0
-        }
-    }
+    static QUEUES: Cell<(Vec<Cohort>, Vec<DeadRun>)> = Cell::default();
 }
 
 fn finish(spec: &LessonParams<'_>, tally: &Tally) -> Metrics {

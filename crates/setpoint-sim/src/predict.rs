@@ -461,9 +461,8 @@ fn walk(spec: &LessonParams<'_>, shape: &Shape, scratch: &mut Scratch) -> u64 {
         quiet_rounds = if changed { 0 } else { quiet_rounds + 1 };
         // Settled: nothing changed for K + lag rounds, every creation is on the ledger and every
         // death has left it, and every batch is live.
-        let all_created = created.last().map_or(0, |c| c.1);
         let settled = quiet_rounds > k + shape.lag
-            && visible == all_created
+            && visible == created.last().map_or(0, |c| c.1)
             && gone == dead.last().unwrap().1
             && next_live == created.len();
         if settled {
@@ -473,8 +472,31 @@ fn walk(spec: &LessonParams<'_>, shape: &Shape, scratch: &mut Scratch) -> u64 {
                 Some(&(at, _)) => m = (at / u).max(m + 1),
                 None => break,
             }
-        } else {
+        } else if changed {
             m += 1;
+        } else {
+            // A quiet round sees at least desired and changes nothing. Every later round does
+            // the same until what it reads moves: V at the next creation's round + K, the gone
+            // prefix at the next step of D seen G seconds late, or D itself at the next death.
+            // Batches becoming live in between move only `best`, at their own seconds, which the
+            // event loop above visits. So the walk goes to the first such round at once
+            // (callgrind, issue 24: the quiet rounds before a stretch settled were a third of
+            // the predictor's work).
+            let next_visible = created.get(at_visible).map_or(u64::MAX, |&(r, _)| r + k);
+            let next_gone = match dead.get(at_gone) {
+                Some(&(s, _)) if g > 0 => (s + g).div_ceil(u),
+                _ => u64::MAX,
+            };
+            let next_death_round = deaths
+                .get(next_death)
+                .map_or(u64::MAX, |&(at, _)| at.div_ceil(u));
+            let next = next_visible
+                .min(next_gone)
+                .min(next_death_round)
+                .min(end / u + 1)
+                .max(m + 1);
+            quiet_rounds += next - m - 1;
+            m = next;
         }
     }
     best.saturating_sub(d)
