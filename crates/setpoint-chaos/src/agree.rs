@@ -161,6 +161,8 @@ pub fn model(cell: &Cell) -> Model {
             grace_ms: 3000,
         }],
         faults: Vec::new(),
+        swarm: false,
+        drift_max_ppm: 0,
         schedule: Some(schedule(cell)),
     }
 }

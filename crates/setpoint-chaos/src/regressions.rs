@@ -45,17 +45,37 @@ fn every_regression_scenario_passes_every_check() {
     }
 }
 
+/// The check an open finding's file says it breaks, on a comment line `# Breaks: CHECK`
+/// (`double-run` if it names none, as the first open findings did).
+fn breaks(path: &Path) -> Check {
+    let text = std::fs::read_to_string(path).unwrap();
+    let name = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# Breaks: "))
+        .map_or("double-run", str::trim);
+    *Check::ALL
+        .iter()
+        .find(|c| c.name() == name)
+        .unwrap_or_else(|| panic!("{}: no check named '{name}'", path.display()))
+}
+
 #[test]
 fn every_open_finding_still_breaks_its_check() {
     for path in files("open") {
+        let check = breaks(&path);
         let r = replay(&path);
         assert!(
-            r.violations.iter().any(|v| v.check == Check::DoubleRun),
-            "{} no longer fails: if it is fixed, move it to scenarios/chaos/regressions/",
-            path.display()
+            r.violations.iter().any(|v| v.check == check),
+            "{} no longer fails '{}': if it is fixed, move it to scenarios/chaos/regressions/",
+            path.display(),
+            check.name()
         );
     }
 }
+
+/// Shipped models that fail on the current runtime, each with its open finding: their first
+/// seed is not required to pass (docs/chaos.md, "Findings").
+const FAILING_NOW: [&str; 1] = ["restarts-during-partitions.toml"];
 
 /// Every shipped fault model parses, draws a schedule with a fault of each of its rules, and
 /// its first seed passes every check: a model that no longer parses, or whose faults never
@@ -68,13 +88,25 @@ fn every_shipped_fault_model_parses_and_its_first_seed_passes() {
         let text = std::fs::read_to_string(&path).unwrap();
         let model = parse(&path.display().to_string(), &text).unwrap();
         let schedule = model.schedule(1);
-        for rule in model.faults.iter().filter(|r| r.count > 0) {
+        // A rule switched off by swarm draws nothing; a `during` rule draws nothing when no
+        // fault of its kind fits its targets.
+        let on = model.rules_on(1);
+        for (rule, _) in model
+            .faults
+            .iter()
+            .zip(on)
+            .filter(|(r, on)| r.count > 0 && *on && r.during.is_none())
+        {
             assert!(
                 schedule.iter().any(|f| f.kind == rule.kind),
                 "{}: no {:?} drawn",
                 path.display(),
                 rule.kind
             );
+        }
+        let name = path.file_name().unwrap().to_str().unwrap();
+        if FAILING_NOW.contains(&name) {
+            continue;
         }
         let f = |i: usize, r: &Role, now: u64| make(&model, Bugs::default(), 1, i, r, now);
         let r = run_checked(&model, 1, schedule, &f, false).0;
