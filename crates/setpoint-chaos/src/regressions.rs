@@ -73,10 +73,6 @@ fn every_open_finding_still_breaks_its_check() {
     }
 }
 
-/// Shipped models that fail on the current runtime, each with its open finding: their first
-/// seed is not required to pass (docs/chaos.md, "Findings").
-const FAILING_NOW: [&str; 1] = ["restarts-during-partitions.toml"];
-
 /// Every shipped fault model parses, draws a schedule with a fault of each of its rules, and
 /// its first seed passes every check: a model that no longer parses, or whose faults never
 /// strike, is noticed here rather than in a long run.
@@ -103,10 +99,6 @@ fn every_shipped_fault_model_parses_and_its_first_seed_passes() {
                 path.display(),
                 rule.kind
             );
-        }
-        let name = path.file_name().unwrap().to_str().unwrap();
-        if FAILING_NOW.contains(&name) {
-            continue;
         }
         let f = |i: usize, r: &Role, now: u64| make(&model, Bugs::default(), 1, i, r, now);
         let r = run_checked(&model, 1, schedule, &f, false).0;
