@@ -147,6 +147,7 @@ pub fn model(cell: &Cell) -> Model {
             delay_ms: 0,
             jitter_ms: 0,
             loss_ppm: 0,
+            slow_ms: 0,
         },
         start_ms: 0,
         term_exit_ms: 0,

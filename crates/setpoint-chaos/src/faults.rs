@@ -28,6 +28,8 @@
 //! delay_ms = 2             # fixed delay of every message (default 1)
 //! jitter_ms = 3            # plus up to this much, uniform (default 0)
 //! loss = 0.001             # chance a message is lost, 0 to 1 (default 0)
+//! slow_ms = 2000           # what a `slow` fault adds to each message of its host, each way
+//!                          # (default 2000)
 //!
 //! [process]
 //! start_ms = 50            # a process runs this long after its agent starts it (default 20)
@@ -42,7 +44,8 @@
 //! grace_ms = 3000          # SIGTERM to SIGKILL (default 3000)
 //!
 //! [[fault]]                # any number
-//! kind = "partition"       # partition | cut-up | cut-down | stall | pause | hang | restart (a host)
+//! kind = "partition"       # partition | cut-up | cut-down | stall | pause | hang | slow
+//!                          #   | restart (a host)
 //!                          #   | lose-state (an agent restarts without its state file)
 //!                          #   | crash (a process) | leader-change | compaction
 //!                          #   | quorum-loss (the store)
@@ -200,11 +203,15 @@ pub enum FaultKind {
     /// expires, and when quorum is back a new leader gives every lease its full time to live
     /// again (etcd #9395). Every host is cut off at once.
     QuorumLoss,
+    /// The host's link slows down: every message on it, either way, takes the model's
+    /// `network.slow_ms` longer (a congested or lossy path where TCP retransmits), so that its
+    /// renewals press on the lease deadlines without failing outright.
+    Slow,
 }
 
 impl FaultKind {
     /// Every kind, with its name in files.
-    pub const ALL: [(FaultKind, &'static str); 14] = [
+    pub const ALL: [(FaultKind, &'static str); 15] = [
         (FaultKind::Partition, "partition"),
         (FaultKind::CutUp, "cut-up"),
         (FaultKind::CutDown, "cut-down"),
@@ -219,6 +226,7 @@ impl FaultKind {
         (FaultKind::LoseState, "lose-state"),
         (FaultKind::Hang, "hang"),
         (FaultKind::QuorumLoss, "quorum-loss"),
+        (FaultKind::Slow, "slow"),
     ];
 
     /// Its name in files.
@@ -240,6 +248,7 @@ impl FaultKind {
                 | FaultKind::Pause
                 | FaultKind::Hang
                 | FaultKind::QuorumLoss
+                | FaultKind::Slow
         )
     }
 
@@ -372,6 +381,7 @@ struct RawNetwork {
     delay_ms: Option<Spanned<i64>>,
     jitter_ms: Option<Spanned<i64>>,
     loss: Option<Spanned<Value>>,
+    slow_ms: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -629,6 +639,13 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
             (x * 1e6).round() as u64
         }
     };
+    let slow_ms = f.opt(
+        &net_raw.and_then(|n| n.slow_ms.clone()),
+        "network.slow_ms",
+        0,
+        60_000,
+        2_000,
+    )?;
     let proc_raw = raw.process.as_ref();
     let start_ms = f.opt(
         &proc_raw.and_then(|p| p.start_ms.clone()),
@@ -785,7 +802,7 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
                         Some(&key("during")),
                         format!(
                             "'{}' is an instant: 'during' names a lasting kind (partition, cut-up, \
-                             cut-down, stall, pause, hang, quorum-loss)",
+                             cut-down, stall, pause, hang, quorum-loss, slow)",
                             within.name()
                         ),
                     ));
@@ -857,6 +874,7 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
             delay_ms,
             jitter_ms,
             loss_ppm,
+            slow_ms,
         },
         start_ms,
         term_exit_ms,
@@ -1015,10 +1033,11 @@ impl Model {
         s.push('\n');
         let _ = writeln!(
             s,
-            "[network]\ndelay_ms = {}\njitter_ms = {}\nloss = {}\n",
+            "[network]\ndelay_ms = {}\njitter_ms = {}\nloss = {}\nslow_ms = {}\n",
             self.net.delay_ms,
             self.net.jitter_ms,
-            self.net.loss_ppm as f64 / 1e6
+            self.net.loss_ppm as f64 / 1e6,
+            self.net.slow_ms
         );
         let _ = writeln!(
             s,

@@ -1100,6 +1100,7 @@ impl World<'_> {
                     self.unpause(host);
                 }
             }
+            FaultKind::Slow => self.net.set_slow(host, start),
             FaultKind::Hang => {
                 let slot = &mut self.slots[host];
                 if start {
