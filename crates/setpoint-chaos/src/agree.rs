@@ -147,6 +147,7 @@ pub fn model(cell: &Cell) -> Model {
             delay_ms: 0,
             jitter_ms: 0,
             loss_ppm: 0,
+            slow_ms: 0,
         },
         start_ms: 0,
         term_exit_ms: 0,
@@ -161,6 +162,8 @@ pub fn model(cell: &Cell) -> Model {
             grace_ms: 3000,
         }],
         faults: Vec::new(),
+        swarm: false,
+        drift_max_ppm: 0,
         schedule: Some(schedule(cell)),
     }
 }

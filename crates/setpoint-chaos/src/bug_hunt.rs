@@ -72,6 +72,7 @@ fn gc_ignoring_the_owner_uid_is_found_after_a_redeclaration() {
     // The old incarnation's copies are never collected: the workload ends with too many.
     let mut m = model();
     m.faults.push(crate::faults::FaultRule {
+        during: None,
         kind: crate::faults::FaultKind::Redeclare,
         count: 1,
         target: crate::faults::Target::Any,

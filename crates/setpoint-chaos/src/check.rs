@@ -7,10 +7,16 @@
 //!   (the store knows whose lease holds it);
 //! - **no declaration lost**: every declaration the operator wrote is there at the end,
 //!   unchanged;
-//! - **self-fencing**: an agent cut off from the store (partition, one-way cut, stall) for
-//!   longer than its node lease, and not paused meanwhile, has stopped every copy by the time a
-//!   node lease would end, counted from the cut. A paused agent is exempt: it cannot act, and
-//!   `named` holds its names instead (`docs/runtime.md`, "Lost nodes");
+//! - **self-fencing**: an agent cut off from the store (partition, one-way cut, stall, a hung
+//!   store member, a quorum loss) past the end of its node lease, and not paused meanwhile,
+//!   has stopped every copy by the time its lease ends **at the store** (its expiry as the
+//!   store held it when the cut began; a node lease counted from the cut when the agent held
+//!   none), however its clock runs. A paused agent is exempt: it cannot act, and `named`
+//!   holds its names instead (`docs/runtime.md`, "Lost nodes");
+//! - **no needed copy deleted**: no controller commit removes the assignment of a copy that was
+//!   needed when it committed: its process running, its assignment owned by the workload's
+//!   current declaration, its node's lease alive, and no more such copies of the workload
+//!   running than desired (so none was surplus);
 //! - **no orphan**: at the end, every running process has its placement in the store;
 //! - **convergence**: at the end, which is at least `settle` after the last fault ended, each
 //!   workload runs exactly its desired copies;
@@ -24,7 +30,7 @@ use std::collections::BTreeMap;
 use setpoint_runtime::model::placement_key;
 
 use crate::faults::{Fault, Model};
-use crate::world::Outcome;
+use crate::world::{DeleteRecord, Outcome, ProcRecord};
 
 /// Which invariant a run broke.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -36,8 +42,11 @@ pub enum Check {
     Unfenced,
     /// A declaration is gone or changed.
     LostDeclaration,
-    /// A cut-off agent's copy outlived a node lease counted from the cut.
+    /// A cut-off agent's copy outlived its node lease at the store.
     LateFence,
+    /// A controller removed the assignment of a running, owned copy on a live node that was
+    /// not surplus.
+    NeededDelete,
     /// A process runs with no placement.
     Orphan,
     /// A workload does not run its desired copies at the end.
@@ -49,6 +58,19 @@ pub enum Check {
 }
 
 impl Check {
+    /// Every check, in the order of the enum.
+    pub const ALL: [Check; 9] = [
+        Check::DoubleRun,
+        Check::Unfenced,
+        Check::LostDeclaration,
+        Check::LateFence,
+        Check::NeededDelete,
+        Check::Orphan,
+        Check::NotConverged,
+        Check::Overshoot,
+        Check::Budget,
+    ];
+
     /// Its name in outputs.
     pub fn name(self) -> &'static str {
         match self {
@@ -56,6 +78,7 @@ impl Check {
             Check::Unfenced => "unfenced",
             Check::LostDeclaration => "lost-declaration",
             Check::LateFence => "late-fence",
+            Check::NeededDelete => "needed-delete",
             Check::Orphan => "orphan",
             Check::NotConverged => "not-converged",
             Check::Overshoot => "overshoot",
@@ -122,6 +145,7 @@ pub fn check(
         }
     }
     late_fences(model, schedule, out, &mut v);
+    v.extend(needed_deletes(&out.deletes, &out.procs));
     for u in &out.unfenced {
         let holder = match u.holder {
             Some(Some(h)) => format!("host {h}"),
@@ -201,48 +225,109 @@ pub fn check(
     v
 }
 
-/// The self-fencing check: for each cut of an agent host that outlasts the node lease, with no
-/// pause of that host within a lease of the cut's start, every copy that host ran must be down
-/// one node lease after the cut began (the agent SIGKILLs at 9/10 of it, counted from its last
-/// renewal, which it sent before the cut).
+/// The self-fencing check: for each fault that cuts an agent host off from the store past the
+/// end of its node lease (its expiry at the store when the cut began, from
+/// [`Outcome::cut_leases`]; one node lease from the cut's start when the store held no lease
+/// of the agent's, as in a planted history), with no pause of that host within a lease of the
+/// cut's start, every copy that host ran must be down by that expiry. The agent SIGKILLs at
+/// 9/10 of the lease counted from its last renewal, which it sent before the store renewed
+/// it: the tenth is its margin for a slow clock and the network.
 fn late_fences(model: &Model, schedule: &[Fault], out: &Outcome, v: &mut Vec<Violation>) {
     use crate::faults::FaultKind;
     let ttl = model.timing.node_ttl_ms;
-    let cuts = schedule.iter().filter(|f| {
-        matches!(
-            f.kind,
-            FaultKind::Partition | FaultKind::CutUp | FaultKind::CutDown | FaultKind::Stall
-        ) && f.host >= model.controllers
-            && f.duration_ms > ttl
-    });
-    for cut in cuts {
-        let deadline = cut.at_ms + ttl;
-        let paused = schedule.iter().any(|p| {
-            p.kind == FaultKind::Pause
-                && p.host == cut.host
-                && p.at_ms < deadline
-                && p.at_ms + p.duration_ms + ttl > cut.at_ms
-        });
-        if paused {
+    let agents = model.controllers..model.controllers + model.agents;
+    for (i, cut) in schedule.iter().enumerate() {
+        if !cut.kind.cuts_off() {
             continue;
         }
-        let late = out.procs.iter().find(|p| {
-            p.host == cut.host
-                && p.up_ms.is_some_and(|up| up < deadline)
-                && p.end_ms.is_none_or(|end| end > deadline)
-        });
-        if let Some(p) = late {
+        let hosts: Vec<usize> = if cut.kind == FaultKind::QuorumLoss {
+            agents.clone().collect()
+        } else if agents.contains(&cut.host) {
+            vec![cut.host]
+        } else {
+            continue;
+        };
+        for host in hosts {
+            let deadline = out
+                .cut_leases
+                .iter()
+                .find(|c| c.fault == i && c.host == host)
+                .map_or(cut.at_ms + ttl, |c| c.expires_ms);
+            if cut.at_ms + cut.duration_ms <= deadline {
+                continue;
+            }
+            let paused = schedule.iter().any(|p| {
+                p.kind == FaultKind::Pause
+                    && p.host == host
+                    && p.at_ms < deadline
+                    && p.at_ms + p.duration_ms + ttl > cut.at_ms
+            });
+            if paused {
+                continue;
+            }
+            let late = out.procs.iter().find(|p| {
+                p.host == host
+                    && p.up_ms.is_some_and(|up| up < deadline)
+                    && p.end_ms.is_none_or(|end| end > deadline)
+            });
+            if let Some(p) = late {
+                v.push(Violation {
+                    check: Check::LateFence,
+                    at_ms: deadline,
+                    detail: format!(
+                        "copy {} (pid {}) on {} still ran at {deadline} ms, when its node lease \
+                         ended at the store, {} ms after a {} cut its agent off: it did not \
+                         fence it",
+                        p.copy,
+                        p.pid,
+                        p.node,
+                        deadline.saturating_sub(cut.at_ms),
+                        cut.kind.name()
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// The check `needed-delete`: each removal in `deletes` of a copy that was needed when it
+/// committed. A copy is needed if its process ran then (up, not yet ended, on the node of the
+/// assignment), its assignment was owned by the current declaration and its node alive, and
+/// the owned copies on live nodes that ran then were no more than desired: none was surplus.
+/// Garbage collection of an exited copy, an orphan or a lost node's copy, and a delete
+/// command that takes surplus back, are not.
+pub fn needed_deletes(deletes: &[DeleteRecord], procs: &[ProcRecord]) -> Vec<Violation> {
+    let runs = |copy: &str, node: &str, t: u64| {
+        procs.iter().any(|p| {
+            p.copy == copy
+                && p.node == node
+                && p.up_ms.is_some_and(|up| up <= t)
+                && p.end_ms.is_none_or(|end| end > t)
+        })
+    };
+    let mut v = Vec::new();
+    for d in deletes {
+        if !(d.owned && d.node_live && runs(&d.copy, &d.node, d.at_ms)) {
+            continue;
+        }
+        let running = d
+            .owned_copies
+            .iter()
+            .filter(|(c, n)| runs(c, n, d.at_ms))
+            .count() as u64;
+        if running <= d.desired {
             v.push(Violation {
-                check: Check::LateFence,
-                at_ms: deadline,
+                check: Check::NeededDelete,
+                at_ms: d.at_ms,
                 detail: format!(
-                    "copy {} (pid {}) on {} still ran {ttl} ms after its host was cut off at {} \
-                     ms: its agent did not fence it",
-                    p.copy, p.pid, p.node, cut.at_ms
+                    "controller host {} removed the assignment of {} on {}, running and owned, \
+                     while {running} owned copies of {} ran on live nodes, desired {}",
+                    d.host, d.copy, d.node, d.workload, d.desired
                 ),
             });
         }
     }
+    v
 }
 
 /// The check `overshoot` of `out`, each workload predicted as if `predict_as` ran it (the
@@ -278,7 +363,6 @@ mod tests {
     use super::*;
     use crate::faults::parse;
     use crate::store::SimStore;
-    use crate::world::ProcRecord;
     use setpoint_runtime::store::Txn;
 
     fn proc(pid: u32, node: &str, copy: &str, up: u64, end: Option<u64>) -> ProcRecord {
@@ -303,6 +387,8 @@ mod tests {
             end_ms: 60_000,
             procs,
             unfenced: vec![],
+            deletes: vec![],
+            cut_leases: vec![],
             store,
             trace: vec![],
             leaders: vec![],
@@ -409,5 +495,77 @@ mod tests {
             let v = check(&m, &faults, &declared, &outcome(late.clone(), s.clone()));
             assert!(!checks(&v).contains(&Check::LateFence), "{faults:?}: {v:?}");
         }
+    }
+
+    #[test]
+    fn deleting_a_running_owned_copy_that_was_not_surplus_is_a_needed_delete() {
+        // Three copies desired; web-0 … web-2 run on live nodes, web-3 on node-3 too.
+        let procs = vec![
+            proc(1, "node-1", "web-0", 10, None),
+            proc(2, "node-2", "web-1", 10, None),
+            proc(3, "node-3", "web-2", 10, Some(2_000)),
+            proc(4, "node-3", "web-3", 10, None),
+        ];
+        let owned = |copies: &[(&str, &str)]| -> Vec<(String, String)> {
+            copies
+                .iter()
+                .map(|(c, n)| (c.to_string(), n.to_string()))
+                .collect()
+        };
+        let all = owned(&[
+            ("web-0", "node-1"),
+            ("web-1", "node-2"),
+            ("web-2", "node-3"),
+            ("web-3", "node-3"),
+        ]);
+        let delete = |at_ms: u64, copy: &str, node: &str| DeleteRecord {
+            at_ms,
+            host: 0,
+            workload: "web".into(),
+            copy: copy.into(),
+            node: node.into(),
+            owned: true,
+            node_live: true,
+            desired: 3,
+            owned_copies: all.clone(),
+        };
+        // At 1,000 four copies run for three desired: taking one back is legal.
+        assert!(needed_deletes(&[delete(1_000, "web-0", "node-1")], &procs).is_empty());
+        // At 3,000 web-2 has ended: the three left are all needed, and deleting one is caught.
+        let v = needed_deletes(&[delete(3_000, "web-0", "node-1")], &procs);
+        assert_eq!(checks(&v), [Check::NeededDelete], "{v:?}");
+        assert!(
+            v[0].detail.contains("while 3 owned copies of web ran"),
+            "{v:?}"
+        );
+        // Collecting the ended copy, an orphan, or a lost node's copy is not.
+        let legal = [
+            delete(3_000, "web-2", "node-3"),
+            DeleteRecord {
+                owned: false,
+                ..delete(3_000, "web-0", "node-1")
+            },
+            DeleteRecord {
+                node_live: false,
+                ..delete(3_000, "web-0", "node-1")
+            },
+        ];
+        assert!(needed_deletes(&legal, &procs).is_empty());
+        // The second removal of one commit sees the first one gone (its record leaves it out).
+        let second = DeleteRecord {
+            owned_copies: owned(&[
+                ("web-1", "node-2"),
+                ("web-2", "node-3"),
+                ("web-3", "node-3"),
+            ]),
+            ..delete(1_000, "web-1", "node-2")
+        };
+        let v = needed_deletes(&[delete(1_000, "web-0", "node-1"), second], &procs);
+        assert_eq!(checks(&v), [Check::NeededDelete], "{v:?}");
+        // And `check` reports it.
+        let m = parse("m", "[[workload]]\nname = \"web\"\ncopies = 3\n").unwrap();
+        let mut out = outcome(procs, SimStore::new());
+        out.deletes = vec![delete(3_000, "web-0", "node-1")];
+        assert!(checks(&check(&m, &[], &[], &out)).contains(&Check::NeededDelete));
     }
 }

@@ -8,6 +8,8 @@
 //!                          # and every workload must be converged at the end
 //! event_budget = 5000000   # most events one run may handle (default 5,000,000)
 //! seed = 7                 # replay files only: the seed of the run they replay
+//! swarm = false            # swarm testing: each seed switches each [[fault]] rule on or off
+//!                          # at random, from the seed alone (default false: every rule on)
 //!
 //! [cluster]
 //! controllers = 2          # controller hosts, 1 to 8 (default 2)
@@ -19,11 +21,15 @@
 //! sync_ms = 100            # agents read their assignments this often (default 100)
 //! report_ms = 1000         # agents report this often, R (default 1000)
 //! report_delay_ms = 0      # and write each report this much later, G (default 0)
+//! drift_max_ppm = 0        # each host's clock runs fast or slow by up to this many parts per
+//!                          # million of virtual time, drawn per host (default 0; at most 200,000)
 //!
 //! [network]
 //! delay_ms = 2             # fixed delay of every message (default 1)
 //! jitter_ms = 3            # plus up to this much, uniform (default 0)
 //! loss = 0.001             # chance a message is lost, 0 to 1 (default 0)
+//! slow_ms = 2000           # what a `slow` fault adds to each message of its host, each way
+//!                          # (default 2000)
 //!
 //! [process]
 //! start_ms = 50            # a process runs this long after its agent starts it (default 20)
@@ -38,16 +44,21 @@
 //! grace_ms = 3000          # SIGTERM to SIGKILL (default 3000)
 //!
 //! [[fault]]                # any number
-//! kind = "partition"       # partition | cut-up | cut-down | stall | pause | restart (a host)
+//! kind = "partition"       # partition | cut-up | cut-down | stall | pause | hang | slow
+//!                          #   | restart (a host)
 //!                          #   | lose-state (an agent restarts without its state file)
-//!                          #   | crash (a process) | leader-change | compaction (the store)
+//!                          #   | crash (a process) | leader-change | compaction
+//!                          #   | quorum-loss (the store)
 //!                          #   | redeclare (the operator deletes and re-applies every workload)
 //! count = 2                # how many per run
 //! target = "agent"         # host faults: agent | controller | any (default any;
 //!                          # restart: default controller; an agent restarts and adopts;
 //!                          # lose-state: agent only)
-//! min_ms = 1000            # a lasting fault (partition, cut-*, stall, pause) lasts
-//! max_ms = 20000           # uniformly min_ms ..= max_ms
+//! min_ms = 1000            # a lasting fault (partition, cut-*, stall, pause, hang,
+//! max_ms = 20000           # quorum-loss) lasts uniformly min_ms ..= max_ms
+//! during = "partition"     # optional: each fault of this rule starts inside a fault of this
+//!                          # lasting kind drawn by an earlier rule (on the same host for a
+//!                          # host fault: a restart inside a partition of its host)
 //!
 //! [[event]]                # an explicit schedule (shrinking writes one); when present the
 //! at_ms = 12000            # [[fault]] tables are not drawn from
@@ -103,6 +114,11 @@ pub struct Model {
     pub workloads: Vec<WorkloadModel>,
     /// The fault rules drawn from.
     pub faults: Vec<FaultRule>,
+    /// Swarm testing: each seed switches each fault rule on or off at random
+    /// ([`Model::rules_on`]).
+    pub swarm: bool,
+    /// Each host's clock runs fast or slow by up to this many parts per million.
+    pub drift_max_ppm: u64,
     /// An explicit schedule, which replaces drawing.
     pub schedule: Option<Vec<Fault>>,
 }
@@ -178,11 +194,24 @@ pub enum FaultKind {
     /// tmpfs): it recovers from the node's live processes alone. On a controller host (an
     /// explicit `[[event]]` only) it is a restart: a controller keeps no state file.
     LoseState,
+    /// The store member the host talks to hangs: requests that reach it are never answered
+    /// (nor applied), and its watch streams go silent without breaking; the events it owes
+    /// them are delivered, in order, when it recovers. Unlike a partition the client is never
+    /// told: no watch breaks, no connection fails.
+    Hang,
+    /// The store loses quorum: no request is served (every one is left unanswered), no lease
+    /// expires, and when quorum is back a new leader gives every lease its full time to live
+    /// again (etcd #9395). Every host is cut off at once.
+    QuorumLoss,
+    /// The host's link slows down: every message on it, either way, takes the model's
+    /// `network.slow_ms` longer (a congested or lossy path where TCP retransmits), so that its
+    /// renewals press on the lease deadlines without failing outright.
+    Slow,
 }
 
 impl FaultKind {
     /// Every kind, with its name in files.
-    pub const ALL: [(FaultKind, &'static str); 12] = [
+    pub const ALL: [(FaultKind, &'static str); 15] = [
         (FaultKind::Partition, "partition"),
         (FaultKind::CutUp, "cut-up"),
         (FaultKind::CutDown, "cut-down"),
@@ -195,6 +224,9 @@ impl FaultKind {
         (FaultKind::Compaction, "compaction"),
         (FaultKind::Redeclare, "redeclare"),
         (FaultKind::LoseState, "lose-state"),
+        (FaultKind::Hang, "hang"),
+        (FaultKind::QuorumLoss, "quorum-loss"),
+        (FaultKind::Slow, "slow"),
     ];
 
     /// Its name in files.
@@ -214,12 +246,31 @@ impl FaultKind {
                 | FaultKind::CutDown
                 | FaultKind::Stall
                 | FaultKind::Pause
+                | FaultKind::Hang
+                | FaultKind::QuorumLoss
+                | FaultKind::Slow
         )
     }
 
     /// Whether it strikes one host.
     pub fn on_host(self) -> bool {
-        self.lasts() || matches!(self, FaultKind::Restart | FaultKind::LoseState)
+        (self.lasts() && self != FaultKind::QuorumLoss)
+            || matches!(self, FaultKind::Restart | FaultKind::LoseState)
+    }
+
+    /// Whether it cuts a host off from the store for its duration, so that an agent must
+    /// fence itself if it lasts longer than a node lease: a partition, a one-way cut, a
+    /// stall, a hung store member, or (every host at once) a quorum loss.
+    pub fn cuts_off(self) -> bool {
+        matches!(
+            self,
+            FaultKind::Partition
+                | FaultKind::CutUp
+                | FaultKind::CutDown
+                | FaultKind::Stall
+                | FaultKind::Hang
+                | FaultKind::QuorumLoss
+        )
     }
 }
 
@@ -247,6 +298,9 @@ pub struct FaultRule {
     pub min_ms: u64,
     /// Longest duration, milliseconds.
     pub max_ms: u64,
+    /// Each fault of this rule starts inside a fault of this lasting kind drawn by an earlier
+    /// rule (on that fault's host, for a host fault); `None`: anywhere in the run.
+    pub during: Option<FaultKind>,
 }
 
 /// One fault of a schedule.
@@ -295,6 +349,7 @@ struct RawFile {
     settle: Option<Spanned<i64>>,
     event_budget: Option<Spanned<i64>>,
     seed: Option<Spanned<i64>>,
+    swarm: Option<bool>,
     cluster: Option<RawCluster>,
     network: Option<RawNetwork>,
     process: Option<RawProcess>,
@@ -317,6 +372,7 @@ struct RawCluster {
     sync_ms: Option<Spanned<i64>>,
     report_ms: Option<Spanned<i64>>,
     report_delay_ms: Option<Spanned<i64>>,
+    drift_max_ppm: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -325,6 +381,7 @@ struct RawNetwork {
     delay_ms: Option<Spanned<i64>>,
     jitter_ms: Option<Spanned<i64>>,
     loss: Option<Spanned<Value>>,
+    slow_ms: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -353,6 +410,7 @@ struct RawFault {
     target: Option<Spanned<String>>,
     min_ms: Option<Spanned<i64>>,
     max_ms: Option<Spanned<i64>>,
+    during: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -463,6 +521,10 @@ impl Located<'_> {
 pub const MAX_COUNT: i64 = 10_000;
 /// The longest run, seconds (a day).
 pub const MAX_SECONDS: i64 = 86_400;
+/// The most a host's clock may drift, parts per million (20 %: far beyond a real quartz or
+/// NTP slew, which stays within 500 ppm, so that a model can press on the agent's margin of a
+/// tenth of its lease).
+pub const MAX_DRIFT_PPM: u64 = 200_000;
 
 /// Parses the text of a fault model; `label` names it in errors.
 pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
@@ -506,6 +568,13 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
         "cluster.skew_max_ms",
         0,
         60_000,
+        0,
+    )?;
+    let drift_max_ppm = f.opt(
+        &cluster.and_then(|c| c.drift_max_ppm.clone()),
+        "cluster.drift_max_ppm",
+        0,
+        MAX_DRIFT_PPM as i64,
         0,
     )?;
     let knob = |k: &str, v: Option<Spanned<i64>>, default: u64| {
@@ -570,6 +639,13 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
             (x * 1e6).round() as u64
         }
     };
+    let slow_ms = f.opt(
+        &net_raw.and_then(|n| n.slow_ms.clone()),
+        "network.slow_ms",
+        0,
+        60_000,
+        2_000,
+    )?;
     let proc_raw = raw.process.as_ref();
     let start_ms = f.opt(
         &proc_raw.and_then(|p| p.start_ms.clone()),
@@ -716,12 +792,41 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
             }
             (0, 0)
         };
+        let during = match &r.during {
+            None => None,
+            Some(d) => {
+                let within = f.kind(d, &key("during"))?;
+                if !within.lasts() {
+                    return Err(f.at(
+                        d.span(),
+                        Some(&key("during")),
+                        format!(
+                            "'{}' is an instant: 'during' names a lasting kind (partition, cut-up, \
+                             cut-down, stall, pause, hang, quorum-loss, slow)",
+                            within.name()
+                        ),
+                    ));
+                }
+                if !faults.iter().any(|e: &FaultRule| e.kind == within) {
+                    return Err(f.at(
+                        d.span(),
+                        Some(&key("during")),
+                        format!(
+                            "no earlier [[fault]] rule draws a '{}': declare it above this one",
+                            within.name()
+                        ),
+                    ));
+                }
+                Some(within)
+            }
+        };
         faults.push(FaultRule {
             kind,
             count: f.int(&r.count, &key("count"), 0, MAX_COUNT)?,
             target,
             min_ms,
             max_ms,
+            during,
         });
     }
     let hosts = controllers + agents;
@@ -769,11 +874,14 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
             delay_ms,
             jitter_ms,
             loss_ppm,
+            slow_ms,
         },
         start_ms,
         term_exit_ms,
         workloads,
         faults,
+        swarm: raw.swarm.unwrap_or(false),
+        drift_max_ppm,
         schedule,
     })
 }
@@ -781,6 +889,10 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
 /// The salt that keeps the schedule's draws apart from the world's: the world is seeded with
 /// the seed itself, so a replay with an explicit schedule draws the same jitters.
 const SCHEDULE_SALT: u64 = 0x5c4e_d01e_fa17_0001;
+/// Keeps the swarm's switches apart from the schedule's draws.
+const SWARM_SALT: u64 = 0x5a4a_0000_0000_0002;
+/// Keeps the clocks' drifts apart from their skews.
+const DRIFT_SALT: u64 = 0xd41f_0000_0000_0003;
 
 impl Model {
     /// The hosts: controllers `0 … C−1`, then agents on `node-1 … node-A`.
@@ -797,19 +909,46 @@ impl Model {
         }
         let mut rng = WorldRng::new(seed ^ SCHEDULE_SALT);
         let last = self.duration_ms - self.settle_ms;
-        let mut out = Vec::new();
-        for rule in &self.faults {
+        let on = self.rules_on(seed);
+        let mut out: Vec<Fault> = Vec::new();
+        for (rule, on) in self.faults.iter().zip(on) {
+            if !on {
+                continue;
+            }
             let hosts: Vec<usize> = match rule.target {
                 Target::Controller => (0..self.controllers).collect(),
                 Target::Agent => (self.controllers..self.controllers + self.agents).collect(),
                 Target::Any => (0..self.controllers + self.agents).collect(),
             };
+            // The windows a `during` rule may strike in: the faults of that kind drawn so
+            // far, on a host this rule may strike (any, for a fault that strikes the store).
+            let windows: Vec<Fault> = match rule.during {
+                None => Vec::new(),
+                Some(k) => out
+                    .iter()
+                    .filter(|w| {
+                        w.kind == k
+                            && (!rule.kind.on_host() || !k.on_host() || hosts.contains(&w.host))
+                    })
+                    .cloned()
+                    .collect(),
+            };
+            if rule.during.is_some() && windows.is_empty() {
+                continue;
+            }
             for _ in 0..rule.count {
-                let at_ms = rng.uniform(0, last);
-                let host = if rule.kind.on_host() {
-                    hosts[rng.uniform(0, hosts.len() as u64 - 1) as usize]
-                } else {
-                    0
+                let window = (!windows.is_empty())
+                    .then(|| windows[rng.uniform(0, windows.len() as u64 - 1) as usize].clone());
+                let at_ms = match &window {
+                    Some(w) => rng.uniform(w.at_ms, w.at_ms + w.duration_ms),
+                    None => rng.uniform(0, last),
+                };
+                let host = match &window {
+                    Some(w) if rule.kind.on_host() && w.kind.on_host() => w.host,
+                    _ if rule.kind.on_host() => {
+                        hosts[rng.uniform(0, hosts.len() as u64 - 1) as usize]
+                    }
+                    _ => 0,
                 };
                 let duration_ms = if rule.kind.lasts() {
                     // A lasting fault ends by the start of the settle window.
@@ -829,6 +968,33 @@ impl Model {
         }
         out.sort();
         out
+    }
+
+    /// Which fault rules draw faults for `seed`, in rule order: all of them, or with `swarm`
+    /// each on or off with even odds, from a generator of its own (so the schedule's draws
+    /// of the rules that stay on depend only on the seed and the switches). Swarm testing
+    /// (Groce et al., ISSTA 2012): a run with fewer kinds of fault reaches deeper into each,
+    /// since one kind no longer masks another (a crash that ends the copy a restart would
+    /// have had to adopt).
+    pub fn rules_on(&self, seed: u64) -> Vec<bool> {
+        if !self.swarm {
+            return vec![true; self.faults.len()];
+        }
+        let mut rng = WorldRng::new(seed ^ SCHEDULE_SALT ^ SWARM_SALT);
+        self.faults.iter().map(|_| rng.uniform(0, 1) == 1).collect()
+    }
+
+    /// Each host's clock drift for `seed`, parts per million (negative: slow), uniform in
+    /// `−drift_max_ppm ..= drift_max_ppm`; all zero without drift.
+    pub fn drifts(&self, seed: u64) -> Vec<i64> {
+        let hosts = self.controllers + self.agents;
+        if self.drift_max_ppm == 0 {
+            return vec![0; hosts];
+        }
+        let mut rng = WorldRng::new(seed ^ SCHEDULE_SALT ^ DRIFT_SALT);
+        (0..hosts)
+            .map(|_| rng.uniform(0, 2 * self.drift_max_ppm) as i64 - self.drift_max_ppm as i64)
+            .collect()
     }
 
     /// Each host's clock skew for `seed`, milliseconds.
@@ -858,15 +1024,20 @@ impl Model {
         let t = &self.timing;
         let _ = writeln!(
             s,
-            "[cluster]\ncontrollers = {}\nagents = {}\nskew_max_ms = {}\nleader_ttl_ms = {}\nnode_ttl_ms = {}\npoll_ms = {}\nsync_ms = {}\nreport_ms = {}\nreport_delay_ms = {}\n",
+            "[cluster]\ncontrollers = {}\nagents = {}\nskew_max_ms = {}\nleader_ttl_ms = {}\nnode_ttl_ms = {}\npoll_ms = {}\nsync_ms = {}\nreport_ms = {}\nreport_delay_ms = {}",
             self.controllers, self.agents, self.skew_max_ms, t.leader_ttl_ms, t.node_ttl_ms, t.poll_ms, t.sync_ms, t.report_ms, t.report_delay_ms
         );
+        if self.drift_max_ppm > 0 {
+            let _ = writeln!(s, "drift_max_ppm = {}", self.drift_max_ppm);
+        }
+        s.push('\n');
         let _ = writeln!(
             s,
-            "[network]\ndelay_ms = {}\njitter_ms = {}\nloss = {}\n",
+            "[network]\ndelay_ms = {}\njitter_ms = {}\nloss = {}\nslow_ms = {}\n",
             self.net.delay_ms,
             self.net.jitter_ms,
-            self.net.loss_ppm as f64 / 1e6
+            self.net.loss_ppm as f64 / 1e6,
+            self.net.slow_ms
         );
         let _ = writeln!(
             s,
@@ -1076,5 +1247,148 @@ count = 2
         );
         let empty = parse("r.toml", &m.replay_file(9, &[], "")).unwrap();
         assert_eq!(empty.schedule, Some(vec![]));
+    }
+
+    const DURING: &str = r#"
+seconds = 600
+settle = 100
+[cluster]
+controllers = 2
+agents = 3
+[[workload]]
+name = "web"
+copies = 2
+[[fault]]
+kind = "partition"
+count = 3
+target = "any"
+min_ms = 2000
+max_ms = 40000
+[[fault]]
+kind = "quorum-loss"
+count = 1
+[[fault]]
+kind = "restart"
+count = 6
+target = "agent"
+during = "partition"
+[[fault]]
+kind = "crash"
+count = 2
+during = "quorum-loss"
+"#;
+
+    #[test]
+    fn a_during_rule_strikes_inside_a_fault_of_its_kind_on_that_faults_host() {
+        let m = parse("m.toml", DURING).unwrap();
+        let mut restarts = 0;
+        for seed in 1..40 {
+            let s = m.schedule(seed);
+            let within = |f: &Fault, kind: FaultKind, same_host: bool| {
+                s.iter().any(|w| {
+                    w.kind == kind
+                        && (!same_host || w.host == f.host)
+                        && (w.at_ms..=w.at_ms + w.duration_ms).contains(&f.at_ms)
+                })
+            };
+            for f in &s {
+                match f.kind {
+                    FaultKind::Restart => {
+                        restarts += 1;
+                        assert!((2..5).contains(&f.host), "agents only: {f:?}");
+                        assert!(within(f, FaultKind::Partition, true), "{seed}: {f:?}");
+                    }
+                    FaultKind::Crash => assert!(within(f, FaultKind::QuorumLoss, false)),
+                    FaultKind::QuorumLoss => assert_eq!(f.host, 0, "it strikes no host"),
+                    _ => {}
+                }
+            }
+            // No partition of an agent: no window for the restarts, and none is drawn.
+            let agents_cut = s
+                .iter()
+                .any(|f| f.kind == FaultKind::Partition && f.host >= 2);
+            let n = s.iter().filter(|f| f.kind == FaultKind::Restart).count();
+            assert_eq!(n, if agents_cut { 6 } else { 0 }, "seed {seed}");
+        }
+        assert!(restarts > 100, "{restarts}");
+        let bad = DURING.replace("during = \"partition\"", "during = \"crash\"");
+        assert!(
+            err(&bad).starts_with("m.toml:23: fault[3].during: 'crash' is an instant"),
+            "{}",
+            err(&bad)
+        );
+        let bad = DURING.replace("during = \"partition\"", "during = \"pause\"");
+        assert_eq!(
+            err(&bad),
+            "m.toml:23: fault[3].during: no earlier [[fault]] rule draws a 'pause': declare it \
+             above this one"
+        );
+        let bad = DURING.replace(
+            "kind = \"quorum-loss\"\ncount = 1",
+            "kind = \"quorum-loss\"\ncount = 1\ntarget = \"agent\"",
+        );
+        assert!(
+            err(&bad).contains("a 'quorum-loss' fault strikes no host"),
+            "{}",
+            err(&bad)
+        );
+    }
+
+    #[test]
+    fn swarm_switches_each_rule_on_or_off_per_seed_from_the_seed_alone() {
+        let plain = parse("m.toml", DURING).unwrap();
+        let swarm = parse("m.toml", &format!("swarm = true\n{DURING}")).unwrap();
+        assert!(!plain.swarm && swarm.swarm);
+        let mut seen = [[false; 2]; 4];
+        for seed in 1..60 {
+            assert_eq!(plain.rules_on(seed), [true; 4]);
+            let on = swarm.rules_on(seed);
+            assert_eq!(on, swarm.rules_on(seed), "a function of the seed");
+            let s = swarm.schedule(seed);
+            assert_eq!(s, swarm.schedule(seed));
+            for (i, rule) in swarm.faults.iter().enumerate() {
+                seen[i][usize::from(on[i])] = true;
+                if !on[i] {
+                    assert!(
+                        s.iter().all(|f| f.kind != rule.kind),
+                        "{seed}: {on:?} {s:?}"
+                    );
+                }
+            }
+            if on.iter().all(|&o| o) {
+                assert_eq!(s, plain.schedule(seed), "all on: the plain schedule");
+            }
+        }
+        assert_eq!(
+            seen, [[true; 2]; 4],
+            "each rule is on for some seeds, off for others"
+        );
+    }
+
+    #[test]
+    fn clocks_drift_within_the_models_bound_and_not_at_all_by_default() {
+        let m = parse("m.toml", MODEL).unwrap();
+        assert_eq!(m.drifts(3), [0; 5]);
+        let text = MODEL.replace(
+            "skew_max_ms = 100",
+            "skew_max_ms = 100\ndrift_max_ppm = 50000",
+        );
+        let d = parse("m.toml", &text).unwrap();
+        assert_eq!(
+            d.skews(3),
+            m.skews(3),
+            "drift leaves the skews as they were"
+        );
+        let all: Vec<i64> = (1..30).flat_map(|s| d.drifts(s)).collect();
+        assert!(all.iter().all(|x| x.abs() <= 50_000));
+        assert!(all.iter().any(|&x| x < -10_000) && all.iter().any(|&x| x > 10_000));
+        assert_eq!(d.drifts(3), d.drifts(3));
+        let back = parse("r.toml", &d.replay_file(3, &[], "")).unwrap();
+        assert_eq!(back.drift_max_ppm, 50_000, "a replay file keeps the drift");
+        let bad = MODEL.replace("skew_max_ms = 100", "drift_max_ppm = 300000");
+        assert_eq!(
+            err(&bad),
+            "m.toml:8: cluster.drift_max_ppm: 300000 is out of range: accepted 0 to 200000"
+        );
     }
 }

@@ -11,13 +11,14 @@
 //! - [`net`]: the links between hosts and the store (delay, jitter, loss, one-way and two-way
 //!   partitions).
 //! - [`machine`]: the interface the world steps ([`Machine`], [`Input`], [`Output`]).
-//! - [`world`]: the event queue on virtual time, hosts with skewed clocks and pauses, processes,
-//!   the fault schedule; [`run`].
+//! - [`world`]: the event queue on virtual time, hosts with skewed and drifting clocks and
+//!   pauses, processes, hung store members and quorum loss, the fault schedule; [`run`].
 //! - [`faults`]: fault model files ([`Model`]) and the schedule drawn from a model and a seed.
 //! - [`node`]: each simulated node's state file and process table, and what a restarted agent
 //!   recovers from them.
 //! - [`adapt`]: the runtime's `Host` and `AgentCore` behind [`Machine`], with the injected bugs.
-//! - [`check`]: the invariants checked after each run.
+//! - [`check`]: the invariants checked after each run (among them `needed-delete`, from the
+//!   world's record of every assignment a controller removed).
 //! - [`predict`]: the lab's overshoot prediction for a fault-free run, and the run's own.
 //! - [`agree`]: one lab scenario run by the lab's general engine and by the runtime in the
 //!   world, fault-free: the layout that makes them equal exactly.
@@ -45,6 +46,8 @@ mod caches;
 mod regressions;
 #[cfg(test)]
 mod restarts;
+#[cfg(test)]
+mod store_faults;
 #[cfg(test)]
 mod toy;
 

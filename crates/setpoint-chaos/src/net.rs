@@ -28,6 +28,8 @@ pub struct NetConfig {
     pub jitter_ms: u64,
     /// The chance a message is lost, in parts per million.
     pub loss_ppm: u64,
+    /// What a `slow` fault adds to each message on the host's link, each way, milliseconds.
+    pub slow_ms: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -36,6 +38,8 @@ struct Link {
     cuts: [u32; 2],
     /// The latest arrival scheduled on each direction, for FIFO order.
     last: [u64; 2],
+    /// How many `slow` faults hold the link now.
+    slow: u32,
 }
 
 /// The links of every host.
@@ -73,6 +77,13 @@ impl Net {
         *c = if cut { *c + 1 } else { c.saturating_sub(1) };
     }
 
+    /// Slows (`slow = true`) or ends one slowing of `host`'s link: while any holds it, every
+    /// message on it, either way, takes `slow_ms` longer. Slowings nest, as cuts do.
+    pub fn set_slow(&mut self, host: usize, slow: bool) {
+        let s = &mut self.links[host].slow;
+        *s = if slow { *s + 1 } else { s.saturating_sub(1) };
+    }
+
     /// Sends a message at `now` on `dir` of `host`'s link: its arrival time, or `None` if it is
     /// lost or the direction is cut.
     pub fn send(&mut self, rng: &mut WorldRng, host: usize, dir: Dir, now: u64) -> Option<u64> {
@@ -82,7 +93,10 @@ impl Net {
         if self.cfg.loss_ppm > 0 && rng.uniform(0, 999_999) < self.cfg.loss_ppm {
             return None;
         }
-        let delay = self.cfg.delay_ms + rng.uniform(0, self.cfg.jitter_ms);
+        let mut delay = self.cfg.delay_ms + rng.uniform(0, self.cfg.jitter_ms);
+        if self.links[host].slow > 0 {
+            delay += self.cfg.slow_ms;
+        }
         let last = &mut self.links[host].last[ix(dir)];
         let at = (now + delay).max(*last);
         *last = at;
@@ -102,6 +116,7 @@ mod tests {
                 delay_ms: 1,
                 jitter_ms: 50,
                 loss_ppm: 0,
+                slow_ms: 0,
             },
             1,
         );
@@ -120,6 +135,7 @@ mod tests {
             delay_ms: 5,
             jitter_ms: 0,
             loss_ppm: 0,
+            slow_ms: 0,
         };
         let mut net = Net::new(cfg, 2);
         net.set_cut(0, Dir::Up, true);
@@ -140,11 +156,44 @@ mod tests {
             delay_ms: 0,
             jitter_ms: 0,
             loss_ppm: 100_000,
+            slow_ms: 0,
         };
         let mut net = Net::new(cfg, 1);
         let lost = (0..10_000)
             .filter(|&t| net.send(&mut rng, 0, Dir::Up, t).is_none())
             .count();
         assert!((800..1200).contains(&lost), "{lost} of 10000 lost at 10%");
+    }
+
+    #[test]
+    fn a_slowed_link_adds_its_delay_each_way_keeps_fifo_and_slowings_nest() {
+        let cfg = NetConfig {
+            delay_ms: 5,
+            jitter_ms: 0,
+            loss_ppm: 0,
+            slow_ms: 700,
+        };
+        let mut rng = WorldRng::new(3);
+        let mut net = Net::new(cfg, 2);
+        assert_eq!(net.send(&mut rng, 0, Dir::Up, 10), Some(15));
+        net.set_slow(0, true);
+        net.set_slow(0, true);
+        assert_eq!(net.send(&mut rng, 0, Dir::Up, 20), Some(725));
+        assert_eq!(net.send(&mut rng, 0, Dir::Down, 20), Some(725));
+        assert_eq!(
+            net.send(&mut rng, 1, Dir::Up, 20),
+            Some(25),
+            "other links as before"
+        );
+        net.set_slow(0, false);
+        assert_eq!(
+            net.send(&mut rng, 0, Dir::Up, 30),
+            Some(735),
+            "still slowed once"
+        );
+        net.set_slow(0, false);
+        // Healed: a message sent now would arrive first, but the direction stays FIFO.
+        assert_eq!(net.send(&mut rng, 0, Dir::Up, 40), Some(735));
+        assert_eq!(net.send(&mut rng, 0, Dir::Up, 800), Some(805));
     }
 }

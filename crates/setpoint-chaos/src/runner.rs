@@ -57,6 +57,7 @@ pub fn setup(model: &Model, seed: u64, schedule: Vec<Fault>, trace: bool) -> Set
     Setup {
         roles: model.roles(),
         skews_ms: model.skews(seed),
+        drifts_ppm: model.drifts(seed),
         net: model.net,
         start_ms: model.start_ms,
         term_exit_ms: model.term_exit_ms,
@@ -110,6 +111,8 @@ pub fn run_checked(
                     end_ms: at_ms,
                     procs: Vec::new(),
                     unfenced: Vec::new(),
+                    deletes: Vec::new(),
+                    cut_leases: Vec::new(),
                     store: crate::store::SimStore::new(),
                     trace: tail,
                     leaders: Vec::new(),

@@ -106,6 +106,12 @@ impl SimStore {
         self.leases.get(&lease).map(|l| l.owner)
     }
 
+    /// When `lease` expires at the store (its deadline, before the lessor's next check
+    /// revokes it), milliseconds; `None` if it is gone.
+    pub fn lease_expiry(&self, lease: LeaseId) -> Option<u64> {
+        self.leases.get(&lease).map(|l| l.expires_ms)
+    }
+
     /// The client that holds `key` through its lease: `Some(owner)` if the key is present under
     /// a live lease.
     pub fn holder(&self, key: &str) -> Option<Client> {

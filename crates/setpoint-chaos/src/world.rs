@@ -7,8 +7,12 @@
 //!   ([`WorldRng`]) draws every jitter, loss and crash victim, in event order, so a seed and a
 //!   schedule give one run, byte for byte.
 //! - Every clock reads [`EPOCH_MS`] plus virtual time; a host's clock adds its skew (drawn per
-//!   host in `0 ..= 2 × skew_max`, so host clocks differ by at most that much). The store's clock
-//!   has no skew: lease expiry is decided on it.
+//!   host in `0 ..= 2 × skew_max`, so host clocks differ by at most that much) and, with drift,
+//!   `drift_ppm` millionths of virtual time (a clock that runs fast or slow; never backwards).
+//!   The store's clock has neither: lease expiry is decided on it.
+//! - A hung store member ([`FaultKind::Hang`]) swallows the host's requests and holds its
+//!   watch events until it recovers; a quorum loss ([`FaultKind::QuorumLoss`]) serves no
+//!   request of any host, expires no lease, and resets every lease when it ends.
 //! - A paused host is not stepped: its inputs queue and are handed over, in order, when the
 //!   pause ends, followed by a tick. Its processes keep running.
 //! - A process starts `start_ms` after its agent asks, ends `term_exit_ms` after SIGTERM or at
@@ -47,6 +51,9 @@ pub struct Setup {
     pub roles: Vec<Role>,
     /// Each host's clock skew, milliseconds added to virtual time.
     pub skews_ms: Vec<u64>,
+    /// Each host's clock drift, parts per million of virtual time added (negative: a slow
+    /// clock); missing hosts do not drift.
+    pub drifts_ppm: Vec<i64>,
     /// The network.
     pub net: NetConfig,
     /// How long a process takes to start, milliseconds.
@@ -123,6 +130,45 @@ pub struct UnfencedWrite {
     pub key: String,
 }
 
+/// A controller's commit that removed a copy's assignment (a delete command or garbage
+/// collection), with what the store held just before it: the facts the check `needed-delete`
+/// judges ([`crate::check`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeleteRecord {
+    /// When it committed, milliseconds.
+    pub at_ms: u64,
+    /// The controller host.
+    pub host: usize,
+    /// The workload.
+    pub workload: String,
+    /// The copy whose assignment was removed.
+    pub copy: String,
+    /// The node the assignment placed it on.
+    pub node: String,
+    /// The assignment belonged to the workload's current declaration (its owner uid is the
+    /// declaration's create revision): not an orphan of a deleted or redeclared one.
+    pub owned: bool,
+    /// The node's lease record was in the store: the node was not lost.
+    pub node_live: bool,
+    /// The workload's desired copies then.
+    pub desired: u64,
+    /// The workload's owned assignments on live nodes then, as (copy, node), the deleted one
+    /// included; the other removals of the same commit, earlier in it, are left out.
+    pub owned_copies: Vec<(String, String)>,
+}
+
+/// An agent's node lease as the store held it when a fault cut the agent off: the deadline
+/// its self-fence must meet, whatever its clock says ([`crate::check`], `late-fence`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CutLease {
+    /// The cutting fault, by index in the schedule.
+    pub fault: usize,
+    /// The agent host cut off.
+    pub host: usize,
+    /// When its node lease expires at the store, as of the cut's start, milliseconds.
+    pub expires_ms: u64,
+}
+
 /// What a finished run leaves for the checks.
 #[derive(Debug)]
 pub struct Outcome {
@@ -134,6 +180,10 @@ pub struct Outcome {
     pub procs: Vec<ProcRecord>,
     /// Commits by controllers that did not hold the leader lease.
     pub unfenced: Vec<UnfencedWrite>,
+    /// Every removal of an assignment by a controller's commit, in commit order.
+    pub deletes: Vec<DeleteRecord>,
+    /// The node leases of agents at the start of each fault that cut them off.
+    pub cut_leases: Vec<CutLease>,
     /// The store at the end.
     pub store: SimStore,
     /// The trace, if kept.
@@ -205,6 +255,12 @@ struct Slot {
     role: Role,
     machine: Box<dyn Machine>,
     offset: u64,
+    /// The clock's drift, parts per million of virtual time.
+    drift_ppm: i64,
+    /// How many `hang` faults hold the store member this host talks to.
+    hung: u32,
+    /// What the hung member owes the host (watch events, in order), sent when it recovers.
+    hung_out: VecDeque<Input>,
     gen: u64,
     /// Bumped when the host restarts: what was sent to its earlier life is dropped.
     life: u64,
@@ -224,6 +280,42 @@ struct Slot {
     held_out: VecDeque<Output>,
     /// What a `Recover` found, handed over once the step's other outputs are carried out.
     recovered: Option<setpoint_runtime::agent::Recovery>,
+}
+
+impl Slot {
+    fn clock(&self, now: u64) -> u64 {
+        host_clock(self.offset, self.drift_ppm, now)
+    }
+
+    fn virtual_at(&self, t: u64, now: u64) -> u64 {
+        virtual_at(self.offset, self.drift_ppm, t, now)
+    }
+}
+
+/// A host's clock at virtual time `now`: [`EPOCH_MS`] plus `now`, its skew `offset` and its
+/// drift of `drift_ppm` millionths of `now` (rounded down). Never goes backwards for a drift
+/// above −1,000,000 ppm.
+pub fn host_clock(offset: u64, drift_ppm: i64, now: u64) -> u64 {
+    let drift = (i128::from(now) * i128::from(drift_ppm)).div_euclid(1_000_000);
+    (i128::from(EPOCH_MS + offset + now) + drift) as u64
+}
+
+/// The earliest virtual time, not before `now`, at which that host's clock reads at least `t`
+/// (when a wake the host asked for at `t` on its own clock is due).
+pub fn virtual_at(offset: u64, drift_ppm: i64, t: u64, now: u64) -> u64 {
+    let d = t.saturating_sub(EPOCH_MS + offset);
+    let mut v = if drift_ppm == 0 {
+        d
+    } else {
+        (i128::from(d) * 1_000_000 / (1_000_000 + i128::from(drift_ppm))) as u64
+    };
+    while host_clock(offset, drift_ppm, v) < t {
+        v += 1;
+    }
+    while v > 0 && host_clock(offset, drift_ppm, v - 1) >= t {
+        v -= 1;
+    }
+    v.max(now)
 }
 
 /// Makes the machine of host `index` with `role`, at its clock's `now_ms`.
@@ -247,6 +339,10 @@ pub struct World<'a> {
     /// Live processes no agent watches: started by an agent's earlier life, not (yet) adopted.
     strays: BTreeSet<usize>,
     unfenced: Vec<UnfencedWrite>,
+    deletes: Vec<DeleteRecord>,
+    cut_leases: Vec<CutLease>,
+    /// How many `quorum-loss` faults hold the store now.
+    quorum_lost: u32,
     trace: Vec<String>,
     leaders: Vec<(u64, Option<crate::store::Client>)>,
     recent_steps: Vec<u64>,
@@ -270,6 +366,9 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         live: BTreeMap::new(),
         strays: BTreeSet::new(),
         unfenced: Vec::new(),
+        deletes: Vec::new(),
+        cut_leases: Vec::new(),
+        quorum_lost: 0,
         trace: Vec::new(),
         leaders: Vec::new(),
         recent_steps: vec![0; setup.roles.len()],
@@ -281,11 +380,15 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
     }
     for (i, role) in setup.roles.iter().enumerate() {
         let offset = setup.skews_ms.get(i).copied().unwrap_or(0);
+        let drift_ppm = setup.drifts_ppm.get(i).copied().unwrap_or(0);
         let machine = factory(i, role, EPOCH_MS + offset);
         w.slots.push(Slot {
             role: role.clone(),
             machine,
             offset,
+            drift_ppm,
+            hung: 0,
+            hung_out: VecDeque::new(),
             gen: 0,
             life: 0,
             paused: 0,
@@ -338,6 +441,8 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         end_ms: setup.duration_ms,
         procs: w.procs,
         unfenced: w.unfenced,
+        deletes: w.deletes,
+        cut_leases: w.cut_leases,
         store: w.store,
         trace: w.trace,
         leaders: w.leaders,
@@ -377,9 +482,15 @@ impl World<'_> {
                 }
             }
             Ev::ToStore { host, id, req } => {
-                if self.net.up(host, Dir::Up) {
-                    self.serve(host, id, req);
+                if !self.net.up(host, Dir::Up) {
+                    return;
                 }
+                if self.quorum_lost > 0 || self.slots[host].hung > 0 {
+                    // Never answered: no leader to serve it, or a member that hangs.
+                    self.note(|| format!("store leaves host {host} request {id} unanswered"));
+                    return;
+                }
+                self.serve(host, id, req);
             }
             Ev::ToHost {
                 host,
@@ -390,6 +501,11 @@ impl World<'_> {
                 if self.slots[host].life == life {
                     self.arrive(host, input, local);
                 }
+            }
+            Ev::Lessor if self.quorum_lost > 0 => {
+                // No leader, no revocation: leases wait for the new leader's reset.
+                let next = (self.now / 500 + 1) * 500;
+                self.push(next, Ev::Lessor);
             }
             Ev::Lessor => {
                 let before = self.store.revision();
@@ -463,7 +579,7 @@ impl World<'_> {
             return;
         }
         self.recent_steps[host] += 1;
-        let clock = EPOCH_MS + self.now + slot.offset;
+        let clock = slot.clock(self.now);
         let outputs = slot.machine.step(clock, input);
         for out in outputs {
             if self.slots[host].hold.is_some() {
@@ -515,7 +631,7 @@ impl World<'_> {
             Output::Wake(t) => {
                 let slot = &mut self.slots[host];
                 slot.gen += 1;
-                let at = t.saturating_sub(EPOCH_MS + slot.offset).max(self.now);
+                let at = slot.virtual_at(t, self.now);
                 let gen = slot.gen;
                 self.push(at, Ev::Wake { host, gen });
             }
@@ -641,6 +757,11 @@ impl World<'_> {
     }
 
     fn reply(&mut self, host: usize, input: Input) {
+        if self.slots[host].hung > 0 {
+            // The hung member owes it; the stream stays open and silent.
+            self.slots[host].hung_out.push_back(input);
+            return;
+        }
         if let Some(at) = self.net.send(&mut self.rng, host, Dir::Down, self.now) {
             let life = self.slots[host].life;
             self.push(
@@ -704,9 +825,16 @@ impl World<'_> {
             }),
             StoreRequest::Commit(txn) => {
                 let holder = self.store.holder(LEADER);
+                let controller = self.slots[host].role == Role::Controller;
+                let removals = if controller {
+                    self.removals(host, &txn)
+                } else {
+                    Vec::new()
+                };
                 let r = self.store.commit(&txn);
-                if r.is_ok() && self.slots[host].role == Role::Controller {
+                if r.is_ok() && controller {
                     self.check_fence(host, holder, &txn);
+                    self.deletes.extend(removals);
                 }
                 r.map(StoreReply::Committed)
             }
@@ -758,6 +886,87 @@ impl World<'_> {
         };
         self.reply(host, Input::Replied(Replied { id, result }));
         self.fan_out(before);
+    }
+
+    /// Records the node lease of each agent fault `f` (number `i`) cuts off, as the store
+    /// holds it now.
+    fn note_cut_leases(&mut self, i: usize, f: &Fault) {
+        let hosts: Vec<usize> = if f.kind == FaultKind::QuorumLoss {
+            (0..self.slots.len()).collect()
+        } else {
+            vec![f.host]
+        };
+        for host in hosts {
+            let Role::Agent(node) = &self.slots[host].role else {
+                continue;
+            };
+            let key = setpoint_runtime::model::keys::node_key(node);
+            let expiry = self
+                .store
+                .entry(&key)
+                .and_then(|e| e.lease)
+                .and_then(|l| self.store.lease_expiry(l));
+            if let Some(expires_ms) = expiry {
+                self.cut_leases.push(CutLease {
+                    fault: i,
+                    host,
+                    expires_ms,
+                });
+            }
+        }
+    }
+
+    /// The assignments `txn` removes, each with what the store holds before the commit (and
+    /// without the removals earlier in the same commit): see [`DeleteRecord`].
+    fn removals(&self, host: usize, txn: &Txn) -> Vec<DeleteRecord> {
+        use setpoint_runtime::model::{
+            decode, keys::node_key, Assignment, WorkloadSpec, ASSIGNMENTS,
+        };
+        let mut out = Vec::new();
+        let mut gone: BTreeSet<String> = BTreeSet::new();
+        for op in &txn.ops {
+            let Op::Delete { key } = op else { continue };
+            if !key.starts_with(ASSIGNMENTS) {
+                continue;
+            }
+            let Some(a) = self
+                .store
+                .entry(key)
+                .and_then(|e| decode::<Assignment>(e).ok())
+            else {
+                continue;
+            };
+            let a = a.value;
+            let wkey = setpoint_runtime::model::workload_key(&a.workload);
+            let decl = self.store.entry(&wkey);
+            let uid = decl.map(|e| e.create_revision);
+            let desired = decl
+                .and_then(|e| decode::<WorkloadSpec>(e).ok())
+                .map_or(0, |w| w.value.copies);
+            let prefix = format!("{ASSIGNMENTS}{}/", a.workload);
+            let owned_copies: Vec<(String, String)> = self
+                .store
+                .entries()
+                .filter(|e| e.key.starts_with(&prefix) && !gone.contains(&e.key))
+                .filter_map(|e| decode::<Assignment>(e).ok())
+                .filter(|o| Some(o.value.owner_uid) == uid)
+                .filter(|o| self.store.entry(&node_key(&o.value.node)).is_some())
+                .map(|o| (o.value.copy, o.value.node))
+                .collect();
+            gone.insert(key.clone());
+            out.push(DeleteRecord {
+                at_ms: self.now,
+                host,
+                owned: Some(a.owner_uid) == uid,
+                node_live: self.store.entry(&node_key(&a.node)).is_some(),
+                desired,
+                owned_copies,
+                workload: a.workload,
+                copy: a.copy,
+                node: a.node,
+            });
+        }
+        out
     }
 
     fn check_fence(&mut self, host: usize, holder: Option<Option<usize>>, txn: &Txn) {
@@ -873,6 +1082,9 @@ impl World<'_> {
                 f.kind
             )
         });
+        if start && f.kind.cuts_off() {
+            self.note_cut_leases(i, &f);
+        }
         let cut = |w: &mut Self, dirs: &[Dir]| {
             for &d in dirs {
                 w.net.set_cut(host, d, start);
@@ -903,6 +1115,34 @@ impl World<'_> {
                     self.unpause(host);
                 }
             }
+            FaultKind::Slow => self.net.set_slow(host, start),
+            FaultKind::Hang => {
+                let slot = &mut self.slots[host];
+                if start {
+                    slot.hung += 1;
+                } else {
+                    slot.hung = slot.hung.saturating_sub(1);
+                    if slot.hung == 0 {
+                        let owed: Vec<Input> = slot.hung_out.drain(..).collect();
+                        for input in owed {
+                            self.reply(host, input);
+                        }
+                    }
+                }
+            }
+            FaultKind::QuorumLoss => {
+                if start {
+                    self.quorum_lost += 1;
+                } else {
+                    self.quorum_lost = self.quorum_lost.saturating_sub(1);
+                    if self.quorum_lost == 0 {
+                        // A new leader: every lease gets its full time to live (etcd #9395).
+                        self.store.leader_change(self.now);
+                    }
+                }
+            }
+            // The operator's writes fail while the store has no quorum.
+            FaultKind::Kill | FaultKind::Redeclare if self.quorum_lost > 0 => {}
             FaultKind::Crash if start => {
                 let live: Vec<usize> = self
                     .live
@@ -943,7 +1183,8 @@ impl World<'_> {
                     // The state file is gone; the process table is not.
                     slot.disk = None;
                 }
-                slot.machine = (self.factory)(host, &slot.role, EPOCH_MS + self.now + slot.offset);
+                let clock = slot.clock(self.now);
+                slot.machine = (self.factory)(host, &slot.role, clock);
                 slot.gen += 1;
                 slot.life += 1;
                 slot.inbox.clear();
@@ -955,6 +1196,8 @@ impl World<'_> {
                 }
                 slot.held_out.clear();
                 slot.recovered = None;
+                // What a hung member owed the old life's watches is gone with them.
+                slot.hung_out.clear();
                 self.watches.retain(|(h, _), _| *h != host);
                 // An agent's processes keep running, watched by no one until the new agent
                 // adopts them (its disk and the process table stay).
@@ -1005,5 +1248,35 @@ fn brief(req: &StoreRequest) -> String {
             format!("watch {} after {after}", prefixes.join(" "))
         }
         StoreRequest::CancelWatch(w) => format!("cancel watch {w}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drifting_clock_never_goes_back_and_a_wake_is_due_when_it_reads_the_time_asked() {
+        for drift in [-200_000, -137, 0, 1, 999, 200_000] {
+            let mut last = 0;
+            for now in (0..5_000).chain(599_990..600_010) {
+                let c = host_clock(250, drift, now);
+                assert!(c >= last, "drift {drift} at {now}");
+                last = c;
+                let at = virtual_at(250, drift, c, 0);
+                assert!(
+                    host_clock(250, drift, at) >= c && at <= now,
+                    "{drift} {now}"
+                );
+                assert!(
+                    at == 0 || host_clock(250, drift, at - 1) < c,
+                    "{drift} {now}"
+                );
+            }
+        }
+        // 20 % slow: ten minutes of virtual time read as eight on the host.
+        assert_eq!(host_clock(0, -200_000, 600_000), EPOCH_MS + 480_000);
+        assert_eq!(virtual_at(0, -200_000, EPOCH_MS + 480_000, 0), 600_000);
+        assert_eq!(virtual_at(0, 0, EPOCH_MS + 5, 9), 9, "never in the past");
     }
 }
