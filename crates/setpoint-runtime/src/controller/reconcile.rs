@@ -326,9 +326,13 @@ pub fn plan_pass(
     // A lost node's released assignments go: their copies were fenced by their agent, or their
     // names are never reused, or an operator confirmed the node is gone. The held ones stay
     // and keep their names, so `named` cannot start a second copy of a name that may still run.
+    // Each removal requires the node still lost when it commits: a node whose agent claimed it
+    // again since the snapshot may have adopted the copy, which is then healthy and counted
+    // (chaos finding 11), so the pass conflicts and is planned again on fresh state.
     for (key, stored) in view.released_assignments() {
         if !report.deleted.contains(&stored.value.copy) {
             let mark = Mark::at(&txn);
+            txn = txn.expect(crate::model::node::node_key(&stored.value.node), 0);
             txn = remove_assignment(txn, key, stored);
             report.lost.push(stored.value.copy.clone());
             plan.part(mark, &txn, &stored.value.copy);
@@ -1357,6 +1361,31 @@ pub(crate) mod tests {
             assert_eq!((r.lost, r.held), (vec!["w-1".into()], vec![]), "{kind:?}");
             assert_eq!(r.created, ["w-2"], "{kind:?}");
         }
+    }
+
+    #[test]
+    fn a_release_planned_while_a_node_was_lost_conflicts_once_its_agent_claimed_it_again() {
+        // Chaos finding 11: the pass is planned while b's lease is over; b's agent claims b
+        // again and adopts w-1 before the pass commits. The release must not land: w-1 is
+        // running, owned and one of exactly the 2 desired.
+        let (store, mut c) = two_nodes_running(ControllerKind::Intent);
+        lose(&store, "b");
+        let snapshot = Snapshot::load(&store).unwrap();
+        let plan = plan_pass(&snapshot, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!(plan.report.lost, ["w-1"]);
+        report(&store, "b", &[(1, Phase::Running)]);
+        let refused = store.commit(&plan.txn).unwrap_err();
+        assert!(refused.is_conflict(), "{refused}");
+        assert_eq!(names(&store), ["w-0", "w-1"]);
+        // Planned again on fresh state, the pass keeps w-1.
+        let mut c = Controller::new(ControllerKind::Intent);
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!(
+            (r.lost.len(), r.created.len(), r.deleted.len()),
+            (0, 0, 0),
+            "{r:?}"
+        );
+        assert_eq!(names(&store), ["w-0", "w-1"]);
     }
 
     #[test]
