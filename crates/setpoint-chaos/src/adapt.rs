@@ -83,6 +83,7 @@ impl AgentMachine {
                     }),
                     AgentOutput::Recover => out.push(Output::Recover),
                     AgentOutput::SaveState(state) => out.push(Output::SaveState(state)),
+                    AgentOutput::LeaseKept { sent_ms } => out.push(Output::LeaseKept { sent_ms }),
                     AgentOutput::Adopt { copy, pid, .. } => out.push(Output::Adopt { copy, pid }),
                     AgentOutput::StopForeign { pid, grace_ms, .. } => {
                         out.push(Output::StopForeign { pid, grace_ms })
@@ -113,6 +114,10 @@ impl AgentMachine {
 }
 
 impl Machine for AgentMachine {
+    fn inherit_lease(&mut self, renewal_sent_ms: u64) {
+        self.0.inherit_renewal(renewal_sent_ms);
+    }
+
     fn step(&mut self, now_ms: u64, input: Input) -> Vec<Output> {
         let input = match input {
             Input::Tick => AgentInput::Tick,

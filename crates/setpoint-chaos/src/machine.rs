@@ -116,6 +116,12 @@ pub enum Output {
     },
     /// Write the node's state file.
     SaveState(NodeState),
+    /// Write down beside the state file when the node lease's last successful renewal was
+    /// sent (the machine's clock); a restarted agent is handed it ([`Machine::inherit_lease`]).
+    LeaseKept {
+        /// When.
+        sent_ms: u64,
+    },
     /// Read the state file and look for marked processes; answer [`Input::Recovered`].
     Recover,
     /// Signal a copy's process group: SIGKILL if `kill`, else SIGTERM.
@@ -135,4 +141,9 @@ pub enum Output {
 pub trait Machine {
     /// Hands the machine `input` at `now_ms` of its own clock; returns what it asks for.
     fn step(&mut self, now_ms: u64, input: Input) -> Vec<Output>;
+
+    /// Before its first step, a restarted agent is handed what its earlier life wrote down
+    /// with [`Output::LeaseKept`], as the real driver reads it from the lease file. Machines
+    /// that keep no lease ignore it.
+    fn inherit_lease(&mut self, _renewal_sent_ms: u64) {}
 }

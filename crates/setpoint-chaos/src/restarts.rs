@@ -2,6 +2,7 @@
 //! live processes ([`crate::node`]) and adopts its copies, or stops what it cannot prove its own.
 
 use crate::adapt::{make, Bugs};
+use crate::check::Check;
 use crate::faults::{parse, Model};
 use crate::machine::{Input, Machine, Output, Role};
 use crate::runner::{run_checked, SeedReport};
@@ -144,22 +145,42 @@ impl Machine for NoStrayFence {
     }
 }
 
+/// An agent whose lease file is never written: a restarted one fences by its own start only.
+struct NoLeaseFile(Box<dyn Machine>);
+
+impl Machine for NoLeaseFile {
+    fn step(&mut self, now_ms: u64, input: Input) -> Vec<Output> {
+        let mut out = self.0.step(now_ms, input);
+        out.retain(|o| !matches!(o, Output::LeaseKept { .. }));
+        out
+    }
+}
+
 #[test]
 fn an_agent_restarted_inside_a_partition_longer_than_its_lease_stops_its_earlier_copies_in_time() {
     // Issue 22, item 1: cut off from 20 s for 15 s, restarted at 21 s. Its earlier life's lease
-    // was last renewed before 21 s, so the store may end it by 31 s (the 10 s node lease) and
-    // the names be given elsewhere. The restarted agent cannot claim, so it stops them by the
-    // fence's deadlines from its own start: SIGTERM at 28.5 s, SIGKILL at 30 s.
+    // was last renewed before the cut, so the store ends it 10 s (the node lease) after that
+    // renewal, before 30 s, and the names may then be given elsewhere. The restarted agent
+    // cannot claim, so it stops them by the fence's deadlines from that renewal, which its
+    // earlier life wrote down in its lease file: SIGTERM at 3/4 TTL, SIGKILL at 9/10, both
+    // before the store's expiry.
     let m = model(&(event(20_000, "partition", 1, 15_000) + &event(21_000, "restart", 1, 0)));
     let (report, out) = run_with(&m, |a| a);
     assert!(report.passed(), "{:?}", report.violations);
+    let expiry = out
+        .cut_leases
+        .iter()
+        .find(|c| c.fault == 0 && c.host == 1)
+        .expect("the cut's lease")
+        .expires_ms;
+    assert!((20_000..=30_000).contains(&expiry), "{expiry}");
     let before = up_at(&out, "node-1", 20_999);
     assert!(!before.is_empty(), "node-1 ran copies before the cut");
     for p in &before {
         let end = p.end_ms.unwrap_or(u64::MAX);
         assert!(
-            (28_500..=30_000).contains(&end),
-            "{} (pid {}) ended at {end}",
+            (expiry - 2_500..expiry).contains(&end),
+            "{} (pid {}) ended at {end}, the lease at {expiry}",
             p.copy,
             p.pid
         );
@@ -167,8 +188,30 @@ fn an_agent_restarted_inside_a_partition_longer_than_its_lease_stops_its_earlier
     assert!(out
         .trace
         .iter()
-        .any(|l| l.contains("no node lease 7500ms after")));
-    // Without that fence they run on, unwatched, past the lease's end.
+        .any(|l| l.contains("host 1:") && l.contains("an earlier agent's may end soon")));
+    // Without its lease file the restarted agent counts from its own start (SIGTERM at
+    // 28.5 s, SIGKILL at 30 s): too late for a lease renewed before 20 s, and the check says so.
+    let (report, out) = run_with(&m, |a| Box::new(NoLeaseFile(a)));
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| v.check == Check::LateFence),
+        "{:?}",
+        report.violations
+    );
+    for p in &before {
+        let end = out
+            .procs
+            .iter()
+            .find(|q| q.pid == p.pid)
+            .and_then(|q| q.end_ms);
+        assert!(
+            end.is_some_and(|e| (28_500..=30_000).contains(&e)),
+            "{end:?}"
+        );
+    }
+    // Without the first claim's fence they run on, unwatched, past the lease's end.
     let (_, out) = run_with(&m, |a| Box::new(NoStrayFence(a)));
     let past_lease = up_at(&out, "node-1", 31_000);
     assert!(
@@ -179,13 +222,14 @@ fn an_agent_restarted_inside_a_partition_longer_than_its_lease_stops_its_earlier
     );
 }
 
-/// An agent whose state file is never written: as if the file were lost before a restart.
+/// An agent whose state file and lease file are never written: as if its state directory
+/// were lost before a restart.
 struct NoDisk(Box<dyn Machine>);
 
 impl Machine for NoDisk {
     fn step(&mut self, now_ms: u64, input: Input) -> Vec<Output> {
         let mut out = self.0.step(now_ms, input);
-        out.retain(|o| !matches!(o, Output::SaveState(_)));
+        out.retain(|o| !matches!(o, Output::SaveState(_) | Output::LeaseKept { .. }));
         out
     }
 }

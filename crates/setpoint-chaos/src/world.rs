@@ -273,6 +273,8 @@ struct Slot {
     stopped: bool,
     /// The agent's state file, as last written (agents only).
     disk: Option<NodeState>,
+    /// The agent's lease file, as last written (agents only).
+    lease_file: Option<u64>,
     /// The driver waits (for a foreign process to stop) until then: the host is not stepped,
     /// and the rest of its outputs are carried out after.
     hold: Option<u64>,
@@ -397,6 +399,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
             held: VecDeque::new(),
             stopped: false,
             disk: None,
+            lease_file: None,
             hold: None,
             held_out: VecDeque::new(),
             recovered: None,
@@ -690,6 +693,7 @@ impl World<'_> {
             Output::Log(line) => self.note(|| format!("host {host}: {line}")),
             Output::Stopped => self.slots[host].stopped = true,
             Output::SaveState(state) => self.slots[host].disk = Some(state),
+            Output::LeaseKept { sent_ms } => self.slots[host].lease_file = Some(sent_ms),
             Output::Recover => {
                 let live: Vec<crate::node::Seen> = self
                     .strays
@@ -1180,11 +1184,15 @@ impl World<'_> {
             FaultKind::Restart | FaultKind::LoseState if start => {
                 let slot = &mut self.slots[host];
                 if f.kind == FaultKind::LoseState {
-                    // The state file is gone; the process table is not.
+                    // The state directory is gone; the process table is not.
                     slot.disk = None;
+                    slot.lease_file = None;
                 }
                 let clock = slot.clock(self.now);
                 slot.machine = (self.factory)(host, &slot.role, clock);
+                if let Some(sent) = slot.lease_file {
+                    slot.machine.inherit_lease(sent);
+                }
                 slot.gen += 1;
                 slot.life += 1;
                 slot.inbox.clear();

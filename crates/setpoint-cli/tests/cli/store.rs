@@ -160,13 +160,14 @@ fn a_daemon_waits_for_etcd_logging_once_and_leads_when_it_answers() {
 
 /// Issue 22, item 1: an agent restarted while its store cannot be reached (here the only etcd
 /// member is down: quorum lost) stops the copies its earlier life left running by the fence's
-/// deadlines from its own start (3/4 of the node lease), as it would had it held a lease last
-/// renewed then. Before, it waited to open the store before its machine started, and its copies
+/// deadlines from that life's last successful renewal, which it wrote down in its lease file
+/// (3/4 of the node lease after it), as the earlier life would have; at the latest from its own
+/// start. Before, it waited to open the store before its machine started, and its copies
 /// ran unwatched past their node lease for as long as the outage lasted (8 copies through a 14 s
 /// outage with a 10 s lease), free to be started on another node. Once the store answers, it
 /// claims its node and the workload is whole again, each name once.
 #[test]
-fn an_agent_restarted_while_its_store_is_down_fences_its_earlier_copies_from_its_own_start() {
+fn an_agent_restarted_while_its_store_is_down_fences_its_earlier_copies_before_their_lease_ends() {
     let Some(mut etcd) = EtcdCluster::start_or_skip("cli::store::restarted_cut_off", 1) else {
         return;
     };
@@ -195,22 +196,44 @@ fn an_agent_restarted_while_its_store_is_down_fences_its_earlier_copies_from_its
     d.signal("n1", Signal::KILL);
     etcd.kill(0);
     assert_eq!(d.marked().len(), 3, "the copies outlive their agent");
-    let started = std::time::Instant::now();
+    // What the dead agent wrote down: when it sent its last renewal that succeeded.
+    let lease_file = d.data_dir_of("n1").join("nodes/n1.lease");
+    let renewed: u64 = std::fs::read_to_string(&lease_file)
+        .unwrap_or_else(|e| panic!("{}: {e}", lease_file.display()))
+        .trim()
+        .parse()
+        .unwrap();
+    let wall = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+    };
+    // The restart comes 1.5 s after that renewal: counted from the restart, the fence would
+    // land after the store can end the lease.
+    std::thread::sleep(Duration::from_millis(
+        (renewed + 1_500).saturating_sub(wall()),
+    ));
+    let restarted = wall();
+    assert!(
+        restarted >= renewed + 1_500 && restarted - renewed < 3_000,
+        "renewed {renewed}, restarted {restarted}"
+    );
     d.start("n1-again", &agent);
     let took = d.until_within("the earlier copies stopped", Duration::from_secs(10), |d| {
         d.marked().is_empty()
     });
+    let stopped = wall();
     let log = d.log("n1-again");
     assert!(log.contains("the agent runs meanwhile"), "{log}");
+    assert!(log.contains("an earlier agent's may end soon"), "{log}");
+    // 3/4 of the 4 s lease from the dead agent's last renewal, before the store can end that
+    // lease (4 s after it), not 3/4 of it from the restart (up to a second later).
     assert!(
-        log.contains("no node lease 3000ms after this agent started"),
-        "{log}"
-    );
-    // 3/4 of the 4 s lease from its start, before the store could end a lease renewed then.
-    let by = started.elapsed();
-    assert!(
-        by >= Duration::from_millis(2_900) && by < Duration::from_millis(4_000),
-        "stopped {by:?} after the agent started (polled in {took:?}):\n{log}"
+        stopped >= renewed + 2_900 && stopped < renewed + 4_000,
+        "stopped {} ms after the last renewal, {} ms after the restart (polled in {took:?}):\n{log}",
+        stopped - renewed,
+        stopped - restarted
     );
     etcd.restart(0).unwrap();
     etcd.wait_for_leader(Duration::from_secs(20)).unwrap();

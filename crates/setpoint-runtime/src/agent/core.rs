@@ -112,6 +112,14 @@ impl AgentCore {
         }
     }
 
+    /// Hands the machine, before its first step, what an earlier agent at this place wrote
+    /// down from [`AgentOutput::LeaseKept`]: when it last sent a renewal of its node lease that
+    /// succeeded. The first claim's fence then stops what that agent left running before its
+    /// lease can end at the store, not only by deadlines from this agent's start.
+    pub fn inherit_renewal(&mut self, sent_ms: u64) {
+        self.lease.inherit(sent_ms);
+    }
+
     /// The configuration.
     pub fn config(&self) -> &AgentCoreConfig {
         &self.cfg
@@ -216,6 +224,9 @@ impl AgentCore {
         }
         self.expire(now);
         self.advance(now);
+        if let Some(sent_ms) = self.lease.renewal_to_record() {
+            self.out.push(AgentOutput::LeaseKept { sent_ms });
+        }
         if !self.life.is_stopped() {
             let wake = self.next_wake(now);
             self.out.push(AgentOutput::Wake(Wake(wake)));
@@ -465,9 +476,9 @@ impl AgentCore {
         }
         self.out.log(match signal {
             CopySignal::Term => format!(
-                "no node lease {}ms after this agent started: fenced, stopping any copy an earlier \
-                 agent here left running (SIGTERM)",
-                self.cfg.lease_ttl_ms * 3 / 4
+                "no node lease {}ms after this agent started, and an earlier agent's may end \
+                 soon: fenced, stopping any copy an earlier agent here left running (SIGTERM)",
+                now.saturating_sub(self.lease.born())
             ),
             CopySignal::Kill => "fenced: SIGKILL to any copy an earlier agent here left running \
                                  before its lease can end"
@@ -761,6 +772,8 @@ mod tests {
         slow: Slower,
         delay: u64,
         saved: Option<NodeState>,
+        /// The lease file, as last written.
+        lease_file: Option<u64>,
         stopped: Option<Result<(), AgentError>>,
         log: Vec<String>,
         /// Every output, as `{now} {output:?}`.
@@ -854,6 +867,7 @@ mod tests {
                 slow: Box::new(|_, _| 0),
                 delay: 0,
                 saved: None,
+                lease_file: None,
                 stopped: None,
                 log: Vec::new(),
                 trace: Vec::new(),
@@ -868,8 +882,12 @@ mod tests {
         /// A new agent at the same place, over what the previous one left (its processes, its
         /// state file, the store).
         fn restart(self, cfg: AgentCoreConfig) -> Self {
+            let mut core = AgentCore::new(cfg, self.now);
+            if let Some(sent) = self.lease_file {
+                core.inherit_renewal(sent);
+            }
             let mut w = World {
-                core: AgentCore::new(cfg, self.now),
+                core,
                 starts: Vec::new(),
                 signals: Vec::new(),
                 sent: Vec::new(),
@@ -988,6 +1006,13 @@ mod tests {
                     }));
                 }
                 AgentOutput::SaveState(s) => self.saved = Some(s),
+                AgentOutput::LeaseKept { sent_ms } => {
+                    assert!(
+                        self.lease_file.is_none_or(|f| f < sent_ms),
+                        "written down once per change, later each time"
+                    );
+                    self.lease_file = Some(sent_ms);
+                }
                 AgentOutput::TendLogs { .. } | AgentOutput::ReadLog { .. } => {}
                 AgentOutput::Log(line) => self.log.push(format!("{now} {line}")),
                 AgentOutput::Stopped(r) => self.stopped = Some(r),

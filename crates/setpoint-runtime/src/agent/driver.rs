@@ -37,8 +37,9 @@ use std::time::Duration;
 use rustix::process::Signal;
 
 use super::{
-    read_all_node_states, read_node_state, recovery_from, state_file, AgentCore, AgentCoreConfig,
-    AgentError, AgentInput, AgentOutput, CopySignal, Ended, Nonces, Recovery,
+    lease_file, read_all_node_states, read_lease_file, read_node_state, recovery_from, state_file,
+    AgentCore, AgentCoreConfig, AgentError, AgentInput, AgentOutput, CopySignal, Ended, Nonces,
+    Recovery,
 };
 use crate::machine::{carry_out, follow_watch, Followed, ReqId, StoreRequest};
 use crate::model::node::{self, DirLock};
@@ -139,6 +140,8 @@ struct Driver {
     watches: BTreeMap<ReqId, Arc<std::sync::atomic::AtomicBool>>,
     /// Copies spawned whose pid no state-file write has recorded yet.
     unsaved_starts: usize,
+    /// Whether the last write of the lease file failed (logged once per change).
+    lease_file_failing: bool,
     /// Whether a tending of the logs is still under way on its blocking thread.
     tending: Arc<std::sync::atomic::AtomicBool>,
     /// The copies already counted in the report lag ([`crate::metrics`]).
@@ -330,6 +333,29 @@ impl Driver {
                         }
                     }
                     Err(e) => log(&self.who, format!("cannot write {}: {e}", path.display())),
+                }
+            }
+            AgentOutput::LeaseKept { sent_ms } => {
+                let path = lease_file(&self.cfg.state_dir, &self.cfg.node);
+                let wrote =
+                    crate::store::identity::write_private(&path, format!("{sent_ms}\n").as_bytes());
+                match (wrote, self.lease_file_failing) {
+                    (Ok(()), true) => {
+                        self.lease_file_failing = false;
+                        log(&self.who, format!("wrote {} again", path.display()));
+                    }
+                    (Err(e), false) => {
+                        self.lease_file_failing = true;
+                        log(
+                            &self.who,
+                            format!(
+                                "cannot write {}: {e} (a later agent here fences what this one \
+                                 leaves running by its own start only)",
+                                path.display()
+                            ),
+                        );
+                    }
+                    _ => {}
                 }
             }
             AgentOutput::TendLogs { running, sweep } => self.tend_logs(running, sweep),
@@ -673,6 +699,7 @@ pub async fn run_agent(
         checks: BTreeMap::new(),
         replies: tx,
         unsaved_starts: 0,
+        lease_file_failing: false,
         tending: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         lags: Default::default(),
     };
@@ -684,6 +711,20 @@ pub async fn run_agent(
     // going backwards as the machine's contract asks.
     let mut clock = store.now_ms();
     let mut core = AgentCore::new(core_cfg, clock);
+    // What an earlier agent here wrote down of its lease: the first claim's fence counts from
+    // it too. A file that cannot be read costs only that.
+    let stamp = lease_file(&driver.cfg.state_dir, &driver.cfg.node);
+    match read_lease_file(&stamp) {
+        Ok(Some(sent_ms)) => core.inherit_renewal(sent_ms),
+        Ok(None) => {}
+        Err(e) => log(
+            &driver.who,
+            format!(
+                "ignoring {}: {e}; the first claim's fence counts from this agent's start",
+                stamp.display()
+            ),
+        ),
+    }
     let mut inputs = VecDeque::from([AgentInput::Tick]);
     let mut asked_to_stop = false;
     loop {

@@ -159,6 +159,11 @@ pub(super) struct NodeLease {
     strays: StraysFenced,
     /// Whether that fence sent anything.
     strays_signalled: bool,
+    /// When an earlier agent at this place last sent a renewal that succeeded, as it wrote
+    /// down ([`NodeLease::inherit`]): the store ends that lease `ttl` after it at the earliest.
+    inherited: Option<u64>,
+    /// The last `ok_sent` handed out to be written down ([`NodeLease::renewal_to_record`]).
+    recorded: Option<u64>,
 }
 
 /// How far the first claim's fence has gone.
@@ -187,7 +192,51 @@ impl NodeLease {
             born: now,
             strays: StraysFenced::No,
             strays_signalled: false,
+            inherited: None,
+            recorded: None,
         }
+    }
+
+    /// The first claim's fence counts from `renewal_sent_ms` too, when an earlier agent here
+    /// wrote down that it sent a renewal that succeeded then ([`NodeLease::strays_times`]).
+    pub(super) fn inherit(&mut self, renewal_sent_ms: u64) {
+        self.inherited = Some(renewal_sent_ms);
+    }
+
+    /// When the held lease's last successful renewal (or its grant) was sent, if that is later
+    /// than what was last handed out: the driver writes it down, so that a later agent here
+    /// knows when the store may end this lease ([`NodeLease::inherit`]). Once per change.
+    pub(super) fn renewal_to_record(&mut self) -> Option<u64> {
+        let LeaseSt::Held {
+            ok_sent,
+            termed: false,
+            ..
+        } = self.state
+        else {
+            return None;
+        };
+        if self.recorded.is_some_and(|r| r >= ok_sent) {
+            return None;
+        }
+        self.recorded = Some(ok_sent);
+        Some(ok_sent)
+    }
+
+    /// When the first claim's fence sends SIGTERM and SIGKILL, for a lease of `ttl_ms`: by the
+    /// fence's deadlines from this agent's start, or from the earlier agent's last renewal if
+    /// it wrote one down that is earlier (its lease may end before `born + ttl`). A claim
+    /// needs a few round trips, so the SIGTERM waits a tenth of the TTL from the start at
+    /// least: an earlier agent that has been gone for most of a lease left its copies
+    /// unwatched past what any fence can keep, and the claim may still adopt them.
+    pub(super) fn strays_times(&self, ttl_ms: u64) -> (u64, u64) {
+        let (term, kill) = fence_times_ms(self.born, ttl_ms);
+        let Some(sent) = self.inherited.filter(|&s| s < self.born) else {
+            return (term, kill);
+        };
+        let (t, k) = fence_times_ms(sent, ttl_ms);
+        let t = t.max(self.born + ttl_ms / 10).min(term);
+        let k = k.max(t + (kill - term)).min(kill);
+        (t, k)
     }
 
     /// The same claim, for an agent whose process started at `born`, before its machine: the
@@ -195,6 +244,11 @@ impl NodeLease {
     pub(super) fn born_at(mut self, born: u64) -> Self {
         self.born = born;
         self
+    }
+
+    /// When this agent started.
+    pub(super) fn born(&self) -> u64 {
+        self.born
     }
 
     /// Whether the first claim's fence signalled what an earlier agent left running: what it
@@ -211,18 +265,19 @@ impl NodeLease {
     /// The first claim's fence. Copies an earlier agent at this place started may still run
     /// (it crashed or was restarted), and this agent cannot know them before its claim holds
     /// the name and it has read its state. Their node lease was last renewed before this agent
-    /// started, so the store may end it at `born + ttl` at the latest; the controller may then
-    /// start their names elsewhere. So while the first claim has not succeeded, they are
-    /// stopped by the deadlines of a lease last renewed at this agent's start: SIGTERM at 3/4
-    /// TTL, SIGKILL at 9/10 (issue 22, item 1: an agent restarted while cut off from the store
-    /// never fenced, and a `named` copy ran on two nodes). Returns the signal due at `now`,
+    /// started, so the store may end it at `born + ttl` at the latest (earlier: `ttl` after
+    /// the earlier agent's last renewal, if it wrote that down); the controller may then start
+    /// their names elsewhere. So while the first claim has not succeeded, they are stopped by
+    /// the deadlines of that lease ([`NodeLease::strays_times`]): SIGTERM at 3/4 TTL, SIGKILL
+    /// at 9/10 (issue 22, item 1: an agent restarted while cut off from the store never
+    /// fenced, and a `named` copy ran on two nodes). Returns the signal due at `now`,
     /// once each; after the claim holds the name, a SIGKILL if only the SIGTERM went out, so
     /// that nothing half-stopped is adopted.
     pub(super) fn strays_due(&mut self, now: u64, ttl_ms: u64) -> Option<CopySignal> {
         if self.strays == StraysFenced::Done {
             return None;
         }
-        let (term, kill) = fence_times_ms(self.born, ttl_ms);
+        let (term, kill) = self.strays_times(ttl_ms);
         if !self.first_claim() {
             let termed = self.strays == StraysFenced::Termed;
             self.strays = StraysFenced::Done;
@@ -956,5 +1011,84 @@ mod tests {
         let held = lease.held().unwrap();
         let expired = Err(StoreError::LeaseExpired(held));
         assert_eq!(lease.on_renewed(held, 0, expired, &mut out), Some(held));
+    }
+
+    #[test]
+    fn the_lease_file_gets_each_later_successful_renewal_once_and_nothing_after_a_fence() {
+        let store = MemoryStore::new();
+        let mut lease = NodeLease::new(0);
+        assert_eq!(lease.renewal_to_record(), None, "nothing held yet");
+        assert!(claim(&mut lease, &store, &cfg("here"), 40).is_some());
+        assert_eq!(lease.renewal_to_record(), Some(40), "the grant's time");
+        assert_eq!(lease.renewal_to_record(), None, "once");
+        let held = lease.held().unwrap();
+        let mut out = Outbox::new();
+        assert!(lease.keep(290).renew);
+        let failed = Err(StoreError::Unavailable("cut".into()));
+        assert_eq!(lease.on_renewed(held, 290, failed, &mut out), None);
+        assert_eq!(
+            lease.renewal_to_record(),
+            None,
+            "a failed renewal moves nothing"
+        );
+        assert!(lease.keep(540).renew);
+        assert_eq!(
+            lease.on_renewed(held, 540, Ok(StoreReply::KeptAlive), &mut out),
+            None
+        );
+        assert_eq!(lease.renewal_to_record(), Some(540));
+        // Fenced (SIGTERM at 3/4 TTL from 540): what is written down stays the last success.
+        assert!(lease.keep(1_290).fence.is_some());
+        assert_eq!(lease.renewal_to_record(), None);
+    }
+
+    #[test]
+    fn a_restarted_agent_fences_by_its_earlier_lifes_last_renewal_when_that_comes_first() {
+        // Renewed at 100, restarted at 300: the store may end that lease at 1,100, so the fence
+        // keeps the earlier life's deadlines, 850 and 1,000, not 1,050 and 1,200.
+        let mut lease = NodeLease::new(300);
+        lease.inherit(100);
+        assert_eq!(lease.strays_times(1_000), (850, 1_000));
+        let acts: Vec<_> = (300..=1_300)
+            .step_by(10)
+            .filter_map(|now| lease.strays_due(now, 1_000).map(|s| (now, s)))
+            .collect();
+        assert_eq!(acts, [(850, CopySignal::Term), (1_000, CopySignal::Kill)]);
+        // Gone for most of a lease: the claim still gets a tenth of the TTL.
+        let mut lease = NodeLease::new(5_000);
+        lease.inherit(4_300);
+        assert_eq!(lease.strays_times(1_000), (5_100, 5_250));
+        // A later stamp (a clock stepped back) changes nothing.
+        let mut lease = NodeLease::new(300);
+        lease.inherit(900);
+        assert_eq!(lease.strays_times(1_000), fence_times_ms(300, 1_000));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_first_claims_fence_is_never_later_than_from_start_nor_than_the_inherited_lease_allows(
+            born in 0u64..100_000,
+            back in 0u64..30_000,
+            ttl in 40u64..60_000,
+        ) {
+            let sent = born.saturating_sub(back);
+            let mut lease = NodeLease::new(born);
+            lease.inherit(sent);
+            let (t, k) = lease.strays_times(ttl);
+            let (bt, bk) = fence_times_ms(born, ttl);
+            let (st, sk) = fence_times_ms(sent, ttl);
+            // The obvious rule, case by case.
+            let floor = born + ttl / 10;
+            let (want_t, want_k) = if sent >= born {
+                (bt, bk)
+            } else if st >= floor {
+                (st, sk)
+            } else {
+                (floor, (floor + (bk - bt)).max(sk).min(bk))
+            };
+            proptest::prop_assert_eq!((t, k), (want_t, want_k));
+            proptest::prop_assert!(t <= k && t <= bt && k <= bk);
+            proptest::prop_assert!(t >= born + ttl / 10);
+        }
     }
 }

@@ -167,6 +167,14 @@ pub enum AgentOutput {
     Recover,
     /// Write the state file.
     SaveState(NodeState),
+    /// Write down, beside the state file, that the node lease's last renewal that succeeded
+    /// was sent at `sent_ms` (the machine's clock), replacing what was there: a later agent
+    /// here hands it to [`AgentCore::inherit_renewal`](super::AgentCore::inherit_renewal).
+    /// Losing it costs nothing but a later fence; it needs no sync.
+    LeaseKept {
+        /// When the renewal was sent.
+        sent_ms: u64,
+    },
     /// Rotate the logs of the running copies; with `sweep`, also remove old logs of ended ones.
     TendLogs {
         /// The copies running on this node.

@@ -56,7 +56,8 @@ pub use self::lease::{fence_times_ms, renew_every_ms, RENEWALS_IN_FLIGHT};
 pub use self::messages::{AgentInput, AgentOutput, CopySignal, Ended};
 pub use self::recovery::{recovery_from, FoundRecord, Recovery, UNKNOWN_GRACE_MS};
 pub use self::state_file::{
-    read_all_node_states, read_node_state, state_file, CopyRecord, NodeState,
+    lease_file, read_all_node_states, read_lease_file, read_node_state, state_file, CopyRecord,
+    NodeState,
 };
 pub use self::supervisor::READINESS_RETRY_MS;
 pub use self::watch_cache::CACHE_RESYNC_MS;

@@ -59,6 +59,28 @@ pub fn state_file(state_dir: &Path, node: &str) -> PathBuf {
     state_dir.join(format!("{node}.json"))
 }
 
+/// The file beside the state file where an agent writes down when it last sent a renewal of
+/// its node lease that succeeded ([`AgentOutput::LeaseKept`](super::AgentOutput::LeaseKept)):
+/// `{state_dir}/{node}.lease`, one decimal number of milliseconds and a newline.
+pub fn lease_file(state_dir: &Path, node: &str) -> PathBuf {
+    state_dir.join(format!("{node}.lease"))
+}
+
+/// Reads a lease file ([`lease_file`]); `None` if there is none, an error of kind
+/// `InvalidData` if it does not hold one number.
+pub fn read_lease_file(path: &Path) -> std::io::Result<Option<u64>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => text.trim().parse().map(Some).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "it should hold one number of milliseconds",
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Reads a node's state file; `None` if there is none.
 pub fn read_node_state(path: &Path) -> std::io::Result<Option<NodeState>> {
     match std::fs::read_to_string(path) {

@@ -25,6 +25,10 @@ pub const VERSION_KEY: &str = "/setpoint/version";
 /// an older setpoint would misread.
 pub const STORE_FORMAT: u32 = 1;
 
+/// How long an agent waits for its store to open at start before it runs without it
+/// ([`StoreUrl::open_or_later`]).
+pub const FIRST_OPEN_WAIT: Duration = Duration::from_millis(500);
+
 /// What `/setpoint/version` holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VersionRecord {
@@ -298,11 +302,31 @@ impl StoreUrl {
     /// fail as unavailable until it opens, so that the agent's machine claims, retries and
     /// fences as it does when a store stops answering later. Bad input (a missing store or
     /// another format, a bad URL) is an error at once.
+    ///
+    /// The first attempt is given [`FIRST_OPEN_WAIT`], not the store's whole connect deadline
+    /// (3 s for etcd): the agent's fence of what an earlier agent here left running counts
+    /// from the process's start, and a 10 s node lease leaves it 7.5 s. An attempt still under
+    /// way then is left to finish on its own; the handed-back store opens itself on first use.
+    /// The price: bad input that only a store slower than that would reveal (another
+    /// program's etcd) is logged by each later attempt instead of ending the agent.
     pub async fn open_or_later(&self, who: &str) -> Result<Arc<dyn Store>, OpenError> {
         let url = self.clone();
-        let opened = tokio::task::spawn_blocking(move || url.open(OpenMode::Create))
-            .await
-            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        let attempt = tokio::task::spawn_blocking(move || url.open(OpenMode::Create));
+        let opened = match tokio::time::timeout(FIRST_OPEN_WAIT, attempt).await {
+            Ok(joined) => joined.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())),
+            Err(_) => {
+                let why = format!(
+                    "{} did not answer within {} ms",
+                    self,
+                    FIRST_OPEN_WAIT.as_millis()
+                );
+                log(
+                    who,
+                    format!("cannot open the store yet: {why}; retrying with backoff, the agent runs meanwhile"),
+                );
+                return Ok(Arc::new(super::Reopening::new(self.clone(), who, why)));
+            }
+        };
         match opened {
             Ok(s) => {
                 if let StoreUrl::Sqlite(dir) = self {
