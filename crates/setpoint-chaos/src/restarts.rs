@@ -2,7 +2,6 @@
 //! live processes ([`crate::node`]) and adopts its copies, or stops what it cannot prove its own.
 
 use crate::adapt::{make, Bugs};
-use crate::check::Check;
 use crate::faults::{parse, Model};
 use crate::machine::{Input, Machine, Output, Role};
 use crate::runner::{run_checked, SeedReport};
@@ -145,7 +144,8 @@ impl Machine for NoStrayFence {
     }
 }
 
-/// An agent whose lease file is never written: a restarted one fences by its own start only.
+/// An agent whose lease file is never written: a restarted one knows nothing of its earlier
+/// life's lease.
 struct NoLeaseFile(Box<dyn Machine>);
 
 impl Machine for NoLeaseFile {
@@ -189,17 +189,12 @@ fn an_agent_restarted_inside_a_partition_longer_than_its_lease_stops_its_earlier
         .trace
         .iter()
         .any(|l| l.contains("host 1:") && l.contains("an earlier agent's may end soon")));
-    // Without its lease file the restarted agent counts from its own start (SIGTERM at
-    // 28.5 s, SIGKILL at 30 s): too late for a lease renewed before 20 s, and the check says so.
+    // Without its lease file the restarted agent assumes the worst a living earlier agent
+    // left, a lease renewed 3/4 TTL before the restart: the copies stop a tenth and 3/20 of
+    // the TTL after it (22 s and 22.5 s), in time too, but 3 s sooner, leaving the claim one
+    // second where the file leaves it four.
     let (report, out) = run_with(&m, |a| Box::new(NoLeaseFile(a)));
-    assert!(
-        report
-            .violations
-            .iter()
-            .any(|v| v.check == Check::LateFence),
-        "{:?}",
-        report.violations
-    );
+    assert!(report.passed(), "{:?}", report.violations);
     for p in &before {
         let end = out
             .procs
@@ -207,7 +202,7 @@ fn an_agent_restarted_inside_a_partition_longer_than_its_lease_stops_its_earlier
             .find(|q| q.pid == p.pid)
             .and_then(|q| q.end_ms);
         assert!(
-            end.is_some_and(|e| (28_500..=30_000).contains(&e)),
+            end.is_some_and(|e| (22_000..=22_500).contains(&e)),
             "{end:?}"
         );
     }

@@ -222,21 +222,30 @@ impl NodeLease {
         Some(ok_sent)
     }
 
-    /// When the first claim's fence sends SIGTERM and SIGKILL, for a lease of `ttl_ms`: by the
-    /// fence's deadlines from this agent's start, or from the earlier agent's last renewal if
-    /// it wrote one down that is earlier (its lease may end before `born + ttl`). A claim
-    /// needs a few round trips, so the SIGTERM waits a tenth of the TTL from the start at
-    /// least: an earlier agent that has been gone for most of a lease left its copies
-    /// unwatched past what any fence can keep, and the claim may still adopt them.
+    /// When the first claim's fence sends SIGTERM and SIGKILL, for a lease of `ttl_ms`.
+    ///
+    /// The earlier agent here wrote down when it last sent a renewal that succeeded
+    /// ([`NodeLease::inherit`]); the store can end that lease `ttl` after it, so the SIGKILL
+    /// comes by that renewal's deadline, 9/10 TTL after it, and the SIGTERM by its 3/4, but
+    /// not before a tenth of the TTL from this agent's start, the time a claim needs (the
+    /// SIGKILL alone if that leaves no room). If even that deadline has passed, the lease is
+    /// over or nearly so, and no fence can come before its end: the claim gets its tenth, and
+    /// the SIGTERM's grace follows. With nothing written down (a first start, a lost state
+    /// directory, an agent of an older version) the worst a living earlier agent left is
+    /// assumed: a lease renewed 3/4 TTL before this start, the latest it could have been
+    /// without that agent fencing itself, which gives a tenth and 3/20 of the TTL from the
+    /// start. A renewal written down after the start (a clock stepped back) counts as the start.
     pub(super) fn strays_times(&self, ttl_ms: u64) -> (u64, u64) {
-        let (term, kill) = fence_times_ms(self.born, ttl_ms);
-        let Some(sent) = self.inherited.filter(|&s| s < self.born) else {
-            return (term, kill);
+        let floor = self.born + ttl_ms / 10;
+        let Some(sent) = self.inherited else {
+            return (floor, self.born + ttl_ms * 3 / 20);
         };
-        let (t, k) = fence_times_ms(sent, ttl_ms);
-        let t = t.max(self.born + ttl_ms / 10).min(term);
-        let k = k.max(t + (kill - term)).min(kill);
-        (t, k)
+        let (term, kill) = fence_times_ms(sent.min(self.born), ttl_ms);
+        if kill >= self.born {
+            (term.max(floor).min(kill), kill)
+        } else {
+            (floor, floor + (kill - term))
+        }
     }
 
     /// The same claim, for an agent whose process started at `born`, before its machine: the
@@ -766,7 +775,7 @@ impl NodeLease {
     /// renewal, the fence's next act.
     pub(super) fn wake_times(&self, now: u64, soonest: &mut Soonest, ttl_ms: u64) {
         if self.first_claim() && self.strays != StraysFenced::Done {
-            let (term, kill) = fence_times_ms(self.born, ttl_ms);
+            let (term, kill) = self.strays_times(ttl_ms);
             soonest.at(if self.strays == StraysFenced::No {
                 term
             } else {
@@ -935,6 +944,8 @@ mod tests {
     ) {
         let cfg = cfg("here");
         let mut lease = NodeLease::new(100);
+        // The earlier agent wrote down a renewal at this agent's start.
+        lease.inherit(100);
         let mut out = Outbox::new();
         let mut acts = Vec::new();
         let mut wakes = Vec::new();
@@ -959,12 +970,20 @@ mod tests {
         assert_eq!(acts, [(850, CopySignal::Term), (1_000, CopySignal::Kill)]);
         assert!(lease.held().is_none());
         assert!(wakes.contains(&850) && wakes.contains(&1_000), "{wakes:?}");
+        // With nothing written down, the worst a living earlier agent left: a tenth and 3/20
+        // of the TTL from the start.
+        let mut lease = NodeLease::new(100);
+        assert_eq!(lease.strays_times(1_000), (200, 250));
+        assert_eq!(lease.strays_due(199, 1_000), None);
+        assert_eq!(lease.strays_due(200, 1_000), Some(CopySignal::Term));
+        assert_eq!(lease.strays_due(250, 1_000), Some(CopySignal::Kill));
     }
 
     #[test]
     fn a_first_claim_that_holds_in_time_signals_nothing_and_one_after_the_sigterm_kills_first() {
         let store = MemoryStore::new();
         let mut lease = NodeLease::new(0);
+        lease.inherit(0);
         assert!(claim(&mut lease, &store, &cfg("here"), 700).is_some());
         let signals: Vec<_> = (700..3_000)
             .step_by(10)
@@ -974,6 +993,7 @@ mod tests {
 
         let store = MemoryStore::new();
         let mut lease = NodeLease::new(0);
+        lease.inherit(0);
         assert_eq!(lease.strays_due(740, 1_000), None);
         assert_eq!(lease.strays_due(750, 1_000), Some(CopySignal::Term));
         assert_eq!(lease.strays_due(800, 1_000), None, "once");
@@ -1054,9 +1074,21 @@ mod tests {
             .filter_map(|now| lease.strays_due(now, 1_000).map(|s| (now, s)))
             .collect();
         assert_eq!(acts, [(850, CopySignal::Term), (1_000, CopySignal::Kill)]);
-        // Gone for most of a lease: the claim still gets a tenth of the TTL.
+        // Gone for most of a lease: the claim gets a tenth of the TTL before the SIGTERM, and
+        // the SIGKILL stays before the store's expiry.
         let mut lease = NodeLease::new(5_000);
         lease.inherit(4_300);
+        assert_eq!(lease.strays_times(1_000), (5_100, 5_200));
+        // Its SIGKILL due just after the start: the SIGKILL alone, then.
+        let mut lease = NodeLease::new(5_000);
+        lease.inherit(4_140);
+        assert_eq!(lease.strays_times(1_000), (5_040, 5_040));
+        assert_eq!(lease.strays_due(5_039, 1_000), None);
+        assert_eq!(lease.strays_due(5_040, 1_000), Some(CopySignal::Kill));
+        assert_eq!(lease.strays_due(5_050, 1_000), None);
+        // Gone for longer than any fence could keep: the claim gets its tenth.
+        let mut lease = NodeLease::new(5_000);
+        lease.inherit(3_000);
         assert_eq!(lease.strays_times(1_000), (5_100, 5_250));
         // A later stamp (a clock stepped back) changes nothing.
         let mut lease = NodeLease::new(300);
@@ -1081,14 +1113,22 @@ mod tests {
             let floor = born + ttl / 10;
             let (want_t, want_k) = if sent >= born {
                 (bt, bk)
+            } else if sk < born {
+                (floor, floor + (sk - st))
             } else if st >= floor {
                 (st, sk)
             } else {
-                (floor, (floor + (bk - bt)).max(sk).min(bk))
+                (floor.min(sk), sk)
             };
             proptest::prop_assert_eq!((t, k), (want_t, want_k));
-            proptest::prop_assert!(t <= k && t <= bt && k <= bk);
-            proptest::prop_assert!(t >= born + ttl / 10);
+            proptest::prop_assert!(t <= k && t <= bt.max(floor) && k <= bk.max(floor + ttl));
+            // Before the store can end the earlier lease, whenever a fence still can.
+            if sk >= born {
+                proptest::prop_assert!(k < sent + ttl);
+            }
+            // With nothing written down: a tenth and 3/20 of the TTL from the start.
+            let lease = NodeLease::new(born);
+            proptest::prop_assert_eq!(lease.strays_times(ttl), (floor, born + ttl * 3 / 20));
         }
     }
 }
