@@ -160,6 +160,7 @@ pub fn model(cell: &Cell) -> Model {
             // and the reports of that second, as the lab's step 1.
             startup_ms: (cell.startup * s).saturating_sub(SYNC_AFTER_PASS),
             grace_ms: 3000,
+            stop_when_cut_off_ms: None,
         }],
         faults: Vec::new(),
         swarm: false,

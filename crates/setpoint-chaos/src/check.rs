@@ -229,9 +229,13 @@ pub fn check(
 /// end of its node lease (its expiry at the store when the cut began, from
 /// [`Outcome::cut_leases`]; one node lease from the cut's start when the store held no lease
 /// of the agent's, as in a planted history), with no pause of that host within a lease of the
-/// cut's start, every copy that host ran must be down by that expiry. The agent SIGKILLs at
-/// 9/10 of the lease counted from its last renewal, which it sent before the store renewed
-/// it: the tenth is its margin for a slow clock and the network.
+/// cut's start, every `named` copy that host ran must be down by that expiry. The agent
+/// SIGKILLs at 9/10 of the lease counted from its last renewal, which it sent before the store
+/// renewed it: the tenth is its margin for a slow clock and the network. A counted
+/// controller's copies are not fenced (issue 22, item 6): kept running, or, with
+/// `stop_when_cut_off_ms`, down by the cut's start plus that wait, a quarter lease (the
+/// renewal that did not succeed), its grace and a tenth of the lease for the clocks, if the
+/// cut lasts past both.
 fn late_fences(model: &Model, schedule: &[Fault], out: &Outcome, v: &mut Vec<Violation>) {
     use crate::faults::FaultKind;
     let ttl = model.timing.node_ttl_ms;
@@ -265,10 +269,37 @@ fn late_fences(model: &Model, schedule: &[Fault], out: &Outcome, v: &mut Vec<Vio
             if paused {
                 continue;
             }
+            // Only `named` copies are fenced; a counted controller's are kept running while
+            // cut off, or stopped after their `stop_when_cut_off_ms` (checked below).
+            let policy = |p: &crate::world::ProcRecord| {
+                model
+                    .workloads
+                    .iter()
+                    .find(|w| w.name == p.workload)
+                    .map(|w| {
+                        (
+                            w.controller == setpoint_core::ControllerKind::Named,
+                            w.stop_when_cut_off_ms.map(|ms| {
+                                // Cut off since the first renewal after the last that succeeded
+                                // was due (before the cut began), then its own wait and grace; a
+                                // tenth of the lease for the clocks.
+                                cut.at_ms + ms + ttl / 4 + w.grace_ms + ttl / 10
+                            }),
+                        )
+                    })
+            };
             let late = out.procs.iter().find(|p| {
+                let Some((fenced, stop_by)) = policy(p) else {
+                    return false;
+                };
+                let due = match (fenced, stop_by) {
+                    (true, _) => deadline,
+                    (false, Some(by)) if cut.at_ms + cut.duration_ms > by => by,
+                    _ => return false,
+                };
                 p.host == host
-                    && p.up_ms.is_some_and(|up| up < deadline)
-                    && p.end_ms.is_none_or(|end| end > deadline)
+                    && p.up_ms.is_some_and(|up| up < due)
+                    && p.end_ms.is_none_or(|end| end > due)
             });
             if let Some(p) = late {
                 v.push(Violation {

@@ -42,6 +42,8 @@
 //! period_ms = 1000         # the loop period U (default 1000)
 //! startup_ms = 2000        # the startup time B (default 2000)
 //! grace_ms = 3000          # SIGTERM to SIGKILL (default 3000)
+//! stop_when_cut_off_ms = 30000  # not for named: stop after the agent is cut off this long
+//!                          #   (1000 to 604800000; default: kept running while cut off)
 //!
 //! [[fault]]                # any number
 //! kind = "partition"       # partition | cut-up | cut-down | stall | pause | hang | slow
@@ -156,6 +158,9 @@ pub struct WorkloadModel {
     pub startup_ms: u64,
     /// SIGTERM-to-SIGKILL grace, milliseconds.
     pub grace_ms: u64,
+    /// For counted controllers: stop a copy after its agent is cut off this long; none keeps
+    /// it running (`named` copies are always fenced).
+    pub stop_when_cut_off_ms: Option<u64>,
 }
 
 /// What a fault does.
@@ -400,6 +405,7 @@ struct RawWorkload {
     period_ms: Option<Spanned<i64>>,
     startup_ms: Option<Spanned<i64>>,
     grace_ms: Option<Spanned<i64>>,
+    stop_when_cut_off_ms: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -714,6 +720,18 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
             period_ms: f.opt(&w.period_ms, &key("period_ms"), 10, 3_600_000, 1000)?,
             startup_ms: f.opt(&w.startup_ms, &key("startup_ms"), 0, 3_600_000, 2000)?,
             grace_ms: f.opt(&w.grace_ms, &key("grace_ms"), 0, 3_600_000, 3000)?,
+            stop_when_cut_off_ms: match &w.stop_when_cut_off_ms {
+                None => None,
+                Some(v) if controller == ControllerKind::Named => {
+                    return Err(f.at(
+                        v.span(),
+                        Some(&key("stop_when_cut_off_ms")),
+                        "named copies are always stopped by their agent's fence: accepted only \
+                         for ledger, intent, expectations and gated",
+                    ))
+                }
+                Some(v) => Some(f.int(v, &key("stop_when_cut_off_ms"), 1000, 604_800_000)?),
+            },
         });
     }
     let mut faults = Vec::new();
@@ -1045,11 +1063,15 @@ impl Model {
             self.start_ms, self.term_exit_ms
         );
         for w in &self.workloads {
-            let _ = writeln!(
+            let _ = write!(
                 s,
                 "[[workload]]\nname = \"{}\"\ncontroller = \"{}\"\ncopies = {}\nperiod_ms = {}\nstartup_ms = {}\ngrace_ms = {}\n",
                 w.name, w.controller.name(), w.copies, w.period_ms, w.startup_ms, w.grace_ms
             );
+            if let Some(ms) = w.stop_when_cut_off_ms {
+                let _ = writeln!(s, "stop_when_cut_off_ms = {ms}");
+            }
+            let _ = writeln!(s);
         }
         for e in schedule {
             let _ = writeln!(

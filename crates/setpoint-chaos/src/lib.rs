@@ -43,6 +43,8 @@ mod bug_hunt;
 #[cfg(test)]
 mod caches;
 #[cfg(test)]
+mod cut_off;
+#[cfg(test)]
 mod regressions;
 #[cfg(test)]
 mod restarts;

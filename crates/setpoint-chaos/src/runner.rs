@@ -46,6 +46,7 @@ pub fn declarations(model: &Model) -> Vec<(String, String)> {
                 rollout: Default::default(),
                 restart: Default::default(),
                 generation: 0,
+                stop_when_cut_off_ms: w.stop_when_cut_off_ms,
             };
             (workload_key(&w.name), encode(&spec))
         })

@@ -165,8 +165,14 @@ pub struct CutLease {
     pub fault: usize,
     /// The agent host cut off.
     pub host: usize,
-    /// When its node lease expires at the store, as of the cut's start, milliseconds.
+    /// When its node lease expires at the store, as of the cut's start, milliseconds; later
+    /// if a renewal on the wire when the cut began (or held by a stall) reached the store
+    /// while the cut lasted.
     pub expires_ms: u64,
+    /// The lease.
+    pub lease: setpoint_runtime::store::LeaseId,
+    /// When the cut ends.
+    pub until_ms: u64,
 }
 
 /// What a finished run leaves for the checks.
@@ -848,10 +854,13 @@ impl World<'_> {
                 ttl.as_millis() as u64,
                 Some(host),
             ))),
-            StoreRequest::KeepAlive(l) => self
-                .store
-                .keep_alive(now, l)
-                .map(|()| StoreReply::KeptAlive),
+            StoreRequest::KeepAlive(l) => {
+                let kept = self.store.keep_alive(now, l);
+                if kept.is_ok() {
+                    self.note_late_renewal(host, l);
+                }
+                kept.map(|()| StoreReply::KeptAlive)
+            }
             StoreRequest::Revoke(l) => {
                 self.store.revoke(l);
                 Ok(StoreReply::Revoked)
@@ -905,17 +914,31 @@ impl World<'_> {
                 continue;
             };
             let key = setpoint_runtime::model::keys::node_key(node);
-            let expiry = self
-                .store
-                .entry(&key)
-                .and_then(|e| e.lease)
-                .and_then(|l| self.store.lease_expiry(l));
-            if let Some(expires_ms) = expiry {
+            let lease = self.store.entry(&key).and_then(|e| e.lease);
+            let expiry = lease.and_then(|l| self.store.lease_expiry(l).map(|x| (l, x)));
+            if let Some((lease, expires_ms)) = expiry {
                 self.cut_leases.push(CutLease {
                     fault: i,
                     host,
                     expires_ms,
+                    lease,
+                    until_ms: f.at_ms + f.duration_ms,
                 });
+            }
+        }
+    }
+
+    /// A renewal of `lease` by `host` that reaches the store while a cut of that host lasts
+    /// (it was on the wire when the cut began, or a stall released it): the lease the cut
+    /// holds the agent to now ends later, as the store says.
+    fn note_late_renewal(&mut self, host: usize, lease: setpoint_runtime::store::LeaseId) {
+        let now = self.now;
+        let Some(expiry) = self.store.lease_expiry(lease) else {
+            return;
+        };
+        for c in &mut self.cut_leases {
+            if c.host == host && c.lease == lease && now < c.until_ms {
+                c.expires_ms = c.expires_ms.max(expiry);
             }
         }
     }

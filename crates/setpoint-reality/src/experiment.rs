@@ -316,6 +316,7 @@ pub async fn run_real(
         rollout: Default::default(),
         restart: Default::default(),
         generation: 0,
+        stop_when_cut_off_ms: None,
     };
     ops::apply(&*store, std::slice::from_ref(&spec)).map_err(|e| match e {
         ops::OpError::Store(s) => ExperimentError::Store(s),

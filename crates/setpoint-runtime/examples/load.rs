@@ -194,6 +194,7 @@ async fn main() {
         rollout: Default::default(),
         restart: Default::default(),
         generation: 0,
+        stop_when_cut_off_ms: None,
     };
     // Every agent reports before the declaration, so placement spreads the copies.
     while ops::status(&*pass_store).expect("status").nodes.len() < agents as usize {

@@ -289,6 +289,7 @@ mod tests {
             created_ms: store.now_ms(),
             env: CopyEnv::default(),
             generation: 1,
+            cut_off: Default::default(),
         };
         store
             .commit(&put_assignment(Txn::new(), &assignment_key("w", n), &a))

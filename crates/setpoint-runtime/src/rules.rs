@@ -222,6 +222,7 @@ mod tests {
             created_ms: 0,
             env: CopyEnv::default(),
             generation: 0,
+            cut_off: Default::default(),
         };
         assert!(check_assignment(&good, "a").is_ok());
         for (a, why) in [

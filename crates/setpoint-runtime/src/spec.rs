@@ -15,6 +15,7 @@
 //! backoff = { initial = "10s", max = "5m", reset = "10m" }  # after failed starts (defaults)
 //! rollout = { max_surge = "25%", max_unavailable = "25%", progress_deadline = "10m" }  # (defaults)
 //! restart = "always"             # or "on-failure", "never": which ended copies are replaced
+//! stop_when_cut_off = "30s"       # not for named; default: kept running while the agent is cut off
 //! ```
 //!
 //! Commands obey [`rules`](crate::rules): no NUL byte, within the system's exec limit. The
@@ -105,6 +106,7 @@ struct RawWorkload {
     backoff: Option<RawBackoff>,
     rollout: Option<RawRollout>,
     restart: Option<String>,
+    stop_when_cut_off: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -233,6 +235,15 @@ fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
             )
         })?,
     };
+    let stop_when_cut_off_ms = match raw.stop_when_cut_off {
+        None => None,
+        Some(t) => {
+            let d = parse_duration(&t).map_err(|e| bad("stop_when_cut_off", e.to_string()))?;
+            let ms = d.as_millis() as u64;
+            check_stop_when_cut_off(controller, ms).map_err(|r| bad("stop_when_cut_off", r))?;
+            Some(ms)
+        }
+    };
     Ok(WorkloadSpec {
         name: name.clone(),
         command,
@@ -246,8 +257,38 @@ fn validate(raw: RawWorkload) -> Result<WorkloadSpec, SpecError> {
         backoff,
         rollout,
         restart,
+        stop_when_cut_off_ms,
         generation: 0,
     })
+}
+
+/// The shortest `stop_when_cut_off`: an agent renews its lease every quarter of it (2.5 s by
+/// default), so anything shorter than a second would stop copies between two renewals.
+pub const MIN_STOP_WHEN_CUT_OFF: Duration = Duration::from_secs(1);
+/// The longest `stop_when_cut_off`.
+pub const MAX_STOP_WHEN_CUT_OFF: Duration = Duration::from_secs(7 * 24 * 3600);
+
+fn check_stop_when_cut_off(controller: ControllerKind, ms: u64) -> Result<(), String> {
+    if controller == ControllerKind::Named {
+        return Err(
+            "named copies are always stopped by their agent's fence when it is cut off \
+             (never two of one name): accepted only for ledger, intent, expectations and gated"
+                .into(),
+        );
+    }
+    let (min, max) = (
+        MIN_STOP_WHEN_CUT_OFF.as_millis() as u64,
+        MAX_STOP_WHEN_CUT_OFF.as_millis() as u64,
+    );
+    if !(min..=max).contains(&ms) {
+        return Err(format!(
+            "{} is out of range: accepted {} to {}",
+            format_duration(Duration::from_millis(ms)),
+            format_duration(MIN_STOP_WHEN_CUT_OFF),
+            format_duration(MAX_STOP_WHEN_CUT_OFF)
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a declaration read back from the store by the rules [`parse_workloads`] checks on the
@@ -266,6 +307,10 @@ pub fn check_stored(w: &WorkloadSpec) -> Result<(), String> {
             "copies: {} is out of range: accepted 0 to {MAX_COPIES}",
             w.copies
         ));
+    }
+    if let Some(ms) = w.stop_when_cut_off_ms {
+        check_stop_when_cut_off(w.controller, ms)
+            .map_err(|r| format!("stop_when_cut_off_ms: {r}"))?;
     }
     let min = MIN_PERIOD.as_millis() as u64;
     if w.period_ms < min {
@@ -579,6 +624,58 @@ mod tests {
             e,
             "workload 'a': restart: 'onfailure' is not a restart setting: accepted are always, on-failure, never"
         );
+    }
+
+    #[test]
+    fn stop_when_cut_off_is_read_refused_for_named_and_bounded() {
+        use crate::model::CutOff;
+        let file = |controller: &str, stop: &str| {
+            format!(
+                "[[workload]]\nname = \"a\"\ncommand = [\"true\"]\ncopies = 1\n\
+                 controller = \"{controller}\"\nstop_when_cut_off = \"{stop}\"\n"
+            )
+        };
+        let w = parse_workloads(&file("intent", "30s")).unwrap();
+        assert_eq!(w[0].stop_when_cut_off_ms, Some(30_000));
+        assert_eq!(w[0].cut_off(), CutOff::After(30_000));
+        let plain = "[[workload]]\nname = \"a\"\ncommand = [\"true\"]\ncopies = 1\n";
+        assert_eq!(parse_workloads(plain).unwrap()[0].cut_off(), CutOff::Keep);
+        let named = format!("{plain}controller = \"named\"\n");
+        assert_eq!(parse_workloads(&named).unwrap()[0].cut_off(), CutOff::Fence);
+        assert_eq!(
+            parse_workloads(&file("named", "30s"))
+                .unwrap_err()
+                .to_string(),
+            "workload 'a': stop_when_cut_off: named copies are always stopped by their agent's \
+             fence when it is cut off (never two of one name): accepted only for ledger, intent, \
+             expectations and gated"
+        );
+        assert_eq!(
+            parse_workloads(&file("intent", "500ms"))
+                .unwrap_err()
+                .to_string(),
+            "workload 'a': stop_when_cut_off: 500ms is out of range: accepted 1s to 168h"
+        );
+        assert!(parse_workloads(&file("intent", "soon"))
+            .unwrap_err()
+            .to_string()
+            .starts_with("workload 'a': stop_when_cut_off: "));
+        // Read back from the store by the same rules.
+        let mut stored = w[0].clone();
+        assert_eq!(check_stored(&stored), Ok(()));
+        stored.stop_when_cut_off_ms = Some(0);
+        let refused = check_stored(&stored).unwrap_err();
+        assert!(
+            refused.starts_with("stop_when_cut_off_ms: ") && refused.contains("out of range"),
+            "{refused}"
+        );
+        // An assignment written before the field is fenced, as before.
+        let old: crate::model::Assignment = serde_json::from_str(
+            r#"{"copy":"a-0","workload":"a","owner_uid":1,"n":0,"node":"n","command":["x"],
+                "startup_ms":0,"readiness":null,"grace_ms":0,"created_ms":0}"#,
+        )
+        .unwrap();
+        assert_eq!(old.cut_off, CutOff::Fence);
     }
 
     #[test]

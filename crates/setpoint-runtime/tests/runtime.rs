@@ -109,6 +109,7 @@ impl Cluster {
             rollout: Default::default(),
             restart: Default::default(),
             generation: 0,
+            stop_when_cut_off_ms: None,
         };
         ops::apply(&*self.store, &[w]).unwrap();
     }
@@ -338,6 +339,7 @@ async fn readiness_gates_the_ledger_and_a_copy_ignoring_sigterm_is_killed_after_
         rollout: Default::default(),
         restart: Default::default(),
         generation: 0,
+        stop_when_cut_off_ms: None,
     };
     ops::apply(&*c.store, &[w]).unwrap();
     c.until("the copy runs", |c| c.processes().len() == 1).await;
@@ -416,6 +418,7 @@ async fn a_name_assigned_again_after_its_copy_exited_starts_a_new_copy_exactly_o
         created_ms: 0,
         env: Default::default(),
         generation: 0,
+        cut_off: Default::default(),
     };
     let key = assignment_key("w", 0);
     c.store

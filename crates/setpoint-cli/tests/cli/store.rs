@@ -248,6 +248,82 @@ fn an_agent_restarted_while_its_store_is_down_fences_its_earlier_copies_before_t
     );
 }
 
+/// Issue 22, item 6: a store outage stops only what must stop. The only etcd member is down
+/// past the agent's fence (3/4 of a 4 s node lease): the `named` copies are fenced, the
+/// `intent` ones with `stop_when_cut_off = "1s"` stop after their wait, and the plain `intent`
+/// ones run on, the same processes, through the outage and after it: etcd resets its leases
+/// when it comes back, the agent keeps its lease alive instead of giving it up, and the node is
+/// never lost. Before, every copy was fenced at 3 s and the rejoin gave the lease up, so every
+/// copy was replaced.
+#[test]
+fn a_store_outage_fences_named_copies_and_keeps_the_others_running() {
+    let Some(mut etcd) = EtcdCluster::start_or_skip("cli::store::outage_keeps_counted", 1) else {
+        return;
+    };
+    let mut d = Rig::on_store(&etcd.url()).deadline(Duration::from_secs(60));
+    let file = d.write(
+        "w.toml",
+        "[[workload]]\nname = \"nm\"\ncommand = [\"sleep\", \"300\"]\ncopies = 2\n\
+         controller = \"named\"\nperiod = \"500ms\"\nstartup = \"100ms\"\ngrace = \"500ms\"\n\
+         [[workload]]\nname = \"it\"\ncommand = [\"sleep\", \"300\"]\ncopies = 2\n\
+         controller = \"intent\"\nperiod = \"500ms\"\nstartup = \"100ms\"\ngrace = \"500ms\"\n\
+         [[workload]]\nname = \"st\"\ncommand = [\"sleep\", \"300\"]\ncopies = 2\n\
+         controller = \"intent\"\nperiod = \"500ms\"\nstartup = \"100ms\"\ngrace = \"500ms\"\n\
+         stop_when_cut_off = \"1s\"\n",
+    );
+    let agent = [
+        "agent",
+        "--node",
+        "n1",
+        "--report-every",
+        "200ms",
+        "--node-timeout",
+        "4s",
+    ];
+    d.start("n1", &agent);
+    d.start("controller", &["controller", "--lease-ttl", "1s"]);
+    d.ok(&["apply", "-f", &file]);
+    let live = |d: &Rig, w: &str| d.get(w)["live"] == 2;
+    d.until("6 copies live", |d| {
+        d.marked().len() == 6 && ["nm", "it", "st"].iter().all(|w| live(d, w))
+    });
+    let of = |d: &Rig, w: &str| -> Vec<u32> {
+        d.processes()
+            .into_iter()
+            .filter(|(c, _)| c.starts_with(&format!("{w}-")))
+            .flat_map(|(_, pids)| pids)
+            .collect()
+    };
+    let intent = of(&d, "it");
+    assert_eq!(intent.len(), 2);
+    etcd.kill(0);
+    d.until_within(
+        "the named and timed copies stopped",
+        Duration::from_secs(10),
+        |d| of(d, "nm").is_empty() && of(d, "st").is_empty(),
+    );
+    // Past the fence's SIGKILL too: the intent copies still run.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(of(&d, "it"), intent, "{}", d.log("n1"));
+    let log = d.log("n1");
+    assert!(log.contains("2 kept running while cut off"), "{log}");
+    assert!(log.contains("stop_when_cut_off has passed"), "{log}");
+    etcd.restart(0).unwrap();
+    etcd.wait_for_leader(Duration::from_secs(20)).unwrap();
+    d.until("the workloads whole again, each name once", |d| {
+        let p = d.processes();
+        p.len() == 6
+            && p.values().all(|pids| pids.len() == 1)
+            && ["nm", "it", "st"].iter().all(|w| live(d, w))
+    });
+    assert_eq!(of(&d, "it"), intent, "never restarted:\n{}", d.log("n1"));
+    assert!(
+        d.log("n1").contains("rejoined under lease"),
+        "{}",
+        d.log("n1")
+    );
+}
+
 /// Issue 22, item 4: one etcd member of three hung (SIGSTOP: its sockets accept, nothing
 /// answers), quorum intact, costs nothing. Each member is frozen in turn, so the leader member
 /// is among them, for longer than the agents' fence time (3/4 of the default 10 s node lease)

@@ -273,6 +273,13 @@ impl AgentCore {
         }
         self.copies
             .wake_times(self.cfg.simulate_copies, &mut soonest);
+        if let Some(t) = self
+            .lease
+            .cut_off_since(self.cfg.lease_ttl_ms)
+            .and_then(|since| self.copies.next_cut_off_stop(since))
+        {
+            soonest.at(t);
+        }
         soonest.or_a_second()
     }
 
@@ -294,6 +301,7 @@ impl AgentCore {
             Purpose::Renew { lease, sent } => {
                 if let Some(expired) = self.lease.on_renewed(lease, sent, result, &mut self.out) {
                     self.reports.clear_queue();
+                    self.sync.fenced(&mut self.out);
                     let n = self.signal_all(CopySignal::Kill);
                     self.out.log(format!(
                         "lease {expired} has expired: fenced, SIGKILL to {n} copies"
@@ -316,8 +324,8 @@ impl AgentCore {
                 }
             }
             Purpose::Sync { lease } => {
-                self.sync.replied();
-                if !self.life.is_running() || self.held_lease() != Some(lease) {
+                let voided = self.sync.replied();
+                if voided || !self.life.is_running() || self.held_lease() != Some(lease) {
                     // Read before the fence or the shutdown, or under a lease since lost (the
                     // node may have been lost meanwhile and its names given to other nodes):
                     // never acted on.
@@ -443,12 +451,16 @@ impl AgentCore {
                 lease,
                 unrenewed_ms,
             }) => {
-                // Observations taken before the fence must never reach the ledger.
+                // Observations taken before the fence must never reach the ledger, nor reads
+                // taken before it be acted on after the rejoin.
                 self.reports.clear_queue();
+                self.sync.fenced(&mut self.out);
                 self.fencings += 1;
                 let n = self.signal_all(CopySignal::Term);
                 self.out.log(format!(
-                    "lease {lease} not renewed for {unrenewed_ms}ms: fenced, stopping {n} copies (SIGTERM)"
+                    "lease {lease} not renewed for {unrenewed_ms}ms: fenced, stopping {n} copies (SIGTERM); \
+                     {} kept running while cut off",
+                    self.copies.kept_while_cut_off()
                 ));
             }
             Some(Fence::Kill { lease }) => {
@@ -462,6 +474,20 @@ impl AgentCore {
         }
         if keep.renew {
             self.lease.send_renewal(now, &mut self.out);
+        }
+    }
+
+    /// Stops the copies whose `stop_when_cut_off` has passed since the agent was cut off.
+    fn stop_cut_off(&mut self, now: u64) {
+        let Some(since) = self.lease.cut_off_since(self.cfg.lease_ttl_ms) else {
+            return;
+        };
+        let n = self.copies.stop_cut_off(now, since, &mut self.out);
+        if n > 0 {
+            self.out.log(format!(
+                "cut off from the store since {since}: stopping {n} copies whose \
+                 stop_when_cut_off has passed"
+            ));
         }
     }
 
@@ -579,6 +605,7 @@ impl AgentCore {
         // A fence that just came down starts the rejoin in this same step.
         self.drive_claim(now);
         self.fence_strays(now);
+        self.stop_cut_off(now);
         if self.life.is_stopped() {
             return;
         }
@@ -833,6 +860,7 @@ mod tests {
             created_ms: 0,
             env: CopyEnv::default(),
             generation: 0,
+            cut_off: Default::default(),
         };
         let key = placement_key(node, "w", n);
         store
@@ -1569,6 +1597,7 @@ mod tests {
             created_ms: 0,
             env: CopyEnv::default(),
             generation: 0,
+            cut_off: Default::default(),
         };
         let key = placement_key("a", "w", 0);
         store.commit(&Txn::new().put(&key, encode(&a))).unwrap();

@@ -181,6 +181,7 @@ mod tests {
                 created_ms: 0,
                 env: CopyEnv::default(),
                 generation: 0,
+                cut_off: Default::default(),
             },
             incarnation: 5,
             pid: 42,

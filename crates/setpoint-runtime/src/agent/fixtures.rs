@@ -21,6 +21,7 @@ pub(super) fn assignment(n: u64) -> Assignment {
         created_ms: 0,
         env: CopyEnv::default(),
         generation: 0,
+        cut_off: Default::default(),
     }
 }
 

@@ -51,8 +51,6 @@ pub fn renew_every_ms(ttl_ms: u64) -> u64 {
 /// The node claim, step by step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ClaimStep {
-    /// Revoke the lease that was lost (a fresh claim after fencing).
-    Revoke(LeaseId),
     /// Read `/nodes/{name}`.
     Read,
     /// Grant a new lease.
@@ -222,6 +220,13 @@ impl NodeLease {
         Some(ok_sent)
     }
 
+    /// Since when the agent counts as cut off from the store: when the first renewal after the
+    /// last one that succeeded was due (a quarter TTL after it). `None` before any renewal
+    /// succeeded in this agent's life. Copies with `stop_when_cut_off` stop that long after it.
+    pub(super) fn cut_off_since(&self, ttl_ms: u64) -> Option<u64> {
+        self.recorded.map(|sent| sent + renew_every_ms(ttl_ms))
+    }
+
     /// When the first claim's fence sends SIGTERM and SIGKILL, for a lease of `ttl_ms`.
     ///
     /// The earlier agent here wrote down when it last sent a renewal that succeeded
@@ -383,7 +388,6 @@ impl NodeLease {
         let key = node_key(&cfg.node);
         let request = match step {
             ClaimStep::Wait(_) => return,
-            ClaimStep::Revoke(old) => StoreRequest::Revoke(old),
             ClaimStep::Read => StoreRequest::Read {
                 prefixes: vec![key],
             },
@@ -459,9 +463,6 @@ impl NodeLease {
         }
         let key = node_key(&cfg.node);
         match (step, result) {
-            (ClaimStep::Revoke(_), Ok(_) | Err(StoreError::LeaseExpired(_))) => {
-                self.set_claim_step(ClaimStep::Read)
-            }
             (ClaimStep::Read, Ok(StoreReply::Read { read, .. })) => {
                 match read.entries.into_iter().find(|e| e.key == key) {
                     None => self.set_claim_step(ClaimStep::Grant),
@@ -758,9 +759,15 @@ impl NodeLease {
         // quorum): it is this agent's own, to be kept alive and taken over, not a refusal (found
         // by the netns test: after quorum came back, etcd had reset the old lease to its full
         // TTL, and the agent refused its own record as another agent's and exited).
+        //
+        // The old lease is not given up: if it is still alive when the store answers (a cut
+        // shorter than the lease, or a quorum loss, after which etcd resets every lease), the
+        // claim keeps it alive and takes its own record over, so the node is never lost and
+        // the copies the fence left running (a counted controller's: issue 22, item 6) run on,
+        // counted. If it has ended, the record went with it and the claim starts afresh.
         self.granted.insert(old);
         self.state = LeaseSt::Claiming {
-            step: ClaimStep::Revoke(old),
+            step: ClaimStep::Read,
             fresh: true,
             attempt: 0,
             sent: now,

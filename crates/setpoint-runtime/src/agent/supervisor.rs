@@ -22,7 +22,7 @@ use super::outbox::{Outbox, Soonest};
 use super::sync::Assigned;
 use super::{AgentCoreConfig, CopyRecord, NodeState, Nonces};
 use crate::events::CopyEventKind;
-use crate::model::{Assignment, Phase};
+use crate::model::{Assignment, CutOff, Phase};
 use crate::remote::LiveCopy;
 use crate::store::Revision;
 
@@ -182,8 +182,10 @@ impl Supervisor {
             .collect()
     }
 
-    /// Signals every copy that has a process (the fence); returns how many. With the injected
-    /// bug `no_self_fence` nothing is sent.
+    /// Signals every copy that has a process and whose assignment asks for the fence
+    /// ([`CutOff::Fence`]: `named` ones); returns how many. Copies kept while cut off are left
+    /// running ([`Supervisor::stop_cut_off`]). With the injected bug `no_self_fence` nothing is
+    /// sent.
     pub(super) fn signal_all(
         &mut self,
         signal: CopySignal,
@@ -194,6 +196,7 @@ impl Supervisor {
             .copies
             .iter()
             .filter(|(_, l)| !l.exited() && l.record.pid != 0)
+            .filter(|(_, l)| l.record.assignment.cut_off.is_fence())
             .map(|(c, l)| (c.clone(), l.record.pid, l.record.start_ticks))
             .collect();
         if no_self_fence {
@@ -559,6 +562,53 @@ impl Supervisor {
         }
     }
 
+    /// Stops every copy whose `stop_when_cut_off` has passed ([`CutOff::After`]): the agent
+    /// has been cut off since `since` (when the first renewal that did not succeed was due).
+    /// SIGTERM, then SIGKILL after its grace; a commanded death, replaced at once. Returns how
+    /// many it began to stop.
+    pub(super) fn stop_cut_off(&mut self, now: u64, since: u64, out: &mut Outbox) -> usize {
+        let due: Vec<(String, u64)> = self
+            .copies
+            .iter()
+            .filter(|(_, l)| !l.exited() && !l.record.stopping && l.kill_at_ms.is_none())
+            .filter_map(|(c, l)| match l.record.assignment.cut_off {
+                CutOff::After(ms) if now >= since + ms => {
+                    Some((c.clone(), l.record.assignment.grace_ms))
+                }
+                _ => None,
+            })
+            .collect();
+        for (copy, grace) in &due {
+            self.begin_stop(copy, *grace, now, out);
+            // Its assignment stays: keep its record, as exited once it ends, as for shutdown.
+            if let Some(l) = self.copies.get_mut(copy) {
+                l.record.stopping = false;
+                l.record.killed = true;
+            }
+        }
+        due.len()
+    }
+
+    /// How many running copies the fence leaves running (not [`CutOff::Fence`]).
+    pub(super) fn kept_while_cut_off(&self) -> usize {
+        self.copies
+            .values()
+            .filter(|l| !l.exited() && !l.record.assignment.cut_off.is_fence())
+            .count()
+    }
+
+    /// When the next copy's `stop_when_cut_off` passes, for a cut-off that began at `since`.
+    pub(super) fn next_cut_off_stop(&self, since: u64) -> Option<u64> {
+        self.copies
+            .values()
+            .filter(|l| !l.exited() && !l.record.stopping && l.kill_at_ms.is_none())
+            .filter_map(|l| match l.record.assignment.cut_off {
+                CutOff::After(ms) => Some(since + ms),
+                _ => None,
+            })
+            .min()
+    }
+
     /// Stops every copy for shutdown. Each keeps its record (as exited, once it ends), so that a
     /// restarted agent does not start it again. Returns the longest grace period given.
     pub(super) fn stop_all(&mut self, now: u64, out: &mut Outbox) -> u64 {
@@ -654,6 +704,7 @@ mod tests {
                     created_ms: 0,
                     env: CopyEnv::default(),
                     generation: 0,
+                    cut_off: Default::default(),
                 };
                 (a.copy.clone(), (a, 10 + n))
             })

@@ -60,6 +60,9 @@ pub(super) struct Sync {
     parsed: BTreeMap<String, (Revision, Parsed)>,
     /// Store entries refused as forged or damaged, by key, so each is logged once.
     refused_keys: BTreeSet<String>,
+    /// The sync read in flight was sent before the fence came down: never acted on, even if
+    /// the rejoin revives the same lease ([`Sync::fenced`]).
+    void_read: bool,
 }
 
 impl Sync {
@@ -75,6 +78,18 @@ impl Sync {
             cache_synced_ms: now,
             parsed: BTreeMap::new(),
             refused_keys: BTreeSet::new(),
+            void_read: false,
+        }
+    }
+
+    /// The fence came down. The lease may come back with the same id (the rejoin keeps a lease
+    /// still alive), so what was read under it before cannot be told from what is read after
+    /// by the lease alone: the sync read in flight is voided, and the watch cache reads and
+    /// watches afresh. Meanwhile the node may have been lost and its names given elsewhere.
+    pub(super) fn fenced(&mut self, out: &mut Outbox) {
+        self.void_read = self.in_flight;
+        if let Some(c) = &mut self.cache {
+            c.fenced(out);
         }
     }
 
@@ -176,9 +191,11 @@ impl Sync {
         }
     }
 
-    /// The sync read's reply arrived; it is no longer in flight.
-    pub(super) fn replied(&mut self) {
+    /// The sync read's reply arrived; it is no longer in flight. Returns whether it was
+    /// voided by a fence since it was sent (then it is never acted on).
+    pub(super) fn replied(&mut self) -> bool {
         self.in_flight = false;
+        std::mem::take(&mut self.void_read)
     }
 
     /// What the sync read's reply gives, once the caller has checked it may act on it: the read,

@@ -200,6 +200,17 @@ impl WatchCache {
     }
 
     /// Ends its watch (the machine stops).
+    /// The fence came down: nothing read or watched under the lease counts any more, even if
+    /// the same lease is revived. A read in flight stays marked as such, so that its reply,
+    /// refused for want of a lease, comes before the next read.
+    pub(super) fn fenced(&mut self, out: &mut Outbox) {
+        self.core.set_live(false);
+        self.lease = None;
+        if let Some(id) = self.watch.take() {
+            out.cancel(id);
+        }
+    }
+
     pub(super) fn stop(&mut self, out: &mut Outbox) {
         if let Some(id) = self.watch.take() {
             out.cancel(id);

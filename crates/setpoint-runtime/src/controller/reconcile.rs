@@ -449,6 +449,7 @@ fn new_assignment(
         created_ms: now_ms,
         env: spec.env.clone(),
         generation: spec.generation,
+        cut_off: spec.cut_off(),
     }
 }
 
@@ -755,6 +756,7 @@ pub(crate) mod tests {
             rollout: Default::default(),
             restart: Default::default(),
             generation: 0,
+            stop_when_cut_off_ms: None,
         }
     }
 

@@ -441,6 +441,7 @@ mod tests {
             restart,
             generation: 1,
             env: Default::default(),
+            stop_when_cut_off_ms: None,
         };
         store
             .commit(&Txn::new().put(workload_key("w"), encode(&w)))

@@ -55,7 +55,7 @@ pub use keys::{
 };
 pub use records::{
     decode, encode, put_assignment, remove_assignment, Assignment, CopyEnv, CopyReport, Counter,
-    Leader, NodeReport, Phase, Stored, WorkloadSpec,
+    CutOff, Leader, NodeReport, Phase, Stored, WorkloadSpec,
 };
 pub use snapshot::Snapshot;
 pub use view::WorkloadView;

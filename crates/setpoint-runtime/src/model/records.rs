@@ -85,6 +85,35 @@ pub fn remove_assignment(txn: Txn, key: &str, a: &Stored<Assignment>) -> Txn {
         .delete(placement_key(&a.value.node, &a.value.workload, a.value.n))
 }
 
+/// What an agent does with a copy while it is cut off from the store (its node lease not
+/// renewed), copied into each assignment at its creation ([`WorkloadSpec::cut_off`]).
+///
+/// Only `named` copies need the fence: a cut-off node's `named` names are held, and the fence
+/// stops them before the node lease can end, so that a name never runs twice. A counted
+/// controller's replacements get new names, so a copy kept running on a cut-off node is
+/// overshoot, not a second copy of one identity, and stopping it buys nothing: the kubelet and
+/// Nomad's client keep their work running too.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CutOff {
+    /// Stopped by the self-fence (SIGTERM at 3/4 of the node lease from the last renewal,
+    /// SIGKILL at 9/10). The default, also for assignments written before this field.
+    #[default]
+    Fence,
+    /// Kept running; stopped (SIGTERM, then SIGKILL after its grace) once the agent has not
+    /// renewed its node lease for this many milliseconds.
+    After(u64),
+    /// Kept running until the agent is back; then its assignment decides.
+    Keep,
+}
+
+impl CutOff {
+    /// Whether this is [`CutOff::Fence`].
+    pub fn is_fence(&self) -> bool {
+        *self == CutOff::Fence
+    }
+}
+
 /// A declared workload: what to run and how many copies.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkloadSpec {
@@ -121,6 +150,12 @@ pub struct WorkloadSpec {
         skip_serializing_if = "crate::model::backoff::Restart::is_always"
     )]
     pub restart: crate::model::backoff::Restart,
+    /// For counted controllers: stop a copy once its agent has been cut off from the store
+    /// this long (`stop_when_cut_off = "30s"`, as Nomad's `stop_after_client_disconnect`);
+    /// none keeps it running until the agent is back. `named` copies are always fenced
+    /// ([`CutOff`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_when_cut_off_ms: Option<u64>,
     /// Bumped by `apply` when what a copy runs (command, readiness) changes; set by `apply`, not
     /// by the workloads file.
     #[serde(default)]
@@ -179,6 +214,21 @@ pub struct Assignment {
     /// The declaration's generation it was created from ([`crate::model::rollout`]).
     #[serde(default)]
     pub generation: u64,
+    /// What its agent does with it while cut off from the store.
+    #[serde(default, skip_serializing_if = "CutOff::is_fence")]
+    pub cut_off: CutOff,
+}
+
+impl WorkloadSpec {
+    /// What its copies' agents do with them while cut off ([`CutOff`]): `named` ones are
+    /// fenced; others are kept, or stopped after `stop_when_cut_off_ms`.
+    pub fn cut_off(&self) -> CutOff {
+        match (self.controller, self.stop_when_cut_off_ms) {
+            (ControllerKind::Named, _) => CutOff::Fence,
+            (_, Some(ms)) => CutOff::After(ms),
+            (_, None) => CutOff::Keep,
+        }
+    }
 }
 
 /// A copy's phase as its agent reports it.
@@ -311,6 +361,7 @@ mod tests {
             rollout: Default::default(),
             restart: Default::default(),
             generation: 0,
+            stop_when_cut_off_ms: None,
         };
         let text = encode(&w);
         assert!(text.contains(r#""controller":"intent""#), "{text}");

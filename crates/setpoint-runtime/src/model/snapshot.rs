@@ -463,6 +463,7 @@ mod tests {
             rollout: Default::default(),
             restart: Default::default(),
             generation: 0,
+            stop_when_cut_off_ms: None,
         };
         let mut many = spec("many");
         many.copies = 10_000_000;
@@ -494,6 +495,7 @@ mod tests {
             readiness: None,
             grace_ms: 0,
             created_ms: 0,
+            cut_off: Default::default(),
         };
         let key = assignment_key("good", 0);
         store

@@ -215,6 +215,7 @@ mod tests {
             created_ms: 0,
             env: Default::default(),
             generation: 0,
+            cut_off: Default::default(),
         };
         let v = if let Some(w) = key.strip_prefix(WORKLOADS) {
             encode(&test_spec(w, 2, ControllerKind::Ledger, 100))

@@ -1095,8 +1095,12 @@ mod tests {
                 }
             }
             drop(frozen);
+            // Under the 3 s deadline with room: a call that waited it out would be the bug.
+            // The leader's freeze costs one election (etcd's 1 s timeout, then a vote): a call
+            // proposed meanwhile waits for the new leader, measured up to 2.0 s on this 2-core
+            // machine (a bound of 1.6 s failed 1 run in 4 there).
             assert!(
-                worst < Duration::from_millis(1600),
+                worst < Duration::from_millis(2500),
                 "with member {member} hung, a call took {worst:?} ({calls} calls)"
             );
             cluster.wait_for_leader(Duration::from_secs(10)).unwrap();
