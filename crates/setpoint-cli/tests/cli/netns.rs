@@ -375,7 +375,8 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
     //    a period or so; its `named` copies are held (the controller cannot tell a cut-off
     //    agent from a paused one whose copies still run) until h1 rejoins; h1's agent, killed
     //    and restarted inside the cut, stops its earlier copies by 3/4 of its lease from its
-    //    own start; no name ever runs twice.
+    //    earlier life's last renewal (its lease file), at the latest from its own start; no
+    //    name ever runs twice.
     let on_h1 = w.rig.processes_on(&["h1"]);
     let named_on_h1 = on_h1.keys().filter(|c| c.starts_with("nm-")).count() as u64;
     let t0 = Instant::now();
@@ -455,10 +456,11 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
         o.overlap.as_millis(),
         o.max_per_name
     );
-    // An agent fences at 3/4 of its TTL: the restarted one from its own start, without ever
-    // having reached the store (the lease it inherits was renewed last before that start, at
-    // most a quarter TTL before the cut, so the store may end it a little earlier; the names
-    // are held meanwhile, and none runs twice, as checked above).
+    // An agent fences at 3/4 of its TTL: the restarted one from its earlier life's last
+    // renewal (the lease file) or, at the latest, from its own start, without ever
+    // having reached the store (the lease it inherits was renewed last before the cut, so
+    // counting from the start alone could land after the store ends it; the names are held
+    // meanwhile, and none runs twice, as checked above).
     // The slack: the binary's own start before it reads the clock, and this loop's polling,
     // on a loaded 2-core machine.
     let fence_by = restarted + NODE_TTL * 3 / 4 + Duration::from_secs(1);
