@@ -209,18 +209,61 @@ pub(super) fn rebuild(
             ));
             continue;
         }
-        let assigned_here = assigned.contains_key(&m.copy);
+        let assigned_here = assigned.get(&m.copy).filter(|_| !copies.contains(&m.copy));
+        // Whether the node's last report showed this incarnation live: then the process is
+        // most likely the copy itself, its record lost with the state file. Otherwise (an
+        // assignment made while no agent ran) it is an impostor, and the real copy starts.
+        let was_running = assigned_here.filter(|(_, incarnation)| {
+            before.as_ref().is_some_and(|r| {
+                r.copies.iter().any(|c| {
+                    c.copy == m.copy && c.incarnation == *incarnation && c.phase != Phase::Exited
+                })
+            })
+        });
         out.log(format!(
             "foreign process {} carries the mark of {} without its nonce: not adopted{}; stopping it",
             m.pid,
             m.copy.escape_debug(),
-            if assigned_here { ", the real copy starts" } else { "" }
+            match (assigned_here, was_running) {
+                (_, Some(_)) => ", and the copy it ran as counts as ended",
+                (Some(_), None) => ", the real copy starts",
+                (None, None) => "",
+            }
         ));
         out.push(AgentOutput::StopForeign {
             pid: m.pid,
             start_ticks: m.start_ticks,
             grace_ms: UNKNOWN_GRACE_MS,
         });
+        // The copy ran (the last report shows it live) and a process with its mark runs:
+        // most likely the copy itself, whose record went with the state file. It is stopped,
+        // so the copy is ended, by this agent's hand. It is not started again in place under
+        // the same assignment: the controller replaces it at once (a commanded death), and
+        // counts it as it does every death. Started in place, it was neither ready nor the
+        // controller's own pending work, so `intent` created one more and later deleted a
+        // ready copy (chaos finding 12).
+        if let Some((a, incarnation)) = was_running {
+            let mut l = Local::new(CopyRecord {
+                assignment: a.clone(),
+                incarnation: *incarnation,
+                pid: 0,
+                start_ticks: 0,
+                started_ms: now,
+                phase: Phase::Starting,
+                ready_ms: None,
+                exited_ms: None,
+                exit: None,
+                stopping: false,
+                killed: true,
+                nonce: String::new(),
+            });
+            l.mark_exited(
+                now,
+                "stopped: not provably this agent's (its state was lost)".into(),
+            );
+            events.copy_event(CopyEventKind::Exit, &l.record, now, node);
+            copies.insert(m.copy.clone(), l);
+        }
     }
     // Copies the store last heard of as exited must not start again, even if the state
     // file was lost.
@@ -420,6 +463,72 @@ mod tests {
             !dead.killed,
             "ended on its own while no agent ran: a failure"
         );
+    }
+
+    #[test]
+    fn an_assigned_copy_whose_process_cannot_be_proven_is_stopped_and_ended_not_started_again() {
+        // Chaos finding 12: the state file is lost; a process carries w-2's mark without a
+        // nonce the agent can check, and the last report showed w-2 running. It is stopped,
+        // and w-2 is recorded as ended by the agent's hand, so that nothing starts it again in
+        // place; w-3, assigned with no process, is left to start as usual.
+        let found = Recovery {
+            records: Vec::new(),
+            unclaimed: vec![marked(200, "w-2", None, 7)],
+            own_uid: 7,
+        };
+        let cfg = AgentCoreConfig::new("a");
+        let mut copies = Supervisor::new();
+        let (mut out, mut events) = (Outbox::new(), EventLog::default());
+        let assigned = assigned(&[2, 3]);
+        // The last report showed w-2 running (its process is most likely the copy itself).
+        let report = |inc: u64| -> NodeReport {
+            serde_json::from_value(serde_json::json!({
+                "node": "a", "observed_ms": 40, "reported_ms": 40, "agent_pid": 1,
+                "copies": [{
+                    "copy": "w-2", "workload": "w", "owner_uid": 1, "n": 2,
+                    "incarnation": inc, "phase": "running", "pid": 200, "start_ticks": 9,
+                    "started_ms": 1, "ready_ms": 2, "exited_ms": null, "exit": null,
+                    "stopping": false
+                }]
+            }))
+            .unwrap()
+        };
+        let inc = assigned["w-2"].1;
+        // Never reported (assigned while no agent ran): an impostor; the real copy starts.
+        let mut fresh = Supervisor::new();
+        rebuild(
+            50,
+            found.clone(),
+            &assigned,
+            Some(report(inc + 1)),
+            &cfg,
+            &mut fresh,
+            &mut Outbox::new(),
+            &mut EventLog::default(),
+            false,
+        );
+        assert!(fresh.get("w-2").is_none(), "left to start");
+        rebuild(
+            50,
+            found,
+            &assigned,
+            Some(report(inc)),
+            &cfg,
+            &mut copies,
+            &mut out,
+            &mut events,
+            false,
+        );
+        assert!(out
+            .drain()
+            .iter()
+            .any(|o| matches!(o, AgentOutput::StopForeign { pid: 200, .. })));
+        let ended = &copies.get("w-2").expect("recorded").record;
+        assert_eq!(
+            (ended.phase, ended.pid, ended.killed),
+            (Phase::Exited, 0, true)
+        );
+        assert!(copies.get("w-3").is_none(), "not this step's business");
     }
 
     #[test]
