@@ -244,18 +244,8 @@ pub(super) fn rebuild(
         // ready copy (chaos finding 12).
         if let Some((a, incarnation)) = was_running {
             let mut l = Local::new(CopyRecord {
-                assignment: a.clone(),
-                incarnation: *incarnation,
-                pid: 0,
-                start_ticks: 0,
-                started_ms: now,
-                phase: Phase::Starting,
-                ready_ms: None,
-                exited_ms: None,
-                exit: None,
-                stopping: false,
                 killed: true,
-                nonce: String::new(),
+                ..CopyRecord::starting(a.clone(), *incarnation, now, String::new())
             });
             l.mark_exited(
                 now,

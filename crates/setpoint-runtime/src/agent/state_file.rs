@@ -43,6 +43,31 @@ pub struct CopyRecord {
     pub nonce: String,
 }
 
+impl CopyRecord {
+    /// A copy about to start at `now` (no pid yet), with its secret `nonce`.
+    pub fn starting(
+        assignment: Assignment,
+        incarnation: Revision,
+        now: u64,
+        nonce: String,
+    ) -> Self {
+        Self {
+            assignment,
+            incarnation,
+            pid: 0,
+            start_ticks: 0,
+            started_ms: now,
+            phase: Phase::Starting,
+            ready_ms: None,
+            exited_ms: None,
+            exit: None,
+            stopping: false,
+            killed: false,
+            nonce,
+        }
+    }
+}
+
 /// An agent's state file.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeState {

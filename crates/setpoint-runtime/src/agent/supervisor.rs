@@ -506,20 +506,7 @@ impl Supervisor {
             } else {
                 self.new_nonce(&cfg.nonces)
             };
-            let record = CopyRecord {
-                assignment: a,
-                incarnation,
-                pid: 0,
-                start_ticks: 0,
-                started_ms: now,
-                phase: Phase::Starting,
-                ready_ms: None,
-                exited_ms: None,
-                exit: None,
-                stopping: false,
-                killed: false,
-                nonce,
-            };
+            let record = CopyRecord::starting(a, incarnation, now, nonce);
             let copy = record.assignment.copy.clone();
             if simulated {
                 events.copy_event(CopyEventKind::Start, &record, now, &cfg.node);
