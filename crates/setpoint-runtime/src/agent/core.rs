@@ -273,12 +273,16 @@ impl AgentCore {
         }
         self.copies
             .wake_times(self.cfg.simulate_copies, &mut soonest);
-        if let Some(t) = self
-            .lease
-            .cut_off_since(self.cfg.lease_ttl_ms)
-            .and_then(|since| self.copies.next_cut_off_stop(since))
-        {
-            soonest.at(t);
+        // While renewals succeed the copies are not scanned: the step at `since` (when the
+        // next renewal is overdue) finds whether any `stop_when_cut_off` timer runs.
+        match self.lease.cut_off_since(self.cfg.lease_ttl_ms) {
+            Some(since) if now < since => soonest.at(since),
+            Some(since) => {
+                if let Some(t) = self.copies.next_cut_off_stop(since) {
+                    soonest.at(t);
+                }
+            }
+            None => {}
         }
         soonest.or_a_second()
     }
@@ -479,7 +483,14 @@ impl AgentCore {
 
     /// Stops the copies whose `stop_when_cut_off` has passed since the agent was cut off.
     fn stop_cut_off(&mut self, now: u64) {
-        let Some(since) = self.lease.cut_off_since(self.cfg.lease_ttl_ms) else {
+        // Nothing to scan while the next renewal is not overdue: every `stop_when_cut_off`
+        // is at least a second after `since`. This runs every step, so an agent of many copies
+        // whose renewals succeed does no work here.
+        let Some(since) = self
+            .lease
+            .cut_off_since(self.cfg.lease_ttl_ms)
+            .filter(|&since| now >= since)
+        else {
             return;
         };
         let n = self.copies.stop_cut_off(now, since, &mut self.out);

@@ -130,3 +130,23 @@ pub fn read_all_node_states(state_dir: &Path) -> Vec<NodeState> {
     out.sort_by(|a, b| a.node.cmp(&b.node));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_file_holds_one_number_and_garbage_is_an_error_not_a_guess() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = lease_file(dir.path(), "n1");
+        assert_eq!(read_lease_file(&path).unwrap(), None, "absent");
+        std::fs::write(&path, "1800000020006\n").unwrap();
+        assert_eq!(read_lease_file(&path).unwrap(), Some(1_800_000_020_006));
+        for garbage in ["", "soon\n", "-5", "12 34", "\u{0}\u{ff}"] {
+            std::fs::write(&path, garbage).unwrap();
+            let e = read_lease_file(&path).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidData, "{garbage:?}");
+            assert_eq!(e.to_string(), "it should hold one number of milliseconds");
+        }
+    }
+}
