@@ -189,6 +189,11 @@ pub struct AgentFlags {
     /// reporting chain).
     #[arg(long, default_value = "0", value_name = "DURATION", value_parser = duration)]
     pub report_delay: Duration,
+    /// An agent with no news (no copy started, ready, stopped or ended, no new placement read)
+    /// writes its report only this often; liveness is the node lease alone. At least
+    /// --report-every.
+    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = positive_duration)]
+    pub report_resync: Duration,
     /// Jittered added delays instead of --report-delay: one per report in turn, repeating after
     /// the last (`50ms,250ms,120ms`), as a reporting chain whose delay varies.
     #[arg(long, value_name = "DURATION,...", value_parser = delay_list, conflicts_with = "report_delay")]
@@ -222,6 +227,7 @@ impl AgentFlags {
         let mut c = AgentConfig::new(node, state_dir);
         c.report_every = self.report_every;
         c.report_delay = self.report_delay;
+        c.report_resync = self.report_resync;
         if let Some(DelayList(ms)) = &self.report_delays {
             c.report_delays = setpoint_runtime::report_delay::ReportDelays::new(ms.clone());
         }
@@ -235,6 +241,14 @@ impl AgentFlags {
     }
 
     fn check(&self) -> anyhow::Result<()> {
+        if self.report_resync < self.report_every {
+            anyhow::bail!(BadInput(format!(
+                "--report-resync {} is shorter than --report-every {}: accepted at least \
+                 --report-every",
+                format_duration(self.report_resync),
+                format_duration(self.report_every)
+            )));
+        }
         if self.node_timeout < Duration::from_millis(200) {
             anyhow::bail!(BadInput(format!(
                 "--node-timeout {} is too short: accepted at least 200ms",
@@ -348,8 +362,13 @@ pub struct AgentArgs {
     #[command(flatten)]
     store: StoreArgs,
     /// The node's name.
-    #[arg(long, value_name = "NAME", value_parser = node_name)]
-    node: String,
+    #[arg(long, value_name = "NAME", value_parser = node_name, required_unless_present = "simulate_nodes")]
+    node: Option<String>,
+    /// Benchmarks and scale tests only: run N simulated nodes in this process, sim-0001 …,
+    /// each a whole agent with its own node lease, claim, report and placements, whose copies
+    /// are simulated (needs --simulate-copies).
+    #[arg(long, value_name = "N", conflicts_with = "node", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    simulate_nodes: Option<u32>,
     #[command(flatten)]
     flags: AgentFlags,
     #[command(flatten)]
@@ -550,7 +569,11 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
         }
         RuntimeCommand::Agent(a) => {
             a.flags.check()?;
-            let mut cfg = a.flags.config(&a.node, &a.store.state_dir());
+            if let Some(nodes) = a.simulate_nodes {
+                return simulated_nodes(&a, nodes);
+            }
+            let node = a.node.as_deref().unwrap_or_default();
+            let mut cfg = a.flags.config(node, &a.store.state_dir());
             cfg.started_ms = Some(setpoint_runtime::store::wall_ms());
             let url = a.store.url()?;
             let observing = a.observe.start()?;
@@ -813,6 +836,33 @@ fn logs_through_store(a: &LogsArgs) -> anyhow::Result<String> {
             std::thread::sleep(FOLLOW_POLL);
         }
     }
+}
+
+/// `setpoint agent --simulate-nodes N`: N simulated agents in this process.
+fn simulated_nodes(a: &AgentArgs, nodes: u32) -> anyhow::Result<String> {
+    if !a.flags.simulate_copies {
+        anyhow::bail!(BadInput(
+            "--simulate-nodes runs simulated copies only: add --simulate-copies (real processes \
+             need one agent per node)"
+                .into()
+        ));
+    }
+    let mut cfg = a.flags.config("sim", &a.store.state_dir());
+    cfg.started_ms = Some(setpoint_runtime::store::wall_ms());
+    let url = a.store.url()?;
+    let observing = a.observe.start()?;
+    cfg.metrics = observing.sink();
+    serve(|shutdown| async move {
+        let who = format!(
+            "agents {}…{}",
+            setpoint_runtime::agent::simulated_node_name(1, nodes),
+            setpoint_runtime::agent::simulated_node_name(nodes, nodes)
+        );
+        observing.spawn(&who, shutdown.clone());
+        setpoint_runtime::agent::run_simulated_nodes(&url, cfg, nodes, shutdown).await?;
+        Ok(())
+    })?;
+    Ok(String::new())
 }
 
 fn up(a: &UpArgs) -> anyhow::Result<String> {

@@ -153,6 +153,15 @@ pub fn status_table(s: &ops::Status) -> String {
             n.assigned
         );
     }
+    if !s.nodes.is_empty() {
+        // Liveness and reports are two things since reports are written on change: an old
+        // report on a live node only means that nothing changed there.
+        let _ = writeln!(
+            t,
+            "LIVE is the node lease, renewed every quarter TTL; LAST REPORT is when its agent \
+             last wrote news of its copies (at least every --report-resync)"
+        );
+    }
     if s.forgotten > 0 {
         let _ = writeln!(
             t,
@@ -261,7 +270,8 @@ mod tests {
         };
         let table = status_table(&s);
         let rows: Vec<&str> = table.lines().skip(2).collect();
-        assert_eq!(rows.len(), 3, "{table}");
+        assert_eq!(rows.len(), 4, "{table}");
+        assert!(rows[3].starts_with("LIVE is the node lease"), "{table}");
         // Every column ends at the same place in the header and in both rows.
         let ends = |l: &str| -> Vec<usize> {
             let b = l.as_bytes();

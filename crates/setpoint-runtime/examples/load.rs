@@ -169,16 +169,26 @@ async fn main() {
 
     let (stop, shutdown) = shutdown_pair();
     let mut tasks = Vec::new();
+    let mut groups: Vec<Arc<dyn Store>> = Vec::new();
     for i in 1..=agents {
         let mut cfg = AgentConfig::new(format!("node-{i:02}"), dir.join("nodes"));
         cfg.sync_every = Duration::from_millis(sync_ms);
         cfg.report_every = Duration::from_millis(report_ms);
         cfg.simulate_copies = simulate;
-        tasks.push(tokio::spawn(run_agent(
-            Arc::clone(&agent_store),
-            cfg,
-            shutdown.clone(),
-        )));
+        // Agents share a connection in groups, as `setpoint agent --simulate-nodes` does: on
+        // one HTTP/2 connection, a thousand agents' small answers trip h2's budget for small
+        // DATA frames (the connection is closed with ENHANCE_YOUR_CALM).
+        let group = (i as usize - 1) / setpoint_runtime::agent::AGENTS_PER_CONNECTION;
+        if matches!(url, StoreUrl::Etcd(_)) && groups.len() <= group {
+            groups.push(Arc::new(Counting {
+                inner: url.open(OpenMode::Create).expect("the store"),
+                counts: Arc::clone(&agent_counts),
+            }) as Arc<dyn Store>);
+        }
+        let own = groups
+            .get(group)
+            .map_or_else(|| Arc::clone(&agent_store), Arc::clone);
+        tasks.push(tokio::spawn(run_agent(own, cfg, shutdown.clone())));
     }
     let spec = WorkloadSpec {
         name: "load".into(),

@@ -290,6 +290,7 @@ mod tests {
             env: CopyEnv::default(),
             generation: 1,
             cut_off: Default::default(),
+            heartbeat: false,
         };
         store
             .commit(&put_assignment(Txn::new(), &assignment_key("w", n), &a))

@@ -223,6 +223,7 @@ mod tests {
             env: CopyEnv::default(),
             generation: 0,
             cut_off: Default::default(),
+            heartbeat: false,
         };
         assert!(check_assignment(&good, "a").is_ok());
         for (a, why) in [

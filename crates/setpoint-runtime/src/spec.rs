@@ -37,7 +37,7 @@ use crate::model::WorkloadSpec;
 use crate::rules::{self, CopyEnv};
 
 /// The most copies one workload may declare.
-pub const MAX_COPIES: u64 = 10_000;
+pub const MAX_COPIES: u64 = 100_000;
 pub use crate::rules::{check_name, MAX_NAME};
 /// The shortest loop period: each pass reads the store and may write events, so a 1 ms period
 /// would cost about 0.6 GB of events an hour and a core, with nothing gained below the agents'
@@ -361,13 +361,13 @@ pub fn check_stored(w: &WorkloadSpec) -> Result<(), String> {
 }
 
 /// Reads `rollout = { max_surge, max_unavailable, progress_deadline }`: each budget a number of
-/// copies (0 to 10000) or a percentage (`"25%"`, 0 to 100), not both 0; the deadline from 1s to
+/// copies (0 to 100000) or a percentage (`"25%"`, 0 to 100), not both 0; the deadline from 1s to
 /// 24h.
 fn rollout_policy(r: RawRollout) -> Result<RolloutPolicy, (&'static str, String)> {
     let d = RolloutPolicy::default();
     let amount = |field: &'static str, raw: Option<RawAmount>, default: Amount| {
         let accepted =
-            "accepted a number of copies from 0 to 10000 or a percentage from \"0%\" to \"100%\"";
+            "accepted a number of copies from 0 to 100000 or a percentage from \"0%\" to \"100%\"";
         match raw {
             None => Ok(default),
             Some(RawAmount::Count(n)) if (0..=MAX_COPIES as i64).contains(&n) => {
@@ -542,7 +542,7 @@ mod tests {
             ("name = \"Bad\"\ncommand = [\"x\"]\ncopies = 1", "name"),
             ("name = \"a\"\ncommand = []\ncopies = 1", "command"),
             ("name = \"a\"\ncommand = [\"x\"]\ncopies = -1", "copies"),
-            ("name = \"a\"\ncommand = [\"x\"]\ncopies = 10001", "copies"),
+            ("name = \"a\"\ncommand = [\"x\"]\ncopies = 100001", "copies"),
             (
                 "name = \"a\"\ncommand = [\"x\"]\ncopies = 1\nperiod = \"0\"",
                 "period",

@@ -419,6 +419,7 @@ async fn a_name_assigned_again_after_its_copy_exited_starts_a_new_copy_exactly_o
         env: Default::default(),
         generation: 0,
         cut_off: Default::default(),
+        heartbeat: false,
     };
     let key = assignment_key("w", 0);
     c.store

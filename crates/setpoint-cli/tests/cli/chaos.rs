@@ -211,14 +211,14 @@ fn a_run_over_its_event_budget_stops_with_a_clear_message() {
     let model = write(
         dir.path(),
         "budget.toml",
-        &SMALL.replacen("settle = 0", "settle = 0\nevent_budget = 1000", 1),
+        &SMALL.replacen("settle = 0", "settle = 0\nevent_budget = 500", 1),
     );
     let started = std::time::Instant::now();
     let o = run(&["chaos", &model, "--runs", "2", "--shrink", "0"]);
     assert_eq!(o.status.code(), Some(1));
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(
-        text.contains("budget") && text.contains("exceeded its event budget of 1000 events"),
+        text.contains("budget") && text.contains("exceeded its event budget of 500 events"),
         "{text}"
     );
     assert!(started.elapsed().as_secs() < 60, "it stops, it never hangs");

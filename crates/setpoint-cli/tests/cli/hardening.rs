@@ -383,6 +383,7 @@ fn a_forged_placement_is_refused_and_logged_and_never_reaches_a_path_or_a_comman
         env: Default::default(),
         generation: 0,
         cut_off: Default::default(),
+        heartbeat: false,
     };
     let touch = |suffix: &str| {
         vec![

@@ -84,6 +84,7 @@ mod pipeline;
 mod readme;
 mod reality;
 mod runtime;
+mod scale;
 mod scenarios;
 mod schema_rules;
 mod shards;

@@ -11,6 +11,10 @@ pub enum Nonces {
     Counter(u64),
 }
 
+/// How long an agent with no news goes without writing its report, by default: 5 minutes, as
+/// the kubelet's node status when nothing changed (KEP-589).
+pub const DEFAULT_REPORT_RESYNC_MS: u64 = 300_000;
+
 /// How an agent machine runs. Every time is in milliseconds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AgentCoreConfig {
@@ -26,6 +30,9 @@ pub struct AgentCoreConfig {
     pub report_every_ms: u64,
     /// Added delay between observing the copies and writing the report.
     pub report_delay_ms: u64,
+    /// How long an agent with no news goes without writing its report: it writes one at least
+    /// this long after the last one's observation ([`super::reports`]).
+    pub report_resync_ms: u64,
     /// Jittered added delays, one per report in turn, in place of `report_delay_ms` when not
     /// empty ([`crate::report_delay`]).
     pub report_delays: crate::report_delay::ReportDelays,
@@ -57,7 +64,7 @@ pub struct AgentCoreConfig {
 }
 
 impl AgentCoreConfig {
-    /// A machine for `node`: R = 1s, no added delay, assignments read every 100ms (no watch
+    /// A machine for `node`: R = 1s, no added delay, a resync every 5 minutes, assignments read every 100ms (no watch
     /// cache), a node lease
     /// of 10s, store requests given 5s, random nonces, host and place `node` itself, pid 0.
     pub fn new(node: impl Into<String>) -> Self {
@@ -69,6 +76,7 @@ impl AgentCoreConfig {
             agent_pid: 0,
             report_every_ms: 1_000,
             report_delay_ms: 0,
+            report_resync_ms: DEFAULT_REPORT_RESYNC_MS,
             report_delays: Default::default(),
             sync_every_ms: 100,
             watch_cache: false,

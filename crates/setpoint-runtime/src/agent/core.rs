@@ -45,7 +45,7 @@ use super::{
     AgentCoreConfig, AgentError, AgentInput, AgentOutput, CopyRecord, CopySignal, Recovery,
 };
 use crate::machine::{StoreRequest, StoreResult, Wake};
-use crate::model::{decode, NodeReport};
+use crate::model::{decode, placements_of, NodeReport};
 use crate::store::{LeaseId, Read, StoreError};
 
 /// How long shutdown waits beyond the longest grace period, in milliseconds.
@@ -540,7 +540,15 @@ impl AgentCore {
 
     /// Acts on a read of the node's placements and kill requests.
     fn on_sync_read(&mut self, now: u64, read: Read) {
-        self.copies.synced_to(read.revision);
+        let placements = placements_of(&self.cfg.node);
+        let newest = read
+            .entries
+            .iter()
+            .filter(|e| e.key.starts_with(&placements))
+            .map(|e| e.mod_revision)
+            .max()
+            .unwrap_or(0);
+        self.copies.synced_to(read.revision, newest);
         let (assigned, kills, logs) = self.sync.parse(read, &self.cfg, &mut self.out);
         let may_save = self.life.may_save();
         self.copies.sync(
@@ -650,9 +658,13 @@ impl AgentCore {
                         .publish(now, lease, &self.copies, &self.cfg, &mut self.out);
                 }
                 if self.reports.observation_due(now, self.cfg.report_every_ms) {
+                    // Every observation takes its delay, written or not: a jittered schedule
+                    // gives the k-th observation the k-th delay, as the lab's does.
                     let due = now + self.report_delay_ms(now);
                     let report = reports::observe(&self.copies, now, &self.cfg);
-                    self.reports.enqueue(due, report);
+                    if self.reports.worth_writing(&report, &self.copies, &self.cfg) {
+                        self.reports.enqueue(due, report);
+                    }
                 }
                 self.reports.send_due(now, &self.cfg, &mut self.out);
                 self.events
@@ -872,6 +884,7 @@ mod tests {
             env: CopyEnv::default(),
             generation: 0,
             cut_off: Default::default(),
+            heartbeat: false,
         };
         let key = placement_key(node, "w", n);
         store
@@ -1609,6 +1622,7 @@ mod tests {
             env: CopyEnv::default(),
             generation: 0,
             cut_off: Default::default(),
+            heartbeat: false,
         };
         let key = placement_key("a", "w", 0);
         store.commit(&Txn::new().put(&key, encode(&a))).unwrap();

@@ -64,6 +64,8 @@ pub struct AgentConfig {
     pub report_every: Duration,
     /// Added delay between observing the copies and writing the report.
     pub report_delay: Duration,
+    /// An agent with no news writes its report at least this often ([`super::reports`]).
+    pub report_resync: Duration,
     /// Jittered added delays, one per report in turn, in place of `report_delay` when not empty
     /// ([`crate::report_delay`]).
     pub report_delays: crate::report_delay::ReportDelays,
@@ -94,7 +96,8 @@ pub struct AgentConfig {
 }
 
 impl AgentConfig {
-    /// An agent for `node` keeping state in `state_dir`: R = 1s, no added delay, assignments
+    /// An agent for `node` keeping state in `state_dir`: R = 1s, no added delay, a report
+    /// resync every 5 minutes, assignments
     /// read every 100ms, a tick every 25ms, a node lease of 10s.
     pub fn new(node: impl Into<String>, state_dir: impl Into<PathBuf>) -> Self {
         Self {
@@ -102,6 +105,7 @@ impl AgentConfig {
             state_dir: state_dir.into(),
             report_every: Duration::from_secs(1),
             report_delay: Duration::ZERO,
+            report_resync: Duration::from_millis(super::config::DEFAULT_REPORT_RESYNC_MS),
             report_delays: Default::default(),
             sync_every: Duration::from_millis(100),
             tick: TICK,
@@ -671,6 +675,7 @@ pub async fn run_agent(
         agent_pid: std::process::id(),
         report_every_ms: ms(cfg.report_every),
         report_delay_ms: ms(cfg.report_delay),
+        report_resync_ms: ms(cfg.report_resync),
         report_delays: cfg.report_delays.clone(),
         sync_every_ms: ms(cfg.sync_every),
         lease_ttl_ms: ms(cfg.lease_ttl),

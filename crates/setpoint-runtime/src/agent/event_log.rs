@@ -182,6 +182,7 @@ mod tests {
                 env: CopyEnv::default(),
                 generation: 0,
                 cut_off: Default::default(),
+                heartbeat: false,
             },
             incarnation: 5,
             pid: 42,

@@ -22,6 +22,7 @@ pub(super) fn assignment(n: u64) -> Assignment {
         env: CopyEnv::default(),
         generation: 0,
         cut_off: Default::default(),
+        heartbeat: false,
     }
 }
 

@@ -24,7 +24,8 @@
 //! - `messages.rs`, `config.rs`: the machine's inputs, outputs and configuration.
 //! - `state_file.rs`, `error.rs`: the state file ([`CopyRecord`], [`NodeState`]) and
 //!   [`AgentError`], shared by the machine and the driver.
-//! - `driver.rs`: the tokio driver ([`run_agent`], [`AgentConfig`]).
+//! - `driver.rs`: the tokio driver ([`run_agent`], [`AgentConfig`]); `simulated.rs`: many
+//!   drivers of simulated nodes in one process ([`run_simulated_nodes`]), for scale tests.
 
 mod config;
 mod core;
@@ -43,18 +44,23 @@ mod messages;
 mod outbox;
 mod recovery;
 mod reports;
+mod simulated;
 mod state_file;
 mod supervisor;
 mod sync;
 mod watch_cache;
 
-pub use self::config::{AgentCoreConfig, Nonces};
+pub use self::config::{AgentCoreConfig, Nonces, DEFAULT_REPORT_RESYNC_MS};
 pub use self::core::AgentCore;
 pub use self::driver::{run_agent, AgentConfig};
 pub use self::error::AgentError;
 pub use self::lease::{fence_times_ms, renew_every_ms, RENEWALS_IN_FLIGHT};
 pub use self::messages::{AgentInput, AgentOutput, CopySignal, Ended};
 pub use self::recovery::{recovery_from, FoundRecord, Recovery, UNKNOWN_GRACE_MS};
+pub use self::simulated::{
+    run_simulated_nodes, simulated_node_name, SimulatedError, AGENTS_PER_CONNECTION,
+    MAX_SIMULATED_NODES,
+};
 pub use self::state_file::{
     lease_file, read_all_node_states, read_lease_file, read_node_state, state_file, CopyRecord,
     NodeState,

@@ -1,5 +1,15 @@
 //! Reports ([`Reports`]): what the agent tells the ledger about its copies, observed every R and
-//! written `report_delay` later.
+//! written `report_delay` later when it has news.
+//!
+//! An observation is written only if it differs from the last report written: a copy started,
+//! became ready, stopped or ended, or the agent read a placement newer than the last report's
+//! `synced_revision` (the controller holds an orphan's removal until a report shows that read).
+//! Otherwise it is written only once `report_resync` has passed since the last report's
+//! observation, or every time while the agent holds a copy that asks for a report every R
+//! ([`crate::model::Assignment::heartbeat`], `gated`'s copies). The node's liveness is its lease,
+//! renewed by keep-alive, not its report: a steady node writes nothing to the store but its
+//! resyncs (Kubernetes' node leases, KEP-589, for the same reason). What the ledger shows is
+//! the same as with a report every R; only a report's `observed_ms` is older.
 //!
 //! A report is a compare-and-set on the revision this agent last wrote, so a second agent
 //! writing as this node is noticed. Once a report is written, the copies it brought onto the
@@ -79,6 +89,11 @@ pub(super) struct Reports {
     own_may_conflict: bool,
     /// How many of this agent's report writes are unanswered.
     unanswered: usize,
+    /// The last report written (found, at recovery): what the ledger shows of this node.
+    written: Option<NodeReport>,
+    /// The newest report queued or in flight, until its write is answered: an observation
+    /// that shows the same is on its way already.
+    pending: Option<NodeReport>,
 }
 
 impl Reports {
@@ -93,12 +108,40 @@ impl Reports {
             failing: false,
             own_may_conflict: false,
             unanswered: 0,
+            written: None,
+            pending: None,
         }
     }
 
     /// Drops the observations not written yet (fenced or shutting down).
     pub(super) fn clear_queue(&mut self) {
         self.queue.clear();
+        if !self.in_flight {
+            self.pending = None;
+        }
+    }
+
+    /// Whether the observation `report` has news for the ledger (see the [module docs](self)):
+    /// it shows other copies than the last report written, or a newer placement than that
+    /// report's `synced_revision`, and no report on its way shows the same; or the resync is
+    /// due; or a copy asks for every report.
+    pub(super) fn worth_writing(
+        &self,
+        report: &NodeReport,
+        copies: &Supervisor,
+        cfg: &AgentCoreConfig,
+    ) -> bool {
+        let newest = copies.newest_placement();
+        let shows_same = |r: &NodeReport| r.copies == report.copies && r.synced_revision >= newest;
+        let Some(written) = &self.written else {
+            return !self.pending.as_ref().is_some_and(shows_same);
+        };
+        if copies.heartbeat()
+            || report.observed_ms >= written.observed_ms.saturating_add(cfg.report_resync_ms)
+        {
+            return true;
+        }
+        !shows_same(written) && !self.pending.as_ref().is_some_and(shows_same)
     }
 
     /// Resumes after a restart: the last report in the store is at `rev`, and the ledger still
@@ -112,6 +155,7 @@ impl Reports {
         events: &mut EventLog,
     ) {
         self.rev = rev;
+        self.written = before.cloned();
         if let Some(before) = before {
             // The ledger still shows what the last agent reported.
             self.log_ledger_changes(before, now, node, events);
@@ -135,6 +179,7 @@ impl Reports {
 
     /// Queues `report`, to be written at `due`.
     pub(super) fn enqueue(&mut self, due: u64, report: NodeReport) {
+        self.pending = Some(report.clone());
         self.queue.push_back((due, report));
     }
 
@@ -170,6 +215,9 @@ impl Reports {
         }
         self.unanswered += 1;
         self.in_flight = true;
+        if self.queue.is_empty() {
+            self.pending = Some(report.clone());
+        }
         out.send(
             now,
             StoreRequest::Commit(txn),
@@ -192,6 +240,11 @@ impl Reports {
     ) -> Written {
         self.in_flight = false;
         self.unanswered = self.unanswered.saturating_sub(1);
+        if self.queue.is_empty() {
+            // Written or not, nothing is on its way now: a failed write's news is written
+            // with the next observation.
+            self.pending = None;
+        }
         match result {
             Ok(StoreReply::Committed(rev)) => {
                 if std::mem::take(&mut self.failing) {
@@ -206,6 +259,13 @@ impl Reports {
                 // the last life's): the revision written last never goes back.
                 self.rev = self.rev.max(rev);
                 self.log_ledger_changes(&report, now, &cfg.node, events);
+                if self
+                    .written
+                    .as_ref()
+                    .is_none_or(|w| w.observed_ms <= report.observed_ms)
+                {
+                    self.written = Some(report);
+                }
             }
             Ok(_) => {}
             Err(StoreError::Conflict { found, .. }) => {
@@ -498,5 +558,158 @@ mod tests {
         assert!(lines[0].starts_with("cannot report: "), "{lines:?}");
         assert_eq!(lines[1], "reports are written again");
         assert!(lines[2].starts_with("cannot report: "), "{lines:?}");
+    }
+
+    /// One period of a history: the copies (number, phase), the newest placement read, and
+    /// whether the period's write fails.
+    type Period = (Vec<(u64, Phase)>, Revision, bool);
+    /// What the ledger shows of the node: its copies and the report's `synced_revision`.
+    type Ledger = (Vec<CopyReport>, Revision);
+
+    /// One agent's reports over `periods` observations a period R = 100ms apart, every write
+    /// answered at once (`fails[t]`: the write of period `t` fails): the ledger (the last
+    /// report written) after each period, and the periods a write was sent in.
+    fn ledger_over(
+        history: &[Period],
+        resync_ms: u64,
+        heartbeat: bool,
+    ) -> (Vec<Option<Ledger>>, Vec<usize>) {
+        let cfg = AgentCoreConfig {
+            report_resync_ms: resync_ms,
+            ..AgentCoreConfig::new("a")
+        };
+        let mut reports = Reports::new(0);
+        let (mut out, mut events) = (Outbox::new(), EventLog::default());
+        let (mut ledger, mut writes, mut rev) = (Vec::new(), Vec::new(), 0);
+        for (t, (copies, newest, fails)) in history.iter().enumerate() {
+            let now = t as u64 * 100;
+            let mut records: Vec<CopyRecord> =
+                copies.iter().map(|&(n, p)| record(n, p, 100)).collect();
+            for r in &mut records {
+                r.assignment.heartbeat = heartbeat;
+            }
+            let mut copies = supervisor(records);
+            copies.synced_to(1000 + t as u64, *newest);
+            assert!(reports.observation_due(now, 100));
+            let report = observe(&copies, now, &cfg);
+            if reports.worth_writing(&report, &copies, &cfg) {
+                reports.enqueue(now, report);
+            }
+            reports.send_due(now, &cfg, &mut out);
+            let (_, sent) = drained(&mut out);
+            for (_, report) in sent {
+                writes.push(t);
+                rev += 1;
+                let result = if *fails {
+                    Err(StoreError::Unavailable("down".into()))
+                } else {
+                    Ok(StoreReply::Committed(rev))
+                };
+                reports.on_written(now, report, false, result, &cfg, &mut out, &mut events);
+                drained(&mut out);
+            }
+            ledger.push(
+                reports
+                    .written
+                    .as_ref()
+                    .map(|w| (w.copies.clone(), w.synced_revision)),
+            );
+        }
+        (ledger, writes)
+    }
+
+    use super::super::CopyRecord;
+    use crate::model::CopyReport;
+
+    proptest::proptest! {
+        /// Writing only news shows the controller the same ledger as writing every
+        /// observation: over random histories of copies, placements read and failed writes,
+        /// the copies on the ledger after every period are the same, and a placement read is
+        /// on the ledger (`synced_revision` at least its revision) whenever writing every
+        /// observation put it there.
+        #[test]
+        fn writing_only_news_shows_the_same_ledger_as_writing_every_observation(
+            history in proptest::collection::vec(
+                (
+                    proptest::collection::vec(
+                        (0u64..3, proptest::sample::select(vec![
+                            Phase::Starting, Phase::Running, Phase::Exited,
+                        ])),
+                        0..3,
+                    ),
+                    0u64..3,
+                    proptest::bool::weighted(0.2),
+                ),
+                1..60,
+            ),
+        ) {
+            // The placement read only ever grows; copies are listed once each.
+            let mut newest = 0;
+            let history: Vec<_> = history
+                .into_iter()
+                .map(|(copies, bump, fails)| {
+                    newest += bump / 2;
+                    let copies: BTreeMap<u64, Phase> = copies.into_iter().collect();
+                    (copies.into_iter().collect::<Vec<_>>(), newest, fails)
+                })
+                .collect();
+            let (every, every_writes) = ledger_over(&history, 100, false);
+            let (news, news_writes) = ledger_over(&history, 1_000_000, false);
+            for (t, (e, n)) in every.iter().zip(&news).enumerate() {
+                let (e_copies, n_copies) = (e.as_ref().map(|l| &l.0), n.as_ref().map(|l| &l.0));
+                proptest::prop_assert_eq!(e_copies, n_copies, "period {}", t);
+                if e.as_ref().is_some_and(|l| l.1 >= history[t].1) {
+                    proptest::prop_assert!(
+                        n.as_ref().is_some_and(|l| l.1 >= history[t].1),
+                        "period {}: placement {} not on the ledger",
+                        t,
+                        history[t].1
+                    );
+                }
+            }
+            proptest::prop_assert!(news_writes.len() <= every_writes.len());
+            // A heartbeat copy makes it write every observation while it holds one, as a
+            // resync of R does.
+            let (beat, beat_writes) = ledger_over(&history, 1_000_000, true);
+            let (every_beat, every_beat_writes) = ledger_over(&history, 100, true);
+            let held: Vec<usize> = (0..history.len()).filter(|&t| !history[t].0.is_empty()).collect();
+            proptest::prop_assert!(held.iter().all(|t| beat_writes.contains(t)));
+            if held.len() == history.len() {
+                proptest::prop_assert_eq!(beat, every_beat);
+                proptest::prop_assert_eq!(beat_writes, every_beat_writes);
+            }
+        }
+    }
+
+    #[test]
+    fn a_steady_node_writes_its_first_report_and_then_only_its_resyncs() {
+        // 60 s of one running copy, nothing new: the first report, then one a resync (10 s).
+        let history = vec![(vec![(0, Phase::Running)], 0, false); 600];
+        let (ledger, writes) = ledger_over(&history, 10_000, false);
+        assert_eq!(writes, [0, 100, 200, 300, 400, 500]);
+        assert!(ledger.iter().all(Option::is_some));
+        // The same with a copy that asks for every report: every period.
+        assert_eq!(ledger_over(&history, 10_000, true).1.len(), 600);
+        // A new placement read is news once; a failed write is written again the next period,
+        // and the resyncs count from the write that landed.
+        let mut history = history;
+        history[150].1 = 1150;
+        for period in &mut history[250..] {
+            period.0 = vec![(0, Phase::Exited)];
+        }
+        history[250].2 = true;
+        let (ledger, writes) = ledger_over(&history, 10_000, false);
+        assert_eq!(writes, [0, 100, 150, 250, 251, 351, 451, 551]);
+        assert_eq!(
+            ledger[150].as_ref().unwrap().1,
+            1150,
+            "synced at the read's revision"
+        );
+        assert_eq!(
+            ledger[250].as_ref().unwrap().0[0].phase,
+            Phase::Running,
+            "write failed"
+        );
+        assert_eq!(ledger[251].as_ref().unwrap().0[0].phase, Phase::Exited);
     }
 }

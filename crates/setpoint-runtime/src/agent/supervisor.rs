@@ -85,6 +85,10 @@ pub(super) struct Supervisor {
     /// The revision of the newest read of the node's placements acted on
     /// ([`crate::model::NodeReport::synced_revision`]).
     synced: Revision,
+    /// The newest `mod_revision` of a placement among the reads acted on: a report whose
+    /// `synced_revision` is older has news for the controller even if no copy changed (it
+    /// holds an orphan's removal until then, `controller::reconcile`).
+    newest_placement: Revision,
 }
 
 impl Supervisor {
@@ -95,12 +99,25 @@ impl Supervisor {
             dirty: true,
             nonce_counter: 0,
             synced: 0,
+            newest_placement: 0,
         }
     }
 
-    /// A read of the node's placements at `revision` is about to be acted on.
-    pub(super) fn synced_to(&mut self, revision: Revision) {
+    /// A read of the node's placements at `revision`, whose newest placement was written at
+    /// `newest_placement`, is about to be acted on.
+    pub(super) fn synced_to(&mut self, revision: Revision, newest_placement: Revision) {
         self.synced = self.synced.max(revision);
+        self.newest_placement = self.newest_placement.max(newest_placement);
+    }
+
+    /// The newest `mod_revision` of a placement this agent has read (0: none).
+    pub(super) fn newest_placement(&self) -> Revision {
+        self.newest_placement
+    }
+
+    /// Whether a copy it holds asks for a report every R ([`crate::model::Assignment::heartbeat`]).
+    pub(super) fn heartbeat(&self) -> bool {
+        self.copies.values().any(|l| l.record.assignment.heartbeat)
     }
 
     /// The revision of the newest read of the node's placements acted on (0: none yet).
@@ -692,6 +709,7 @@ mod tests {
                     env: CopyEnv::default(),
                     generation: 0,
                     cut_off: Default::default(),
+                    heartbeat: false,
                 };
                 (a.copy.clone(), (a, 10 + n))
             })

@@ -450,6 +450,7 @@ fn new_assignment(
         env: spec.env.clone(),
         generation: spec.generation,
         cut_off: spec.cut_off(),
+        heartbeat: spec.controller == ControllerKind::Gated,
     }
 }
 

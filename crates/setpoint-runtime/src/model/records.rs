@@ -217,6 +217,12 @@ pub struct Assignment {
     /// What its agent does with it while cut off from the store.
     #[serde(default, skip_serializing_if = "CutOff::is_fence")]
     pub cut_off: CutOff,
+    /// Its agent writes its report every R while it holds this assignment, changed or not,
+    /// instead of only on change (and every `report_resync`): a `gated` controller waits until
+    /// the ledger shows every change of its copies up to its last write, which only a node
+    /// that reports every R can show (`WorkloadView::reported_before`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub heartbeat: bool,
 }
 
 impl WorkloadSpec {

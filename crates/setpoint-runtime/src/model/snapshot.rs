@@ -496,6 +496,7 @@ mod tests {
             grace_ms: 0,
             created_ms: 0,
             cut_off: Default::default(),
+            heartbeat: false,
         };
         let key = assignment_key("good", 0);
         store

@@ -27,7 +27,7 @@ pub const MAX_COUNTER: u64 = 999_999_999_999;
 /// The most copies one node report may list: every copy of the most copies one workload may
 /// declare, many times over, but bounded, so a forged report cannot make a pass's work grow
 /// without bound.
-pub const MAX_REPORTED_COPIES: usize = 100 * MAX_COPIES as usize;
+pub const MAX_REPORTED_COPIES: usize = 10 * MAX_COPIES as usize;
 
 /// A stored record that broke a rule: its key and why, in one line.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -216,6 +216,7 @@ mod tests {
             env: Default::default(),
             generation: 0,
             cut_off: Default::default(),
+            heartbeat: false,
         };
         let v = if let Some(w) = key.strip_prefix(WORKLOADS) {
             encode(&test_spec(w, 2, ControllerKind::Ledger, 100))

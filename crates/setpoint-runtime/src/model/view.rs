@@ -37,7 +37,8 @@ pub struct WorkloadView<'s> {
     ledger: BTreeMap<u64, Revision>,
     /// Copies (number, incarnation) reported exited by a live node.
     exited: BTreeSet<(u64, Revision)>,
-    /// The oldest observation among the live nodes' last reports, in store milliseconds.
+    /// The oldest observation among the last reports of the live nodes that hold this
+    /// workload's assignments or run its copies, in store milliseconds.
     reported_before: u64,
     /// The workload's assignments by copy number, with their keys.
     assigned: BTreeMap<u64, (&'s str, &'s Stored<Assignment>)>,
@@ -70,6 +71,10 @@ impl<'s> WorkloadView<'s> {
         let mut ledger = BTreeMap::new();
         let mut exited = BTreeSet::new();
         let mut reported_before = snapshot.now_ms;
+        let assigned_nodes: BTreeSet<&str> = assigned
+            .values()
+            .map(|(_, a)| a.value.node.as_str())
+            .collect();
         for node in &live_nodes {
             // Only a report of the agent that holds the lease now counts: one left by an earlier
             // holder describes copies that were fenced or died with it.
@@ -82,7 +87,17 @@ impl<'s> WorkloadView<'s> {
             else {
                 continue;
             };
-            reported_before = reported_before.min(report.observed_ms);
+            // Only the nodes of this workload's copies tell how far the ledger has caught up
+            // with them: their agents report every R while they hold a `gated` copy
+            // (`Assignment::heartbeat`), others only when they have news.
+            let hosts = assigned_nodes.contains(*node)
+                || report
+                    .copies
+                    .iter()
+                    .any(|c| c.workload == name && c.owner_uid == uid && c.phase != Phase::Exited);
+            if hosts {
+                reported_before = reported_before.min(report.observed_ms);
+            }
             let claimed = snapshot.nodes[*node].create_revision;
             for c in &report.copies {
                 if c.workload != name || c.owner_uid != uid {
@@ -187,8 +202,9 @@ impl<'s> WorkloadView<'s> {
         self.ledger.keys().take(k as usize).copied().collect()
     }
 
-    /// Every change observed before this time (store milliseconds) is on the ledger: the
-    /// oldest observation among the live nodes' last reports (the counterpart of
+    /// Every change of this workload's copies observed before this time (store milliseconds)
+    /// is on the ledger: the oldest observation among the last reports of the live nodes that
+    /// hold its assignments or run its copies (the counterpart of
     /// `LedgerView::reported_before`).
     pub fn reported_before(&self) -> u64 {
         self.reported_before

@@ -1,0 +1,122 @@
+//! The runtime at scale (issue 21): simulated nodes (`agent --simulate-nodes`), reports written
+//! on change, and the bad input of both. One controller and one process of simulated agents on
+//! a SQLite data directory; every wait polls with a deadline, and the rig kills what it started.
+
+use super::harness::{assert_one_line, Rig};
+
+#[test]
+fn simulated_nodes_need_simulated_copies_and_a_count_in_range_and_resyncs_no_shorter_than_r() {
+    let c = Rig::new();
+    for (args, needles) in [
+        (
+            vec!["agent", "--simulate-nodes", "3"],
+            vec!["--simulate-nodes", "add --simulate-copies"],
+        ),
+        (
+            vec!["agent", "--simulate-nodes", "0", "--simulate-copies"],
+            vec!["--simulate-nodes", "0"],
+        ),
+        (
+            vec!["agent", "--simulate-nodes", "10001", "--simulate-copies"],
+            vec!["--simulate-nodes", "10001"],
+        ),
+        (
+            vec![
+                "agent",
+                "--node",
+                "a",
+                "--simulate-nodes",
+                "2",
+                "--simulate-copies",
+            ],
+            vec!["--node", "--simulate-nodes"],
+        ),
+        (
+            vec!["agent", "--node", "a", "--report-resync", "500ms"],
+            vec!["--report-resync 500ms is shorter than --report-every 1s"],
+        ),
+    ] {
+        let out = c.run(&args);
+        assert_one_line(&out, 2, &needles, &format!("{args:?}"));
+    }
+}
+
+/// Twenty simulated nodes hold 200 copies, spread over all of them, and once steady they write
+/// no report (R = 100 ms, no resync within the run): every node stays live on its lease while
+/// its last report grows old, and `status` says which is which.
+#[test]
+fn simulated_nodes_hold_a_workload_and_a_steady_node_writes_no_report_until_it_has_news() {
+    let mut c = Rig::new();
+    c.start("controller", &["controller", "--lease-ttl", "1s"]);
+    c.start(
+        "agents",
+        &[
+            "agent",
+            "--simulate-nodes",
+            "20",
+            "--simulate-copies",
+            "--report-every",
+            "100ms",
+            "--sync-every",
+            "50ms",
+            "--node-timeout",
+            "2s",
+        ],
+    );
+    c.until("20 simulated nodes live", |c| {
+        c.status()["nodes"]
+            .as_array()
+            .is_some_and(|n| n.len() == 20 && n.iter().all(|n| n["live"] == true))
+    });
+    let names: Vec<String> = c.status()["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["node"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names.first().map(String::as_str), Some("sim-0001"));
+    assert_eq!(names.last().map(String::as_str), Some("sim-0020"));
+    c.apply(
+        "[[workload]]\nname = \"sim\"\ncommand = [\"sleep\", \"1000\"]\ncopies = 200\n\
+         period = \"200ms\"\nstartup = \"100ms\"\n",
+    );
+    c.until("200 copies on the ledger", |c| {
+        c.get("sim")["on_ledger"].as_u64() == Some(200)
+    });
+    let nodes = c.status()["nodes"].as_array().unwrap().clone();
+    assert!(
+        nodes.iter().all(|n| n["running"].as_u64() == Some(10)),
+        "placed evenly: {nodes:?}"
+    );
+    // Steady: 3 s, 30 observations a node, and no news.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let nodes = c.status()["nodes"].as_array().unwrap().clone();
+    for n in &nodes {
+        assert_eq!(n["live"], true, "{n}");
+        let age = n["since_report_ms"].as_u64().unwrap();
+        assert!(
+            age >= 2_500,
+            "{} wrote a report {age} ms ago: {n}",
+            n["node"]
+        );
+    }
+    let text = c.ok(&["status"]);
+    assert!(text.contains("LIVE is the node lease"), "{text}");
+    // News: ten more copies, one a node (placed on the fewest), each written by its node at
+    // once, long before a resync.
+    c.apply(
+        "[[workload]]\nname = \"sim\"\ncommand = [\"sleep\", \"1000\"]\ncopies = 220\n\
+         period = \"200ms\"\nstartup = \"100ms\"\n",
+    );
+    c.until("220 copies on the ledger", |c| {
+        c.get("sim")["on_ledger"].as_u64() == Some(220)
+    });
+    let nodes = c.status()["nodes"].as_array().unwrap().clone();
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n["running"].as_u64() == Some(11)
+                && n["since_report_ms"].as_u64().unwrap() < 2_500),
+        "every node wrote its new copy: {nodes:?}"
+    );
+}
