@@ -12,7 +12,8 @@
 //! `seconds` of steady state measured after every copy is on the ledger (20), `sync_ms` (the
 //! agents' assignment read period, 100), `report_ms` (R, 1000), `dir` (a temporary directory),
 //! `store` (a store URL, such as `etcd://127.0.0.1:2379`; default `sqlite:DIR`), `simulate`
-//! (1: the agents simulate their copies instead of starting processes, `--simulate-copies`).
+//! (1: the agents simulate their copies instead of starting processes, `--simulate-copies`),
+//! `tick_ms` (the agents' tick, 25 by default).
 //!
 //! The passes run here, not in `run_controller`, so that each can be timed: the same
 //! `run_pass`, without the leader lease and garbage collection around it.
@@ -175,11 +176,19 @@ async fn main() {
         cfg.sync_every = Duration::from_millis(sync_ms);
         cfg.report_every = Duration::from_millis(report_ms);
         cfg.simulate_copies = simulate;
+        if let Some(t) = args.get("tick_ms") {
+            cfg.tick = Duration::from_millis(t.parse().expect("tick_ms"));
+        }
         // Agents share a connection in groups, as `setpoint agent --simulate-nodes` does: on
         // one HTTP/2 connection, a thousand agents' small answers trip h2's budget for small
         // DATA frames (the connection is closed with ENHANCE_YOUR_CALM).
         let group = (i as usize - 1) / setpoint_runtime::agent::AGENTS_PER_CONNECTION;
         if matches!(url, StoreUrl::Etcd(_)) && groups.len() <= group {
+            // A ramp, as `--simulate-nodes` starts its agents: a thousand claims within one
+            // second would miss etcd's deadlines on two cores.
+            if group > 0 {
+                tokio::time::sleep(setpoint_runtime::agent::SIMULATED_RAMP).await;
+            }
             groups.push(Arc::new(Counting {
                 inner: url.open(OpenMode::Create).expect("the store"),
                 counts: Arc::clone(&agent_counts),

@@ -59,7 +59,7 @@ pub use self::messages::{AgentInput, AgentOutput, CopySignal, Ended};
 pub use self::recovery::{recovery_from, FoundRecord, Recovery, UNKNOWN_GRACE_MS};
 pub use self::simulated::{
     run_simulated_nodes, simulated_node_name, SimulatedError, AGENTS_PER_CONNECTION,
-    MAX_SIMULATED_NODES,
+    MAX_SIMULATED_NODES, SIMULATED_RAMP,
 };
 pub use self::state_file::{
     lease_file, read_all_node_states, read_lease_file, read_node_state, state_file, CopyRecord,

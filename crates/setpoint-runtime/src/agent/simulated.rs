@@ -10,7 +10,8 @@
 //! HTTP/2 connection for a thousand agents' small answers trips h2's budget for small DATA frames,
 //! and the connection is closed with `ENHANCE_YOUR_CALM` ("too_many_data_frames", found by
 //! the first 1,000-node run), while one connection each costs a thousand sockets and client
-//! threads. An embedded store (SQLite, memory) is shared by all.
+//! threads. An embedded store (SQLite, memory) is shared by all. They start in a ramp, one
+//! group every [`SIMULATED_RAMP`].
 //!
 //! It is separate from the driver because it only multiplies it: nothing here is in a real
 //! agent's path.
@@ -24,6 +25,12 @@ use crate::store::{OpenError, Store, StoreUrl};
 
 /// How many simulated agents share one connection to a networked store.
 pub const AGENTS_PER_CONNECTION: usize = 20;
+
+/// How long apart groups of [`AGENTS_PER_CONNECTION`] simulated agents start: a thousand
+/// agents claiming, reading their state and writing their first reports within one second made
+/// etcd miss a 3 s deadline on the 2-core development machine; at 20 agents every 100 ms, 1,000
+/// start in 5 s.
+pub const SIMULATED_RAMP: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The most simulated nodes one process runs.
 pub const MAX_SIMULATED_NODES: u32 = 10_000;
@@ -80,6 +87,9 @@ pub async fn run_simulated_nodes(
     for i in 1..=nodes {
         let node = simulated_node_name(i, nodes);
         let reuse = !networked || (i as usize - 1) % AGENTS_PER_CONNECTION != 0;
+        if (i as usize - 1) % AGENTS_PER_CONNECTION == 0 && i > 1 {
+            tokio::time::sleep(SIMULATED_RAMP).await;
+        }
         let store = match &shared {
             Some(s) if reuse => Arc::clone(s),
             _ => {
