@@ -119,4 +119,21 @@ fn simulated_nodes_hold_a_workload_and_a_steady_node_writes_no_report_until_it_h
                 && n["since_report_ms"].as_u64().unwrap() < 2_500),
         "every node wrote its new copy: {nodes:?}"
     );
+    // `kill` ends a simulated copy as a commanded death, replaced at once under a new number.
+    let killed = c.kill_copies("sim", 2);
+    assert_eq!(killed.len(), 2, "{killed:?}");
+    c.until("the killed copies replaced", |c| {
+        let g = c.get("sim");
+        let rows = c.json(&["get", "copies", "sim", "--format", "json"])["copies"].clone();
+        let numbers: Vec<String> = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["state"] == "running")
+            .map(|c| c["copy"].as_str().unwrap().to_owned())
+            .collect();
+        g["on_ledger"].as_u64() == Some(220)
+            && numbers.len() == 220
+            && killed.iter().all(|k| !numbers.contains(k))
+    });
 }

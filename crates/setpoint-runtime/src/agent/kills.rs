@@ -46,7 +46,11 @@ impl Kills {
             }
             let outcome = match copies.get(&req.copy) {
                 Some(l) if l.record.incarnation == req.incarnation && !l.exited() => {
-                    if l.record.pid == 0 {
+                    if l.record.pid == 0 && cfg.simulate_copies {
+                        // Nothing to signal: it ends at the next tend, a commanded death.
+                        copies.kill_simulated(&req.copy, now);
+                        format!("killed simulated copy on {node}")
+                    } else if l.record.pid == 0 {
                         format!("{} had already ended", req.copy)
                     } else {
                         let pid = l.record.pid;

@@ -139,6 +139,16 @@ impl Supervisor {
         }
     }
 
+    /// Ends simulated copy `copy` as `setpoint kill` does a real one: a commanded death, at the
+    /// next tend (it has no process to signal).
+    pub(super) fn kill_simulated(&mut self, copy: &str, now: u64) {
+        if let Some(l) = self.copies.get_mut(copy) {
+            l.record.killed = true;
+            l.kill_at_ms = Some(l.kill_at_ms.map_or(now, |at| at.min(now)));
+            self.dirty = true;
+        }
+    }
+
     /// Whether the agent knows `copy`.
     pub(super) fn contains(&self, copy: &str) -> bool {
         self.copies.contains_key(copy)
