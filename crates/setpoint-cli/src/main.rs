@@ -3,6 +3,9 @@
 //!
 //! Exit codes: 0 success (a closed output pipe counts as success), 1 failure, 2 bad input, 130
 //! or 143 a long command stopped by SIGINT or SIGTERM after printing what it had ([`progress`]).
+// The doc comments of clap's arguments are their --help text, not rustdoc: URL patterns such
+// as `etcd://[USER@]HOST:PORT[/PREFIX]` and `[IPv6]:PORT` read as broken links to rustdoc.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 mod advise;
 mod args;

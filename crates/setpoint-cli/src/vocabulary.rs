@@ -1,5 +1,5 @@
 //! The command line's one vocabulary (issue 23): one flag name per concept across every
-//! command, listed in [`VOCABULARY`] and in `docs/cli.md`. Older spellings stay as hidden
+//! command, listed in [`VOCABULARY`](self::VOCABULARY) and in `docs/cli.md`. Older spellings stay as hidden
 //! aliases, so scripts keep working while `--help`, completions and the manual show one name. A
 //! test walks every subcommand's clap definition and fails on a second spelling.
 

@@ -20,7 +20,7 @@
 //! then creates each stopped name again, from the new generation.
 //!
 //! The runtime (`setpoint-runtime`'s `rollout`) and the lab (`setpoint-sim`'s general engine)
-//! both build the [`Copy`] list from their view and call [`step`] or [`named_step`], so the lab
+//! both build the [`Copy`](struct@Copy) list from their view and call [`step`] or [`named_step`], so the lab
 //! predicts the runtime's surge.
 
 use serde::{Deserialize, Serialize};

@@ -1,7 +1,7 @@
 //! A pass's writes as the transactions that carry them, committed one after the other.
 //!
 //! A pass that creates or removes many copies writes more than one transaction of a default
-//! etcd takes ([`TxnLimits::ETCD_DEFAULT`]: 128 operations, 1.5 MiB). [`crate::controller::reconcile::Plan`]
+//! etcd takes ([`crate::store::TxnLimits::ETCD_DEFAULT`]: 128 operations, 1.5 MiB). [`crate::controller::reconcile::Plan`]
 //! marks each copy's writes as a part, and [`Plan::writes`](crate::controller::reconcile::Plan::writes)
 //! cuts the pass into transactions that fit, each copy whole in one of them; a pass that fits
 //! is one transaction, exactly as before. The first transaction carries the counter, the loop

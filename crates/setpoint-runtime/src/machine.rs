@@ -8,7 +8,7 @@
 //! (store requests, process starts and signals, the next time to be ticked). Two kinds of driver
 //! run the same machines:
 //! - the tokio drivers ([`crate::controller::run_controller`], [`crate::agent::run_agent`])
-//!   carry the requests out on a real [`Store`](crate::store::Store) and real processes;
+//!   carry the requests out on a real [`Store`] and real processes;
 //! - the lab's chaos world (crate `setpoint-chaos`) carries them out on a simulated store, a
 //!   simulated network and simulated processes, on virtual time, with faults.
 //!
@@ -35,25 +35,25 @@ pub type ReqId = u64;
 /// A request a machine wants carried out on the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StoreRequest {
-    /// [`Store::read`](crate::store::Store::read) of these prefixes, at one revision.
+    /// [`Store::read`] of these prefixes, at one revision.
     Read {
         /// The prefixes read.
         prefixes: Vec<String>,
     },
-    /// [`Store::commit`](crate::store::Store::commit).
+    /// [`Store::commit`].
     Commit(Txn),
-    /// [`Store::revision`](crate::store::Store::revision).
+    /// [`Store::revision`].
     Revision,
-    /// [`Store::grant`](crate::store::Store::grant) of a lease with this time to live.
+    /// [`Store::grant`] of a lease with this time to live.
     Grant {
         /// The lease's time to live.
         ttl: Duration,
     },
-    /// [`Store::keep_alive`](crate::store::Store::keep_alive).
+    /// [`Store::keep_alive`].
     KeepAlive(LeaseId),
-    /// [`Store::revoke`](crate::store::Store::revoke).
+    /// [`Store::revoke`].
     Revoke(LeaseId),
-    /// [`Store::watch`](crate::store::Store::watch) of these prefixes after a revision. Its
+    /// [`Store::watch`] of these prefixes after a revision. Its
     /// events come back as [`WatchDelivery`] inputs carrying this request's id, until the
     /// watch is lost or cancelled.
     Watch {

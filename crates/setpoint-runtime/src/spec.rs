@@ -18,7 +18,7 @@
 //! stop_when_cut_off = "30s"       # not for named; default: kept running while the agent is cut off
 //! ```
 //!
-//! Commands obey [`rules`](crate::rules): no NUL byte, within the system's exec limit. The
+//! Commands obey [`rules`]: no NUL byte, within the system's exec limit. The
 //! period is at least [`MIN_PERIOD`].
 //!
 //! Parse before you act: every workload of the file is checked before anything is written, and

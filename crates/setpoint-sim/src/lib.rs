@@ -48,7 +48,7 @@
 //! - [`output`]: the one output schema (`docs/output.md`): flat [`output::Record`]s of runs,
 //!   Monte Carlo summaries and sweep rows, as JSON lines, CSV or a table.
 //! - [`report`]: the one-line description of a scenario, and the text of a summary.
-//! - [`format`]: JavaScript-compatible number formatting for the lesson's tables.
+//! - [`format`](mod@format): JavaScript-compatible number formatting for the lesson's tables.
 //!
 //! # Example
 //! ```

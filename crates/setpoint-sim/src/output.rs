@@ -373,7 +373,7 @@ pub const METRIC_KEYS: [&str; 20] = [
 ];
 
 /// The rolling update's keys of [`METRIC_KEYS`]: `null` in a run with no `update` event, and
-/// then left out of a table ([`print`]), never out of JSON or CSV.
+/// then left out of a table ([`print()`]), never out of JSON or CSV.
 pub const ROLLOUT_KEYS: [&str; 6] = [
     "surge_budget",
     "surge",

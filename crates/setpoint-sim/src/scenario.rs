@@ -733,7 +733,7 @@ fn fast_outcome_named(workload: String, metrics: Metrics) -> Outcome {
     }
 }
 
-/// [`run`], handing `observer` one [`TraceRow`] per workload (by index) per second: from the
+/// [`run`], handing `observer` one [`TraceRow`](setpoint_core::metrics::TraceRow) per workload (by index) per second: from the
 /// fast engine when the lesson's world can express the scenario, from the general one otherwise.
 pub fn run_traced(
     scenario: &Scenario,

@@ -1315,7 +1315,7 @@ impl SweepRow<'_> {
         }
     }
 
-    /// Appends the row in `format`, with a newline, through [`crate::row_writer`]: the same bytes
+    /// Appends the row in `format`, with a newline, through the crate's row writer: the same bytes
     /// as the plain `Display`/`serde` path, written without per-row allocation.
     pub fn write_to(&self, format: RowFormat, out: &mut String) {
         match format {

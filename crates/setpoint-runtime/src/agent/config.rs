@@ -31,7 +31,7 @@ pub struct AgentCoreConfig {
     /// Added delay between observing the copies and writing the report.
     pub report_delay_ms: u64,
     /// How long an agent with no news goes without writing its report: it writes one at least
-    /// this long after the last one's observation ([`super::reports`]).
+    /// this long after the last one's observation (see the agent's reports, docs/runtime.md "Reports on change").
     pub report_resync_ms: u64,
     /// Jittered added delays, one per report in turn, in place of `report_delay_ms` when not
     /// empty ([`crate::report_delay`]).

@@ -64,7 +64,7 @@ pub struct AgentConfig {
     pub report_every: Duration,
     /// Added delay between observing the copies and writing the report.
     pub report_delay: Duration,
-    /// An agent with no news writes its report at least this often ([`super::reports`]).
+    /// An agent with no news writes its report at least this often (docs/runtime.md, "Reports on change").
     pub report_resync: Duration,
     /// Jittered added delays, one per report in turn, in place of `report_delay` when not empty
     /// ([`crate::report_delay`]).

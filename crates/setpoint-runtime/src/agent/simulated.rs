@@ -61,7 +61,7 @@ pub enum SimulatedError {
     },
 }
 
-/// Runs `nodes` simulated agents (see the [module docs](self)) on `url` until `shutdown`
+/// Runs `nodes` simulated agents (see the module docs) on `url` until `shutdown`
 /// fires: `base` with each node's name; its `simulate_copies` must be set (real processes need
 /// one agent per node).
 pub async fn run_simulated_nodes(

@@ -1,7 +1,7 @@
 //! The runtime's Prometheus metrics: one [`Metrics`] per process, holding the controller's
 //! ([`ControllerMetrics`]) and the agents' ([`AgentMetrics`], every series labelled by `node`,
 //! so that `setpoint up` serves its agents side by side), and their `/metrics` endpoint
-//! ([`serve`]).
+//! ([`serve()`]).
 //!
 //! The machines (the controller host, the agent core) do no I/O and know nothing of this: their
 //! drivers count what passes through them (store calls and their latency, starts, exits,
@@ -15,7 +15,7 @@
 //! # Layout
 //! - [`controller`]: the controller's metrics.
 //! - [`agent`]: an agent's metrics.
-//! - [`serve`]: the HTTP endpoint (hyper), and [`bind`] for `--metrics-addr`.
+//! - [`serve()`]: the HTTP endpoint (hyper), and [`bind`] for `--metrics-addr`.
 
 pub mod agent;
 pub mod controller;

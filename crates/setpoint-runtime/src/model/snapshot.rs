@@ -44,7 +44,7 @@ pub struct Snapshot {
     pub placements: BTreeMap<String, Placed>,
     /// The placements that nothing owns, by key: no assignment at this revision is theirs
     /// (its key, node and incarnation). They are problems too; garbage collection removes them
-    /// ([`crate::controller::plan_gc`]).
+    /// ([`crate::controller::reconcile::plan_gc`]).
     pub ghosts: BTreeMap<String, Ghost>,
     /// The records that did not decode or broke a rule ([`crate::model::trust`]), by key, with
     /// the reason: left out of the maps above.

@@ -50,7 +50,7 @@ CREATE TABLE identity (id INTEGER PRIMARY KEY CHECK (id = 0), store_id TEXT NOT 
 /// A store in a SQLite database under a data directory.
 ///
 /// Each handle holds the file with its identity (device, inode and the store id written at
-/// creation; see [`identity`](super::identity)). Once the file is removed or replaced, the
+/// creation; see [`identity`]). Once the file is removed or replaced, the
 /// handle is *lost*: every call fails with [`StoreError::Lost`] without touching the database,
 /// and the connection is never closed, because closing the last connection checkpoints and
 /// deletes the write-ahead log, which by then may belong to another database at that name.
