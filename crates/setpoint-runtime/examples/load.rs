@@ -13,7 +13,8 @@
 //! agents' assignment read period, 100), `report_ms` (R, 1000), `dir` (a temporary directory),
 //! `store` (a store URL, such as `etcd://127.0.0.1:2379`; default `sqlite:DIR`), `simulate`
 //! (1: the agents simulate their copies instead of starting processes, `--simulate-copies`),
-//! `tick_ms` (the agents' tick, 25 by default).
+//! `tick_ms` (the agents' tick, 25 by default), `blocking_threads` (tokio's blocking pool, 512
+//! by default).
 //!
 //! The passes run here, not in `run_controller`, so that each can be timed: the same
 //! `run_pass`, without the leader lease and garbage collection around it.
@@ -124,12 +125,24 @@ fn snapshot(c: &Counts) -> [u64; 4] {
     ]
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+fn main() {
     let args: BTreeMap<String, String> = std::env::args()
         .skip(1)
         .filter_map(|a| a.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
         .collect();
+    // Every store call of an agent holds a blocking thread while it waits: a thousand agents
+    // fill tokio's default 512 and their renewals queue behind the other calls.
+    let blocking = setting(&args, "blocking_threads", 512) as usize;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(blocking)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(run(args));
+}
+
+async fn run(args: BTreeMap<String, String>) {
     let copies = setting(&args, "copies", 1000);
     let agents = setting(&args, "agents", 10);
     let period_ms = setting(&args, "period_ms", 1000);
