@@ -84,7 +84,8 @@ nice -n 19 cargo mutants --list --no-config -p setpoint-runtime \
     cut -d: -f1 "$out/population.txt" | sort | uniq -c | sort -rn
 } | tee -a "$out/summary.txt"
 seeded() { openssl enc -aes-256-ctr -pass pass:"$1" -nosalt </dev/zero 2>/dev/null; }
-shuf --random-source=<(seeded 22) "$out/population.txt" | head -n "$sample" >"$out/sample.txt"
+shuf --random-source=<(seeded 22) "$out/population.txt" >"$out/shuffled.txt"
+head -n "$sample" "$out/shuffled.txt" >"$out/sample.txt"
 openssl version >>"$out/summary.txt"
 
 # The baseline: the test passes on the unmutated tree.
