@@ -120,7 +120,7 @@ while IFS= read -r name; do
         "$file" "$file" "$line" "$line" "$text" "$text" >"$dir.diff"
     start=$(date +%s)
     nice -n 19 cargo mutants --in-place --no-config --baseline=skip --no-shuffle \
-        -p setpoint-runtime --re "$re" --in-diff "$dir.diff" -j 1 --jobserver-tasks 2 \
+        -p setpoint-runtime --re "$re" --in-diff "$dir.diff" --jobserver-tasks 2 \
         --test-package setpoint-chaos --profile release \
         --timeout "$test_timeout" --build-timeout "$build_timeout" \
         --cargo-arg=--test=models --cargo-test-arg=-- --cargo-test-arg=--ignored \
@@ -132,6 +132,11 @@ while IFS= read -r name; do
     done
     printf '%d\t%s\t%d\t%s\t%s\n' "$i" "$outcome" "$secs" "$(load)" "$name" |
         tee -a "$out/results.tsv"
+    if [ "$outcome" = none ]; then
+        echo "mutant $i has no outcome: see $dir.log" >&2
+        tail -n 20 "$dir.log" >&2
+        exit 1
+    fi
     if ! clean; then
         echo "mutant $i was left in $src: git diff shows it; restore it by hand" >&2
         exit 1
