@@ -74,7 +74,7 @@
 
 use std::fmt::Write as _;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use setpoint_core::ControllerKind;
@@ -452,6 +452,22 @@ pub fn looks_like_model(text: &str) -> bool {
             .and_then(|a| a.first())
             .and_then(Value::as_table)
             .is_some_and(|e| e.contains_key("at_ms"))
+}
+
+/// The fault model files this repository ships in `scenarios/chaos/{dir}` (`""` for the
+/// models themselves, `regressions`, `open`), sorted: for the tests and the mutation run, which
+/// run every one of them.
+pub fn shipped(dir: &str) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/chaos")
+        .join(dir);
+    let mut out: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    out.sort();
+    out
 }
 
 /// Reads and validates the fault model at `path`.

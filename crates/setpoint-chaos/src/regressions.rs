@@ -2,7 +2,7 @@
 //! (`scenarios/chaos/regressions/`), and every open finding (`scenarios/chaos/open/`) still
 //! breaks the check it names, so that a fix is noticed and the file moves to `regressions/`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::adapt::{make, Bugs};
 use crate::check::Check;
@@ -22,22 +22,9 @@ fn replay(path: &Path) -> SeedReport {
     run_checked(&model, seed, schedule, &f, false).0
 }
 
-fn files(dir: &str) -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scenarios/chaos")
-        .join(dir);
-    let mut out: Vec<PathBuf> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    out.sort();
-    out
-}
-
 #[test]
 fn every_regression_scenario_passes_every_check() {
-    let all = files("regressions");
+    let all = crate::faults::shipped("regressions");
     assert!(!all.is_empty());
     for path in all {
         let r = replay(&path);
@@ -61,7 +48,7 @@ fn breaks(path: &Path) -> Check {
 
 #[test]
 fn every_open_finding_still_breaks_its_check() {
-    for path in files("open") {
+    for path in crate::faults::shipped("open") {
         let check = breaks(&path);
         let r = replay(&path);
         assert!(
@@ -78,7 +65,7 @@ fn every_open_finding_still_breaks_its_check() {
 /// strike, is noticed here rather than in a long run.
 #[test]
 fn every_shipped_fault_model_parses_and_its_first_seed_passes() {
-    let all = files(".");
+    let all = crate::faults::shipped("");
     assert!(all.len() >= 6, "{all:?}");
     for path in all {
         let text = std::fs::read_to_string(&path).unwrap();

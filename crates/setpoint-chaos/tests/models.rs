@@ -12,10 +12,8 @@
 //! `SETPOINT_MUTANTS_SEEDS=N` runs seeds `1..=N` of each model instead of [`SEEDS`] (for
 //! measuring how long a run takes, not for the mutation run, whose figures are for [`SEEDS`]).
 
-use std::path::{Path, PathBuf};
-
 use setpoint_chaos::adapt::Bugs;
-use setpoint_chaos::faults::load;
+use setpoint_chaos::faults::{load, shipped};
 use setpoint_chaos::runner::run_seeds;
 
 /// Seeds `1..=SEEDS` of each model: 660 runs over the eleven models, about 20 s of one core in a
@@ -23,19 +21,6 @@ use setpoint_chaos::runner::run_seeds;
 /// stays well under its timeout however busy the shared 2-core machine is (docs/chaos.md,
 /// "Issue 22 part 3").
 const SEEDS: u64 = 60;
-
-/// The shipped fault models, `scenarios/chaos/*.toml`, by name (not `regressions/` nor
-/// `open/`: replays of one schedule each, which the unit tests run).
-fn models() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/chaos");
-    let mut out: Vec<PathBuf> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    out.sort();
-    out
-}
 
 /// Every shipped fault model passes every check on seeds `1..=SEEDS`. Stops at the first
 /// model with a failing seed and names its seeds and checks, so a caught mutant costs less
@@ -48,7 +33,7 @@ fn every_shipped_fault_model_passes_every_check_on_its_first_seeds() {
         .map_or(SEEDS, |s| {
             s.parse().expect("SETPOINT_MUTANTS_SEEDS: a number")
         });
-    let all = models();
+    let all = shipped("");
     assert!(all.len() >= 6, "{all:?}");
     for path in all {
         let model = load(&path).unwrap();

@@ -2,7 +2,7 @@
 //! on change, and the bad input of both. One controller and one process of simulated agents on
 //! a SQLite data directory; every wait polls with a deadline, and the rig kills what it started.
 
-use super::harness::{assert_one_line, Rig};
+use super::harness::{assert_one_line, sleeping, Rig};
 
 #[test]
 fn simulated_nodes_need_simulated_copies_and_a_count_in_range_and_resyncs_no_shorter_than_r() {
@@ -78,10 +78,9 @@ fn simulated_nodes_hold_a_workload_and_a_steady_node_writes_no_report_until_it_h
         .collect();
     assert_eq!(names.first().map(String::as_str), Some("sim-0001"));
     assert_eq!(names.last().map(String::as_str), Some("sim-0020"));
-    c.apply(
-        "[[workload]]\nname = \"sim\"\ncommand = [\"sleep\", \"1000\"]\ncopies = 200\n\
-         period = \"200ms\"\nstartup = \"100ms\"\n",
-    );
+    c.apply(&sleeping(
+        "sim", 200, "intent", 1000, "200ms", "100ms", "1s",
+    ));
     c.until("200 copies on the ledger", |c| {
         c.get("sim")["on_ledger"].as_u64() == Some(200)
     });
@@ -106,10 +105,9 @@ fn simulated_nodes_hold_a_workload_and_a_steady_node_writes_no_report_until_it_h
     assert!(text.contains("LIVE is the node lease"), "{text}");
     // News: ten more copies, one a node (placed on the fewest), each written by its node at
     // once, long before a resync.
-    c.apply(
-        "[[workload]]\nname = \"sim\"\ncommand = [\"sleep\", \"1000\"]\ncopies = 220\n\
-         period = \"200ms\"\nstartup = \"100ms\"\n",
-    );
+    c.apply(&sleeping(
+        "sim", 220, "intent", 1000, "200ms", "100ms", "1s",
+    ));
     c.until("220 copies on the ledger", |c| {
         c.get("sim")["on_ledger"].as_u64() == Some(220)
     });

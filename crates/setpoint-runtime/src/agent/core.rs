@@ -540,14 +540,18 @@ impl AgentCore {
 
     /// Acts on a read of the node's placements and kill requests.
     fn on_sync_read(&mut self, now: u64, read: Read) {
-        let placements = placements_of(&self.cfg.node);
-        let newest = read
-            .entries
-            .iter()
-            .filter(|e| e.key.starts_with(&placements))
-            .map(|e| e.mod_revision)
-            .max()
-            .unwrap_or(0);
+        // The newest placement read is news for a report only with reports on change.
+        let newest = if self.cfg.report_resync_ms > 0 {
+            let placements = placements_of(&self.cfg.node);
+            read.entries
+                .iter()
+                .filter(|e| e.key.starts_with(&placements))
+                .map(|e| e.mod_revision)
+                .max()
+                .unwrap_or(0)
+        } else {
+            0
+        };
         self.copies.synced_to(read.revision, newest);
         let (assigned, kills, logs) = self.sync.parse(read, &self.cfg, &mut self.out);
         let may_save = self.life.may_save();
@@ -663,7 +667,7 @@ impl AgentCore {
                     let due = now + self.report_delay_ms(now);
                     let report = reports::observe(&self.copies, now, &self.cfg);
                     if self.reports.worth_writing(&report, &self.copies, &self.cfg) {
-                        self.reports.enqueue(due, report);
+                        self.reports.enqueue(due, report, &self.cfg);
                     }
                 }
                 self.reports.send_due(now, &self.cfg, &mut self.out);

@@ -91,8 +91,8 @@ pub(super) struct Reports {
     unanswered: usize,
     /// The last report written (found, at recovery): what the ledger shows of this node.
     written: Option<NodeReport>,
-    /// The newest report queued or in flight, until its write is answered: an observation
-    /// that shows the same is on its way already.
+    /// With reports on change, the newest report queued or in flight, until its write is
+    /// answered: an observation that shows the same is on its way already.
     pending: Option<NodeReport>,
 }
 
@@ -182,8 +182,10 @@ impl Reports {
     }
 
     /// Queues `report`, to be written at `due`.
-    pub(super) fn enqueue(&mut self, due: u64, report: NodeReport) {
-        self.pending = Some(report.clone());
+    pub(super) fn enqueue(&mut self, due: u64, report: NodeReport, cfg: &AgentCoreConfig) {
+        if cfg.report_resync_ms > 0 {
+            self.pending = Some(report.clone());
+        }
         self.queue.push_back((due, report));
     }
 
@@ -219,7 +221,7 @@ impl Reports {
         }
         self.unanswered += 1;
         self.in_flight = true;
-        if self.queue.is_empty() {
+        if cfg.report_resync_ms > 0 && self.queue.is_empty() {
             self.pending = Some(report.clone());
         }
         out.send(
@@ -376,7 +378,7 @@ mod tests {
         let mut out = Outbox::new();
         for now in [0, 100, 200] {
             assert!(reports.observation_due(now, 100));
-            reports.enqueue(now + 250, observe(&copies, now, &cfg));
+            reports.enqueue(now + 250, observe(&copies, now, &cfg), &cfg);
         }
         assert!(!reports.observation_due(250, 100));
         reports.send_due(300, &cfg, &mut out);
@@ -597,7 +599,7 @@ mod tests {
             assert!(reports.observation_due(now, 100));
             let report = observe(&copies, now, &cfg);
             if reports.worth_writing(&report, &copies, &cfg) {
-                reports.enqueue(now, report);
+                reports.enqueue(now, report, &cfg);
             }
             reports.send_due(now, &cfg, &mut out);
             let (_, sent) = drained(&mut out);

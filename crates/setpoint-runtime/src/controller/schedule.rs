@@ -248,25 +248,15 @@ impl Schedule {
     }
 }
 
-/// The leader's poll of the declarations: the store's revision every poll, `/workloads/` when
-/// it moved, and after [`REREAD_AFTER_POLLS`] polls that found it unmoved.
+/// The leader's poll of the declarations: the store's revision every poll, `/workloads/` only
+/// when it moved.
 #[derive(Debug, Default)]
 pub(super) struct Declarations {
     /// A poll (revision, then maybe the read) is in flight.
     declaring: bool,
     /// The revision of the last read of `/workloads/`.
     seen_revision: Option<Revision>,
-    /// Polls that found the revision unmoved since the last read.
-    unmoved: u32,
 }
-
-/// After this many polls that found the store's revision unmoved, `/workloads/` is read all the
-/// same (about a second at the default poll). A declaration must never wait for another write
-/// to be noticed: while agents wrote a report every R the revision always moved, and once
-/// reports came only on change a declaration was once missed for good (a CLI test's controller
-/// created nothing for 30 s on an otherwise quiet store; the race that let the poll see the
-/// new revision and the read miss the declaration was not found).
-pub(super) const REREAD_AFTER_POLLS: u32 = 10;
 
 impl Declarations {
     /// Whether a poll starts now (none is in flight); it is counted as in flight from now.
@@ -279,8 +269,7 @@ impl Declarations {
     /// The store is at `revision`. Returns whether `/workloads/` must be read; if not (nothing
     /// moved since the last read) the poll ends.
     pub(super) fn moved(&mut self, revision: Revision) -> bool {
-        if self.seen_revision == Some(revision) && self.unmoved < REREAD_AFTER_POLLS {
-            self.unmoved += 1;
+        if self.seen_revision == Some(revision) {
             self.declaring = false;
             return false;
         }
@@ -295,7 +284,6 @@ impl Declarations {
     /// `/workloads/` was read at `revision`.
     pub(super) fn read_at(&mut self, revision: Revision) {
         self.seen_revision = Some(revision);
-        self.unmoved = 0;
     }
 }
 
@@ -402,27 +390,6 @@ pub fn pass_log_lines(r: &PassReport) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn declarations_are_read_when_the_revision_moved_and_after_ten_unmoved_polls() {
-        let mut d = Declarations::default();
-        let mut reads = Vec::new();
-        for poll in 0..25 {
-            assert!(d.start());
-            // The store's revision moves once, at poll 3.
-            let revision = if poll < 3 { 7 } else { 9 };
-            if d.moved(revision) {
-                reads.push(poll);
-                d.read_at(revision);
-                d.done();
-            }
-        }
-        assert_eq!(
-            reads,
-            [0, 3, 14],
-            "first, moved, then ten unmoved polls later"
-        );
-    }
     use crate::model::encode;
     use crate::store::Entry;
 

@@ -89,20 +89,14 @@ impl<'s> WorkloadView<'s> {
             };
             // Only the nodes of this workload's copies tell how far the ledger has caught up
             // with them: their agents report every R while they hold a `gated` copy
-            // (`Assignment::heartbeat`), others only when they have news.
-            let hosts = assigned_nodes.contains(*node)
-                || report
-                    .copies
-                    .iter()
-                    .any(|c| c.workload == name && c.owner_uid == uid && c.phase != Phase::Exited);
-            if hosts {
-                reported_before = reported_before.min(report.observed_ms);
-            }
+            // (`Assignment::heartbeat`), others (with reports on change) only with news.
+            let mut hosts = assigned_nodes.contains(*node);
             let claimed = snapshot.nodes[*node].create_revision;
             for c in &report.copies {
                 if c.workload != name || c.owner_uid != uid {
                     continue;
                 }
+                hosts |= c.phase != Phase::Exited;
                 match c.phase {
                     Phase::Running if owned(&assigned, c.n, c.incarnation, claimed) => {
                         ledger.insert(c.n, c.incarnation);
@@ -125,6 +119,9 @@ impl<'s> WorkloadView<'s> {
                     }
                     Phase::Starting => {}
                 }
+            }
+            if hosts {
+                reported_before = reported_before.min(report.observed_ms);
             }
         }
         let next = snapshot.counters.get(name).map_or(0, |c| c.value.next);
