@@ -327,8 +327,13 @@ impl Host {
             HostInput::Tick => {}
             HostInput::Replied(Replied { id, result }) => {
                 if let Some(p) = self.pending.remove(&id) {
-                    if let Ok(StoreReply::Read { now_ms, .. }) = &result {
+                    if let Ok(StoreReply::Read { now_ms, read }) = &result {
                         self.store_offset = *now_ms as i64 - self.now as i64;
+                        // Monotonic reads: once this host has read the store at a revision,
+                        // its cache serves nothing older (see `reads_of_cached_state`).
+                        if p.term == self.term && reads_of_cached_state(&p.what) {
+                            self.saw(read.revision);
+                        }
                     }
                     self.on_reply(p, result);
                 }
@@ -1122,6 +1127,7 @@ impl Host {
             return;
         };
         let attempt = lp.attempts();
+        let read = snapshot.revision;
         let plan = plan_pass(&snapshot, &name, lp.controller(), &settings);
         self.memo = Some(snapshot);
         let Some(lp) = self.pass_loop(&name, gen) else {
@@ -1142,7 +1148,7 @@ impl Host {
                 }
             }
             Err(PassError::NotLeader) => self.depose(),
-            Err(PassError::Gone(_)) => lp.gone(),
+            Err(PassError::Gone(_)) => lp.gone(read),
             Err(e) => {
                 lp.free();
                 self.observed.failed(&name, self.now, u64::from(attempt));
@@ -1436,6 +1442,17 @@ fn snapshot_read() -> StoreRequest {
     }
 }
 
+/// Whether a reply to `what` is a read of prefixes the watch cache holds (the declarations, a
+/// pass's or a collection's snapshot). When the store answers one at revision R, the cache
+/// serves nothing older than R from then on: a loop declared by a store read at R must not
+/// have its first pass served from a cache still before R, which finds the workload absent.
+fn reads_of_cached_state(what: &Awaiting) -> bool {
+    matches!(
+        what,
+        Awaiting::Declarations | Awaiting::PassRead { .. } | Awaiting::GcRead
+    )
+}
+
 fn strings(s: &[&str]) -> Vec<String> {
     s.iter().map(|p| (*p).to_owned()).collect()
 }
@@ -1494,6 +1511,9 @@ mod tests {
         watches: BTreeMap<ReqId, (Vec<String>, BTreeMap<String, Entry>)>,
         /// Watch deliveries are withheld while this is set (a slow watch).
         hold_watches: bool,
+        /// Requests of this purpose wait in `held` until [`Driver::release`] (a slow call).
+        hold: Option<Purpose>,
+        held: VecDeque<(ReqId, StoreRequest, Purpose)>,
     }
 
     /// The whole store, by key.
@@ -1522,6 +1542,8 @@ mod tests {
                 history: BTreeMap::new(),
                 watches: BTreeMap::new(),
                 hold_watches: false,
+                hold: None,
+                held: VecDeque::new(),
             };
             d.step(HostInput::Tick);
             d
@@ -1536,7 +1558,11 @@ mod tests {
                         purpose,
                     } => {
                         self.requests.push((self.now, request.clone(), purpose));
-                        self.queue.push_back((id, request, purpose));
+                        if self.hold == Some(purpose) {
+                            self.held.push_back((id, request, purpose));
+                        } else {
+                            self.queue.push_back((id, request, purpose));
+                        }
                     }
                     HostOutput::Log { who, line } => self.logs.push((self.now, who, line)),
                     HostOutput::Wake(Wake(at)) => {
@@ -1560,6 +1586,15 @@ mod tests {
                 }
                 self.now = self.wake.clamp(self.now + 1, until_ms);
                 self.step(HostInput::Tick);
+            }
+        }
+
+        /// Carries out the held requests now, ahead of the queue, and holds nothing more.
+        fn release(&mut self, store: &MemoryStore) {
+            self.hold = None;
+            while let Some(held) = self.held.pop_front() {
+                self.queue.push_front(held);
+                self.run_one(store);
             }
         }
 
@@ -2019,6 +2054,35 @@ mod tests {
             }
             true
         }));
+        d.run(&store, 3_000);
+        assert_eq!(copies(&store), ["w-0", "w-1"]);
+    }
+
+    /// The race CI and a probe on etcd caught (reports on change made it likely: a quiet
+    /// store): the declarations read went to the store (the cache was not live yet) and saw a
+    /// new workload, then the cache became live at a revision before it, and the loop's first
+    /// pass, served from the cache, found the workload absent. The loop was marked dead and
+    /// ran no pass again while the workload stayed declared. Now a store read of cached state
+    /// holds the cache back until it has caught up (monotonic reads), and a pass that read
+    /// from before its declaration existed does not end its loop.
+    #[test]
+    fn a_pass_never_reads_a_cache_older_than_the_read_that_declared_its_workload() {
+        let store = MemoryStore::new();
+        crate::model::node::fake_node(&store, "a").unwrap();
+        let mut d = Driver::new(cached("c1"));
+        d.hold = Some(Purpose::Cache);
+        let declarations_read = |d: &Driver| {
+            d.queue.iter().any(|(_, r, p)| {
+                *p == Purpose::Declarations && matches!(r, StoreRequest::Read { .. })
+            })
+        };
+        while !declarations_read(&d) {
+            assert!(d.run_one(&store), "the poll asks for /workloads/");
+        }
+        // The cache's full read is answered first, before the apply; the declarations read
+        // after it.
+        d.release(&store);
+        crate::ops::apply(&store, &[spec("w", 2, 200)]).unwrap();
         d.run(&store, 3_000);
         assert_eq!(copies(&store), ["w-0", "w-1"]);
     }

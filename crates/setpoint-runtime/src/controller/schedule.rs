@@ -81,10 +81,14 @@ impl Loop {
         self.in_flight = None;
     }
 
-    /// The pass found its workload gone: the loop runs no more passes, and waits for the
-    /// declarations to end it.
-    pub(super) fn gone(&mut self) {
-        self.dead = true;
+    /// The pass, reading the store at revision `read`, found its workload gone. If that read
+    /// came after the declaration was created (`read` ≥ its uid), the workload is gone: the
+    /// loop runs no more passes and waits for the declarations to end it. A read from before
+    /// the declaration existed (a watch cache behind the read that declared it) proves
+    /// nothing: the loop stays alive and its next round reads again. Marking it dead then left
+    /// a declared workload without passes for good (seen on etcd: nothing created for 30 s).
+    pub(super) fn gone(&mut self, read: Revision) {
+        self.dead = read >= self.key.uid;
         self.in_flight = None;
     }
 
@@ -499,11 +503,27 @@ mod tests {
     fn a_gone_workloads_loop_runs_no_more_passes() {
         let mut s = Schedule::default();
         let mut gen = 1;
-        declare(&mut s, &[stored("w", 1, 1, 100)], 0, false, &mut gen);
+        declare(&mut s, &[stored("w", 5, 5, 100)], 0, false, &mut gen);
         s.due(0);
-        s.current("w", 1).unwrap().gone();
+        s.current("w", 1).unwrap().gone(5);
         assert!(s.due(10_000).is_empty());
         assert_eq!(s.next_wake(10_000), None);
+    }
+
+    #[test]
+    fn a_pass_that_read_from_before_its_declaration_does_not_end_its_loop() {
+        let mut s = Schedule::default();
+        let mut gen = 1;
+        declare(&mut s, &[stored("w", 5, 5, 100)], 0, false, &mut gen);
+        s.due(0);
+        // Read at revision 4, before the declaration (uid 5) was created: not evidence.
+        s.current("w", 1).unwrap().gone(4);
+        assert_eq!(s.next_wake(50), Some(100));
+        assert_eq!(
+            s.due(100),
+            [("w".to_owned(), 1)],
+            "the next round reads again"
+        );
     }
 
     #[test]
