@@ -189,12 +189,11 @@ pub struct AgentFlags {
     /// reporting chain).
     #[arg(long, default_value = "0", value_name = "DURATION", value_parser = duration)]
     pub report_delay: Duration,
-    /// Reports on change (opt-in): an agent with no news (no copy started, ready, stopped or
-    /// ended, no new placement read) writes its report only this often, and liveness is the
-    /// node lease alone (5m is the kubelet's choice). At least --report-every. Without it, every
-    /// observation is written.
-    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
-    pub report_resync: Option<Duration>,
+    /// An agent with no news (no copy started, ready, stopped or ended, no new placement read)
+    /// writes its report only this often; liveness is the node lease alone. At least
+    /// --report-every.
+    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = positive_duration)]
+    pub report_resync: Duration,
     /// Jittered added delays instead of --report-delay: one per report in turn, repeating after
     /// the last (`50ms,250ms,120ms`), as a reporting chain whose delay varies.
     #[arg(long, value_name = "DURATION,...", value_parser = delay_list, conflicts_with = "report_delay")]
@@ -228,7 +227,7 @@ impl AgentFlags {
         let mut c = AgentConfig::new(node, state_dir);
         c.report_every = self.report_every;
         c.report_delay = self.report_delay;
-        c.report_resync = self.report_resync.unwrap_or_default();
+        c.report_resync = self.report_resync;
         if let Some(DelayList(ms)) = &self.report_delays {
             c.report_delays = setpoint_runtime::report_delay::ReportDelays::new(ms.clone());
         }
@@ -242,11 +241,11 @@ impl AgentFlags {
     }
 
     fn check(&self) -> anyhow::Result<()> {
-        if let Some(resync) = self.report_resync.filter(|r| *r < self.report_every) {
+        if self.report_resync < self.report_every {
             anyhow::bail!(BadInput(format!(
                 "--report-resync {} is shorter than --report-every {}: accepted at least \
                  --report-every",
-                format_duration(resync),
+                format_duration(self.report_resync),
                 format_duration(self.report_every)
             )));
         }

@@ -389,7 +389,7 @@ fn an_agent_killed_at_each_failpoint_while_starting_copies_adopts_or_reaps_them_
     for fp in [
         "agent-after-spawn=sigkill@2",
         "agent-after-record=sigkill@2",
-        "agent-after-report=sigkill@10",
+        "agent-after-report=sigkill@3",
     ] {
         let mut c = rig();
         agent(&mut c, "a", "0", &[(FAILPOINTS, fp)]);

@@ -61,8 +61,6 @@ fn simulated_nodes_hold_a_workload_and_a_steady_node_writes_no_report_until_it_h
             "50ms",
             "--node-timeout",
             "2s",
-            "--report-resync",
-            "5m",
         ],
     );
     c.until("20 simulated nodes live", |c| {

@@ -11,9 +11,8 @@ pub enum Nonces {
     Counter(u64),
 }
 
-/// The resync `--report-resync` suggests for reports on change: 5 minutes, as the kubelet's
-/// node status when nothing changed (KEP-589). Reports on change are opt-in for now: with them
-/// a CLI test's controller once created nothing for 30 s on a quiet etcd (docs/runtime.md).
+/// How long an agent with no news goes without writing its report, by default: 5 minutes, as
+/// the kubelet's node status when nothing changed (KEP-589).
 pub const DEFAULT_REPORT_RESYNC_MS: u64 = 300_000;
 
 /// How an agent machine runs. Every time is in milliseconds.
@@ -32,7 +31,7 @@ pub struct AgentCoreConfig {
     /// Added delay between observing the copies and writing the report.
     pub report_delay_ms: u64,
     /// How long an agent with no news goes without writing its report: it writes one at least
-    /// this long after the last one's observation; 0 (the default) writes every observation (see the agent's reports, docs/runtime.md "Reports on change").
+    /// this long after the last one's observation (see the agent's reports, docs/runtime.md "Reports on change").
     pub report_resync_ms: u64,
     /// Jittered added delays, one per report in turn, in place of `report_delay_ms` when not
     /// empty ([`crate::report_delay`]).
@@ -65,7 +64,7 @@ pub struct AgentCoreConfig {
 }
 
 impl AgentCoreConfig {
-    /// A machine for `node`: R = 1s, no added delay, a report every observation, assignments read every 100ms (no watch
+    /// A machine for `node`: R = 1s, no added delay, a resync every 5 minutes, assignments read every 100ms (no watch
     /// cache), a node lease
     /// of 10s, store requests given 5s, random nonces, host and place `node` itself, pid 0.
     pub fn new(node: impl Into<String>) -> Self {
@@ -77,7 +76,7 @@ impl AgentCoreConfig {
             agent_pid: 0,
             report_every_ms: 1_000,
             report_delay_ms: 0,
-            report_resync_ms: 0,
+            report_resync_ms: DEFAULT_REPORT_RESYNC_MS,
             report_delays: Default::default(),
             sync_every_ms: 100,
             watch_cache: false,

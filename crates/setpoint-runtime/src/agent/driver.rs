@@ -64,8 +64,7 @@ pub struct AgentConfig {
     pub report_every: Duration,
     /// Added delay between observing the copies and writing the report.
     pub report_delay: Duration,
-    /// With reports on change, an agent with no news writes its report at least this often
-    /// (docs/runtime.md, "Reports on change"); zero (the default) writes every observation.
+    /// An agent with no news writes its report at least this often (docs/runtime.md, "Reports on change").
     pub report_resync: Duration,
     /// Jittered added delays, one per report in turn, in place of `report_delay` when not empty
     /// ([`crate::report_delay`]).
@@ -98,7 +97,7 @@ pub struct AgentConfig {
 
 impl AgentConfig {
     /// An agent for `node` keeping state in `state_dir`: R = 1s, no added delay, a report
-    /// every observation, assignments
+    /// resync every 5 minutes, assignments
     /// read every 100ms, a tick every 25ms, a node lease of 10s.
     pub fn new(node: impl Into<String>, state_dir: impl Into<PathBuf>) -> Self {
         Self {
@@ -106,7 +105,7 @@ impl AgentConfig {
             state_dir: state_dir.into(),
             report_every: Duration::from_secs(1),
             report_delay: Duration::ZERO,
-            report_resync: Duration::ZERO,
+            report_resync: Duration::from_millis(super::config::DEFAULT_REPORT_RESYNC_MS),
             report_delays: Default::default(),
             sync_every: Duration::from_millis(100),
             tick: TICK,

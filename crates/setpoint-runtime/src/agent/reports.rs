@@ -131,10 +131,6 @@ impl Reports {
         copies: &Supervisor,
         cfg: &AgentCoreConfig,
     ) -> bool {
-        if cfg.report_resync_ms == 0 {
-            // Reports on change are off: every observation is written, exactly as before.
-            return true;
-        }
         let newest = copies.newest_placement();
         let shows_same = |r: &NodeReport| r.copies == report.copies && r.synced_revision >= newest;
         let Some(written) = &self.written else {
