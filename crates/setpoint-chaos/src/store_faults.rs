@@ -117,7 +117,9 @@ fn the_same_seed_gives_the_same_run_byte_for_byte_with_every_new_fault_and_optio
         let a = run_checked(&m, seed, m.schedule(seed), &f, true);
         let b = run_checked(&m, seed, m.schedule(seed), &f, true);
         let (ta, tb) = (&a.1.as_ref().unwrap().trace, &b.1.as_ref().unwrap().trace);
-        assert!(ta.len() > 500, "{}", ta.len());
+        // A run that did things (idle rounds write nothing, so the trace is shorter than when
+        // every round was written: 485 lines for seed 3).
+        assert!(ta.len() > 300, "{}", ta.len());
         assert_eq!(ta, tb, "seed {seed}");
         assert_eq!(a.0, b.0);
     }

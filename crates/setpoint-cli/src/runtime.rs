@@ -160,6 +160,10 @@ pub struct ControllerFlags {
     /// back).
     #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = positive_duration)]
     pub event_retention: Duration,
+    /// An idle round that shows what its loop's last round showed writes nothing (`measure`
+    /// counts it on the loop's grid); one is written at least this often. 0 writes every round.
+    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = duration)]
+    pub round_resync: Duration,
 }
 
 impl ControllerFlags {
@@ -174,6 +178,7 @@ impl ControllerFlags {
         c.lease_ttl = self.lease_ttl;
         c.wake_on_change = self.wake_on_change;
         c.event_retention = self.event_retention;
+        c.round_resync = self.round_resync;
         c.poll = (self.lease_ttl / 10).min(Duration::from_millis(100));
         Ok(c)
     }

@@ -33,6 +33,8 @@ fn round(at_ms: u64, desired: u64, created: u64, delete_commands: u64) -> Logged
         delete_commands,
         commanded: Vec::new(),
         fence: None,
+        period_ms: 0,
+        missed: 0,
     })
 }
 

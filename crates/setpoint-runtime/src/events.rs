@@ -7,7 +7,7 @@
 //!
 //! | key | written by | when |
 //! | --- | --- | --- |
-//! | `/events/{w}/round/{at_ms:015}-{read:012}` | a pass, in its own transaction | every pass, idle or not ([`RoundEvent`]) |
+//! | `/events/{w}/round/{at_ms:015}-{read:012}` | a pass, in its own transaction | every pass but an idle one that shows what the loop's last round showed, which is left out (at least one every `--round-resync`) ([`RoundEvent`]) |
 //! | `/events/{w}/create/{n:012}/{read:012}` | a pass, with the assignment | a copy is created |
 //! | `/events/{w}/delete/{n:012}/{inc:012}` | a pass, with the removal | a delete command removes a copy's assignment |
 //! | `/events/{w}/start/{n:012}/{inc:012}` | the agent | the copy's process was spawned |
@@ -21,9 +21,11 @@
 //! copy's incarnation, its assignment's `create_revision`. A create entry is written in the same
 //! transaction as the assignment, so the entry's own `create_revision` *is* the incarnation.
 //!
-//! Write cost: a pass writes one transaction, as before when it acted; an idle pass now writes
-//! one small key too (its round). An agent writes at most one transaction per tick, only in
-//! ticks where something happened to a copy or a report changed the ledger.
+//! Write cost: a pass writes one transaction when it acts or what it saw changed; an idle pass
+//! that saw what the last one saw writes nothing (its round is counted by `measure` on the
+//! loop's grid, [`elided_rounds`]), except once every `--round-resync`. An agent writes at most
+//! one transaction per tick, only in ticks where something happened to a copy or a report
+//! changed the ledger.
 
 use serde::{Deserialize, Serialize};
 
@@ -125,6 +127,74 @@ pub struct RoundEvent {
     /// compare), if it ran under a lease: the log shows which leader wrote what.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence: Option<Revision>,
+    /// The loop period U in store milliseconds. With it, `measure` counts the idle rounds not
+    /// written after this one on the grid `at_ms + k·U` ([`elided_rounds`]); 0 (a log from
+    /// before idle rounds were left out) counts only the rounds written.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub period_ms: u64,
+    /// Rounds of the grid since the loop's previous round entry that ran no pass or whose pass
+    /// wrote no entry because it failed (an overrun skips rounds; a failed pass is a round with
+    /// no entry), which `measure` must not count among the idle ones.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub missed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl RoundEvent {
+    /// Whether the round did nothing: no creation and no delete command.
+    pub fn is_idle(&self) -> bool {
+        self.created == 0 && self.delete_commands == 0 && self.commanded.is_empty()
+    }
+
+    /// Whether `self` shows the same as `earlier`: the same desired count, ledger and copies in
+    /// flight under the same leader and period. An idle round that shows the same as the
+    /// loop's last one adds nothing to what `measure` computes, so it need not be written.
+    pub fn shows_same(&self, earlier: &RoundEvent) -> bool {
+        (
+            self.desired,
+            self.on_ledger,
+            self.in_flight,
+            self.fence,
+            self.period_ms,
+        ) == (
+            earlier.desired,
+            earlier.on_ledger,
+            earlier.in_flight,
+            earlier.fence,
+            earlier.period_ms,
+        )
+    }
+}
+
+/// The grid times of the idle rounds a loop ran without writing them after `round` (at
+/// `at_ms`), up to `next_ms` (the workload's next round entry, exclusive with half a period's
+/// tolerance for the read's own delay) or, after the last entry, to `until_ms` inclusive; the
+/// last `next_missed` grid points before the next entry ran no pass (its `missed`). Empty for
+/// a round without a period. See docs/runtime.md, "Idle rounds".
+pub fn elided_rounds(
+    round: &RoundEvent,
+    next: Option<&RoundEvent>,
+    until_ms: u64,
+) -> impl Iterator<Item = u64> {
+    let u = round.period_ms;
+    let at = round.at_ms;
+    let (count, missed) = if u == 0 {
+        (0, 0)
+    } else {
+        match next {
+            // Grid points k ≥ 1 with at + k·U < next − U/2.
+            Some(n) => {
+                let bound = n.at_ms.saturating_sub(u / 2);
+                let count = bound.saturating_sub(at).saturating_sub(1) / u;
+                (count, n.missed.min(count))
+            }
+            None => (until_ms.saturating_sub(at) / u, 0),
+        }
+    };
+    (1..=count - missed).map(move |k| at + k * u)
 }
 
 /// The key of a pass's round entry.

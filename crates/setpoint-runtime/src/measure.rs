@@ -320,6 +320,14 @@ pub fn from_log(
             (row.desired, row.seen, row.pending) = (r.desired, r.on_ledger, r.in_flight);
         }
     }
+    // The idle rounds not written (`controller/rounds.rs`): each shows what the round entry
+    // before it showed and sent no command, so it changes no row; only the count.
+    let end_ms = window.origin_ms + ((window.last + 1) as f64 * window.second_ms()).ceil() as u64;
+    for (i, r) in rounds.iter().enumerate() {
+        counted_rounds += crate::events::elided_rounds(r, rounds.get(i + 1).copied(), end_ms)
+            .filter(|&t| (0..len as i64).contains(&window.second_of(t)))
+            .count() as u64;
+    }
     let mut metrics = metrics_from_series(&rows, counted_rounds);
     // A failed start is no death of a live copy: the lab's `unneeded = created − needed − died`
     // would count its replacement as needed twice over (−2 for two crash-looping copies).
@@ -435,6 +443,8 @@ mod tests {
             delete_commands,
             commanded: Vec::new(),
             fence: None,
+            period_ms: 0,
+            missed: 0,
         })
     }
 
@@ -526,6 +536,88 @@ mod tests {
         };
         let x = from_log("w", &log, w, None).metrics;
         assert_eq!((x.delete_commands, x.deleted, x.died), (2, 1, 1));
+    }
+
+    /// Idle rounds left out (`controller/rounds.rs`) measure exactly as if every round were
+    /// written. The oracle is the log with every round; the other leaves out, by the rule the
+    /// controller follows, each idle round that shows what the round before it showed, and
+    /// writes the round after grid points that ran no pass with their count in `missed`.
+    /// Rounds run on the grid `k·U` plus a read delay under a quarter second, and virtual
+    /// second 0 starts half a second before the first grid point, as a real experiment's
+    /// window starts before its loop's first pass; the window ends before the loop stops.
+    #[test]
+    fn leaving_idle_rounds_out_measures_what_writing_every_round_measures() {
+        use proptest::prelude::*;
+        let step = (
+            any::<bool>(),
+            0u64..=2,
+            0u64..4,
+            0u64..=1,
+            0u64..=1,
+            0u64..100,
+        );
+        let strategy = (
+            prop_oneof![Just(10u64), Just(100), Just(1000)],
+            1u64..=4,
+            proptest::collection::vec(step, 4..80),
+        );
+        proptest!(ProptestConfig::with_cases(300), |((second_ms, p, steps) in strategy)| {
+            let u = p * second_ms;
+            let mut all = Vec::new();
+            let mut written = Vec::new();
+            let mut last: Option<RoundEvent> = None;
+            let mut missed = 0;
+            for (k, &(runs, on_ledger, change, created, deletes, lat)) in steps.iter().enumerate() {
+                if k > 0 && !runs && k % 3 == 0 {
+                    // This grid point ran no pass (an overrun).
+                    missed += 1;
+                    last = None;
+                    continue;
+                }
+                let keep_same = change > 0 && last.is_some();
+                let mut r = RoundEvent {
+                    at_ms: k as u64 * u + lat * second_ms / 400,
+                    desired: 3,
+                    on_ledger: if keep_same { last.as_ref().unwrap().on_ledger } else { on_ledger },
+                    in_flight: 0,
+                    created: if keep_same { 0 } else { created },
+                    delete_commands: if keep_same { 0 } else { deletes },
+                    commanded: Vec::new(),
+                    fence: Some(1),
+                    period_ms: u,
+                    missed: 0,
+                };
+                // The oracle's rounds carry no period: only those written are counted.
+                all.push(Logged::Round(RoundEvent { period_ms: 0, ..r.clone() }));
+                let leave_out = missed == 0
+                    && r.is_idle()
+                    && last.as_ref().is_some_and(|l| r.shows_same(l));
+                r.missed = missed;
+                if !leave_out {
+                    written.push(Logged::Round(r.clone()));
+                    missed = 0;
+                }
+                last = Some(r);
+            }
+            let end_ms = (steps.len() as u64 - 1) * u;
+            let origin_ms = 0;
+            // Virtual second 0 starts half a second before the first grid point (shifted
+            // so that times stay non-negative).
+            let shift = second_ms / 2;
+            let shifted = |log: &[Logged]| -> Vec<Logged> {
+                log.iter().map(|l| match l {
+                    Logged::Round(r) => Logged::Round(RoundEvent { at_ms: r.at_ms + shift, ..r.clone() }),
+                    other => other.clone(),
+                }).collect()
+            };
+            let last_second = (end_ms / second_ms).saturating_sub(1);
+            let w = Window { origin_ms, time_scale: second_ms as f64 / 1000.0, last: last_second };
+            let _ = &w;
+            let oracle = from_log("w", &shifted(&all), w, Some(u));
+            let measured = from_log("w", &shifted(&written), w, Some(u));
+            prop_assert_eq!(&oracle.metrics, &measured.metrics);
+            prop_assert_eq!(&oracle.series, &measured.series);
+        });
     }
 
     #[test]

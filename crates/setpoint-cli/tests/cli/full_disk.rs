@@ -11,7 +11,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::harness::{sleeping, Rig};
-use super::runtime::up;
 
 /// A tmpfs mounted at a directory, unmounted (lazily, so a panic with processes still running
 /// cannot leave it) when dropped.
@@ -83,7 +82,25 @@ fn a_two_mib_data_directory_keeps_its_log_small_survives_a_full_disk_and_recover
             return;
         }
     };
-    up(&mut c, 2);
+    // A store that keeps writing: every report (a resync every R) and every round written,
+    // as before reports on change and idle rounds left out; a quiet cluster would write
+    // nothing for the full disk to refuse.
+    c.start(
+        "up",
+        &[
+            "up",
+            "--nodes",
+            "2",
+            "--report-every",
+            "50ms",
+            "--report-resync",
+            "50ms",
+            "--round-resync",
+            "0s",
+            "--lease-ttl",
+            "1s",
+        ],
+    );
     c.apply(&sleeping("web", 3, "intent", 3600, "1s", "0s", "1s"));
     c.until("3 copies live", |c| {
         c.try_get("web").is_some_and(|g| g["live"] == 3)

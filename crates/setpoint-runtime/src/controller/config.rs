@@ -9,6 +9,9 @@ use std::time::Duration;
 /// The default deadline of a store request.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How often an idle loop writes its round anyway: 5 minutes, as the agents' report resync.
+pub const DEFAULT_ROUND_RESYNC: Duration = Duration::from_secs(300);
+
 /// How a controller runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ControllerConfig {
@@ -26,13 +29,18 @@ pub struct ControllerConfig {
     pub poll: Duration,
     /// Events older than this are removed from the event log ([`crate::retention`]).
     pub event_retention: Duration,
+    /// An idle round that shows what its loop's last round showed is not written, but one is
+    /// written at least this long after the loop's last written round (a steady store then
+    /// sees one small write per loop this often, and a pass reading a stale cache still meets
+    /// a conflict then). Zero writes every round. Default [`DEFAULT_ROUND_RESYNC`].
+    pub round_resync: Duration,
     /// Where the driver counts its metrics ([`crate::metrics`]); none by default.
     pub metrics: crate::metrics::MetricsSink,
 }
 
 impl ControllerConfig {
     /// A controller named `holder`: lease TTL 5s, no wake-up on change,
-    /// poll every 100ms.
+    /// poll every 100ms, an idle round written every 5 minutes.
     pub fn new(holder: impl Into<String>) -> Self {
         Self {
             holder: holder.into(),
@@ -40,6 +48,7 @@ impl ControllerConfig {
             wake_on_change: false,
             poll: Duration::from_millis(100),
             event_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
+            round_resync: DEFAULT_ROUND_RESYNC,
             metrics: Default::default(),
         }
     }

@@ -1109,12 +1109,14 @@ impl Host {
 
     fn on_pass_snapshot(&mut self, snapshot: Result<Snapshot, StoreError>, name: String, gen: u64) {
         let settings = self.settings();
+        let round_resync_ms = self.cfg.controller.round_resync.as_millis() as u64;
         let who = format!("loop {name}");
         let snapshot = match snapshot {
             Ok(s) => s,
             Err(e) if e.is_lost() => return self.lost(e),
             Err(e) => {
-                if self.pass_loop(&name, gen).is_some() {
+                if let Some(lp) = self.pass_loop(&name, gen) {
+                    lp.rounds().lost();
                     self.end_pass(&name, gen);
                     self.observed.failed(&name, self.now, 0);
                     self.log(Some(&who), format!("pass failed: {e}"));
@@ -1134,7 +1136,10 @@ impl Host {
             return;
         };
         match plan {
-            Ok(plan) => {
+            Ok(mut plan) => {
+                if let Some(round) = plan.round.take() {
+                    plan.round = lp.rounds().plan(round, round_resync_ms);
+                }
                 let (mut report, mut writes) = plan.writes(&TxnLimits::ETCD_DEFAULT);
                 report.conflicts = attempt;
                 match writes.next_txn() {
@@ -1142,14 +1147,19 @@ impl Host {
                         self.send_pass_write(txn, name, gen, report, writes)
                     }
                     _ => {
+                        lp.rounds().committed();
                         self.end_pass(&name, gen);
                         self.pass_done(&name, &report);
                     }
                 }
             }
             Err(PassError::NotLeader) => self.depose(),
-            Err(PassError::Gone(_)) => lp.gone(read),
+            Err(PassError::Gone(_)) => {
+                lp.rounds().lost();
+                lp.gone(read);
+            }
             Err(e) => {
+                lp.rounds().lost();
                 lp.free();
                 self.observed.failed(&name, self.now, u64::from(attempt));
                 self.log(Some(&who), format!("pass failed: {e}"));
@@ -1206,13 +1216,16 @@ impl Host {
                     }
                 }
                 self.end_pass(&name, gen);
-                if self.pass_loop(&name, gen).is_some() {
+                if let Some(lp) = self.pass_loop(&name, gen) {
+                    lp.rounds().committed();
                     self.pass_done(&name, &report);
                 }
             }
             Err(StoreError::Conflict { key, .. }) if key == LEADER => self.depose(),
             Err(e) if writes.landed() > 0 && !e.is_lost() => {
-                if self.pass_loop(&name, gen).is_some() {
+                if let Some(lp) = self.pass_loop(&name, gen) {
+                    // The round goes last: it is among the writes that did not land.
+                    lp.rounds().lost();
                     self.end_pass(&name, gen);
                     writes.stop(&mut report, &e);
                     self.pass_done(&name, &report);
@@ -1223,12 +1236,14 @@ impl Host {
                     return;
                 };
                 if lp.conflicted() {
+                    lp.rounds().retried();
                     self.request(
                         snapshot_read(),
                         Purpose::Pass,
                         Awaiting::PassRead { name, gen },
                     );
                 } else {
+                    lp.rounds().lost();
                     let e = PassError::Contended(MAX_ATTEMPTS);
                     self.observed
                         .failed(&name, self.now, u64::from(MAX_ATTEMPTS));
@@ -1237,7 +1252,8 @@ impl Host {
             }
             Err(e) if e.is_lost() => self.lost(e),
             Err(e) => {
-                if self.pass_loop(&name, gen).is_some() {
+                if let Some(lp) = self.pass_loop(&name, gen) {
+                    lp.rounds().lost();
                     self.end_pass(&name, gen);
                     if let StoreError::TooBig(why) = &e {
                         self.record_refusal(&name, why);
@@ -2087,10 +2103,66 @@ mod tests {
         assert_eq!(copies(&store), ["w-0", "w-1"]);
     }
 
+    /// A converged workload's idle rounds write nothing: its passes read (from the cache)
+    /// and commit nothing, until the round resync; with no resync every round commits.
+    #[test]
+    fn a_steady_loop_commits_nothing_but_its_round_resync() {
+        for (resync_ms, want) in [(1_000u64, 2usize), (0, 20)] {
+            let store = store_with(&[spec("w", 2, 100)]);
+            crate::model::node::fake_node(&store, "a").unwrap();
+            let mut c = cached("c1");
+            c.controller.round_resync = Duration::from_millis(resync_ms);
+            let mut d = Driver::new(c);
+            d.run(&store, 1_000);
+            assert_eq!(copies(&store), ["w-0", "w-1"]);
+            let commits =
+                |d: &Driver| d.count(Purpose::Pass, |r| matches!(r, StoreRequest::Commit(_)));
+            let (before, rev) = (commits(&d), store.revision().unwrap());
+            d.run(&store, 3_000);
+            // 20 rounds in these 2 s: with a 1 s resync, 2 of them write.
+            assert_eq!(commits(&d) - before, want, "resync {resync_ms} ms");
+            assert_eq!(
+                store.revision().unwrap() - rev,
+                want as u64,
+                "resync {resync_ms} ms"
+            );
+        }
+    }
+
+    /// Idle rounds are not written (`rounds.rs`), so a pass on a stale cache meets its
+    /// conflict only when its loop writes a round again: at once if every round is written,
+    /// and after `round_resync` otherwise.
+    #[test]
+    fn a_stale_cache_is_found_at_the_next_round_written() {
+        let store = store_with(&[spec("w", 1, 200)]);
+        let mut c = cached("c1");
+        c.controller.round_resync = Duration::from_millis(1_000);
+        let mut d = Driver::new(c);
+        d.run(&store, 500);
+        assert_eq!(copies(&store), ["w-0"]);
+        d.hold_watches = true;
+        crate::ops::apply(&store, &[spec("w", 3, 200)]).unwrap();
+        d.run(&store, 700);
+        assert_eq!(
+            copies(&store),
+            ["w-0"],
+            "idle rounds on the stale cache write nothing"
+        );
+        d.run(&store, 1_700);
+        assert_eq!(
+            copies(&store),
+            ["w-0", "w-1", "w-2"],
+            "the resync's round conflicted"
+        );
+        assert!(d.said("1 conflicts, retried on fresh state"));
+    }
+
     #[test]
     fn a_stale_cache_makes_a_pass_conflict_and_read_the_store() {
         let store = store_with(&[spec("w", 1, 200)]);
-        let mut d = Driver::new(cached("c1"));
+        let mut c = cached("c1");
+        c.controller.round_resync = Duration::ZERO;
+        let mut d = Driver::new(c);
         d.run(&store, 500);
         assert_eq!(copies(&store), ["w-0"]);
         // The watch stalls; someone else scales the workload up meanwhile.

@@ -37,11 +37,14 @@ mod gc;
 mod host;
 mod observe;
 pub mod reconcile;
+mod rounds;
 mod schedule;
 mod serving;
 mod verdict;
 
-pub use config::{default_holder, ControllerConfig, HostConfig, DEFAULT_REQUEST_TIMEOUT};
+pub use config::{
+    default_holder, ControllerConfig, HostConfig, DEFAULT_REQUEST_TIMEOUT, DEFAULT_ROUND_RESYNC,
+};
 pub use driver::run_controller;
 pub use gc::GC_EVERY_MS;
 pub use host::{Host, HostInput, HostOutput, Purpose};

@@ -128,12 +128,20 @@ pub struct Plan {
     /// How many comparisons open `txn` and guard every transaction of it: the declaration's
     /// revision and, under a leader, the fencing token.
     pub guards: usize,
+    /// The pass's round entry and its key, appended after `txn` by [`Plan::writes`]; `None`
+    /// leaves it out (an idle round the host does not write, [`super::rounds`]).
+    pub round: Option<RoundEvent>,
+    round_key: String,
 }
 
 impl Plan {
     /// The plan's writes as transactions within `limits`, and what the pass did if they all
     /// commit: one transaction, exactly `txn`, whenever it fits.
-    pub fn writes(self, limits: &TxnLimits) -> (PassReport, crate::batches::Writes) {
+    pub fn writes(mut self, limits: &TxnLimits) -> (PassReport, crate::batches::Writes) {
+        if let Some(round) = self.round.take() {
+            let txn = std::mem::take(&mut self.txn);
+            self.txn = events::append(txn, std::mem::take(&mut self.round_key), encode(&round));
+        }
         let pieces = crate::store::limits::split(&self.txn, self.guards, &self.parts, limits);
         let writes = crate::batches::Writes::new(
             pieces
@@ -189,6 +197,8 @@ pub fn plan_pass(
         parts: Vec::new(),
         part_copies: Vec::new(),
         guards: txn.compares.len(),
+        round: None,
+        round_key: String::new(),
     };
     let mut report = PassReport {
         revision: snapshot.revision,
@@ -377,12 +387,11 @@ pub fn plan_pass(
         delete_commands: report.delete_commands,
         commanded,
         fence: settings.fence,
+        period_ms: spec.period_ms,
+        missed: 0,
     };
-    txn = events::append(
-        txn,
-        events::round_key(name, snapshot.now_ms, snapshot.revision),
-        encode(&round),
-    );
+    plan.round = Some(round);
+    plan.round_key = events::round_key(name, snapshot.now_ms, snapshot.revision);
     plan.txn = txn;
     plan.report = report;
     Ok(plan)

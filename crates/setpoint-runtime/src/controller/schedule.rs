@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use setpoint_core::{Action, Controller, ControllerKind, Expectations, ExpectationsConfig};
 
 use super::reconcile::PassReport;
+use super::rounds::RoundMemo;
 use crate::model::{Snapshot, Stored, WorkloadSpec, WORKLOADS};
 use crate::store::{Read, Revision};
 
@@ -63,12 +64,19 @@ pub(super) struct Loop {
     dead: bool,
     /// Rounds skipped since last taken ([`Schedule::take_skipped`]), for the metrics.
     skipped: u64,
+    /// Which of its rounds the loop writes ([`super::rounds`]).
+    rounds: RoundMemo,
 }
 
 impl Loop {
     /// The controller a pass of this loop calls.
     pub(super) fn controller(&mut self) -> &mut Controller {
         &mut self.controller
+    }
+
+    /// Which of its rounds the loop writes.
+    pub(super) fn rounds(&mut self) -> &mut RoundMemo {
+        &mut self.rounds
     }
 
     /// Conflicts met by the pass in flight so far.
@@ -133,7 +141,9 @@ impl Schedule {
             if tick {
                 // The next round on the grid after now: missed rounds are skipped.
                 let period = lp.key.period_ms.max(1);
-                lp.skipped += (now_ms - lp.next_round_ms) / period;
+                let missed = (now_ms - lp.next_round_ms) / period;
+                lp.skipped += missed;
+                lp.rounds.skipped(missed);
                 let k = (now_ms - lp.start_ms) / period + 1;
                 lp.next_round_ms = lp.start_ms + k * period;
             }
@@ -216,6 +226,7 @@ impl Schedule {
                     attempt: 0,
                     dead: false,
                     skipped: 0,
+                    rounds: RoundMemo::default(),
                 },
             );
             *next_gen += 1;
