@@ -91,10 +91,18 @@ impl HostCache {
                     .then(|| self.core.entries(&refs))
                     .flatten()
                     .map(|(revision, entries)| {
-                        let earlier = memo.take();
-                        Served::Snapshot(Snapshot::from_entries_reusing(
-                            revision, entries, now_ms, earlier,
-                        ))
+                        Served::Snapshot(match memo.take() {
+                            // Nothing under the cached prefixes changed since the last
+                            // snapshot: it is this read, taken later (a snapshot is its
+                            // entries and the time of the read, nothing else).
+                            Some(mut same) if same.revision == revision => {
+                                same.now_ms = now_ms;
+                                Ok(same)
+                            }
+                            earlier => {
+                                Snapshot::from_entries_reusing(revision, entries, now_ms, earlier)
+                            }
+                        })
                     });
                 let served = borrowed.or_else(|| {
                     caught_up
@@ -322,6 +330,53 @@ mod tests {
         assert!(!c.start_read(), "one read at a time");
         assert_eq!(c.read_done(None), None, "failed");
         assert!(c.start_read(), "tried again");
+    }
+
+    /// A snapshot served at the revision of the last one is that one with the new time; after
+    /// a change it is built again. Either way it equals a snapshot decoded afresh.
+    #[test]
+    fn a_snapshot_at_an_unchanged_revision_is_the_last_one_read_later() {
+        let mut c = live();
+        let snapshot_read = StoreRequest::Read {
+            prefixes: Snapshot::PREFIXES.iter().map(|p| (*p).to_owned()).collect(),
+        };
+        let serve = |c: &mut HostCache, now: u64, memo: &mut Option<Snapshot>| match c.serve(
+            &snapshot_read,
+            true,
+            now,
+            memo,
+        ) {
+            Some(Served::Snapshot(Ok(s))) => s,
+            other => panic!("{other:?}"),
+        };
+        let fresh = |c: &mut HostCache, now: u64| {
+            let read = c.core.read(&Snapshot::PREFIXES).unwrap();
+            Snapshot::from_read(&read, now).unwrap()
+        };
+        let mut memo = None;
+        let first = serve(&mut c, 10, &mut memo);
+        memo = Some(first);
+        let again = serve(&mut c, 20, &mut memo);
+        assert_eq!((again.revision, again.now_ms), (5, 20));
+        assert_eq!(format!("{again:?}"), format!("{:?}", fresh(&mut c, 20)));
+        memo = Some(again);
+        let spec = super::super::reconcile::tests::test_spec(
+            "v",
+            2,
+            setpoint_core::ControllerKind::Intent,
+            100,
+        );
+        c.apply(
+            6,
+            vec![Change {
+                key: workload_key("v"),
+                entry: Some(entry(&workload_key("v"), encode(&spec), 6)),
+            }],
+        );
+        let changed = serve(&mut c, 30, &mut memo);
+        assert_eq!(changed.revision, 6);
+        assert!(changed.workloads.contains_key("v"));
+        assert_eq!(format!("{changed:?}"), format!("{:?}", fresh(&mut c, 30)));
     }
 
     #[test]
