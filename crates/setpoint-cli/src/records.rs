@@ -35,6 +35,8 @@ pub const GET_KEYS: &[&str] = &[
     "rollout_old",
     "rollout_stalled",
     "rollout_for_ms",
+    "cut_off",
+    "stop_when_cut_off_ms",
 ];
 
 /// The keys of a `status` row.
@@ -102,6 +104,8 @@ pub fn get_records(all: &[WorkloadStatus]) -> Vec<Record> {
             r.push("rollout_old", ro.map(|x| x.old));
             r.push("rollout_stalled", ro.map(|x| x.stalled));
             r.push("rollout_for_ms", ro.map(|x| x.for_ms));
+            r.push("cut_off", w.cut_off);
+            r.push("stop_when_cut_off_ms", w.stop_when_cut_off_ms);
             r
         })
         .collect()
@@ -351,6 +355,8 @@ mod tests {
                 stalled: false,
                 for_ms: 10,
             }),
+            cut_off: if idle { "stop" } else { "fence" },
+            stop_when_cut_off_ms: idle.then_some(30_000),
         }
     }
 
@@ -366,14 +372,14 @@ mod tests {
         assert_eq!(
             lines[1],
             format!(
-                "{},w,intent,15000,3,,2,1,0,0,2,2,no_live_node,1500,0,0,,,,,,",
+                "{},w,intent,15000,3,,2,1,0,0,2,2,no_live_node,1500,0,0,,,,,,,stop,30000",
                 setpoint_sim::output::SCHEMA
             )
         );
         assert_eq!(
             lines[2],
             format!(
-                "{},w,intent,15000,3,,2,1,0,0,2,2,,,0,0,2,1,3,2,false,10",
+                "{},w,intent,15000,3,,2,1,0,0,2,2,,,0,0,2,1,3,2,false,10,fence,",
                 setpoint_sim::output::SCHEMA
             )
         );

@@ -64,7 +64,7 @@ pub fn state_cell(w: &ops::WorkloadStatus) -> String {
 
 pub fn get_table(all: &[ops::WorkloadStatus]) -> String {
     let mut t = format!(
-        "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}  {}\n",
+        "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8} {:>9}  {}\n",
         "WORKLOAD",
         "CONTROLLER",
         "PERIOD",
@@ -73,12 +73,17 @@ pub fn get_table(all: &[ops::WorkloadStatus]) -> String {
         "LEDGER",
         "CREATING",
         "DELETING",
+        "CUT OFF",
         "STATE"
     );
     for w in all {
+        let cut_off = match w.stop_when_cut_off_ms {
+            Some(ms) => format!("stop {}", format_duration(Duration::from_millis(ms))),
+            None => w.cut_off.to_owned(),
+        };
         let _ = writeln!(
             t,
-            "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8}  {}",
+            "{:<20} {:<10} {:>7} {:>7} {:>5} {:>6} {:>8} {:>8} {:>9}  {}",
             bounded(&w.name, NAME_WIDTH),
             w.controller,
             format_duration(Duration::from_millis(w.period_ms)),
@@ -87,6 +92,7 @@ pub fn get_table(all: &[ops::WorkloadStatus]) -> String {
             w.on_ledger,
             w.pending_create,
             w.pending_delete,
+            cut_off,
             state_cell(w)
         );
     }
@@ -210,6 +216,8 @@ mod tests {
             generation: 1,
             updated: 0,
             rollout: None,
+            cut_off: "keep",
+            stop_when_cut_off_ms: None,
         }
     }
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::agent::read_all_node_states;
 use crate::model::loops::IdleReason;
 use crate::model::view::WorkloadView;
-use crate::model::{encode, workload_key, Phase, Snapshot, WorkloadSpec, WORKLOADS};
+use crate::model::{encode, workload_key, CutOff, Phase, Snapshot, WorkloadSpec, WORKLOADS};
 use crate::process;
 use crate::store::{Revision, Store, StoreError, Txn};
 use setpoint_core::LedgerView;
@@ -170,6 +170,12 @@ pub struct WorkloadStatus {
     pub updated: u64,
     /// The rolling update under way, if any.
     pub rollout: Option<RolloutStatus>,
+    /// What an agent cut off from the store does with its copies: `fence` (stops them by the
+    /// node lease's deadlines: `named`), `keep` (keeps them running), or `stop` (stops them
+    /// `stop_when_cut_off_ms` after its last renewal). See docs/runtime.md.
+    pub cut_off: &'static str,
+    /// With `cut_off` = `stop`: after how long.
+    pub stop_when_cut_off_ms: Option<u64>,
 }
 
 /// A rolling update as `get` shows it.
@@ -360,6 +366,15 @@ pub fn get(store: &dyn Store, name: Option<&str>) -> Result<Vec<WorkloadStatus>,
             generation: w.value.generation,
             updated,
             rollout,
+            cut_off: match w.value.cut_off() {
+                CutOff::Fence => "fence",
+                CutOff::Keep => "keep",
+                CutOff::After(_) => "stop",
+            },
+            stop_when_cut_off_ms: match w.value.cut_off() {
+                CutOff::After(ms) => Some(ms),
+                _ => None,
+            },
         });
     }
     Ok(out)

@@ -287,6 +287,20 @@ fn a_store_outage_fences_named_copies_and_keeps_the_others_running() {
     d.until("6 copies live", |d| {
         d.marked().len() == 6 && ["nm", "it", "st"].iter().all(|w| live(d, w))
     });
+    // What each does when cut off, before it happens: `get` says so.
+    assert_eq!(d.get("nm")["cut_off"], "fence");
+    assert_eq!(d.get("it")["cut_off"], "keep");
+    assert_eq!(d.get("st")["cut_off"], "stop");
+    assert_eq!(d.get("st")["stop_when_cut_off_ms"], 1000);
+    let table = d.ok(&["get"]);
+    for (w, shown) in [("nm", "fence"), ("it", "keep"), ("st", "stop 1s")] {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with(&format!("{w} ")) && l.contains(shown)),
+            "{w}: {shown}\n{table}"
+        );
+    }
     let of = |d: &Rig, w: &str| -> Vec<u32> {
         d.processes()
             .into_iter()
