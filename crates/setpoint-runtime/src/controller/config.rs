@@ -34,6 +34,10 @@ pub struct ControllerConfig {
     /// sees one small write per loop this often, and a pass reading a stale cache still meets
     /// a conflict then). Zero writes every round. Default [`DEFAULT_ROUND_RESYNC`].
     pub round_resync: Duration,
+    /// Skip a pass that is provably a no-op: its loop's last pass wrote nothing, decided
+    /// nothing by the clock, and read the revision the watch cache is still at, and its round
+    /// may be left out (`controller/rounds.rs`). On by default.
+    pub skip_quiet_passes: bool,
     /// Where the driver counts its metrics ([`crate::metrics`]); none by default.
     pub metrics: crate::metrics::MetricsSink,
 }
@@ -49,6 +53,7 @@ impl ControllerConfig {
             poll: Duration::from_millis(100),
             event_retention: Duration::from_millis(crate::retention::DEFAULT_RETENTION_MS),
             round_resync: DEFAULT_ROUND_RESYNC,
+            skip_quiet_passes: true,
             metrics: Default::default(),
         }
     }

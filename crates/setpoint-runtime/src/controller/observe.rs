@@ -12,8 +12,8 @@ use super::reconcile::PassReport;
 pub struct PassObservation {
     /// The workload.
     pub workload: String,
-    /// How the pass ended: `wrote`, `unchanged`, `partial` or `failed`; `None` when this only
-    /// reports skipped rounds.
+    /// How the pass ended: `wrote`, `unchanged`, `partial` or `failed`, or `skipped` (not run:
+    /// provably a no-op); `None` when this only reports skipped rounds.
     pub outcome: Option<&'static str>,
     /// From the pass's start (its read was sent) to its end, in the host's milliseconds.
     pub duration_ms: u64,
@@ -52,6 +52,14 @@ impl Observations {
     pub(super) fn skipped(&mut self, workload: &str, rounds: u64) {
         self.push(PassObservation {
             skipped_rounds: rounds,
+            ..empty(workload)
+        });
+    }
+
+    /// A pass of `workload` was not run: provably a no-op (`rounds.rs`).
+    pub(super) fn skipped_quiet(&mut self, workload: &str) {
+        self.push(PassObservation {
+            outcome: Some("skipped"),
             ..empty(workload)
         });
     }

@@ -21,7 +21,31 @@
 //! undeclared) ran its idle rounds until some time after its last entry; `measure` counts them
 //! up to the workload's next entry or the end of the window (docs/runtime.md, "Idle rounds").
 
+use setpoint_core::ControllerKind;
+
 use crate::events::RoundEvent;
+use crate::model::Snapshot;
+
+/// Whether a pass of workload `name` on `snapshot` decides nothing by the clock, so that the
+/// same snapshot later gives the same pass: its controller keeps no timed memory (`ledger`,
+/// `intent` and `named` do not; `expectations` expires its expectations, `gated` compares
+/// report times), and its loop record holds no timer: no crash-loop backoff, no rolling update
+/// (its progress deadline), and no idle stretch still to be announced.
+pub(super) fn timeless(snapshot: &Snapshot, name: &str) -> bool {
+    let Some(w) = snapshot.workloads.get(name) else {
+        return false;
+    };
+    let kind_timeless = matches!(
+        w.value.controller,
+        ControllerKind::Ledger | ControllerKind::Intent | ControllerKind::Named
+    );
+    let record_timeless = snapshot.loops.get(name).is_none_or(|r| {
+        r.value.backoff.is_empty()
+            && r.value.rollout.is_none()
+            && r.value.idle.is_none_or(|i| i.announced)
+    });
+    kind_timeless && record_timeless
+}
 
 /// One loop's memory of its rounds.
 #[derive(Debug, Default)]
@@ -63,6 +87,15 @@ impl RoundMemo {
         }
         self.in_flight = Some(round.clone());
         Some(round)
+    }
+
+    /// Whether a round at `at_ms` that shows what the last one showed may be left out: one
+    /// was remembered, nothing was missed since, and the resync is not due.
+    pub(super) fn may_leave_out(&self, at_ms: u64, resync_ms: u64) -> bool {
+        resync_ms > 0
+            && self.missed == 0
+            && self.last.is_some()
+            && at_ms < self.written_ms.saturating_add(resync_ms)
     }
 
     /// The pass's writes all committed: its round, if written, is the loop's last.

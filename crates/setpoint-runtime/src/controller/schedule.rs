@@ -66,6 +66,9 @@ pub(super) struct Loop {
     skipped: u64,
     /// Which of its rounds the loop writes ([`super::rounds`]).
     rounds: RoundMemo,
+    /// The revision of the last pass's snapshot if that pass was quiet ([`super::rounds`]):
+    /// it wrote nothing and nothing in it depends on the time.
+    quiet_at: Option<Revision>,
 }
 
 impl Loop {
@@ -77,6 +80,17 @@ impl Loop {
     /// Which of its rounds the loop writes.
     pub(super) fn rounds(&mut self) -> &mut RoundMemo {
         &mut self.rounds
+    }
+
+    /// Records how the pass that read at `read` ended: quiet (see [`super::rounds`]) or not.
+    pub(super) fn ended_quiet(&mut self, read: Option<Revision>) {
+        self.quiet_at = read;
+    }
+
+    /// Whether the pass due now is provably a no-op: the last pass was quiet at `revision`,
+    /// the revision a snapshot would be read at now, and its round may be left out.
+    pub(super) fn may_skip(&self, revision: Revision, round_at_ms: u64, resync_ms: u64) -> bool {
+        self.quiet_at == Some(revision) && self.rounds.may_leave_out(round_at_ms, resync_ms)
     }
 
     /// Conflicts met by the pass in flight so far.
@@ -227,6 +241,7 @@ impl Schedule {
                     dead: false,
                     skipped: 0,
                     rounds: RoundMemo::default(),
+                    quiet_at: None,
                 },
             );
             *next_gen += 1;

@@ -123,6 +123,12 @@ impl HostCache {
         }
     }
 
+    /// The revision a snapshot read would be served at now, if the cache would serve it (live
+    /// and caught up with this host's own writes and reads).
+    pub(super) fn serving_revision(&self) -> Option<Revision> {
+        (self.core.is_live() && self.core.revision() >= self.seen).then(|| self.core.revision())
+    }
+
     /// Whether `txn` writes a key the cache holds.
     pub(super) fn touches(&self, txn: &Txn) -> bool {
         txn.ops.iter().any(|op| match op {

@@ -29,7 +29,8 @@ pub struct WorkloadLabel {
 pub struct OutcomeLabels {
     /// The workload's name.
     pub workload: String,
-    /// `wrote`, `unchanged`, `partial` (some of its transactions committed) or `failed`.
+    /// `wrote`, `unchanged`, `partial` (some of its transactions committed), `failed`, or
+    /// `skipped` (not run: provably a no-op, docs/runtime.md "Idle rounds").
     pub outcome: String,
 }
 
@@ -250,9 +251,12 @@ impl ControllerMetrics {
                 .inc_by(p.skipped_rounds);
         }
         let Some(outcome) = p.outcome else { return };
-        self.pass_duration
-            .get_or_create(&w)
-            .observe(p.duration_ms as f64 / 1000.0);
+        // A skipped pass took no time: it would only pull the latency down.
+        if outcome != "skipped" {
+            self.pass_duration
+                .get_or_create(&w)
+                .observe(p.duration_ms as f64 / 1000.0);
+        }
         self.passes
             .get_or_create(&OutcomeLabels {
                 workload: p.workload.clone(),
