@@ -220,6 +220,12 @@ impl<E: Copy> EventQueue<E> {
         key
     }
 
+    /// How many entries were pushed since the queue was last cleared.
+    #[cfg(test)]
+    pub(crate) fn pushes(&self) -> u64 {
+        self.seq
+    }
+
     /// Takes out the entry queued under `key` before it is popped. The caller holds its event:
     /// the entry is only marked, and skipped when it is reached.
     pub(crate) fn remove(&mut self, key: Key) {
