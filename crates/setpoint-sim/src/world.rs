@@ -527,11 +527,12 @@ fn run_engine_with(
         engine.second(t)?;
         let next_round = engine.next_round(t);
         let next_event = engine.queue.next_time();
-        let next = [next_round, next_event]
-            .into_iter()
-            .flatten()
-            .min()
-            .map_or(duration + 1, |n| n.min(duration + 1));
+        let next = match (next_round, next_event) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => duration + 1,
+        }
+        .min(duration + 1);
         debug_assert!(next > t);
         for w in &mut engine.works {
             let live = w.live.len() as u64;
@@ -803,18 +804,22 @@ impl<'s> Engine<'s> {
     fn next_round(&self, t: Time) -> Option<Time> {
         let period = self.spec.period;
         let after = |at: Time| at.div_ceil(period).saturating_mul(period);
-        self.works
-            .iter()
-            .zip(&self.controllers)
-            .filter_map(|(w, c)| {
-                if w.dirty || w.acted {
-                    Some(after(t + 1))
-                } else {
-                    let wake = c.wake_at().into_iter().chain(w.backoff_wake).min();
-                    wake.map(|at| after(at.max(t + 1)))
+        // Plain loops: the iterator chain was 1.3 % of a Monte Carlo run (callgrind, issue 24).
+        let mut next: Option<Time> = None;
+        for (w, c) in self.works.iter().zip(&self.controllers) {
+            let from = if w.dirty || w.acted {
+                t + 1
+            } else {
+                match (c.wake_at(), w.backoff_wake) {
+                    (Some(a), Some(b)) => a.min(b).max(t + 1),
+                    (Some(a), None) | (None, Some(a)) => a.max(t + 1),
+                    (None, None) => continue,
                 }
-            })
-            .min()
+            };
+            let at = after(from);
+            next = Some(next.map_or(at, |n| n.min(at)));
+        }
+        next
     }
 
     /// Everything that happens at second `t`, in the documented order.
