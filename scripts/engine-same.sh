@@ -84,6 +84,96 @@ for pipe in "--pipeline in-order --nodes 3" "--pipeline in-order --nodes 2 --rep
         --delay-model "fixed:20,uniform:5:30,lesson-chain,$EMP" --controller "$CONTROLLERS" \
         --runs 5 $pipe
 done
+# The snapshot pipeline's long chains of replaced snapshots (issue 24, part 4: a build before
+# it takes about 16 s on the first), and snapshots whose reports an outage of one workload
+# holds apart from the others'.
+cat >"$TMP/chain.toml" <<'TOML'
+period = 1
+duration = 135
+seed = 7303134752413288063
+[controller]
+kind = "ledger"
+[delay]
+model = "uniform"
+min = 3.703
+max = 41.799
+[pipeline]
+mode = "snapshot"
+nodes = 4
+[[workload]]
+name = "w0"
+desired = 8
+startup = 2
+[[workload]]
+name = "w1"
+desired = 8
+startup = 2
+[[workload]]
+name = "w2"
+desired = 9
+startup = 2
+TOML
+same "snapshot pipeline, a long chain of replacements" run "$TMP/chain.toml" --format json
+cat >"$TMP/outages.toml" <<'TOML'
+period = 10
+duration = 400
+seed = 11
+[controller]
+kind = "intent"
+[delay]
+model = "uniform"
+min = 1
+max = 12
+[pipeline]
+mode = "snapshot"
+nodes = 2
+[[workload]]
+name = "a"
+desired = 5
+startup = 1
+[[workload]]
+name = "b"
+desired = 4
+startup = 3
+[[workload]]
+name = "c"
+desired = 3
+startup = 0
+[[event]]
+at = 40
+kind = "outage"
+workload = "a"
+seconds = 25
+[[event]]
+at = 50
+kind = "outage"
+workload = "b"
+seconds = 40
+[[event]]
+at = 60
+kind = "deaths"
+count = 2
+[[event]]
+at = 120
+kind = "scale"
+workload = "c"
+desired = 9
+[[event]]
+at = 130
+kind = "outage"
+workload = "c"
+seconds = 30
+[[event]]
+at = 200
+kind = "outage"
+seconds = 15
+TOML
+for c in ledger intent expectations named gated; do
+    same "snapshot pipeline, outages of one workload, $c, 40 seeds" \
+        run "$TMP/outages.toml" --controller "$c" --format json --runs 40
+    same_trace "snapshot pipeline, outages of one workload, $c, seed 5" \
+        run "$TMP/outages.toml" --controller "$c" --seed 5
+done
 same "startup models" sweep --desired 6 -U 5..=60:11 --delay-model fixed:3,lesson-chain \
     --startup-model "fixed:5,uniform:1:30,empirical:scenarios/empirical/startup.toml" \
     --controller "$CONTROLLERS" --runs 10

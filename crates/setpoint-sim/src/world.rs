@@ -78,6 +78,9 @@ enum Ev {
         end: bool,
         made: Time,
     },
+    /// Under `snapshot`: the reports of snapshot `f` (an index into [`Engine::flights`]) that
+    /// reach the ledger at this second, in their order.
+    Flight { f: usize },
 }
 
 /// Queue classes: the order of kinds within one second.
@@ -280,10 +283,9 @@ impl LedgerView for View<'_> {
     fn oldest_on_ledger(&self, n: u64) -> Vec<CopyId> {
         let shown = self.shown();
         let n = usize::try_from(n).unwrap_or(usize::MAX).min(shown.len());
-        // Sized at once: grown by doubling it was a tenth of a lesson run (callgrind, issue 24).
-        let mut out = Vec::with_capacity(n);
-        out.extend(shown.iter().take(n).map(CopyId));
-        out
+        let mut ids = Vec::new();
+        shown.first_into(n, &mut ids);
+        ids.into_iter().map(CopyId).collect()
     }
 
     fn reported_before(&self) -> Time {
@@ -326,8 +328,14 @@ struct Engine<'s> {
     startup_model: Option<&'s crate::delay::DelayModel>,
     /// Each node's pipeline, under a mode other than per-report.
     nodes: Vec<NodePipe>,
+    /// Under `snapshot`: the snapshots on their way, by index (a free one has no reports).
+    flights: Vec<Flight>,
+    /// The indices of free entries of `flights`.
+    free_flights: Vec<usize>,
     /// Every report sent, for the tests' oracles; `None` outside them.
     log: Option<Vec<ReportLog>>,
+    /// The copies a pass's delete commands go to (a buffer kept across passes).
+    targets: Vec<u64>,
 }
 
 /// One node's report pipeline (`crate::pipeline`).
@@ -337,10 +345,32 @@ struct NodePipe {
     lane: crate::pipeline::Lane,
     /// `in-order` with a snapshot period.
     periodic: crate::pipeline::PeriodicLane,
-    /// `snapshot`: the lane, and the queue keys of the reports in the snapshot in flight
-    /// (with their index in the tests' log, when kept).
+    /// `snapshot`: the lane, and the snapshot sent last while it is on its way (its index in
+    /// [`Engine::flights`]).
     snapshot: crate::pipeline::SnapshotLane,
-    flight: Vec<(Key, usize, Ev)>,
+    flight: Option<usize>,
+}
+
+/// A snapshot on its way (`snapshot` pipeline): the reports it carries, those of the snapshots
+/// it replaced first, in the order they were made.
+///
+/// A snapshot that replaces the one in flight takes over its reports as they are: only the
+/// queue's entries of the old one are taken out, one per second its reports reach the ledger
+/// at (one, unless an outage holds some workloads' reports), not one per report. Re-queueing
+/// every report at each replacement made a long chain of replacements quadratic in its length
+/// (issue 24, part 4: a 135 s run took 18.9 s).
+#[derive(Debug, Default)]
+struct Flight {
+    /// Its node.
+    node: usize,
+    /// The reports, each an [`Ev::Arrive`] with its index in the tests' log.
+    reports: Vec<(Ev, usize)>,
+    /// Its delivery, before any outage.
+    at: Time,
+    /// The workloads of its reports, each once.
+    works: Vec<usize>,
+    /// Its entries in the queue not yet popped: one per second its reports arrive at.
+    keys: Vec<Key>,
 }
 
 /// Runs `scenario` on the general engine with the world's generator seeded by `seed`.
@@ -497,11 +527,12 @@ fn run_engine_with(
         engine.second(t)?;
         let next_round = engine.next_round(t);
         let next_event = engine.queue.next_time();
-        let next = [next_round, next_event]
-            .into_iter()
-            .flatten()
-            .min()
-            .map_or(duration + 1, |n| n.min(duration + 1));
+        let next = match (next_round, next_event) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => duration + 1,
+        }
+        .min(duration + 1);
         debug_assert!(next > t);
         for w in &mut engine.works {
             let live = w.live.len() as u64;
@@ -528,6 +559,16 @@ fn run_engine_with(
         t = next;
     }
     let rounds = duration / period + 1;
+    if engine.log.is_some() {
+        // Snapshots still on their way at the end: the log learns where their reports go.
+        for f in 0..engine.flights.len() {
+            if !engine.flights[f].reports.is_empty() {
+                engine.free_flight(f);
+            }
+        }
+    }
+    #[cfg(test)]
+    LAST_PUSHES.set(engine.queue.pushes());
     if let (Some(out), Some(kept)) = (log, engine.log.take()) {
         *out = kept;
     }
@@ -601,6 +642,8 @@ struct Spare {
     transit: Transit,
     /// Each workload's copy records and its live and shown sets.
     works: Vec<(Vec<CopyRec>, CopySet, CopySet)>,
+    /// The buffer of a pass's delete targets.
+    targets: Vec<u64>,
 }
 
 /// Containers that grew past this many entries are freed instead of kept.
@@ -610,14 +653,24 @@ thread_local! {
     static SPARE: std::cell::Cell<Spare> = std::cell::Cell::default();
 }
 
+#[cfg(test)]
+thread_local! {
+    /// The queue entries the last run on this thread pushed: the tests' measure of its work.
+    static LAST_PUSHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 impl Engine<'_> {
     /// Hands the run's containers to the next run on this thread.
-    fn recycle(mut self) {
+    fn recycle(&mut self) {
         let mut spare = Spare {
             queue: std::mem::take(&mut self.queue),
             transit: std::mem::take(&mut self.in_transit),
             works: Vec::new(),
+            targets: std::mem::take(&mut self.targets),
         };
+        if spare.targets.capacity() > KEPT_ENTRIES {
+            spare.targets = Vec::new();
+        }
         spare.queue.clear();
         spare.transit.clear();
         for w in self.works.drain(..) {
@@ -630,6 +683,10 @@ impl Engine<'_> {
 }
 
 impl<'s> Engine<'s> {
+    // Inline into its one caller in a run: the engine (its generator's block buffer alone is
+    // 320 bytes) is then built where it lives instead of being copied out (memcpy was 2.8 % of
+    // a Monte Carlo run, callgrind, issue 24 part 4).
+    #[inline(always)]
     fn new(spec: &'s ScenarioSpec, seed: u64) -> Self {
         let mut spare = SPARE.take();
         let works = spec
@@ -688,6 +745,9 @@ impl<'s> Engine<'s> {
             budget: MAX_LAB_COPIES,
             startup_model: None,
             log: None,
+            flights: Vec::new(),
+            free_flights: Vec::new(),
+            targets: spare.targets,
             nodes: if spec.pipeline.is_per_report() {
                 Vec::new()
             } else {
@@ -719,6 +779,7 @@ impl<'s> Engine<'s> {
         engine
     }
 
+    #[inline]
     fn push(&mut self, at: Time, class: u8, ev: Ev) -> Key {
         self.queue.push(at, class, ev)
     }
@@ -747,18 +808,22 @@ impl<'s> Engine<'s> {
     fn next_round(&self, t: Time) -> Option<Time> {
         let period = self.spec.period;
         let after = |at: Time| at.div_ceil(period).saturating_mul(period);
-        self.works
-            .iter()
-            .zip(&self.controllers)
-            .filter_map(|(w, c)| {
-                if w.dirty || w.acted {
-                    Some(after(t + 1))
-                } else {
-                    let wake = c.wake_at().into_iter().chain(w.backoff_wake).min();
-                    wake.map(|at| after(at.max(t + 1)))
+        // Plain loops: the iterator chain was 1.3 % of a Monte Carlo run (callgrind, issue 24).
+        let mut next: Option<Time> = None;
+        for (w, c) in self.works.iter().zip(&self.controllers) {
+            let from = if w.dirty || w.acted {
+                t + 1
+            } else {
+                match (c.wake_at(), w.backoff_wake) {
+                    (Some(a), Some(b)) => a.min(b).max(t + 1),
+                    (Some(a), None) | (None, Some(a)) => a.max(t + 1),
+                    (None, None) => continue,
                 }
-            })
-            .min()
+            };
+            let at = after(from);
+            next = Some(next.map_or(at, |n| n.min(at)));
+        }
+        next
     }
 
     /// Everything that happens at second `t`, in the documented order.
@@ -779,7 +844,17 @@ impl<'s> Engine<'s> {
     }
 
     /// Handles every queued happening of second `t`.
+    #[inline]
     fn drain(&mut self, t: Time) -> Result<(), ScenarioError> {
+        // Most calls find nothing (the drain after the passes of a quiet second): a bit of the
+        // calendar tells, without the call and its frame (3 % of a Monte Carlo run).
+        if self.queue.surely_none_at(t) {
+            return Ok(());
+        }
+        self.drain_queue(t)
+    }
+
+    fn drain_queue(&mut self, t: Time) -> Result<(), ScenarioError> {
         while let Some(ev) = self.queue.pop_at(t) {
             match ev {
                 Ev::Ready { w, id } => self.ready(w, id, t),
@@ -794,9 +869,52 @@ impl<'s> Engine<'s> {
                     work.dirty = true;
                 }
                 Ev::Arrive { w, id, end, made } => self.arrive(w, id, end, made),
+                Ev::Flight { f } => self.land(f, t),
             }
         }
         Ok(())
+    }
+
+    /// The reports of snapshot `f` that reach the ledger at `t`, in their order: those whose
+    /// workload's outages hold the snapshot's delivery to `t`.
+    fn land(&mut self, f: usize, t: Time) {
+        let reports = std::mem::take(&mut self.flights[f].reports);
+        let at = self.flights[f].at;
+        for &(ev, _) in &reports {
+            if let Ev::Arrive { w, id, end, made } = ev {
+                if self.works[w].hold(at) == t {
+                    self.arrive(w, id, end, made);
+                }
+            }
+        }
+        let flight = &mut self.flights[f];
+        flight.reports = reports;
+        flight.keys.retain(|key| key.0 != t);
+        if flight.keys.is_empty() {
+            self.free_flight(f);
+        }
+    }
+
+    /// Frees snapshot `f`, every report of it delivered (or the run over): it is no longer in
+    /// flight, and the tests' log learns where its reports went.
+    fn free_flight(&mut self, f: usize) {
+        let flight = &mut self.flights[f];
+        if let Some(log) = self.log.as_mut() {
+            let last = flight.reports.len().saturating_sub(1);
+            for (k, &(_, i)) in flight.reports.iter().enumerate() {
+                log[i].at = flight.at;
+                // Every report but the last was made before a later snapshot replaced its own.
+                log[i].replaced = k < last;
+            }
+        }
+        flight.reports.clear();
+        flight.works.clear();
+        flight.keys.clear();
+        let node = flight.node;
+        if self.nodes[node].flight == Some(f) {
+            self.nodes[node].flight = None;
+        }
+        self.free_flights.push(f);
     }
 
     fn ready(&mut self, w: usize, id: u64, t: Time) {
@@ -882,29 +1000,41 @@ impl<'s> Engine<'s> {
             Pipeline::PerCopy => self.works[w].lanes[id as usize].send(due),
             Pipeline::Snapshot => {
                 let sent = self.nodes[n].snapshot.send(t, due);
-                let mut flight = std::mem::take(&mut self.nodes[n].flight);
-                if sent.replaced {
-                    // The reports of the snapshot in flight travel with this one, in their order.
-                    for (key, i, old) in std::mem::take(&mut flight) {
-                        self.queue.remove(key);
-                        let Ev::Arrive { w: ow, .. } = old else {
-                            unreachable!("a snapshot holds only reports")
-                        };
-                        let arrival = self.works[ow].hold(sent.at);
-                        flight.push((self.push(arrival, ARRIVE, old), i, old));
-                        if let Some(log) = self.log.as_mut() {
-                            log[i].replaced = true;
-                            log[i].at = sent.at;
-                        }
-                    }
-                } else {
-                    flight.clear();
-                }
-                let arrival = self.works[w].hold(sent.at);
-                let key = self.push(arrival, ARRIVE, ev);
                 let i = self.note(ev, node, due, sent.at);
-                flight.push((key, i, ev));
-                self.nodes[n].flight = flight;
+                let f = match self.nodes[n].flight {
+                    Some(f) if sent.replaced => {
+                        // The reports of the snapshot in flight travel with this one, in their
+                        // order, before it: its queue entries go.
+                        for key in std::mem::take(&mut self.flights[f].keys) {
+                            self.queue.remove(key);
+                        }
+                        f
+                    }
+                    _ => {
+                        let f = self.free_flights.pop().unwrap_or_else(|| {
+                            self.flights.push(Flight::default());
+                            self.flights.len() - 1
+                        });
+                        self.flights[f].node = n;
+                        self.nodes[n].flight = Some(f);
+                        f
+                    }
+                };
+                let flight = &mut self.flights[f];
+                flight.reports.push((ev, i));
+                flight.at = sent.at;
+                if !flight.works.contains(&w) {
+                    flight.works.push(w);
+                }
+                // One queue entry for each second its reports reach the ledger at.
+                let mut keys = std::mem::take(&mut self.flights[f].keys);
+                for k in 0..self.flights[f].works.len() {
+                    let arrival = self.works[self.flights[f].works[k]].hold(sent.at);
+                    if !keys.iter().any(|key| key.0 == arrival) {
+                        keys.push(self.push(arrival, ARRIVE, Ev::Flight { f }));
+                    }
+                }
+                self.flights[f].keys = keys;
                 return;
             }
         };
@@ -913,6 +1043,7 @@ impl<'s> Engine<'s> {
         self.note(ev, node, due, at);
     }
 
+    #[inline]
     fn arrive(&mut self, w: usize, id: u64, end: bool, made: Time) {
         self.in_transit.arrive(made);
         let work = &mut self.works[w];
@@ -942,9 +1073,13 @@ impl<'s> Engine<'s> {
 
     /// A delete command reaches copy `id` of workload `w` at `t`: it stops, and its
     /// assignment is gone. Returns whether it was alive.
+    #[inline]
     fn stop(&mut self, w: usize, id: u64, t: Time) -> bool {
-        self.works[w].copies[id as usize].commanded = true;
-        self.kill(w, id, t)
+        let rec = &mut self.works[w].copies[id as usize];
+        rec.commanded = true;
+        // Most commands of a ledger-driven loop reach copies already dead, whose end the
+        // ledger has not heard of yet: nothing more to do for them.
+        !rec.dead && self.kill(w, id, t)
     }
 
     /// Kills copy `id` of workload `w` at `t`. Returns whether it was alive.
@@ -1134,10 +1269,13 @@ impl<'s> Engine<'s> {
             action = rollout::with_deletions(action, &extra, work.desired, &copies);
         }
         // Delete commands go to the oldest copies of the ledger this pass read (CA25).
-        let targets = match &action {
-            Some(a @ Action::Delete { .. }) => view.oldest_on_ledger(a.size()),
-            _ => Vec::new(),
-        };
+        // (Into a buffer kept across passes: the view's own `oldest_on_ledger` allocates.)
+        let mut targets = std::mem::take(&mut self.targets);
+        targets.clear();
+        if let Some(a @ Action::Delete { .. }) = &action {
+            let n = usize::try_from(a.size()).unwrap_or(usize::MAX);
+            view.shown().first_into(n, &mut targets);
+        }
         let work = &mut self.works[w];
         work.tally.required += needed;
         work.dirty = false;
@@ -1155,7 +1293,7 @@ impl<'s> Engine<'s> {
                 for i in 0..a.size() {
                     let target = targets.get(i as usize).copied();
                     self.command(w, |engine| match target {
-                        Some(CopyId(id)) => u64::from(engine.stop(w, id, t)),
+                        Some(id) => u64::from(engine.stop(w, id, t)),
                         None => 0,
                     });
                 }
@@ -1183,6 +1321,7 @@ impl<'s> Engine<'s> {
                 }
             }
         }
+        self.targets = targets;
         Ok(())
     }
 
