@@ -357,7 +357,7 @@ impl Host {
         self.next_id += 1;
         let deadline_ms = self
             .now
-            .saturating_add(self.cfg.request_timeout.as_millis() as u64);
+            .saturating_add(super::config::millis(self.cfg.request_timeout));
         self.pending.insert(
             id,
             Pending {
@@ -953,7 +953,7 @@ impl Host {
         let now = self.now;
         let poll = self.cfg.poll_ms();
         let ttl = self.cfg.ttl_ms();
-        let retention = self.cfg.controller.event_retention.as_millis() as u64;
+        let retention = super::config::millis(self.cfg.controller.event_retention);
         let Some(l) = self.lead() else { return };
         if l.lease.lapsed(now, ttl) {
             // No renewal for a whole TTL: the store may have let the lease go.
@@ -1014,7 +1014,7 @@ impl Host {
             .then(|| self.cache().and_then(|c| c.serving_revision()))
             .flatten();
         let round_at_ms = now.saturating_add_signed(self.store_offset);
-        let resync_ms = self.cfg.controller.round_resync.as_millis() as u64;
+        let resync_ms = super::config::millis(self.cfg.controller.round_resync);
         for (name, gen) in due {
             if !self.is_leader() {
                 return;
@@ -1127,7 +1127,7 @@ impl Host {
 
     fn on_pass_snapshot(&mut self, snapshot: Result<Snapshot, StoreError>, name: String, gen: u64) {
         let settings = self.settings();
-        let round_resync_ms = self.cfg.controller.round_resync.as_millis() as u64;
+        let round_resync_ms = super::config::millis(self.cfg.controller.round_resync);
         let who = format!("loop {name}");
         let snapshot = match snapshot {
             Ok(s) => s,
@@ -1426,7 +1426,7 @@ impl Host {
     // ---- compaction ----
 
     fn on_compact_read(&mut self, result: StoreResult) {
-        let retention = self.cfg.controller.event_retention.as_millis() as u64;
+        let retention = super::config::millis(self.cfg.controller.event_retention);
         let plan = read_of(result)
             .and_then(|(read, now_ms)| retention::plan_compaction(&read, now_ms, retention));
         let offset = self.store_offset;
