@@ -129,7 +129,7 @@ pub struct Plan {
     /// revision and, under a leader, the fencing token.
     pub guards: usize,
     /// The pass's round entry and its key, appended after `txn` by [`Plan::writes`]; `None`
-    /// leaves it out (an idle round the host does not write, [`super::rounds`]).
+    /// leaves it out (an idle round the host does not write: docs/runtime.md, "Idle rounds").
     pub round: Option<RoundEvent>,
     round_key: String,
 }
