@@ -31,18 +31,23 @@ pub struct Seen {
     pub nonce: String,
 }
 
+/// A simulated process as `find_marked` shows a real one.
+pub fn marked(pid: u32, copy: &str, nonce: &str) -> Marked {
+    Marked {
+        pid,
+        start_ticks: start_ticks(pid),
+        copy: copy.to_owned(),
+        nonce: Some(nonce.to_owned()),
+        uid: OWN_UID,
+    }
+}
+
 /// What a restarted agent finds: the state file `saved` (none if it was never written or is
 /// lost) and the node's live processes `live`, every one carrying the agent's mark.
 pub fn recovery(saved: Option<&NodeState>, live: &[Seen]) -> Recovery {
     let marked = live
         .iter()
-        .map(|p| Marked {
-            pid: p.pid,
-            start_ticks: start_ticks(p.pid),
-            copy: p.copy.clone(),
-            nonce: Some(p.nonce.clone()),
-            uid: OWN_UID,
-        })
+        .map(|p| marked(p.pid, &p.copy, &p.nonce))
         .collect();
     let proves_own = |pid: u32, ticks: u64, nonce: &str| {
         !nonce.is_empty()

@@ -682,11 +682,21 @@ impl World<'_> {
                 }
             }
             Output::StopStrays { kill } => {
+                // A copy the last agent here recorded as kept while cut off is spared, by the
+                // runtime's own rule.
+                let disk = self.slots[host].disk.as_ref();
                 let strays: Vec<usize> = self
                     .strays
                     .iter()
                     .copied()
                     .filter(|&p| self.procs[p].host == host && self.procs[p].end_ms.is_none())
+                    .filter(|&p| {
+                        let r = &self.procs[p];
+                        !setpoint_runtime::agent::kept_while_cut_off(
+                            disk,
+                            &crate::node::marked(r.pid, &r.copy, &r.nonce),
+                        )
+                    })
                     .collect();
                 let after = if kill { 0 } else { self.setup.term_exit_ms };
                 let how = Exit::Signal(if kill { 9 } else { 15 });

@@ -514,11 +514,12 @@ impl AgentCore {
         self.out.log(match signal {
             CopySignal::Term => format!(
                 "no node lease {}ms after this agent started, and an earlier agent's may end \
-                 soon: fenced, stopping any copy an earlier agent here left running (SIGTERM)",
+                 soon: fenced, stopping any copy an earlier agent here left running that is \
+                 not kept while cut off (SIGTERM)",
                 now.saturating_sub(self.lease.born())
             ),
             CopySignal::Kill => "fenced: SIGKILL to any copy an earlier agent here left running \
-                                 before its lease can end"
+                                 that is not kept while cut off, before its lease can end"
                 .to_owned(),
         });
         self.out.push(AgentOutput::StopStrays { signal });

@@ -305,7 +305,12 @@ impl Driver {
                 let found = tokio::task::spawn_blocking(move || process::find_marked(&mark))
                     .await
                     .unwrap_or_default();
-                for m in found.into_iter().filter(|m| m.uid == own) {
+                // A copy the last agent here recorded as kept while cut off is spared.
+                let saved = read_node_state(&self.file()).ok().flatten();
+                let fenced = found.into_iter().filter(|m| {
+                    m.uid == own && !super::recovery::kept_while_cut_off(saved.as_ref(), m)
+                });
+                for m in fenced {
                     let _ = match signal {
                         CopySignal::Term => process::signal_group(m.pid, Signal::TERM),
                         CopySignal::Kill => {

@@ -148,8 +148,10 @@ pub enum AgentOutput {
     },
     /// Signal every process group carrying this node's mark and run by the agent's user: the
     /// copies an earlier agent here left running, while this agent has neither claimed its
-    /// node nor recovered them ([`AgentCore`](super::AgentCore)'s first-claim fence). A SIGKILL
-    /// goes only to a group whose leader is the process found (checked by its start time).
+    /// node nor recovered them ([`AgentCore`](super::AgentCore)'s first-claim fence), except
+    /// those the state file proves are kept while cut off
+    /// ([`kept_while_cut_off`](super::kept_while_cut_off)). A SIGKILL goes only to a group whose
+    /// leader is the process found (checked by its start time).
     StopStrays {
         /// Which signal.
         signal: CopySignal,

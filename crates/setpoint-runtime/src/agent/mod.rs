@@ -56,7 +56,9 @@ pub use self::driver::{run_agent, AgentConfig};
 pub use self::error::AgentError;
 pub use self::lease::{fence_times_ms, renew_every_ms, RENEWALS_IN_FLIGHT};
 pub use self::messages::{AgentInput, AgentOutput, CopySignal, Ended};
-pub use self::recovery::{recovery_from, FoundRecord, Recovery, UNKNOWN_GRACE_MS};
+pub use self::recovery::{
+    kept_while_cut_off, recovery_from, FoundRecord, Recovery, UNKNOWN_GRACE_MS,
+};
 pub use self::simulated::{
     run_simulated_nodes, simulated_node_name, SimulatedError, AGENTS_PER_CONNECTION,
     MAX_SIMULATED_NODES, SIMULATED_RAMP,

@@ -309,6 +309,25 @@ pub struct Recovery {
     pub own_uid: u32,
 }
 
+/// Whether the first claim's fence spares `m`, a process found by this node's mark: the last
+/// agent here recorded it (the same pid, start time, identity and the nonce it gave it) as a
+/// copy whose workload keeps running while cut off ([`CutOff::Keep`](crate::model::CutOff)).
+/// Only `named` copies are fenced by a lost lease by default, restarted agent or not; a copy
+/// with `stop_when_cut_off` and anything unproven are stopped by the fence's deadlines as
+/// before. Pure, for the tokio driver and the chaos world alike.
+pub fn kept_while_cut_off(saved: Option<&NodeState>, m: &Marked) -> bool {
+    saved.is_some_and(|s| {
+        s.copies.iter().any(|r| {
+            r.pid == m.pid
+                && r.start_ticks == m.start_ticks
+                && r.assignment.copy == m.copy
+                && !r.nonce.is_empty()
+                && m.nonce.as_deref() == Some(r.nonce.as_str())
+                && r.assignment.cut_off == crate::model::CutOff::Keep
+        })
+    })
+}
+
 /// What an agent finds after a restart, from its state file (`saved`, `None` if there is
 /// none), the live processes carrying its mark (`marked`) and its user id (`me`): each record
 /// with its live process if that is proven its own (a record without a pid by a marked process
@@ -366,6 +385,54 @@ mod tests {
             nonce: nonce.map(Into::into),
             uid,
         }
+    }
+
+    /// The first claim's fence spares only a process the state file proves is a copy kept
+    /// while cut off: the recorded pid, start time, identity and nonce, and `CutOff::Keep`.
+    #[test]
+    fn the_first_claims_fence_spares_only_a_proven_copy_kept_while_cut_off() {
+        use crate::model::CutOff;
+        let mut kept = record(0, Phase::Running, 100);
+        kept.assignment.cut_off = CutOff::Keep;
+        let mut fenced = record(1, Phase::Running, 101);
+        fenced.assignment.cut_off = CutOff::Fence;
+        let mut timed = record(2, Phase::Running, 102);
+        timed.assignment.cut_off = CutOff::After(30_000);
+        let saved = NodeState {
+            node: "a".into(),
+            agent_pid: 1,
+            copies: vec![kept, fenced, timed],
+        };
+        let s = Some(&saved);
+        assert!(kept_while_cut_off(
+            s,
+            &marked(100, "w-0", Some("nonce-0"), 7)
+        ));
+        assert!(
+            !kept_while_cut_off(s, &marked(101, "w-1", Some("nonce-1"), 7)),
+            "named"
+        );
+        assert!(
+            !kept_while_cut_off(s, &marked(102, "w-2", Some("nonce-2"), 7)),
+            "timed"
+        );
+        // Not proven: another nonce, none, another identity, a reused pid (start time), no file.
+        assert!(!kept_while_cut_off(
+            s,
+            &marked(100, "w-0", Some("forged"), 7)
+        ));
+        assert!(!kept_while_cut_off(s, &marked(100, "w-0", None, 7)));
+        assert!(!kept_while_cut_off(
+            s,
+            &marked(100, "w-9", Some("nonce-0"), 7)
+        ));
+        let mut reused = marked(100, "w-0", Some("nonce-0"), 7);
+        reused.start_ticks += 1;
+        assert!(!kept_while_cut_off(s, &reused));
+        assert!(!kept_while_cut_off(
+            None,
+            &marked(100, "w-0", Some("nonce-0"), 7)
+        ));
     }
 
     #[test]
