@@ -374,11 +374,17 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
     // 2. Partition h1: its `intent` copies are replaced on h2 and h3 within the lease TTL plus
     //    a period or so; its `named` copies are held (the controller cannot tell a cut-off
     //    agent from a paused one whose copies still run) until h1 rejoins; h1's agent, killed
-    //    and restarted inside the cut, stops its earlier copies by 3/4 of its lease from its
-    //    earlier life's last renewal (its lease file), at the latest from its own start; no
-    //    name ever runs twice.
+    //    and restarted inside the cut, stops its earlier `named` copies by 3/4 of its lease
+    //    from its earlier life's last renewal (its lease file), at the latest from its own
+    //    start, and keeps its `intent` copies running, as a live cut-off agent does (their
+    //    replacements elsewhere are the price of keeping them); no name ever runs twice.
     let on_h1 = w.rig.processes_on(&["h1"]);
     let named_on_h1 = on_h1.keys().filter(|c| c.starts_with("nm-")).count() as u64;
+    let intent_on_h1: BTreeMap<String, Vec<(String, u32)>> = on_h1
+        .iter()
+        .filter(|(c, _)| c.starts_with("it-"))
+        .map(|(c, p)| (c.clone(), p.clone()))
+        .collect();
     let t0 = Instant::now();
     w.net.link("h1", false);
     // And h1's agent dies at once and is restarted inside the cut, as systemd's
@@ -406,7 +412,12 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
         let p = w.rig.processes_on(&nodes);
         o.sample(&p, 9);
         assert!(o.max_per_name <= 1, "a name runs twice: {p:?}");
-        if stopped.is_none() && w.rig.processes_on(&["h1"]).is_empty() {
+        if stopped.is_none()
+            && w.rig
+                .processes_on(&["h1"])
+                .keys()
+                .all(|c| !c.starts_with("nm-"))
+        {
             stopped = Some(t0.elapsed());
         }
         if lost.is_none() && store.get("/nodes/h1").is_ok_and(|e| e.is_none()) {
@@ -430,6 +441,15 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
     }
     let (stopped, lost, replaced) = (stopped.unwrap(), lost.unwrap(), replaced.unwrap());
     o.sample(&w.rig.processes_on(&nodes), 9);
+    let now_on_h1 = w.rig.processes_on(&["h1"]);
+    for (copy, pids) in &intent_on_h1 {
+        assert_eq!(
+            now_on_h1.get(copy),
+            Some(pids),
+            "h1's intent copy {copy} kept running through the cut and the restart:\n{}",
+            w.rig.log("h1")
+        );
+    }
     let named_elsewhere = w
         .rig
         .processes_on(&["h2", "h3"])
@@ -443,7 +463,8 @@ fn agents_on_separate_hosts_survive_partitions_quorum_loss_and_a_paused_leader()
     );
     println!(
         "multi-host partition of h1 ({} copies, {named_on_h1} named; node lease {}ms), its agent \
-         restarted inside the cut at {}ms: h1 stopped its copies at {}ms, its lease ended at \
+         restarted inside the cut at {}ms: h1 stopped its named copies at {}ms and kept its \
+         intent ones, its lease ended at \
          {}ms, the 3 intent copies ready on h2+h3 at {}ms, its named names held; peak extra \
          copies {}, overlap {}ms, most copies of one named name {}",
         on_h1.len(),
