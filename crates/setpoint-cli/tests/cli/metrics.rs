@@ -84,10 +84,19 @@ fn a_clusters_metrics_are_scraped_and_its_report_lag_calibrates_a_prediction() {
         scrape(port).is_some_and(|(_, b)| total(&b, &format!("{lag}_count"), "") >= ready)
     });
     // A family appears once it has a sample: a lease renewal comes every third of the node
-    // lease (3.3 s), so wait for one rather than scrape before it.
-    c.until("a lease renewal is counted", |_| {
-        scrape(port)
-            .is_some_and(|(_, b)| b.contains("# TYPE setpoint_agent_lease_renewals counter\n"))
+    // lease (3.3 s), each node at its own phase, so wait for one of each node rather than
+    // scrape before it (with reports on change the cluster gets here sooner than a renewal
+    // of both: the CI rehearsal once scraped node-1's first and node-2's not yet).
+    c.until("a lease renewal of each node is counted", |_| {
+        scrape(port).is_some_and(|(_, b)| {
+            ["node-1", "node-2"].iter().all(|n| {
+                total(
+                    &b,
+                    "setpoint_agent_lease_renewals_total",
+                    &format!("node=\"{n}\""),
+                ) > 0.0
+            })
+        })
     });
     let (head, body) = scrape(port).unwrap();
     assert!(
