@@ -136,17 +136,31 @@ fn a_two_mib_data_directory_keeps_its_log_small_survives_a_full_disk_and_recover
     fill(&filler);
     // A command's write either fits in room the log already holds or is refused in the same
     // one line (exit 1), never a panic.
-    let kill = c.run(&["kill", "web", "1"]);
-    let said = String::from_utf8_lossy(&kill.stderr);
-    match kill.status.code() {
-        Some(0) => {}
-        Some(1) => assert!(
-            said.trim().lines().count() == 1 && said.contains("the store's filesystem is full"),
-            "{said}"
-        ),
-        other => panic!("kill on a full disk exited {other:?}: {said}"),
+    // Kills, each a write of its own, and whose replacements are writes of new keys (an
+    // assignment, a placement, events), until a part of `up` meets the full disk: a store that
+    // only rewrites its reports in place may find room in pages it already holds for a while
+    // (a CI rehearsal once went 12 s without a refused write). At most 30 s, then at least 12 s
+    // in all, past the node timeout.
+    let full_at = Instant::now();
+    let met_full = |c: &Rig| c.log("up").contains("the store's filesystem is full");
+    loop {
+        let kill = c.run(&["kill", "web", "1"]);
+        let said = String::from_utf8_lossy(&kill.stderr);
+        match kill.status.code() {
+            Some(0) => {}
+            Some(1) => assert!(
+                said.trim().lines().count() == 1 && said.contains("the store's filesystem is full"),
+                "{said}"
+            ),
+            other => panic!("kill on a full disk exited {other:?}: {said}"),
+        }
+        if met_full(&c) || full_at.elapsed() > Duration::from_secs(30) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
     }
-    std::thread::sleep(Duration::from_secs(12));
+    std::thread::sleep(Duration::from_secs(12).saturating_sub(full_at.elapsed()));
+    let window = full_at.elapsed().as_secs().max(12) as usize;
     let log = c.log("up");
     let full_lines: Vec<&str> = log
         .lines()
@@ -163,8 +177,8 @@ fn a_two_mib_data_directory_keeps_its_log_small_survives_a_full_disk_and_recover
         "{full_lines:#?}"
     );
     assert!(
-        full_lines.len() <= 12,
-        "the full disk was logged {} times in 12 s, not once per condition:\n{}",
+        full_lines.len() <= window,
+        "the full disk was logged {} times in {window} s, not once per condition:\n{}",
         full_lines.len(),
         full_lines.join("\n")
     );
