@@ -14,7 +14,7 @@ use serde_json::Value;
 use setpoint_runtime::testing::EtcdCluster;
 
 use super::harness::{sleeping, Rig};
-use super::runtime::up;
+use super::runtime::{up, up_with};
 
 /// The rows of `get copies WORKLOAD --format json`.
 fn copies(c: &Rig, workload: &str) -> Vec<Value> {
@@ -125,20 +125,7 @@ fn a_copy_killed_on_command_is_replaced_at_once_without_backoff() {
 /// again: it adopts its old copies and stops them, and the controller must not count them. On
 /// today's main it counts 8 and deletes two healthy copies on the other nodes: live drops to 4.
 fn a_returning_node_costs_no_healthy_copy(mut c: Rig) {
-    c.start(
-        "up",
-        &[
-            "up",
-            "--nodes",
-            "2",
-            "--report-every",
-            "50ms",
-            "--lease-ttl",
-            "1s",
-            "--node-timeout",
-            "2s",
-        ],
-    );
+    up_with(&mut c, 2, &["--node-timeout", "2s"]);
     // x reports every second, the default: its first report after the restart, which shows
     // the adopted copies still running while it stops them, stands for a whole period.
     let agent_x = ["agent", "--node", "x", "--node-timeout", "2s"];

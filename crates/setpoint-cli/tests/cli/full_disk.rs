@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::harness::{sleeping, Rig};
+use super::runtime::up_with;
 
 /// A tmpfs mounted at a directory, unmounted (lazily, so a panic with processes still running
 /// cannot leave it) when dropped.
@@ -85,21 +86,10 @@ fn a_two_mib_data_directory_keeps_its_log_small_survives_a_full_disk_and_recover
     // A store that keeps writing: every report (a resync every R) and every round written,
     // as before reports on change and idle rounds left out; a quiet cluster would write
     // nothing for the full disk to refuse.
-    c.start(
-        "up",
-        &[
-            "up",
-            "--nodes",
-            "2",
-            "--report-every",
-            "50ms",
-            "--report-resync",
-            "50ms",
-            "--round-resync",
-            "0s",
-            "--lease-ttl",
-            "1s",
-        ],
+    up_with(
+        &mut c,
+        2,
+        &["--report-resync", "50ms", "--round-resync", "0s"],
     );
     c.apply(&sleeping("web", 3, "intent", 3600, "1s", "0s", "1s"));
     c.until("3 copies live", |c| {

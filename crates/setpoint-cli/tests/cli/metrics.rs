@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::harness::Rig;
 use crate::lab_cmd::{ok, run};
-use crate::runtime::{apply, converged};
+use crate::runtime::{apply, converged, up_with};
 
 /// A port free right now (bound to 127.0.0.1:0 and let go).
 fn free_port() -> u16 {
@@ -54,16 +54,10 @@ fn a_clusters_metrics_are_scraped_and_its_report_lag_calibrates_a_prediction() {
     let mut c = Rig::new();
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    c.start(
-        "up",
+    up_with(
+        &mut c,
+        2,
         &[
-            "up",
-            "--nodes",
-            "2",
-            "--report-every",
-            "50ms",
-            "--lease-ttl",
-            "1s",
             "--report-delays",
             "60ms,240ms,150ms,90ms,300ms,120ms",
             "--metrics-addr",

@@ -29,18 +29,23 @@ pub(crate) fn apply(c: &Rig, copies: u64, controller: &str) {
 
 /// Starts `up` with `nodes` nodes, R = 50ms and a leader lease of 1s.
 pub(crate) fn up(c: &mut Rig, nodes: u32) {
-    c.start(
+    up_with(c, nodes, &[]);
+}
+
+/// [`up`] with `extra` flags after the usual ones.
+pub(crate) fn up_with(c: &mut Rig, nodes: u32, extra: &[&str]) {
+    let nodes = nodes.to_string();
+    let mut args = vec![
         "up",
-        &[
-            "up",
-            "--nodes",
-            &nodes.to_string(),
-            "--report-every",
-            "50ms",
-            "--lease-ttl",
-            "1s",
-        ],
-    );
+        "--nodes",
+        &nodes,
+        "--report-every",
+        "50ms",
+        "--lease-ttl",
+        "1s",
+    ];
+    args.extend_from_slice(extra);
+    c.start("up", &args);
 }
 
 /// Waits until `n` copies of `collector` run, once each, and `get` shows them live and on the
