@@ -374,6 +374,10 @@ pub struct AgentArgs {
     /// are simulated (needs --simulate-copies).
     #[arg(long, value_name = "N", conflicts_with = "node", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     simulate_nodes: Option<u32>,
+    /// With --simulate-nodes: the number of the first simulated node (sim-0901 … with 901), so
+    /// that several processes can share out one cluster's nodes.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    simulate_first: Option<u32>,
     #[command(flatten)]
     flags: AgentFlags,
     #[command(flatten)]
@@ -576,6 +580,12 @@ pub fn execute(cmd: RuntimeCommand) -> anyhow::Result<String> {
             a.flags.check()?;
             if let Some(nodes) = a.simulate_nodes {
                 return simulated_nodes(&a, nodes);
+            }
+            if let Some(first) = a.simulate_first {
+                anyhow::bail!(BadInput(format!(
+                    "--simulate-first {first} numbers simulated nodes: accepted only with \
+                     --simulate-nodes N"
+                )));
             }
             let node = a.node.as_deref().unwrap_or_default();
             let mut cfg = a.flags.config(node, &a.store.state_dir());
@@ -852,6 +862,15 @@ fn simulated_nodes(a: &AgentArgs, nodes: u32) -> anyhow::Result<String> {
                 .into()
         ));
     }
+    let first = a.simulate_first.unwrap_or(1);
+    let last = first.saturating_add(nodes - 1);
+    if last > setpoint_runtime::agent::MAX_SIMULATED_NODES {
+        anyhow::bail!(BadInput(format!(
+            "--simulate-first {first} --simulate-nodes {nodes}: the last node would be number \
+             {last}; accepted numbers 1 to {}",
+            setpoint_runtime::agent::MAX_SIMULATED_NODES
+        )));
+    }
     let mut cfg = a.flags.config("sim", &a.store.state_dir());
     cfg.started_ms = Some(setpoint_runtime::store::wall_ms());
     let url = a.store.url()?;
@@ -860,11 +879,11 @@ fn simulated_nodes(a: &AgentArgs, nodes: u32) -> anyhow::Result<String> {
     serve(|shutdown| async move {
         let who = format!(
             "agents {}…{}",
-            setpoint_runtime::agent::simulated_node_name(1, nodes),
-            setpoint_runtime::agent::simulated_node_name(nodes, nodes)
+            setpoint_runtime::agent::simulated_node_name(first, last),
+            setpoint_runtime::agent::simulated_node_name(last, last)
         );
         observing.spawn(&who, shutdown.clone());
-        setpoint_runtime::agent::run_simulated_nodes(&url, cfg, nodes, shutdown).await?;
+        setpoint_runtime::agent::run_simulated_nodes(&url, cfg, first, nodes, shutdown).await?;
         Ok(())
     })?;
     Ok(String::new())

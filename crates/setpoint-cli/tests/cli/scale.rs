@@ -32,6 +32,21 @@ fn simulated_nodes_need_simulated_copies_and_a_count_in_range_and_resyncs_no_sho
             vec!["--node", "--simulate-nodes"],
         ),
         (
+            vec![
+                "agent",
+                "--simulate-nodes",
+                "5",
+                "--simulate-first",
+                "9999",
+                "--simulate-copies",
+            ],
+            vec!["number 10003", "accepted numbers 1 to 10000"],
+        ),
+        (
+            vec!["agent", "--node", "a", "--simulate-first", "3"],
+            vec!["--simulate-first", "--simulate-nodes"],
+        ),
+        (
             vec!["agent", "--node", "a", "--report-resync", "500ms"],
             vec!["--report-resync 500ms is shorter than --report-every 1s"],
         ),

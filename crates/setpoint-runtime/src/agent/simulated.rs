@@ -62,11 +62,13 @@ pub enum SimulatedError {
 }
 
 /// Runs `nodes` simulated agents (see the module docs) on `url` until `shutdown`
-/// fires: `base` with each node's name; its `simulate_copies` must be set (real processes need
-/// one agent per node).
+/// fires, numbered from `first` (so that several processes can share out a cluster's nodes, and
+/// a benchmark can lose some of them at once by ending one process): `base` with each node's
+/// name; its `simulate_copies` must be set (real processes need one agent per node).
 pub async fn run_simulated_nodes(
     url: &StoreUrl,
     base: AgentConfig,
+    first: u32,
     nodes: u32,
     shutdown: Shutdown,
 ) -> Result<(), SimulatedError> {
@@ -81,13 +83,21 @@ pub async fn run_simulated_nodes(
             "{nodes} simulated nodes: accepted 1 to {MAX_SIMULATED_NODES}"
         )));
     }
+    let last = u64::from(first) + u64::from(nodes) - 1;
+    if first == 0 || last > u64::from(MAX_SIMULATED_NODES) {
+        return Err(SimulatedError::Settings(format!(
+            "simulated nodes {first} to {last}: accepted numbers 1 to {MAX_SIMULATED_NODES}"
+        )));
+    }
+    let last = last as u32;
     let networked = matches!(url, StoreUrl::Etcd(_));
     let mut shared: Option<Arc<dyn Store>> = None;
     let mut tasks = tokio::task::JoinSet::new();
-    for i in 1..=nodes {
-        let node = simulated_node_name(i, nodes);
-        let reuse = !networked || (i as usize - 1) % AGENTS_PER_CONNECTION != 0;
-        if (i as usize - 1) % AGENTS_PER_CONNECTION == 0 && i > 1 {
+    for i in first..=last {
+        let node = simulated_node_name(i, last);
+        let k = (i - first) as usize;
+        let reuse = !networked || k % AGENTS_PER_CONNECTION != 0;
+        if k % AGENTS_PER_CONNECTION == 0 && k > 0 {
             tokio::time::sleep(SIMULATED_RAMP).await;
         }
         let store = match &shared {
@@ -141,7 +151,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let url = StoreUrl::Memory;
         let real = AgentConfig::new("x", dir.path());
-        let e = run_simulated_nodes(&url, real.clone(), 3, shutdown.clone())
+        let e = run_simulated_nodes(&url, real.clone(), 1, 3, shutdown.clone())
             .await
             .unwrap_err();
         assert!(e.to_string().contains("simulated copies only"), "{e}");
@@ -150,10 +160,16 @@ mod tests {
             ..real
         };
         for n in [0, MAX_SIMULATED_NODES + 1] {
-            let e = run_simulated_nodes(&url, sim.clone(), n, shutdown.clone())
+            let e = run_simulated_nodes(&url, sim.clone(), 1, n, shutdown.clone())
                 .await
                 .unwrap_err();
             assert!(e.to_string().contains("accepted 1 to 10000"), "{e}");
+        }
+        for (first, n) in [(0, 5), (MAX_SIMULATED_NODES - 3, 5)] {
+            let e = run_simulated_nodes(&url, sim.clone(), first, n, shutdown.clone())
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains("accepted numbers 1 to 10000"), "{e}");
         }
     }
 }
