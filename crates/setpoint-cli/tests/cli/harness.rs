@@ -250,7 +250,7 @@ impl Rig {
 
     /// Runs a one-shot command to its end.
     pub fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
+        bounded(self.command(args), args)
     }
 
     /// Runs a one-shot command that must succeed; its stdout.
@@ -645,4 +645,47 @@ fn a_dropped_rig_ends_its_processes_a_stopped_one_too_and_kills_every_copy_left(
     assert!(setpoint_runtime::process::find_marked(&mark).is_empty());
     // SIGTERM was enough, for the stopped one too: no SIGKILL was needed.
     assert!(took < STOP_BOUND, "took {took:?}");
+}
+
+/// How long a one-shot command may run before [`Rig::run`] kills it and fails the test: a
+/// command that should have been refused but started a daemon would otherwise hang the suite.
+const ONE_SHOT_BOUND: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Runs `cmd` to its end, killing it by its pid (and failing) if it runs past
+/// [`ONE_SHOT_BOUND`]; its output.
+fn bounded(mut cmd: std::process::Command, args: &[&str]) -> Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = std::time::Instant::now() + ONE_SHOT_BOUND;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("setpoint {args:?} still ran after {ONE_SHOT_BOUND:?}: killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
 }
