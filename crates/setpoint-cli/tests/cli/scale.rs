@@ -56,6 +56,36 @@ fn simulated_nodes_need_simulated_copies_and_a_count_in_range_and_resyncs_no_sho
     }
 }
 
+/// `--simulate-first` numbers a process's simulated nodes from K, so that two processes share
+/// out one cluster: sim-0001 in one, sim-0009 and sim-0010 in the other, all three live.
+#[test]
+fn two_processes_of_simulated_nodes_share_out_one_cluster_by_their_first_number() {
+    let mut c = Rig::new();
+    let agent = |first: &'static str, n: &'static str| {
+        vec![
+            "agent",
+            "--simulate-nodes",
+            n,
+            "--simulate-first",
+            first,
+            "--simulate-copies",
+        ]
+    };
+    c.start("agents-1", &agent("1", "1"));
+    c.start("agents-9", &agent("9", "2"));
+    c.until("three simulated nodes live", |c| {
+        let nodes = c.status()["nodes"].clone();
+        let live: Vec<&str> = nodes
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|n| n["live"] == true)
+            .filter_map(|n| n["node"].as_str())
+            .collect();
+        live == ["sim-0001", "sim-0009", "sim-0010"]
+    });
+}
+
 /// Twenty simulated nodes hold 200 copies, spread over all of them, and once steady they write
 /// no report (R = 100 ms, no resync within the run): every node stays live on its lease while
 /// its last report grows old, and `status` says which is which.
