@@ -22,7 +22,7 @@ use crate::action::Action;
 use crate::expectations::{Expectations, ExpectationsConfig};
 use crate::gated::Gated;
 use crate::named::Named;
-use crate::view::{Batch, Desired, LedgerView, Time};
+use crate::view::{Batch, CopyId, Desired, LedgerView, Time};
 
 /// The closed set of controllers setpoint provides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -111,8 +111,13 @@ pub enum Controller {
     Ledger,
     /// See [`ControllerKind::Intent`].
     Intent {
-        /// The batches this controller created that may still be in flight, oldest first.
-        batches: VecDeque<Batch>,
+        /// The batches this controller created that may still be in flight, oldest first, each
+        /// with the time of the pass that created it.
+        batches: VecDeque<(Batch, Time)>,
+        /// The next copy at this controller's first pass since it started (or restarted):
+        /// copies numbered below it were made before, by an earlier life or leader, and it never
+        /// counted them in flight ([`Controller::delete_targets`]).
+        first: Option<CopyId>,
     },
     /// See [`ControllerKind::Expectations`].
     Expectations(Expectations),
@@ -129,6 +134,7 @@ impl Controller {
             ControllerKind::Ledger => Controller::Ledger,
             ControllerKind::Intent => Controller::Intent {
                 batches: VecDeque::new(),
+                first: None,
             },
             ControllerKind::Expectations => {
                 Controller::Expectations(Expectations::new(ExpectationsConfig::default()))
@@ -154,7 +160,10 @@ impl Controller {
     pub fn restart(&mut self) {
         match self {
             Controller::Ledger => {}
-            Controller::Intent { batches } => batches.clear(),
+            Controller::Intent { batches, first } => {
+                batches.clear();
+                *first = None;
+            }
             Controller::Expectations(e) => e.restart(),
             Controller::Named(n) => n.restart(),
             Controller::Gated(g) => g.restart(),
@@ -183,21 +192,76 @@ impl Controller {
         }
         let counted = view.on_ledger() + self.pending(view);
         let action = toward(desired.copies, counted, view);
-        if let (Controller::Intent { batches }, Some(Action::Create { batch, .. })) =
-            (self, &action)
-        {
-            batches.push_back(*batch);
+        if let Controller::Intent { batches, first } = self {
+            first.get_or_insert_with(|| view.next_copy());
+            if let Some(Action::Create { batch, .. }) = &action {
+                batches.push_back((*batch, view.now()));
+            }
         }
         action
+    }
+
+    /// Where `n` delete commands go, after a pass that returned [`Action::Delete`].
+    ///
+    /// CA25: to the oldest copies the ledger shows, and so for every controller but `intent`.
+    /// `intent` alone also counts copies the ledger does not show, its own creations in flight,
+    /// and its order is:
+    /// 1. the ledger's copies already commanded to stop ([`LedgerView::commanded`]), oldest
+    ///    first: a surplus already commanded away is commanded again where it was, so a repeat
+    ///    is harmless, as CA25's repeats are;
+    /// 2. the ledger's copies made since its first pass whose word predates its newest batch in
+    ///    flight ([`LedgerView::seen_at`] at or before the batch's creation; all of them when
+    ///    nothing is in flight), oldest first (CA25). It counted each in flight until the ledger
+    ///    showed it, so a surplus among them comes from a stale ledger: one may have died
+    ///    unseen, which is what a batch replaced, and a command to a dead copy is harmless;
+    /// 3. its creations in flight, newest first;
+    /// 4. the other copies the ledger shows, oldest first: its own seen running since its
+    ///    newest batch was made, and those made before its first pass (an earlier life's or an
+    ///    earlier leader's), which it never counted in flight. Their appearance is what made
+    ///    the surplus: its batches were made without them.
+    ///
+    /// Where the lesson reaches this is CA25: there `intent` never restarts, every copy is its
+    /// own, and its ledger is one age, so a surplus meets group 2 first, the oldest copies.
+    /// The other groups matter after a restart or a leader change while the ledger is stale:
+    /// the new `intent` counts the copies its predecessor made and the ledger does not show yet
+    /// as missing, and makes them again (the overshoot the lab predicts for a restart in the
+    /// blind window). When the old copies reappear, the surplus is the replacements that have
+    /// not started, not the copies that run (chaos finding 13: a leader change in a store
+    /// outage; CA25 deleted all four running copies there, two passes apart). Kubernetes'
+    /// ReplicaSet ranks its victims the same way: pending before running.
+    pub fn delete_targets<V: LedgerView>(&self, view: &V, n: u64) -> Vec<CopyId> {
+        let Controller::Intent { batches, first } = self else {
+            return view.oldest_on_ledger(n);
+        };
+        let first = first.unwrap_or(CopyId(0));
+        let newest = batches.back().map(|&(_, at)| at);
+        let shown = view.oldest_on_ledger(view.on_ledger());
+        let (commanded, rest): (Vec<CopyId>, Vec<CopyId>) =
+            shown.into_iter().partition(|&c| view.commanded(c));
+        let (stale, others): (Vec<CopyId>, Vec<CopyId>) = rest
+            .into_iter()
+            .partition(|&c| c >= first && newest.is_none_or(|t| view.seen_at(c) <= t));
+        let in_flight = batches
+            .iter()
+            .rev()
+            .flat_map(|&(batch, _)| view.in_flight_copies(batch));
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        commanded
+            .into_iter()
+            .chain(stale)
+            .chain(in_flight)
+            .chain(others)
+            .take(n)
+            .collect()
     }
 
     /// The controller's own work in flight, as far as it remembers it. Batches with nothing in
     /// flight are forgotten: by the view's promise they never come back.
     fn pending<V: LedgerView>(&mut self, view: &V) -> u64 {
         match self {
-            Controller::Intent { batches } => {
+            Controller::Intent { batches, .. } => {
                 let mut pending = 0;
-                batches.retain(|&b| {
+                batches.retain(|&(b, _)| {
                     let n = view.in_flight(b);
                     pending += n;
                     n > 0
@@ -232,7 +296,7 @@ pub(crate) fn toward<V: LedgerView>(target: u64, counted: u64, view: &V) -> Opti
 mod tests {
     use super::*;
     use crate::fake::Fake;
-    use crate::view::CopyId;
+
 
     fn view(ledger: u64, next: u64) -> Fake {
         Fake::new(ledger, next)
@@ -289,7 +353,7 @@ mod tests {
         v.in_flight.insert(6, 0);
         assert_eq!(c.pass(Desired { copies: 6 }, &v), None);
         match &c {
-            Controller::Intent { batches } => assert!(batches.is_empty()),
+            Controller::Intent { batches, .. } => assert!(batches.is_empty()),
             other => unreachable!("{other:?}"),
         }
     }
@@ -302,6 +366,72 @@ mod tests {
         let mut v = view(4, 8);
         v.in_flight.insert(6, 2);
         assert_eq!(c.pass(Desired { copies: 6 }, &v).unwrap().size(), 2);
+    }
+
+    #[test]
+    fn a_new_intent_sends_delete_commands_to_its_work_in_flight_before_earlier_copies() {
+        // Chaos finding 13: copies 0 … 3 run, made by an earlier leader, and the ledger does
+        // not show them; a new intent creates 4 more (copies 4 … 7). The ledger then shows 2
+        // of the old ones again: counted 2 + 4 in flight.
+        let mut c = Controller::new(ControllerKind::Intent);
+        let mut v = view(0, 4);
+        v.shown.clear();
+        assert_eq!(c.pass(Desired { copies: 4 }, &v).unwrap().size(), 4);
+        let mut v = view(2, 8);
+        v.in_flight.insert(4, 4);
+        let a = c.pass(Desired { copies: 4 }, &v).unwrap();
+        assert_eq!(a.size(), 2);
+        assert_eq!(
+            c.delete_targets(&v, a.size()),
+            vec![CopyId(7), CopyId(6)],
+            "the replacements not yet started go, not the copies that run"
+        );
+        // More commands than copies in flight: the rest go to the oldest on the ledger.
+        assert_eq!(
+            c.delete_targets(&v, 5),
+            vec![CopyId(7), CopyId(6), CopyId(5), CopyId(4), CopyId(0)]
+        );
+        // A copy already commanded to stop takes the first command again.
+        v.commanded.insert(CopyId(1));
+        assert_eq!(c.delete_targets(&v, 2), vec![CopyId(1), CopyId(7)]);
+    }
+
+    #[test]
+    fn intent_sends_delete_commands_to_its_own_copies_on_the_ledger_first_as_ca25() {
+        // The lesson's case: a copy of its own died before the ledger showed its start; intent
+        // replaced it, and the ledger now shows its start (not its death). The command goes to
+        // it, where it is harmless, not to the replacement in flight.
+        let mut c = Controller::new(ControllerKind::Intent);
+        assert_eq!(c.pass(Desired { copies: 1 }, &view(0, 0)).unwrap().size(), 1);
+        let mut dead = view(0, 1);
+        dead.in_flight.insert(0, 0);
+        assert_eq!(c.pass(Desired { copies: 1 }, &dead).unwrap().size(), 1);
+        let mut v = view(1, 2);
+        v.in_flight.insert(1, 1);
+        let a = c.pass(Desired { copies: 1 }, &v).unwrap();
+        assert_eq!(c.delete_targets(&v, a.size()), vec![CopyId(0)]);
+        // Had the ledger seen copy 0 running after the replacement was made, the replacement
+        // would be the surplus.
+        v.reported_before = 1;
+        assert_eq!(c.delete_targets(&v, a.size()), vec![CopyId(1)]);
+    }
+
+    #[test]
+    fn other_controllers_and_a_restarted_intent_send_delete_commands_by_ca25() {
+        let mut v = view(9, 20);
+        v.in_flight.insert(10, 3);
+        let ledger = Controller::new(ControllerKind::Ledger);
+        assert_eq!(
+            ledger.delete_targets(&v, 3),
+            vec![CopyId(0), CopyId(1), CopyId(2)]
+        );
+        let mut intent = Controller::new(ControllerKind::Intent);
+        intent.pass(Desired { copies: 12 }, &view(9, 10));
+        intent.restart();
+        assert_eq!(
+            intent.delete_targets(&v, 2),
+            vec![CopyId(0), CopyId(1)]
+        );
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub(crate) struct Fake {
     pub names: BTreeSet<Name>,
     /// The names in flight.
     pub names_in_flight: BTreeSet<Name>,
+    /// The copies shown that a delete command reached.
+    pub commanded: BTreeSet<CopyId>,
 }
 
 impl Fake {
@@ -62,6 +64,14 @@ impl LedgerView for Fake {
     }
     fn oldest_on_ledger(&self, n: u64) -> Vec<CopyId> {
         self.shown.iter().copied().take(n as usize).collect()
+    }
+    fn commanded(&self, copy: CopyId) -> bool {
+        self.commanded.contains(&copy)
+    }
+    /// The fake says only how many of a batch are in flight: it takes them to be its newest.
+    fn in_flight_copies(&self, batch: Batch) -> Vec<CopyId> {
+        let k = self.in_flight(batch).min(batch.count);
+        (batch.end() - k..batch.end()).rev().map(CopyId).collect()
     }
     fn reported_before(&self) -> Time {
         self.reported_before

@@ -37,6 +37,7 @@
 //!     fn next_copy(&self) -> CopyId { CopyId(4) }
 //!     fn shows(&self, copy: CopyId) -> bool { copy.0 < 4 }
 //!     fn oldest_on_ledger(&self, n: u64) -> Vec<CopyId> { (0..n.min(4)).map(CopyId).collect() }
+//!     fn in_flight_copies(&self, _batch: Batch) -> Vec<CopyId> { Vec::new() }
 //!     fn reported_before(&self) -> u64 { 1 }
 //! }
 //!

@@ -92,6 +92,28 @@ pub trait LedgerView {
     /// the ledger shows, oldest first; fewer when the ledger shows fewer (CA25).
     fn oldest_on_ledger(&self, n: u64) -> Vec<CopyId>;
 
+    /// The copies of `batch` in flight (those [`LedgerView::in_flight`] counts), newest (highest
+    /// [`CopyId`]) first. A controller that counted them sends its delete commands to them before
+    /// the ledger's copies ([`crate::Controller::delete_targets`]).
+    fn in_flight_copies(&self, batch: Batch) -> Vec<CopyId>;
+
+    /// How recent the ledger's word on `copy` (one it shows) is: every change of the copy
+    /// before this time would be on the ledger. By default [`LedgerView::reported_before`],
+    /// the age of the whole ledger; a driver whose ledger is made of reports of different
+    /// ages (the runtime's, one per node) answers per copy.
+    fn seen_at(&self, copy: CopyId) -> Time {
+        let _ = copy;
+        self.reported_before()
+    }
+
+    /// Whether a delete command already reached `copy` (one the ledger shows): its end is on
+    /// its way to the ledger, and another command to it is harmless. A view that cannot tell
+    /// answers no, the default.
+    fn commanded(&self, copy: CopyId) -> bool {
+        let _ = copy;
+        false
+    }
+
     /// How far the ledger has caught up with the world: every change of the world (a copy
     /// starting or ending) that happened at a time before the returned time is on the ledger.
     /// With a fixed report delay `G` this is `now + 1 − G`; an outage or a stale view holds it

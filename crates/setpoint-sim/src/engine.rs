@@ -212,6 +212,12 @@ impl LedgerView for View<'_> {
         (self.world.gone..end).map(CopyId).collect()
     }
 
+    fn in_flight_copies(&self, batch: Batch) -> Vec<CopyId> {
+        let lo = batch.first.0.max(self.world.dead).max(self.world.visible);
+        let hi = batch.end().min(self.world.created);
+        (lo..hi).rev().map(CopyId).collect()
+    }
+
     fn reported_before(&self) -> Time {
         // A change at s reaches the ledger at s + G, so every change before now + 1 − G is on it.
         (self.now + 1).saturating_sub(self.delay)
@@ -434,7 +440,10 @@ fn run<const TRACED: bool>(
                     Some(Action::Delete { target, counted }) => {
                         // CA25: commands go to the oldest copies the ledger shows; those already
                         // dead absorb a command and delete nothing. More commands than copies
-                        // shown reach no one.
+                        // shown reach no one. (`intent` would send them to its work in flight
+                        // first, `Controller::delete_targets`, but in the lesson's world its
+                        // surplus and its work in flight never meet: it creates only what the
+                        // ledger plus its work in flight lack, and the target never falls.)
                         let commands = counted - target;
                         tally.commands += commands;
                         let shown = world.visible - world.gone;

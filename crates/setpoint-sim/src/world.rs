@@ -288,6 +288,20 @@ impl LedgerView for View<'_> {
         ids.into_iter().map(CopyId).collect()
     }
 
+    fn commanded(&self, copy: CopyId) -> bool {
+        self.work.copies[copy.0 as usize].commanded
+    }
+
+    fn in_flight_copies(&self, batch: Batch) -> Vec<CopyId> {
+        let end = batch.end().min(self.work.copies.len() as u64);
+        let shown = self.shown();
+        (batch.first.0..end)
+            .rev()
+            .filter(|&id| !self.work.copies[id as usize].dead && !shown.contains(id))
+            .map(CopyId)
+            .collect()
+    }
+
     fn reported_before(&self) -> Time {
         self.work
             .frozen
@@ -1268,13 +1282,20 @@ impl<'s> Engine<'s> {
             needed = replaced(&copies, &extra);
             action = rollout::with_deletions(action, &extra, work.desired, &copies);
         }
-        // Delete commands go to the oldest copies of the ledger this pass read (CA25).
+        // Delete commands go to the oldest copies of the ledger this pass read (CA25), after
+        // `intent`'s own work in flight (`Controller::delete_targets`).
         // (Into a buffer kept across passes: the view's own `oldest_on_ledger` allocates.)
         let mut targets = std::mem::take(&mut self.targets);
         targets.clear();
         if let Some(a @ Action::Delete { .. }) = &action {
-            let n = usize::try_from(a.size()).unwrap_or(usize::MAX);
-            view.shown().first_into(n, &mut targets);
+            let controller = &self.controllers[w];
+            if controller.kind() == ControllerKind::Intent {
+                let ids = controller.delete_targets(&view, a.size());
+                targets.extend(ids.into_iter().map(|c| c.0));
+            } else {
+                let n = usize::try_from(a.size()).unwrap_or(usize::MAX);
+                view.shown().first_into(n, &mut targets);
+            }
         }
         let work = &mut self.works[w];
         work.tally.required += needed;

@@ -10,7 +10,9 @@
 //!   `{workload}/{n}` is created only if absent. Two passes that raced for the same numbers
 //!   cannot both win;
 //! - `Delete`: the assignments of the oldest copies on the ledger are removed, each only if
-//!   unchanged. A command to a copy whose assignment is already gone counts and does nothing;
+//!   unchanged; `intent` first removes its own creations still in flight, newest first
+//!   ([`setpoint_core::Controller::delete_targets`]). A command to a copy whose assignment is
+//!   already gone counts and does nothing;
 //! - garbage: assignments whose copy a node reported exited are removed, and so are the
 //!   assignments of lost nodes (no node lease: [`crate::model::node`]) that are released
 //!   ([`WorkloadView::released_assignments`]): every one of a workload that gives replacements
@@ -308,11 +310,12 @@ pub fn plan_pass(
             }
         }
         Some(a @ Action::Delete { .. }) => {
-            // CA25: the commands go to the oldest copies the ledger shows. One that reaches a
-            // copy already commanded to stop counts and deletes nothing.
+            // CA25: the commands go to the oldest copies the ledger shows, after `intent`'s
+            // own creations still in flight (`Controller::delete_targets`, chaos finding 13).
+            // One that reaches a copy already commanded to stop counts and deletes nothing.
             report.delete_commands = a.size();
-            let targets: Vec<u64> = view.ledger_copies().take(a.size() as usize).collect();
-            for n in targets {
+            let targets = controller.delete_targets(&view, a.size());
+            for n in targets.into_iter().map(|c| c.0) {
                 commanded.push(n);
                 if let Some((key, stored)) = view.assignment(n) {
                     let mark = Mark::at(&txn);
@@ -1030,6 +1033,36 @@ pub(crate) mod tests {
         let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
         assert_eq!((r.delete_commands, r.deleted.len()), (2, 0));
         assert_eq!(names(&store), ["w-2", "w-3"]);
+    }
+
+    #[test]
+    fn a_new_leaders_intent_deletes_its_own_creations_before_copies_seen_running_since() {
+        // Chaos finding 13: the leader changed before any report showed its copies; the new
+        // leader's intent counted 0 and created 4 more. Fresh reports then show the first four
+        // running: the surplus is the four that have not started.
+        let store = MemoryStore::new();
+        declare_kind(&store, 4, ControllerKind::Intent);
+        report(&store, "a", &[]);
+        report(&store, "b", &[]);
+        let mut first = Controller::new(ControllerKind::Intent);
+        run_pass(&store, "w", &mut first, &SETTINGS).unwrap();
+        let mut second = Controller::new(ControllerKind::Intent);
+        let r = run_pass(&store, "w", &mut second, &SETTINGS).unwrap();
+        assert_eq!(r.created, ["w-4", "w-5", "w-6", "w-7"]);
+        let snapshot = Snapshot::load(&store).unwrap();
+        for node in ["a", "b"] {
+            let running: Vec<(u64, Phase)> = snapshot
+                .assignments
+                .values()
+                .filter(|a| a.value.node == node && a.value.n < 4)
+                .map(|a| (a.value.n, Phase::Running))
+                .collect();
+            report(&store, node, &running);
+        }
+        let r = run_pass(&store, "w", &mut second, &SETTINGS).unwrap();
+        assert_eq!(r.delete_commands, 4);
+        assert_eq!(r.deleted, ["w-7", "w-6", "w-5", "w-4"]);
+        assert_eq!(names(&store), ["w-0", "w-1", "w-2", "w-3"]);
     }
 
     #[test]

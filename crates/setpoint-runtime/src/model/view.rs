@@ -35,6 +35,9 @@ pub struct WorkloadView<'s> {
     pub spec: &'s Stored<WorkloadSpec>,
     /// Copy numbers on the ledger, each with the incarnation reported running.
     ledger: BTreeMap<u64, Revision>,
+    /// For each copy on the ledger, when the report that shows it observed it (store
+    /// milliseconds): how recent the ledger's word on it is.
+    seen: BTreeMap<u64, u64>,
     /// Copies (number, incarnation) reported exited by a live node.
     exited: BTreeSet<(u64, Revision)>,
     /// The oldest observation among the last reports of the live nodes that hold this
@@ -69,6 +72,7 @@ impl<'s> WorkloadView<'s> {
             .map(|(k, a)| (a.value.n, (k.as_str(), a)))
             .collect();
         let mut ledger = BTreeMap::new();
+        let mut seen = BTreeMap::new();
         let mut exited = BTreeSet::new();
         let mut reported_before = snapshot.now_ms;
         let assigned_nodes: BTreeSet<&str> = assigned
@@ -100,6 +104,7 @@ impl<'s> WorkloadView<'s> {
                 match c.phase {
                     Phase::Running if owned(&assigned, c.n, c.incarnation, claimed) => {
                         ledger.insert(c.n, c.incarnation);
+                        seen.insert(c.n, report.observed_ms);
                     }
                     Phase::Running => {}
                     Phase::Exited
@@ -113,6 +118,8 @@ impl<'s> WorkloadView<'s> {
                         // Done by the workload's `restart` setting: its work is over, and it
                         // still counts, so that nothing is created in its place.
                         ledger.insert(c.n, c.incarnation);
+                        seen.insert(c.n, report.observed_ms);
+
                     }
                     Phase::Exited => {
                         exited.insert((c.n, c.incarnation));
@@ -146,6 +153,7 @@ impl<'s> WorkloadView<'s> {
             now_ms: snapshot.now_ms,
             spec,
             ledger,
+            seen,
             exited,
             reported_before,
             assigned,
@@ -409,8 +417,32 @@ impl LedgerView for WorkloadView<'_> {
             .collect()
     }
 
+    fn in_flight_copies(&self, batch: Batch) -> Vec<CopyId> {
+        self.assigned
+            .range(batch.first.0..batch.end())
+            .rev()
+            .filter(|(&n, (_, a))| self.is_in_flight(n, a))
+            .map(|(&n, _)| CopyId(n))
+            .collect()
+    }
+
     fn reported_before(&self) -> Time {
         self.reported_before
+    }
+
+    /// The ledger's word on a copy is as recent as the observation of the report that shows
+    /// it. (A node whose copies do not change writes no new report until its resync, so this
+    /// understates how recent the word is: the copy then counts as stale, as CA25 has it.)
+    fn seen_at(&self, copy: CopyId) -> Time {
+        self.seen
+            .get(&copy.0)
+            .copied()
+            .unwrap_or(self.reported_before)
+    }
+
+    /// A copy on the ledger whose assignment is gone was commanded to stop.
+    fn commanded(&self, copy: CopyId) -> bool {
+        !self.assigned.contains_key(&copy.0)
     }
 
     /// A copy's number is its name: `named` wants copies `0 … n − 1` of the workload.
