@@ -440,10 +440,11 @@ fn run<const TRACED: bool>(
                     Some(Action::Delete { target, counted }) => {
                         // CA25: commands go to the oldest copies the ledger shows; those already
                         // dead absorb a command and delete nothing. More commands than copies
-                        // shown reach no one. (`intent` would send them to its work in flight
-                        // first, `Controller::delete_targets`, but in the lesson's world its
-                        // surplus and its work in flight never meet: it creates only what the
-                        // ledger plus its work in flight lack, and the target never falls.)
+                        // shown reach no one. (`intent` orders its commands,
+                        // `Controller::delete_targets`, but in the lesson's world the order is
+                        // CA25: it never restarts, so every copy is its own, and the ledger is one
+                        // age, so a surplus meets the copies whose word predates its batches
+                        // first. `world::tests::equivalence` holds the two engines to it.)
                         let commands = counted - target;
                         tally.commands += commands;
                         let shown = world.visible - world.gone;
