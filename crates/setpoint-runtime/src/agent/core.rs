@@ -437,6 +437,7 @@ impl AgentCore {
                 } else {
                     self.out.condition_ended("rejoin", "");
                     self.out.log(format!("rejoined under lease {lease}"));
+                    self.reports.rejoined(now);
                 }
             }
             Some(Claimed::Fatal(e)) => self.stop_now(Err(AgentError::Node(e))),

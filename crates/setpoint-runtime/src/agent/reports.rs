@@ -94,6 +94,10 @@ pub(super) struct Reports {
     /// With reports on change, the newest report queued or in flight, until its write is
     /// answered: an observation that shows the same is on its way already.
     pending: Option<NodeReport>,
+    /// The agent claimed its node again at this time, and no report written since: the ledger
+    /// counts only a report written under the lease held now (`model::view`), so the next one
+    /// is news even if it shows what the last one did (chaos finding 15).
+    rejoined_at: Option<u64>,
 }
 
 impl Reports {
@@ -110,7 +114,13 @@ impl Reports {
             unanswered: 0,
             written: None,
             pending: None,
+            rejoined_at: None,
         }
+    }
+
+    /// The agent holds its node again, under a new lease, since `now`: see `rejoined_at`.
+    pub(super) fn rejoined(&mut self, now: u64) {
+        self.rejoined_at = Some(now);
     }
 
     /// Drops the observations not written yet (fenced or shutting down).
@@ -131,6 +141,9 @@ impl Reports {
         copies: &Supervisor,
         cfg: &AgentCoreConfig,
     ) -> bool {
+        if self.rejoined_at.is_some() {
+            return true;
+        }
         let newest = copies.newest_placement();
         let shows_same = |r: &NodeReport| r.copies == report.copies && r.synced_revision >= newest;
         let Some(written) = &self.written else {
@@ -260,6 +273,9 @@ impl Reports {
                 // A reply may come after a later write's (a rejoin's first report overtaking
                 // the last life's): the revision written last never goes back.
                 self.rev = self.rev.max(rev);
+                if self.rejoined_at.is_some_and(|t| report.reported_ms >= t) {
+                    self.rejoined_at = None;
+                }
                 self.log_ledger_changes(&report, now, &cfg.node, events);
                 if self
                     .written
@@ -681,6 +697,56 @@ mod tests {
                 proptest::prop_assert_eq!(beat_writes, every_beat_writes);
             }
         }
+    }
+
+    /// One observation of `copies` at `now`, written if it is news, the write answered at once
+    /// (failed if `fails`): whether a write was sent.
+    fn one_period(
+        reports: &mut Reports,
+        copies: &Supervisor,
+        cfg: &AgentCoreConfig,
+        now: u64,
+        fails: bool,
+    ) -> bool {
+        let (mut out, mut events) = (Outbox::new(), EventLog::default());
+        let report = observe(copies, now, cfg);
+        if reports.worth_writing(&report, copies, cfg) {
+            reports.enqueue(now, report, cfg);
+        }
+        reports.send_due(now, cfg, &mut out);
+        let (_, sent) = drained(&mut out);
+        let wrote = !sent.is_empty();
+        for (_, report) in sent {
+            let result = if fails {
+                Err(StoreError::Unavailable("down".into()))
+            } else {
+                Ok(StoreReply::Committed(now + 1))
+            };
+            reports.on_written(now, report, false, result, cfg, &mut out, &mut events);
+        }
+        wrote
+    }
+
+    #[test]
+    fn a_rejoin_makes_the_next_observation_news_until_a_report_under_the_new_lease_lands() {
+        // Chaos finding 15: an agent fenced with nothing running and claimed its node again.
+        // Its copies were as its last report showed, so it wrote none; the ledger counts only a
+        // report written under the lease held now, so the node's assigned `named` copies stayed
+        // in flight for good and were never made again.
+        let cfg = AgentCoreConfig {
+            report_resync_ms: 1_000_000,
+            ..AgentCoreConfig::new("a")
+        };
+        let copies = supervisor(vec![record(0, Phase::Exited, 100)]);
+        let mut reports = Reports::new(0);
+        assert!(one_period(&mut reports, &copies, &cfg, 0, false));
+        assert!(!one_period(&mut reports, &copies, &cfg, 100, false));
+        reports.rejoined(150);
+        // The first write after the rejoin fails: the next observation is still news.
+        assert!(one_period(&mut reports, &copies, &cfg, 200, true));
+        assert!(one_period(&mut reports, &copies, &cfg, 300, false));
+        assert_eq!(reports.written.as_ref().unwrap().reported_ms, 300);
+        assert!(!one_period(&mut reports, &copies, &cfg, 400, false));
     }
 
     #[test]
