@@ -467,12 +467,14 @@ impl AgentCore {
                      {} kept running while cut off",
                     self.copies.kept_while_cut_off()
                 ));
+                self.stop_unread_strays(CopySignal::Term);
             }
             Some(Fence::Kill { lease }) => {
                 let n = self.signal_all(CopySignal::Kill);
                 self.out.log(format!(
                     "fenced: SIGKILL to {n} copies before the lease can end"
                 ));
+                self.stop_unread_strays(CopySignal::Kill);
                 return self.reclaim(now, lease);
             }
             None => {}
@@ -480,6 +482,28 @@ impl AgentCore {
         if keep.renew {
             self.lease.send_renewal(now, &mut self.out);
         }
+    }
+
+    /// A fence that comes down after the first claim held but before this agent has read its
+    /// state and adopted what an earlier agent here left running: those processes are no
+    /// copies of this agent's yet, so `signal_all` does not reach them, and the lease they run
+    /// under (the one this agent took over) is the one that ends. They are stopped with the
+    /// same signal (chaos finding 14: an agent restarted and cut off 11 ms after it took its
+    /// node's lease over fenced "0 copies", and the earlier life's `named` copy ran past the
+    /// lease's end).
+    fn stop_unread_strays(&mut self, signal: CopySignal) {
+        if !matches!(self.life.stage, Stage::ReadingState | Stage::Recovering)
+            || self.cfg.bug_no_self_fence
+        {
+            return;
+        }
+        self.out.log(match signal {
+            CopySignal::Term => "its state not read yet: stopping any copy an earlier agent here \
+                                 left running that is not kept while cut off (SIGTERM)",
+            CopySignal::Kill => "its state not read yet: SIGKILL to any copy an earlier agent \
+                                 here left running that is not kept while cut off",
+        });
+        self.out.push(AgentOutput::StopStrays { signal });
     }
 
     /// Stops the copies whose `stop_when_cut_off` has passed since the agent was cut off.
@@ -1479,6 +1503,53 @@ mod tests {
             1,
             "the read after the deadline starts the copy"
         );
+    }
+
+    #[test]
+    fn an_agent_cut_off_right_after_taking_its_node_over_stops_an_earlier_agents_copy_by_the_fence()
+    {
+        // Chaos finding 14: restarted, the agent took its node's lease over, and was cut off
+        // before it could read its state: its fence stopped "0 copies", and the earlier agent's
+        // copy ran past the lease's end.
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        assert_eq!(w.running(), ["w-0"]);
+        // From the takeover's commit on, nothing reaches the store: not the state read, not a
+        // renewal.
+        let took = std::rc::Rc::new(std::cell::Cell::new(false));
+        let seen = std::rc::Rc::clone(&took);
+        w.cut = Box::new(move |_, r| {
+            let cut = seen.get();
+            seen.set(cut || matches!(r, StoreRequest::Commit(_)));
+            cut
+        });
+        let mut w = w.restart(config("a"));
+        let restarted = w.now;
+        let ttl = config("a").lease_ttl_ms;
+        w.run(restarted + 3 * ttl);
+        assert!(took.get());
+        assert!(w
+            .log
+            .iter()
+            .any(|l| l.contains("taken over from the previous agent")));
+        // The lease taken over was renewed after the restart, so the store ends it no earlier
+        // than a TTL after it: the SIGTERM comes before, and the copy is gone.
+        let stopped: Vec<(u64, CopySignal)> = w
+            .signals
+            .iter()
+            .filter(|(_, copy, _)| copy == "w-0")
+            .map(|&(t, _, s)| (t, s))
+            .collect();
+        assert!(
+            stopped
+                .iter()
+                .any(|&(t, s)| s == CopySignal::Term && t < restarted + ttl),
+            "{stopped:?} {:#?}",
+            w.log
+        );
+        assert!(w.running().is_empty());
     }
 
     #[test]
