@@ -35,9 +35,6 @@ pub struct WorkloadView<'s> {
     pub spec: &'s Stored<WorkloadSpec>,
     /// Copy numbers on the ledger, each with the incarnation reported running.
     ledger: BTreeMap<u64, Revision>,
-    /// For each copy on the ledger, when the report that shows it observed it (store
-    /// milliseconds): how recent the ledger's word on it is.
-    seen: BTreeMap<u64, u64>,
     /// Copies (number, incarnation) reported exited by a live node.
     exited: BTreeSet<(u64, Revision)>,
     /// The oldest observation among the last reports of the live nodes that hold this
@@ -72,7 +69,6 @@ impl<'s> WorkloadView<'s> {
             .map(|(k, a)| (a.value.n, (k.as_str(), a)))
             .collect();
         let mut ledger = BTreeMap::new();
-        let mut seen = BTreeMap::new();
         let mut exited = BTreeSet::new();
         let mut reported_before = snapshot.now_ms;
         let assigned_nodes: BTreeSet<&str> = assigned
@@ -104,7 +100,6 @@ impl<'s> WorkloadView<'s> {
                 match c.phase {
                     Phase::Running if owned(&assigned, c.n, c.incarnation, claimed) => {
                         ledger.insert(c.n, c.incarnation);
-                        seen.insert(c.n, report.observed_ms);
                     }
                     Phase::Running => {}
                     Phase::Exited
@@ -118,7 +113,6 @@ impl<'s> WorkloadView<'s> {
                         // Done by the workload's `restart` setting: its work is over, and it
                         // still counts, so that nothing is created in its place.
                         ledger.insert(c.n, c.incarnation);
-                        seen.insert(c.n, report.observed_ms);
 
                     }
                     Phase::Exited => {
@@ -153,7 +147,6 @@ impl<'s> WorkloadView<'s> {
             now_ms: snapshot.now_ms,
             spec,
             ledger,
-            seen,
             exited,
             reported_before,
             assigned,
@@ -430,14 +423,18 @@ impl LedgerView for WorkloadView<'_> {
         self.reported_before
     }
 
-    /// The ledger's word on a copy is as recent as the observation of the report that shows
-    /// it. (A node whose copies do not change writes no new report until its resync, so this
-    /// understates how recent the word is: the copy then counts as stale, as CA25 has it.)
-    fn seen_at(&self, copy: CopyId) -> Time {
-        self.seen
-            .get(&copy.0)
-            .copied()
-            .unwrap_or(self.reported_before)
+    /// The ledger's word on every copy it shows is current, as far as `intent`'s order of
+    /// victims asks ([`setpoint_core::Controller::delete_targets`], its second group). That
+    /// group guards the lesson's case: a copy whose start reaches the ledger after it died in
+    /// flight, and after a batch replaced it. Here it cannot happen: a node's reports replace
+    /// each other in order, so a copy reported exited is never shown running again, and the
+    /// assignments of a lost node, whose copies left flight unseen, are released, so their
+    /// copies count for nothing when it comes back. A copy shown running that a batch was made
+    /// without was not replaced by it; the batch is the surplus. (A report's own age says
+    /// nothing here: a node whose copies do not change writes none until its resync, and the
+    /// hosts' clocks differ.)
+    fn seen_at(&self, _copy: CopyId) -> Time {
+        Time::MAX
     }
 
     /// A copy on the ledger whose assignment is gone was commanded to stop.
