@@ -10,9 +10,10 @@
 //!   `{workload}/{n}` is created only if absent. Two passes that raced for the same numbers
 //!   cannot both win;
 //! - `Delete`: the assignments of the oldest copies on the ledger are removed, each only if
-//!   unchanged; `intent` first removes its own creations still in flight, newest first
-//!   ([`setpoint_core::Controller::delete_targets`]). A command to a copy whose assignment is
-//!   already gone counts and does nothing;
+//!   unchanged; `intent` orders them ([`setpoint_core::Controller::delete_targets`]): after
+//!   copies already commanded, its own creations still in flight go, newest first, before the
+//!   copies it did not count when it made them. A command to a copy whose assignment is already
+//!   gone counts and does nothing;
 //! - garbage: assignments whose copy a node reported exited are removed, and so are the
 //!   assignments of lost nodes (no node lease: [`crate::model::node`]) that are released
 //!   ([`WorkloadView::released_assignments`]): every one of a workload that gives replacements
