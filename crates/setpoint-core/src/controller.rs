@@ -297,7 +297,6 @@ mod tests {
     use super::*;
     use crate::fake::Fake;
 
-
     fn view(ledger: u64, next: u64) -> Fake {
         Fake::new(ledger, next)
     }
@@ -402,7 +401,10 @@ mod tests {
         // replaced it, and the ledger now shows its start (not its death). The command goes to
         // it, where it is harmless, not to the replacement in flight.
         let mut c = Controller::new(ControllerKind::Intent);
-        assert_eq!(c.pass(Desired { copies: 1 }, &view(0, 0)).unwrap().size(), 1);
+        assert_eq!(
+            c.pass(Desired { copies: 1 }, &view(0, 0)).unwrap().size(),
+            1
+        );
         let mut dead = view(0, 1);
         dead.in_flight.insert(0, 0);
         assert_eq!(c.pass(Desired { copies: 1 }, &dead).unwrap().size(), 1);
@@ -428,10 +430,7 @@ mod tests {
         let mut intent = Controller::new(ControllerKind::Intent);
         intent.pass(Desired { copies: 12 }, &view(9, 10));
         intent.restart();
-        assert_eq!(
-            intent.delete_targets(&v, 2),
-            vec![CopyId(0), CopyId(1)]
-        );
+        assert_eq!(intent.delete_targets(&v, 2), vec![CopyId(0), CopyId(1)]);
     }
 
     #[test]

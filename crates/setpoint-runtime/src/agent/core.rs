@@ -498,10 +498,14 @@ impl AgentCore {
             return;
         }
         self.out.log(match signal {
-            CopySignal::Term => "its state not read yet: stopping any copy an earlier agent here \
-                                 left running that is not kept while cut off (SIGTERM)",
-            CopySignal::Kill => "its state not read yet: SIGKILL to any copy an earlier agent \
-                                 here left running that is not kept while cut off",
+            CopySignal::Term => {
+                "its state not read yet: stopping any copy an earlier agent here \
+                                 left running that is not kept while cut off (SIGTERM)"
+            }
+            CopySignal::Kill => {
+                "its state not read yet: SIGKILL to any copy an earlier agent \
+                                 here left running that is not kept while cut off"
+            }
         });
         self.out.push(AgentOutput::StopStrays { signal });
     }

@@ -113,7 +113,6 @@ impl<'s> WorkloadView<'s> {
                         // Done by the workload's `restart` setting: its work is over, and it
                         // still counts, so that nothing is created in its place.
                         ledger.insert(c.n, c.incarnation);
-
                     }
                     Phase::Exited => {
                         exited.insert((c.n, c.incarnation));
