@@ -1557,6 +1557,25 @@ mod tests {
     }
 
     #[test]
+    fn a_running_agent_that_fences_stops_its_own_copies_and_no_strays() {
+        // Once its state is read, an earlier agent's processes are adopted or stopped: a fence
+        // signals the agent's own copies only.
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        assert_eq!(w.running(), ["w-0"]);
+        w.cut = Box::new(|_, _| true);
+        w.run(2_500);
+        assert!(w.log.iter().any(|l| l.contains("fenced, stopping 1 copies")));
+        assert!(
+            !w.log.iter().any(|l| l.contains("its state not read yet")),
+            "{:#?}",
+            w.log
+        );
+    }
+
+    #[test]
     fn a_restarted_agent_adopts_its_live_copies_and_never_restarts_a_dead_one() {
         let store = MemoryStore::new();
         for n in 0..3 {

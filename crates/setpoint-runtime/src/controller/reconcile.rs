@@ -1067,6 +1067,29 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn intents_repeated_delete_commands_go_where_the_first_went_not_to_its_work_in_flight() {
+        // Four run; scaled to 2, the oldest two are commanded to stop, and the ledger still
+        // shows them. Scaled to 5 and then 3 before it hears: the surplus is the two already on
+        // their way out, not the copy just created.
+        let store = MemoryStore::new();
+        declare_kind(&store, 4, ControllerKind::Intent);
+        report(&store, "a", &[]);
+        let mut c = Controller::new(ControllerKind::Intent);
+        run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        report(&store, "a", &[0, 1, 2, 3].map(|n| (n, Phase::Running)));
+        declare_kind(&store, 2, ControllerKind::Intent);
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!(r.deleted, ["w-0", "w-1"]);
+        declare_kind(&store, 5, ControllerKind::Intent);
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!(r.created, ["w-4"]);
+        declare_kind(&store, 3, ControllerKind::Intent);
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!((r.delete_commands, r.deleted.len()), (2, 0), "{r:?}");
+        assert_eq!(names(&store), ["w-2", "w-3", "w-4"]);
+    }
+
+    #[test]
     fn exited_copies_are_collected_and_replaced_with_new_identities() {
         let store = MemoryStore::new();
         declare(&store, 2);
