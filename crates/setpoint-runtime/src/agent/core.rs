@@ -1567,7 +1567,10 @@ mod tests {
         assert_eq!(w.running(), ["w-0"]);
         w.cut = Box::new(|_, _| true);
         w.run(2_500);
-        assert!(w.log.iter().any(|l| l.contains("fenced, stopping 1 copies")));
+        assert!(w
+            .log
+            .iter()
+            .any(|l| l.contains("fenced, stopping 1 copies")));
         assert!(
             !w.log.iter().any(|l| l.contains("its state not read yet")),
             "{:#?}",
