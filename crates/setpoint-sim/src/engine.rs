@@ -184,6 +184,15 @@ struct View<'w> {
     delay: Time,
 }
 
+impl View<'_> {
+    /// The copies of `batch` in flight are `lo..hi` (empty when `lo >= hi`): neither dead nor
+    /// visible yet, since both happen in creation order here.
+    fn in_flight_bounds(&self, batch: Batch) -> (u64, u64) {
+        let lo = batch.first.0.max(self.world.dead).max(self.world.visible);
+        (lo, batch.end().min(self.world.created))
+    }
+}
+
 impl LedgerView for View<'_> {
     fn now(&self) -> Time {
         self.now
@@ -194,8 +203,7 @@ impl LedgerView for View<'_> {
     }
 
     fn in_flight(&self, batch: Batch) -> u64 {
-        let lo = batch.first.0.max(self.world.dead).max(self.world.visible);
-        let hi = batch.end().min(self.world.created);
+        let (lo, hi) = self.in_flight_bounds(batch);
         hi.saturating_sub(lo)
     }
 
@@ -213,8 +221,7 @@ impl LedgerView for View<'_> {
     }
 
     fn in_flight_copies(&self, batch: Batch) -> Vec<CopyId> {
-        let lo = batch.first.0.max(self.world.dead).max(self.world.visible);
-        let hi = batch.end().min(self.world.created);
+        let (lo, hi) = self.in_flight_bounds(batch);
         (lo..hi).rev().map(CopyId).collect()
     }
 

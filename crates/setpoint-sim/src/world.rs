@@ -246,6 +246,15 @@ impl View<'_> {
             .map_or(&self.work.shown, |f| &f.shown)
     }
 
+    /// The copies of `batch` in flight: alive and not on the ledger this pass reads, oldest
+    /// first.
+    fn in_flight_ids(&self, batch: Batch) -> impl DoubleEndedIterator<Item = u64> + '_ {
+        let end = batch.end().min(self.work.copies.len() as u64);
+        let shown = self.shown();
+        (batch.first.0..end)
+            .filter(move |&id| !self.work.copies[id as usize].dead && !shown.contains(id))
+    }
+
     /// Whether the ledger this pass reads shows a copy named `name`.
     fn names_on_ledger_contains(&self, name: Name) -> bool {
         match &self.work.frozen {
@@ -265,11 +274,7 @@ impl LedgerView for View<'_> {
     }
 
     fn in_flight(&self, batch: Batch) -> u64 {
-        let end = batch.end().min(self.work.copies.len() as u64);
-        let shown = self.shown();
-        (batch.first.0..end)
-            .filter(|&id| !self.work.copies[id as usize].dead && !shown.contains(id))
-            .count() as u64
+        self.in_flight_ids(batch).count() as u64
     }
 
     fn next_copy(&self) -> CopyId {
@@ -293,13 +298,7 @@ impl LedgerView for View<'_> {
     }
 
     fn in_flight_copies(&self, batch: Batch) -> Vec<CopyId> {
-        let end = batch.end().min(self.work.copies.len() as u64);
-        let shown = self.shown();
-        (batch.first.0..end)
-            .rev()
-            .filter(|&id| !self.work.copies[id as usize].dead && !shown.contains(id))
-            .map(CopyId)
-            .collect()
+        self.in_flight_ids(batch).rev().map(CopyId).collect()
     }
 
     fn reported_before(&self) -> Time {
@@ -1282,8 +1281,9 @@ impl<'s> Engine<'s> {
             needed = replaced(&copies, &extra);
             action = rollout::with_deletions(action, &extra, work.desired, &copies);
         }
-        // Delete commands go to the oldest copies of the ledger this pass read (CA25), after
-        // `intent`'s own work in flight (`Controller::delete_targets`).
+        // Delete commands go where `Controller::delete_targets` sends them: for `intent` in its
+        // order, for the others to the oldest copies of the ledger this pass read (CA25), which
+        // is taken here without the allocation of `oldest_on_ledger`.
         // (Into a buffer kept across passes: the view's own `oldest_on_ledger` allocates.)
         let mut targets = std::mem::take(&mut self.targets);
         targets.clear();

@@ -289,6 +289,14 @@ impl<'s> WorkloadView<'s> {
             .is_some_and(|(_, a)| self.is_in_flight(n, a))
     }
 
+    /// The copy numbers of `batch` in flight, oldest first.
+    fn in_flight_of(&self, batch: Batch) -> impl DoubleEndedIterator<Item = u64> + '_ {
+        self.assigned
+            .range(batch.first.0..batch.end())
+            .filter(|(&n, (_, a))| self.is_in_flight(n, a))
+            .map(|(&n, _)| n)
+    }
+
     fn is_in_flight(&self, n: u64, a: &Stored<Assignment>) -> bool {
         self.live_nodes.contains(a.value.node.as_str())
             && self.ledger.get(&n) != Some(&a.create_revision)
@@ -388,10 +396,7 @@ impl LedgerView for WorkloadView<'_> {
     }
 
     fn in_flight(&self, batch: Batch) -> u64 {
-        self.assigned
-            .range(batch.first.0..batch.end())
-            .filter(|(&n, (_, a))| self.is_in_flight(n, a))
-            .count() as u64
+        self.in_flight_of(batch).count() as u64
     }
 
     fn next_copy(&self) -> CopyId {
@@ -410,12 +415,7 @@ impl LedgerView for WorkloadView<'_> {
     }
 
     fn in_flight_copies(&self, batch: Batch) -> Vec<CopyId> {
-        self.assigned
-            .range(batch.first.0..batch.end())
-            .rev()
-            .filter(|(&n, (_, a))| self.is_in_flight(n, a))
-            .map(|(&n, _)| CopyId(n))
-            .collect()
+        self.in_flight_of(batch).rev().map(CopyId).collect()
     }
 
     fn reported_before(&self) -> Time {
