@@ -63,6 +63,7 @@
 pub mod agent;
 pub mod batches;
 pub mod cache;
+pub mod conditions;
 pub mod controller;
 pub mod copies;
 pub mod copy_output;

@@ -174,31 +174,3 @@ static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new
 pub fn quiet_stderr(quiet: bool) {
     QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
 }
-
-/// Whether the store answered the last call, so that a daemon logs once when the store stops
-/// answering and once when it answers again, rather than once per failed call.
-#[derive(Debug, Default)]
-pub struct Reach {
-    failing: bool,
-}
-
-impl Reach {
-    /// Logs `what` (at level warn) if the store was answering until now.
-    pub fn failed(&mut self, who: &str, what: impl std::fmt::Display) {
-        if !self.failing {
-            warn(
-                who,
-                format!("{what} (retrying; logged again when it answers)"),
-            );
-            self.failing = true;
-        }
-    }
-
-    /// Logs that the store answers again, if it was failing.
-    pub fn answered(&mut self, who: &str) {
-        if self.failing {
-            log(who, "the store answers again");
-            self.failing = false;
-        }
-    }
-}

@@ -303,7 +303,10 @@ impl AgentCore {
                 }
             }
             Purpose::Renew { lease, sent } => {
-                if let Some(expired) = self.lease.on_renewed(lease, sent, result, &mut self.out) {
+                if let Some(expired) =
+                    self.lease
+                        .on_renewed(now, lease, sent, result, &mut self.out)
+                {
                     self.reports.clear_queue();
                     self.sync.fenced(&mut self.out);
                     let n = self.signal_all(CopySignal::Kill);
@@ -335,7 +338,7 @@ impl AgentCore {
                     // never acted on.
                     return;
                 }
-                match self.sync.on_reply(result, &mut self.out) {
+                match self.sync.on_reply(now, result, &mut self.out) {
                     Some(Ok(read)) => self.on_sync_read(now, read),
                     Some(Err(e)) => self.lose(now, e),
                     None => {}
@@ -359,7 +362,8 @@ impl AgentCore {
                 }
             }
             Purpose::Live { lease, copies } => {
-                self.live.on_written(lease, copies, result, &mut self.out)
+                self.live
+                    .on_written(now, lease, copies, result, &mut self.out)
             }
             Purpose::Events { batch, last } => {
                 let timeout = self.cfg.request_timeout_ms;
@@ -422,8 +426,11 @@ impl AgentCore {
                 ttl_ms,
                 adopted,
             }) => {
+                // The renewals of the lease before were its own condition: this one's start
+                // afresh, with no "renewed again" for a failure of the old one.
+                self.out.ended("renew", "");
                 if self.life.stage == Stage::Claiming {
-                    self.out.condition_ended("claim", "");
+                    self.out.ended("claim", "");
                     self.out.log(format!(
                         "holds node lease {lease} (ttl {ttl_ms}ms{})",
                         if adopted {
@@ -435,7 +442,7 @@ impl AgentCore {
                     self.life.stage = Stage::ReadingState;
                     self.state_read.send(now, &self.cfg, &mut self.out);
                 } else {
-                    self.out.condition_ended("rejoin", "");
+                    self.out.ended("rejoin", "");
                     self.out.log(format!("rejoined under lease {lease}"));
                     self.reports.rejoined(now);
                 }

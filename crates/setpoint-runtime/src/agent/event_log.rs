@@ -33,8 +33,6 @@ pub(super) struct EventLog {
     pending: Vec<(String, String)>,
     /// A batch is being written.
     in_flight: bool,
-    /// The last write failed: logged once, and again when one succeeds.
-    failing: bool,
 }
 
 impl EventLog {
@@ -122,8 +120,8 @@ impl EventLog {
         out: &mut Outbox,
     ) -> Written {
         self.in_flight = false;
-        if result.is_ok() && std::mem::take(&mut self.failing) {
-            out.log("the event log is written again");
+        if result.is_ok() {
+            out.ended("events", "the event log is written again");
         }
         match result {
             Ok(_) => {}
@@ -141,10 +139,12 @@ impl EventLog {
             Err(e) => {
                 if last {
                     out.log(format!("cannot write the event log: {e}"));
-                } else if !std::mem::replace(&mut self.failing, true) {
-                    out.log(format!(
-                        "cannot write the event log: {e} (retrying; logged again when it is written)"
-                    ));
+                } else {
+                    out.failed(
+                        now,
+                        "events",
+                        format!("cannot write the event log: {e} (retrying; logged again when it is written)"),
+                    );
                 }
                 if !last {
                     batch.append(&mut self.pending);

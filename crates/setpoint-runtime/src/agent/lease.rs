@@ -99,7 +99,6 @@ enum LeaseSt {
         next_renewal: u64,
         /// SIGTERM went out: fenced, waiting for the SIGKILL time.
         termed: bool,
-        failing: bool,
         /// Renewals in flight.
         in_flight: usize,
     },
@@ -590,7 +589,8 @@ impl NodeLease {
             // A store that does not answer yet is no reason to exit: copies of an earlier agent
             // of this node may be running, and only this agent can adopt or stop them (found by
             // `setpoint chaos`: an agent restarted while cut off exited and left them unwatched).
-            out.log_condition(
+            out.failed(
+                now,
                 "claim",
                 format!("cannot claim the node yet: {e} (retrying)"),
             );
@@ -606,7 +606,7 @@ impl NodeLease {
             self.state = LeaseSt::Refused;
             return Some(Claimed::Refused(e.to_string()));
         }
-        out.log_condition("rejoin", format!("cannot rejoin yet: {e}"));
+        out.failed(now, "rejoin", format!("cannot rejoin yet: {e} (retrying)"));
         let every = renew_every_ms(cfg.lease_ttl_ms);
         self.set_claim_step(ClaimStep::Wait(now + every));
         None
@@ -628,7 +628,6 @@ impl NodeLease {
             ok_sent: sent,
             next_renewal: now + renew_every_ms(ttl_ms),
             termed: false,
-            failing: false,
             in_flight: 0,
         };
         Claimed::Held {
@@ -702,18 +701,13 @@ impl NodeLease {
     /// says it has expired: the caller kills every copy and claims the name again.
     pub(super) fn on_renewed(
         &mut self,
+        now: u64,
         of: LeaseId,
         sent: u64,
         result: StoreResult,
         out: &mut Outbox,
     ) -> Option<LeaseId> {
-        let LeaseSt::Held {
-            lease,
-            termed,
-            failing,
-            ..
-        } = self.state.clone()
-        else {
+        let LeaseSt::Held { lease, termed, .. } = self.state.clone() else {
             return None;
         };
         if of != lease {
@@ -727,26 +721,15 @@ impl NodeLease {
         }
         match result {
             Ok(_) => {
-                if failing {
-                    out.log(format!("lease {lease} renewed again"));
-                }
-                if let LeaseSt::Held {
-                    ok_sent, failing, ..
-                } = &mut self.state
-                {
+                out.ended("renew", &format!("lease {lease} renewed again"));
+                if let LeaseSt::Held { ok_sent, .. } = &mut self.state {
                     *ok_sent = (*ok_sent).max(sent);
-                    *failing = false;
                 }
                 None
             }
             Err(StoreError::LeaseExpired(_)) => Some(lease),
             Err(e) => {
-                if !failing {
-                    out.log(format!("cannot renew lease {lease}: {e}"));
-                    if let LeaseSt::Held { failing, .. } = &mut self.state {
-                        *failing = true;
-                    }
-                }
+                out.failed(now, "renew", format!("cannot renew lease {lease}: {e}"));
                 None
             }
         }
@@ -1028,7 +1011,7 @@ mod tests {
         );
         // The one sent at 500 answers: the fence counts from 500, not from the grant at 0.
         let ok = Ok(StoreReply::KeptAlive);
-        assert_eq!(lease.on_renewed(held, 500, ok, &mut out), None);
+        assert_eq!(lease.on_renewed(500, held, 500, ok, &mut out), None);
         assert_eq!(lease.keep(500 + 749).fence, None);
         let keep = lease.keep(500 + 750);
         assert!(matches!(keep.fence, Some(Fence::Term { .. })), "{keep:?}");
@@ -1037,7 +1020,7 @@ mod tests {
         assert!(claim(&mut lease, &store, &cfg("here"), 0).is_some());
         let held = lease.held().unwrap();
         let expired = Err(StoreError::LeaseExpired(held));
-        assert_eq!(lease.on_renewed(held, 0, expired, &mut out), Some(held));
+        assert_eq!(lease.on_renewed(0, held, 0, expired, &mut out), Some(held));
     }
 
     #[test]
@@ -1052,7 +1035,7 @@ mod tests {
         let mut out = Outbox::new();
         assert!(lease.keep(290).renew);
         let failed = Err(StoreError::Unavailable("cut".into()));
-        assert_eq!(lease.on_renewed(held, 290, failed, &mut out), None);
+        assert_eq!(lease.on_renewed(290, held, 290, failed, &mut out), None);
         assert_eq!(
             lease.renewal_to_record(),
             None,
@@ -1060,7 +1043,7 @@ mod tests {
         );
         assert!(lease.keep(540).renew);
         assert_eq!(
-            lease.on_renewed(held, 540, Ok(StoreReply::KeptAlive), &mut out),
+            lease.on_renewed(540, held, 540, Ok(StoreReply::KeptAlive), &mut out),
             None
         );
         assert_eq!(lease.renewal_to_record(), Some(540));

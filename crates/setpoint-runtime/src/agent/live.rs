@@ -22,9 +22,6 @@ pub(super) struct LiveRecords {
     written: Option<(LeaseId, Vec<LiveCopy>)>,
     /// A write is in flight.
     in_flight: bool,
-    /// The last write failed: logged once, and again when one succeeds (a store cut off would
-    /// otherwise cost a line per tick).
-    failing: bool,
 }
 
 impl LiveRecords {
@@ -70,6 +67,7 @@ impl LiveRecords {
     /// After the reply to the write of `copies` under `lease`.
     pub(super) fn on_written(
         &mut self,
+        now: u64,
         lease: LeaseId,
         copies: Vec<LiveCopy>,
         result: StoreResult,
@@ -78,17 +76,15 @@ impl LiveRecords {
         self.in_flight = false;
         match result {
             Ok(_) => {
-                if std::mem::take(&mut self.failing) {
-                    out.log("the live record is written again");
-                }
+                out.ended("live", "the live record is written again");
                 self.written = Some((lease, copies));
             }
             Err(e) => {
-                if !std::mem::replace(&mut self.failing, true) {
-                    out.log(format!(
-                        "cannot write the live record: {e} (retrying; logged again when it is written)"
-                    ));
-                }
+                out.failed(
+                    now,
+                    "live",
+                    format!("cannot write the live record: {e} (retrying; logged again when it is written)"),
+                );
             }
         }
     }
@@ -118,6 +114,7 @@ mod tests {
             for id in &ids {
                 if let Some(Purpose::Live { lease, copies }) = out.take(*id) {
                     live.on_written(
+                        0,
                         lease,
                         copies,
                         Ok(crate::machine::StoreReply::Committed(1)),
@@ -146,13 +143,17 @@ mod tests {
         let mut live = LiveRecords::default();
         let mut out = Outbox::new();
         let down = || Err(crate::store::StoreError::Unavailable("cut off".into()));
-        for result in [
-            down(),
-            down(),
-            Ok(crate::machine::StoreReply::Committed(2)),
-            down(),
+        for (t, result) in [
+            (0, down()),
+            (100, down()),
+            (200, Ok(crate::machine::StoreReply::Committed(2))),
+            // Failing again within the hold: logged once it lasted past it.
+            (300, down()),
+            (29_999, down()),
+            (30_000, down()),
+            (30_100, down()),
         ] {
-            live.on_written(1, Vec::new(), result, &mut out);
+            live.on_written(t, 1, Vec::new(), result, &mut out);
         }
         let lines: Vec<String> = out
             .drain()
@@ -164,5 +165,6 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert_eq!(lines[1], "the live record is written again");
+        assert_eq!(lines[0], lines[2]);
     }
 }

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::messages::AgentOutput;
+use crate::conditions::Conditions;
 use crate::machine::{ReqId, StoreRequest};
 use crate::model::NodeReport;
 use crate::remote::LiveCopy;
@@ -62,9 +63,9 @@ pub(super) struct Outbox {
     next_id: ReqId,
     pending: BTreeMap<ReqId, Pending>,
     out: Vec<AgentOutput>,
-    /// The line last logged for each condition that repeats until it ends (a store that
-    /// refuses writes, say), so that it is logged when it begins or changes, not at every try.
-    conditions: BTreeMap<&'static str, String>,
+    /// The conditions that repeat until they end (a store that refuses writes, say), so that
+    /// each is logged when it begins, not at every try ([`crate::conditions`]).
+    conditions: Conditions,
 }
 
 impl Outbox {
@@ -74,7 +75,7 @@ impl Outbox {
             next_id: 1,
             pending: BTreeMap::new(),
             out: Vec::new(),
-            conditions: BTreeMap::new(),
+            conditions: Conditions::new(),
         }
     }
 
@@ -88,18 +89,18 @@ impl Outbox {
         self.out.push(AgentOutput::Log(line.into()));
     }
 
-    /// Logs `line` for the condition `what` if it differs from the line last logged for it:
-    /// a condition that repeats at every try is logged once, and again when it changes.
-    pub(super) fn log_condition(&mut self, what: &'static str, line: String) {
-        if self.conditions.get(what) != Some(&line) {
-            self.log(format!("{line} (logged again if it changes)"));
-            self.conditions.insert(what, line);
+    /// A try of the condition `what` failed at `now`, as `line` says: logged when the condition
+    /// begins, not at every try, and held while it flaps ([`Conditions::failed`]).
+    pub(super) fn failed(&mut self, now: u64, what: &'static str, line: String) {
+        if let Some(line) = self.conditions.failed(now, what, line) {
+            self.log(line);
         }
     }
 
-    /// Ends the condition `what`, logging `line` (unless empty) if it was logged.
-    pub(super) fn condition_ended(&mut self, what: &'static str, line: &str) {
-        if self.conditions.remove(what).is_some() && !line.is_empty() {
+    /// A try of the condition `what` succeeded: logs `line` (unless empty) if the failure it
+    /// ends was logged.
+    pub(super) fn ended(&mut self, what: &'static str, line: &str) {
+        if self.conditions.ended(what) && !line.is_empty() {
             self.log(line);
         }
     }
@@ -236,7 +237,7 @@ mod tests {
     }
 
     #[test]
-    fn a_repeating_condition_is_logged_when_it_begins_changes_and_ends() {
+    fn a_repeating_condition_is_logged_when_it_begins_and_ends() {
         let mut o = Outbox::new();
         let logged = |o: &mut Outbox| -> Vec<String> {
             std::mem::take(&mut o.out)
@@ -247,21 +248,19 @@ mod tests {
                 })
                 .collect()
         };
-        for _ in 0..5 {
-            o.log_condition("report", "cannot report: full".into());
+        for t in 0..5 {
+            o.failed(t, "report", "cannot report: full".into());
         }
-        assert_eq!(
-            logged(&mut o),
-            ["cannot report: full (logged again if it changes)"]
-        );
-        o.log_condition("report", "cannot report: gone".into());
-        o.log_condition("events", "cannot write: full".into());
-        assert_eq!(logged(&mut o).len(), 2);
-        o.condition_ended("report", "reports again");
-        o.condition_ended("report", "reports again");
-        o.condition_ended("never", "never logged");
+        assert_eq!(logged(&mut o), ["cannot report: full"]);
+        o.failed(5, "events", "cannot write: full".into());
+        assert_eq!(logged(&mut o).len(), 1, "conditions are apart");
+        o.ended("report", "reports again");
+        o.ended("report", "reports again");
+        o.ended("never", "never logged");
         assert_eq!(logged(&mut o), ["reports again"]);
-        o.log_condition("report", "cannot report: full".into());
-        assert_eq!(logged(&mut o).len(), 1, "logged again after it ended");
+        o.failed(6, "report", "cannot report: full".into());
+        assert!(logged(&mut o).is_empty(), "held after it ended");
+        o.failed(30_000, "report", "cannot report: full".into());
+        assert_eq!(logged(&mut o).len(), 1, "until the hold ends");
     }
 }

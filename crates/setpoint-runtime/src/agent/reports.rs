@@ -79,9 +79,6 @@ pub(super) struct Reports {
     next_report: u64,
     /// What the last report written showed running, (workload, n) → incarnation.
     shown: BTreeMap<(String, u64), Revision>,
-    /// The last write failed: the failure was logged, and the next success is (a store cut off
-    /// costs two lines, not one per report period).
-    failing: bool,
     /// A write of this agent's own may have landed unseen: one was sent while another was in
     /// flight (a rejoin's first report while the last life's is unanswered), or one ended
     /// without a definite outcome (the store unavailable). The next conflict may be this
@@ -109,7 +106,6 @@ impl Reports {
             in_flight: false,
             next_report: now,
             shown: BTreeMap::new(),
-            failing: false,
             own_may_conflict: false,
             unanswered: 0,
             written: None,
@@ -262,9 +258,7 @@ impl Reports {
         }
         match result {
             Ok(StoreReply::Committed(rev)) => {
-                if std::mem::take(&mut self.failing) {
-                    out.log("reports are written again");
-                }
+                out.ended("report", "reports are written again");
                 if self.unanswered == 0 {
                     // Every write of its own is answered, the last one landed: a conflict from
                     // now on is another writer's.
@@ -304,10 +298,14 @@ impl Reports {
                 self.own_may_conflict = true;
                 if last {
                     out.log(format!("cannot write the last report: {e}"));
-                } else if !std::mem::replace(&mut self.failing, true) {
-                    out.log(format!(
-                        "cannot report: {e} (retrying; logged again when a report is written)"
-                    ));
+                } else {
+                    out.failed(
+                        now,
+                        "report",
+                        format!(
+                            "cannot report: {e} (retrying; logged again when a report is written)"
+                        ),
+                    );
                 }
             }
             Err(e) if !last => return Written::Lost(e),
@@ -564,9 +562,20 @@ mod tests {
         let (mut out, mut events) = (Outbox::new(), EventLog::default());
         let down = || Err(StoreError::Unavailable("cut off".into()));
         let mut lines = Vec::new();
-        for result in [down(), down(), down(), Ok(StoreReply::Committed(3)), down()] {
-            let report = observe(&copies, 0, &cfg);
-            reports.on_written(0, report, false, result, &cfg, &mut out, &mut events);
+        // The last failures begin within the hold of the first line (a store that flaps):
+        // logged when they last past it, with the stretch that came and went.
+        for (t, result) in [
+            (0, down()),
+            (50, down()),
+            (100, down()),
+            (150, Ok(StoreReply::Committed(3))),
+            (200, down()),
+            (250, Ok(StoreReply::Committed(4))),
+            (300, down()),
+            (30_000, down()),
+        ] {
+            let report = observe(&copies, t, &cfg);
+            reports.on_written(t, report, false, result, &cfg, &mut out, &mut events);
             lines.extend(out.drain().into_iter().filter_map(|o| match o {
                 AgentOutput::Log(l) => Some(l),
                 _ => None,
@@ -576,6 +585,10 @@ mod tests {
         assert!(lines[0].starts_with("cannot report: "), "{lines:?}");
         assert_eq!(lines[1], "reports are written again");
         assert!(lines[2].starts_with("cannot report: "), "{lines:?}");
+        assert!(
+            lines[2].ends_with("(after 1 shorter stretch of failures, not logged)"),
+            "{lines:?}"
+        );
     }
 
     /// One period of a history: the copies (number, phase), the newest placement read, and

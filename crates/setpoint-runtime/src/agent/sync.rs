@@ -49,8 +49,6 @@ pub(super) struct Sync {
     /// A watch event changed the cache: the next sync waits until this time, so that every
     /// event delivered with it (a resumed agent's queued events, a burst) is applied first.
     settling: Option<u64>,
-    /// Whether the store failed the last sync (to log once).
-    failing_reads: bool,
     /// The watch cache, with [`AgentCoreConfig::watch_cache`].
     cache: Option<WatchCache>,
     /// When the last sync served from the cache ran.
@@ -73,7 +71,6 @@ impl Sync {
             in_flight: false,
             wanted: false,
             settling: None,
-            failing_reads: false,
             cache: cfg.watch_cache.then(|| WatchCache::new(&cfg.node, now)),
             cache_synced_ms: now,
             parsed: BTreeMap::new(),
@@ -202,26 +199,25 @@ impl Sync {
     /// or the store's loss for good (the agent must stop). A failure is logged once.
     pub(super) fn on_reply(
         &mut self,
+        now: u64,
         result: StoreResult,
         out: &mut Outbox,
     ) -> Option<Result<Read, StoreError>> {
         match result {
             Ok(StoreReply::Read { read, .. }) => {
-                if self.failing_reads {
-                    out.log("the store answers again");
-                    self.failing_reads = false;
-                }
+                out.ended("sync", "the store answers again");
                 Some(Ok(read))
             }
             Ok(_) => None,
             Err(e) if e.is_lost() => Some(Err(e)),
             Err(e) => {
-                if !self.failing_reads {
-                    out.log(format!(
+                out.failed(
+                    now,
+                    "sync",
+                    format!(
                         "cannot read assignments: {e} (retrying; logged again when it answers)"
-                    ));
-                    self.failing_reads = true;
-                }
+                    ),
+                );
                 None
             }
         }

@@ -41,10 +41,16 @@ use super::serving::{HostCache, Served};
 use super::verdict::Verdict;
 use crate::batches::Writes;
 use crate::cache::CacheStats;
+use crate::conditions::Conditions;
 use crate::machine::{Replied, ReqId, StoreReply, StoreRequest, StoreResult, Wake, WatchDelivery};
 use crate::model::{Snapshot, LEADER, WORKLOADS};
 use crate::retention;
 use crate::store::{LeaseId, Read, Revision, StoreError, Txn, TxnLimits, WatchEvent};
+
+/// The condition of the store not answering ([`Conditions`]).
+const STORE: &str = "store";
+/// The condition of the leader lease not renewed.
+const RENEWAL: &str = "leader lease";
 
 /// What a [`Host`] is given.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -217,9 +223,10 @@ pub struct Host {
     term: u64,
     pending: BTreeMap<ReqId, Pending>,
     role: Role,
-    /// The store has been failing since its last answer (logged once per stretch; a new role
-    /// starts afresh).
-    failing: bool,
+    /// The conditions that repeat until they end, logged when they begin, not at every try
+    /// ([`crate::conditions`]): the store not answering, the leader lease not renewed, each
+    /// loop's passes failing.
+    conditions: Conditions,
     /// The store's clock minus this host's, as the last read reply showed it: how a read served
     /// by the cache dates itself.
     store_offset: i64,
@@ -230,9 +237,6 @@ pub struct Host {
     /// The problems of stored records last logged, by key ([`crate::model::trust`]): each is
     /// logged once, and again only when its reason changes.
     problems_said: BTreeMap<String, String>,
-    /// The last failure of the leader lease's renewal that was logged: renewals are retried
-    /// every tenth of a second, so each reason is logged once, until a renewal succeeds.
-    renewal_failure_said: Option<String>,
     /// The passes ended, for the driver's metrics ([`Host::take_passes`]).
     observed: super::observe::Observations,
 }
@@ -251,9 +255,8 @@ impl Host {
             pending: BTreeMap::new(),
             memo: None,
             problems_said: BTreeMap::new(),
-            renewal_failure_said: None,
             role: Role::Follow(Follower::new(now_ms)),
-            failing: false,
+            conditions: Conditions::new(),
             store_offset: 0,
             out: Vec::new(),
             observed: Default::default(),
@@ -665,21 +668,32 @@ impl Host {
 
     /// Logs `what` if the store was answering until now (once per stretch of failures).
     fn reach_failed(&mut self, what: String) {
-        if !self.failing {
-            self.failing = true;
-            self.log(
-                None,
-                format!("{what} (retrying; logged again when it answers)"),
-            );
-        }
+        self.condition_failed(
+            STORE,
+            None,
+            format!("{what} (retrying; logged again when it answers)"),
+        );
     }
 
     /// Logs that the store answers again, if it was failing.
     fn reach_answered(&mut self) {
-        if self.failing {
-            self.failing = false;
+        if self.conditions.ended(STORE) {
             self.log(None, "the store answers again");
         }
+    }
+
+    /// A try of the condition `what` failed, as `line` says: logged (as `who`'s) when the
+    /// condition begins, not at every try ([`Conditions::failed`]).
+    fn condition_failed(&mut self, what: &str, who: Option<&str>, line: String) {
+        if let Some(line) = self.conditions.failed(self.now, what, line) {
+            self.log(who, line);
+        }
+    }
+
+    /// A pass of loop `name` failed with `e`: logged when its passes begin to fail.
+    fn pass_failed(&mut self, name: &str, e: impl std::fmt::Display) {
+        let who = format!("loop {name}");
+        self.condition_failed(&who, Some(&who), format!("pass failed: {e}"));
     }
 
     /// Someone else holds the lease: say so once per stretch of following.
@@ -806,7 +820,8 @@ impl Host {
             return;
         }
         self.term += 1;
-        self.failing = false;
+        // A new role starts afresh.
+        self.conditions.ended(STORE);
         self.log(None, "lost the leader lease; following");
         let old = std::mem::replace(&mut self.role, Role::Follow(Follower::new(self.now)));
         if let Role::Lead(l) = old {
@@ -836,7 +851,7 @@ impl Host {
         let now = self.now;
         match result {
             Ok(StoreReply::KeptAlive) => {
-                self.renewal_failure_said = None;
+                self.conditions.ended(RENEWAL);
                 if let Some(l) = self.lead() {
                     l.lease.kept_alive(sent_ms);
                 }
@@ -847,14 +862,11 @@ impl Host {
                 if e.is_lost() {
                     return self.lost(e);
                 }
-                let line = format!("cannot renew the lease: {e}");
-                if self.renewal_failure_said.as_ref() != Some(&line) {
-                    self.log(
-                        None,
-                        format!("{line} (retrying; logged again if it changes)"),
-                    );
-                    self.renewal_failure_said = Some(line);
-                }
+                self.condition_failed(
+                    RENEWAL,
+                    None,
+                    format!("cannot renew the lease: {e} (retrying)"),
+                );
                 let Some(l) = self.lead() else { return };
                 if l.lease.renewal_failed(now, ttl) {
                     self.depose();
@@ -1091,6 +1103,7 @@ impl Host {
         self.next_gen = gen;
         for name in ended {
             self.log(None, format!("{name}: no longer declared; its loop ends"));
+            self.conditions.forget(&format!("loop {name}"));
         }
         self.drive_loops();
     }
@@ -1128,7 +1141,6 @@ impl Host {
     fn on_pass_snapshot(&mut self, snapshot: Result<Snapshot, StoreError>, name: String, gen: u64) {
         let settings = self.settings();
         let round_resync_ms = super::config::millis(self.cfg.controller.round_resync);
-        let who = format!("loop {name}");
         let snapshot = match snapshot {
             Ok(s) => s,
             Err(e) if e.is_lost() => return self.lost(e),
@@ -1137,7 +1149,7 @@ impl Host {
                     lp.rounds().lost();
                     self.end_pass(&name, gen);
                     self.observed.failed(&name, self.now, 0);
-                    self.log(Some(&who), format!("pass failed: {e}"));
+                    self.pass_failed(&name, e);
                 }
                 return;
             }
@@ -1183,7 +1195,7 @@ impl Host {
                 lp.rounds().lost();
                 lp.free();
                 self.observed.failed(&name, self.now, u64::from(attempt));
-                self.log(Some(&who), format!("pass failed: {e}"));
+                self.pass_failed(&name, e);
             }
         }
     }
@@ -1220,7 +1232,6 @@ impl Host {
         touches: bool,
         mut writes: Writes,
     ) {
-        let who = format!("loop {name}");
         let result = committed(result);
         match &result {
             Ok(rev) if touches => self.saw(*rev),
@@ -1268,7 +1279,7 @@ impl Host {
                     let e = PassError::Contended(MAX_ATTEMPTS);
                     self.observed
                         .failed(&name, self.now, u64::from(MAX_ATTEMPTS));
-                    self.log(Some(&who), format!("pass failed: {e}"));
+                    self.pass_failed(&name, e);
                 }
             }
             Err(e) if e.is_lost() => self.lost(e),
@@ -1280,7 +1291,7 @@ impl Host {
                         self.record_refusal(&name, why);
                     }
                     self.observed.failed(&name, self.now, 0);
-                    self.log(Some(&who), format!("pass failed: {}", PassError::from(e)));
+                    self.pass_failed(&name, PassError::from(e));
                 }
             }
         }
@@ -1308,6 +1319,9 @@ impl Host {
     fn pass_done(&mut self, name: &str, report: &PassReport) {
         self.observed.end(name, self.now, report);
         let who = format!("loop {name}");
+        if self.conditions.ended(&who) {
+            self.log(Some(&who), "passes succeed again");
+        }
         for line in pass_log_lines(report) {
             self.log(Some(&who), line);
         }
