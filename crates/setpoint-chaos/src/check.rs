@@ -322,11 +322,14 @@ fn late_fences(model: &Model, schedule: &[Fault], out: &Outcome, v: &mut Vec<Vio
 }
 
 /// The check `needed-delete`: each removal in `deletes` of a copy that was needed when it
-/// committed. A copy is needed if its process ran then (up, not yet ended, on the node of the
-/// assignment), its assignment was owned by the current declaration and its node alive, and
-/// the owned copies on live nodes that ran then were no more than desired: none was surplus.
-/// Garbage collection of an exited copy, an orphan or a lost node's copy, and a delete
-/// command that takes surplus back, are not.
+/// committed, as far as anything could know. A copy is needed if its process ran then (up, not
+/// yet ended, on the node of the assignment), its assignment was owned by the current
+/// declaration and its node alive, and the owned copies on live nodes that ran then were no more
+/// than desired: none was surplus. A process that had ended while its node's report in the store
+/// still showed it running counts as running: its death was unseen, and a surplus correction
+/// that meets it removes one copy too many whatever it chooses (chaos finding 16: docs/chaos.md
+/// says why no controller acting on reports can do better). Garbage collection of an exited
+/// copy, an orphan or a lost node's copy, and a delete command that takes surplus back, are not.
 pub fn needed_deletes(deletes: &[DeleteRecord], procs: &[ProcRecord]) -> Vec<Violation> {
     let runs = |copy: &str, node: &str, t: u64| {
         procs.iter().any(|p| {
@@ -341,19 +344,36 @@ pub fn needed_deletes(deletes: &[DeleteRecord], procs: &[ProcRecord]) -> Vec<Vio
         if !(d.owned && d.node_live && runs(&d.copy, &d.node, d.at_ms)) {
             continue;
         }
-        let running = d
-            .owned_copies
-            .iter()
-            .filter(|(c, n)| runs(c, n, d.at_ms))
-            .count() as u64;
-        if running <= d.desired {
+        let (mut running, mut unseen) = (0u64, 0u64);
+        for (c, n) in &d.owned_copies {
+            if runs(c, n, d.at_ms) {
+                running += 1;
+            } else if procs.iter().any(|p| {
+                p.copy == *c
+                    && p.node == *n
+                    && p.up_ms.is_some_and(|up| up <= d.at_ms)
+                    && d.shown_running.contains(&(n.clone(), p.pid))
+            }) {
+                unseen += 1;
+            }
+        }
+        if running + unseen <= d.desired {
             v.push(Violation {
                 check: Check::NeededDelete,
                 at_ms: d.at_ms,
                 detail: format!(
                     "controller host {} removed the assignment of {} on {}, running and owned, \
-                     while {running} owned copies of {} ran on live nodes, desired {}",
-                    d.host, d.copy, d.node, d.workload, d.desired
+                     while {running} owned copies of {} ran on live nodes{}, desired {}",
+                    d.host,
+                    d.copy,
+                    d.node,
+                    d.workload,
+                    if unseen > 0 {
+                        format!(" and the reports showed {unseen} more that had ended")
+                    } else {
+                        String::new()
+                    },
+                    d.desired
                 ),
             });
         }
@@ -395,6 +415,7 @@ mod tests {
     use crate::faults::parse;
     use crate::store::SimStore;
     use setpoint_runtime::store::Txn;
+    use std::collections::BTreeSet;
 
     fn proc(pid: u32, node: &str, copy: &str, up: u64, end: Option<u64>) -> ProcRecord {
         ProcRecord {
@@ -559,6 +580,7 @@ mod tests {
             node_live: true,
             desired: 3,
             owned_copies: all.clone(),
+            shown_running: BTreeSet::new(),
         };
         // At 1,000 four copies run for three desired: taking one back is legal.
         assert!(needed_deletes(&[delete(1_000, "web-0", "node-1")], &procs).is_empty());
@@ -567,6 +589,34 @@ mod tests {
         assert_eq!(checks(&v), [Check::NeededDelete], "{v:?}");
         assert!(
             v[0].detail.contains("while 3 owned copies of web ran"),
+            "{v:?}"
+        );
+        // Unless the store's report of node-3 still showed web-2 running: its death was unseen
+        // and four copies ran as far as anything could know (finding 16). Another pid of the
+        // same name shown running is not it.
+        let shown = |pid: u32| DeleteRecord {
+            shown_running: [("node-3".to_owned(), pid)].into(),
+            ..delete(3_000, "web-0", "node-1")
+        };
+        let web2 = procs.iter().find(|p| p.copy == "web-2").unwrap().pid;
+        assert!(needed_deletes(&[shown(web2)], &procs).is_empty());
+        let v = needed_deletes(&[shown(web2 + 1000)], &procs);
+        assert_eq!(checks(&v), [Check::NeededDelete], "{v:?}");
+        // Two deletes in one commit both counting the unseen death: the second is caught, with
+        // what the reports showed.
+        let second = DeleteRecord {
+            owned_copies: owned(&[
+                ("web-1", "node-2"),
+                ("web-2", "node-3"),
+                ("web-3", "node-3"),
+            ]),
+            ..shown(web2)
+        };
+        let v = needed_deletes(&[shown(web2), second], &procs);
+        assert_eq!(checks(&v), [Check::NeededDelete], "{v:?}");
+        assert!(
+            v[0].detail
+                .contains("and the reports showed 1 more that had ended"),
             "{v:?}"
         );
         // Collecting the ended copy, an orphan, or a lost node's copy is not.

@@ -155,6 +155,10 @@ pub struct DeleteRecord {
     /// The workload's owned assignments on live nodes then, as (copy, node), the deleted one
     /// included; the other removals of the same commit, earlier in it, are left out.
     pub owned_copies: Vec<(String, String)>,
+    /// The processes the store's reports showed running then, as (node, pid): what any
+    /// controller could know of them. A process that ended while its node's report still
+    /// shows it running died unseen (chaos finding 16).
+    pub shown_running: BTreeSet<(String, u32)>,
 }
 
 /// An agent's node lease as the store held it when a fault cut the agent off: the deadline
@@ -957,7 +961,8 @@ impl World<'_> {
     /// without the removals earlier in the same commit): see [`DeleteRecord`].
     fn removals(&self, host: usize, txn: &Txn) -> Vec<DeleteRecord> {
         use setpoint_runtime::model::{
-            decode, keys::node_key, Assignment, WorkloadSpec, ASSIGNMENTS,
+            decode, keys::node_key, report_key, Assignment, NodeReport, Phase, WorkloadSpec,
+            ASSIGNMENTS,
         };
         let mut out = Vec::new();
         let mut gone: BTreeSet<String> = BTreeSet::new();
@@ -991,6 +996,22 @@ impl World<'_> {
                 .map(|o| (o.value.copy, o.value.node))
                 .collect();
             gone.insert(key.clone());
+            let shown_running = owned_copies
+                .iter()
+                .map(|(_, node)| node)
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .filter_map(|node| self.store.entry(&report_key(node)))
+                .filter_map(|e| decode::<NodeReport>(e).ok())
+                .flat_map(|r| {
+                    let node = r.value.node;
+                    r.value
+                        .copies
+                        .into_iter()
+                        .filter(|c| c.phase == Phase::Running)
+                        .map(move |c| (node.clone(), c.pid))
+                })
+                .collect();
             out.push(DeleteRecord {
                 at_ms: self.now,
                 host,
@@ -998,6 +1019,7 @@ impl World<'_> {
                 node_live: self.store.entry(&node_key(&a.node)).is_some(),
                 desired,
                 owned_copies,
+                shown_running,
                 workload: a.workload,
                 copy: a.copy,
                 node: a.node,

@@ -33,7 +33,7 @@ use crate::model::loops;
 use crate::model::rollout;
 use crate::model::view::WorkloadView;
 use crate::model::{
-    assignment_key, copy_name, counter_key, encode, put_assignment, remove_assignment,
+    assignment_key, copy_name, counter_key, encode, put_assignment, remove_assignment, report_key,
     workload_key, Assignment, Counter, Snapshot, Stored, LEADER,
 };
 use crate::store::limits::{Mark, Part};
@@ -173,6 +173,28 @@ impl PassReport {
             list.retain(|c| !copies.contains(c));
         }
     }
+}
+
+/// The most nodes whose reports a delete pass requires unchanged at its commit
+/// ([`guard_reports`]); a workload spread wider commits without them, as before.
+pub const REPORT_GUARDS: usize = 64;
+
+/// `txn` requiring the report of every node that holds an assignment of `view`'s workload to
+/// be the one in `snapshot` (absent if absent), when they are at most [`REPORT_GUARDS`].
+fn guard_reports(mut txn: Txn, snapshot: &Snapshot, view: &WorkloadView<'_>) -> Txn {
+    let nodes: std::collections::BTreeSet<&str> = view
+        .assigned_copies()
+        .filter_map(|n| view.assignment(n))
+        .map(|(_, a)| a.value.node.as_str())
+        .collect();
+    if nodes.len() > REPORT_GUARDS {
+        return txn;
+    }
+    for node in nodes {
+        let rev = snapshot.reports.get(node).map_or(0, |r| r.mod_revision);
+        txn = txn.expect(report_key(node), rev);
+    }
+    txn
 }
 
 /// Decides one pass on `snapshot`: runs `controller` and turns its action into a transaction.
@@ -315,6 +337,15 @@ pub fn plan_pass(
             // own creations still in flight (`Controller::delete_targets`, chaos finding 13).
             // One that reaches a copy already commanded to stop counts and deletes nothing.
             report.delete_commands = a.size();
+            // The count stood on the reports of the nodes that hold the workload's copies: a
+            // report written since the read (a copy that died, or started) makes the commit
+            // conflict, and the pass is planned again on it. Without it a death reported between
+            // the read and the commit was deleted past (chaos finding 16, lease-pressure seed
+            // 4,847: api-3's exit reported 0.7 s before the commit that deleted three of its
+            // replacements). Guards of every piece of a split pass; up to `REPORT_GUARDS` nodes.
+            debug_assert_eq!(txn.compares.len(), plan.guards, "guards come first");
+            txn = guard_reports(txn, snapshot, &view);
+            plan.guards = txn.compares.len();
             let targets = controller.delete_targets(&view, a.size());
             for n in targets.into_iter().map(|c| c.0) {
                 commanded.push(n);
@@ -1064,6 +1095,57 @@ pub(crate) mod tests {
         assert_eq!(r.delete_commands, 4);
         assert_eq!(r.deleted, ["w-7", "w-6", "w-5", "w-4"]);
         assert_eq!(names(&store), ["w-0", "w-1", "w-2", "w-3"]);
+    }
+
+    #[test]
+    fn a_report_written_between_a_delete_passs_read_and_its_commit_makes_it_conflict() {
+        // Chaos finding 16: five run for four; one of them dies and its node reports it after
+        // the pass read. The pass's delete must not commit on the read's count.
+        let store = MemoryStore::new();
+        declare_kind(&store, 5, ControllerKind::Ledger);
+        report(&store, "a", &[]);
+        report(&store, "b", &[]);
+        let mut c = Controller::new(ControllerKind::Ledger);
+        run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        let on = |node: &str| -> Vec<(u64, Phase)> {
+            Snapshot::load(&store)
+                .unwrap()
+                .assignments
+                .values()
+                .filter(|a| a.value.node == node)
+                .map(|a| (a.value.n, Phase::Running))
+                .collect()
+        };
+        let (a, b) = (on("a"), on("b"));
+        report(&store, "a", &a);
+        report(&store, "b", &b);
+        declare_kind(&store, 4, ControllerKind::Ledger);
+        let snapshot = Snapshot::load(&store).unwrap();
+        let plan = plan_pass(&snapshot, "w", &mut c, &SETTINGS).unwrap();
+        let (r, mut writes) = plan.writes(&TxnLimits::ETCD_DEFAULT);
+        assert_eq!(r.delete_commands, 1, "{r:?}");
+        let txn = writes.next_txn().unwrap();
+        // b's first copy ends, and b says so.
+        let mut b_now = b.clone();
+        b_now[0].1 = Phase::Exited;
+        report(&store, "b", &b_now);
+        match store.commit(&txn) {
+            Err(StoreError::Conflict { key, .. }) => assert_eq!(key, report_key("b")),
+            other => panic!("the delete committed on a stale count: {other:?}"),
+        }
+        // Planned again on what b said, the pass collects the exited copy and deletes nothing:
+        // four run, as desired.
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!((r.delete_commands, r.collected.len()), (0, 1), "{r:?}");
+        assert_eq!(names(&store).len(), 4);
+        // A pass that creates is not held to the reports: a report written meanwhile does not
+        // refuse it.
+        declare_kind(&store, 6, ControllerKind::Ledger);
+        let snapshot = Snapshot::load(&store).unwrap();
+        let plan = plan_pass(&snapshot, "w", &mut c, &SETTINGS).unwrap();
+        let (_, mut writes) = plan.writes(&TxnLimits::ETCD_DEFAULT);
+        report(&store, "a", &a);
+        store.commit(&writes.next_txn().unwrap()).unwrap();
     }
 
     #[test]
