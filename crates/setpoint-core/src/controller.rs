@@ -214,7 +214,11 @@ impl Controller {
     ///    nothing is in flight), oldest first (CA25). It counted each in flight until the ledger
     ///    showed it, so a surplus among them comes from a stale ledger: one may have died
     ///    unseen, which is what a batch replaced, and a command to a dead copy is harmless;
-    /// 3. its creations in flight, newest first;
+    /// 3. its creations in flight, newest first, those the reports show started
+    ///    ([`LedgerView::started`]) last: a process that is up is closer to running than one
+    ///    not started, which may sit on a node cut off (chaos finding 16, restarts-during-
+    ///    partitions seed 29,399: of four replacements, the newest two were deleted, one
+    ///    up on a node that had just rejoined, while two on a cut-off node were not started);
     /// 4. the other copies the ledger shows, oldest first: its own seen running since its
     ///    newest batch was made, and those made before its first pass (an earlier life's or an
     ///    earlier leader's), which it never counted in flight. Their appearance is what made
@@ -241,15 +245,17 @@ impl Controller {
         let (stale, others): (Vec<CopyId>, Vec<CopyId>) = rest
             .into_iter()
             .partition(|&c| c >= first && newest.is_none_or(|t| view.seen_at(c) <= t));
-        let in_flight = batches
+        let (started, not_started): (Vec<CopyId>, Vec<CopyId>) = batches
             .iter()
             .rev()
-            .flat_map(|&(batch, _)| view.in_flight_copies(batch));
+            .flat_map(|&(batch, _)| view.in_flight_copies(batch))
+            .partition(|&c| view.started(c));
         let n = usize::try_from(n).unwrap_or(usize::MAX);
         commanded
             .into_iter()
             .chain(stale)
-            .chain(in_flight)
+            .chain(not_started)
+            .chain(started)
             .chain(others)
             .take(n)
             .collect()
@@ -393,6 +399,13 @@ mod tests {
         // A copy already commanded to stop takes the first command again.
         v.commanded.insert(CopyId(1));
         assert_eq!(c.delete_targets(&v, 2), vec![CopyId(1), CopyId(7)]);
+        v.commanded.clear();
+        // Copies in flight the reports show started go after those not started (finding 16).
+        v.started.extend([CopyId(7), CopyId(5)]);
+        assert_eq!(
+            c.delete_targets(&v, 5),
+            vec![CopyId(6), CopyId(4), CopyId(7), CopyId(5), CopyId(0)]
+        );
     }
 
     #[test]

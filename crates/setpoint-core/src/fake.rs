@@ -23,6 +23,8 @@ pub(crate) struct Fake {
     pub names_in_flight: BTreeSet<Name>,
     /// The copies shown that a delete command reached.
     pub commanded: BTreeSet<CopyId>,
+    /// The copies in flight the reports show started.
+    pub started: BTreeSet<CopyId>,
 }
 
 impl Fake {
@@ -67,6 +69,9 @@ impl LedgerView for Fake {
     }
     fn commanded(&self, copy: CopyId) -> bool {
         self.commanded.contains(&copy)
+    }
+    fn started(&self, copy: CopyId) -> bool {
+        self.started.contains(&copy)
     }
     /// The fake says only how many of a batch are in flight: it takes them to be its newest.
     fn in_flight_copies(&self, batch: Batch) -> Vec<CopyId> {

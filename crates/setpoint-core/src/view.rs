@@ -106,6 +106,15 @@ pub trait LedgerView {
         self.reported_before()
     }
 
+    /// Whether the reports show `copy`, one not on the ledger yet, started: its process is up,
+    /// not ready yet. A controller deleting its own work in flight takes those not started
+    /// first ([`crate::Controller::delete_targets`]). A view that cannot tell answers no, the
+    /// default.
+    fn started(&self, copy: CopyId) -> bool {
+        let _ = copy;
+        false
+    }
+
     /// Whether a delete command already reached `copy` (one the ledger shows): its end is on
     /// its way to the ledger, and another command to it is harmless. A view that cannot tell
     /// answers no, the default.

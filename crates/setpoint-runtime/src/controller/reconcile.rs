@@ -13,7 +13,9 @@
 //!   unchanged; `intent` orders them ([`setpoint_core::Controller::delete_targets`]): after
 //!   copies already commanded, its own creations still in flight go, newest first, before the
 //!   copies it did not count when it made them. A command to a copy whose assignment is already
-//!   gone counts and does nothing;
+//!   gone counts and does nothing. The reports of the nodes holding the workload's copies must
+//!   be unchanged (up to [`REPORT_GUARDS`] nodes): a death reported after the read makes the
+//!   pass run again on it rather than delete past it (chaos finding 16);
 //! - garbage: assignments whose copy a node reported exited are removed, and so are the
 //!   assignments of lost nodes (no node lease: [`crate::model::node`]) that are released
 //!   ([`WorkloadView::released_assignments`]): every one of a workload that gives replacements
@@ -1146,6 +1148,44 @@ pub(crate) mod tests {
         let (_, mut writes) = plan.writes(&TxnLimits::ETCD_DEFAULT);
         report(&store, "a", &a);
         store.commit(&writes.next_txn().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn intent_deletes_its_creations_not_started_before_those_a_report_shows_started() {
+        // Chaos finding 16 (restarts-during-partitions 29,399): as above, but one of the four
+        // replacements is up on its node, not ready yet. The surplus of two is two of the
+        // others, newest first.
+        let store = MemoryStore::new();
+        declare_kind(&store, 4, ControllerKind::Intent);
+        report(&store, "a", &[]);
+        report(&store, "b", &[]);
+        let mut first = Controller::new(ControllerKind::Intent);
+        run_pass(&store, "w", &mut first, &SETTINGS).unwrap();
+        let mut second = Controller::new(ControllerKind::Intent);
+        run_pass(&store, "w", &mut second, &SETTINGS).unwrap();
+        let snapshot = Snapshot::load(&store).unwrap();
+        let node_of = |n: u64| {
+            snapshot
+                .assignments
+                .values()
+                .find(|a| a.value.n == n)
+                .map(|a| a.value.node.clone())
+                .unwrap()
+        };
+        let up = 7;
+        for node in ["a", "b"] {
+            let mut copies: Vec<(u64, Phase)> = (0..2)
+                .filter(|&n| node_of(n) == node)
+                .map(|n| (n, Phase::Running))
+                .collect();
+            if node_of(up) == node {
+                copies.push((up, Phase::Starting));
+            }
+            report(&store, node, &copies);
+        }
+        let r = run_pass(&store, "w", &mut second, &SETTINGS).unwrap();
+        assert_eq!(r.delete_commands, 2, "{r:?}");
+        assert_eq!(r.deleted, ["w-6", "w-5"]);
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub struct WorkloadView<'s> {
     pub spec: &'s Stored<WorkloadSpec>,
     /// Copy numbers on the ledger, each with the incarnation reported running.
     ledger: BTreeMap<u64, Revision>,
+    /// Copies the reports show started, not ready yet (owned, as the ledger's): in flight, but
+    /// with a process up.
+    starting: BTreeSet<u64>,
     /// Copies (number, incarnation) reported exited by a live node.
     exited: BTreeSet<(u64, Revision)>,
     /// The oldest observation among the last reports of the live nodes that hold this
@@ -70,6 +73,7 @@ impl<'s> WorkloadView<'s> {
             .collect();
         let mut ledger = BTreeMap::new();
         let mut exited = BTreeSet::new();
+        let mut starting = BTreeSet::new();
         let mut reported_before = snapshot.now_ms;
         let assigned_nodes: BTreeSet<&str> = assigned
             .values()
@@ -117,6 +121,9 @@ impl<'s> WorkloadView<'s> {
                     Phase::Exited => {
                         exited.insert((c.n, c.incarnation));
                     }
+                    Phase::Starting if owned(&assigned, c.n, c.incarnation, claimed) => {
+                        starting.insert(c.n);
+                    }
                     Phase::Starting => {}
                 }
             }
@@ -147,6 +154,7 @@ impl<'s> WorkloadView<'s> {
             spec,
             ledger,
             exited,
+            starting,
             reported_before,
             assigned,
             live_nodes,
@@ -434,6 +442,10 @@ impl LedgerView for WorkloadView<'_> {
     /// hosts' clocks differ.)
     fn seen_at(&self, _copy: CopyId) -> Time {
         Time::MAX
+    }
+
+    fn started(&self, copy: CopyId) -> bool {
+        self.starting.contains(&copy.0)
     }
 
     /// A copy on the ledger whose assignment is gone was commanded to stop.
