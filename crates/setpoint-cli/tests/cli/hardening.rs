@@ -574,3 +574,85 @@ fn a_store_replaced_under_a_running_up_stops_every_part_and_the_new_file_is_left
         "{got}"
     );
 }
+
+/// Makes the next process forked on this machine get `pid`, as a busy host reusing a dead
+/// copy's pid would (root only: `/proc/sys/kernel/ns_last_pid`). Returns the process, or why
+/// it could not (other forks may take the pid first: a few tries).
+fn spawn_with_pid(pid: u32) -> Result<std::process::Child, String> {
+    for _ in 0..20 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string())
+            .map_err(|e| format!("cannot write /proc/sys/kernel/ns_last_pid: {e}"))?;
+        let mut child = std::process::Command::new("sleep")
+            .arg("3333")
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        if child.id() == pid {
+            return Ok(child);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    Err(format!("pid {pid} kept going to other processes"))
+}
+
+#[test]
+fn a_dead_copys_pid_taken_by_another_program_while_its_agent_was_down_is_never_signalled() {
+    // Pid reuse, as a real host does it: the copy dies while its agent is down, another
+    // program gets its pid, and the agent restarts with a state file naming that pid. The
+    // agent must prove the process its own (pid, start time, nonce) before it adopts or
+    // signals it: here it finds the copy ended and the stranger is left alone.
+    let mut c = Rig::new();
+    let agent = [
+        "agent",
+        "--node",
+        "a",
+        "--report-every",
+        "50ms",
+        "--node-timeout",
+        "60s",
+    ];
+    c.start("controller", &["controller", "--lease-ttl", "1s"]);
+    c.start("agent", &agent);
+    apply(&c, 1, "intent");
+    c.until("collector-0 runs", |c| c.get("collector")["live"] == 1);
+    let copy = c.processes()["collector-0"][0];
+    // The agent's copies are its children: once it is gone they come to this process, which
+    // must reap the dead one for its pid to be free (this machine's init may not).
+    if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
+        eprintln!("hardening::a_dead_copys_pid_…: skipped: cannot become a subreaper: {e}");
+        return;
+    }
+    c.signal("agent", rustix::process::Signal::KILL);
+    let copy_pid = rustix::process::Pid::from_raw(copy as i32).unwrap();
+    let _ = rustix::process::kill_process(copy_pid, rustix::process::Signal::KILL);
+    let _ = rustix::process::waitpid(Some(copy_pid), rustix::process::WaitOptions::empty());
+    let mut stranger = match spawn_with_pid(copy) {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("hardening::a_dead_copys_pid_…: skipped: {why}");
+            return;
+        }
+    };
+    c.start("agent", &agent);
+    c.until("a new copy replaces collector-0", |c| {
+        c.get("collector")["live"] == 1 && c.processes().values().flatten().any(|&p| p != copy)
+    });
+    // Give a wrong adoption or a late signal time to show.
+    std::thread::sleep(Duration::from_secs(1));
+    let log = c.log("agent");
+    assert!(
+        stranger.try_wait().unwrap().is_none(),
+        "the program that took the dead copy's pid was signalled:\n{log}"
+    );
+    assert!(
+        !log.contains(&format!("adopted collector-0 (pid {copy})")),
+        "{log}"
+    );
+    assert!(
+        !c.processes().values().flatten().any(|&p| p == copy),
+        "{:?}",
+        c.processes()
+    );
+    let _ = stranger.kill();
+    let _ = stranger.wait();
+}
