@@ -178,12 +178,16 @@ impl PassReport {
     }
 }
 
-/// The most nodes whose reports a delete pass requires unchanged at its commit
-/// ([`guard_reports`]); a workload spread wider commits without them, as before.
-pub const REPORT_GUARDS: usize = 64;
+/// The most nodes whose reports and leases a delete pass requires unchanged at its commit
+/// ([`guard_reports`]), two compares each, well within etcd's 128 a transaction; a workload
+/// spread wider commits without them, as before.
+pub const REPORT_GUARDS: usize = 32;
 
-/// `txn` requiring the report of every node that holds an assignment of `view`'s workload to
-/// be the one in `snapshot` (absent if absent), when they are at most [`REPORT_GUARDS`].
+/// `txn` requiring the report and the node record (its lease) of every node that holds an
+/// assignment of `view`'s workload to be the ones in `snapshot` (absent if absent), when they
+/// are at most [`REPORT_GUARDS`]: the count stood on those reports, and on those nodes being
+/// live (a node lost since no longer counts its copies: lease-pressure seed 78,718, where a
+/// delete committed on a slow link after the node whose two copies it had counted was lost).
 fn guard_reports(mut txn: Txn, snapshot: &Snapshot, view: &WorkloadView<'_>) -> Txn {
     let nodes: std::collections::BTreeSet<&str> = view
         .assigned_copies()
@@ -196,6 +200,8 @@ fn guard_reports(mut txn: Txn, snapshot: &Snapshot, view: &WorkloadView<'_>) -> 
     for node in nodes {
         let rev = snapshot.reports.get(node).map_or(0, |r| r.mod_revision);
         txn = txn.expect(report_key(node), rev);
+        let rev = snapshot.nodes.get(node).map_or(0, |r| r.mod_revision);
+        txn = txn.expect(crate::model::node::node_key(node), rev);
     }
     txn
 }
@@ -1164,6 +1170,32 @@ pub(crate) mod tests {
         let (_, mut writes) = plan.writes(&TxnLimits::ETCD_DEFAULT);
         report(&store, "a", &a);
         store.commit(&writes.next_txn().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_node_lost_between_a_delete_passs_read_and_its_commit_makes_it_conflict() {
+        // Lease-pressure seed 78,718: the count read included a node's copies, and the node
+        // was lost before the commit; its copies no longer count, so the surplus is gone.
+        let store = MemoryStore::new();
+        declare_kind(&store, 4, ControllerKind::Intent);
+        report(&store, "a", &[]);
+        report(&store, "b", &[]);
+        let mut c = Controller::new(ControllerKind::Intent);
+        run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
+        report(&store, "a", &[(0, Phase::Running), (2, Phase::Running)]);
+        report(&store, "b", &[(1, Phase::Running), (3, Phase::Running)]);
+        declare_kind(&store, 3, ControllerKind::Intent);
+        let snapshot = Snapshot::load(&store).unwrap();
+        let plan = plan_pass(&snapshot, "w", &mut c, &SETTINGS).unwrap();
+        let (r, mut writes) = plan.writes(&TxnLimits::ETCD_DEFAULT);
+        assert_eq!(r.delete_commands, 1, "{r:?}");
+        let txn = writes.next_txn().unwrap();
+        let node_b = crate::model::node::node_key("b");
+        store.commit(&Txn::new().delete(&node_b)).unwrap();
+        match store.commit(&txn) {
+            Err(StoreError::Conflict { key, .. }) => assert_eq!(key, node_b),
+            other => panic!("the delete committed past a node lost: {other:?}"),
+        }
     }
 
     #[test]
