@@ -196,20 +196,23 @@ fn which(name: &str) -> Result<std::path::PathBuf, ()> {
         .ok_or(())
 }
 
+/// An agent of node `a` reporting every 50 ms, with a node lease long enough that it is not
+/// lost while it is down.
+const AGENT_A: [&str; 7] = [
+    "agent",
+    "--node",
+    "a",
+    "--report-every",
+    "50ms",
+    "--node-timeout",
+    "60s",
+];
+
 #[test]
 fn a_foreign_process_with_the_agents_mark_is_never_adopted_and_the_real_copy_starts() {
     let mut c = Rig::new();
-    let agent = [
-        "agent",
-        "--node",
-        "a",
-        "--report-every",
-        "50ms",
-        "--node-timeout",
-        "60s",
-    ];
     c.start("controller", &["controller", "--lease-ttl", "1s"]);
-    c.start("agent", &agent);
+    c.start("agent", &AGENT_A);
     c.until("node a reports", |c| {
         c.status()["nodes"].as_array().is_some_and(|n| n.len() == 1)
     });
@@ -263,7 +266,7 @@ fn a_foreign_process_with_the_agents_mark_is_never_adopted_and_the_real_copy_sta
     let fakes: Vec<u32> = std::iter::once(same_user.id())
         .chain(other_user.as_ref().map(|o| o.id()))
         .collect();
-    c.start("agent", &agent);
+    c.start("agent", &AGENT_A);
     c.until("the real collector-0 runs", |c| {
         c.processes()
             .get("collector-0")
@@ -602,17 +605,8 @@ fn a_dead_copys_pid_taken_by_another_program_while_its_agent_was_down_is_never_s
     // agent must prove the process its own (pid, start time, nonce) before it adopts or
     // signals it: here it finds the copy ended and the stranger is left alone.
     let mut c = Rig::new();
-    let agent = [
-        "agent",
-        "--node",
-        "a",
-        "--report-every",
-        "50ms",
-        "--node-timeout",
-        "60s",
-    ];
     c.start("controller", &["controller", "--lease-ttl", "1s"]);
-    c.start("agent", &agent);
+    c.start("agent", &AGENT_A);
     apply(&c, 1, "intent");
     c.until("collector-0 runs", |c| c.get("collector")["live"] == 1);
     let copy = c.processes()["collector-0"][0];
@@ -633,7 +627,7 @@ fn a_dead_copys_pid_taken_by_another_program_while_its_agent_was_down_is_never_s
             return;
         }
     };
-    c.start("agent", &agent);
+    c.start("agent", &AGENT_A);
     c.until("a new copy replaces collector-0", |c| {
         c.get("collector")["live"] == 1 && c.processes().values().flatten().any(|&p| p != copy)
     });

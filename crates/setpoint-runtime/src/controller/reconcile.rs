@@ -1081,20 +1081,27 @@ pub(crate) mod tests {
         assert_eq!(names(&store), ["w-2", "w-3"]);
     }
 
+    /// Four `intent` copies on nodes a and b, made by a first leader, and a new leader's
+    /// `intent`, returned, that counted none of them and made four more (w-4 … w-7).
+    fn new_leader_made_four_more(store: &MemoryStore) -> Controller {
+        declare_kind(store, 4, ControllerKind::Intent);
+        report(store, "a", &[]);
+        report(store, "b", &[]);
+        let mut first = Controller::new(ControllerKind::Intent);
+        run_pass(store, "w", &mut first, &SETTINGS).unwrap();
+        let mut second = Controller::new(ControllerKind::Intent);
+        let r = run_pass(store, "w", &mut second, &SETTINGS).unwrap();
+        assert_eq!(r.created, ["w-4", "w-5", "w-6", "w-7"]);
+        second
+    }
+
     #[test]
     fn a_new_leaders_intent_deletes_its_own_creations_before_copies_seen_running_since() {
         // Chaos finding 13: the leader changed before any report showed its copies; the new
         // leader's intent counted 0 and created 4 more. Fresh reports then show the first four
         // running: the surplus is the four that have not started.
         let store = MemoryStore::new();
-        declare_kind(&store, 4, ControllerKind::Intent);
-        report(&store, "a", &[]);
-        report(&store, "b", &[]);
-        let mut first = Controller::new(ControllerKind::Intent);
-        run_pass(&store, "w", &mut first, &SETTINGS).unwrap();
-        let mut second = Controller::new(ControllerKind::Intent);
-        let r = run_pass(&store, "w", &mut second, &SETTINGS).unwrap();
-        assert_eq!(r.created, ["w-4", "w-5", "w-6", "w-7"]);
+        let mut second = new_leader_made_four_more(&store);
         let snapshot = Snapshot::load(&store).unwrap();
         for node in ["a", "b"] {
             let running: Vec<(u64, Phase)> = snapshot
@@ -1140,11 +1147,8 @@ pub(crate) mod tests {
         report(&store, "a", &a);
         report(&store, "b", &b);
         declare_kind(&store, 4, kind);
-        let snapshot = Snapshot::load(&store).unwrap();
-        let plan = plan_pass(&snapshot, "w", &mut c, &SETTINGS).unwrap();
-        let (r, mut writes) = plan.writes(&TxnLimits::ETCD_DEFAULT);
+        let (r, txn) = planned(&store, &mut c);
         assert_eq!(r.delete_commands, 1, "{kind:?}: {r:?}");
-        let txn = writes.next_txn().unwrap();
         // b's first copy ends, and b says so.
         let mut b_now = b.clone();
         b_now[0].1 = Phase::Exited;
@@ -1165,11 +1169,17 @@ pub(crate) mod tests {
         // A pass that creates is not held to the reports: a report written meanwhile does not
         // refuse it.
         declare_kind(&store, 6, kind);
-        let snapshot = Snapshot::load(&store).unwrap();
-        let plan = plan_pass(&snapshot, "w", &mut c, &SETTINGS).unwrap();
-        let (_, mut writes) = plan.writes(&TxnLimits::ETCD_DEFAULT);
+        let (_, txn) = planned(&store, &mut c);
         report(&store, "a", &a);
-        store.commit(&writes.next_txn().unwrap()).unwrap();
+        store.commit(&txn).unwrap();
+    }
+
+    /// A pass of `c` planned on `store` now, and its first transaction, not committed.
+    fn planned(store: &MemoryStore, c: &mut Controller) -> (PassReport, Txn) {
+        let snapshot = Snapshot::load(store).unwrap();
+        let plan = plan_pass(&snapshot, "w", c, &SETTINGS).unwrap();
+        let (r, mut writes) = plan.writes(&TxnLimits::ETCD_DEFAULT);
+        (r, writes.next_txn().unwrap())
     }
 
     #[test]
@@ -1185,11 +1195,8 @@ pub(crate) mod tests {
         report(&store, "a", &[(0, Phase::Running), (2, Phase::Running)]);
         report(&store, "b", &[(1, Phase::Running), (3, Phase::Running)]);
         declare_kind(&store, 3, ControllerKind::Intent);
-        let snapshot = Snapshot::load(&store).unwrap();
-        let plan = plan_pass(&snapshot, "w", &mut c, &SETTINGS).unwrap();
-        let (r, mut writes) = plan.writes(&TxnLimits::ETCD_DEFAULT);
+        let (r, txn) = planned(&store, &mut c);
         assert_eq!(r.delete_commands, 1, "{r:?}");
-        let txn = writes.next_txn().unwrap();
         let node_b = crate::model::node::node_key("b");
         store.commit(&Txn::new().delete(&node_b)).unwrap();
         match store.commit(&txn) {
@@ -1208,12 +1215,10 @@ pub(crate) mod tests {
         run_pass(&store, "w", &mut c, &SETTINGS).unwrap();
         report(&store, "a", &[(0, Phase::Running), (1, Phase::Running)]);
         declare_kind(&store, 1, ControllerKind::Ledger);
-        let snapshot = Snapshot::load(&store).unwrap();
-        let plan = plan_pass(&snapshot, "w", &mut c, &SETTINGS).unwrap();
-        let (r, mut writes) = plan.writes(&TxnLimits::ETCD_DEFAULT);
+        let (r, txn) = planned(&store, &mut c);
         assert_eq!(r.delete_commands, 1, "{r:?}");
         report(&store, "a", &[(0, Phase::Running), (1, Phase::Exited)]);
-        store.commit(&writes.next_txn().unwrap()).unwrap();
+        store.commit(&txn).unwrap();
     }
 
     #[test]
@@ -1222,13 +1227,7 @@ pub(crate) mod tests {
         // replacements is up on its node, not ready yet. The surplus of two is two of the
         // others, newest first.
         let store = MemoryStore::new();
-        declare_kind(&store, 4, ControllerKind::Intent);
-        report(&store, "a", &[]);
-        report(&store, "b", &[]);
-        let mut first = Controller::new(ControllerKind::Intent);
-        run_pass(&store, "w", &mut first, &SETTINGS).unwrap();
-        let mut second = Controller::new(ControllerKind::Intent);
-        run_pass(&store, "w", &mut second, &SETTINGS).unwrap();
+        let mut second = new_leader_made_four_more(&store);
         let snapshot = Snapshot::load(&store).unwrap();
         let node_of = |n: u64| {
             snapshot
