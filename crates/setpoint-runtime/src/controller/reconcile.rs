@@ -179,7 +179,7 @@ impl PassReport {
 }
 
 /// The most nodes whose reports and leases a delete pass requires unchanged at its commit
-/// ([`guard_reports`]), two compares each, well within etcd's 128 a transaction; a workload
+/// (`guard_reports`), two compares each, well within etcd's 128 a transaction; a workload
 /// spread wider commits without them, as before.
 pub const REPORT_GUARDS: usize = 32;
 
