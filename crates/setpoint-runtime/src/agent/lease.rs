@@ -721,7 +721,10 @@ impl NodeLease {
         }
         match result {
             Ok(_) => {
-                out.ended("renew", &format!("lease {lease} renewed again"));
+                // Renewals succeed every quarter lease: the line is made only when it is logged.
+                if out.failing("renew") {
+                    out.ended("renew", &format!("lease {lease} renewed again"));
+                }
                 if let LeaseSt::Held { ok_sent, .. } = &mut self.state {
                     *ok_sent = (*ok_sent).max(sent);
                 }

@@ -97,6 +97,11 @@ impl Outbox {
         }
     }
 
+    /// Whether a stretch of failures of the condition `what` is going on.
+    pub(super) fn failing(&self, what: &str) -> bool {
+        self.conditions.failing(what)
+    }
+
     /// A try of the condition `what` succeeded: logs `line` (unless empty) if the failure it
     /// ends was logged.
     pub(super) fn ended(&mut self, what: &'static str, line: &str) {
