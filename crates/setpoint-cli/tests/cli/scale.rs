@@ -84,6 +84,21 @@ fn two_processes_of_simulated_nodes_share_out_one_cluster_by_their_first_number(
             .collect();
         live == ["sim-0001", "sim-0009", "sim-0010"]
     });
+    // Simulated copies are not processes: a simulated node keeps no lease file for a later
+    // agent (a real agent writes one at each renewal), and sweeps no logs.
+    let nodes = c.data_dir_of("agents-1").join("nodes");
+    let files: Vec<String> = std::fs::read_dir(&nodes)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        files.iter().any(|f| f == "sim-0001.json"),
+        "the state file is kept: {files:?}"
+    );
+    assert!(
+        !files.iter().any(|f| f.ends_with(".lease")),
+        "no lease file: {files:?}"
+    );
 }
 
 /// Twenty simulated nodes hold 200 copies, spread over all of them, and once steady they write

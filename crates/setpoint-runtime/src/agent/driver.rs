@@ -181,6 +181,16 @@ impl Driver {
         inputs: &mut VecDeque<AgentInput>,
     ) -> Result<Option<Result<(), AgentError>>, AgentError> {
         match out {
+            // Simulated copies (benchmarks of the control plane) are not processes: they
+            // write no output, so there is no log to rotate or sweep, and they cannot outlive
+            // their agent, so there is no lease file to keep for a later agent and no stray to
+            // fence. At a thousand simulated nodes sharing one data directory these were the
+            // process's largest costs (`scripts/bench-scale.sh`): every agent's sweep read every
+            // node's state file every 10 s, and every renewal rewrote a file.
+            AgentOutput::TendLogs { .. }
+            | AgentOutput::LeaseKept { .. }
+            | AgentOutput::StopStrays { .. }
+                if self.cfg.simulate_copies => {}
             AgentOutput::Store {
                 request: StoreRequest::CancelWatch(watch),
                 ..

@@ -108,8 +108,13 @@ pub async fn run_simulated_nodes(
                 s
             }
         };
+        // Each is born when it starts, in the ramp, not with the process: a first claim's
+        // fence counts from the agent's birth, and the process's birth would fence the later
+        // groups of the ramp before they could claim (nothing to stop: simulated copies do
+        // not outlive their agent).
         let cfg = AgentConfig {
             node: node.clone(),
+            started_ms: None,
             ..base.clone()
         };
         let shutdown = shutdown.clone();

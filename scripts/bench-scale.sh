@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# bench-scale.sh: issue 21 part 7, the runtime at scale as a user runs it (docs/performance-runtime.md,
+# "The scale benchmark"). A stock etcd (Debian's defaults, nothing raised) started here on
+# loopback, one `setpoint controller` with its metrics endpoint, and two agent processes of
+# simulated nodes (kwok-style, `--simulate-nodes --simulate-copies`): nodes 1..NODES-LOSE and
+# the last LOSE nodes, so that LOSE nodes can be lost at once by ending one process by its pid.
+# Then, timed with the store's own view (`setpoint get --format json`):
+#   1. apply WORKLOADS `intent` workloads of COPIES copies (U = 1 s) and wait until all are live;
+#   2. a steady window of STEADY s: etcd's put/txn/delete counters before and after;
+#   3. scale workload w1 to COPIES/2, then back to COPIES, each until the count holds;
+#   4. end the LOSE-node process (SIGKILL, by pid) and wait until every workload is live again
+#      on the other nodes (the lost nodes' copies are counted until their node leases end, 10 s).
+# Pass durations come from the controller's histogram (setpoint_controller_pass_duration_seconds),
+# reported per phase as the bucket bound that holds 50 % and 99 % of the passes. Peak RSS of
+# each process from /proc. Every process it starts is ended by its pid.
+#
+# usage: NODES=1000 WORKLOADS=1 COPIES=100000 scripts/bench-scale.sh
+# environment: NODES (1000), LOSE (100), WORKLOADS (1), COPIES (100000), STEADY (30),
+#   STORE (etcd; or sqlite), PORT (23890; +10 for peers), TIMEOUT (600 s a phase),
+#   SKIP_BUILD, BIN (the setpoint binary; target/release/setpoint), ETCD_DIR (where etcd's data
+#   directory goes: a temporary directory on this disk by default; /dev/shm puts it in memory,
+#   where a write's fsync costs nothing, to tell the control plane's bounds from the disk's).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -n "${SKIP_BUILD:-}" ] || cargo build --release -q -p setpoint-cli
+bin=${BIN:-$PWD/target/release/setpoint}
+nodes=${NODES:-1000} lose=${LOSE:-100} workloads=${WORKLOADS:-1} copies=${COPIES:-100000}
+steady=${STEADY:-30} port=${PORT:-23890} timeout=${TIMEOUT:-600} kind=${STORE:-etcd}
+[ "$lose" -lt "$nodes" ] || { echo "error: LOSE ($lose) must be below NODES ($nodes)" >&2; exit 2; }
+work=$(mktemp -d /tmp/bench-scale.XXXXXX)
+pids=()
+stop_all() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for _ in $(seq 100); do
+    alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.2
+  done
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  pids=()
+}
+etcd_dir=${ETCD_DIR:-$work}/bench-scale-etcd.$$
+trap 'stop_all; rm -rf "$work" "$etcd_dir"' EXIT
+now() { date +%s.%N; }
+since() { echo "$(now) - $1" | bc -l | xargs printf '%.1f'; }
+mport=$((port + 20))
+
+echo "# machine: $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "# commit: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with local changes)'); binary $bin"
+echo "# load before: $(uptime | sed 's/.*load average: //')"
+echo "# settings: etcd data in ${ETCD_DIR:-a temporary directory on disk}; store=$kind nodes=$nodes lose=$lose workloads=$workloads copies=$copies steady=${steady}s"
+
+if [ "$kind" = etcd ]; then
+  command -v etcd >/dev/null || { echo "error: etcd is not on PATH (apt-get install etcd-server)" >&2; exit 1; }
+  etcd --data-dir "$etcd_dir" --listen-client-urls "http://127.0.0.1:$port" \
+    --advertise-client-urls "http://127.0.0.1:$port" \
+    --listen-peer-urls "http://127.0.0.1:$((port + 10))" >"$work/etcd.log" 2>&1 &
+  etcd_pid=$!
+  pids+=("$etcd_pid")
+  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
+  store="etcd://127.0.0.1:$port"
+  emetric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+else
+  store="sqlite://$work/store.db"
+  etcd_pid=
+fi
+"$bin" controller --store "$store" --data-dir "$work/c" --metrics-addr "127.0.0.1:$mport" \
+  >"$work/controller.log" 2>&1 &
+ctl_pid=$!
+pids+=("$ctl_pid")
+"$bin" agent --store "$store" --data-dir "$work/a1" --simulate-nodes $((nodes - lose)) \
+  --simulate-copies >"$work/agents-kept.log" 2>&1 &
+kept_pid=$!
+pids+=("$kept_pid")
+"$bin" agent --store "$store" --data-dir "$work/a2" --simulate-first $((nodes - lose + 1)) \
+  --simulate-nodes "$lose" --simulate-copies >"$work/agents-lost.log" 2>&1 &
+lost_pid=$!
+pids+=("$lost_pid")
+
+# Waits until `setpoint status` shows $1 live nodes.
+live_nodes() {
+  "$bin" status --store "$store" --data-dir "$work/c" --format json 2>/dev/null |
+    jq '[.nodes[] | select(.live)] | length' 2>/dev/null || echo 0
+}
+# Total live copies over every workload, and the smallest workload's count.
+live_copies() {
+  "$bin" get --store "$store" --data-dir "$work/c" --format json 2>/dev/null |
+    jq -r '[.workloads[] | .live // 0] | "\(add // 0) \(min // 0)"' 2>/dev/null || echo "0 0"
+}
+declare_all() { # $1: copies of w1
+  : >"$work/w.toml"
+  for w in $(seq "$workloads"); do
+    local c=$copies
+    [ "$w" = 1 ] && c=$1
+    printf '[[workload]]\nname = "w%d"\ncommand = ["sleep", "3600"]\ncopies = %d\ncontroller = "intent"\nperiod = "1s"\nstartup = "0s"\ngrace = "1s"\n\n' \
+      "$w" "$c" >>"$work/w.toml"
+  done
+  "$bin" apply --store "$store" --data-dir "$work/c" -q -f "$work/w.toml" >/dev/null
+}
+# Waits until the live total is $1 (and every workload holds its count); prints the seconds.
+wait_live() {
+  local want=$1 t0
+  t0=$(now)
+  while :; do
+    read -r total _ <<<"$(live_copies)"
+    [ "$total" = "$want" ] && break
+    if [ "$(echo "$(now) - $t0 > $timeout" | bc)" = 1 ]; then
+      echo "TIMEOUT (live $total of $want)"
+      return
+    fi
+    sleep 1
+  done
+  since "$t0"
+}
+# The controller's pass histogram, summed over workloads: "le count" lines.
+histogram() {
+  curl -s "http://127.0.0.1:$mport/metrics" |
+    awk '/^setpoint_controller_pass_duration_seconds_bucket/ {
+           match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5); n[le] += $NF }
+         END { for (le in n) print le, n[le] }' | sort -g
+}
+# Passes between two histograms ($1 before, $2 after): "n passes, p50 <= … s, p99 <= … s"
+# (bucket bounds; the buckets in docs/runtime.md, "Metrics").
+passes_between() {
+  awk 'NR == FNR { before[$1] = $2; next }
+       { le[++n] = $1; d[n] = $2 - before[$1] }
+       END {
+         total = d[n]; if (total == 0) { print "0 passes"; exit }
+         for (i = 1; i <= n; i++) {
+           if (p50 == "" && d[i] >= 0.5 * total) p50 = le[i]
+           if (p99 == "" && d[i] >= 0.99 * total) p99 = le[i]
+         }
+         printf "%d passes, p50 <= %s s, p99 <= %s s\n", total, p50, p99 }' <(echo "$1") <(echo "$2")
+}
+rss() { awk '/VmHWM/ { printf "%.0f MiB", $2 / 1024 }' "/proc/$1/status" 2>/dev/null || echo "?"; }
+
+t0=$(now)
+for _ in $(seq "$timeout"); do [ "$(live_nodes)" -ge "$nodes" ] && break; sleep 1; done
+echo "nodes: $(live_nodes) of $nodes live after $(since "$t0") s"
+
+want=$((workloads * copies))
+h0=$(histogram)
+declare_all "$copies"
+echo "apply: $want copies all live after $(wait_live "$want") s; $(passes_between "$h0" "$(histogram)")"
+
+if [ -n "$etcd_pid" ]; then
+  sleep 5
+  h0=$(histogram)
+  p0=$(emetric etcd_mvcc_put_total) t0m=$(emetric etcd_mvcc_txn_total) d0=$(emetric etcd_mvcc_delete_total)
+  sleep "$steady"
+  p1=$(emetric etcd_mvcc_put_total) t1m=$(emetric etcd_mvcc_txn_total) d1=$(emetric etcd_mvcc_delete_total)
+  echo "steady ${steady} s: $((p1 - p0)) puts, $((t1m - t0m)) txns, $((d1 - d0)) deletes; $(passes_between "$h0" "$(histogram)"); etcd db $(emetric etcd_mvcc_db_total_size_in_bytes | xargs printf '%.0f') bytes"
+else
+  sleep "$steady"
+  echo "steady ${steady} s: store file $(du -b "$work/store.db" | cut -f1) bytes"
+fi
+
+half=$((copies / 2))
+h0=$(histogram)
+declare_all "$half"
+echo "scale w1 $copies -> $half: $(wait_live $((want - copies + half))) s; $(passes_between "$h0" "$(histogram)")"
+h0=$(histogram)
+declare_all "$copies"
+echo "scale w1 $half -> $copies: $(wait_live "$want") s; $(passes_between "$h0" "$(histogram)")"
+
+h0=$(histogram)
+kill -9 "$lost_pid"
+t0=$(now)
+# First the lost nodes' copies leave the count (their leases end), then they are replaced.
+for _ in $(seq "$timeout"); do
+  read -r total _ <<<"$(live_copies)"
+  [ "$total" -lt "$want" ] && break
+  sleep 0.5
+done
+echo "lose $lose nodes: live fell to $total after $(since "$t0") s; all $want live again after $(wait_live "$want") more s; $(passes_between "$h0" "$(histogram)")"
+
+echo "peak RSS: controller $(rss "$ctl_pid"), agents $(rss "$kept_pid")${etcd_pid:+, etcd $(rss "$etcd_pid")}"
+if [ -n "$etcd_pid" ]; then
+  fs=$(emetric etcd_disk_wal_fsync_duration_seconds_sum) fc=$(emetric etcd_disk_wal_fsync_duration_seconds_count)
+  echo "etcd: $fc WAL fsyncs, mean $(echo "1000 * $fs / $fc" | bc -l | xargs printf '%.2f') ms; $(emetric etcd_server_slow_apply_total) slow applies; $(emetric etcd_mvcc_put_total) puts in all"
+fi
+echo "controller lost the leader lease $(grep -c 'lost the leader lease' "$work/controller.log" || true) times"
+echo "fences logged by the agents: $(grep -c 'fenc' "$work/agents-kept.log" || true)"
+echo "# load after: $(uptime | sed 's/.*load average: //')"
