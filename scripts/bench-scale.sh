@@ -28,19 +28,7 @@ nodes=${NODES:-1000} lose=${LOSE:-100} workloads=${WORKLOADS:-1} copies=${COPIES
 steady=${STEADY:-30} port=${PORT:-23890} timeout=${TIMEOUT:-600} kind=${STORE:-etcd}
 [ "$lose" -lt "$nodes" ] || { echo "error: LOSE ($lose) must be below NODES ($nodes)" >&2; exit 2; }
 work=$(mktemp -d /tmp/bench-scale.XXXXXX)
-pids=()
-stop_all() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for _ in $(seq 100); do
-    alive=0
-    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ "$alive" = 0 ] && break
-    sleep 0.2
-  done
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  pids=()
-}
+. scripts/processes.sh
 etcd_dir=${ETCD_DIR:-$work}/bench-scale-etcd.$$
 trap 'stop_all; rm -rf "$work" "$etcd_dir"' EXIT
 now() { date +%s.%N; }
@@ -63,13 +51,14 @@ if [ "$kind" = etcd ]; then
   store="etcd://127.0.0.1:$port"
   emetric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 else
-  store="sqlite://$work/store.db"
+  store="sqlite:$work/store"
   etcd_pid=
 fi
 "$bin" controller --store "$store" --data-dir "$work/c" --metrics-addr "127.0.0.1:$mport" \
   >"$work/controller.log" 2>&1 &
 ctl_pid=$!
 pids+=("$ctl_pid")
+sleep 1 # the controller creates an embedded store; the agents open it
 "$bin" agent --store "$store" --data-dir "$work/a1" --simulate-nodes $((nodes - lose)) \
   --simulate-copies >"$work/agents-kept.log" 2>&1 &
 kept_pid=$!
@@ -153,8 +142,9 @@ if [ -n "$etcd_pid" ]; then
   p1=$(emetric etcd_mvcc_put_total) t1m=$(emetric etcd_mvcc_txn_total) d1=$(emetric etcd_mvcc_delete_total)
   echo "steady ${steady} s: $((p1 - p0)) puts, $((t1m - t0m)) txns, $((d1 - d0)) deletes; $(passes_between "$h0" "$(histogram)"); etcd db $(emetric etcd_mvcc_db_total_size_in_bytes | xargs printf '%.0f') bytes"
 else
+  h0=$(histogram)
   sleep "$steady"
-  echo "steady ${steady} s: store file $(du -b "$work/store.db" | cut -f1) bytes"
+  echo "steady ${steady} s: $(passes_between "$h0" "$(histogram)"); store files $(du -sb "$work/store" | cut -f1) bytes"
 fi
 
 half=$((copies / 2))

@@ -17,20 +17,7 @@ seconds=${STEADY:-60} settle=${SETTLE:-10} port=${PORT:-23790}
 bins=("$PWD/target/release/setpoint")
 [ -n "${BASELINE:-}" ] && bins+=("$BASELINE")
 work=$(mktemp -d /tmp/steady-writes.XXXXXX)
-pids=()
-# Ends every process started (SIGTERM, then SIGKILL to any still running after 20 s).
-stop_all() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for _ in $(seq 100); do
-    alive=0
-    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ "$alive" = 0 ] && break
-    sleep 0.2
-  done
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  pids=()
-}
+. scripts/processes.sh
 cleanup() {
   stop_all
   rm -rf "$work"
