@@ -159,7 +159,10 @@ impl Snapshot {
             name: &'a str,
             e: &Entry,
         ) -> bool {
-            if map.get(name).is_some_and(|s| s.mod_revision == e.mod_revision) {
+            if map
+                .get(name)
+                .is_some_and(|s| s.mod_revision == e.mod_revision)
+            {
                 seen.push(name);
                 return false;
             }
