@@ -198,3 +198,21 @@ fn a_write_refused_as_too_big_is_the_reason_get_and_status_show() {
         .copies
         .is_empty());
 }
+
+/// Chaos finding 16's guard on a real etcd: a delete pass compares the reports (and node
+/// records) of the nodes holding the workload's copies at its commit, so a report written
+/// between its read and its commit makes it conflict there, for `intent` and `expectations`
+/// (the memory store's version: `reconcile::tests`). What is checked here that the memory store
+/// cannot show is etcd's own compare of `mod_revision` in a transaction of the pass's shape.
+#[test]
+fn a_report_written_between_a_delete_passs_read_and_its_commit_conflicts_on_etcd() {
+    let Some(cluster) = EtcdCluster::start_or_skip("report_guard_on_etcd", 1) else {
+        return;
+    };
+    let etcd: Arc<dyn Store> = Arc::new(cluster.store());
+    for kind in [ControllerKind::Intent, ControllerKind::Expectations] {
+        let store =
+            crate::store::namespace::Namespaced::new(Arc::clone(&etcd), format!("/{kind:?}"));
+        crate::controller::reconcile::tests::report_between_read_and_commit(&store, kind);
+    }
+}
