@@ -23,6 +23,17 @@
 //! - **overshoot within the lab's prediction**: in a run with no fault, no `ledger` or `intent`
 //!   workload runs more copies above desired than the lab's general engine predicts for its
 //!   settings ([`crate::predict`]);
+//! - **request ids never repeat**: no life of a host sends two store requests with one id
+//!   (a reply or a watch event of the earlier one would be taken for the later's);
+//! - **no leaked watch**: the store never opens a watch for a host while the same life of that
+//!   host has another open watch of exactly the same prefixes (a watch whose role ended, a
+//!   standby's of `/leader` that became the leader's, must be cancelled or lost);
+//! - **no needless step-down**: the lease that holds `/leader` expires at the store only if its
+//!   controller was paused, cut off (partition, one-way cut, stall, hung member, quorum loss),
+//!   slowed or restarted within a leader lease (plus the lessor's 500 ms check and a round trip
+//!   of the network) before it expired, or the network loses messages: a leader that is not
+//!   hindered renews every third of its lease, so only a controller that gave it up lets it
+//!   lapse;
 //! - **event budget**: a run that exceeds it is a failure of its own ([`crate::RunError`]).
 
 use std::collections::BTreeMap;
@@ -53,13 +64,19 @@ pub enum Check {
     NotConverged,
     /// A fault-free run overshot more than the lab predicts for its settings.
     Overshoot,
+    /// A host sent two store requests with one id in one life.
+    RepeatedRequest,
+    /// A host opened a watch beside an open one of the same prefixes.
+    LeakedWatch,
+    /// The leader's lease expired though nothing kept its controller from renewing it.
+    NeedlessStepDown,
     /// The run exceeded its event budget.
     Budget,
 }
 
 impl Check {
     /// Every check, in the order of the enum.
-    pub const ALL: [Check; 9] = [
+    pub const ALL: [Check; 12] = [
         Check::DoubleRun,
         Check::Unfenced,
         Check::LostDeclaration,
@@ -68,6 +85,9 @@ impl Check {
         Check::Orphan,
         Check::NotConverged,
         Check::Overshoot,
+        Check::RepeatedRequest,
+        Check::LeakedWatch,
+        Check::NeedlessStepDown,
         Check::Budget,
     ];
 
@@ -82,6 +102,9 @@ impl Check {
             Check::Orphan => "orphan",
             Check::NotConverged => "not-converged",
             Check::Overshoot => "overshoot",
+            Check::RepeatedRequest => "repeated-request",
+            Check::LeakedWatch => "leaked-watch",
+            Check::NeedlessStepDown => "needless-step-down",
             Check::Budget => "budget",
         }
     }
@@ -221,6 +244,7 @@ pub fn check(
     if schedule.is_empty() {
         v.extend(overshoot(model, out, |w| w.controller));
     }
+    protocol(model, schedule, &out.protocol, &mut v);
     v.sort_by_key(|a| (a.at_ms, a.check));
     v
 }
@@ -317,6 +341,104 @@ fn late_fences(model: &Model, schedule: &[Fault], out: &Outcome, v: &mut Vec<Vio
                     ),
                 });
             }
+        }
+    }
+}
+
+/// The checks `repeated-request`, `leaked-watch` and `needless-step-down` of what the world
+/// saw of the hosts' requests, watches and leader lease ([`crate::world::Protocol`]).
+///
+/// `needless-step-down`'s window: a lease the lessor revokes at `t` was last renewed at the
+/// store no earlier than `t` − TTL − 500 ms (the lessor checks every 500 ms); a controller that
+/// leads sends a renewal every third of the TTL of its own clock, and each reaches the store
+/// within the network's delay and jitter. So a renewal the store did not get in that window
+/// was either not sent (the controller stopped leading) or kept from it by a fault of that
+/// host or of the store within `t` − TTL − 500 ms − a round trip .. `t`; a drift of the
+/// controller's clock by less than half (the models allow 20 %) still fits two renewals in a
+/// TTL. No bound holds on a lossy network, which is left out.
+pub fn protocol(
+    model: &Model,
+    schedule: &[Fault],
+    seen: &crate::world::Protocol,
+    v: &mut Vec<Violation>,
+) {
+    use crate::faults::FaultKind;
+    let mut repeated = BTreeMap::new();
+    for &(at, host, id) in &seen.repeated_ids {
+        repeated.entry(host).or_insert((at, id));
+    }
+    for (host, (at, id)) in repeated {
+        v.push(Violation {
+            check: Check::RepeatedRequest,
+            at_ms: at,
+            detail: format!("host {host} sent a second store request with id {id}"),
+        });
+    }
+    if let Some(d) = seen.duplicate_watches.first() {
+        v.push(Violation {
+            check: Check::LeakedWatch,
+            at_ms: d.at_ms,
+            detail: format!(
+                "host {} opened watch {} of {} while its watch {} of the same prefixes was open",
+                d.host,
+                d.new,
+                d.prefixes.join(" "),
+                d.open
+            ),
+        });
+    }
+    if model.net.loss_ppm > 0 {
+        return;
+    }
+    let ttl = model.timing.leader_ttl_ms;
+    let trip = 2 * (model.net.delay_ms + model.net.jitter_ms);
+    for &(t, host) in &seen.leader_expiries {
+        // A store leader change gives every lease its full TTL again (etcd #9395): a lease
+        // alive at the change was renewed a TTL (and a lessor check) before it, so the
+        // window reaches back from each change inside it.
+        let mut from = t.saturating_sub(ttl + 500 + trip);
+        while let Some(reset) = schedule
+            .iter()
+            .filter(|f| f.kind == FaultKind::LeaderChange && f.at_ms >= from && f.at_ms <= t)
+            .map(|f| f.at_ms)
+            .min()
+        {
+            let earlier = reset.saturating_sub(ttl + 500 + trip);
+            if earlier >= from {
+                break;
+            }
+            from = earlier;
+        }
+        let hindered = schedule.iter().any(|f| {
+            let on_it = match f.kind {
+                FaultKind::QuorumLoss => true,
+                FaultKind::Partition
+                | FaultKind::CutUp
+                | FaultKind::CutDown
+                | FaultKind::Stall
+                | FaultKind::Pause
+                | FaultKind::Hang
+                | FaultKind::Slow
+                | FaultKind::Restart
+                | FaultKind::LoseState => f.host == host,
+                FaultKind::Crash
+                | FaultKind::Kill
+                | FaultKind::LeaderChange
+                | FaultKind::Compaction
+                | FaultKind::Redeclare => false,
+            };
+            on_it && f.at_ms <= t && f.at_ms + f.duration_ms >= from
+        });
+        if !hindered {
+            v.push(Violation {
+                check: Check::NeedlessStepDown,
+                at_ms: t,
+                detail: format!(
+                    "the leader lease of controller host {host} expired at {t} ms with no fault \
+                     of that host or the store since {from} ms: it stopped renewing it"
+                ),
+            });
+            break;
         }
     }
 }
@@ -444,6 +566,7 @@ mod tests {
             store,
             trace: vec![],
             leaders: vec![],
+            protocol: Default::default(),
         }
     }
 
@@ -648,5 +771,93 @@ mod tests {
         let mut out = outcome(procs, SimStore::new());
         out.deletes = vec![delete(3_000, "web-0", "node-1")];
         assert!(checks(&check(&m, &[], &[], &out)).contains(&Check::NeededDelete));
+    }
+
+    #[test]
+    fn a_repeated_request_id_and_a_second_watch_of_the_same_prefixes_are_each_caught() {
+        use crate::world::{DuplicateWatch, Protocol};
+        let m = parse("m", "[[workload]]\nname = \"web\"\ncopies = 0\n").unwrap();
+        let mut v = Vec::new();
+        protocol(&m, &[], &Protocol::default(), &mut v);
+        assert!(v.is_empty(), "{v:?}");
+        let seen = Protocol {
+            repeated_ids: vec![(1_000, 2, 17), (1_500, 2, 18)],
+            ..Protocol::default()
+        };
+        protocol(&m, &[], &seen, &mut v);
+        assert_eq!(checks(&v), [Check::RepeatedRequest], "one per host: {v:?}");
+        assert!(v[0].detail.contains("id 17"), "{v:?}");
+        let seen = Protocol {
+            duplicate_watches: vec![DuplicateWatch {
+                at_ms: 2_000,
+                host: 0,
+                open: 4,
+                new: 9,
+                prefixes: vec!["/leader".into()],
+            }],
+            ..Protocol::default()
+        };
+        let mut v = Vec::new();
+        protocol(&m, &[], &seen, &mut v);
+        assert_eq!(checks(&v), [Check::LeakedWatch], "{v:?}");
+    }
+
+    #[test]
+    fn a_leader_lease_that_expires_with_its_controller_unhindered_is_a_needless_step_down() {
+        use crate::faults::FaultKind;
+        use crate::world::Protocol;
+        // Leader TTL 5,000 ms, a round trip of at most 2 × (1 + 4) ms: the window before an
+        // expiry at 20,000 is 14,490 .. 20,000.
+        let text = "[network]\ndelay_ms = 1\njitter_ms = 4\n\
+                    [[workload]]\nname = \"web\"\ncopies = 1\n";
+        let m = parse("m", text).unwrap();
+        let seen = Protocol {
+            leader_expiries: vec![(20_000, 0)],
+            ..Protocol::default()
+        };
+        let fault = |kind, host, at_ms, duration_ms| Fault {
+            at_ms,
+            kind,
+            host,
+            duration_ms,
+        };
+        let judge = |m: &Model, schedule: &[Fault]| {
+            let mut v = Vec::new();
+            protocol(m, schedule, &seen, &mut v);
+            checks(&v)
+        };
+        assert_eq!(judge(&m, &[]), [Check::NeedlessStepDown]);
+        // Faults elsewhere, of another kind, or ended before the window do not excuse it.
+        for f in [
+            fault(FaultKind::Pause, 1, 15_000, 3_000),
+            fault(FaultKind::LeaderChange, 0, 16_000, 0),
+            fault(FaultKind::Partition, 0, 10_000, 4_000),
+        ] {
+            assert_eq!(judge(&m, &[f.clone()]), [Check::NeedlessStepDown], "{f:?}");
+        }
+        // A store leader change inside the window renewed every lease: the window reaches a
+        // TTL back from it, to the restart of the leader that had left the lease behind
+        // (agent-restarts.toml, seed 885: a restart at 298,155 ms, a leader change at 301,487
+        // ms, the restarted controller's old lease revoked at 306,500 ms).
+        let restart = fault(FaultKind::Restart, 0, 12_000, 0);
+        assert_eq!(judge(&m, &[restart.clone()]), [Check::NeedlessStepDown]);
+        let change = fault(FaultKind::LeaderChange, 0, 15_000, 0);
+        assert_eq!(judge(&m, &[restart, change]), []);
+        // A pause, a cut, a slow link or a restart of the leader, or a quorum loss, within it do.
+        for f in [
+            fault(FaultKind::Pause, 0, 10_000, 4_500),
+            fault(FaultKind::CutDown, 0, 19_000, 3_000),
+            fault(FaultKind::Slow, 0, 15_000, 1_000),
+            fault(FaultKind::Restart, 0, 15_000, 0),
+            fault(FaultKind::QuorumLoss, 2, 12_000, 3_000),
+        ] {
+            assert_eq!(judge(&m, &[f.clone()]), [], "{f:?}");
+        }
+        // On a lossy network nothing is promised.
+        let lossy = parse("m", &format!("{text}\n")).map(|mut m| {
+            m.net.loss_ppm = 1_000;
+            m
+        });
+        assert_eq!(judge(&lossy.unwrap(), &[]), []);
     }
 }
