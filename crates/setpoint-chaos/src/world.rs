@@ -329,6 +329,10 @@ struct Slot {
     recovered: Option<setpoint_runtime::agent::Recovery>,
     /// The request ids this life of the host has sent.
     ids: BTreeSet<ReqId>,
+    /// The watches this life of the host has cancelled: one whose request is still on the
+    /// way (held by a stall, say) is not opened when it arrives, as the cancel behind it on
+    /// the same connection would close it at once.
+    cancelled: BTreeSet<ReqId>,
 }
 
 impl Slot {
@@ -453,6 +457,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
             held_out: VecDeque::new(),
             recovered: None,
             ids: BTreeSet::new(),
+            cancelled: BTreeSet::new(),
         });
     }
     for (i, f) in setup.schedule.iter().enumerate() {
@@ -700,6 +705,7 @@ impl World<'_> {
             } => {
                 let _ = id;
                 self.watches.remove(&(host, w));
+                self.slots[host].cancelled.insert(w);
             }
             Output::Request { id, request } if self.slots[host].stalled > 0 => {
                 self.slots[host].held.push_back((id, request));
@@ -946,6 +952,16 @@ impl World<'_> {
                 Ok(StoreReply::Revoked)
             }
             StoreRequest::Watch { .. } if stale => return,
+            StoreRequest::Watch { .. } if self.slots[host].cancelled.contains(&id) => {
+                self.reply(
+                    host,
+                    Input::Replied(Replied {
+                        id,
+                        result: Ok(StoreReply::Watching),
+                    }),
+                );
+                return;
+            }
             StoreRequest::Watch { prefixes, after } => {
                 self.reply(
                     host,
@@ -1347,6 +1363,7 @@ impl World<'_> {
                 slot.hung_out.clear();
                 self.watches.retain(|(h, _), _| *h != host);
                 self.slots[host].ids.clear();
+                self.slots[host].cancelled.clear();
                 // An agent's processes keep running, watched by no one until the new agent
                 // adopts them (its disk and the process table stay).
                 let mine: Vec<(usize, String)> = self
