@@ -842,14 +842,21 @@ mod tests {
             fault(FaultKind::LeaderChange, 0, 16_000, 0),
             fault(FaultKind::Partition, 0, 10_000, 4_000),
         ] {
-            assert_eq!(judge(&m, &[f.clone()]), [Check::NeedlessStepDown], "{f:?}");
+            assert_eq!(
+                judge(&m, std::slice::from_ref(&f)),
+                [Check::NeedlessStepDown],
+                "{f:?}"
+            );
         }
         // A store leader change inside the window renewed every lease: the window reaches a
         // TTL back from it, to the restart of the leader that had left the lease behind
         // (agent-restarts.toml, seed 885: a restart at 298,155 ms, a leader change at 301,487
         // ms, the restarted controller's old lease revoked at 306,500 ms).
         let restart = fault(FaultKind::Restart, 0, 12_000, 0);
-        assert_eq!(judge(&m, &[restart.clone()]), [Check::NeedlessStepDown]);
+        assert_eq!(
+            judge(&m, std::slice::from_ref(&restart)),
+            [Check::NeedlessStepDown]
+        );
         let change = fault(FaultKind::LeaderChange, 0, 15_000, 0);
         assert_eq!(judge(&m, &[restart, change]), []);
         // A pause, a cut, a slow link or a restart of the leader, or a quorum loss, within it do.
@@ -860,7 +867,7 @@ mod tests {
             fault(FaultKind::Restart, 0, 15_000, 0),
             fault(FaultKind::QuorumLoss, 2, 12_000, 3_000),
         ] {
-            assert_eq!(judge(&m, &[f.clone()]), [], "{f:?}");
+            assert_eq!(judge(&m, std::slice::from_ref(&f)), [], "{f:?}");
         }
         // Nor where three round trips and two polls, on a clock 5 % fast, last a lease
         // (lease-pressure.toml's network: 300 ms + up to 700 ms each way).
