@@ -285,15 +285,20 @@ fn late_fences(model: &Model, schedule: &[Fault], out: &Outcome, v: &mut Vec<Vio
             if cut.at_ms + cut.duration_ms <= deadline {
                 continue;
             }
-            let paused = schedule.iter().any(|p| {
-                p.kind == FaultKind::Pause
-                    && p.host == host
-                    && p.at_ms < deadline
-                    && p.at_ms + p.duration_ms + ttl > cut.at_ms
-            });
-            if paused {
-                continue;
-            }
+            // A pause of the agent within a lease of the cut and before a copy's deadline (the
+            // node lease's, or its `stop_when_cut_off_ms` one) excuses it: the agent could not
+            // act. (Before issue 22 part 3 a `stop_when_cut_off_ms` copy was excused only by a
+            // pause before the node lease's end, and stop-when-cut-off.toml's seed 2,857, a
+            // pause from 9.8 s into a 25 s partition, failed with the agent paused through its
+            // copy's stop.)
+            let paused_before = |due: u64| {
+                schedule.iter().any(|p| {
+                    p.kind == FaultKind::Pause
+                        && p.host == host
+                        && p.at_ms < due
+                        && p.at_ms + p.duration_ms + ttl > cut.at_ms
+                })
+            };
             // Only `named` copies are fenced; a counted controller's are kept running while
             // cut off, or stopped after their `stop_when_cut_off_ms` (checked below).
             let policy = |p: &crate::world::ProcRecord| {
@@ -325,6 +330,7 @@ fn late_fences(model: &Model, schedule: &[Fault], out: &Outcome, v: &mut Vec<Vio
                 p.host == host
                     && p.up_ms.is_some_and(|up| up < due)
                     && p.end_ms.is_none_or(|end| end > due)
+                    && !paused_before(due)
             });
             if let Some(p) = late {
                 v.push(Violation {
@@ -679,6 +685,50 @@ mod tests {
             let v = check(&m, &faults, &declared, &outcome(late.clone(), s.clone()));
             assert!(!checks(&v).contains(&Check::LateFence), "{faults:?}: {v:?}");
         }
+    }
+
+    #[test]
+    fn a_copy_stopped_when_cut_off_is_late_unless_its_agent_was_paused_before_its_deadline() {
+        use crate::faults::FaultKind;
+        // An intent copy stopped 4 s after a cut, grace 3 s, node lease 4 s: due by 1,000 +
+        // 4,000 + 1,000 + 3,000 + 400 = 9,400 ms for a cut at 1,000 that lasts 20 s.
+        let text = "[cluster]\ncontrollers = 2\nnode_ttl_ms = 4000\n\
+                    [[workload]]\nname = \"web\"\ncontroller = \"intent\"\ncopies = 1\n\
+                    grace_ms = 3000\nstop_when_cut_off_ms = 4000\n";
+        let m = parse("m", text).unwrap();
+        let fault = |kind, at_ms, duration_ms| Fault {
+            at_ms,
+            kind,
+            host: 2,
+            duration_ms,
+        };
+        let late = |end| ProcRecord {
+            host: 2,
+            ..proc(1, "node-1", "web-0", 10, Some(end))
+        };
+        let judge = |faults: &[Fault], end| {
+            let mut v = Vec::new();
+            late_fences(
+                &m,
+                faults,
+                &outcome(vec![late(end)], SimStore::new()),
+                &mut v,
+            );
+            checks(&v)
+        };
+        let cut = fault(FaultKind::Partition, 1_000, 20_000);
+        assert_eq!(judge(std::slice::from_ref(&cut), 9_000), []);
+        assert_eq!(
+            judge(std::slice::from_ref(&cut), 12_000),
+            [Check::LateFence]
+        );
+        // Paused from 8 s, after the node lease's end (5 s) but before the copy's deadline:
+        // the agent could not stop it (stop-when-cut-off.toml, seed 2,857).
+        let paused = [cut.clone(), fault(FaultKind::Pause, 8_000, 5_000)];
+        assert_eq!(judge(&paused, 12_000), []);
+        // Paused only after the deadline: no excuse.
+        let after = [cut, fault(FaultKind::Pause, 9_500, 5_000)];
+        assert_eq!(judge(&after, 12_000), [Check::LateFence]);
     }
 
     #[test]
