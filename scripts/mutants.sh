@@ -2,7 +2,7 @@
 # Mutation testing of the runtime's logic with the chaos checker as the test: issue 22 part 3,
 # docs/chaos.md, "Issue 22 part 3: mutation testing (measured checker strength)".
 #
-# Usage: scripts/mutants.sh [SAMPLE] [OUT]
+# Usage: scripts/mutants.sh [SAMPLE] [OUT] [NAMES]
 #   SAMPLE  how many mutants to test (default 60): the first SAMPLE of the population shuffled by
 #           `shuf` from a seeded stream of random bytes (AES-256-CTR of zeros under the pass
 #           phrase 22, as coreutils' manual suggests for repeatable shuffles): a uniform random
@@ -10,6 +10,16 @@
 #           `--random-source=<(yes 22)`: three repeating bytes shuffle far from uniformly.)
 #   OUT     where the population, the sample, the logs and the outcomes go (default
 #           /tmp/mutants-run; keep it outside the repository)
+#   NAMES   optional: a file of mutant names, one a line, `INDEX<TAB>NAME` or `NAME`, tested
+#           instead of the sample (SAMPLE is then ignored), in its order, each under its own
+#           index: to test again some mutants of an earlier sample (the survivors, after a new
+#           check), or a sample drawn from an earlier tree mapped onto the current one's names
+#           (a name carries its line, which moves as the code changes)
+#
+# Overflow checks are on in the mutants' release build (CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS,
+# as in a debug build): a mutant that makes a counter wrap panics where the world reaches it,
+# instead of wrapping silently. The baseline is built the same way, so the test must pass with
+# them on.
 #
 # The population: every mutant `cargo mutants --list` generates in the controller
 # (crates/setpoint-runtime/src/controller/*.rs), the agent (agent/*.rs), the watch cache
@@ -38,7 +48,7 @@
 # interrupted in-place run could leave a mutated file), and the mutants tested so far are a prefix
 # of the shuffled population: still a uniform random sample, of fewer mutants.
 #
-# Output: OUT/population.txt, OUT/sample.txt, OUT/results.tsv (one line per mutant: index,
+# Output: OUT/population.txt, OUT/sample.txt (OUT/sample.tsv with the indices), OUT/results.tsv (one line per mutant: index,
 # outcome caught|missed|timeout|unviable, seconds, load average, name), OUT/mNNN/mutants.out/
 # (cargo-mutants' own output and logs per mutant), OUT/summary.txt.
 # Exit status: 0 when the run ends (missed mutants are results, not errors); 1 if the baseline
@@ -48,6 +58,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 sample="${1:-60}"
 out="${2:-/tmp/mutants-run}"
+names="${3:-}"
 test_timeout="${MUTANTS_TEST_TIMEOUT:-300}"
 build_timeout="${MUTANTS_BUILD_TIMEOUT:-1500}"
 
@@ -61,6 +72,7 @@ export CARGO_PROFILE_RELEASE_LTO=false
 export CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
 export CARGO_PROFILE_RELEASE_INCREMENTAL=true
 export CARGO_PROFILE_RELEASE_DEBUG=false
+export CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS=true
 
 src=crates/setpoint-runtime/src
 load() { uptime | sed 's/.*load average: //'; }
@@ -85,7 +97,18 @@ nice -n 19 cargo mutants --list --no-config -p setpoint-runtime \
 } | tee -a "$out/summary.txt"
 seeded() { openssl enc -aes-256-ctr -pass pass:"$1" -nosalt </dev/zero 2>/dev/null; }
 shuf --random-source=<(seeded 22) "$out/population.txt" >"$out/shuffled.txt"
-head -n "$sample" "$out/shuffled.txt" >"$out/sample.txt"
+if [ -n "$names" ]; then
+    # Each line INDEX<TAB>NAME, or NAME (then numbered from 1).
+    awk -F'\t' 'NF >= 2 { print $1 "\t" $2; next } { print NR "\t" $0 }' "$names" >"$out/sample.tsv"
+else
+    head -n "$sample" "$out/shuffled.txt" | awk '{ print NR "\t" $0 }' >"$out/sample.tsv"
+fi
+cut -f2 "$out/sample.tsv" >"$out/sample.txt"
+missing=$(grep -Fxvf "$out/population.txt" "$out/sample.txt" || true)
+if [ -n "$missing" ]; then
+    echo "not in this tree's population: $missing" >&2
+    exit 1
+fi
 openssl version >>"$out/summary.txt"
 
 # The baseline: the test passes on the unmutated tree.
@@ -101,14 +124,12 @@ nice -n 19 "${test_cmd[@]}" >"$out/baseline-test.log" 2>&1
 echo "baseline: test alone $(($(date +%s) - start)) s; load $(load)" | tee -a "$out/summary.txt"
 
 : >"$out/results.tsv"
-i=0
-while IFS= read -r name; do
-    i=$((i + 1))
+while IFS=$'\t' read -r i name; do
     if [ -e "$out/stop" ]; then
         echo "stopped by $out/stop before mutant $i" | tee -a "$out/summary.txt"
         break
     fi
-    dir=$(printf '%s/m%03d' "$out" "$i")
+    dir=$(printf '%s/m%03d' "$out" "$((10#$i))")
     # The exact name as a regex: escape every character the regex crate treats as special.
     re="^$(printf '%s' "$name" | sed 's/[][\\.*+?(){}|^$]/\\&/g')\$"
     # A diff that touches the mutant's line and changes nothing.
@@ -141,7 +162,7 @@ while IFS= read -r name; do
         echo "mutant $i was left in $src: git diff shows it; restore it by hand" >&2
         exit 1
     fi
-done <"$out/sample.txt"
+done <"$out/sample.tsv"
 
 {
     echo "ended $(date -u '+%F %T') UTC; load $(load)"

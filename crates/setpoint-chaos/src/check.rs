@@ -23,6 +23,18 @@
 //! - **overshoot within the lab's prediction**: in a run with no fault, no `ledger` or `intent`
 //!   workload runs more copies above desired than the lab's general engine predicts for its
 //!   settings ([`crate::predict`]);
+//! - **request ids never repeat**: no life of a host sends two store requests with one id
+//!   (a reply or a watch event of the earlier one would be taken for the later's);
+//! - **no leaked watch**: the store never opens a watch for a host while the same life of that
+//!   host has another open watch of exactly the same prefixes (a watch whose role ended, a
+//!   standby's of `/leader` that became the leader's, must be cancelled or lost);
+//! - **no needless step-down**: the lease that holds `/leader` expires at the store only if its
+//!   controller was paused, cut off (partition, one-way cut, stall, hung member, quorum loss),
+//!   slowed or restarted within a leader lease (plus the lessor's 500 ms check and a round trip
+//!   of the network) before it expired: a leader that is not hindered renews every third of
+//!   its lease, so only a controller that gave it up lets it lapse. Not checked where three
+//!   round trips and two polls last a lease (a leader may not prove its lease in time, and
+//!   steps down as it must), nor on a lossy network;
 //! - **event budget**: a run that exceeds it is a failure of its own ([`crate::RunError`]).
 
 use std::collections::BTreeMap;
@@ -53,13 +65,19 @@ pub enum Check {
     NotConverged,
     /// A fault-free run overshot more than the lab predicts for its settings.
     Overshoot,
+    /// A host sent two store requests with one id in one life.
+    RepeatedRequest,
+    /// A host opened a watch beside an open one of the same prefixes.
+    LeakedWatch,
+    /// The leader's lease expired though nothing kept its controller from renewing it.
+    NeedlessStepDown,
     /// The run exceeded its event budget.
     Budget,
 }
 
 impl Check {
     /// Every check, in the order of the enum.
-    pub const ALL: [Check; 9] = [
+    pub const ALL: [Check; 12] = [
         Check::DoubleRun,
         Check::Unfenced,
         Check::LostDeclaration,
@@ -68,6 +86,9 @@ impl Check {
         Check::Orphan,
         Check::NotConverged,
         Check::Overshoot,
+        Check::RepeatedRequest,
+        Check::LeakedWatch,
+        Check::NeedlessStepDown,
         Check::Budget,
     ];
 
@@ -82,6 +103,9 @@ impl Check {
             Check::Orphan => "orphan",
             Check::NotConverged => "not-converged",
             Check::Overshoot => "overshoot",
+            Check::RepeatedRequest => "repeated-request",
+            Check::LeakedWatch => "leaked-watch",
+            Check::NeedlessStepDown => "needless-step-down",
             Check::Budget => "budget",
         }
     }
@@ -221,6 +245,7 @@ pub fn check(
     if schedule.is_empty() {
         v.extend(overshoot(model, out, |w| w.controller));
     }
+    protocol(model, schedule, &out.protocol, &mut v);
     v.sort_by_key(|a| (a.at_ms, a.check));
     v
 }
@@ -260,15 +285,20 @@ fn late_fences(model: &Model, schedule: &[Fault], out: &Outcome, v: &mut Vec<Vio
             if cut.at_ms + cut.duration_ms <= deadline {
                 continue;
             }
-            let paused = schedule.iter().any(|p| {
-                p.kind == FaultKind::Pause
-                    && p.host == host
-                    && p.at_ms < deadline
-                    && p.at_ms + p.duration_ms + ttl > cut.at_ms
-            });
-            if paused {
-                continue;
-            }
+            // A pause of the agent within a lease of the cut and before a copy's deadline (the
+            // node lease's, or its `stop_when_cut_off_ms` one) excuses it: the agent could not
+            // act. (Before issue 22 part 3 a `stop_when_cut_off_ms` copy was excused only by a
+            // pause before the node lease's end, and stop-when-cut-off.toml's seed 2,857, a
+            // pause from 9.8 s into a 25 s partition, failed with the agent paused through its
+            // copy's stop.)
+            let paused_before = |due: u64| {
+                schedule.iter().any(|p| {
+                    p.kind == FaultKind::Pause
+                        && p.host == host
+                        && p.at_ms < due
+                        && p.at_ms + p.duration_ms + ttl > cut.at_ms
+                })
+            };
             // Only `named` copies are fenced; a counted controller's are kept running while
             // cut off, or stopped after their `stop_when_cut_off_ms` (checked below).
             let policy = |p: &crate::world::ProcRecord| {
@@ -300,6 +330,7 @@ fn late_fences(model: &Model, schedule: &[Fault], out: &Outcome, v: &mut Vec<Vio
                 p.host == host
                     && p.up_ms.is_some_and(|up| up < due)
                     && p.end_ms.is_none_or(|end| end > due)
+                    && !paused_before(due)
             });
             if let Some(p) = late {
                 v.push(Violation {
@@ -317,6 +348,112 @@ fn late_fences(model: &Model, schedule: &[Fault], out: &Outcome, v: &mut Vec<Vio
                     ),
                 });
             }
+        }
+    }
+}
+
+/// The checks `repeated-request`, `leaked-watch` and `needless-step-down` of what the world
+/// saw of the hosts' requests, watches and leader lease ([`crate::world::Protocol`]).
+///
+/// `needless-step-down`'s window: a lease the lessor revokes at `t` was last renewed at the
+/// store no earlier than `t` − TTL − 500 ms (the lessor checks every 500 ms); a controller that
+/// leads sends a renewal every third of the TTL of its own clock, and each reaches the store
+/// within the network's delay and jitter. So a renewal the store did not get in that window
+/// was either not sent (the controller stopped leading) or kept from it by a fault of that
+/// host or of the store within `t` − TTL − 500 ms − a round trip .. `t`; a drift of the
+/// controller's clock by less than half (the models allow 20 %) still fits two renewals in a
+/// TTL. No bound holds on a lossy network, which is left out.
+pub fn protocol(
+    model: &Model,
+    schedule: &[Fault],
+    seen: &crate::world::Protocol,
+    v: &mut Vec<Violation>,
+) {
+    use crate::faults::FaultKind;
+    let mut repeated = BTreeMap::new();
+    for &(at, host, id) in &seen.repeated_ids {
+        repeated.entry(host).or_insert((at, id));
+    }
+    for (host, (at, id)) in repeated {
+        v.push(Violation {
+            check: Check::RepeatedRequest,
+            at_ms: at,
+            detail: format!("host {host} sent a second store request with id {id}"),
+        });
+    }
+    if let Some(d) = seen.duplicate_watches.first() {
+        v.push(Violation {
+            check: Check::LeakedWatch,
+            at_ms: d.at_ms,
+            detail: format!(
+                "host {} opened watch {} of {} while its watch {} of the same prefixes was open",
+                d.host,
+                d.new,
+                d.prefixes.join(" "),
+                d.open
+            ),
+        });
+    }
+    let ttl = model.timing.leader_ttl_ms;
+    let trip = 2 * (model.net.delay_ms + model.net.jitter_ms);
+    // A leader that cannot prove its lease for a whole TTL of its own clock steps down, as it
+    // must; from the grant's request to the first renewal's reply it waits three round trips
+    // (grant, the write of `/leader`, the renewal), and a tick of its poll on each side. On a
+    // network slow enough to stretch that past the TTL (a fast clock shortening it), an
+    // unhindered leader may step down safely: nothing is promised (lease-pressure.toml, 2 s
+    // round trips for a 5 s lease). Nor on a lossy one.
+    let drift = 1_000_000 + model.drift_max_ppm;
+    let proof = (3 * trip + 2 * model.timing.poll_ms) * drift / 1_000_000;
+    if model.net.loss_ppm > 0 || proof >= ttl {
+        return;
+    }
+    for &(t, host) in &seen.leader_expiries {
+        // A store leader change gives every lease its full TTL again (etcd #9395): a lease
+        // alive at the change was renewed a TTL (and a lessor check) before it, so the
+        // window reaches back from each change inside it.
+        let mut from = t.saturating_sub(ttl + 500 + trip);
+        while let Some(reset) = schedule
+            .iter()
+            .filter(|f| f.kind == FaultKind::LeaderChange && f.at_ms >= from && f.at_ms <= t)
+            .map(|f| f.at_ms)
+            .min()
+        {
+            let earlier = reset.saturating_sub(ttl + 500 + trip);
+            if earlier >= from {
+                break;
+            }
+            from = earlier;
+        }
+        let hindered = schedule.iter().any(|f| {
+            let on_it = match f.kind {
+                FaultKind::QuorumLoss => true,
+                FaultKind::Partition
+                | FaultKind::CutUp
+                | FaultKind::CutDown
+                | FaultKind::Stall
+                | FaultKind::Pause
+                | FaultKind::Hang
+                | FaultKind::Slow
+                | FaultKind::Restart
+                | FaultKind::LoseState => f.host == host,
+                FaultKind::Crash
+                | FaultKind::Kill
+                | FaultKind::LeaderChange
+                | FaultKind::Compaction
+                | FaultKind::Redeclare => false,
+            };
+            on_it && f.at_ms <= t && f.at_ms + f.duration_ms >= from
+        });
+        if !hindered {
+            v.push(Violation {
+                check: Check::NeedlessStepDown,
+                at_ms: t,
+                detail: format!(
+                    "the leader lease of controller host {host} expired at {t} ms with no fault \
+                     of that host or the store since {from} ms: it stopped renewing it"
+                ),
+            });
+            break;
         }
     }
 }
@@ -444,6 +581,7 @@ mod tests {
             store,
             trace: vec![],
             leaders: vec![],
+            protocol: Default::default(),
         }
     }
 
@@ -550,6 +688,50 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_stopped_when_cut_off_is_late_unless_its_agent_was_paused_before_its_deadline() {
+        use crate::faults::FaultKind;
+        // An intent copy stopped 4 s after a cut, grace 3 s, node lease 4 s: due by 1,000 +
+        // 4,000 + 1,000 + 3,000 + 400 = 9,400 ms for a cut at 1,000 that lasts 20 s.
+        let text = "[cluster]\ncontrollers = 2\nnode_ttl_ms = 4000\n\
+                    [[workload]]\nname = \"web\"\ncontroller = \"intent\"\ncopies = 1\n\
+                    grace_ms = 3000\nstop_when_cut_off_ms = 4000\n";
+        let m = parse("m", text).unwrap();
+        let fault = |kind, at_ms, duration_ms| Fault {
+            at_ms,
+            kind,
+            host: 2,
+            duration_ms,
+        };
+        let late = |end| ProcRecord {
+            host: 2,
+            ..proc(1, "node-1", "web-0", 10, Some(end))
+        };
+        let judge = |faults: &[Fault], end| {
+            let mut v = Vec::new();
+            late_fences(
+                &m,
+                faults,
+                &outcome(vec![late(end)], SimStore::new()),
+                &mut v,
+            );
+            checks(&v)
+        };
+        let cut = fault(FaultKind::Partition, 1_000, 20_000);
+        assert_eq!(judge(std::slice::from_ref(&cut), 9_000), []);
+        assert_eq!(
+            judge(std::slice::from_ref(&cut), 12_000),
+            [Check::LateFence]
+        );
+        // Paused from 8 s, after the node lease's end (5 s) but before the copy's deadline:
+        // the agent could not stop it (stop-when-cut-off.toml, seed 2,857).
+        let paused = [cut.clone(), fault(FaultKind::Pause, 8_000, 5_000)];
+        assert_eq!(judge(&paused, 12_000), []);
+        // Paused only after the deadline: no excuse.
+        let after = [cut, fault(FaultKind::Pause, 9_500, 5_000)];
+        assert_eq!(judge(&after, 12_000), [Check::LateFence]);
+    }
+
+    #[test]
     fn deleting_a_running_owned_copy_that_was_not_surplus_is_a_needed_delete() {
         // Three copies desired; web-0 … web-2 run on live nodes, web-3 on node-3 too.
         let procs = vec![
@@ -648,5 +830,108 @@ mod tests {
         let mut out = outcome(procs, SimStore::new());
         out.deletes = vec![delete(3_000, "web-0", "node-1")];
         assert!(checks(&check(&m, &[], &[], &out)).contains(&Check::NeededDelete));
+    }
+
+    #[test]
+    fn a_repeated_request_id_and_a_second_watch_of_the_same_prefixes_are_each_caught() {
+        use crate::world::{DuplicateWatch, Protocol};
+        let m = parse("m", "[[workload]]\nname = \"web\"\ncopies = 0\n").unwrap();
+        let mut v = Vec::new();
+        protocol(&m, &[], &Protocol::default(), &mut v);
+        assert!(v.is_empty(), "{v:?}");
+        let seen = Protocol {
+            repeated_ids: vec![(1_000, 2, 17), (1_500, 2, 18)],
+            ..Protocol::default()
+        };
+        protocol(&m, &[], &seen, &mut v);
+        assert_eq!(checks(&v), [Check::RepeatedRequest], "one per host: {v:?}");
+        assert!(v[0].detail.contains("id 17"), "{v:?}");
+        let seen = Protocol {
+            duplicate_watches: vec![DuplicateWatch {
+                at_ms: 2_000,
+                host: 0,
+                open: 4,
+                new: 9,
+                prefixes: vec!["/leader".into()],
+            }],
+            ..Protocol::default()
+        };
+        let mut v = Vec::new();
+        protocol(&m, &[], &seen, &mut v);
+        assert_eq!(checks(&v), [Check::LeakedWatch], "{v:?}");
+    }
+
+    #[test]
+    fn a_leader_lease_that_expires_with_its_controller_unhindered_is_a_needless_step_down() {
+        use crate::faults::FaultKind;
+        use crate::world::Protocol;
+        // Leader TTL 5,000 ms, a round trip of at most 2 × (1 + 4) ms: the window before an
+        // expiry at 20,000 is 14,490 .. 20,000.
+        let text = "[network]\ndelay_ms = 1\njitter_ms = 4\n\
+                    [[workload]]\nname = \"web\"\ncopies = 1\n";
+        let m = parse("m", text).unwrap();
+        let seen = Protocol {
+            leader_expiries: vec![(20_000, 0)],
+            ..Protocol::default()
+        };
+        let fault = |kind, host, at_ms, duration_ms| Fault {
+            at_ms,
+            kind,
+            host,
+            duration_ms,
+        };
+        let judge = |m: &Model, schedule: &[Fault]| {
+            let mut v = Vec::new();
+            protocol(m, schedule, &seen, &mut v);
+            checks(&v)
+        };
+        assert_eq!(judge(&m, &[]), [Check::NeedlessStepDown]);
+        // Faults elsewhere, of another kind, or ended before the window do not excuse it.
+        for f in [
+            fault(FaultKind::Pause, 1, 15_000, 3_000),
+            fault(FaultKind::LeaderChange, 0, 16_000, 0),
+            fault(FaultKind::Partition, 0, 10_000, 4_000),
+        ] {
+            assert_eq!(
+                judge(&m, std::slice::from_ref(&f)),
+                [Check::NeedlessStepDown],
+                "{f:?}"
+            );
+        }
+        // A store leader change inside the window renewed every lease: the window reaches a
+        // TTL back from it, to the restart of the leader that had left the lease behind
+        // (agent-restarts.toml, seed 885: a restart at 298,155 ms, a leader change at 301,487
+        // ms, the restarted controller's old lease revoked at 306,500 ms).
+        let restart = fault(FaultKind::Restart, 0, 12_000, 0);
+        assert_eq!(
+            judge(&m, std::slice::from_ref(&restart)),
+            [Check::NeedlessStepDown]
+        );
+        let change = fault(FaultKind::LeaderChange, 0, 15_000, 0);
+        assert_eq!(judge(&m, &[restart, change]), []);
+        // A pause, a cut, a slow link or a restart of the leader, or a quorum loss, within it do.
+        for f in [
+            fault(FaultKind::Pause, 0, 10_000, 4_500),
+            fault(FaultKind::CutDown, 0, 19_000, 3_000),
+            fault(FaultKind::Slow, 0, 15_000, 1_000),
+            fault(FaultKind::Restart, 0, 15_000, 0),
+            fault(FaultKind::QuorumLoss, 2, 12_000, 3_000),
+        ] {
+            assert_eq!(judge(&m, std::slice::from_ref(&f)), [], "{f:?}");
+        }
+        // Nor where three round trips and two polls, on a clock 5 % fast, last a lease
+        // (lease-pressure.toml's network: 300 ms + up to 700 ms each way).
+        let slow = parse(
+            "m",
+            "[cluster]\ndrift_max_ppm = 50000\n[network]\ndelay_ms = 300\njitter_ms = 700\n\
+             [[workload]]\nname = \"web\"\ncopies = 1\n",
+        );
+        assert_eq!(judge(&slow.unwrap(), &[]), []);
+        // On a lossy network nothing is promised.
+        let lossy = parse("m", &format!("{text}\n")).map(|mut m| {
+            m.net.loss_ppm = 1_000;
+            m
+        });
+        assert_eq!(judge(&lossy.unwrap(), &[]), []);
     }
 }

@@ -117,6 +117,7 @@ pub fn run_checked(
                     store: crate::store::SimStore::new(),
                     trace: tail,
                     leaders: Vec::new(),
+                    protocol: Default::default(),
                 }),
             )
         }

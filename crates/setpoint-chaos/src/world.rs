@@ -179,6 +179,37 @@ pub struct CutLease {
     pub until_ms: u64,
 }
 
+/// What the world saw of the hosts' use of the store, as it happened: the facts the checks
+/// `repeated-request`, `leaked-watch` and `needless-step-down` judge ([`crate::check`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Protocol {
+    /// Each request whose id the same life of a host had sent before: (when it was sent,
+    /// milliseconds; the host; the id). A reply or a watch event to the earlier request would
+    /// be taken for one to the later.
+    pub repeated_ids: Vec<(u64, usize, ReqId)>,
+    /// Each watch the store opened while the same life of the host already had an open watch
+    /// of exactly the same prefixes, which the host no longer reads.
+    pub duplicate_watches: Vec<DuplicateWatch>,
+    /// Each time the lessor revoked, on expiry, the lease that held `/leader`: (when,
+    /// milliseconds; the controller host whose lease it was).
+    pub leader_expiries: Vec<(u64, usize)>,
+}
+
+/// A watch opened beside an open one of the same host and prefixes ([`Protocol`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DuplicateWatch {
+    /// When the store opened the new one, milliseconds.
+    pub at_ms: u64,
+    /// The host.
+    pub host: usize,
+    /// The watch already open (its request id).
+    pub open: ReqId,
+    /// The new one.
+    pub new: ReqId,
+    /// Their prefixes.
+    pub prefixes: Vec<String>,
+}
+
 /// What a finished run leaves for the checks.
 #[derive(Debug)]
 pub struct Outcome {
@@ -201,6 +232,8 @@ pub struct Outcome {
     /// Who held `/leader` from when, if a trace was kept: each change of holder (a host, the
     /// operator, or no one), in time order, from the first event on.
     pub leaders: Vec<(u64, Option<crate::store::Client>)>,
+    /// Request ids, watches and leader lease expiries, as seen by the world.
+    pub protocol: Protocol,
 }
 
 #[derive(Debug)]
@@ -211,6 +244,8 @@ enum Ev {
     },
     ToStore {
         host: usize,
+        /// The life of the host that sent it.
+        life: u64,
         id: ReqId,
         req: StoreRequest,
     },
@@ -292,6 +327,12 @@ struct Slot {
     held_out: VecDeque<Output>,
     /// What a `Recover` found, handed over once the step's other outputs are carried out.
     recovered: Option<setpoint_runtime::agent::Recovery>,
+    /// The request ids this life of the host has sent.
+    ids: BTreeSet<ReqId>,
+    /// The watches this life of the host has cancelled: one whose request is still on the
+    /// way (held by a stall, say) is not opened when it arrives, as the cancel behind it on
+    /// the same connection would close it at once.
+    cancelled: BTreeSet<ReqId>,
 }
 
 impl Slot {
@@ -357,6 +398,7 @@ pub struct World<'a> {
     quorum_lost: u32,
     trace: Vec<String>,
     leaders: Vec<(u64, Option<crate::store::Client>)>,
+    protocol: Protocol,
     recent_steps: Vec<u64>,
 }
 
@@ -383,6 +425,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         quorum_lost: 0,
         trace: Vec::new(),
         leaders: Vec::new(),
+        protocol: Protocol::default(),
         recent_steps: vec![0; setup.roles.len()],
     };
     for (key, value) in &setup.declarations {
@@ -413,6 +456,8 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
             hold: None,
             held_out: VecDeque::new(),
             recovered: None,
+            ids: BTreeSet::new(),
+            cancelled: BTreeSet::new(),
         });
     }
     for (i, f) in setup.schedule.iter().enumerate() {
@@ -459,6 +504,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         store: w.store,
         trace: w.trace,
         leaders: w.leaders,
+        protocol: w.protocol,
     })
 }
 
@@ -494,7 +540,12 @@ impl World<'_> {
                     self.step(host, Input::Tick);
                 }
             }
-            Ev::ToStore { host, id, req } => {
+            Ev::ToStore {
+                host,
+                life,
+                id,
+                req,
+            } => {
                 if !self.net.up(host, Dir::Up) {
                     return;
                 }
@@ -503,7 +554,10 @@ impl World<'_> {
                     self.note(|| format!("store leaves host {host} request {id} unanswered"));
                     return;
                 }
-                self.serve(host, id, req);
+                // A request of an earlier life of the host still reaches the store, but its
+                // connection is gone: nothing answers it, and a watch it asks for is not opened.
+                let stale = self.slots[host].life != life;
+                self.serve(host, id, req, stale);
             }
             Ev::ToHost {
                 host,
@@ -522,7 +576,17 @@ impl World<'_> {
             }
             Ev::Lessor => {
                 let before = self.store.revision();
+                let leader = self
+                    .store
+                    .entry(LEADER)
+                    .and_then(|e| e.lease)
+                    .and_then(|l| self.store.lease_owner(l).flatten().map(|host| (l, host)));
                 self.store.advance(self.now);
+                if let Some((lease, host)) = leader {
+                    if self.store.lease_expiry(lease).is_none() {
+                        self.protocol.leader_expiries.push((self.now, host));
+                    }
+                }
                 self.fan_out(before);
                 let next = self.store.next_check_ms();
                 self.push(next, Ev::Lessor);
@@ -627,6 +691,13 @@ impl World<'_> {
     }
 
     fn output(&mut self, host: usize, out: Output) {
+        if let Output::Request { id, .. } = &out {
+            if !self.slots[host].ids.insert(*id) {
+                let id = *id;
+                self.note(|| format!("host {host} sends request id {id} again"));
+                self.protocol.repeated_ids.push((self.now, host, id));
+            }
+        }
         match out {
             Output::Request {
                 id,
@@ -634,6 +705,7 @@ impl World<'_> {
             } => {
                 let _ = id;
                 self.watches.remove(&(host, w));
+                self.slots[host].cancelled.insert(w);
             }
             Output::Request { id, request } if self.slots[host].stalled > 0 => {
                 self.slots[host].held.push_back((id, request));
@@ -838,7 +910,7 @@ impl World<'_> {
         self.step(host, input);
     }
 
-    fn serve(&mut self, host: usize, id: ReqId, req: StoreRequest) {
+    fn serve(&mut self, host: usize, id: ReqId, req: StoreRequest, stale: bool) {
         self.note(|| format!("store serves host {host} request {id}: {}", brief(&req)));
         let before = self.store.revision();
         let now = self.now;
@@ -879,6 +951,17 @@ impl World<'_> {
                 self.store.revoke(l);
                 Ok(StoreReply::Revoked)
             }
+            StoreRequest::Watch { .. } if stale => return,
+            StoreRequest::Watch { .. } if self.slots[host].cancelled.contains(&id) => {
+                self.reply(
+                    host,
+                    Input::Replied(Replied {
+                        id,
+                        result: Ok(StoreReply::Watching),
+                    }),
+                );
+                return;
+            }
             StoreRequest::Watch { prefixes, after } => {
                 self.reply(
                     host,
@@ -889,6 +972,20 @@ impl World<'_> {
                 );
                 match self.store.since(after, &prefixes) {
                     Ok(past) => {
+                        let open = self
+                            .watches
+                            .iter()
+                            .find(|((h, _), p)| *h == host && **p == prefixes)
+                            .map(|((_, w), _)| *w);
+                        if let Some(open) = open {
+                            self.protocol.duplicate_watches.push(DuplicateWatch {
+                                at_ms: now,
+                                host,
+                                open,
+                                new: id,
+                                prefixes: prefixes.clone(),
+                            });
+                        }
                         self.watches.insert((host, id), prefixes);
                         for r in past {
                             self.deliver(host, id, r.revision, r.changes);
@@ -911,7 +1008,9 @@ impl World<'_> {
             }
             StoreRequest::CancelWatch(_) => return,
         };
-        self.reply(host, Input::Replied(Replied { id, result }));
+        if !stale {
+            self.reply(host, Input::Replied(Replied { id, result }));
+        }
         self.fan_out(before);
     }
 
@@ -1055,6 +1154,7 @@ impl World<'_> {
                 at,
                 Ev::ToStore {
                     host,
+                    life: self.slots[host].life,
                     id,
                     req: request,
                 },
@@ -1262,6 +1362,8 @@ impl World<'_> {
                 // What a hung member owed the old life's watches is gone with them.
                 slot.hung_out.clear();
                 self.watches.retain(|(h, _), _| *h != host);
+                self.slots[host].ids.clear();
+                self.slots[host].cancelled.clear();
                 // An agent's processes keep running, watched by no one until the new agent
                 // adopts them (its disk and the process table stay).
                 let mine: Vec<(usize, String)> = self
