@@ -42,12 +42,7 @@ echo "# settings: etcd data in ${ETCD_DIR:-a temporary directory on disk}; store
 
 if [ "$kind" = etcd ]; then
   command -v etcd >/dev/null || { echo "error: etcd is not on PATH (apt-get install etcd-server)" >&2; exit 1; }
-  etcd --data-dir "$etcd_dir" --listen-client-urls "http://127.0.0.1:$port" \
-    --advertise-client-urls "http://127.0.0.1:$port" \
-    --listen-peer-urls "http://127.0.0.1:$((port + 10))" >"$work/etcd.log" 2>&1 &
-  etcd_pid=$!
-  pids+=("$etcd_pid")
-  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
+  start_etcd "$etcd_dir" "$port" "$work/etcd.log"
   store="etcd://127.0.0.1:$port"
   emetric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 else
@@ -164,7 +159,12 @@ for _ in $(seq "$timeout"); do
   [ "$total" -lt "$want" ] && break
   sleep 0.5
 done
-echo "lose $lose nodes: live fell to $total after $(since "$t0") s; all $want live again after $(wait_live "$want") more s; $(passes_between "$h0" "$(histogram)")"
+if [ "$total" -lt "$want" ]; then
+  fell="live fell to $total after $(since "$t0") s"
+else
+  fell="live never seen below $want in $(since "$t0") s (replaced between two polls)"
+fi
+echo "lose $lose nodes: $fell; all $want live again after $(wait_live "$want") more s; $(passes_between "$h0" "$(histogram)")"
 
 echo "peak RSS: controller $(rss "$ctl_pid"), agents $(rss "$kept_pid")${etcd_pid:+, etcd $(rss "$etcd_pid")}"
 if [ -n "$etcd_pid" ]; then

@@ -28,12 +28,7 @@ echo "machine: $(nproc) cores; load: $(uptime | sed 's/.*load average: //')"
 for bin in "${bins[@]}"; do
   dir="$work/$(basename "$(dirname "$bin")")-$RANDOM"
   mkdir -p "$dir"
-  etcd --data-dir "$dir/etcd" --listen-client-urls "http://127.0.0.1:$port" \
-    --advertise-client-urls "http://127.0.0.1:$port" \
-    --listen-peer-urls "http://127.0.0.1:$((port + 10))" >"$dir/etcd.log" 2>&1 &
-  etcd_pid=$!
-  pids+=("$etcd_pid")
-  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
+  start_etcd "$dir/etcd" "$port" "$dir/etcd.log"
   store="etcd://127.0.0.1:$port"
   "$bin" controller --store "$store" --data-dir "$dir/c" ${EXTRA_CONTROLLER:-} >"$dir/controller.log" 2>&1 &
   pids+=($!)

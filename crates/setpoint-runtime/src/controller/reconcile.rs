@@ -351,7 +351,8 @@ pub fn plan_pass(
             // conflict, and the pass is planned again on it. Without it a death reported between
             // the read and the commit was deleted past (chaos finding 16, lease-pressure seed
             // 4,847: api-3's exit event was written 0.7 s before the commit that deleted three of
-            // its replacements, which the guard now makes conflict). Guards of every piece of a split pass; up to `REPORT_GUARDS` nodes.
+            // its replacements, which the guard now makes conflict). Guards of every piece of a
+            // split pass; up to `REPORT_GUARDS` nodes.
             // Not for `ledger`: the lesson's controller acts on what it read, by definition,
             // and the real runtime reproduces the lesson's rows (`experiment lesson --real`); a
             // report landing within its pass would make its count differ from the lesson's.
