@@ -603,12 +603,25 @@ async fn a_cut_off_agent_fences_its_copies_before_its_lease_ends_and_named_never
     let a = agent_with(&mut c, "a", cut_store);
     let full = Arc::clone(&c.store);
     let b = agent_with(&mut c, "b", full);
+    // Both nodes hold their names before the first pass: placement spreads the copies over the
+    // live nodes it reads, and a pass that ran before a's claim landed put all four on b (seen
+    // in CI, and here beside eight CPU burners: 1 run in 7).
+    c.until("both nodes are live", |c| {
+        ["a", "b"]
+            .iter()
+            .all(|n| c.store.get(&format!("/nodes/{n}")).unwrap().is_some())
+    })
+    .await;
     let ctl = c.controller("solo", Duration::from_secs(2));
     c.apply(4, ControllerKind::Named);
     c.converged(4).await;
     let mark_a = c.mark("a");
     let on_a: Vec<String> = find_marked(&mark_a).into_iter().map(|m| m.copy).collect();
-    assert!(!on_a.is_empty());
+    assert!(
+        !on_a.is_empty(),
+        "placement left a empty: {:?}",
+        c.processes()
+    );
 
     let t0 = Instant::now();
     cut.store(true, std::sync::atomic::Ordering::SeqCst);
