@@ -5,6 +5,8 @@
 //! - `snapshot_after_one_report`: the snapshot of a pass's read when one node's report changed
 //!   since the last pass, reusing the last snapshot's unchanged values
 //!   ([`Snapshot::from_read_reusing`], what the leader's watch cache serves a pass);
+//! - `snapshot_patched_by_one_report`: the same snapshot, brought up to date by the one key that
+//!   changed ([`Snapshot::patched`], what the leader's watch cache serves a pass now);
 //! - `plan_steady`: planning the pass on that snapshot (the workload's view, the controller's
 //!   decision, no writes), as `run_pass` does before its commit.
 //!
@@ -25,7 +27,7 @@ use setpoint_runtime::controller::reconcile::plan_pass;
 use setpoint_runtime::model::node::fake_node;
 use setpoint_runtime::model::records::{Assignment, CopyReport, NodeReport, Phase, Stored};
 use setpoint_runtime::model::{encode, report_key, Snapshot, WorkloadSpec, ASSIGNMENTS};
-use setpoint_runtime::store::{MemoryStore, Read, Store, Txn};
+use setpoint_runtime::store::{Entry, MemoryStore, Op, Read, Store, Txn};
 use setpoint_runtime::{run_pass, PassSettings};
 
 const SETTINGS: PassSettings = PassSettings {
@@ -155,6 +157,31 @@ fn bench(c: &mut Criterion) {
                 criterion::BatchSize::LargeInput,
             )
         });
+        // The same, brought up to date by the one key that changed (what the leader's watch
+        // cache does since it keeps the keys its watch changed).
+        let changed = match &reports(&store, &before)[0].ops[0] {
+            Op::Put { key, .. } | Op::Delete { key } => key.clone(),
+        };
+        let by_key: BTreeMap<&str, &Entry> =
+            after.entries.iter().map(|e| (e.key.as_str(), e)).collect();
+        g.bench_function(
+            BenchmarkId::new("snapshot_patched_by_one_report", &id),
+            |b| {
+                b.iter_batched(
+                    || before.clone(),
+                    |earlier| {
+                        Snapshot::patched(
+                            earlier,
+                            after.revision,
+                            now,
+                            [black_box(changed.as_str())],
+                            |k| by_key.get(k).copied(),
+                        )
+                    },
+                    criterion::BatchSize::LargeInput,
+                )
+            },
+        );
         let snapshot = Snapshot::from_read(&after, now).unwrap();
         let mut controller = Controller::new(ControllerKind::Intent);
         let plan = plan_pass(&snapshot, "w", &mut controller, &SETTINGS).unwrap();

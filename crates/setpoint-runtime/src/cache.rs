@@ -165,6 +165,17 @@ impl CacheCore {
         &'a mut self,
         prefixes: &[&'a str],
     ) -> Option<(Revision, impl Iterator<Item = &'a Entry> + 'a)> {
+        if self.entries_uncounted(prefixes).is_some() {
+            self.stats.served += 1;
+        }
+        self.entries_uncounted(prefixes)
+    }
+
+    /// [`CacheCore::entries`] without counting a read served.
+    pub fn entries_uncounted<'a>(
+        &'a self,
+        prefixes: &[&'a str],
+    ) -> Option<(Revision, impl Iterator<Item = &'a Entry> + 'a)> {
         if !self.live || !prefixes.iter().all(|p| self.covers(p)) {
             return None;
         }
@@ -174,7 +185,6 @@ impl CacheCore {
         if sorted.windows(2).any(|w| w[1].starts_with(w[0])) {
             return None;
         }
-        self.stats.served += 1;
         let kv = &self.kv;
         // Disjoint prefixes sorted: their ranges follow each other, so this is key order.
         let entries = sorted.into_iter().flat_map(move |p| {
@@ -182,6 +192,26 @@ impl CacheCore {
                 .map(|(_, e)| e)
         });
         Some((self.revision, entries))
+    }
+
+    /// The entry of `key` as it holds it (whether live or not).
+    pub fn entry(&self, key: &str) -> Option<&Entry> {
+        self.kv.get(key)
+    }
+
+    /// How many keys it holds.
+    pub fn len(&self) -> usize {
+        self.kv.len()
+    }
+
+    /// Whether it holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.kv.is_empty()
+    }
+
+    /// Counts a read served from [`CacheCore::entries_uncounted`].
+    pub fn count_served(&mut self) {
+        self.stats.served += 1;
     }
 
     /// Counts a read it could not serve.

@@ -89,6 +89,135 @@ pub fn parse_placement_key(key: &str) -> Option<(String, String, u64)> {
     Some((node.to_owned(), workload.to_owned(), n.parse().ok()?))
 }
 
+/// Which part of a [`Snapshot`] a key of [`Snapshot::PREFIXES`] belongs to, with the name it is
+/// kept under there: one rule for a snapshot built from a whole read and one brought up to date
+/// by its changed keys ([`Snapshot::patched`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot<'a> {
+    Workload(&'a str),
+    Counter(&'a str),
+    /// Kept by its whole key.
+    Assignment,
+    Report(&'a str),
+    Leader,
+    Loop(&'a str),
+    Node(&'a str),
+    Forgotten(&'a str),
+    /// Kept by its whole key, revisions only.
+    Placement,
+    /// Beside the snapshot (`/leaderboard` is under the `/leader` range but is not the key).
+    Other,
+}
+
+fn slot(key: &str) -> Slot<'_> {
+    if let Some(name) = key.strip_prefix(WORKLOADS) {
+        Slot::Workload(name)
+    } else if let Some(name) = key.strip_prefix(COUNTERS) {
+        Slot::Counter(name)
+    } else if key.starts_with(ASSIGNMENTS) {
+        Slot::Assignment
+    } else if let Some(node) = key.strip_prefix(REPORTS) {
+        Slot::Report(node)
+    } else if key == LEADER {
+        Slot::Leader
+    } else if let Some(name) = key.strip_prefix(LOOPS) {
+        Slot::Loop(name)
+    } else if let Some(node) = key.strip_prefix(NODES) {
+        Slot::Node(node)
+    } else if let Some(node) = key.strip_prefix(FORGOTTEN) {
+        Slot::Forgotten(node)
+    } else if key.starts_with(PLACEMENTS) {
+        Slot::Placement
+    } else {
+        Slot::Other
+    }
+}
+
+/// The leader record of `e`, keeping `earlier` if it is that value (same `mod_revision`); a
+/// record that does not decode is a problem and no leader.
+fn leader_of(
+    earlier: Option<Stored<Leader>>,
+    e: &Entry,
+    problems: &mut BTreeMap<String, String>,
+) -> Option<Stored<Leader>> {
+    match earlier {
+        Some(l) if l.mod_revision == e.mod_revision => Some(l),
+        _ => match checked(e) {
+            Ok(l) => Some(l),
+            Err(reason) => {
+                problems.insert(e.key.clone(), reason);
+                None
+            }
+        },
+    }
+}
+
+/// What [`take`] did with a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Took {
+    /// The map held this value already (same `mod_revision`).
+    Kept,
+    /// Decoded into the map.
+    Decoded,
+    /// It did not decode or broke a rule: out of the map, a problem of its key.
+    Failed,
+}
+
+/// Brings `map`'s value `name` up to `e` in place: an unchanged value (same `mod_revision`)
+/// stays, a changed one is decoded, one that fails is removed and becomes a problem of its key.
+fn take<T: DeserializeOwned + Trusted>(
+    map: &mut BTreeMap<String, Stored<T>>,
+    problems: &mut BTreeMap<String, String>,
+    name: &str,
+    e: &Entry,
+) -> Took {
+    if map
+        .get(name)
+        .is_some_and(|s| s.mod_revision == e.mod_revision)
+    {
+        return Took::Kept;
+    }
+    match checked(e) {
+        Ok(v) => {
+            map.insert(name.to_owned(), v);
+            Took::Decoded
+        }
+        Err(reason) => {
+            map.remove(name);
+            problems.insert(e.key.clone(), reason);
+            Took::Failed
+        }
+    }
+}
+
+/// The placement entry of `e`, written into `placements`; whether it changed.
+fn place(placements: &mut BTreeMap<String, Placed>, e: &Entry) -> bool {
+    let placed = Placed {
+        create_revision: e.create_revision,
+        mod_revision: e.mod_revision,
+    };
+    match placements.get_mut(e.key.as_str()) {
+        Some(p) if *p == placed => false,
+        Some(p) => {
+            *p = placed;
+            true
+        }
+        None => {
+            placements.insert(e.key.clone(), placed);
+            true
+        }
+    }
+}
+
+/// The workloads refused by `problems`: those with a problem in their own records.
+fn refused_by(problems: &BTreeMap<String, String>) -> BTreeSet<String> {
+    problems
+        .keys()
+        .filter_map(|key| key.strip_prefix(WORKLOADS).or_else(|| workload_of(key)))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Decodes `e` and checks it ([`Trusted`]): the record, or the reason it is a problem.
 pub fn checked<T: DeserializeOwned + Trusted>(e: &Entry) -> Result<Stored<T>, String> {
     let v = decode::<T>(e).map_err(|err| match err {
@@ -149,35 +278,6 @@ impl Snapshot {
         now_ms: u64,
         earlier: Option<Snapshot>,
     ) -> Result<Self, StoreError> {
-        /// Brings `map` up to `e` in place: an unchanged value stays, a changed one is decoded,
-        /// a new one added; `seen` collects the names read, in order. Returns whether the map
-        /// changed.
-        fn take<'a, T: DeserializeOwned + Trusted>(
-            map: &mut BTreeMap<String, Stored<T>>,
-            seen: &mut Vec<&'a str>,
-            problems: &mut BTreeMap<String, String>,
-            name: &'a str,
-            e: &Entry,
-        ) -> bool {
-            if map
-                .get(name)
-                .is_some_and(|s| s.mod_revision == e.mod_revision)
-            {
-                seen.push(name);
-                return false;
-            }
-            match checked(e) {
-                Ok(v) => {
-                    map.insert(name.to_owned(), v);
-                    seen.push(name);
-                }
-                Err(reason) => {
-                    map.remove(name);
-                    problems.insert(e.key.clone(), reason);
-                }
-            }
-            true
-        }
         /// Drops from `map` the names the read did not show; whether it dropped any.
         fn sweep<V>(map: &mut BTreeMap<String, V>, seen: &mut [&str]) -> bool {
             // A read lists each prefix's keys in order; a store that did not is put in order.
@@ -198,13 +298,7 @@ impl Snapshot {
         // The ghosts depend only on the placements, the assignments and which keys failed to
         // decode; when none of these changed they are the earlier snapshot's (at 100,000
         // copies, finding them again took half of a snapshot's time when a report changed).
-        let earlier_ghosts = std::mem::take(&mut s.ghosts);
-        let earlier_failed: Vec<String> = s
-            .problems
-            .keys()
-            .filter(|k| !earlier_ghosts.contains_key(*k))
-            .cloned()
-            .collect();
+        let (earlier_ghosts, earlier_failed) = s.take_ghosts();
         let mut owners_changed = false;
         s.problems.clear();
         s.refused.clear();
@@ -216,60 +310,46 @@ impl Snapshot {
         for e in entries {
             let key = e.key.as_str();
             let p = &mut s.problems;
-            if let Some(name) = key.strip_prefix(WORKLOADS) {
-                take(&mut s.workloads, &mut seen[0], p, name, e);
-            } else if let Some(name) = key.strip_prefix(COUNTERS) {
-                take(&mut s.counters, &mut seen[1], p, name, e);
-            } else if key.starts_with(ASSIGNMENTS) {
-                owners_changed |= take(&mut s.assignments, &mut seen[2], p, key, e);
-            } else if let Some(node) = key.strip_prefix(REPORTS) {
-                take(&mut s.reports, &mut seen[3], p, node, e);
-            } else if key == LEADER {
-                leader = match leader.take() {
-                    Some(l) if l.mod_revision == e.mod_revision => Some(l),
-                    _ => match checked(e) {
-                        Ok(l) => Some(l),
-                        Err(reason) => {
-                            p.insert(e.key.clone(), reason);
-                            None
-                        }
-                    },
-                };
-                leader_seen = true;
-            } else if let Some(name) = key.strip_prefix(LOOPS) {
-                take(&mut s.loops, &mut seen[4], p, name, e);
-            } else if let Some(node) = key.strip_prefix(NODES) {
-                take(&mut s.nodes, &mut seen[5], p, node, e);
-            } else if let Some(node) = key.strip_prefix(FORGOTTEN) {
-                take(&mut s.forgotten, &mut seen[6], p, node, e);
-            } else if key.starts_with(PLACEMENTS) {
-                let placed = Placed {
-                    create_revision: e.create_revision,
-                    mod_revision: e.mod_revision,
-                };
-                match s.placements.get_mut(key) {
-                    Some(p) if *p == placed => {}
-                    Some(p) => {
-                        *p = placed;
-                        owners_changed = true;
+            // Each map's names seen, for the sweep; a value that failed is not in its map.
+            macro_rules! took {
+                ($map:expr, $i:expr, $name:expr) => {{
+                    let took = take(&mut $map, p, $name, e);
+                    if took != Took::Failed {
+                        seen[$i].push($name);
                     }
-                    None => {
-                        s.placements.insert(key.to_owned(), placed);
-                        owners_changed = true;
-                    }
+                    took
+                }};
+            }
+            match slot(key) {
+                Slot::Workload(name) => {
+                    took!(s.workloads, 0, name);
                 }
-                seen[7].push(key);
+                Slot::Counter(name) => {
+                    took!(s.counters, 1, name);
+                }
+                Slot::Assignment => owners_changed |= took!(s.assignments, 2, key) != Took::Kept,
+                Slot::Report(node) => {
+                    took!(s.reports, 3, node);
+                }
+                Slot::Leader => {
+                    leader = leader_of(leader.take(), e, p);
+                    leader_seen = true;
+                }
+                Slot::Loop(name) => {
+                    took!(s.loops, 4, name);
+                }
+                Slot::Node(node) => {
+                    took!(s.nodes, 5, node);
+                }
+                Slot::Forgotten(node) => {
+                    took!(s.forgotten, 6, node);
+                }
+                Slot::Placement => {
+                    owners_changed |= place(&mut s.placements, e);
+                    seen[7].push(key);
+                }
+                Slot::Other => {}
             }
-        }
-        // A problem in a workload's own records refuses that workload: without its counter a
-        // pass would give names again, without an assignment it would count a copy too few.
-        for key in s.problems.keys() {
-            if let Some(name) = key.strip_prefix(WORKLOADS).or_else(|| workload_of(key)) {
-                s.refused.insert(name.to_owned());
-            }
-        }
-        for name in &s.refused {
-            s.workloads.remove(name);
         }
         s.leader = if leader_seen { leader } else { None };
         sweep(&mut s.workloads, &mut seen[0]);
@@ -280,17 +360,140 @@ impl Snapshot {
         sweep(&mut s.nodes, &mut seen[5]);
         sweep(&mut s.forgotten, &mut seen[6]);
         owners_changed |= sweep(&mut s.placements, &mut seen[7]);
-        // After the assignments' sweep; a ghost refuses nothing (it may name a healthy
-        // workload's copy).
-        s.ghosts = if owners_changed || !s.problems.keys().eq(earlier_failed.iter()) {
-            ghosts(&s)
-        } else {
-            earlier_ghosts
-        };
-        for (key, g) in &s.ghosts {
-            s.problems.insert(key.clone(), ghost_reason(g));
+        s.refused = refused_by(&s.problems);
+        for name in &s.refused {
+            s.workloads.remove(name);
         }
+        s.put_ghosts(owners_changed, earlier_ghosts, &earlier_failed);
         Ok(s)
+    }
+
+    /// [`Snapshot::from_entries_reusing`] for a reader that knows which keys changed (a watch
+    /// cache): `earlier`, a snapshot of [`Snapshot::PREFIXES`] at an earlier revision, brought
+    /// up to `revision` by looking again only at the keys of `changed` (every key whose value
+    /// changed since `earlier`'s revision, in any order; a key that did not change does no
+    /// harm), whose values now are `entry_of`'s (`None`: deleted). The result is what a whole
+    /// read at `revision` gives. Its work grows with the changes, not with the snapshot; the
+    /// ghosts are found again, over every placement, only when an assignment, a placement or
+    /// the set of failed keys changed.
+    pub fn patched<'a, 'e>(
+        earlier: Snapshot,
+        revision: Revision,
+        now_ms: u64,
+        changed: impl IntoIterator<Item = &'a str>,
+        entry_of: impl Fn(&str) -> Option<&'e Entry>,
+    ) -> Self {
+        let mut s = earlier;
+        let (earlier_ghosts, earlier_failed) = s.take_ghosts();
+        let earlier_refused = std::mem::take(&mut s.refused);
+        s.revision = revision;
+        s.now_ms = now_ms;
+        let mut keys: Vec<&str> = changed.into_iter().collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut owners_changed = false;
+        for key in keys {
+            let p = &mut s.problems;
+            p.remove(key);
+            let Some(e) = entry_of(key) else {
+                match slot(key) {
+                    Slot::Workload(name) => {
+                        s.workloads.remove(name);
+                    }
+                    Slot::Counter(name) => {
+                        s.counters.remove(name);
+                    }
+                    Slot::Assignment => owners_changed |= s.assignments.remove(key).is_some(),
+                    Slot::Report(node) => {
+                        s.reports.remove(node);
+                    }
+                    Slot::Leader => s.leader = None,
+                    Slot::Loop(name) => {
+                        s.loops.remove(name);
+                    }
+                    Slot::Node(node) => {
+                        s.nodes.remove(node);
+                    }
+                    Slot::Forgotten(node) => {
+                        s.forgotten.remove(node);
+                    }
+                    Slot::Placement => owners_changed |= s.placements.remove(key).is_some(),
+                    Slot::Other => {}
+                }
+                continue;
+            };
+            match slot(key) {
+                Slot::Workload(name) => {
+                    take(&mut s.workloads, p, name, e);
+                }
+                Slot::Counter(name) => {
+                    take(&mut s.counters, p, name, e);
+                }
+                Slot::Assignment => {
+                    owners_changed |= take(&mut s.assignments, p, key, e) != Took::Kept
+                }
+                Slot::Report(node) => {
+                    take(&mut s.reports, p, node, e);
+                }
+                Slot::Leader => s.leader = leader_of(s.leader.take(), e, p),
+                Slot::Loop(name) => {
+                    take(&mut s.loops, p, name, e);
+                }
+                Slot::Node(node) => {
+                    take(&mut s.nodes, p, node, e);
+                }
+                Slot::Forgotten(node) => {
+                    take(&mut s.forgotten, p, node, e);
+                }
+                Slot::Placement => owners_changed |= place(&mut s.placements, e),
+                Slot::Other => {}
+            }
+        }
+        s.refused = refused_by(&s.problems);
+        // A workload refused no longer: its declaration, left out while it was, comes back.
+        for name in earlier_refused.difference(&s.refused) {
+            if s.workloads.contains_key(name) {
+                continue;
+            }
+            if let Some(e) = entry_of(&format!("{WORKLOADS}{name}")) {
+                take(&mut s.workloads, &mut s.problems, name, e);
+            }
+        }
+        for name in &s.refused {
+            s.workloads.remove(name);
+        }
+        s.put_ghosts(owners_changed, earlier_ghosts, &earlier_failed);
+        s
+    }
+
+    /// Takes the ghosts out, with their problems: returns them and the keys left as problems
+    /// (those that failed to decode or broke a rule).
+    fn take_ghosts(&mut self) -> (BTreeMap<String, Ghost>, Vec<String>) {
+        let ghosts = std::mem::take(&mut self.ghosts);
+        for key in ghosts.keys() {
+            self.problems.remove(key);
+        }
+        let failed = self.problems.keys().cloned().collect();
+        (ghosts, failed)
+    }
+
+    /// Finds the ghosts (or keeps `earlier`'s, when neither the owners nor the failed keys
+    /// changed since `earlier_failed`) and adds them to the problems. After the refusals: a
+    /// ghost refuses nothing (it may name a healthy workload's copy).
+    fn put_ghosts(
+        &mut self,
+        owners_changed: bool,
+        earlier: BTreeMap<String, Ghost>,
+        earlier_failed: &[String],
+    ) {
+        self.ghosts = if owners_changed || !self.problems.keys().eq(earlier_failed.iter()) {
+            ghosts(self)
+        } else {
+            earlier
+        };
+        for (key, g) in &self.ghosts {
+            self.problems.insert(key.clone(), ghost_reason(g));
+        }
     }
 
     /// The problems of this snapshot as lines, `{key}: {reason}`, in key order.
@@ -379,9 +582,19 @@ mod tests {
             "/leaderboard".to_owned(),
             format!("/other/{}", x % 2),
             format!("{PLACEMENTS}n{}/w{}/{:012}", x % 2, x % 3, x % 2),
+            format!("{WORKLOADS}w{}", x % 3),
         ];
         let key = keys[(x / 7 % keys.len() as u64) as usize].clone();
-        let value = if key.starts_with(COUNTERS) {
+        let value = if let Some(name) = key.strip_prefix(WORKLOADS) {
+            // A declaration: its workload is refused while one of its assignments does not
+            // decode, and comes back when that one is fixed or gone.
+            encode(&crate::controller::reconcile::tests::test_spec(
+                name,
+                1 + step % 4,
+                setpoint_core::ControllerKind::Intent,
+                100,
+            ))
+        } else if key.starts_with(COUNTERS) {
             encode(&Counter { next: step })
         } else if let Some(node) = key.strip_prefix(REPORTS) {
             encode(&NodeReport {
@@ -436,6 +649,10 @@ mod tests {
         }
         let mut txn = if x % 5 == 0 {
             Txn::new().delete(key)
+        } else if key == LEADER && x % 3 == 0 {
+            // A leader under a lease: a valid record (under none it is a problem).
+            let lease = store.grant(std::time::Duration::from_secs(600)).unwrap();
+            Txn::new().put_leased(key, value, lease)
         } else {
             Txn::new().put(key, value)
         };
@@ -636,6 +853,48 @@ mod tests {
                 proptest::prop_assert_eq!(&oracle, &format!("{fresh:?}"));
                 proptest::prop_assert_eq!(&oracle, &format!("{reused:?}"));
                 memo = reused.ok();
+            }
+        }
+
+        /// Bringing the last snapshot up to date by the keys that changed since (as the watch
+        /// cache does) gives what decoding every value gives, read after read: whatever
+        /// changed, with unchanged keys among the changed ones, and with reads skipped (the
+        /// changes of several writes at once).
+        #[test]
+        fn a_snapshot_patched_by_its_changed_keys_equals_one_decoded_afresh(
+            steps in proptest::collection::vec((0u64..1_000_000, 0u64..4), 1..60),
+        ) {
+            let store = crate::store::MemoryStore::new();
+            let mut last: Option<(Snapshot, BTreeMap<String, Entry>)> = None;
+            for (i, (x, skip)) in steps.iter().enumerate() {
+                write(&store, i as u64, *x);
+                if *skip == 0 {
+                    continue;
+                }
+                let read = store.read(&Snapshot::PREFIXES).unwrap();
+                let now: BTreeMap<String, Entry> =
+                    read.entries.iter().map(|e| (e.key.clone(), e.clone())).collect();
+                let oracle = format!("{:?}", decoded_afresh(&read, i as u64).unwrap());
+                let patched = match last.take() {
+                    None => Snapshot::from_read(&read, i as u64).unwrap(),
+                    Some((earlier, before)) => {
+                        let mut changed: Vec<&str> = before
+                            .keys()
+                            .chain(now.keys())
+                            .filter(|k| {
+                                before.get(*k).map(|e| e.mod_revision)
+                                    != now.get(*k).map(|e| e.mod_revision)
+                            })
+                            .map(String::as_str)
+                            .collect();
+                        // Keys that did not change, and one under no prefix, do no harm.
+                        changed.extend(now.keys().step_by(*skip as usize + 1).map(String::as_str));
+                        changed.push("/other/0");
+                        Snapshot::patched(earlier, read.revision, i as u64, changed, |k| now.get(k))
+                    }
+                };
+                proptest::prop_assert_eq!(&oracle, &format!("{patched:?}"));
+                last = Some((patched, now));
             }
         }
     }
