@@ -462,6 +462,34 @@ impl EtcdCluster {
         Ok(())
     }
 
+    /// Which member leads the cluster now, by index: the member whose own status (etcd's
+    /// `Status` call) names itself the leader. `None` if none does within a second each, or
+    /// for a secure cluster (whose status would need its certificates).
+    pub fn leader(&self) -> Option<usize> {
+        if self.cfg.secure {
+            return None;
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        let within = Duration::from_secs(1);
+        rt.block_on(async {
+            for (i, ep) in self.endpoints().iter().enumerate() {
+                let connect = etcd_client::Client::connect([format!("http://{ep}")], None);
+                let Ok(Ok(mut c)) = tokio::time::timeout(within, connect).await else {
+                    continue;
+                };
+                if let Ok(Ok(s)) = tokio::time::timeout(within, c.status()).await {
+                    if s.header().map(|h| h.member_id()) == Some(s.leader()) {
+                        return Some(i);
+                    }
+                }
+            }
+            None
+        })
+    }
+
     /// Waits until the cluster answers with a leader again.
     pub fn wait_for_leader(&mut self, within: Duration) -> Result<(), String> {
         self.wait_ready(within)

@@ -359,19 +359,39 @@ fn a_store_outage_fences_named_copies_and_keeps_the_others_running() {
 }
 
 /// Issue 22, item 4: one etcd member of three hung (SIGSTOP: its sockets accept, nothing
-/// answers), quorum intact, costs nothing. Each member is frozen in turn, so the leader member
-/// is among them, for longer than the agents' fence time (3/4 of the default 10 s node lease)
-/// and the default 5 s leader lease. Before the fix the leading controller lost its lease in 6 of 7 tries
-/// and agents fenced copies: calls to the frozen member waited out the whole 3 s deadline.
+/// answers), quorum intact, costs nothing. Before the fix the leading controller lost its lease
+/// in 6 of 7 tries and agents fenced copies: calls to the frozen member waited out the whole 3 s
+/// deadline. Here each *follower* member is frozen in turn, for longer than the agents' fence
+/// time (3/4 of the default 10 s node lease) and the default 5 s leader lease: every call must
+/// move on to another member, and nothing may be fenced, deposed or restarted.
 ///
-/// Ignored in `cargo test`: it still fails in about 1 run of 3 on this 2-core machine under
-/// load (an etcd lease, the leader's or a node's, reported expired just after a frozen member
-/// resumes; see docs/runtime.md). Run it with `cargo test -p setpoint-cli --test cli --
-/// --ignored a_hung_etcd_member`.
+/// The etcd leader member is left alone here: etcd 3.4.23 (Debian's) has a bug of its own there
+/// (etcd issue #15247, fixed by etcd pull request #16822): a leader member frozen for longer than
+/// a lease's TTL revokes that lease when it resumes, however well the clients kept it alive
+/// through the new leader, and no client can prevent it. That is
+/// [`a_hung_etcd_leader_member_revokes_leases_on_resume_etcd_bug_15247`].
 #[test]
-#[ignore = "flaky: a lease can still expire when a frozen etcd member resumes (issue 22 item 4)"]
-fn a_hung_etcd_member_costs_no_lease_and_fences_nothing() {
-    let Some(etcd) = EtcdCluster::start_or_skip("cli::store::a_hung_etcd_member", 3) else {
+fn a_hung_etcd_follower_member_costs_no_lease_and_fences_nothing() {
+    hung_member_costs_nothing("cli::store::a_hung_etcd_follower", false);
+}
+
+/// The same with the etcd *leader* member frozen: ignored, because on etcd 3.4.23 it fails by
+/// etcd's bug #15247 (a frozen leader member revokes, when it resumes, every lease whose TTL ran
+/// out in its stale view: the controller's 5 s leader lease nearly always, an agent's 10 s node
+/// lease when its last renewal the frozen leader saw was over 2 s old), not by setpoint's doing.
+/// `scripts/etcd-frozen-leader.sh` shows the bug with etcd alone. Run it on a fixed etcd with
+/// `cargo test -p setpoint-cli --test cli -- --ignored a_hung_etcd_leader`.
+#[test]
+#[ignore = "etcd 3.4.23 bug #15247: a frozen leader member revokes leases when it resumes (scripts/etcd-frozen-leader.sh)"]
+fn a_hung_etcd_leader_member_revokes_leases_on_resume_etcd_bug_15247() {
+    hung_member_costs_nothing("cli::store::a_hung_etcd_leader", true);
+}
+
+/// Four `named` copies on two agents and a controller on three etcd members, all with their
+/// stock settings; each follower (or, with `leader`, the leader) frozen in turn for 8 s. Nothing
+/// may be fenced, deposed or restarted.
+fn hung_member_costs_nothing(name: &str, leader: bool) {
+    let Some(etcd) = EtcdCluster::start_or_skip(name, 3) else {
         return;
     };
     let mut d = Rig::on_store(&etcd.url());
@@ -389,7 +409,20 @@ fn a_hung_etcd_member_costs_no_lease_and_fences_nothing() {
         d.marked().len() == 4 && d.get("w")["live"] == 4
     });
     let before: Vec<u32> = d.marked().iter().map(|m| m.pid).collect();
-    for member in 0..3 {
+    // Each follower once (found again before each freeze: a resumed member may start an
+    // election), or the leader once.
+    let mut frozen: Vec<usize> = Vec::new();
+    for _ in 0..if leader { 1 } else { 2 } {
+        let lead = etcd.leader().expect("the etcd cluster has a leader");
+        let followers: Vec<usize> = (0..3).filter(|m| *m != lead).collect();
+        let member = match leader {
+            true => lead,
+            false => *followers
+                .iter()
+                .find(|m| !frozen.contains(m))
+                .unwrap_or(&followers[0]),
+        };
+        frozen.push(member);
         let pid = etcd.pid(member).unwrap();
         let p = rustix::process::Pid::from_raw(pid as i32).unwrap();
         rustix::process::kill_process(p, Signal::STOP).unwrap();
