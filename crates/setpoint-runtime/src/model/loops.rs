@@ -8,8 +8,6 @@
 //!
 //! The rules are I/O-free ([`Gate`] works on a [`Snapshot`]); `reconcile::plan_pass` calls them.
 
-use std::collections::BTreeMap;
-
 use setpoint_core::{ControllerKind, LedgerView};
 
 pub use super::keys::{loop_key, LOOPS};
@@ -67,28 +65,37 @@ pub fn rollout_copies(view: &WorkloadView<'_>) -> Vec<rollout::Copy> {
     let generation = view.spec.value.generation;
     let exited: std::collections::BTreeSet<u64> =
         view.exited_assignments().map(|(_, a)| a.value.n).collect();
-    let mut out: BTreeMap<u64, rollout::Copy> = BTreeMap::new();
-    for n in view.assigned_copies().filter(|n| !exited.contains(n)) {
-        let (_, a) = view.assignment(n).expect("assigned");
-        out.insert(
+    // The assignments and the ledger, both in number order, walked side by side (at 100,000
+    // copies a map of the union and a ledger lookup per copy were a sixth of a steady pass).
+    let on_ledger_only = |n| rollout::Copy {
+        n,
+        current: true,
+        assigned: false,
+        on_ledger: true,
+    };
+    let mut ledger = view.ledger_copies().peekable();
+    let mut out = Vec::new();
+    for (n, a) in view.assignments() {
+        while let Some(m) = ledger.next_if(|&m| m < n) {
+            out.push(on_ledger_only(m));
+        }
+        let shown = ledger.next_if_eq(&n).is_some();
+        if exited.contains(&n) {
+            // Its work is over: only the ledger's word on it counts.
+            if shown {
+                out.push(on_ledger_only(n));
+            }
+            continue;
+        }
+        out.push(rollout::Copy {
             n,
-            rollout::Copy {
-                n,
-                current: a.value.generation == generation,
-                assigned: true,
-                on_ledger: view.shows(n),
-            },
-        );
-    }
-    for n in view.ledger_copies() {
-        out.entry(n).or_insert(rollout::Copy {
-            n,
-            current: true,
-            assigned: false,
-            on_ledger: true,
+            current: a.value.generation == generation,
+            assigned: true,
+            on_ledger: shown,
         });
     }
-    out.into_values().collect()
+    out.extend(ledger.map(on_ledger_only));
+    out
 }
 
 /// How copy `a` ended, from the report of its node, if that report shows this incarnation of

@@ -515,10 +515,11 @@ impl Snapshot {
         &self,
         name: &str,
     ) -> impl Iterator<Item = (&String, &Stored<Assignment>)> + '_ {
+        // Bounded by the range's end rather than a prefix test of each key: at 100,000 copies
+        // the tests were a tenth of a steady pass.
         let prefix = format!("{ASSIGNMENTS}{name}/");
-        self.assignments
-            .range(prefix.clone()..)
-            .take_while(move |(k, _)| k.starts_with(&prefix))
+        let end = crate::store::prefix_end(&prefix);
+        self.assignments.range(prefix..end)
     }
 }
 
