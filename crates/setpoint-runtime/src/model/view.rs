@@ -377,7 +377,7 @@ impl<'s> WorkloadView<'s> {
     }
 
     /// Copies created and not yet on the ledger (all of them, not only one controller's): the
-    /// copies [`WorkloadView::is_in_flight`] holds, counted by walking the assignments and the
+    /// copies in flight (`is_in_flight`), counted by walking the assignments and the
     /// ledger side by side (both in number order) instead of asking the ledger for each; at
     /// 100,000 copies the lookups were an eighth of a steady pass.
     pub fn pending_creates(&self) -> u64 {
