@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::de::DeserializeOwned;
 
 use super::keys::{
-    assignment_key, ASSIGNMENTS, COUNTERS, FORGOTTEN, LEADER, LOOPS, NODES, PLACEMENTS, REPORTS,
-    WORKLOADS,
+    assignment_key, placement_key, ASSIGNMENTS, COUNTERS, FORGOTTEN, LEADER, LOOPS, NODES,
+    PLACEMENTS, REPORTS, WORKLOADS,
 };
 use super::loop_record::LoopRecord;
 use super::node::{Forgotten, NodeRecord};
@@ -373,9 +373,10 @@ impl Snapshot {
     /// up to `revision` by looking again only at the keys of `changed` (every key whose value
     /// changed since `earlier`'s revision, in any order; a key that did not change does no
     /// harm), whose values now are `entry_of`'s (`None`: deleted). The result is what a whole
-    /// read at `revision` gives. Its work grows with the changes, not with the snapshot; the
-    /// ghosts are found again, over every placement, only when an assignment, a placement or
-    /// the set of failed keys changed.
+    /// read at `revision` gives. Its work grows with the changes, not with the snapshot: of the
+    /// ghosts only the placements a changed placement or assignment names are judged again
+    /// (the placement its old and its new value own); every placement only when the set of
+    /// failed keys changed.
     pub fn patched<'a, 'e>(
         earlier: Snapshot,
         revision: Revision,
@@ -391,7 +392,11 @@ impl Snapshot {
         let mut keys: Vec<&str> = changed.into_iter().collect();
         keys.sort_unstable();
         keys.dedup();
-        let mut owners_changed = false;
+        // The placements whose ghost verdict may have changed: each changed placement, and for
+        // each changed assignment the placement its old and its new value own.
+        let mut rejudge: BTreeSet<String> = BTreeSet::new();
+        let owned_placement =
+            |a: &Stored<Assignment>| placement_key(&a.value.node, &a.value.workload, a.value.n);
         for key in keys {
             let p = &mut s.problems;
             p.remove(key);
@@ -403,7 +408,11 @@ impl Snapshot {
                     Slot::Counter(name) => {
                         s.counters.remove(name);
                     }
-                    Slot::Assignment => owners_changed |= s.assignments.remove(key).is_some(),
+                    Slot::Assignment => {
+                        if let Some(a) = s.assignments.remove(key) {
+                            rejudge.insert(owned_placement(&a));
+                        }
+                    }
                     Slot::Report(node) => {
                         s.reports.remove(node);
                     }
@@ -417,7 +426,10 @@ impl Snapshot {
                     Slot::Forgotten(node) => {
                         s.forgotten.remove(node);
                     }
-                    Slot::Placement => owners_changed |= s.placements.remove(key).is_some(),
+                    Slot::Placement => {
+                        s.placements.remove(key);
+                        rejudge.insert(key.to_owned());
+                    }
                     Slot::Other => {}
                 }
                 continue;
@@ -430,7 +442,13 @@ impl Snapshot {
                     take(&mut s.counters, p, name, e);
                 }
                 Slot::Assignment => {
-                    owners_changed |= take(&mut s.assignments, p, key, e) != Took::Kept
+                    if let Some(a) = s.assignments.get(key) {
+                        rejudge.insert(owned_placement(a));
+                    }
+                    take(&mut s.assignments, p, key, e);
+                    if let Some(a) = s.assignments.get(key) {
+                        rejudge.insert(owned_placement(a));
+                    }
                 }
                 Slot::Report(node) => {
                     take(&mut s.reports, p, node, e);
@@ -445,7 +463,10 @@ impl Snapshot {
                 Slot::Forgotten(node) => {
                     take(&mut s.forgotten, p, node, e);
                 }
-                Slot::Placement => owners_changed |= place(&mut s.placements, e),
+                Slot::Placement => {
+                    place(&mut s.placements, e);
+                    rejudge.insert(key.to_owned());
+                }
                 Slot::Other => {}
             }
         }
@@ -462,7 +483,24 @@ impl Snapshot {
         for name in &s.refused {
             s.workloads.remove(name);
         }
-        s.put_ghosts(owners_changed, earlier_ghosts, &earlier_failed);
+        if s.problems.keys().eq(earlier_failed.iter()) {
+            // The same keys failed: only the placements an owner change touched may have
+            // changed their verdict (a placement is owned by the assignment its key names, on
+            // its node, of its incarnation), so only they are judged again; not every placement.
+            let mut ghosts = earlier_ghosts;
+            for key in &rejudge {
+                match s.placements.get(key).and_then(|p| ghost_of(&s, key, p)) {
+                    Some(g) => ghosts.insert(key.clone(), g),
+                    None => ghosts.remove(key),
+                };
+            }
+            s.ghosts = ghosts;
+            for (key, g) in &s.ghosts {
+                s.problems.insert(key.clone(), ghost_reason(g));
+            }
+        } else {
+            s.put_ghosts(true, earlier_ghosts, &earlier_failed);
+        }
         s
     }
 
@@ -529,30 +567,29 @@ impl Snapshot {
 /// have a placement's shape is owned by nothing either. A placement whose assignment is there
 /// but failed its checks is not judged: it may be that assignment's own.
 fn ghosts(s: &Snapshot) -> BTreeMap<String, Ghost> {
-    let mut out = BTreeMap::new();
-    for (key, placed) in &s.placements {
-        let names = parse_placement_key(key);
-        let owned = match &names {
-            Some((node, workload, n)) => {
-                let key = assignment_key(workload, *n);
-                s.problems.contains_key(&key)
-                    || s.assignments.get(&key).is_some_and(|a| {
-                        a.value.node == *node && a.create_revision == placed.create_revision
-                    })
-            }
-            None => false,
-        };
-        if !owned {
-            out.insert(
-                key.clone(),
-                Ghost {
-                    placed: *placed,
-                    names,
-                },
-            );
+    s.placements
+        .iter()
+        .filter_map(|(key, placed)| Some((key.clone(), ghost_of(s, key, placed)?)))
+        .collect()
+}
+
+/// The placement at `key` as a ghost, if no assignment of `s` owns it ([`ghosts`]).
+fn ghost_of(s: &Snapshot, key: &str, placed: &Placed) -> Option<Ghost> {
+    let names = parse_placement_key(key);
+    let owned = match &names {
+        Some((node, workload, n)) => {
+            let key = assignment_key(workload, *n);
+            s.problems.contains_key(&key)
+                || s.assignments.get(&key).is_some_and(|a| {
+                    a.value.node == *node && a.create_revision == placed.create_revision
+                })
         }
-    }
-    out
+        None => false,
+    };
+    (!owned).then_some(Ghost {
+        placed: *placed,
+        names,
+    })
 }
 
 /// What is wrong with ghost placement `g`, in one line.
