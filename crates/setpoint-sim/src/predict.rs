@@ -507,7 +507,7 @@ fn walk(spec: &LessonParams<'_>, shape: &Shape, scratch: &mut Scratch) -> u64 {
             // round at once (callgrind, issue 24: the quiet rounds before a stretch settled
             // were a third of the predictor's work), and a round that created makes the same
             // batch at every round it jumps over (the blind rounds: 28 % of the rounds walked,
-            // but 3 % of the walk's instructions, which go mostly to its events).
+            // but only 3 % of the walk's instructions).
             let next_visible = created
                 .get(at_visible.next)
                 .map_or(u64::MAX, |&(r, _)| r + k);
