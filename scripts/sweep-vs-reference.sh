@@ -8,6 +8,8 @@
 #   REPS                timed runs of each command (default 5); every figure is their median
 #   SAMPLE_CELLS        cells of the grid the reference runs (default 1000)
 #   SKIP_BUILD=1        use target/release/setpoint as it is
+#   SP                  the setpoint binary to time (default target/release/setpoint; with
+#                       CARGO_TARGET_DIR set, point it there and set SKIP_BUILD=1)
 #   BASELINE            another setpoint binary (an older build) to time on the same sweep, in
 #                       the same rounds, for a before/after ratio
 #
@@ -50,7 +52,7 @@ if [ "${SKIP_BUILD:-}" != 1 ]; then
     say "building (release)"
     cargo build --release --quiet --bin setpoint
 fi
-SP=$ROOT/target/release/setpoint
+SP=${SP:-$ROOT/target/release/setpoint}
 GRID=(--delay 0..=199 --period 1..=100 --startup 0..=49)
 CELLS=1000000
 
