@@ -386,27 +386,28 @@ mod tests {
         assert!(c.start_read(), "tried again");
     }
 
+    /// A pass's snapshot as `c` serves it at `now`, reusing `memo`.
+    fn serve(c: &mut HostCache, now: u64, memo: &mut Option<Snapshot>) -> Snapshot {
+        let read = StoreRequest::Read {
+            prefixes: Snapshot::PREFIXES.iter().map(|p| (*p).to_owned()).collect(),
+        };
+        match c.serve(&read, true, now, memo) {
+            Some(Served::Snapshot(Ok(s))) => s,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The snapshot of what `c` holds, decoded afresh, dated `now`.
+    fn fresh(c: &mut HostCache, now: u64) -> Snapshot {
+        let read = c.core.read(&Snapshot::PREFIXES).unwrap();
+        Snapshot::from_read(&read, now).unwrap()
+    }
+
     /// A snapshot served at the revision of the last one is that one with the new time; after
     /// a change it is built again. Either way it equals a snapshot decoded afresh.
     #[test]
     fn a_snapshot_at_an_unchanged_revision_is_the_last_one_read_later() {
         let mut c = live();
-        let snapshot_read = StoreRequest::Read {
-            prefixes: Snapshot::PREFIXES.iter().map(|p| (*p).to_owned()).collect(),
-        };
-        let serve = |c: &mut HostCache, now: u64, memo: &mut Option<Snapshot>| match c.serve(
-            &snapshot_read,
-            true,
-            now,
-            memo,
-        ) {
-            Some(Served::Snapshot(Ok(s))) => s,
-            other => panic!("{other:?}"),
-        };
-        let fresh = |c: &mut HostCache, now: u64| {
-            let read = c.core.read(&Snapshot::PREFIXES).unwrap();
-            Snapshot::from_read(&read, now).unwrap()
-        };
         let mut memo = None;
         let first = serve(&mut c, 10, &mut memo);
         memo = Some(first);
@@ -440,22 +441,7 @@ mod tests {
     #[test]
     fn the_next_snapshot_is_the_last_one_patched_by_the_keys_the_watch_changed() {
         let mut c = live();
-        let snapshot_read = StoreRequest::Read {
-            prefixes: Snapshot::PREFIXES.iter().map(|p| (*p).to_owned()).collect(),
-        };
-        let serve = |c: &mut HostCache, now: u64, memo: &mut Option<Snapshot>| match c.serve(
-            &snapshot_read,
-            true,
-            now,
-            memo,
-        ) {
-            Some(Served::Snapshot(Ok(s))) => s,
-            other => panic!("{other:?}"),
-        };
-        let fresh = |c: &mut HostCache, now: u64| {
-            let read = c.core.read(&Snapshot::PREFIXES).unwrap();
-            format!("{:?}", Snapshot::from_read(&read, now).unwrap())
-        };
+        let fresh = |c: &mut HostCache, now: u64| format!("{:?}", fresh(c, now));
         let mut memo = Some(serve(&mut c, 10, &mut None));
         assert_eq!(c.dirty, Some((5, BTreeSet::new())));
         let spec = |name: &str| {
