@@ -21,6 +21,9 @@ set -euo pipefail
 runs=${1:-1}
 freeze=${FREEZE:-8}
 port=${PORT:-23700}
+for v in "RUNS=$runs" "FREEZE=$freeze" "PORT=$port"; do
+  [[ "${v#*=}" =~ ^[1-9][0-9]*$ ]] || { echo "etcd-frozen-leader: ${v%%=*} must be a positive whole number, got '${v#*=}'" >&2; exit 2; }
+done
 for tool in etcd etcdctl jq; do
   command -v "$tool" >/dev/null || { echo "etcd-frozen-leader: needs $tool (etcdctl: apt-get install etcd-client)" >&2; exit 2; }
 done
