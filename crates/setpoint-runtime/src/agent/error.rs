@@ -38,3 +38,21 @@ impl AgentError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_node_name_taken_is_a_refusal_not_a_state_directory_the_agent_cannot_use() {
+        // The CLI exits 2 (bad input: the user must pick another name) on a refusal, 1 on a
+        // failure; an unusable state directory is a failure.
+        let dir = AgentError::StateDir {
+            path: "/nowhere/node-1.json".into(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        assert!(!dir.is_refusal(), "{dir}");
+        let replaced = AgentError::Replaced("node-1 was taken by another agent".into());
+        assert!(replaced.is_refusal(), "{replaced}");
+    }
+}

@@ -149,4 +149,19 @@ mod tests {
             assert_eq!(e.to_string(), "it should hold one number of milliseconds");
         }
     }
+
+    #[test]
+    fn a_state_file_that_cannot_be_read_is_an_error_and_only_a_missing_one_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("n1.json");
+        assert!(read_node_state(&path).unwrap().is_none(), "absent");
+        // A directory where the file should be cannot be read: not "no state", which would
+        // start the agent without its records (the driver refuses to start instead).
+        std::fs::create_dir(&path).unwrap();
+        assert!(read_node_state(&path).is_err());
+        std::fs::remove_dir(&path).unwrap();
+        std::fs::write(&path, "{").unwrap();
+        let e = read_node_state(&path).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData, "{e}");
+    }
 }

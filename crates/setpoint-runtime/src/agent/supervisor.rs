@@ -809,6 +809,29 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_unassigned_again_while_it_stops_is_not_signalled_again_and_its_sigkill_stays_due() {
+        let (cfg, mut out, mut events) = (cfg(), Outbox::new(), EventLog::default());
+        let mut s = Supervisor::new();
+        s.sync(assigned(&[0]), 0, true, &cfg, &mut out, &mut events);
+        s.on_started(0, "w-0", 100, 1, false, true, &cfg, &mut out, &mut events);
+        let _ = kinds(&mut out);
+        s.sync(assigned(&[]), 50, true, &cfg, &mut out, &mut events);
+        assert_eq!(kinds(&mut out), ["log stopping w-0 (pid 100)", "Term w-0"]);
+        // Every later sync still finds it unassigned: its stop is under way, not begun again
+        // (a second SIGTERM, and a SIGKILL put off by each sync, for a copy that ignores SIGTERM).
+        s.sync(assigned(&[]), 120, true, &cfg, &mut out, &mut events);
+        assert!(kinds(&mut out).is_empty());
+        let mut soonest = Soonest::new(120);
+        s.wake_times(false, &mut soonest);
+        assert_eq!(soonest.or_a_second(), 150, "SIGKILL still due at 50 + 100");
+        s.tend(150, &cfg, &mut out, &mut events);
+        assert_eq!(
+            kinds(&mut out),
+            ["log w-0 outlived its grace period: SIGKILL", "Kill w-0"]
+        );
+    }
+
+    #[test]
     fn a_copy_runs_after_its_startup_time_and_a_start_while_fenced_is_killed_at_once() {
         let (cfg, mut out, mut events) = (cfg(), Outbox::new(), EventLog::default());
         let mut s = Supervisor::new();

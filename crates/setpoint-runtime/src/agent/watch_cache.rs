@@ -217,3 +217,46 @@ impl WatchCache {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::messages::AgentOutput;
+    use crate::store::StoreError;
+
+    /// How many full reads the step sent.
+    fn reads(out: &mut Outbox) -> usize {
+        out.drain()
+            .into_iter()
+            .filter(|o| {
+                matches!(
+                    o,
+                    AgentOutput::Store {
+                        request: StoreRequest::Read { .. },
+                        ..
+                    }
+                )
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_failed_read_asks_to_be_woken_a_sync_period_later_and_is_read_again_then() {
+        let cfg = AgentCoreConfig::new("a");
+        let mut out = Outbox::new();
+        let mut c = WatchCache::new("a", 0);
+        assert_eq!(c.retry_at(), Some(0), "its first read is due at once");
+        c.drive(0, 7, &cfg, &mut out);
+        assert_eq!(reads(&mut out), 1);
+        assert_eq!(c.retry_at(), None, "a read in flight wants no wake");
+        let failed = Err(StoreError::Unavailable("down".into()));
+        assert!(!c.on_read(30, 7, failed, &cfg, &mut out));
+        let again = 30 + cfg.sync_every_ms;
+        // The agent must be woken for the retry, or it waits for its next wake (up to 1 s).
+        assert_eq!(c.retry_at(), Some(again));
+        c.drive(again - 1, 7, &cfg, &mut out);
+        assert_eq!(reads(&mut out), 0, "not before a sync period");
+        c.drive(again, 7, &cfg, &mut out);
+        assert_eq!(reads(&mut out), 1);
+    }
+}

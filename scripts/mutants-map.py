@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Map mutant names of an earlier tree onto the current tree's: issue 22 part 3, docs/chaos.md.
+
+Usage: scripts/mutants-map.py OLD_TREE NEW_TREE SAMPLE NEW_POPULATION > MAPPED
+  OLD_TREE        a checkout of the tree the sample was drawn from (a `git worktree`)
+  NEW_TREE        the current tree
+  SAMPLE          the earlier sample, `INDEX<TAB>NAME` lines (scripts/mutants.sh's sample.tsv)
+  NEW_POPULATION  `cargo mutants --list` of the current tree, the same files (population.txt)
+
+A name is `FILE:LINE:COL: DESCRIPTION`. Its counterpart is a mutant of the current population
+with the same file and the same description (the mutation and its function), on the line
+that the old line became: the old line is carried through a line diff of the two files
+(difflib), and among the candidates the one whose line text equals the old line's text, then
+the nearest to the carried line, then the nearest column, is taken.
+
+Output, one line per sample entry: INDEX, the new name, and a note: `same-text` (the mutated
+line's text is identical), `other-text` (it changed: look at it), or `none` (no mutant of that
+file and description: the mutant is gone). Exit status 0; the notes say what to check.
+"""
+
+import difflib
+import re
+import sys
+
+NAME = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<desc>.*)$")
+
+
+def parse(name):
+    m = NAME.match(name)
+    if not m:
+        sys.exit(f"not a mutant name: {name!r}")
+    return m["file"], int(m["line"]), int(m["col"]), m["desc"]
+
+
+def lines(tree, path):
+    with open(f"{tree}/{path}", encoding="utf-8") as f:
+        return f.read().split("\n")
+
+
+def carry(old, new):
+    """Old line number (1-based) -> the new line it became, or the nearest one kept before it."""
+    to_new = {}
+    for a, b, size in difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks():
+        for k in range(size):
+            to_new[a + k + 1] = b + k + 1
+
+    def at(n):
+        if n in to_new:
+            return to_new[n]
+        # A changed line: place it after the last kept line above it.
+        before = [k for k in to_new if k < n]
+        return to_new[max(before)] + (n - max(before)) if before else n
+
+    return at
+
+
+def main():
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
+    old_tree, new_tree, sample_path, population_path = sys.argv[1:]
+    population = {}
+    with open(population_path, encoding="utf-8") as f:
+        for name in f.read().splitlines():
+            file, line, col, desc = parse(name)
+            population.setdefault((file, desc), []).append((line, col, name))
+    files = {}
+    with open(sample_path, encoding="utf-8") as f:
+        for entry in f.read().splitlines():
+            index, name = entry.split("\t", 1)
+            file, line, col, desc = parse(name)
+            if file not in files:
+                old, new = lines(old_tree, file), lines(new_tree, file)
+                files[file] = (old, new, carry(old, new))
+            old, new, at = files[file]
+            text = old[line - 1].strip()
+            target = at(line)
+            candidates = population.get((file, desc), [])
+            if not candidates:
+                print(f"{index}\t\tnone\t{name}")
+                continue
+            best = min(
+                candidates,
+                key=lambda c: (
+                    new[c[0] - 1].strip() != text,
+                    abs(c[0] - target),
+                    abs(c[1] - col),
+                ),
+            )
+            note = "same-text" if new[best[0] - 1].strip() == text else "other-text"
+            print(f"{index}\t{best[2]}\t{note}\t{name}")
+
+
+if __name__ == "__main__":
+    main()
