@@ -6,8 +6,9 @@ use super::CopyRecord;
 use crate::model::{Assignment, Phase};
 use crate::rules::CopyEnv;
 
-/// Copy `w-{n}` of node `a`: `sleep 100`, startup 20ms, grace 100ms.
-pub(super) fn assignment(n: u64) -> Assignment {
+/// Copy `w-{n}` of node `a`: `sleep 100`, startup 20ms, grace 100ms. The model's tests use it
+/// too, with the fields they vary set.
+pub(crate) fn assignment(n: u64) -> Assignment {
     Assignment {
         copy: format!("w-{n}"),
         workload: "w".into(),

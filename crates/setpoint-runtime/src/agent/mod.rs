@@ -33,7 +33,7 @@ mod driver;
 mod error;
 mod event_log;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 mod kills;
 mod lease;
 mod life;

@@ -778,8 +778,8 @@ mod tests {
         assert_eq!(s.running().into_iter().collect::<Vec<_>>(), ["w-1"]);
     }
 
-    #[test]
-    fn an_unassigned_copy_gets_sigterm_then_sigkill_after_its_grace_and_is_then_forgotten() {
+    /// Copy `w-0` started as pid 100 and unassigned at 50 ms: its SIGTERM just went out.
+    fn stopping_w0() -> (AgentCoreConfig, Outbox, EventLog, Supervisor) {
         let (cfg, mut out, mut events) = (cfg(), Outbox::new(), EventLog::default());
         let mut s = Supervisor::new();
         s.sync(assigned(&[0]), 0, true, &cfg, &mut out, &mut events);
@@ -787,6 +787,12 @@ mod tests {
         let _ = kinds(&mut out);
         s.sync(assigned(&[]), 50, true, &cfg, &mut out, &mut events);
         assert_eq!(kinds(&mut out), ["log stopping w-0 (pid 100)", "Term w-0"]);
+        (cfg, out, events, s)
+    }
+
+    #[test]
+    fn an_unassigned_copy_gets_sigterm_then_sigkill_after_its_grace_and_is_then_forgotten() {
+        let (cfg, mut out, mut events, mut s) = stopping_w0();
         let mut soonest = Soonest::new(50);
         s.wake_times(false, &mut soonest);
         assert_eq!(
@@ -810,13 +816,7 @@ mod tests {
 
     #[test]
     fn a_copy_unassigned_again_while_it_stops_is_not_signalled_again_and_its_sigkill_stays_due() {
-        let (cfg, mut out, mut events) = (cfg(), Outbox::new(), EventLog::default());
-        let mut s = Supervisor::new();
-        s.sync(assigned(&[0]), 0, true, &cfg, &mut out, &mut events);
-        s.on_started(0, "w-0", 100, 1, false, true, &cfg, &mut out, &mut events);
-        let _ = kinds(&mut out);
-        s.sync(assigned(&[]), 50, true, &cfg, &mut out, &mut events);
-        assert_eq!(kinds(&mut out), ["log stopping w-0 (pid 100)", "Term w-0"]);
+        let (cfg, mut out, mut events, mut s) = stopping_w0();
         // Every later sync still finds it unassigned: its stop is under way, not begun again
         // (a second SIGTERM, and a SIGKILL put off by each sync, for a copy that ignores SIGTERM).
         s.sync(assigned(&[]), 120, true, &cfg, &mut out, &mut events);

@@ -598,20 +598,10 @@ mod tests {
                 continue;
             }
             let a = Assignment {
-                copy: copy_name("w", n),
-                workload: "w".into(),
                 owner_uid: if foreign { uid + 1_000 } else { uid },
-                n,
                 node: nodes[node].into(),
-                command: vec!["sleep".into(), "60".into()],
-                startup_ms: 0,
-                readiness: None,
-                grace_ms: 100,
-                created_ms: 0,
-                env: Default::default(),
                 generation: g,
-                cut_off: Default::default(),
-                heartbeat: false,
+                ..crate::agent::fixtures::assignment(n)
             };
             let rev = store.commit(&put_assignment(Txn::new(), &key, &a)).unwrap();
             incarnations.insert(n, rev);
