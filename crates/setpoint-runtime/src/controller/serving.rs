@@ -100,7 +100,7 @@ impl HostCache {
                 let caught_up = self.core.revision() >= self.seen;
                 let mut borrowed = None;
                 if let Some((revision, entries)) = (caught_up && wants_snapshot)
-                    .then(|| self.core.entries_uncounted(&refs))
+                    .then(|| self.core.entries(&refs))
                     .flatten()
                 {
                     let core = &self.core;
