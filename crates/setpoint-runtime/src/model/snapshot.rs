@@ -190,6 +190,23 @@ fn take<T: DeserializeOwned + Trusted>(
     }
 }
 
+/// [`take`] of `e`, or the removal of `name` when its key is gone (`None`).
+fn update<T: DeserializeOwned + Trusted>(
+    map: &mut BTreeMap<String, Stored<T>>,
+    problems: &mut BTreeMap<String, String>,
+    name: &str,
+    e: Option<&Entry>,
+) {
+    match e {
+        Some(e) => {
+            take(map, problems, name, e);
+        }
+        None => {
+            map.remove(name);
+        }
+    }
+}
+
 /// The placement entry of `e`, written into `placements`; whether it changed.
 fn place(placements: &mut BTreeMap<String, Placed>, e: &Entry) -> bool {
     let placed = Placed {
@@ -364,7 +381,13 @@ impl Snapshot {
         for name in &s.refused {
             s.workloads.remove(name);
         }
-        s.put_ghosts(owners_changed, earlier_ghosts, &earlier_failed);
+        // The ghosts depend only on the placements, the assignments and which keys failed.
+        let ghosts = if owners_changed || !s.problems.keys().eq(earlier_failed.iter()) {
+            ghosts(&s)
+        } else {
+            earlier_ghosts
+        };
+        s.set_ghosts(ghosts);
         Ok(s)
     }
 
@@ -400,71 +423,33 @@ impl Snapshot {
         for key in keys {
             let p = &mut s.problems;
             p.remove(key);
-            let Some(e) = entry_of(key) else {
-                match slot(key) {
-                    Slot::Workload(name) => {
-                        s.workloads.remove(name);
-                    }
-                    Slot::Counter(name) => {
-                        s.counters.remove(name);
-                    }
-                    Slot::Assignment => {
-                        if let Some(a) = s.assignments.remove(key) {
-                            rejudge.insert(owned_placement(&a));
-                        }
-                    }
-                    Slot::Report(node) => {
-                        s.reports.remove(node);
-                    }
-                    Slot::Leader => s.leader = None,
-                    Slot::Loop(name) => {
-                        s.loops.remove(name);
-                    }
-                    Slot::Node(node) => {
-                        s.nodes.remove(node);
-                    }
-                    Slot::Forgotten(node) => {
-                        s.forgotten.remove(node);
-                    }
-                    Slot::Placement => {
-                        s.placements.remove(key);
-                        rejudge.insert(key.to_owned());
-                    }
-                    Slot::Other => {}
-                }
-                continue;
-            };
+            let e = entry_of(key);
             match slot(key) {
-                Slot::Workload(name) => {
-                    take(&mut s.workloads, p, name, e);
-                }
-                Slot::Counter(name) => {
-                    take(&mut s.counters, p, name, e);
-                }
+                Slot::Workload(name) => update(&mut s.workloads, p, name, e),
+                Slot::Counter(name) => update(&mut s.counters, p, name, e),
                 Slot::Assignment => {
                     if let Some(a) = s.assignments.get(key) {
                         rejudge.insert(owned_placement(a));
                     }
-                    take(&mut s.assignments, p, key, e);
+                    update(&mut s.assignments, p, key, e);
                     if let Some(a) = s.assignments.get(key) {
                         rejudge.insert(owned_placement(a));
                     }
                 }
-                Slot::Report(node) => {
-                    take(&mut s.reports, p, node, e);
-                }
-                Slot::Leader => s.leader = leader_of(s.leader.take(), e, p),
-                Slot::Loop(name) => {
-                    take(&mut s.loops, p, name, e);
-                }
-                Slot::Node(node) => {
-                    take(&mut s.nodes, p, node, e);
-                }
-                Slot::Forgotten(node) => {
-                    take(&mut s.forgotten, p, node, e);
-                }
+                Slot::Report(node) => update(&mut s.reports, p, node, e),
+                Slot::Leader => s.leader = e.and_then(|e| leader_of(s.leader.take(), e, p)),
+                Slot::Loop(name) => update(&mut s.loops, p, name, e),
+                Slot::Node(node) => update(&mut s.nodes, p, node, e),
+                Slot::Forgotten(node) => update(&mut s.forgotten, p, node, e),
                 Slot::Placement => {
-                    place(&mut s.placements, e);
+                    match e {
+                        Some(e) => {
+                            place(&mut s.placements, e);
+                        }
+                        None => {
+                            s.placements.remove(key);
+                        }
+                    }
                     rejudge.insert(key.to_owned());
                 }
                 Slot::Other => {}
@@ -483,7 +468,7 @@ impl Snapshot {
         for name in &s.refused {
             s.workloads.remove(name);
         }
-        if s.problems.keys().eq(earlier_failed.iter()) {
+        let ghosts = if s.problems.keys().eq(earlier_failed.iter()) {
             // The same keys failed: only the placements an owner change touched may have
             // changed their verdict (a placement is owned by the assignment its key names, on
             // its node, of its incarnation), so only they are judged again; not every placement.
@@ -494,13 +479,11 @@ impl Snapshot {
                     None => ghosts.remove(key),
                 };
             }
-            s.ghosts = ghosts;
-            for (key, g) in &s.ghosts {
-                s.problems.insert(key.clone(), ghost_reason(g));
-            }
+            ghosts
         } else {
-            s.put_ghosts(true, earlier_ghosts, &earlier_failed);
-        }
+            ghosts(&s)
+        };
+        s.set_ghosts(ghosts);
         s
     }
 
@@ -515,23 +498,13 @@ impl Snapshot {
         (ghosts, failed)
     }
 
-    /// Finds the ghosts (or keeps `earlier`'s, when neither the owners nor the failed keys
-    /// changed since `earlier_failed`) and adds them to the problems. After the refusals: a
-    /// ghost refuses nothing (it may name a healthy workload's copy).
-    fn put_ghosts(
-        &mut self,
-        owners_changed: bool,
-        earlier: BTreeMap<String, Ghost>,
-        earlier_failed: &[String],
-    ) {
-        self.ghosts = if owners_changed || !self.problems.keys().eq(earlier_failed.iter()) {
-            ghosts(self)
-        } else {
-            earlier
-        };
-        for (key, g) in &self.ghosts {
+    /// Sets the ghosts and adds them to the problems. After the refusals: a ghost refuses
+    /// nothing (it may name a healthy workload's copy).
+    fn set_ghosts(&mut self, ghosts: BTreeMap<String, Ghost>) {
+        for (key, g) in &ghosts {
             self.problems.insert(key.clone(), ghost_reason(g));
         }
+        self.ghosts = ghosts;
     }
 
     /// The problems of this snapshot as lines, `{key}: {reason}`, in key order.
