@@ -369,9 +369,15 @@ impl<'s> WorkloadView<'s> {
     }
 
     fn is_in_flight(&self, n: u64, a: &Stored<Assignment>) -> bool {
-        // Cheapest first: in a steady workload nearly every copy is on the ledger, and a
-        // number's lookup costs less than a node name's.
-        self.ledger.get(&n) != Some(&a.create_revision)
+        self.in_flight_unless_shown(self.ledger.get(&n) == Some(&a.create_revision), n, a)
+    }
+
+    /// Whether copy `n` of `a` is in flight, given whether the ledger `shown` this incarnation
+    /// of it: not shown, not reported exited, on a live node. Cheapest first: in a steady
+    /// workload nearly every copy is on the ledger, and a number's lookup costs less than a node
+    /// name's.
+    fn in_flight_unless_shown(&self, shown: bool, n: u64, a: &Stored<Assignment>) -> bool {
+        !shown
             && !self.exited.contains(&(n, a.create_revision))
             && self.live_nodes.contains(a.value.node.as_str())
     }
@@ -388,10 +394,7 @@ impl<'s> WorkloadView<'s> {
             let shown = ledger
                 .peek()
                 .is_some_and(|(&m, &i)| m == n && i == a.create_revision);
-            if !shown
-                && !self.exited.contains(&(n, a.create_revision))
-                && self.live_nodes.contains(a.value.node.as_str())
-            {
+            if self.in_flight_unless_shown(shown, n, a) {
                 count += 1;
             }
         }
