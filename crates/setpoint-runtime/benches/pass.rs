@@ -119,13 +119,25 @@ fn cluster(nodes: usize, copies: u64) -> (MemoryStore, Read) {
     (store, read)
 }
 
+/// The `nodes:copies` pairs of `SETPOINT_BENCH_SCALES`; one that does not parse is refused in
+/// one line, exit 2.
 fn scales() -> Vec<(usize, u64)> {
-    std::env::var("SETPOINT_BENCH_SCALES")
-        .unwrap_or_else(|_| "1000:100000,100:10000".into())
-        .split(',')
+    let text =
+        std::env::var("SETPOINT_BENCH_SCALES").unwrap_or_else(|_| "1000:100000,100:10000".into());
+    text.split(',')
         .map(|p| {
-            let (n, c) = p.split_once(':').expect("nodes:copies");
-            (n.parse().expect("nodes"), c.parse().expect("copies"))
+            let pair = p.split_once(':').and_then(|(n, c)| {
+                let n: usize = n.trim().parse().ok()?;
+                let c: u64 = c.trim().parse().ok()?;
+                (n > 0 && c > 0).then_some((n, c))
+            });
+            pair.unwrap_or_else(|| {
+                eprintln!(
+                    "pass bench: SETPOINT_BENCH_SCALES: '{p}' is not NODES:COPIES with two \
+                     positive whole numbers (accepted: for example 1000:100000,100:10000)"
+                );
+                std::process::exit(2)
+            })
         })
         .collect()
 }

@@ -73,6 +73,17 @@ impl EtcdClusterConfig {
         }
     }
 
+    /// As [`EtcdClusterConfig::loopback`], with etcd's own timing (heartbeat 100 ms, election
+    /// 1 s, its defaults): for tests of what a member's stall costs, where the time the others
+    /// take to elect a new leader is part of what is measured.
+    pub fn stock_timing(members: usize) -> Self {
+        Self {
+            heartbeat_ms: 100,
+            election_ms: 1_000,
+            ..Self::loopback(members)
+        }
+    }
+
     /// As [`EtcdClusterConfig::loopback`], with client TLS and auth on.
     pub fn secure_loopback(members: usize) -> Self {
         Self {
@@ -154,11 +165,16 @@ impl EtcdCluster {
     /// Starts a loopback cluster of `members`, or prints why `test` skips and returns `None`
     /// when etcd is not installed. A cluster that fails to start is a test failure (panic).
     pub fn start_or_skip(test: &str, members: usize) -> Option<Self> {
+        Self::start_or_skip_with(test, &EtcdClusterConfig::loopback(members))
+    }
+
+    /// [`EtcdCluster::start_or_skip`] with `cfg`.
+    pub fn start_or_skip_with(test: &str, cfg: &EtcdClusterConfig) -> Option<Self> {
         if let Some(why) = etcd_missing() {
             eprintln!("{test}: skipped: {why}");
             return None;
         }
-        match Self::start(&EtcdClusterConfig::loopback(members)) {
+        match Self::start(cfg) {
             Ok(c) => Some(c),
             Err(e) => panic!("{test}: cannot start etcd: {e}"),
         }
