@@ -433,10 +433,13 @@ fn owned(
     incarnation: Revision,
     claimed: Revision,
 ) -> bool {
-    let current = assigned
-        .get(&n)
-        .is_some_and(|(_, a)| a.create_revision == incarnation);
-    current || incarnation > claimed
+    // The lease's test first: it needs no lookup, and in a steady cluster nearly every copy
+    // was assigned during its node's lease (at 100,000 copies the lookups were a fifth of a
+    // steady pass, `cargo bench -p setpoint-runtime --bench pass`).
+    incarnation > claimed
+        || assigned
+            .get(&n)
+            .is_some_and(|(_, a)| a.create_revision == incarnation)
 }
 
 /// Whether it is confirmed that the copy of `a` (this incarnation) ended, though its node is
