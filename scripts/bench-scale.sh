@@ -71,7 +71,7 @@ live_nodes() {
 # Total live copies over every workload, and the smallest workload's count.
 live_copies() {
   "$bin" get --store "$store" --data-dir "$work/c" --format json 2>/dev/null |
-    jq -r '[.workloads[] | .live // 0] | "\(add // 0) \(min // 0)"' 2>/dev/null || echo "0 0"
+    jq -r '[.workloads[] | .live // 0] | "\(add // 0) \(min // 0)"' 2>/dev/null || echo "? ?"
 }
 declare_all() { # $1: copies of w1
   : >"$work/w.toml"
@@ -85,13 +85,15 @@ declare_all() { # $1: copies of w1
 }
 # Waits until the live total is $1 (and every workload holds its count); prints the seconds.
 wait_live() {
-  local want=$1 t0
+  local want=$1 t0 total seen="none yet" fails=0
   t0=$(now)
   while :; do
     read -r total _ <<<"$(live_copies)"
+    # A `get` that fails (the store did not answer in time) is not a count of 0.
+    if [ "$total" = "?" ]; then fails=$((fails + 1)); else seen=$total; fi
     [ "$total" = "$want" ] && break
     if [ "$(echo "$(now) - $t0 > $timeout" | bc)" = 1 ]; then
-      echo "TIMEOUT (live $total of $want)"
+      echo "TIMEOUT (live $seen of $want at the last get that answered; $fails gets failed)"
       return
     fi
     sleep 1
@@ -156,10 +158,10 @@ t0=$(now)
 # First the lost nodes' copies leave the count (their leases end), then they are replaced.
 for _ in $(seq "$timeout"); do
   read -r total _ <<<"$(live_copies)"
-  [ "$total" -lt "$want" ] && break
+  [ "$total" != "?" ] && [ "$total" -lt "$want" ] && break
   sleep 0.5
 done
-if [ "$total" -lt "$want" ]; then
+if [ "$total" != "?" ] && [ "$total" -lt "$want" ]; then
   fell="live fell to $total after $(since "$t0") s"
 else
   fell="live never seen below $want in $(since "$t0") s (replaced between two polls)"

@@ -16,8 +16,15 @@ echo "machine: $(nproc) cores; load: $(uptime | sed 's/.*load average: //')"
 for b in "${bins[@]}"; do : > "/tmp/chaos-speed.$(echo "$b" | tr / _)"; done
 for r in $(seq "$reps"); do
   for b in "${bins[@]}"; do
-    /usr/bin/time -f '%U %S' -o /tmp/chaos-speed.time "$b" chaos "$model" --runs "$seeds" \
-      --jobs 1 --shrink 0 --format csv >/dev/null 2>/dev/null || true
+    # Builds before the `--runs`/`--jobs` flags (416de92, where issue 21 part 8 starts) take
+    # `--seeds` and run on rayon's pool: one thread through RAYON_NUM_THREADS.
+    if "$b" chaos --help 2>/dev/null | grep -q -- '--runs'; then
+      how=(--runs "$seeds" --jobs 1)
+    else
+      how=(--seeds "$seeds")
+    fi
+    RAYON_NUM_THREADS=1 /usr/bin/time -f '%U %S' -o /tmp/chaos-speed.time "$b" chaos "$model" \
+      "${how[@]}" --shrink 0 --format csv >/dev/null 2>/dev/null || true
     awk '{print $1 + $2}' /tmp/chaos-speed.time >> "/tmp/chaos-speed.$(echo "$b" | tr / _)"
   done
 done
