@@ -100,11 +100,18 @@ impl<'s> WorkloadView<'s> {
         let spec = snapshot.workloads.get(name)?;
         let uid = spec.create_revision;
         let live_nodes: BTreeSet<&str> = snapshot.nodes.keys().map(String::as_str).collect();
-        let assigned: BTreeMap<u64, (&str, &Stored<Assignment>)> = snapshot
-            .assignments_of(name)
-            .filter(|(_, a)| a.value.owner_uid == uid)
-            .map(|(k, a)| (a.value.n, (k.as_str(), a)))
-            .collect();
+        // The workload's assignments in one walk: this declaration's (by number), and an
+        // earlier declaration's under the same name (`foreign`: garbage collection removes them).
+        let mut mine: Vec<(u64, (&str, &Stored<Assignment>))> = Vec::new();
+        let mut foreign: BTreeMap<u64, &Stored<Assignment>> = BTreeMap::new();
+        for (k, a) in snapshot.assignments_of(name) {
+            if a.value.owner_uid == uid {
+                mine.push((a.value.n, (k.as_str(), a)));
+            } else {
+                foreign.insert(a.value.n, a);
+            }
+        }
+        let assigned: BTreeMap<u64, (&str, &Stored<Assignment>)> = mine.into_iter().collect();
         // The ledger's entries as the reports give them, the later of two for one number
         // winning; made a map once, in number order (100,000 inserts one by one were a tenth
         // of a steady pass).
@@ -112,6 +119,7 @@ impl<'s> WorkloadView<'s> {
         let mut exited = BTreeSet::new();
         let mut starting = BTreeSet::new();
         let mut reported_before = snapshot.now_ms;
+        let mut reported_alive: Vec<(u64, Revision)> = Vec::new();
         // Whether each live node holds an assignment of this workload, and the assignments on
         // nodes that are not live, in number order: one walk of the assignments, each asking a
         // hash map of the live nodes (ordered sets of 100,000 names, or one per question, were
@@ -142,8 +150,15 @@ impl<'s> WorkloadView<'s> {
             let mut hosts = hosting.get(*node).copied().unwrap_or_default();
             let claimed = snapshot.nodes[*node].create_revision;
             for c in &report.copies {
-                // The number first: it differs more cheaply.
-                if c.owner_uid != uid || c.workload != name {
+                if c.workload != name {
+                    continue;
+                }
+                // Any declaration's copy alive under this name takes its name
+                // (`name_taken_by_earlier`): gathered in the same walk.
+                if c.phase != Phase::Exited {
+                    reported_alive.push((c.n, c.incarnation));
+                }
+                if c.owner_uid != uid {
                     continue;
                 }
                 hosts |= c.phase != Phase::Exited;
@@ -178,14 +193,12 @@ impl<'s> WorkloadView<'s> {
             }
         }
         let next = snapshot.counters.get(name).map_or(0, |c| c.value.next);
-        let foreign = snapshot
-            .assignments_of(name)
-            .filter(|(_, a)| a.value.owner_uid != uid)
-            .map(|(_, a)| (a.value.n, a))
-            .collect();
-        let mut reported_alive: Vec<(u64, Revision)> = Vec::new();
+        // The reports the walk above did not read: a node not live (unless forgotten), or a
+        // live node's report left by an earlier holder of its lease.
         for (node, r) in &snapshot.reports {
-            if !live_nodes.contains(node.as_str()) && snapshot.forgotten.contains_key(node) {
+            let live = snapshot.nodes.get(node.as_str());
+            let read_above = live.is_some_and(|n| r.value.reported_ms >= n.value.acquired_ms);
+            if read_above || (live.is_none() && snapshot.forgotten.contains_key(node)) {
                 continue;
             }
             for c in &r.value.copies {
@@ -563,8 +576,17 @@ mod tests {
     use crate::store::{MemoryStore, Store, Txn};
 
     /// One copy a node's report shows: its number, whether its incarnation is its assignment's,
-    /// its phase (0 starting, 1 running, 2 exited) and whether it was stopping.
-    type Shown = (u64, bool, u8, bool);
+    /// its phase (0 starting, 1 running, 2 exited), whether it was stopping, and whether it
+    /// belongs to an earlier declaration of the workload (another owner uid).
+    type Shown = (u64, bool, u8, bool, bool);
+
+    /// Which nodes' reports are stale (written before their node's claim: an earlier holder's)
+    /// and which lost nodes an operator forgot, as bit masks over `a`, `b`, `c`.
+    #[derive(Clone, Copy, Debug, Default)]
+    struct Aged {
+        stale: u8,
+        forgot: u8,
+    }
 
     /// A store with workload `w` (generation `generation`), nodes `a`, `b`, `c` of which those
     /// in `live` hold their lease, the assignments `(n, node, generation, foreign)` and what each
@@ -574,6 +596,7 @@ mod tests {
         live: u8,
         assigned: &[(u64, usize, u64, bool)],
         shown: &[Vec<Shown>; 3],
+        aged: Aged,
     ) -> Snapshot {
         let store = MemoryStore::new();
         let nodes = ["a", "b", "c"];
@@ -615,10 +638,10 @@ mod tests {
         for (i, node) in nodes.iter().enumerate() {
             let copies = shown[i]
                 .iter()
-                .map(|&(n, own, phase, stopping)| CopyReport {
+                .map(|&(n, own, phase, stopping, earlier)| CopyReport {
                     copy: copy_name("w", n),
                     workload: "w".into(),
-                    owner_uid: uid,
+                    owner_uid: if earlier { uid + 1_000 } else { uid },
                     n,
                     incarnation: match (own, incarnations.get(&n)) {
                         (true, Some(&r)) => r,
@@ -635,10 +658,12 @@ mod tests {
                     killed: false,
                 })
                 .collect();
+            let stale = aged.stale & (1 << i) != 0;
+            let at = if stale { 0 } else { store.now_ms() + 1_000 };
             let report = NodeReport {
                 node: (*node).into(),
-                observed_ms: store.now_ms() + 1_000,
-                reported_ms: store.now_ms() + 1_000,
+                observed_ms: at,
+                reported_ms: at,
                 agent_pid: 1,
                 synced_revision: 0,
                 copies,
@@ -646,6 +671,11 @@ mod tests {
             store
                 .commit(&Txn::new().put(report_key(node), encode(&report)))
                 .unwrap();
+        }
+        for (i, node) in nodes.iter().enumerate() {
+            if aged.forgot & !live & (1 << i) != 0 {
+                crate::model::node::forget(&store, node).unwrap();
+            }
         }
         Snapshot::load(&store).unwrap()
     }
@@ -686,6 +716,7 @@ mod tests {
                 proptest::bool::weighted(0.8),
                 0u8..3,
                 proptest::bool::ANY,
+                proptest::bool::weighted(0.15),
             ),
             0..10,
         )
@@ -708,8 +739,10 @@ mod tests {
             a in shown(),
             b in shown(),
             c in shown(),
+            stale in 0u8..8,
+            forgot in 0u8..8,
         ) {
-            let s = snapshot(generation, live, &assigned, &[a, b, c]);
+            let s = snapshot(generation, live, &assigned, &[a, b, c], Aged { stale, forgot });
             let v = WorkloadView::new(&s, "w").unwrap();
             // The ledger, one insert at a time in the nodes' and the reports' order (a later
             // entry for a number replaces an earlier one), and the lost assignments, asked one
@@ -747,6 +780,26 @@ mod tests {
                 crate::model::loops::rollout_copies(&v),
                 rollout_copies_slow(&v)
             );
+            // A name is taken by an earlier declaration when one of its assignments has that
+            // number, or when any report but a forgotten lost node's shows a copy of that name
+            // alive in an incarnation other than this declaration's assignment's: asked of
+            // every assignment and every report, number by number.
+            for n in 0..12 {
+                let ours = v.assignment(n).map(|(_, a)| a.create_revision);
+                let earlier = s
+                    .assignments_of("w")
+                    .any(|(_, a)| a.value.n == n && a.value.owner_uid != uid);
+                let alive = s.reports.iter().any(|(node, r)| {
+                    (s.nodes.contains_key(node) || !s.forgotten.contains_key(node))
+                        && r.value.copies.iter().any(|c| {
+                            c.workload == "w"
+                                && c.n == n
+                                && c.phase != Phase::Exited
+                                && Some(c.incarnation) != ours
+                        })
+                });
+                proptest::prop_assert_eq!(v.name_taken_by_earlier(n), earlier || alive, "copy {}", n);
+            }
         }
     }
 }
