@@ -164,6 +164,11 @@ pub struct ControllerFlags {
     /// counts it on the loop's grid); one is written at least this often. 0 writes every round.
     #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = duration)]
     pub round_resync: Duration,
+    /// On etcd: compact the store's history this often, keeping one interval of it (a stock
+    /// etcd never compacts, and refuses every write once its database reaches its quota). 0
+    /// leaves compaction to etcd's own `--auto-compaction-retention` or to the operator.
+    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = duration)]
+    pub compact_history: Duration,
 }
 
 impl ControllerFlags {
@@ -174,11 +179,18 @@ impl ControllerFlags {
                 format_duration(self.lease_ttl)
             )));
         }
+        if !self.compact_history.is_zero() && self.compact_history < Duration::from_secs(1) {
+            anyhow::bail!(BadInput(format!(
+                "--compact-history {} is too short: accepted 0 (off) or at least 1s",
+                format_duration(self.compact_history)
+            )));
+        }
         let mut c = ControllerConfig::new(setpoint_runtime::default_holder());
         c.lease_ttl = self.lease_ttl;
         c.wake_on_change = self.wake_on_change;
         c.event_retention = self.event_retention;
         c.round_resync = self.round_resync;
+        c.history_compaction = self.compact_history;
         c.poll = (self.lease_ttl / 10).min(Duration::from_millis(100));
         Ok(c)
     }

@@ -547,6 +547,10 @@ impl Store for CachedStore {
         self.inner.revoke(lease)
     }
 
+    fn compact_history(&self, before: Revision) -> Result<(), StoreError> {
+        self.inner.compact_history(before)
+    }
+
     fn now_ms(&self) -> u64 {
         self.inner.now_ms()
     }

@@ -216,3 +216,79 @@ fn a_report_written_between_a_delete_passs_read_and_its_commit_conflicts_on_etcd
         crate::controller::reconcile::tests::report_between_read_and_commit(&store, kind);
     }
 }
+
+/// A stock etcd never compacts its history (`--auto-compaction-retention` is off by default):
+/// every version of every key stays until its 2 GiB quota refuses every write. The controller
+/// compacts it on its schedule ([`crate::controller::HistorySchedule`]), keeping one interval
+/// of history, and goes on working after it.
+#[test]
+fn the_controller_compacts_a_stock_etcds_history_and_works_on() {
+    let Some(cluster) = EtcdCluster::start_or_skip("compacts_history", 1) else {
+        return;
+    };
+    let store: Arc<dyn Store> = Arc::new(cluster.store());
+    crate::model::node::fake_node(&*store, "n1").unwrap();
+    let first = store.revision().unwrap();
+    for i in 0..20 {
+        store
+            .commit(&crate::store::Txn::new().put("/scratch/k", format!("{i}")))
+            .unwrap();
+    }
+    let history_from = |after: crate::store::Revision| {
+        let mut w = store.watch(&["/scratch/"], after).unwrap().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match w.next(Duration::from_millis(200)) {
+                crate::store::WatchEvent::Idle if Instant::now() < deadline => continue,
+                e => return e,
+            }
+        }
+    };
+    assert!(
+        matches!(
+            history_from(first),
+            crate::store::WatchEvent::Changes { .. }
+        ),
+        "before: the history is all there"
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (trigger, shutdown) = shutdown_pair();
+    let mut cfg = ControllerConfig::new("compaction-test");
+    cfg.history_compaction = Duration::from_secs(1);
+    let controller = rt.spawn(run_controller(Arc::clone(&store), cfg, shutdown));
+    // The first tick reads the revision, the second (a second later) compacts to it.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut compacted = false;
+    while !compacted && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+        compacted = matches!(history_from(first), crate::store::WatchEvent::Lost(_));
+    }
+    // Declared after the compaction: the controller's own watch and passes still work.
+    crate::ops::apply(&*store, &[test_spec("w", 3, ControllerKind::Intent, 100)]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let count = || Snapshot::load(&*store).unwrap().assignments_of("w").count();
+    while count() < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let created = count();
+    trigger.fire();
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), controller)
+            .await
+            .expect("the controller stops")
+            .unwrap()
+            .unwrap()
+    });
+    assert!(
+        compacted,
+        "the history before the controller started is compacted within 15 s"
+    );
+    assert_eq!(
+        created, 3,
+        "the workload declared after the compaction is created"
+    );
+}

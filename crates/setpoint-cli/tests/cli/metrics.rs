@@ -305,8 +305,9 @@ fn a_controller_and_an_agent_each_serve_their_own_and_log_json_on_request() {
     assert_eq!(created["workload"], "collector", "{created}");
 }
 
-/// An address in use, one that does not parse, and a log filter that does not parse: one line
-/// each, exit 2, before anything runs.
+/// An address in use, one that does not parse, a log filter that does not parse, and a history
+/// compaction too frequent to leave watches any history: one line each, exit 2, before
+/// anything runs.
 #[test]
 fn a_metrics_address_or_log_filter_that_cannot_be_used_is_refused_in_one_line() {
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -326,6 +327,10 @@ fn a_metrics_address_or_log_filter_that_cannot_be_used_is_refused_in_one_line() 
         (
             vec!["controller", "--log-level", "info,=[x"],
             "is not a log filter",
+        ),
+        (
+            vec!["controller", "--compact-history", "10ms"],
+            "--compact-history 10ms is too short: accepted 0 (off) or at least 1s",
         ),
     ] {
         let mut a = args.clone();

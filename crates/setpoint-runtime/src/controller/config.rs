@@ -48,7 +48,14 @@ pub struct ControllerConfig {
     pub skip_quiet_passes: bool,
     /// Where the driver counts its metrics ([`crate::metrics`]); none by default.
     pub metrics: crate::metrics::MetricsSink,
+    /// How often the store's history is compacted, keeping one interval of it
+    /// ([`super::HistorySchedule`]); zero never compacts. Default [`DEFAULT_HISTORY_COMPACTION`].
+    pub history_compaction: Duration,
 }
+
+/// The default interval of [`ControllerConfig::history_compaction`]: five minutes, as the
+/// Kubernetes API server's `--etcd-compaction-interval`.
+pub const DEFAULT_HISTORY_COMPACTION: Duration = Duration::from_secs(300);
 
 impl ControllerConfig {
     /// A controller named `holder`: lease TTL 5s, no wake-up on change,
@@ -63,6 +70,7 @@ impl ControllerConfig {
             round_resync: DEFAULT_ROUND_RESYNC,
             skip_quiet_passes: true,
             metrics: Default::default(),
+            history_compaction: DEFAULT_HISTORY_COMPACTION,
         }
     }
 }

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::config::{ControllerConfig, HostConfig};
+use super::history::HistorySchedule;
 use super::host::{Host, HostInput, HostOutput, Purpose};
 use crate::machine::{carry_out, follow_watch, Followed, Replied, ReqId, StoreRequest};
 use crate::rt::Shutdown;
@@ -33,6 +34,7 @@ pub async fn run_controller(
     mut shutdown: Shutdown,
 ) -> Result<(), StoreError> {
     let metrics = cfg.metrics.clone();
+    let compaction = compact_history(&store, cfg.history_compaction, cfg.holder.clone());
     let mut host_cfg = HostConfig::new(cfg);
     host_cfg.watch_cache = store.watches();
     let started = Instant::now();
@@ -64,6 +66,9 @@ pub async fn run_controller(
                     for stop in watches.values() {
                         stop.store(true, Ordering::SeqCst);
                     }
+                    if let Some(c) = &compaction {
+                        c.abort();
+                    }
                     return result;
                 }
             }
@@ -81,6 +86,51 @@ pub async fn run_controller(
             _ = tokio::time::sleep(sleep) => HostInput::Tick,
         };
     }
+}
+
+/// Compacts the store's history on its schedule ([`HistorySchedule`]) until the returned task
+/// is aborted; `None` (nothing started) when compaction is off or the store keeps no history
+/// (the embedded stores, which do not watch). A failed read of the revision is tried again ten
+/// seconds later (the host already says the store does not answer); a failed compaction is
+/// logged and tried again at the next tick.
+fn compact_history(
+    store: &Arc<dyn Store>,
+    interval: Duration,
+    who: String,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let mut schedule = HistorySchedule::new(interval);
+    if !schedule.on() || !store.watches() {
+        return None;
+    }
+    let store = Arc::clone(store);
+    Some(tokio::spawn(async move {
+        let started = Instant::now();
+        loop {
+            let s = Arc::clone(&store);
+            let read = tokio::task::spawn_blocking(move || s.revision()).await;
+            let now = started.elapsed().as_millis() as u64;
+            let Ok(Ok(revision)) = read else {
+                tokio::time::sleep(interval.min(Duration::from_secs(10))).await;
+                continue;
+            };
+            if let Some(before) = schedule.read(now, revision) {
+                let s = Arc::clone(&store);
+                if let Ok(Err(e)) =
+                    tokio::task::spawn_blocking(move || s.compact_history(before)).await
+                {
+                    let line =
+                        format!("cannot compact the store's history before revision {before}: {e}");
+                    crate::rt::log_at(
+                        tracing::Level::WARN,
+                        &who,
+                        &crate::rt::Fields::default(),
+                        line,
+                    );
+                }
+            }
+            tokio::time::sleep(schedule.wait(now)).await;
+        }
+    }))
 }
 
 /// Counts what the host did in its last step into `m`.

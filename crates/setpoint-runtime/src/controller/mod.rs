@@ -18,6 +18,9 @@
 //!   controller a loop runs ([`runtime_controller`]).
 //! - `gc.rs`: when garbage collection runs ([`GC_EVERY_MS`]) and what its outcome means.
 //! - `compaction.rs`: when the event log is compacted, in fenced batches.
+//! - `history.rs`: when the store's own history (etcd's MVCC versions) is compacted: not a
+//!   part of the machine (it decides nothing of the host's and the chaos world keeps no
+//!   history), its schedule is stepped by the driver.
 //! - `serving.rs`: the leader's watch cache and its serving rule: what the cache may answer
 //!   in the store's place.
 //! - `verdict.rs`: how a part's piece of work ended, for the host to act on.
@@ -34,6 +37,7 @@ mod config;
 mod driver;
 mod election;
 mod gc;
+mod history;
 mod host;
 mod observe;
 pub mod reconcile;
@@ -43,10 +47,12 @@ mod serving;
 mod verdict;
 
 pub use config::{
-    default_holder, ControllerConfig, HostConfig, DEFAULT_REQUEST_TIMEOUT, DEFAULT_ROUND_RESYNC,
+    default_holder, ControllerConfig, HostConfig, DEFAULT_HISTORY_COMPACTION,
+    DEFAULT_REQUEST_TIMEOUT, DEFAULT_ROUND_RESYNC,
 };
 pub use driver::run_controller;
 pub use gc::GC_EVERY_MS;
+pub use history::HistorySchedule;
 pub use host::{Host, HostInput, HostOutput, Purpose};
 pub use observe::PassObservation;
 pub use schedule::{pass_log_lines, runtime_controller, MAX_ATTEMPTS};

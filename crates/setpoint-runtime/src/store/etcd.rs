@@ -868,6 +868,24 @@ impl Store for EtcdStore {
         })
     }
 
+    /// etcd's MVCC compaction (not physical: the call returns once the compaction is ordered).
+    fn compact_history(&self, before: Revision) -> Result<(), StoreError> {
+        let Ok(before) = i64::try_from(before) else {
+            return Ok(());
+        };
+        if before <= 1 {
+            return Ok(());
+        }
+        self.call(true, move |mut c, _| async move {
+            match c.compact(before, None).await {
+                Ok(_) => Ok(()),
+                // Another controller, or an earlier call whose answer was lost, got there first.
+                Err(e) if describe(&e).contains("required revision has been compacted") => Ok(()),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
     fn now_ms(&self) -> u64 {
         wall_ms()
     }

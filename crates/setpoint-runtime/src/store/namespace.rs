@@ -110,6 +110,11 @@ impl Store for Namespaced {
         self.inner.revoke(lease)
     }
 
+    /// The history is the whole store's: a namespace shares its revisions with every other.
+    fn compact_history(&self, before: Revision) -> Result<(), StoreError> {
+        self.inner.compact_history(before)
+    }
+
     fn now_ms(&self) -> u64 {
         self.inner.now_ms()
     }

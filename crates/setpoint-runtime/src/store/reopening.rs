@@ -136,6 +136,10 @@ impl Store for Reopening {
         self.inner()?.revoke(lease)
     }
 
+    fn compact_history(&self, before: Revision) -> Result<(), StoreError> {
+        self.inner()?.compact_history(before)
+    }
+
     /// The open store's clock, or the host's wall clock before it opens (every store's clock
     /// is the wall clock of the host it runs on).
     fn now_ms(&self) -> u64 {
