@@ -6,7 +6,9 @@
 //! engine keeps one record per copy and a time-ordered queue of what happens next: copies that
 //! finish starting, scripted events, and reports that reach the ledger. Its cost is
 //! O((copies + events + acting rounds) · log n); like the lesson's engine it skips every round in
-//! which no pass could decide differently.
+//! which no pass could decide differently. One queue entry stands for the consecutive copies a
+//! happening reaches at one second (a batch that starts; reports made and due at the same
+//! seconds), dispatched copy by copy in the order their own entries had (`Ev::absorb`).
 //!
 //! # Order within a second
 //! At second `t`, in this order (`docs/model.md` gives the reasons):
