@@ -19,7 +19,8 @@
 #   - the same grid as single-run JSON rows, and the lesson's world sweep (the fast engine and
 #     the predictor);
 #   - `setpoint run` of every scenario file in scenarios/ (faults, rolling updates, crash
-#     loops, stale views, outages, lost deletes), as JSON, with --runs, and with --trace.
+#     loops, stale views, outages, lost deletes), as JSON, with --runs, and with --trace; and
+#     with --trace under fixed delays (0, 20 and 7.5 s) with each controller.
 # It prints one line per comparison and exits 1 at the first difference. It writes nothing
 # outside a temporary folder.
 set -euo pipefail
@@ -186,6 +187,15 @@ for f in scenarios/*.toml; do
     same "run $f, 20 seeds" run "$f" --format json --runs 20
     for c in ledger intent named gated expectations; do
         same_trace "run $f, $c, seed 3" run "$f" --controller "$c" --seed 3
+    done
+done
+# The scenario files again under delays that draw nothing: only there do a batch's reports
+# travel in one queue entry and a pass's kills report in one step (issue 24, part 6).
+for f in scenarios/*.toml; do
+    for d in fixed:0 fixed:20 fixed:7.5; do
+        for c in ledger intent named gated expectations; do
+            same_trace "run $f, $d, $c" run "$f" --delay-model "$d" --controller "$c" --seed 3
+        done
     done
 done
 # Pictures: the timeline (SVG and PNG) at the durations the tests use and longer, on both

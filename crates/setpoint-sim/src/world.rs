@@ -6,7 +6,9 @@
 //! engine keeps one record per copy and a time-ordered queue of what happens next: copies that
 //! finish starting, scripted events, and reports that reach the ledger. Its cost is
 //! O((copies + events + acting rounds) · log n); like the lesson's engine it skips every round in
-//! which no pass could decide differently.
+//! which no pass could decide differently. One queue entry stands for the consecutive copies a
+//! happening reaches at one second (a batch that starts; reports made and due at the same
+//! seconds), dispatched copy by copy in the order their own entries had (`Ev::absorb`).
 //!
 //! # Order within a second
 //! At second `t`, in this order (`docs/model.md` gives the reasons):
@@ -61,26 +63,72 @@ struct CopyRec {
 }
 
 /// What happens at a point of the queue.
+///
+/// `Ready` and `Arrive` stand for `n` copies, `id` and those after it: a batch's copies start
+/// at one second and their reports, made at one second, arrive at one second under a fixed
+/// delay; one entry then carries them all, dispatched copy by copy in the order their own
+/// entries would have been popped ([`EventQueue::push_merged`], [`Ev::absorb`]).
 #[derive(Debug, Clone, Copy)]
 enum Ev {
-    /// A copy finishes starting.
-    Ready { w: usize, id: u64 },
+    /// Copies finish starting.
+    Ready { w: usize, id: u64, n: u32 },
     /// A scripted event, by index into the sorted timeline.
     Scripted(usize),
     /// A stale-view window of one workload closes.
     StaleEnd { w: usize },
     /// A crash-looping copy ends by itself.
     Fail { w: usize, id: u64 },
-    /// A report reaches the ledger. `made` is when it was made.
+    /// Reports reach the ledger, each of its copy's start or (`end`) its end. `made` is when
+    /// they were made.
     Arrive {
         w: usize,
         id: u64,
+        n: u32,
         end: bool,
         made: Time,
     },
     /// Under `snapshot`: the reports of snapshot `f` (an index into [`Engine::flights`]) that
     /// reach the ledger at this second, in their order.
     Flight { f: usize },
+}
+
+impl Ev {
+    /// Takes `next` into `self` when it is the same happening to the copies right after
+    /// `self`'s: then dispatching `self` does what dispatching both, one after the other, did.
+    #[inline]
+    fn absorb(&mut self, next: &Ev) -> bool {
+        match (self, *next) {
+            (
+                Ev::Ready { w, id, n },
+                Ev::Ready {
+                    w: w2,
+                    id: id2,
+                    n: n2,
+                },
+            ) if *w == w2 && *id + u64::from(*n) == id2 => {
+                n.checked_add(n2).map(|sum| *n = sum).is_some()
+            }
+            (
+                Ev::Arrive {
+                    w,
+                    id,
+                    n,
+                    end,
+                    made,
+                },
+                Ev::Arrive {
+                    w: w2,
+                    id: id2,
+                    n: n2,
+                    end: end2,
+                    made: made2,
+                },
+            ) if *w == w2 && *id + u64::from(*n) == id2 && *end == end2 && *made == made2 => {
+                n.checked_add(n2).map(|sum| *n = sum).is_some()
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Queue classes: the order of kinds within one second.
@@ -349,6 +397,9 @@ struct Engine<'s> {
     log: Option<Vec<ReportLog>>,
     /// The copies a pass's delete commands go to (a buffer kept across passes).
     targets: Vec<u64>,
+    /// Under per-report with a delay model that draws nothing (not random, not empirical):
+    /// every report's delay, in whole seconds.
+    fixed_report: Option<Time>,
 }
 
 /// One node's report pipeline (`crate::pipeline`).
@@ -761,6 +812,14 @@ impl<'s> Engine<'s> {
             flights: Vec::new(),
             free_flights: Vec::new(),
             targets: spare.targets,
+            fixed_report: match &spec.delay {
+                crate::delay::DelayModel::Empirical(_) => None,
+                // Not random: `sample` returns the least delay without a draw.
+                model if !model.is_random() && spec.pipeline.is_per_report() => {
+                    Some(whole_seconds(model.min_ms()))
+                }
+                _ => None,
+            },
             nodes: if spec.pipeline.is_per_report() {
                 Vec::new()
             } else {
@@ -857,7 +916,7 @@ impl<'s> Engine<'s> {
     }
 
     /// Handles every queued happening of second `t`.
-    #[inline]
+    #[inline(always)]
     fn drain(&mut self, t: Time) -> Result<(), ScenarioError> {
         // Most calls find nothing (the drain after the passes of a quiet second): a bit of the
         // calendar tells, without the call and its frame (3 % of a Monte Carlo run).
@@ -870,7 +929,7 @@ impl<'s> Engine<'s> {
     fn drain_queue(&mut self, t: Time) -> Result<(), ScenarioError> {
         while let Some(ev) = self.queue.pop_at(t) {
             match ev {
-                Ev::Ready { w, id } => self.ready(w, id, t),
+                Ev::Ready { w, id, n } => self.ready(w, id, n, t),
                 Ev::Fail { w, id } => self.fail(w, id, t),
                 Ev::Scripted(i) => self.scripted(i, t),
                 Ev::StaleEnd { w } => {
@@ -881,7 +940,13 @@ impl<'s> Engine<'s> {
                     }
                     work.dirty = true;
                 }
-                Ev::Arrive { w, id, end, made } => self.arrive(w, id, end, made),
+                Ev::Arrive {
+                    w,
+                    id,
+                    n,
+                    end,
+                    made,
+                } => self.arrive(w, id, n, end, made),
                 Ev::Flight { f } => self.land(f, t),
             }
         }
@@ -894,9 +959,16 @@ impl<'s> Engine<'s> {
         let reports = std::mem::take(&mut self.flights[f].reports);
         let at = self.flights[f].at;
         for &(ev, _) in &reports {
-            if let Ev::Arrive { w, id, end, made } = ev {
+            if let Ev::Arrive {
+                w,
+                id,
+                n,
+                end,
+                made,
+            } = ev
+            {
                 if self.works[w].hold(at) == t {
-                    self.arrive(w, id, end, made);
+                    self.arrive(w, id, n, end, made);
                 }
             }
         }
@@ -930,11 +1002,36 @@ impl<'s> Engine<'s> {
         self.free_flights.push(f);
     }
 
-    fn ready(&mut self, w: usize, id: u64, t: Time) {
+    /// Copies `first` to `first + n − 1` of workload `w` finish starting at `t`, in that order.
+    fn ready(&mut self, w: usize, first: u64, n: u32, t: Time) {
+        let end = first + u64::from(n);
+        if self.fixed_report.is_none() || self.log.is_some() {
+            for id in first..end {
+                if self.start(w, id) {
+                    self.report(w, id, false, t);
+                }
+            }
+            return;
+        }
+        // Under a delay that draws nothing, the reports of consecutive copies travel in one
+        // entry: the queue ends as it would after one report each (`Ev::absorb`).
+        let mut run = first;
+        for id in first..end {
+            if !self.start(w, id) {
+                self.report_fixed(w, run, id - run, false, t);
+                run = id + 1;
+            }
+        }
+        self.report_fixed(w, run, end - run, false, t);
+    }
+
+    /// Copy `id` of workload `w` starts running, unless it is dead; returns whether it started.
+    #[inline]
+    fn start(&mut self, w: usize, id: u64) -> bool {
         let work = &mut self.works[w];
         let rec = &mut work.copies[id as usize];
         if rec.dead {
-            return;
+            return false;
         }
         rec.started = true;
         work.live.insert(id);
@@ -945,7 +1042,32 @@ impl<'s> Engine<'s> {
             }
             *n += 1;
         }
-        self.report(w, id, false, t);
+        true
+    }
+
+    /// [`Engine::report`] of the starts (or ends) of copies `first` to `first + n − 1` made at
+    /// `t`, under a delay that draws nothing and with no log: one queue entry for all of them.
+    fn report_fixed(&mut self, w: usize, first: u64, n: u64, end: bool, t: Time) {
+        let (Some(seconds), Ok(count)) = (self.fixed_report, u32::try_from(n)) else {
+            for id in first..first + n {
+                self.report(w, id, end, t);
+            }
+            return;
+        };
+        if count == 0 {
+            return;
+        }
+        self.in_transit.send_many(t, n);
+        let due = t.saturating_add(seconds);
+        let arrival = self.works[w].hold(due);
+        let ev = Ev::Arrive {
+            w,
+            id: first,
+            n: count,
+            end,
+            made: t,
+        };
+        self.queue.push_merged(arrival, ARRIVE, ev, Ev::absorb);
     }
 
     /// Sends the report of copy `id` starting (or ending) at `t` on its way to the ledger.
@@ -954,14 +1076,26 @@ impl<'s> Engine<'s> {
         let ev = Ev::Arrive {
             w,
             id,
+            n: 1,
             end,
             made: t,
         };
-        if self.spec.pipeline.is_per_report() {
+        if let Some(seconds) = self.fixed_report {
+            // The same as below without the draw's dispatch, and no outage to search most often.
+            let due = t.saturating_add(seconds);
+            let work = &self.works[w];
+            let arrival = if work.outages.is_empty() {
+                due
+            } else {
+                work.hold(due)
+            };
+            self.queue.push_merged(arrival, ARRIVE, ev, Ev::absorb);
+            self.note(ev, 0, due, due);
+        } else if self.spec.pipeline.is_per_report() {
             let delay = self.spec.delay.sample(&mut self.rng);
             let due = t.saturating_add(whole_seconds(delay));
             let arrival = self.works[w].hold(due);
-            self.push(arrival, ARRIVE, ev);
+            self.queue.push_merged(arrival, ARRIVE, ev, Ev::absorb);
             self.note(ev, 0, due, due);
         } else {
             self.report_piped(w, id, t, ev);
@@ -971,7 +1105,13 @@ impl<'s> Engine<'s> {
     /// Keeps report `ev` in the tests' log, when kept; returns its index there.
     #[inline]
     fn note(&mut self, ev: Ev, node: u32, due: Time, at: Time) -> usize {
-        let (Some(log), Ev::Arrive { w, id, end, made }) = (self.log.as_mut(), ev) else {
+        let (
+            Some(log),
+            Ev::Arrive {
+                w, id, end, made, ..
+            },
+        ) = (self.log.as_mut(), ev)
+        else {
             return 0;
         };
         log.push(ReportLog {
@@ -1003,7 +1143,7 @@ impl<'s> Engine<'s> {
                     delay.sample(rng)
                 });
             let arrival = self.works[w].hold(at);
-            self.push(arrival, ARRIVE, ev);
+            self.queue.push_merged(arrival, ARRIVE, ev, Ev::absorb);
             self.note(ev, node, at, at);
             return;
         }
@@ -1052,27 +1192,31 @@ impl<'s> Engine<'s> {
             }
         };
         let arrival = self.works[w].hold(at);
-        self.push(arrival, ARRIVE, ev);
+        self.queue.push_merged(arrival, ARRIVE, ev, Ev::absorb);
         self.note(ev, node, due, at);
     }
 
+    /// The reports of copies `first` to `first + n − 1` of workload `w`, made at `made`, reach
+    /// the ledger, in that order.
     #[inline]
-    fn arrive(&mut self, w: usize, id: u64, end: bool, made: Time) {
-        self.in_transit.arrive(made);
+    fn arrive(&mut self, w: usize, first: u64, n: u32, end: bool, made: Time) {
+        self.in_transit.arrive(made, u64::from(n));
         let work = &mut self.works[w];
-        let rec = &mut work.copies[id as usize];
-        let name = rec.name;
-        if end {
-            rec.end_arrived = true;
-            if work.shown.remove(id) {
-                if let Some(name) = name {
-                    decrement(&mut work.shown_names, name);
+        for id in first..first + u64::from(n) {
+            let rec = &mut work.copies[id as usize];
+            let name = rec.name;
+            if end {
+                rec.end_arrived = true;
+                if work.shown.remove(id) {
+                    if let Some(name) = name {
+                        decrement(&mut work.shown_names, name);
+                    }
                 }
-            }
-        } else if !rec.end_arrived {
-            work.shown.insert(id);
-            if let Some(name) = name {
-                *work.shown_names.entry(name).or_insert(0) += 1;
+            } else if !rec.end_arrived {
+                work.shown.insert(id);
+                if let Some(name) = name {
+                    *work.shown_names.entry(name).or_insert(0) += 1;
+                }
             }
         }
         work.dirty = true;
@@ -1097,10 +1241,23 @@ impl<'s> Engine<'s> {
 
     /// Kills copy `id` of workload `w` at `t`. Returns whether it was alive.
     fn kill(&mut self, w: usize, id: u64, t: Time) -> bool {
+        let (alive, started) = self.kill_unreported(w, id);
+        if started {
+            // The ledger heard of its start, or will: it must hear of its end too. A copy that
+            // never started was never reported, and nothing needs taking back.
+            self.report(w, id, true, t);
+        }
+        alive
+    }
+
+    /// [`Engine::kill`] but for the report of its end: returns whether copy `id` was alive,
+    /// and whether its end must be reported (it had started).
+    #[inline]
+    fn kill_unreported(&mut self, w: usize, id: u64) -> (bool, bool) {
         let work = &mut self.works[w];
         let rec = &mut work.copies[id as usize];
         if rec.dead {
-            return false;
+            return (false, false);
         }
         rec.dead = true;
         let started = rec.started;
@@ -1119,11 +1276,8 @@ impl<'s> Engine<'s> {
             if let Some(name) = name {
                 decrement(&mut work.live_names, name);
             }
-            // The ledger heard of its start, or will: it must hear of its end too. A copy that
-            // never started was never reported, and nothing needs taking back.
-            self.report(w, id, true, t);
         }
-        true
+        (true, started)
     }
 
     fn scripted(&mut self, i: usize, t: Time) {
@@ -1306,19 +1460,9 @@ impl<'s> Engine<'s> {
             None => {}
             Some(Action::Create { batch, .. }) => {
                 debug_assert_eq!(batch.first.0, work.copies.len() as u64);
-                for _ in 0..batch.count {
-                    self.create(w, None, t)?;
-                }
+                self.create_unnamed(w, batch.count, t)?;
             }
-            Some(a @ Action::Delete { .. }) => {
-                for i in 0..a.size() {
-                    let target = targets.get(i as usize).copied();
-                    self.command(w, |engine| match target {
-                        Some(id) => u64::from(engine.stop(w, id, t)),
-                        None => 0,
-                    });
-                }
-            }
+            Some(a @ Action::Delete { .. }) => self.delete(w, a.size(), &targets, t),
             Some(Action::Named { create, delete, .. }) => {
                 for name in create {
                     let exists = self.works[w].existing_names.contains_key(&name);
@@ -1371,16 +1515,61 @@ impl<'s> Engine<'s> {
             .map(|b| b.next_try);
         match hold {
             Some(at) if s.create > 0 => work.backoff_wake = Some(at),
-            _ => {
-                for _ in 0..s.create {
-                    self.create(w, None, t)?;
-                }
-            }
+            _ => self.create_unnamed(w, s.create, t)?,
         }
         for id in s.delete {
             self.command(w, |engine| u64::from(engine.stop(w, id, t)));
         }
         Ok(())
+    }
+
+    /// `size` delete commands of workload `w` at `t`, the first ones to `targets` in their
+    /// order (one without a target deletes nothing): [`Engine::command`] `size` times, in one
+    /// step. Deliveries change no loss armed, so the first `lost_armed` commands are the lost
+    /// ones; and most commands of a ledger-driven loop reach copies already dead, for which a
+    /// delivery only marks the copy commanded (issue 24, part 6: one call per command was a
+    /// fifth of a lesson run).
+    fn delete(&mut self, w: usize, size: u64, targets: &[u64], t: Time) {
+        let work = &mut self.works[w];
+        let lost = work.lost_armed.min(size);
+        work.tally.commands += size;
+        work.lost_armed -= lost;
+        work.tally.lost += lost;
+        let from = usize::try_from(lost)
+            .unwrap_or(usize::MAX)
+            .min(targets.len());
+        let to = usize::try_from(size)
+            .unwrap_or(usize::MAX)
+            .min(targets.len());
+        let mut deleted = 0;
+        // Under a delay that draws nothing and with no log, the ends of consecutive copies
+        // killed here go in one report each run ([`Engine::report_fixed`]): the queue ends as
+        // after one report each, in the order of the kills.
+        let batch = self.fixed_report.is_some() && self.log.is_none();
+        let mut run: (u64, u64) = (0, 0);
+        for &id in &targets[from..to.max(from)] {
+            let rec = &mut self.works[w].copies[id as usize];
+            rec.commanded = true;
+            if rec.dead {
+                continue;
+            }
+            if !batch {
+                deleted += u64::from(self.kill(w, id, t));
+                continue;
+            }
+            let (alive, started) = self.kill_unreported(w, id);
+            deleted += u64::from(alive);
+            if started {
+                if run.1 > 0 && run.0 + run.1 == id {
+                    run.1 += 1;
+                } else {
+                    self.report_fixed(w, run.0, run.1, true, t);
+                    run = (id, 1);
+                }
+            }
+        }
+        self.report_fixed(w, run.0, run.1, true, t);
+        self.works[w].tally.deleted += deleted;
     }
 
     /// One delete command of workload `w`: lost if a loss is armed, otherwise carried out by
@@ -1394,6 +1583,47 @@ impl<'s> Engine<'s> {
         }
         let deleted = deliver(self);
         self.works[w].tally.deleted += deleted;
+    }
+
+    /// Creates `count` copies without names in workload `w` at `t`: [`Engine::create`] `count`
+    /// times, in one step where nothing singles a copy out (no startup draw, no crash loop,
+    /// no node or lane to place it on, within the budget).
+    fn create_unnamed(&mut self, w: usize, count: u64, t: Time) -> Result<(), ScenarioError> {
+        let n = u32::try_from(count).unwrap_or(u32::MAX);
+        let alike = self.startup_model.is_none()
+            && self.nodes.is_empty()
+            && self.works[w].crash.is_none()
+            && u64::from(n) == count
+            && self.total_created.saturating_add(count) <= self.budget;
+        if !alike {
+            for _ in 0..count {
+                self.create(w, None, t)?;
+            }
+            return Ok(());
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        self.total_created += count;
+        let work = &mut self.works[w];
+        let id = work.copies.len() as u64;
+        let rec = CopyRec {
+            name: None,
+            started: false,
+            dead: false,
+            end_arrived: false,
+            created: t,
+            generation: work.generation,
+            commanded: false,
+            node: 0,
+        };
+        work.copies.resize(work.copies.len() + n as usize, rec);
+        work.tally.created += count;
+        work.dirty = true;
+        let ready = t.saturating_add(work.startup);
+        self.queue
+            .push_merged(ready, READY, Ev::Ready { w, id, n }, Ev::absorb);
+        Ok(())
     }
 
     fn create(&mut self, w: usize, name: Option<Name>, t: Time) -> Result<(), ScenarioError> {
@@ -1435,7 +1665,8 @@ impl<'s> Engine<'s> {
         work.tally.created += 1;
         work.dirty = true;
         let ready = t.saturating_add(startup);
-        self.push(ready, READY, Ev::Ready { w, id });
+        self.queue
+            .push_merged(ready, READY, Ev::Ready { w, id, n: 1 }, Ev::absorb);
         Ok(())
     }
 }
