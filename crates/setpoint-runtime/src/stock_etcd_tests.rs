@@ -36,38 +36,22 @@ fn a_fresh_workload_is_created_whole(test: &str, copies: u64, within: Duration) 
         &[test_spec("w", copies, ControllerKind::Intent, 100)],
     )
     .unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let (trigger, shutdown) = shutdown_pair();
-    let controller = rt.spawn(run_controller(
-        Arc::clone(&store),
-        ControllerConfig::new("stock-etcd-test"),
-        shutdown,
-    ));
     let count = || {
         let s = Snapshot::load(&*store).unwrap();
         s.assignments_of("w").count() as u64
     };
-    let deadline = Instant::now() + within;
-    let mut created = count();
-    while created < copies && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(200));
-        created = count();
-    }
-    // A few more periods: `intent` counts its copies in flight, so nothing more is created.
-    std::thread::sleep(Duration::from_millis(500));
-    let after = count();
-    trigger.fire();
-    rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(10), controller)
-            .await
-            .expect("the controller stops")
-            .unwrap()
-            .unwrap()
-    });
+    let (created, after) =
+        with_controller(&store, ControllerConfig::new("stock-etcd-test"), || {
+            let deadline = Instant::now() + within;
+            let mut created = count();
+            while created < copies && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(200));
+                created = count();
+            }
+            // A few more periods: `intent` counts its copies in flight, so nothing more is created.
+            std::thread::sleep(Duration::from_millis(500));
+            (created, count())
+        });
     assert_eq!(
         created, copies,
         "within {within:?}, on an etcd with its default limits"
@@ -85,6 +69,32 @@ fn a_fresh_workload_is_created_whole(test: &str, copies: u64, within: Duration) 
     let mut numbers: Vec<u64> = s.assignments_of("w").map(|(_, a)| a.value.n).collect();
     numbers.dedup();
     assert_eq!(numbers.len() as u64, copies);
+}
+
+/// Runs the real controller (its tokio driver) on `store` with `cfg` while `body` runs, then
+/// stops it and waits for it to end (within 10 s).
+fn with_controller<T>(
+    store: &Arc<dyn Store>,
+    cfg: ControllerConfig,
+    body: impl FnOnce() -> T,
+) -> T {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (trigger, shutdown) = shutdown_pair();
+    let controller = rt.spawn(run_controller(Arc::clone(store), cfg, shutdown));
+    let out = body();
+    trigger.fire();
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), controller)
+            .await
+            .expect("the controller stops")
+            .unwrap()
+            .unwrap()
+    });
+    out
 }
 
 #[test]
@@ -251,37 +261,24 @@ fn the_controller_compacts_a_stock_etcds_history_and_works_on() {
         ),
         "before: the history is all there"
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let (trigger, shutdown) = shutdown_pair();
     let mut cfg = ControllerConfig::new("compaction-test");
     cfg.history_compaction = Duration::from_secs(1);
-    let controller = rt.spawn(run_controller(Arc::clone(&store), cfg, shutdown));
-    // The first tick reads the revision, the second (a second later) compacts to it.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let mut compacted = false;
-    while !compacted && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(300));
-        compacted = matches!(history_from(first), crate::store::WatchEvent::Lost(_));
-    }
-    // Declared after the compaction: the controller's own watch and passes still work.
-    crate::ops::apply(&*store, &[test_spec("w", 3, ControllerKind::Intent, 100)]).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let count = || Snapshot::load(&*store).unwrap().assignments_of("w").count();
-    while count() < 3 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let created = count();
-    trigger.fire();
-    rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(10), controller)
-            .await
-            .expect("the controller stops")
-            .unwrap()
-            .unwrap()
+    let (compacted, created) = with_controller(&store, cfg, || {
+        // The first tick reads the revision, the second (a second later) compacts to it.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut compacted = false;
+        while !compacted && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(300));
+            compacted = matches!(history_from(first), crate::store::WatchEvent::Lost(_));
+        }
+        // Declared after the compaction: the controller's own watch and passes still work.
+        crate::ops::apply(&*store, &[test_spec("w", 3, ControllerKind::Intent, 100)]).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let count = || Snapshot::load(&*store).unwrap().assignments_of("w").count();
+        while count() < 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (compacted, count())
     });
     assert!(
         compacted,

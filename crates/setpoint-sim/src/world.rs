@@ -62,6 +62,23 @@ struct CopyRec {
     node: u32,
 }
 
+impl CopyRec {
+    /// A copy just created at `created` from template `generation`, on `node`: not started,
+    /// alive, never commanded.
+    fn fresh(name: Option<Name>, created: Time, generation: u64, node: u32) -> Self {
+        Self {
+            name,
+            started: false,
+            dead: false,
+            end_arrived: false,
+            created,
+            generation,
+            commanded: false,
+            node,
+        }
+    }
+}
+
 /// What happens at a point of the queue.
 ///
 /// `Ready` and `Arrive` stand for `n` copies, `id` and those after it: a batch's copies start
@@ -1607,16 +1624,7 @@ impl<'s> Engine<'s> {
         self.total_created += count;
         let work = &mut self.works[w];
         let id = work.copies.len() as u64;
-        let rec = CopyRec {
-            name: None,
-            started: false,
-            dead: false,
-            end_arrived: false,
-            created: t,
-            generation: work.generation,
-            commanded: false,
-            node: 0,
-        };
+        let rec = CopyRec::fresh(None, t, work.generation, 0);
         work.copies.resize(work.copies.len() + n as usize, rec);
         work.tally.created += count;
         work.dirty = true;
@@ -1637,20 +1645,13 @@ impl<'s> Engine<'s> {
         };
         let work = &mut self.works[w];
         let id = work.copies.len() as u64;
-        work.copies.push(CopyRec {
-            name,
-            started: false,
-            dead: false,
-            end_arrived: false,
-            created: t,
-            generation: work.generation,
-            commanded: false,
-            node: if self.nodes.is_empty() {
-                0
-            } else {
-                self.spec.pipeline.node_of(self.total_created - 1)
-            },
-        });
+        let node = if self.nodes.is_empty() {
+            0
+        } else {
+            self.spec.pipeline.node_of(self.total_created - 1)
+        };
+        work.copies
+            .push(CopyRec::fresh(name, t, work.generation, node));
         if self.spec.pipeline.mode == crate::pipeline::Pipeline::PerCopy {
             work.lanes.push(Default::default());
         }
