@@ -56,6 +56,9 @@ pub struct EtcdClusterConfig {
     /// Client TLS (client certificates required) and auth (user `root`), as deployed; plain
     /// HTTP without auth if `false`.
     pub secure: bool,
+    /// etcd's backend quota (`--quota-backend-bytes`); `None` leaves etcd's default (2 GiB).
+    /// A small one shows what a full etcd does, as a full disk shows SQLite's.
+    pub quota_bytes: Option<u64>,
 }
 
 impl EtcdClusterConfig {
@@ -70,6 +73,7 @@ impl EtcdClusterConfig {
             heartbeat_ms: 50,
             election_ms: 500,
             secure: false,
+            quota_bytes: None,
         }
     }
 
@@ -377,6 +381,12 @@ impl EtcdCluster {
             } else {
                 Vec::new()
             })
+            .args(
+                self.cfg
+                    .quota_bytes
+                    .map(|q| vec!["--quota-backend-bytes".to_owned(), q.to_string()])
+                    .unwrap_or_default(),
+            )
             .arg("--logger")
             .arg("zap")
             .arg("--log-level")

@@ -638,6 +638,13 @@ impl EtcdStore {
                  --max-txn-ops and --max-request-bytes at their defaults or higher",
                 self.endpoints
             ))
+        } else if text.contains("database space exceeded") {
+            StoreError::Unavailable(format!(
+                "etcd at {} is full: its database reached its quota (--quota-backend-bytes, \
+                 2 GiB by default) and it refuses every write ({text}); free it with etcdctl \
+                 compact, etcdctl defrag and etcdctl alarm disarm",
+                self.endpoints
+            ))
         } else {
             StoreError::Unavailable(format!("etcd at {}: {text}", self.endpoints))
         }
@@ -1030,6 +1037,44 @@ mod tests {
     }
 
     crate::store::conformance_tests!(store(module_path!()), Duration::from_secs(1));
+
+    /// An etcd whose database reached its quota raises the `NOSPACE` alarm and refuses every
+    /// write: the refusal says so in one line with what frees it, and what is stored can still
+    /// be read.
+    #[test]
+    fn a_full_etcd_is_named_full_with_what_frees_it_and_still_reads() {
+        let cfg = crate::testing::EtcdClusterConfig {
+            quota_bytes: Some(2 * 1024 * 1024),
+            ..crate::testing::EtcdClusterConfig::loopback(1)
+        };
+        let Some(cluster) = EtcdCluster::start_or_skip_with("a_full_etcd", &cfg) else {
+            return;
+        };
+        let s = cluster.store();
+        s.commit(&Txn::new().put("/kept", "1")).unwrap();
+        let value = "x".repeat(500_000);
+        let mut refused = None;
+        // Bounded: 2 MiB of quota takes a few dozen values of 0.5 MB (history included).
+        for i in 0..200 {
+            if let Err(e) = s.commit(&Txn::new().put(format!("/fill/{}", i % 4), value.clone())) {
+                refused = Some(e);
+                break;
+            }
+        }
+        let e = refused.expect("a 2 MiB quota refuses writes within 200 values of 0.5 MB");
+        let line = e.to_string();
+        assert!(matches!(e, StoreError::Unavailable(_)), "{e:?}");
+        assert!(
+            line.contains("is full") && line.contains("alarm disarm"),
+            "{line}"
+        );
+        assert_eq!(line.lines().count(), 1, "{line}");
+        let kept = s
+            .get("/kept")
+            .unwrap()
+            .expect("what is stored is still read");
+        assert_eq!(kept.value, "1");
+    }
 
     #[test]
     fn a_call_to_a_stopped_server_is_unavailable_within_the_deadline() {
