@@ -119,7 +119,18 @@ pub struct EtcdStore {
     opts: EtcdOptions,
     /// The key read by [`Store::revision`] for its header.
     probe: String,
+    /// Keys a read asks for in one request ([`PAGE_KEYS`]; smaller in tests).
+    page_keys: i64,
 }
+
+/// The keys a read asks for in one request. A read of more is paged: the first request reads
+/// every prefix and fixes the revision, later pages read at that revision (so the whole read is
+/// still one revision's), each page within the call's deadline. At 100,000 copies one answer of
+/// every assignment, placement and report was tens of megabytes, and on a loaded etcd it did
+/// not fit the 3 s deadline: the leader's watch cache and `setpoint get` could not read at all
+/// (docs/performance-runtime.md). Kubernetes pages its lists the same way (`limit` and
+/// `continue` at a fixed resource version).
+pub const PAGE_KEYS: i64 = 5_000;
 
 impl std::fmt::Debug for EtcdStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -473,6 +484,7 @@ impl EtcdStore {
             endpoints: shown,
             opts,
             probe,
+            page_keys: PAGE_KEYS,
         };
         // The client connects lazily: one request proves the cluster answers and has a leader.
         store.revision()?;
@@ -721,30 +733,72 @@ fn last_write_per_key(ops: &[Op]) -> Vec<&Op> {
     out
 }
 
+impl EtcdStore {
+    /// This store with reads paged by `n` keys: for tests of paging with few keys.
+    #[cfg(test)]
+    pub(crate) fn with_page_keys(mut self, n: i64) -> Self {
+        self.page_keys = n;
+        self
+    }
+}
+
 impl Store for EtcdStore {
+    /// One read-only transaction of every prefix's first page ([`PAGE_KEYS`] keys each), then
+    /// the rest of each prefix page by page at the first answer's revision.
     fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError> {
+        let limit = self.page_keys;
         let gets: Vec<TxnOp> = prefixes
             .iter()
-            .map(|p| TxnOp::get(*p, Some(GetOptions::new().with_range(prefix_end(p)))))
+            .map(|p| {
+                let range = GetOptions::new()
+                    .with_range(prefix_end(p))
+                    .with_limit(limit);
+                TxnOp::get(*p, Some(range))
+            })
             .collect();
         let resp = self.call(true, move |_, mut kv| {
             let gets = gets.clone();
             async move { kv.txn(EtcdTxn::new().and_then(gets)).await }
         })?;
+        let revision = header_revision(resp.header());
         let mut entries = Vec::new();
-        for r in resp.op_responses() {
+        let mut unfinished = Vec::new();
+        for (r, p) in resp.op_responses().iter().zip(prefixes) {
             if let TxnOpResponse::Get(g) = r {
                 for kv in g.kvs() {
                     entries.push(entry(kv)?);
+                }
+                if let (true, Some(last)) = (g.more(), g.kvs().last()) {
+                    unfinished.push((last.key().to_vec(), prefix_end(p)));
+                }
+            }
+        }
+        for (mut last, end) in unfinished {
+            // Bounded: each page ends past the last key of the one before, and the range is
+            // finite at a fixed revision.
+            loop {
+                let mut from = std::mem::take(&mut last);
+                from.push(0);
+                let range = GetOptions::new()
+                    .with_range(end.as_str())
+                    .with_limit(limit)
+                    .with_revision(revision as i64);
+                let page = self.call(true, move |_, mut kv| {
+                    let (from, range) = (from.clone(), range.clone());
+                    async move { kv.get(from, Some(range)).await }
+                })?;
+                for kv in page.kvs() {
+                    entries.push(entry(kv)?);
+                }
+                match (page.more(), page.kvs().last()) {
+                    (true, Some(kv)) => last = kv.key().to_vec(),
+                    _ => break,
                 }
             }
         }
         entries.sort_by(|a, b| a.key.cmp(&b.key));
         entries.dedup_by(|a, b| a.key == b.key);
-        Ok(Read {
-            revision: header_revision(resp.header()),
-            entries,
-        })
+        Ok(Read { revision, entries })
     }
 
     fn commit(&self, txn: &Txn) -> Result<Revision, StoreError> {
@@ -1037,6 +1091,67 @@ mod tests {
     }
 
     crate::store::conformance_tests!(store(module_path!()), Duration::from_secs(1));
+
+    /// A read of more keys than a page is paged at its first page's revision: every key of
+    /// every prefix once, in order, none newer than the read's revision, while another client
+    /// rewrites the keys between the pages (without the fixed revision, later pages would
+    /// show newer values).
+    #[test]
+    fn a_paged_read_is_one_revisions_while_writes_go_on() {
+        let Some((cluster, _)) = store("a_paged_read") else {
+            return;
+        };
+        let s = cluster.store().with_page_keys(7);
+        for first in (0..300).step_by(100) {
+            let mut t = Txn::new();
+            for i in first..first + 100 {
+                t = t.put(format!("/p/{i:03}"), "0");
+            }
+            s.commit(&t).unwrap();
+        }
+        let mut t = Txn::new();
+        for i in 0..20 {
+            t = t.put(format!("/q/{i:02}"), "0");
+        }
+        s.commit(&t).unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (w, stop) = (cluster.store(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(Ordering::SeqCst) && i < 3_000 {
+                    w.commit(&Txn::new().put(format!("/p/{:03}", i % 300), format!("{i}")))
+                        .unwrap();
+                    i += 1;
+                }
+                i
+            })
+        };
+        let mut newer_seen = false;
+        for _ in 0..5 {
+            let r = s.read(&["/q/", "/p/"]).unwrap();
+            let keys: Vec<&str> = r.entries.iter().map(|e| e.key.as_str()).collect();
+            let mut want: Vec<String> = (0..300).map(|i| format!("/p/{i:03}")).collect();
+            want.extend((0..20).map(|i| format!("/q/{i:02}")));
+            assert_eq!(keys, want, "every key once, in order");
+            for e in &r.entries {
+                assert!(
+                    e.mod_revision <= r.revision,
+                    "{} at {} after {}",
+                    e.key,
+                    e.mod_revision,
+                    r.revision
+                );
+            }
+            newer_seen |= s.revision().unwrap() > r.revision;
+        }
+        stop.store(true, Ordering::SeqCst);
+        let writes = writer.join().unwrap();
+        assert!(
+            writes > 0 && newer_seen,
+            "the writer moved the store during the reads"
+        );
+    }
 
     /// An etcd whose database reached its quota raises the `NOSPACE` alarm and refuses every
     /// write: the refusal says so in one line with what frees it, and what is stored can still
