@@ -1934,26 +1934,7 @@ mod tests {
             // Another controller takes /leader between this host's read and its commit (the
             // store let its lease go, say); the pass then wants two more copies.
             crate::ops::apply(&store, &[spec("w", 3, 200)]).unwrap();
-            let mut armed = true;
-            d.hook = Some(Box::new(move |s, r, p| {
-                if armed && p == Purpose::Pass && matches!(r, StoreRequest::Commit(_)) {
-                    armed = false;
-                    let old = s.get(LEADER).unwrap().unwrap();
-                    let lease = s.grant(Duration::from_secs(30)).unwrap();
-                    let usurper = Leader {
-                        holder: "c2".into(),
-                        acquired_ms: 0,
-                        ttl_ms: 30_000,
-                    };
-                    s.commit(&Txn::new().expect(LEADER, old.mod_revision).put_leased(
-                        LEADER,
-                        encode(&usurper),
-                        lease,
-                    ))
-                    .unwrap();
-                }
-                true
-            }));
+            d.hook = Some(usurp_before_commit(Purpose::Pass));
             d.run(&store, 300);
             if fencing_off {
                 // The injected bug: the deposed host's write lands.
