@@ -667,6 +667,28 @@ mod tests {
         });
     }
 
+    #[test]
+    fn a_cache_whose_last_handle_is_dropped_stops_its_thread_and_lets_the_store_go() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let cache = Cache::start(Arc::clone(&store), &PREFIXES, Duration::from_millis(5));
+        let again = Arc::clone(&cache);
+        drop(cache);
+        // Another handle keeps it running: its thread still holds the store.
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(Arc::strong_count(&store), 2, "the thread ended too early");
+        drop(again);
+        // The thread looks at its stop flag after each poll (5 ms): bounded, not timed.
+        let mut polls = 0;
+        while Arc::strong_count(&store) > 1 {
+            polls += 1;
+            assert!(
+                polls < 400,
+                "the cache's thread still runs 2 s after its handle went"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// etcd's history is the oracle: a read at the cache's revision.
     fn read_at(store: &EtcdStore, rev: Revision) -> Read {
         let mut client = store.client();

@@ -1517,6 +1517,40 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_read_of_the_nodes_state_is_sent_again_a_sync_period_later_not_sooner() {
+        let store = MemoryStore::new();
+        let mut w = World::new(store, config("a"));
+        let state_read = |r: &StoreRequest| matches!(r, StoreRequest::Read { prefixes } if *prefixes == [placements_of("a"), report_key("a")]);
+        // The first read of the node's state loses its reply: it fails at its deadline.
+        let first = std::rc::Rc::new(std::cell::Cell::new(true));
+        let once = std::rc::Rc::clone(&first);
+        w.drop = Box::new(move |_, r| state_read(r) && once.replace(false));
+        w.run(1_000);
+        let sent: Vec<u64> = w
+            .sent
+            .iter()
+            .filter(|(_, _, r)| state_read(r))
+            .map(|(t, _, _)| *t)
+            .collect();
+        let failed = w
+            .log
+            .iter()
+            .find(|l| {
+                l.contains("cannot read the node's state") && l.ends_with("(retrying every 50 ms)")
+            })
+            .map(|l| l.split(' ').next().unwrap().parse::<u64>().unwrap())
+            .expect("the failure is logged");
+        assert_eq!(sent.len(), 2, "{sent:?}");
+        assert_eq!(failed, sent[0] + 300, "at the request's deadline");
+        assert!(
+            (failed + 50..=failed + 50 + TICK).contains(&sent[1]),
+            "sent again at {}, failed at {failed}",
+            sent[1]
+        );
+        assert!(w.core.held_lease().is_some(), "it went on to run");
+    }
+
+    #[test]
     fn an_agent_cut_off_right_after_taking_its_node_over_stops_an_earlier_agents_copy_by_the_fence()
     {
         // Chaos finding 14: restarted, the agent took its node's lease over, and was cut off
@@ -1561,6 +1595,44 @@ mod tests {
             w.log
         );
         assert!(w.running().is_empty());
+    }
+
+    #[test]
+    fn a_copy_the_restarted_agents_first_fence_stopped_is_recorded_as_stopped_by_it_not_crashed() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        assert_eq!(w.running(), ["w-0"]);
+        // Restarted at 500 and cut off for its first second: its first claim's fence stops
+        // the earlier agent's copy before the claim holds and the state is read.
+        w.cut = Box::new(|t, _| t < 1_500);
+        let mut w = w.restart(config("a"));
+        w.run(3_000);
+        assert!(w.running().is_empty());
+        let term = w
+            .signals
+            .iter()
+            .find(|(_, copy, s)| copy == "w-0" && *s == CopySignal::Term)
+            .map(|(t, _, _)| *t)
+            .expect("the fence's SIGTERM");
+        assert!(term < 1_500, "signalled before the claim at {term}");
+        let w0 = w
+            .core
+            .records()
+            .into_iter()
+            .find(|r| r.assignment.copy == "w-0")
+            .expect("recorded");
+        assert_eq!(w0.phase, Phase::Exited);
+        assert!(
+            w0.killed,
+            "a commanded death, replaced without backoff: {:?}",
+            w0.exit
+        );
+        assert_eq!(
+            w0.exit.as_deref(),
+            Some("stopped by this agent's fence before its claim")
+        );
     }
 
     #[test]

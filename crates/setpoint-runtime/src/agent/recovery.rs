@@ -464,6 +464,100 @@ mod tests {
         assert_eq!(found.own_uid, 7);
     }
 
+    /// A real node: a copy's children inherit its environment (its mark and nonce), and a
+    /// child that left the copy's process group can outlive it. Neither is ever the copy.
+    #[test]
+    fn a_copys_child_carrying_its_nonce_is_never_taken_for_the_copy_alive_or_dead() {
+        let mut dead = record(1, Phase::Exited, 101);
+        dead.exited_ms = Some(30);
+        let saved = NodeState {
+            node: "a".into(),
+            agent_pid: 1,
+            copies: vec![record(0, Phase::Running, 100), dead],
+        };
+        let found = recovery_from(
+            Some(saved),
+            vec![
+                // w-0's child, listed before w-0 itself; w-1's child, which outlived it.
+                marked(150, "w-0", Some("nonce-0"), 7),
+                marked(151, "w-1", Some("nonce-1"), 7),
+                marked(100, "w-0", Some("nonce-0"), 7),
+            ],
+            7,
+            |pid, ticks, nonce| pid == 100 && ticks == 1_000 && nonce == "nonce-0",
+        );
+        let processes: Vec<Option<(u32, u64)>> = found.records.iter().map(|r| r.process).collect();
+        assert_eq!(
+            processes,
+            [Some((100, 1_000)), None],
+            "the recorded pid, not a child"
+        );
+        let unclaimed: Vec<u32> = found.unclaimed.iter().map(|m| m.pid).collect();
+        assert_eq!(
+            unclaimed,
+            [150, 151],
+            "both children are left to the rebuild to stop"
+        );
+    }
+
+    /// A pid is reused on a real node: the process now at a dead copy's recorded pid, with
+    /// another start time, carries that copy's mark (a copy's child, or anyone who copied its
+    /// environment). It is not the copy and is stopped as foreign; only the very process adopted
+    /// (the same pid and start time) is left alone if a driver lists it again.
+    #[test]
+    fn a_process_at_a_dead_copys_recorded_pid_with_another_start_time_is_stopped_as_foreign() {
+        let mut dead = record(1, Phase::Exited, 101);
+        dead.exited_ms = Some(30);
+        let mut reused = marked(101, "w-1", None, 7);
+        reused.start_ticks = 5_000;
+        let found = Recovery {
+            records: vec![
+                FoundRecord {
+                    record: record(0, Phase::Running, 100),
+                    process: Some((100, 1_000)),
+                },
+                FoundRecord {
+                    record: dead,
+                    process: None,
+                },
+            ],
+            unclaimed: vec![reused, marked(100, "w-0", Some("nonce-0"), 7)],
+            own_uid: 7,
+        };
+        let cfg = AgentCoreConfig::new("a");
+        let mut copies = Supervisor::new();
+        let mut out = Outbox::new();
+        rebuild(
+            50,
+            found,
+            &assigned(&[0]),
+            None,
+            &cfg,
+            &mut copies,
+            &mut out,
+            &mut EventLog::default(),
+            false,
+        );
+        let acts: Vec<String> = out
+            .drain()
+            .into_iter()
+            .filter_map(|o| match o {
+                AgentOutput::Adopt { copy, pid, .. } => Some(format!("adopt {copy} {pid}")),
+                AgentOutput::StopForeign {
+                    pid, start_ticks, ..
+                } => Some(format!("stop {pid} {start_ticks}")),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(acts, ["adopt w-0 100", "stop 101 5000"]);
+        let w1 = &copies.get("w-1").unwrap().record;
+        assert_eq!(
+            (w1.phase, w1.pid),
+            (Phase::Exited, 101),
+            "still the dead copy's record"
+        );
+    }
+
     #[test]
     fn the_rebuild_adopts_what_is_proven_records_the_dead_as_exited_and_stops_only_own_user_strangers(
     ) {
@@ -586,6 +680,60 @@ mod tests {
             (Phase::Exited, 0, true)
         );
         assert!(copies.get("w-3").is_none(), "not this step's business");
+    }
+
+    #[test]
+    fn a_stranger_with_the_mark_of_a_recorded_copy_is_stopped_and_the_copys_own_end_stays_a_crash()
+    {
+        // The state file knows w-0 (pid 100), which died while no agent ran; a process carries
+        // its mark without its nonce. The record is what ended w-0: the stranger is stopped,
+        // but is not taken for the copy, whose death stays a failure (backoff), not this
+        // agent's doing.
+        let found = Recovery {
+            records: vec![FoundRecord {
+                record: record(0, Phase::Running, 100),
+                process: None,
+            }],
+            unclaimed: vec![marked(300, "w-0", None, 7)],
+            own_uid: 7,
+        };
+        let before: NodeReport = serde_json::from_value(serde_json::json!({
+            "node": "a", "observed_ms": 40, "reported_ms": 40, "agent_pid": 1,
+            "copies": [{
+                "copy": "w-0", "workload": "w", "owner_uid": 1, "n": 0,
+                "incarnation": 10, "phase": "running", "pid": 100, "start_ticks": 1000,
+                "started_ms": 1, "ready_ms": 2, "exited_ms": null, "exit": null,
+                "stopping": false
+            }]
+        }))
+        .unwrap();
+        let cfg = AgentCoreConfig::new("a");
+        let mut copies = Supervisor::new();
+        let mut out = Outbox::new();
+        rebuild(
+            50,
+            found,
+            &assigned(&[0]),
+            Some(before),
+            &cfg,
+            &mut copies,
+            &mut out,
+            &mut EventLog::default(),
+            false,
+        );
+        let outputs = out.drain();
+        assert!(outputs
+            .iter()
+            .any(|o| matches!(o, AgentOutput::StopForeign { pid: 300, .. })));
+        assert!(
+            outputs.iter().any(|o| matches!(o, AgentOutput::Log(l)
+            if l.ends_with("carries the mark of w-0 without its nonce: not adopted; stopping it")))
+        );
+        let w0 = &copies.get("w-0").unwrap().record;
+        assert_eq!(
+            (w0.phase, w0.killed, w0.exit.as_deref()),
+            (Phase::Exited, false, Some("ended while the agent was down"))
+        );
     }
 
     #[test]

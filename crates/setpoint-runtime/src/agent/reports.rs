@@ -591,6 +591,39 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_report_that_finds_the_store_lost_for_good_ends_the_agent_and_is_not_retried() {
+        let cfg = AgentCoreConfig::new("a");
+        let copies = supervisor(vec![record(0, Phase::Running, 100)]);
+        let mut reports = Reports::new(0);
+        let (mut out, mut events) = (Outbox::new(), EventLog::default());
+        let gone = StoreError::Lost("the database file is gone".into());
+        let report = observe(&copies, 0, &cfg);
+        let w = reports.on_written(
+            0,
+            report,
+            false,
+            Err(gone.clone()),
+            &cfg,
+            &mut out,
+            &mut events,
+        );
+        assert!(matches!(&w, Written::Lost(e) if *e == gone), "{w:?}");
+        let lines: Vec<_> = out
+            .drain()
+            .into_iter()
+            .filter_map(|o| match o {
+                AgentOutput::Log(l) => Some(l),
+                _ => None,
+            })
+            .collect();
+        assert!(lines.is_empty(), "nothing to retry: {lines:?}");
+        // The agent's last report (while it stops) only logs what became of it.
+        let report = observe(&copies, 100, &cfg);
+        let w = reports.on_written(100, report, true, Err(gone), &cfg, &mut out, &mut events);
+        assert!(matches!(w, Written::Done), "{w:?}");
+    }
+
     /// One period of a history: the copies (number, phase), the newest placement read, and
     /// whether the period's write fails.
     type Period = (Vec<(u64, Phase)>, Revision, bool);

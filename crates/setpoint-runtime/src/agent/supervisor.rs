@@ -882,4 +882,37 @@ mod tests {
         assert!(s.on_exited(30, "w-0", Ended::Signal(15), "a", &mut out, &mut events));
         assert!(!s.contains("w-0"));
     }
+
+    #[test]
+    fn a_cut_off_stops_the_running_copies_and_leaves_a_crashed_ones_record_a_crash() {
+        use super::super::fixtures::{record, supervisor};
+        use crate::model::CutOff;
+        let mut running = record(0, Phase::Running, 100);
+        let mut crashed = record(1, Phase::Exited, 101);
+        crashed.exit = Some("exit status 1".into());
+        for r in [&mut running, &mut crashed] {
+            r.assignment.cut_off = CutOff::After(1_000);
+        }
+        let mut copies = supervisor(vec![running, crashed]);
+        let mut out = Outbox::new();
+        assert_eq!(copies.stop_cut_off(999, 0, &mut out), 0, "not yet");
+        assert_eq!(copies.stop_cut_off(1_000, 0, &mut out), 1);
+        let signalled: Vec<u32> = out
+            .drain()
+            .into_iter()
+            .filter_map(|o| match o {
+                AgentOutput::Signal { pid, .. } => Some(pid),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(signalled, [100]);
+        assert!(
+            copies.get("w-0").unwrap().record.killed,
+            "a commanded death"
+        );
+        let w1 = &copies.get("w-1").unwrap().record;
+        assert!(!w1.killed, "its crash became a commanded death");
+        assert_eq!(w1.exit.as_deref(), Some("exit status 1"));
+        assert_eq!(copies.stop_cut_off(2_000, 0, &mut out), 0, "stopped once");
+    }
 }

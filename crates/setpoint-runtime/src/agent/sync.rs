@@ -517,6 +517,52 @@ mod tests {
     }
 
     #[test]
+    fn after_its_own_kill_answer_a_sync_reads_the_store_until_the_cache_shows_the_answer() {
+        let store = MemoryStore::new();
+        let cfg = AgentCoreConfig {
+            watch_cache: true,
+            ..AgentCoreConfig::new("a")
+        };
+        let mut sync = Sync::new(&cfg, 0);
+        let mut out = Outbox::new();
+        sync.drive_cache(0, 1, &cfg, &mut out);
+        let Some(AgentOutput::Store { id, request }) = out.drain().pop() else {
+            panic!("no cache read");
+        };
+        let _ = out.take(id);
+        sync.on_cache_read(0, 1, carry_out(&store, &request), &cfg, &mut out);
+        let Some(AgentOutput::Store { id: watch, .. }) = out.drain().pop() else {
+            panic!("no watch");
+        };
+        assert!(
+            sync.drive(1, 1, &cfg, &mut out).is_some(),
+            "served by the cache"
+        );
+        // The agent answers a kill request: its own write under the synced prefixes.
+        let key = format!("{}w-0", crate::remote::kills_of("a"));
+        let answer = store.commit(&Txn::new().put(&key, "answered")).unwrap();
+        sync.saw_own_write(&Ok(StoreReply::Committed(answer)));
+        sync.want();
+        assert!(
+            sync.drive(2, 1, &cfg, &mut out).is_none(),
+            "the cache, older than the answer, served a sync"
+        );
+        assert_eq!(out.drain().len(), 1, "a store read instead");
+        sync.replied();
+        // Once the watch shows the answer, the cache serves again.
+        let entry = read_all(&store).entries.into_iter().find(|e| e.key == key);
+        let changes = vec![Change { key, entry }];
+        let event = WatchEvent::Changes {
+            revision: answer,
+            changes,
+        };
+        sync.on_watch(3, WatchDelivery { watch, event }, &cfg, &mut out);
+        sync.want();
+        assert!(sync.drive(3 + WATCH_SETTLE_MS, 1, &cfg, &mut out).is_some());
+        assert!(out.drain().is_empty(), "no store read");
+    }
+
+    #[test]
     fn a_placement_placed_and_removed_in_queued_watch_events_is_never_synced() {
         let store = MemoryStore::new();
         let cfg = AgentCoreConfig {

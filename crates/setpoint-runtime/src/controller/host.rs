@@ -1836,6 +1836,50 @@ mod tests {
     }
 
     #[test]
+    fn a_leader_shutting_down_ignores_what_its_leadership_asked_and_only_gives_the_lease_up() {
+        let store = store_with(&[]);
+        let mut d = Driver::new(cfg("c1"));
+        d.run(&store, 100);
+        assert!(d.host.is_leader());
+        // The keep-alive sent at 1 s is never answered; it fails at its deadline (500 ms),
+        // while the host, told to stop at 1.05 s, waits for its slow revoke.
+        d.hook = Some(Box::new(|_, _, p| p != Purpose::Renewal));
+        d.run(&store, 1_050);
+        assert_eq!(d.count(Purpose::Renewal, |_| true), 1);
+        d.hold = Some(Purpose::Release);
+        d.step(HostInput::Shutdown);
+        d.run(&store, 1_540);
+        assert_eq!(d.stopped, None, "the revoke is still on its way");
+        assert!(
+            !d.said("cannot renew the lease"),
+            "a renewal of the leadership it gave up is reported: {:?}",
+            d.logs
+        );
+        d.release(&store);
+        d.run(&store, 1_600);
+        assert_eq!(d.stopped, Some(Ok(())));
+        assert!(Snapshot::load(&store).unwrap().leader.is_none());
+    }
+
+    #[test]
+    fn a_standby_that_stops_cancels_its_watch_of_the_leader_record() {
+        let store = store_with(&[]);
+        let mut d = Driver::new(cfg("c1"));
+        d.run(&store, 100);
+        // With a watch cache, a standby waits on a watch of /leader rather than polling.
+        let mut d2 = Driver::new(cached("c2"));
+        d2.now = 100;
+        d2.run(&store, 300);
+        assert!(d2.said("standby: another controller holds the lease"));
+        assert_eq!(d2.watches.len(), 1, "it watches /leader");
+        d2.step(HostInput::Shutdown);
+        d2.run(&store, 400);
+        assert_eq!(d2.stopped, Some(Ok(())));
+        assert!(d2.watches.is_empty(), "its watch is left open at the store");
+        assert!(d.host.is_leader(), "the leader is not disturbed");
+    }
+
+    #[test]
     fn a_follower_stopped_while_it_takes_the_lease_gives_that_lease_up() {
         let store = store_with(&[]);
         let mut d = Driver::new(cfg("c1"));
@@ -1890,26 +1934,7 @@ mod tests {
             // Another controller takes /leader between this host's read and its commit (the
             // store let its lease go, say); the pass then wants two more copies.
             crate::ops::apply(&store, &[spec("w", 3, 200)]).unwrap();
-            let mut armed = true;
-            d.hook = Some(Box::new(move |s, r, p| {
-                if armed && p == Purpose::Pass && matches!(r, StoreRequest::Commit(_)) {
-                    armed = false;
-                    let old = s.get(LEADER).unwrap().unwrap();
-                    let lease = s.grant(Duration::from_secs(30)).unwrap();
-                    let usurper = Leader {
-                        holder: "c2".into(),
-                        acquired_ms: 0,
-                        ttl_ms: 30_000,
-                    };
-                    s.commit(&Txn::new().expect(LEADER, old.mod_revision).put_leased(
-                        LEADER,
-                        encode(&usurper),
-                        lease,
-                    ))
-                    .unwrap();
-                }
-                true
-            }));
+            d.hook = Some(usurp_before_commit(Purpose::Pass));
             d.run(&store, 300);
             if fencing_off {
                 // The injected bug: the deposed host's write lands.
@@ -2054,6 +2079,89 @@ mod tests {
             let sweeps = d.count(Purpose::Gc, |r| matches!(r, StoreRequest::Read { .. }));
             assert_eq!(sweeps, 2, "one at the first poll, one a second later");
         }
+    }
+
+    /// Another controller takes `/leader` just before this host's next request of `purpose`
+    /// that is a commit (its lease lapsed at the store, say): the hook of [`Driver`].
+    fn usurp_before_commit(purpose: Purpose) -> Hook {
+        let mut armed = true;
+        Box::new(move |s, r, p| {
+            if armed && p == purpose && matches!(r, StoreRequest::Commit(_)) {
+                armed = false;
+                let old = s.get(LEADER).unwrap().unwrap();
+                let lease = s.grant(Duration::from_secs(30)).unwrap();
+                let usurper = Leader {
+                    holder: "c2".into(),
+                    acquired_ms: 0,
+                    ttl_ms: 30_000,
+                };
+                s.commit(&Txn::new().expect(LEADER, old.mod_revision).put_leased(
+                    LEADER,
+                    encode(&usurper),
+                    lease,
+                ))
+                .unwrap();
+            }
+            true
+        })
+    }
+
+    #[test]
+    fn a_leader_whose_collection_finds_leader_taken_collects_nothing_and_steps_down_at_once() {
+        // Rounds far apart: no pass after the first, so only the collection can find out.
+        let store = store_with(&[spec("w", 1, 100_000)]);
+        let mut d = Driver::new(cfg("c1"));
+        d.run(&store, 100);
+        assert_eq!(copies(&store), ["w-0"]);
+        crate::ops::delete(&store, "w").unwrap();
+        crate::ops::apply(&store, &[spec("w", 0, 100_000)]).unwrap();
+        crate::controller::reconcile::tests::report(&store, "a", &[]);
+        d.hook = Some(usurp_before_commit(Purpose::Gc));
+        d.run(&store, 1_200);
+        assert_eq!(
+            d.count(Purpose::Gc, is_pass_commit),
+            1,
+            "one collection tried"
+        );
+        assert_eq!(copies(&store), ["w-0"], "the fence kept the orphan");
+        assert!(!d.host.is_leader(), "it still leads with /leader another's");
+        assert!(d.said("lost the leader lease; following"));
+        assert!(!d.said("collected orphaned assignments"));
+    }
+
+    #[test]
+    fn a_collection_cut_short_after_its_first_batch_says_what_it_collected() {
+        // Enough orphans for more than one transaction (etcd's 128 operations).
+        let store = store_with(&[spec("w", 100, 100_000)]);
+        let mut d = Driver::new(cfg("c1"));
+        d.run(&store, 100);
+        assert_eq!(copies(&store).len(), 100);
+        crate::ops::delete(&store, "w").unwrap();
+        crate::ops::apply(&store, &[spec("w", 0, 100_000)]).unwrap();
+        crate::controller::reconcile::tests::report(&store, "a", &[]);
+        // The second batch lands, but its reply is lost: it fails at its deadline.
+        let mut commits = 0;
+        d.hook = Some(Box::new(move |_, r, p| {
+            if p == Purpose::Gc && matches!(r, StoreRequest::Commit(_)) {
+                commits += 1;
+                return commits != 2;
+            }
+            true
+        }));
+        d.run(&store, 1_700);
+        assert!(d.count(Purpose::Gc, is_pass_commit) >= 2, "several batches");
+        let said: Vec<&String> = d
+            .logs
+            .iter()
+            .map(|(_, _, l)| l)
+            .filter(|l| l.contains("garbage collection") || l.contains("collected orphaned"))
+            .collect();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].starts_with("collected orphaned assignments: w-0, "),
+            "what the first batch collected: {said:?}"
+        );
+        assert!(!said[0].contains("w-99"), "only the first batch: {said:?}");
     }
 
     #[test]
@@ -2383,6 +2491,33 @@ mod tests {
             "the cache serves again"
         );
         assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+    }
+
+    #[test]
+    fn after_its_own_write_a_pass_reads_the_store_until_the_cache_shows_it_and_never_conflicts() {
+        let store = store_with(&[spec("w", 1, 200)]);
+        let mut d = Driver::new(cached("c1"));
+        d.run(&store, 500);
+        assert_eq!(copies(&store), ["w-0"]);
+        // The scale-up reaches the cache; then the watch stalls, so the cache never shows the
+        // copies the next pass creates.
+        crate::ops::apply(&store, &[spec("w", 3, 200)]).unwrap();
+        assert!(d.deliver_watches(&store));
+        d.hold_watches = true;
+        let direct = direct_pass_reads(&d);
+        d.run(&store, 1_000);
+        assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+        assert!(
+            direct_pass_reads(&d) >= direct + 2,
+            "the passes after the creation read the store: {} then {}",
+            direct,
+            direct_pass_reads(&d)
+        );
+        assert!(
+            !d.said("conflicts, retried"),
+            "a pass acted on a cache older than its own write: {:?}",
+            d.logs
+        );
     }
 
     #[test]

@@ -166,4 +166,22 @@ mod tests {
         );
         assert!(o.take().is_empty());
     }
+
+    #[test]
+    fn a_pass_that_deleted_copies_reports_how_many_for_the_deleted_metric() {
+        let mut o = Observations::default();
+        o.begin("w", 0);
+        let report = PassReport {
+            delete_commands: 3,
+            deleted: vec!["w-0".into(), "w-4".into()],
+            ..Default::default()
+        };
+        o.end("w", 10, &report);
+        let t = o.take();
+        assert_eq!(
+            (t[0].outcome, t[0].created, t[0].deleted),
+            (Some("wrote"), 0, 2),
+            "copies whose assignment the pass removed, not its delete commands"
+        );
+    }
 }

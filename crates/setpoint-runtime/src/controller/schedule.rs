@@ -642,4 +642,36 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn a_named_pass_says_what_it_created_and_deleted_and_nothing_when_it_wrote_nothing() {
+        let named = Action::Named {
+            target: 2,
+            counted: 2,
+            create: Vec::new(),
+            delete: Vec::new(),
+        };
+        let mut r = PassReport {
+            action: Some(named),
+            ..PassReport::default()
+        };
+        assert!(
+            pass_log_lines(&r).is_empty(),
+            "nothing written, nothing said"
+        );
+        r.created = vec!["w-3".into()];
+        r.delete_commands = 1;
+        r.deleted = vec!["w-1".into()];
+        assert_eq!(
+            pass_log_lines(&r),
+            ["target 2, counted 2: created [w-3], 1 delete commands, deleted [w-1]"]
+        );
+        // A delete command that reached a copy already stopping writes nothing, but is said.
+        r.created.clear();
+        r.deleted.clear();
+        assert_eq!(
+            pass_log_lines(&r),
+            ["target 2, counted 2: created [], 1 delete commands, deleted []"]
+        );
+    }
 }
