@@ -154,47 +154,31 @@ fn a_write_refused_as_too_big_is_the_reason_get_and_status_show() {
     });
     crate::model::node::fake_node(&*store, "n1").unwrap();
     crate::ops::apply(&*store, &[test_spec("w", 10, ControllerKind::Intent, 100)]).unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let (trigger, shutdown) = shutdown_pair();
-    let controller = rt.spawn(run_controller(
-        Arc::clone(&store),
-        ControllerConfig::new("refusal-test"),
-        shutdown,
-    ));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let idle = loop {
-        let w = crate::ops::get(&*store, Some("w")).unwrap().remove(0);
-        if let Some(i) = w.idle.filter(|i| i.reason == IdleReason::WriteRefused) {
-            break Some(i);
-        }
-        if Instant::now() > deadline {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let loop_revision = || {
+        store
+            .get(&crate::model::loops::loop_key("w"))
+            .unwrap()
+            .map(|e| e.mod_revision)
     };
-    let status = crate::ops::status(&*store).unwrap();
-    // Refused again every period, the record is written once.
-    let rev = store
-        .get(&crate::model::loops::loop_key("w"))
-        .unwrap()
-        .map(|e| e.mod_revision);
-    std::thread::sleep(Duration::from_millis(400));
-    let rev_later = store
-        .get(&crate::model::loops::loop_key("w"))
-        .unwrap()
-        .map(|e| e.mod_revision);
-    trigger.fire();
-    rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(10), controller)
-            .await
-            .expect("the controller stops")
-            .unwrap()
-            .unwrap()
-    });
+    let (idle, status, rev, rev_later) =
+        with_controller(&store, ControllerConfig::new("refusal-test"), || {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let idle = loop {
+                let w = crate::ops::get(&*store, Some("w")).unwrap().remove(0);
+                if let Some(i) = w.idle.filter(|i| i.reason == IdleReason::WriteRefused) {
+                    break Some(i);
+                }
+                if Instant::now() > deadline {
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            let status = crate::ops::status(&*store).unwrap();
+            // Refused again every period, the record is written once.
+            let rev = loop_revision();
+            std::thread::sleep(Duration::from_millis(400));
+            (idle, status, rev, loop_revision())
+        });
     let idle = idle.expect("get shows the refusal as the loop's idle reason");
     assert!(
         idle.text.contains("refused its write as too big")

@@ -421,6 +421,34 @@ mod tests {
             .collect()
     }
 
+    /// An agent `a` with the watch cache on an empty store: its cache read under lease 1 at
+    /// time 0, answered, and the watch that follows asked for (its id returned).
+    fn cache_read_and_watching() -> (
+        MemoryStore,
+        AgentCoreConfig,
+        Sync,
+        Outbox,
+        crate::machine::ReqId,
+    ) {
+        let store = MemoryStore::new();
+        let cfg = AgentCoreConfig {
+            watch_cache: true,
+            ..AgentCoreConfig::new("a")
+        };
+        let mut sync = Sync::new(&cfg, 0);
+        let mut out = Outbox::new();
+        sync.drive_cache(0, 1, &cfg, &mut out);
+        let Some(AgentOutput::Store { id, request }) = out.drain().pop() else {
+            panic!("no cache read");
+        };
+        let _ = out.take(id);
+        sync.on_cache_read(0, 1, carry_out(&store, &request), &cfg, &mut out);
+        let Some(AgentOutput::Store { id: watch, .. }) = out.drain().pop() else {
+            panic!("no watch");
+        };
+        (store, cfg, sync, out, watch)
+    }
+
     #[test]
     fn a_placement_at_another_key_or_a_bad_kill_request_is_refused_and_logged_once() {
         let store = MemoryStore::new();
@@ -518,22 +546,7 @@ mod tests {
 
     #[test]
     fn after_its_own_kill_answer_a_sync_reads_the_store_until_the_cache_shows_the_answer() {
-        let store = MemoryStore::new();
-        let cfg = AgentCoreConfig {
-            watch_cache: true,
-            ..AgentCoreConfig::new("a")
-        };
-        let mut sync = Sync::new(&cfg, 0);
-        let mut out = Outbox::new();
-        sync.drive_cache(0, 1, &cfg, &mut out);
-        let Some(AgentOutput::Store { id, request }) = out.drain().pop() else {
-            panic!("no cache read");
-        };
-        let _ = out.take(id);
-        sync.on_cache_read(0, 1, carry_out(&store, &request), &cfg, &mut out);
-        let Some(AgentOutput::Store { id: watch, .. }) = out.drain().pop() else {
-            panic!("no watch");
-        };
+        let (store, cfg, mut sync, mut out, watch) = cache_read_and_watching();
         assert!(
             sync.drive(1, 1, &cfg, &mut out).is_some(),
             "served by the cache"
@@ -564,22 +577,7 @@ mod tests {
 
     #[test]
     fn a_placement_placed_and_removed_in_queued_watch_events_is_never_synced() {
-        let store = MemoryStore::new();
-        let cfg = AgentCoreConfig {
-            watch_cache: true,
-            ..AgentCoreConfig::new("a")
-        };
-        let mut sync = Sync::new(&cfg, 0);
-        let mut out = Outbox::new();
-        sync.drive_cache(0, 1, &cfg, &mut out);
-        let Some(AgentOutput::Store { id, request }) = out.drain().pop() else {
-            panic!("no cache read");
-        };
-        let _ = out.take(id);
-        sync.on_cache_read(0, 1, carry_out(&store, &request), &cfg, &mut out);
-        let Some(AgentOutput::Store { id: watch, .. }) = out.drain().pop() else {
-            panic!("no watch");
-        };
+        let (store, cfg, mut sync, mut out, watch) = cache_read_and_watching();
         assert!(sync.drive(1, 1, &cfg, &mut out).is_some(), "the read syncs");
         // While the agent was paused, w-3 was placed on it and removed again (a redeclaration's
         // garbage collection): both events arrive in consecutive steps of the same millisecond.
