@@ -167,7 +167,7 @@ pub struct ControllerFlags {
     /// On etcd: compact the store's history this often, keeping one interval of it (a stock
     /// etcd never compacts, and refuses every write once its database reaches its quota). 0
     /// leaves compaction to etcd's own `--auto-compaction-retention` or to the operator.
-    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = duration)]
+    #[arg(long, default_value = "1m", value_name = "DURATION", value_parser = duration)]
     pub compact_history: Duration,
 }
 
