@@ -105,8 +105,12 @@ const sample = fs.readFileSync(process.argv[1], "utf8").trim().split("\n").map(J
 const ref = fs.readFileSync(process.argv[2], "utf8").trim().split("\n").map(JSON.parse);
 console.log(sample.map((c) => ((c.U - 1) * 200 + c.G) * 50 + c.B + 2).join("\n"));' \
     "$TMP/sample.jsonl" "$TMP/ref.out" >"$TMP/lines"
-awk -F, 'NR == FNR { want[$1] = FNR; next } FNR == 1 { for (i = 1; i <= NF; i++) col[$i] = i }
-    (FNR in want) { print want[FNR], $col["created"], $col["delete_commands"], $col["deleted"], $col["overshoot"] }' \
+# A sample of many cells draws some cell twice (10,000 of 1,000,000: about 50 pairs), so each
+# line keeps the list of every sample index that asked for it.
+awk -F, 'NR == FNR { want[$1] = ($1 in want) ? want[$1] " " FNR : FNR; next }
+    FNR == 1 { for (i = 1; i <= NF; i++) col[$i] = i }
+    (FNR in want) { n = split(want[FNR], at, " ")
+        for (k = 1; k <= n; k++) print at[k], $col["created"], $col["delete_commands"], $col["deleted"], $col["overshoot"] }' \
     "$TMP/lines" "$TMP/csv.out" | sort -n >"$TMP/ours"
 MISMATCHED=$(node -e '
 const fs = require("fs");
