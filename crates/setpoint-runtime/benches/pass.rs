@@ -30,6 +30,11 @@ use setpoint_runtime::model::{encode, report_key, Snapshot, WorkloadSpec, ASSIGN
 use setpoint_runtime::store::{Entry, MemoryStore, Op, Read, Store, Txn};
 use setpoint_runtime::{run_pass, PassSettings};
 
+/// The allocator of the `setpoint` binary, so these figures are the binary's (a pass's large
+/// vectors come back from mimalloc's pages instead of new pages of the system's).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const SETTINGS: PassSettings = PassSettings {
     fence: None,
     max_attempts: 3,

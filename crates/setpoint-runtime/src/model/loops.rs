@@ -74,8 +74,8 @@ pub fn rollout_copies(view: &WorkloadView<'_>) -> Vec<rollout::Copy> {
         on_ledger: true,
     };
     let mut ledger = view.ledger_copies().peekable();
-    let mut out = Vec::new();
-    for (n, a) in view.assignments() {
+    let mut out = Vec::with_capacity(view.assigned_count() + view.ledger_count());
+    for (n, assigned_generation) in view.assigned_generations() {
         while let Some(m) = ledger.next_if(|&m| m < n) {
             out.push(on_ledger_only(m));
         }
@@ -89,7 +89,7 @@ pub fn rollout_copies(view: &WorkloadView<'_>) -> Vec<rollout::Copy> {
         }
         out.push(rollout::Copy {
             n,
-            current: a.value.generation == generation,
+            current: assigned_generation == generation,
             assigned: true,
             on_ledger: shown,
         });

@@ -28,31 +28,137 @@ use super::snapshot::Snapshot;
 use crate::store::Revision;
 
 /// A map of node names asked only by name, never iterated (so its order reaches nothing),
-/// hashed with FNV-1a: a view asks it once per copy, and at 100,000 copies the
-/// standard SipHash was an eighth of a steady pass. The names are the store's, which only the
-/// runtime's own processes and its operators write.
-type NameMap<'a, V> = std::collections::HashMap<&'a str, V, std::hash::BuildHasherDefault<Fnv>>;
+/// with [`WordHash`]: a view asks it once per assignment, and at 100,000 copies the standard
+/// SipHash was an eighth of a steady pass, FNV-1a's byte-at-a-time loop a tenth. The names are
+/// the store's, which only the runtime's own processes and its operators write.
+type NameMap<'a, V> =
+    std::collections::HashMap<&'a str, V, std::hash::BuildHasherDefault<WordHash>>;
 
-/// The FNV-1a hash (64 bits), for [`NameMap`].
-#[derive(Clone, Copy, Debug)]
-struct Fnv(u64);
+/// A multiplicative hash taking eight bytes a step (the rustc compiler's FxHash scheme), for
+/// [`NameMap`]: not keyed, so not for names an adversary picks.
+#[derive(Clone, Copy, Debug, Default)]
+struct WordHash(u64);
 
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
+impl WordHash {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
 }
 
-impl std::hash::Hasher for Fnv {
+impl std::hash::Hasher for WordHash {
     fn finish(&self) -> u64 {
         self.0
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.add(u64::from_le_bytes(w.try_into().expect("eight bytes")));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(last));
         }
     }
+
+    fn write_u8(&mut self, b: u8) {
+        self.add(u64::from(b));
+    }
+}
+
+/// Entries by copy number, one a number, in number order: the view's maps, as a sorted vector
+/// asked by binary search and walked in order. A pass builds its view afresh from the snapshot,
+/// and at 100,000 copies the ordered maps' node-by-node building and lookups were most of a
+/// steady pass (`cargo bench -p setpoint-runtime --bench pass`, docs/performance-runtime.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct ByNumber<T>(Vec<(u64, T)>);
+
+impl<T: Copy> ByNumber<T> {
+    /// From entries in any order; of two for one number the later is kept, as an ordered map's
+    /// insert keeps it. Entries already in number order (the store's keys give the assignments
+    /// so) cost one walk; numbers that fill most of their span (a workload's copies, reported
+    /// node by node) are placed by number in one walk; others are sorted (stably, so the later
+    /// of two stays last).
+    fn from_entries(mut entries: Vec<(u64, T)>) -> Self {
+        if !entries.is_sorted_by_key(|&(n, _)| n) {
+            let (low, high) = entries.iter().fold((u64::MAX, 0), |(low, high), &(n, _)| {
+                (low.min(n), high.max(n))
+            });
+            let span = high - low + 1;
+            if span <= 2 * entries.len() as u64 {
+                let mut slots: Vec<Option<T>> = vec![None; span as usize];
+                for &(n, t) in &entries {
+                    slots[(n - low) as usize] = Some(t);
+                }
+                entries.clear();
+                entries.extend(
+                    (low..=high)
+                        .zip(slots)
+                        .filter_map(|(n, slot)| slot.map(|t| (n, t))),
+                );
+                return ByNumber(entries);
+            }
+            entries.sort_by_key(|&(n, _)| n);
+        }
+        let mut kept = 0;
+        for i in 0..entries.len() {
+            if kept > 0 && entries[kept - 1].0 == entries[i].0 {
+                entries[kept - 1] = entries[i];
+            } else {
+                entries[kept] = entries[i];
+                kept += 1;
+            }
+        }
+        entries.truncate(kept);
+        ByNumber(entries)
+    }
+
+    fn get(&self, n: u64) -> Option<T> {
+        self.0
+            .binary_search_by_key(&n, |&(m, _)| m)
+            .ok()
+            .map(|i| self.0[i].1)
+    }
+
+    fn contains(&self, n: u64) -> bool {
+        self.0.binary_search_by_key(&n, |&(m, _)| m).is_ok()
+    }
+
+    /// The entries whose numbers are in `from..to`.
+    fn range(&self, from: u64, to: u64) -> &[(u64, T)] {
+        let start = self.0.partition_point(|&(m, _)| m < from);
+        let end = start + self.0[start..].partition_point(|&(m, _)| m < to);
+        &self.0[start..end]
+    }
+
+    fn iter(&self) -> impl DoubleEndedIterator<Item = (u64, T)> + '_ {
+        self.0.iter().copied()
+    }
+
+    fn numbers(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().map(|&(n, _)| n)
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// One of the workload's assignments as the view keeps it: with the two fields its walks read
+/// copied beside it, so that a walk of 100,000 reads them from one vector instead of from each
+/// assignment's place in the snapshot's map (a cache miss each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Held<'s> {
+    key: &'s str,
+    a: &'s Stored<Assignment>,
+    /// `a.create_revision`.
+    incarnation: Revision,
+    /// `a.value.generation`.
+    generation: u64,
+    /// Whether `a.value.node` holds its lease.
+    live: bool,
 }
 
 /// One workload's ledger, built from a snapshot.
@@ -62,7 +168,7 @@ pub struct WorkloadView<'s> {
     /// The declaration.
     pub spec: &'s Stored<WorkloadSpec>,
     /// Copy numbers on the ledger, each with the incarnation reported running.
-    ledger: BTreeMap<u64, Revision>,
+    ledger: ByNumber<Revision>,
     /// Copies the reports show started, not ready yet (owned, as the ledger's): in flight, but
     /// with a process up.
     starting: BTreeSet<u64>,
@@ -72,20 +178,21 @@ pub struct WorkloadView<'s> {
     /// workload's assignments or run its copies, in store milliseconds.
     reported_before: u64,
     /// The workload's assignments by copy number, with their keys.
-    assigned: BTreeMap<u64, (&'s str, &'s Stored<Assignment>)>,
-    /// Nodes whose reports are recent enough to believe.
-    live_nodes: BTreeSet<&'s str>,
+    assigned: ByNumber<Held<'s>>,
     /// Assignments under this workload's name that belong to an earlier declaration of it (another
     /// uid), by copy number: garbage collection removes them, unless they are held.
     foreign: BTreeMap<u64, &'s Stored<Assignment>>,
     /// The snapshot, for what confirms that a lost node's copy ended.
     snapshot: &'s Snapshot,
     /// Copies of this workload's name that a node's last report shows alive (a forgotten lost
-    /// node's aside), as `(number, incarnation)` pairs sorted and without repeats: built once
-    /// per view, so that a pass creating many names does not scan every report for each. A
-    /// sorted vector rather than a set per number: at 100,000 copies the sets' allocations
-    /// were a large part of a steady pass (`cargo bench -p setpoint-runtime --bench pass`).
-    reported_alive: Vec<(u64, Revision)>,
+    /// node's aside), as `(number, incarnation)` pairs sorted and without repeats: gathered at
+    /// most once per view, so that a pass creating many names does not scan every report for
+    /// each, and at its first question, since only a pass that creates names asks (at 100,000
+    /// copies gathering and sorting them was a tenth of every steady pass). A sorted vector
+    /// rather than a set per number: the sets' allocations were a large part of a pass.
+    reported_alive: std::cell::OnceCell<Vec<(u64, Revision)>>,
+    /// [`WorkloadView::pending_creates`], once counted.
+    pending_creates: std::cell::OnceCell<u64>,
     /// The assignments placed on a node that is not live, in number order: found once per
     /// view, since several questions of a pass walk them (at 100,000 copies a walk of every
     /// assignment asking the live nodes by name was a third of a steady pass).
@@ -99,46 +206,64 @@ impl<'s> WorkloadView<'s> {
     pub fn new(snapshot: &'s Snapshot, name: &str) -> Option<Self> {
         let spec = snapshot.workloads.get(name)?;
         let uid = spec.create_revision;
-        let live_nodes: BTreeSet<&str> = snapshot.nodes.keys().map(String::as_str).collect();
         // The workload's assignments in one walk: this declaration's (by number), and an
         // earlier declaration's under the same name (`foreign`: garbage collection removes them).
-        let mut mine: Vec<(u64, (&str, &Stored<Assignment>))> = Vec::new();
+        // The same walk notes whether each live node holds an assignment of this workload, and
+        // whether each assignment's node is live, each asking a hash map of the live nodes
+        // (ordered sets of 100,000 names, or one per question, were a fifth of a steady pass;
+        // a second walk of the assignments, each read again from the snapshot, a third of one:
+        // `cargo bench -p setpoint-runtime --bench pass`).
+        let mut hosting: NameMap<'_, bool> =
+            snapshot.nodes.keys().map(|n| (n.as_str(), false)).collect();
+        // Room for them at once (growing a vector of 100,000 by doubling was a fourteenth of a
+        // steady pass): no more than the counter has handed out, nor than the store holds.
+        let next = snapshot.counters.get(name).map_or(0, |c| c.value.next);
+        let room = usize::try_from(next)
+            .unwrap_or(usize::MAX)
+            .min(snapshot.assignments.len());
+        let mut mine: Vec<(u64, Held<'_>)> = Vec::with_capacity(room);
         let mut foreign: BTreeMap<u64, &Stored<Assignment>> = BTreeMap::new();
         for (k, a) in snapshot.assignments_of(name) {
             if a.value.owner_uid == uid {
-                mine.push((a.value.n, (k.as_str(), a)));
+                let hosts = hosting.get_mut(a.value.node.as_str());
+                let live = hosts.is_some();
+                if let Some(hosts) = hosts {
+                    *hosts = true;
+                }
+                let held = Held {
+                    key: k.as_str(),
+                    a,
+                    incarnation: a.create_revision,
+                    generation: a.value.generation,
+                    live,
+                };
+                mine.push((a.value.n, held));
             } else {
                 foreign.insert(a.value.n, a);
             }
         }
-        let assigned: BTreeMap<u64, (&str, &Stored<Assignment>)> = mine.into_iter().collect();
+        // In number order already (an assignment's key is its workload's and number's, the
+        // number zero-padded: `crate::model::trust`), so this is one walk.
+        let assigned = ByNumber::from_entries(mine);
+        let lost: Vec<_> = assigned
+            .iter()
+            .filter(|(_, h)| !h.live)
+            .map(|(_, h)| (h.key, h.a))
+            .collect();
         // The ledger's entries as the reports give them, the later of two for one number
         // winning; made a map once, in number order (100,000 inserts one by one were a tenth
         // of a steady pass).
-        let mut shown: Vec<(u64, Revision)> = Vec::new();
+        let mut shown: Vec<(u64, Revision)> = Vec::with_capacity(assigned.len());
         let mut exited = BTreeSet::new();
         let mut starting = BTreeSet::new();
         let mut reported_before = snapshot.now_ms;
-        let mut reported_alive: Vec<(u64, Revision)> = Vec::new();
-        // Whether each live node holds an assignment of this workload, and the assignments on
-        // nodes that are not live, in number order: one walk of the assignments, each asking a
-        // hash map of the live nodes (ordered sets of 100,000 names, or one per question, were
-        // a fifth of a steady pass: `cargo bench -p setpoint-runtime --bench pass`).
-        let mut hosting: NameMap<'_, bool> = live_nodes.iter().map(|n| (*n, false)).collect();
-        let mut lost = Vec::new();
-        for (key, a) in assigned.values() {
-            match hosting.get_mut(a.value.node.as_str()) {
-                Some(hosts) => *hosts = true,
-                None => lost.push((*key, *a)),
-            }
-        }
-        for node in &live_nodes {
+        for (node, record) in &snapshot.nodes {
             // Only a report of the agent that holds the lease now counts: one left by an earlier
             // holder describes copies that were fenced or died with it.
-            let acquired = snapshot.nodes[*node].value.acquired_ms;
+            let acquired = record.value.acquired_ms;
             let Some(report) = snapshot
                 .reports
-                .get(*node)
+                .get(node)
                 .map(|r| &r.value)
                 .filter(|r| r.reported_ms >= acquired)
             else {
@@ -147,16 +272,11 @@ impl<'s> WorkloadView<'s> {
             // Only the nodes of this workload's copies tell how far the ledger has caught up
             // with them: their agents report every R while they hold a `gated` copy
             // (`Assignment::heartbeat`), others (with reports on change) only with news.
-            let mut hosts = hosting.get(*node).copied().unwrap_or_default();
-            let claimed = snapshot.nodes[*node].create_revision;
+            let mut hosts = hosting.get(node.as_str()).copied().unwrap_or_default();
+            let claimed = record.create_revision;
             for c in &report.copies {
                 if c.workload != name {
                     continue;
-                }
-                // Any declaration's copy alive under this name takes its name
-                // (`name_taken_by_earlier`): gathered in the same walk.
-                if c.phase != Phase::Exited {
-                    reported_alive.push((c.n, c.incarnation));
                 }
                 if c.owner_uid != uid {
                     continue;
@@ -192,35 +312,11 @@ impl<'s> WorkloadView<'s> {
                 reported_before = reported_before.min(report.observed_ms);
             }
         }
-        let next = snapshot.counters.get(name).map_or(0, |c| c.value.next);
-        // The reports the walk above did not read: a node not live (unless forgotten), or a
-        // live node's report left by an earlier holder of its lease.
-        for (node, r) in &snapshot.reports {
-            let live = snapshot.nodes.get(node.as_str());
-            let read_above = live.is_some_and(|n| r.value.reported_ms >= n.value.acquired_ms);
-            if read_above || (live.is_none() && snapshot.forgotten.contains_key(node)) {
-                continue;
-            }
-            for c in &r.value.copies {
-                if c.workload == spec.value.name && c.phase != Phase::Exited {
-                    reported_alive.push((c.n, c.incarnation));
-                }
-            }
-        }
-        reported_alive.sort_unstable();
-        reported_alive.dedup();
-        // Stable: of two entries for one number the later stays last, and is kept.
-        shown.sort_by_key(|&(n, _)| n);
-        let mut shown = shown.into_iter().peekable();
-        let ledger: BTreeMap<u64, Revision> = std::iter::from_fn(|| loop {
-            let entry = shown.next()?;
-            if shown.peek().is_none_or(|next| next.0 != entry.0) {
-                return Some(entry);
-            }
-        })
-        .collect();
+        // Of two entries for one number the later is kept.
+        let ledger = ByNumber::from_entries(shown);
         Some(Self {
-            reported_alive,
+            reported_alive: std::cell::OnceCell::new(),
+            pending_creates: std::cell::OnceCell::new(),
             lost,
             now_ms: snapshot.now_ms,
             spec,
@@ -229,7 +325,6 @@ impl<'s> WorkloadView<'s> {
             starting,
             reported_before,
             assigned,
-            live_nodes,
             foreign,
             snapshot,
             next,
@@ -243,23 +338,39 @@ impl<'s> WorkloadView<'s> {
 
     /// The copy numbers on the ledger, oldest first: where delete commands go.
     pub fn ledger_copies(&self) -> impl Iterator<Item = u64> + '_ {
-        self.ledger.keys().copied()
+        self.ledger.numbers()
     }
 
     /// The copy numbers that have an assignment: every copy commanded to run and not yet
     /// commanded to stop.
     pub fn assigned_copies(&self) -> impl Iterator<Item = u64> + '_ {
-        self.assigned.keys().copied()
+        self.assigned.numbers()
     }
 
     /// The copy numbers that have an assignment, with it, in number order.
     pub fn assignments(&self) -> impl Iterator<Item = (u64, &'s Stored<Assignment>)> + '_ {
-        self.assigned.iter().map(|(&n, &(_, a))| (n, a))
+        self.assigned.iter().map(|(n, h)| (n, h.a))
     }
 
     /// The assignment of copy `n` and its key, if it has one.
     pub fn assignment(&self, n: u64) -> Option<(&'s str, &'s Stored<Assignment>)> {
-        self.assigned.get(&n).copied()
+        self.assigned.get(n).map(|h| (h.key, h.a))
+    }
+
+    /// How many copies have an assignment.
+    pub fn assigned_count(&self) -> usize {
+        self.assigned.len()
+    }
+
+    /// How many copies the ledger shows.
+    pub fn ledger_count(&self) -> usize {
+        self.ledger.len()
+    }
+
+    /// The copy numbers that have an assignment, each with its assignment's generation, in
+    /// number order.
+    pub fn assigned_generations(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.assigned.iter().map(|(n, h)| (n, h.generation))
     }
 
     /// Assignments whose copy (this incarnation of it) a live node reported exited: their work
@@ -267,21 +378,23 @@ impl<'s> WorkloadView<'s> {
     pub fn exited_assignments(
         &self,
     ) -> impl Iterator<Item = (&'s str, &'s Stored<Assignment>)> + '_ {
+        // Most passes see no copy exited: then no assignment is asked.
+        let any = !self.exited.is_empty();
         self.assigned
             .iter()
-            .filter(|(&n, (_, a))| self.exited.contains(&(n, a.create_revision)))
-            .map(|(_, &a)| a)
+            .filter(move |(n, h)| any && self.exited.contains(&(*n, h.incarnation)))
+            .map(|(_, h)| (h.key, h.a))
     }
 
     /// Whether the ledger shows copy `n` (the counterpart of `LedgerView::shows`).
     pub fn shows(&self, n: u64) -> bool {
-        self.ledger.contains_key(&n)
+        self.ledger.contains(n)
     }
 
     /// The `k` oldest copies on the ledger, where `k` delete commands go (the counterpart of
     /// `LedgerView::oldest_on_ledger`).
     pub fn oldest_on_ledger(&self, k: u64) -> Vec<u64> {
-        self.ledger.keys().take(k as usize).copied().collect()
+        self.ledger.numbers().take(k as usize).collect()
     }
 
     /// Every change of this workload's copies observed before this time (store milliseconds)
@@ -322,7 +435,7 @@ impl<'s> WorkloadView<'s> {
         let foreign = self
             .foreign
             .values()
-            .filter(move |a| named && !self.live_nodes.contains(a.value.node.as_str()))
+            .filter(move |a| named && !self.is_live(&a.value.node))
             .filter(|a| !ended_while_lost(self.snapshot, a))
             .map(|a| ("", *a));
         self.lost_assignments()
@@ -340,19 +453,45 @@ impl<'s> WorkloadView<'s> {
         if self.foreign.contains_key(&n) {
             return true;
         }
-        let ours = self.assigned.get(&n).map(|(_, a)| a.create_revision);
-        let from = self.reported_alive.partition_point(|&(m, _)| m < n);
-        self.reported_alive[from..]
+        let ours = self.assigned.get(n).map(|h| h.incarnation);
+        let alive = self
+            .reported_alive
+            .get_or_init(|| self.gather_reported_alive());
+        let from = alive.partition_point(|&(m, _)| m < n);
+        alive[from..]
             .iter()
             .take_while(|&&(m, _)| m == n)
             .any(|&(_, i)| Some(i) != ours)
     }
 
+    /// [`WorkloadView::reported_alive`]: every report's copies of this workload's name not
+    /// exited, of any declaration, but a forgotten lost node's.
+    fn gather_reported_alive(&self) -> Vec<(u64, Revision)> {
+        let name = self.spec.value.name.as_str();
+        let snapshot = self.snapshot;
+        let mut alive: Vec<(u64, Revision)> = Vec::new();
+        for (node, r) in &snapshot.reports {
+            if !snapshot.nodes.contains_key(node) && snapshot.forgotten.contains_key(node) {
+                continue;
+            }
+            alive.extend(
+                r.value
+                    .copies
+                    .iter()
+                    .filter(|c| c.workload == name && c.phase != Phase::Exited)
+                    .map(|c| (c.n, c.incarnation)),
+            );
+        }
+        alive.sort_unstable();
+        alive.dedup();
+        alive
+    }
+
     /// Whether copy `n`'s assignment is held ([`WorkloadView::held_assignments`]).
     pub fn is_held(&self, n: u64) -> bool {
-        self.assigned.get(&n).is_some_and(|(_, a)| {
-            !self.live_nodes.contains(a.value.node.as_str()) && !self.released(a)
-        })
+        self.assigned
+            .get(n)
+            .is_some_and(|h| !self.is_live(&h.a.value.node) && !self.released(h.a))
     }
 
     /// The lost nodes that hold assignments of this workload, in name order: whose copies it
@@ -369,30 +508,34 @@ impl<'s> WorkloadView<'s> {
     /// flight (the counterpart of `LedgerView::name_in_flight`).
     pub fn name_in_flight(&self, n: u64) -> bool {
         self.assigned
-            .get(&n)
-            .is_some_and(|(_, a)| self.is_in_flight(n, a))
+            .get(n)
+            .is_some_and(|h| self.is_in_flight(n, &h))
     }
 
     /// The copy numbers of `batch` in flight, oldest first.
     fn in_flight_of(&self, batch: Batch) -> impl DoubleEndedIterator<Item = u64> + '_ {
         self.assigned
-            .range(batch.first.0..batch.end())
-            .filter(|(&n, (_, a))| self.is_in_flight(n, a))
-            .map(|(&n, _)| n)
+            .range(batch.first.0, batch.end())
+            .iter()
+            .filter(|(n, h)| self.is_in_flight(*n, h))
+            .map(|&(n, _)| n)
     }
 
-    fn is_in_flight(&self, n: u64, a: &Stored<Assignment>) -> bool {
-        self.in_flight_unless_shown(self.ledger.get(&n) == Some(&a.create_revision), n, a)
+    fn is_in_flight(&self, n: u64, h: &Held<'_>) -> bool {
+        self.in_flight_unless_shown(self.ledger.get(n) == Some(h.incarnation), n, h)
     }
 
     /// Whether copy `n` of `a` is in flight, given whether the ledger `shown` this incarnation
     /// of it: not shown, not reported exited, on a live node. Cheapest first: in a steady
     /// workload nearly every copy is on the ledger, and a number's lookup costs less than a node
     /// name's.
-    fn in_flight_unless_shown(&self, shown: bool, n: u64, a: &Stored<Assignment>) -> bool {
-        !shown
-            && !self.exited.contains(&(n, a.create_revision))
-            && self.live_nodes.contains(a.value.node.as_str())
+    fn in_flight_unless_shown(&self, shown: bool, n: u64, h: &Held<'_>) -> bool {
+        !shown && !self.exited.contains(&(n, h.incarnation)) && h.live
+    }
+
+    /// Whether `node` holds its lease: its reports are recent enough to believe.
+    fn is_live(&self, node: &str) -> bool {
+        self.snapshot.nodes.contains_key(node)
     }
 
     /// Copies created and not yet on the ledger (all of them, not only one controller's): the
@@ -400,14 +543,21 @@ impl<'s> WorkloadView<'s> {
     /// ledger side by side (both in number order) instead of asking the ledger for each; at
     /// 100,000 copies the lookups were an eighth of a steady pass.
     pub fn pending_creates(&self) -> u64 {
+        // A pass asks twice (its report, and whether it is idle): counted once.
+        *self
+            .pending_creates
+            .get_or_init(|| self.count_pending_creates())
+    }
+
+    fn count_pending_creates(&self) -> u64 {
         let mut ledger = self.ledger.iter().peekable();
         let mut count = 0;
-        for (&n, (_, a)) in &self.assigned {
-            while ledger.next_if(|(&m, _)| m < n).is_some() {}
+        for (n, h) in self.assigned.iter() {
+            while ledger.next_if(|&(m, _)| m < n).is_some() {}
             let shown = ledger
                 .peek()
-                .is_some_and(|(&m, &i)| m == n && i == a.create_revision);
-            if self.in_flight_unless_shown(shown, n, a) {
+                .is_some_and(|&(m, i)| m == n && i == h.incarnation);
+            if self.in_flight_unless_shown(shown, n, &h) {
                 count += 1;
             }
         }
@@ -418,11 +568,11 @@ impl<'s> WorkloadView<'s> {
     /// The ledger and the assignments walked side by side, as in
     /// [`WorkloadView::pending_creates`].
     pub fn pending_deletes(&self) -> u64 {
-        let mut assigned = self.assigned.keys().peekable();
+        let mut assigned = self.assigned.numbers().peekable();
         let mut count = 0;
-        for &n in self.ledger.keys() {
-            while assigned.next_if(|&&m| m < n).is_some() {}
-            if assigned.peek() != Some(&&n) {
+        for n in self.ledger.numbers() {
+            while assigned.next_if(|&m| m < n).is_some() {}
+            if assigned.peek() != Some(&n) {
                 count += 1;
             }
         }
@@ -440,19 +590,14 @@ impl<'s> WorkloadView<'s> {
 /// was lost, and replaced elsewhere: an agent that comes back and adopts it is about to stop it.
 /// Counting it would make a controller delete as many healthy copies on other nodes (issue 22,
 /// item 3).
-fn owned(
-    assigned: &BTreeMap<u64, (&str, &Stored<Assignment>)>,
-    n: u64,
-    incarnation: Revision,
-    claimed: Revision,
-) -> bool {
+fn owned(assigned: &ByNumber<Held<'_>>, n: u64, incarnation: Revision, claimed: Revision) -> bool {
     // The lease's test first: it needs no lookup, and in a steady cluster nearly every copy
     // was assigned during its node's lease (at 100,000 copies the lookups were a fifth of a
     // steady pass, `cargo bench -p setpoint-runtime --bench pass`).
     incarnation > claimed
         || assigned
-            .get(&n)
-            .is_some_and(|(_, a)| a.create_revision == incarnation)
+            .get(n)
+            .is_some_and(|h| h.incarnation == incarnation)
 }
 
 /// Whether it is confirmed that the copy of `a` (this incarnation) ended, though its node is
@@ -555,12 +700,12 @@ impl LedgerView for WorkloadView<'_> {
 
     /// A copy on the ledger whose assignment is gone was commanded to stop.
     fn commanded(&self, copy: CopyId) -> bool {
-        !self.assigned.contains_key(&copy.0)
+        !self.assigned.contains(copy.0)
     }
 
     /// A copy's number is its name: `named` wants copies `0 … n − 1` of the workload.
     fn names_on_ledger(&self) -> Vec<Name> {
-        self.ledger.keys().map(|&n| Name(n)).collect()
+        self.ledger.numbers().map(Name).collect()
     }
 
     fn name_in_flight(&self, name: Name) -> bool {
@@ -723,6 +868,27 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// `ByNumber::from_entries` is a map's inserts one by one, the later of two for one
+        /// number kept: over entries in order, dense enough to be placed by number, and sparse
+        /// enough to be sorted, with repeats.
+        #[test]
+        fn by_number_is_an_ordered_maps_inserts(
+            entries in proptest::collection::vec((0u64..40, 0u32..1_000), 0..60),
+            sorted in proptest::bool::ANY,
+            spread in proptest::sample::select(vec![1u64, 3, 1_000]),
+        ) {
+            let mut entries: Vec<(u64, u32)> =
+                entries.into_iter().map(|(n, v)| (n * spread, v)).collect();
+            if sorted {
+                entries.sort_by_key(|&(n, _)| n);
+            }
+            let map: BTreeMap<u64, u32> = entries.iter().copied().collect();
+            let by = ByNumber::from_entries(entries);
+            proptest::prop_assert_eq!(&by.0, &map.into_iter().collect::<Vec<_>>());
+        }
+    }
+
+    proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
 
         /// The counts and the rollout's copies, walked side by side, are what asking the ledger
@@ -748,13 +914,23 @@ mod tests {
             // entry for a number replaces an earlier one), and the lost assignments, asked one
             // by one.
             let uid = v.uid();
+            // This declaration's assignments by number, from the snapshot (a later key for one
+            // number replacing an earlier one, as a map's insert does).
+            let mine: BTreeMap<u64, &Stored<Assignment>> = s
+                .assignments_of("w")
+                .filter(|(_, a)| a.value.owner_uid == uid)
+                .map(|(_, a)| (a.value.n, a))
+                .collect();
+            let owns = |n: u64, incarnation: Revision, claimed: Revision| {
+                incarnation > claimed || mine.get(&n).is_some_and(|a| a.create_revision == incarnation)
+            };
             let mut ledger = BTreeMap::new();
             for (node, record) in &s.nodes {
                 let Some(r) = s.reports.get(node).filter(|r| r.value.reported_ms >= record.value.acquired_ms) else {
                     continue;
                 };
                 for c in r.value.copies.iter().filter(|c| c.workload == "w" && c.owner_uid == uid) {
-                    let own = owned(&v.assigned, c.n, c.incarnation, record.create_revision);
+                    let own = owns(c.n, c.incarnation, record.create_revision);
                     let done = c.phase == Phase::Exited
                         && !(c.stopping || c.killed)
                         && v.spec.value.restart.done(c.exit.as_deref().unwrap_or_default());
@@ -763,17 +939,35 @@ mod tests {
                     }
                 }
             }
-            proptest::prop_assert_eq!(&v.ledger, &ledger);
-            let lost: Vec<u64> = v
-                .assigned
+            proptest::prop_assert_eq!(&v.ledger.0, &ledger.iter().map(|(&n, &i)| (n, i)).collect::<Vec<_>>());
+            let lost: Vec<u64> = mine
                 .values()
-                .filter(|(_, a)| !s.nodes.contains_key(&a.value.node))
-                .map(|(_, a)| a.value.n)
+                .filter(|a| !s.nodes.contains_key(&a.value.node))
+                .map(|a| a.value.n)
                 .collect();
             let found: Vec<u64> = v.lost.iter().map(|(_, a)| a.value.n).collect();
             proptest::prop_assert_eq!(found, lost);
-            let creates = v.assigned.iter().filter(|(&n, (_, a))| v.is_in_flight(n, a)).count();
-            let deletes = v.ledger.keys().filter(|n| !v.assigned.contains_key(n)).count();
+            // In flight: not shown in this incarnation, not reported exited by a live node, on a
+            // live node; asked of every assignment and every report.
+            let exited = |n: u64, incarnation: Revision| {
+                s.nodes.iter().any(|(node, record)| {
+                    s.reports.get(node).filter(|r| r.value.reported_ms >= record.value.acquired_ms).is_some_and(|r| {
+                        r.value.copies.iter().any(|c| {
+                            c.workload == "w" && c.owner_uid == uid && c.n == n
+                                && c.incarnation == incarnation && c.phase == Phase::Exited
+                        })
+                    })
+                })
+            };
+            let creates = mine
+                .values()
+                .filter(|a| {
+                    ledger.get(&a.value.n) != Some(&a.create_revision)
+                        && !exited(a.value.n, a.create_revision)
+                        && s.nodes.contains_key(&a.value.node)
+                })
+                .count();
+            let deletes = ledger.keys().filter(|n| !mine.contains_key(n)).count();
             proptest::prop_assert_eq!(v.pending_creates(), creates as u64);
             proptest::prop_assert_eq!(v.pending_deletes(), deletes as u64);
             proptest::prop_assert_eq!(
