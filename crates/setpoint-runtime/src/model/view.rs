@@ -275,10 +275,9 @@ impl<'s> WorkloadView<'s> {
             let mut hosts = hosting.get(node.as_str()).copied().unwrap_or_default();
             let claimed = record.create_revision;
             for c in &report.copies {
-                if c.workload != name {
-                    continue;
-                }
-                if c.owner_uid != uid {
+                // The uid first: it is in the report's record, where the name is a string of
+                // its own elsewhere in memory (another workload's copies cost no read of it).
+                if c.owner_uid != uid || c.workload != name {
                     continue;
                 }
                 hosts |= c.phase != Phase::Exited;
