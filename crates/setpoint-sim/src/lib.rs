@@ -90,7 +90,6 @@ mod series;
 pub mod sweep;
 pub mod sweep_file;
 pub mod world;
-mod world_store;
 
 pub use engine::{simulate, simulate_spans, simulate_traced, TraceSpan};
 pub use lesson_world::{parse_deaths, Death, LessonSpec, LessonWorld, Limit, SettingError};

@@ -1,0 +1,235 @@
+//! The engine's run: its making and recycling, and the walk of a second: its queue drained in
+//! the order the module's documentation gives (`super`).
+
+use super::*;
+
+impl Engine<'_> {
+    /// Hands the run's containers to the next run on this thread.
+    pub(super) fn recycle(&mut self) {
+        let mut spare = Spare {
+            queue: std::mem::take(&mut self.queue),
+            transit: std::mem::take(&mut self.in_transit),
+            works: Vec::new(),
+            targets: std::mem::take(&mut self.targets),
+        };
+        if spare.targets.capacity() > KEPT_ENTRIES {
+            spare.targets = Vec::new();
+        }
+        spare.queue.clear();
+        spare.transit.clear();
+        for w in self.works.drain(..) {
+            if w.copies.capacity() <= KEPT_ENTRIES {
+                spare.works.push((w.copies, w.live, w.shown));
+            }
+        }
+        SPARE.set(spare);
+    }
+}
+
+impl<'s> Engine<'s> {
+    // Inline into its one caller in a run: the engine (its generator's block buffer alone is
+    // 320 bytes) is then built where it lives instead of being copied out (memcpy was 2.8 % of
+    // a Monte Carlo run, callgrind, issue 24 part 4).
+    #[inline(always)]
+    pub(super) fn new(spec: &'s ScenarioSpec, seed: u64) -> Self {
+        let mut spare = SPARE.take();
+        let works = spec
+            .workloads
+            .iter()
+            .map(|decl| {
+                let (mut copies, mut live, mut shown) = spare.works.pop().unwrap_or_default();
+                copies.clear();
+                live.clear();
+                shown.clear();
+                (decl, copies, live, shown)
+            })
+            .map(|(decl, copies, live, shown)| Work {
+                desired: decl.desired,
+                startup: decl.startup,
+                copies,
+                live,
+                shown,
+                shown_names: BTreeMap::new(),
+                existing_names: BTreeMap::new(),
+                live_names: BTreeMap::new(),
+                frozen: None,
+                stale_depth: 0,
+                outages: Vec::new(),
+                lost_armed: 0,
+                dirty: true,
+                acted: false,
+                tally: Tally {
+                    required: decl.desired,
+                    ..Tally::default()
+                },
+                crash: None,
+                backoff: None,
+                backoffs: BTreeMap::new(),
+                backoff_wake: None,
+                generation: 1,
+                rollout_settings: None,
+                update_pending: false,
+                rollout: None,
+                allowed: 0,
+                lanes: Vec::new(),
+            })
+            .collect();
+        let mut engine = Engine {
+            spec,
+            works,
+            controllers: spec
+                .workloads
+                .iter()
+                .map(|_| spec.controller.build())
+                .collect(),
+            queue: spare.queue,
+            rng: WorldRng::new(seed),
+            in_transit: spare.transit,
+            total_created: 0,
+            budget: MAX_LAB_COPIES,
+            startup_model: None,
+            log: None,
+            flights: Vec::new(),
+            free_flights: Vec::new(),
+            targets: spare.targets,
+            fixed_report: match &spec.delay {
+                crate::delay::DelayModel::Empirical(_) => None,
+                // Not random: `sample` returns the least delay without a draw.
+                model if !model.is_random() && spec.pipeline.is_per_report() => {
+                    Some(whole_seconds(model.min_ms()))
+                }
+                _ => None,
+            },
+            nodes: if spec.pipeline.is_per_report() {
+                Vec::new()
+            } else {
+                (0..spec.pipeline.nodes)
+                    .map(|_| NodePipe::default())
+                    .collect()
+            },
+        };
+        let mut windows: Vec<Vec<(Time, Time)>> = vec![Vec::new(); spec.workloads.len()];
+        for (i, e) in spec.events.iter().enumerate() {
+            engine.push(e.at, SCRIPTED, Ev::Scripted(i));
+            if let Event::Outage { seconds } = e.event {
+                if seconds > 0 {
+                    for w in engine.targets(e.workload.as_deref()) {
+                        windows[w].push((e.at, e.at.saturating_add(seconds)));
+                    }
+                }
+            }
+        }
+        for (work, mut ws) in engine.works.iter_mut().zip(windows) {
+            ws.sort_unstable();
+            for (start, end) in ws {
+                match work.outages.last_mut() {
+                    Some(last) if start <= last.1 => last.1 = last.1.max(end),
+                    _ => work.outages.push((start, end)),
+                }
+            }
+        }
+        engine
+    }
+
+    #[inline]
+    pub(super) fn push(&mut self, at: Time, class: u8, ev: Ev) -> Key {
+        self.queue.push(at, class, ev)
+    }
+
+    /// The workloads an event strikes.
+    pub(super) fn targets(&self, workload: Option<&str>) -> std::ops::Range<usize> {
+        match workload {
+            None => 0..self.spec.workloads.len(),
+            Some(name) => self
+                .spec
+                .workloads
+                .iter()
+                .position(|w| w.name == name)
+                .map_or(0..0, |i| i..i + 1),
+        }
+    }
+
+    /// Every change before the returned time is on the ledger, at a pass at `now`.
+    pub(super) fn reported_before(&self, now: Time) -> Time {
+        self.in_transit
+            .earliest()
+            .map_or(now + 1, |made| made.min(now + 1))
+    }
+
+    /// The next second after `t` at which some workload needs a pass.
+    pub(super) fn next_round(&self, t: Time) -> Option<Time> {
+        let period = self.spec.period;
+        let after = |at: Time| at.div_ceil(period).saturating_mul(period);
+        // Plain loops: the iterator chain was 1.3 % of a Monte Carlo run (callgrind, issue 24).
+        let mut next: Option<Time> = None;
+        for (w, c) in self.works.iter().zip(&self.controllers) {
+            let from = if w.dirty || w.acted {
+                t + 1
+            } else {
+                match (c.wake_at(), w.backoff_wake) {
+                    (Some(a), Some(b)) => a.min(b).max(t + 1),
+                    (Some(a), None) | (None, Some(a)) => a.max(t + 1),
+                    (None, None) => continue,
+                }
+            };
+            let at = after(from);
+            next = Some(next.map_or(at, |n| n.min(at)));
+        }
+        next
+    }
+
+    /// Everything that happens at second `t`, in the documented order.
+    pub(super) fn second(&mut self, t: Time) -> Result<(), ScenarioError> {
+        self.drain(t)?;
+        if t % self.spec.period == 0 {
+            for w in 0..self.works.len() {
+                let due = self.works[w].dirty
+                    || self.works[w].acted
+                    || self.controllers[w].wake_at().is_some_and(|at| at <= t)
+                    || self.works[w].backoff_wake.is_some_and(|at| at <= t);
+                if due {
+                    self.pass(w, t)?;
+                }
+            }
+        }
+        self.drain(t)
+    }
+
+    /// Handles every queued happening of second `t`.
+    #[inline(always)]
+    pub(super) fn drain(&mut self, t: Time) -> Result<(), ScenarioError> {
+        // Most calls find nothing (the drain after the passes of a quiet second): a bit of the
+        // calendar tells, without the call and its frame (3 % of a Monte Carlo run).
+        if self.queue.surely_none_at(t) {
+            return Ok(());
+        }
+        self.drain_queue(t)
+    }
+
+    pub(super) fn drain_queue(&mut self, t: Time) -> Result<(), ScenarioError> {
+        while let Some(ev) = self.queue.pop_at(t) {
+            match ev {
+                Ev::Ready { w, id, n } => self.ready(w, id, n, t),
+                Ev::Fail { w, id } => self.fail(w, id, t),
+                Ev::Scripted(i) => self.scripted(i, t),
+                Ev::StaleEnd { w } => {
+                    let work = &mut self.works[w];
+                    work.stale_depth -= 1;
+                    if work.stale_depth == 0 {
+                        work.frozen = None;
+                    }
+                    work.dirty = true;
+                }
+                Ev::Arrive {
+                    w,
+                    id,
+                    n,
+                    end,
+                    made,
+                } => self.arrive(w, id, n, end, made),
+                Ev::Flight { f } => self.land(f, t),
+            }
+        }
+        Ok(())
+    }
+}
