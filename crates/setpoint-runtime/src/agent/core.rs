@@ -873,6 +873,10 @@ mod tests {
         wake: u64,
         /// Probes answer this (true: ready).
         probe_ok: bool,
+        /// How long a probe runs, in milliseconds (0: it answers in the step that asked).
+        probe_ms: u64,
+        /// Probes running: (when they answer, copy).
+        probes: Vec<(u64, String)>,
         /// Where in the trace a step asked to be woken at the very time it ran: work it left
         /// undone, or a busy loop.
         busy: Vec<usize>,
@@ -966,6 +970,8 @@ mod tests {
                 trace: Vec::new(),
                 wake: 0,
                 probe_ok: true,
+                probe_ms: 0,
+                probes: Vec::new(),
                 busy: Vec::new(),
             };
             w.input(AgentInput::Tick);
@@ -1068,6 +1074,9 @@ mod tests {
                         });
                     }
                 }
+                AgentOutput::Probe { copy, .. } if self.probe_ms > 0 => {
+                    self.probes.push((now + self.probe_ms, copy));
+                }
                 AgentOutput::Probe { copy, .. } => inputs.push_back(AgentInput::ProbeDone {
                     copy,
                     ok: self.probe_ok,
@@ -1128,6 +1137,13 @@ mod tests {
             for (_, r) in due {
                 self.input(AgentInput::Replied(r));
             }
+            let (done, running): (Vec<_>, Vec<_>) =
+                self.probes.drain(..).partition(|(t, _)| *t <= now);
+            self.probes = running;
+            for (_, copy) in done {
+                let ok = self.probe_ok;
+                self.input(AgentInput::ProbeDone { copy, ok });
+            }
             let ended: Vec<(String, i32)> = self
                 .procs
                 .iter_mut()
@@ -1150,7 +1166,12 @@ mod tests {
         /// for, a reply, a process end (1ms after its signal). What a discrete-event world does.
         fn run_by_wakes(&mut self, until: u64) {
             while self.stopped.is_none() {
-                let reply = self.replies.iter().map(|(t, _)| *t).min();
+                let reply = self
+                    .replies
+                    .iter()
+                    .map(|(t, _)| *t)
+                    .chain(self.probes.iter().map(|(t, _)| *t))
+                    .min();
                 let ending = self
                     .procs
                     .iter()
@@ -1819,6 +1840,113 @@ mod tests {
         w.probe_ok = true;
         w.run(700);
         assert_eq!(phase(&w), Phase::Running);
+    }
+
+    #[test]
+    fn while_a_readiness_probe_runs_the_agent_is_not_woken_over_and_over() {
+        let store = MemoryStore::new();
+        let a = Assignment {
+            startup_ms: 0,
+            readiness: Some(vec!["check".into()]),
+            ..super::super::fixtures::assignment(0)
+        };
+        let key = placement_key("a", "w", 0);
+        store.commit(&Txn::new().put(&key, encode(&a))).unwrap();
+        let mut w = World::new(store, config("a"));
+        // Each probe runs 300ms; the first ones fail, then they pass.
+        w.probe_ms = 300;
+        w.probe_ok = false;
+        w.run_by_wakes(1_000);
+        let probes = w.trace.iter().filter(|l| l.contains("Probe {")).count();
+        assert!((2..=3).contains(&probes), "{probes} probes in 1s");
+        w.probe_ok = true;
+        w.run_by_wakes(2_000);
+        assert_eq!(w.core.records()[0].phase, Phase::Running);
+        // A probe in flight (or passed) is not a reason to wake: a wake at the step's own
+        // time is a busy loop for as long as the probe runs.
+        let busy: Vec<&String> = w.busy.iter().map(|&i| &w.trace[i - 1]).take(5).collect();
+        assert!(
+            busy.is_empty(),
+            "{} busy steps, first: {busy:#?}",
+            w.busy.len()
+        );
+    }
+
+    #[test]
+    fn a_copy_the_store_last_heard_of_as_exited_is_not_started_again_after_the_state_file_is_lost()
+    {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        assert_eq!(w.running(), ["w-0"]);
+        // w-0 dies; its assignment stays (the controller replaces it after its backoff, under
+        // a new incarnation), and the node's report shows it exited.
+        w.procs[0].ending = Some(9);
+        w.run(1_000);
+        assert!(w.running().is_empty());
+        let exited = |w: &World| {
+            let r = w.report("a");
+            r.copies
+                .iter()
+                .map(|c| (c.copy.clone(), c.phase, c.exit.clone()))
+                .collect::<Vec<_>>()
+        };
+        let before = exited(&w);
+        assert_eq!(before.len(), 1);
+        assert_eq!(before[0].1, Phase::Exited, "{before:?}");
+        // The agent dies, and its state file is lost with it.
+        w.saved = None;
+        let now = w.now;
+        let mut w = w.restart(config("a"));
+        w.run(now + 1_000);
+        assert!(
+            w.starts.is_empty(),
+            "started again in place: {:?}",
+            w.starts
+        );
+        assert_eq!(exited(&w), before, "still the copy that ended, as it ended");
+    }
+
+    #[test]
+    fn the_first_claims_fence_says_how_long_after_the_agents_start_it_came() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        // Restarted at 500 and cut off for its first second.
+        w.cut = Box::new(|t, _| t < 1_500);
+        let mut w = w.restart(config("a"));
+        w.run(1_500);
+        let line = w
+            .log
+            .iter()
+            .find(|l| l.contains("no node lease"))
+            .expect("the fence's line");
+        let (at, said) = line.split_once(' ').unwrap();
+        let at: u64 = at.parse().unwrap();
+        let since = format!("no node lease {}ms after this agent started", at - 500);
+        assert!(said.starts_with(&since), "{line}");
+    }
+
+    #[test]
+    fn each_fence_is_counted_once_for_the_fencings_metric() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        assert_eq!(w.core.fencings(), 0, "none yet");
+        for (from, to) in [(1_000, 2_500), (5_000, 6_500)] {
+            w.cut = Box::new(move |t, _| (from..to).contains(&t));
+            w.run(to + 1_500);
+        }
+        let fences = w
+            .log
+            .iter()
+            .filter(|l| l.contains("fenced, stopping"))
+            .count();
+        assert_eq!(fences, 2, "{:#?}", w.log);
+        assert_eq!(w.core.fencings(), 2);
     }
 
     #[test]
