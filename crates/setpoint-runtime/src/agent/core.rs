@@ -1407,6 +1407,38 @@ mod tests {
     }
 
     #[test]
+    fn a_shutdown_waits_for_its_copies_to_end_and_kills_one_that_ignores_sigterm_before_it_stops() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        assert_eq!(w.running(), ["w-0"]);
+        w.input(AgentInput::Shutdown);
+        // w-0 ignores SIGTERM: its ending is cleared whenever it is a SIGTERM.
+        let mut t = w.now;
+        while w.stopped.is_none() && t < 3_000 {
+            for p in &mut w.procs {
+                if p.ending == Some(15) {
+                    p.ending = None;
+                }
+            }
+            t += TICK;
+            w.run(t);
+        }
+        assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+        assert!(
+            w.signals
+                .iter()
+                .any(|(_, copy, s)| copy == "w-0" && *s == CopySignal::Kill),
+            "never killed: {:?}",
+            w.signals
+        );
+        assert!(w.running().is_empty(), "left running by the stopped agent");
+        let phases: Vec<Phase> = w.report("a").copies.iter().map(|c| c.phase).collect();
+        assert_eq!(phases, [Phase::Exited], "the last report");
+    }
+
+    #[test]
     fn the_injected_bug_keeps_copies_running_after_the_lease_is_lost() {
         let store = MemoryStore::new();
         assign(&store, "a", 0);
