@@ -859,6 +859,8 @@ mod tests {
         drop: Dropper,
         /// Which requests never reach the store.
         cut: Dropper,
+        /// From this time on, every request finds the store lost for good.
+        lost_from: Option<u64>,
         /// How much longer than `delay` each request's reply takes.
         slow: Slower,
         delay: u64,
@@ -960,6 +962,7 @@ mod tests {
                 sent: Vec::new(),
                 replies: Vec::new(),
                 drop: Box::new(|_, _| false),
+                lost_from: None,
                 cut: Box::new(|_, _| false),
                 slow: Box::new(|_, _| 0),
                 delay: 0,
@@ -1018,7 +1021,10 @@ mod tests {
                     if (self.cut)(now, &request) {
                         return;
                     }
-                    let result = carry_out(&*self.store, &request);
+                    let result = match self.lost_from {
+                        Some(t) if now >= t => Err(StoreError::Lost("the database is gone".into())),
+                        _ => carry_out(&*self.store, &request),
+                    };
                     if !(self.drop)(now, &request) {
                         let due = now + self.delay + (self.slow)(now, &request);
                         self.replies.push((due, Replied { id, result }));
@@ -1439,6 +1445,33 @@ mod tests {
     }
 
     #[test]
+    fn a_store_lost_for_good_is_said_once_and_the_agent_stops_its_copies_and_exits() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        assert_eq!(w.running(), ["w-0"]);
+        w.lost_from = Some(500);
+        w.run(3_000);
+        assert!(
+            matches!(&w.stopped, Some(Err(AgentError::Store(e))) if e.is_lost()),
+            "{:?}",
+            w.stopped
+        );
+        assert!(w.running().is_empty());
+        let lines: Vec<&String> = w
+            .log
+            .iter()
+            .filter(|l| l.contains("stops its copies and exits") || l.contains("shutting down"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(lines[0].ends_with(
+            "store lost: the database is gone; nothing more is read or written through it: \
+             this agent stops its copies and exits"
+        ));
+    }
+
+    #[test]
     fn the_injected_bug_keeps_copies_running_after_the_lease_is_lost() {
         let store = MemoryStore::new();
         assign(&store, "a", 0);
@@ -1788,6 +1821,22 @@ mod tests {
             .unwrap();
         assert_eq!(term, last_ok + 750, "SIGTERM at exactly 3/4 of the TTL");
         assert!(w.running().is_empty());
+    }
+
+    #[test]
+    fn driven_only_at_its_wakes_a_copy_is_ready_at_its_startup_time_to_the_millisecond() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run_by_wakes(1_000);
+        let r = &w.core.records()[0];
+        assert_eq!(r.phase, Phase::Running);
+        assert_eq!(
+            r.ready_ms,
+            Some(r.started_ms + r.assignment.startup_ms),
+            "started at {}",
+            r.started_ms
+        );
     }
 
     #[test]
