@@ -689,6 +689,25 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_lease_given_up_through_the_cached_store_ends_at_once_with_its_keys() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let cache = Cache::start(Arc::clone(&store), &PREFIXES, Duration::from_millis(5));
+        let cached = CachedStore::new(Arc::clone(&store), Arc::clone(&cache));
+        let lease = cached.grant(Duration::from_secs(30)).unwrap();
+        cached
+            .commit(&Txn::new().put_leased("/a/leader", "c1", lease))
+            .unwrap();
+        cached.keep_alive(lease).unwrap();
+        // A controller that stops gives its lease up, so that a standby need not wait a TTL.
+        cached.revoke(lease).unwrap();
+        assert!(store.get("/a/leader").unwrap().is_none(), "the key lingers");
+        assert!(
+            matches!(store.keep_alive(lease), Err(StoreError::LeaseExpired(_))),
+            "the lease lingers"
+        );
+    }
+
     /// etcd's history is the oracle: a read at the cache's revision.
     fn read_at(store: &EtcdStore, rev: Revision) -> Read {
         let mut client = store.client();

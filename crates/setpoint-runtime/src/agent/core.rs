@@ -859,6 +859,8 @@ mod tests {
         drop: Dropper,
         /// Which requests never reach the store.
         cut: Dropper,
+        /// From this time on, every request finds the store lost for good.
+        lost_from: Option<u64>,
         /// How much longer than `delay` each request's reply takes.
         slow: Slower,
         delay: u64,
@@ -873,6 +875,10 @@ mod tests {
         wake: u64,
         /// Probes answer this (true: ready).
         probe_ok: bool,
+        /// How long a probe runs, in milliseconds (0: it answers in the step that asked).
+        probe_ms: u64,
+        /// Probes running: (when they answer, copy).
+        probes: Vec<(u64, String)>,
         /// Where in the trace a step asked to be woken at the very time it ran: work it left
         /// undone, or a busy loop.
         busy: Vec<usize>,
@@ -956,6 +962,7 @@ mod tests {
                 sent: Vec::new(),
                 replies: Vec::new(),
                 drop: Box::new(|_, _| false),
+                lost_from: None,
                 cut: Box::new(|_, _| false),
                 slow: Box::new(|_, _| 0),
                 delay: 0,
@@ -966,6 +973,8 @@ mod tests {
                 trace: Vec::new(),
                 wake: 0,
                 probe_ok: true,
+                probe_ms: 0,
+                probes: Vec::new(),
                 busy: Vec::new(),
             };
             w.input(AgentInput::Tick);
@@ -1012,7 +1021,10 @@ mod tests {
                     if (self.cut)(now, &request) {
                         return;
                     }
-                    let result = carry_out(&*self.store, &request);
+                    let result = match self.lost_from {
+                        Some(t) if now >= t => Err(StoreError::Lost("the database is gone".into())),
+                        _ => carry_out(&*self.store, &request),
+                    };
                     if !(self.drop)(now, &request) {
                         let due = now + self.delay + (self.slow)(now, &request);
                         self.replies.push((due, Replied { id, result }));
@@ -1067,6 +1079,9 @@ mod tests {
                             CopySignal::Kill => 9,
                         });
                     }
+                }
+                AgentOutput::Probe { copy, .. } if self.probe_ms > 0 => {
+                    self.probes.push((now + self.probe_ms, copy));
                 }
                 AgentOutput::Probe { copy, .. } => inputs.push_back(AgentInput::ProbeDone {
                     copy,
@@ -1128,6 +1143,13 @@ mod tests {
             for (_, r) in due {
                 self.input(AgentInput::Replied(r));
             }
+            let (done, running): (Vec<_>, Vec<_>) =
+                self.probes.drain(..).partition(|(t, _)| *t <= now);
+            self.probes = running;
+            for (_, copy) in done {
+                let ok = self.probe_ok;
+                self.input(AgentInput::ProbeDone { copy, ok });
+            }
             let ended: Vec<(String, i32)> = self
                 .procs
                 .iter_mut()
@@ -1150,7 +1172,12 @@ mod tests {
         /// for, a reply, a process end (1ms after its signal). What a discrete-event world does.
         fn run_by_wakes(&mut self, until: u64) {
             while self.stopped.is_none() {
-                let reply = self.replies.iter().map(|(t, _)| *t).min();
+                let reply = self
+                    .replies
+                    .iter()
+                    .map(|(t, _)| *t)
+                    .chain(self.probes.iter().map(|(t, _)| *t))
+                    .min();
                 let ending = self
                     .procs
                     .iter()
@@ -1383,6 +1410,65 @@ mod tests {
             "{kill} vs {last_ok}"
         );
         assert!(w.running().is_empty());
+    }
+
+    #[test]
+    fn a_shutdown_waits_for_its_copies_to_end_and_kills_one_that_ignores_sigterm_before_it_stops() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        assert_eq!(w.running(), ["w-0"]);
+        w.input(AgentInput::Shutdown);
+        // w-0 ignores SIGTERM: its ending is cleared whenever it is a SIGTERM.
+        let mut t = w.now;
+        while w.stopped.is_none() && t < 3_000 {
+            for p in &mut w.procs {
+                if p.ending == Some(15) {
+                    p.ending = None;
+                }
+            }
+            t += TICK;
+            w.run(t);
+        }
+        assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+        assert!(
+            w.signals
+                .iter()
+                .any(|(_, copy, s)| copy == "w-0" && *s == CopySignal::Kill),
+            "never killed: {:?}",
+            w.signals
+        );
+        assert!(w.running().is_empty(), "left running by the stopped agent");
+        let phases: Vec<Phase> = w.report("a").copies.iter().map(|c| c.phase).collect();
+        assert_eq!(phases, [Phase::Exited], "the last report");
+    }
+
+    #[test]
+    fn a_store_lost_for_good_is_said_once_and_the_agent_stops_its_copies_and_exits() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        assert_eq!(w.running(), ["w-0"]);
+        w.lost_from = Some(500);
+        w.run(3_000);
+        assert!(
+            matches!(&w.stopped, Some(Err(AgentError::Store(e))) if e.is_lost()),
+            "{:?}",
+            w.stopped
+        );
+        assert!(w.running().is_empty());
+        let lines: Vec<&String> = w
+            .log
+            .iter()
+            .filter(|l| l.contains("stops its copies and exits") || l.contains("shutting down"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(lines[0].ends_with(
+            "store lost: the database is gone; nothing more is read or written through it: \
+             this agent stops its copies and exits"
+        ));
     }
 
     #[test]
@@ -1738,6 +1824,22 @@ mod tests {
     }
 
     #[test]
+    fn driven_only_at_its_wakes_a_copy_is_ready_at_its_startup_time_to_the_millisecond() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run_by_wakes(1_000);
+        let r = &w.core.records()[0];
+        assert_eq!(r.phase, Phase::Running);
+        assert_eq!(
+            r.ready_ms,
+            Some(r.started_ms + r.assignment.startup_ms),
+            "started at {}",
+            r.started_ms
+        );
+    }
+
+    #[test]
     fn no_step_asks_to_be_woken_at_its_own_time_fenced_or_waiting_for_replies() {
         let store = MemoryStore::new();
         assign(&store, "a", 0);
@@ -1819,6 +1921,113 @@ mod tests {
         w.probe_ok = true;
         w.run(700);
         assert_eq!(phase(&w), Phase::Running);
+    }
+
+    #[test]
+    fn while_a_readiness_probe_runs_the_agent_is_not_woken_over_and_over() {
+        let store = MemoryStore::new();
+        let a = Assignment {
+            startup_ms: 0,
+            readiness: Some(vec!["check".into()]),
+            ..super::super::fixtures::assignment(0)
+        };
+        let key = placement_key("a", "w", 0);
+        store.commit(&Txn::new().put(&key, encode(&a))).unwrap();
+        let mut w = World::new(store, config("a"));
+        // Each probe runs 300ms; the first ones fail, then they pass.
+        w.probe_ms = 300;
+        w.probe_ok = false;
+        w.run_by_wakes(1_000);
+        let probes = w.trace.iter().filter(|l| l.contains("Probe {")).count();
+        assert!((2..=3).contains(&probes), "{probes} probes in 1s");
+        w.probe_ok = true;
+        w.run_by_wakes(2_000);
+        assert_eq!(w.core.records()[0].phase, Phase::Running);
+        // A probe in flight (or passed) is not a reason to wake: a wake at the step's own
+        // time is a busy loop for as long as the probe runs.
+        let busy: Vec<&String> = w.busy.iter().map(|&i| &w.trace[i - 1]).take(5).collect();
+        assert!(
+            busy.is_empty(),
+            "{} busy steps, first: {busy:#?}",
+            w.busy.len()
+        );
+    }
+
+    #[test]
+    fn a_copy_the_store_last_heard_of_as_exited_is_not_started_again_after_the_state_file_is_lost()
+    {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        assert_eq!(w.running(), ["w-0"]);
+        // w-0 dies; its assignment stays (the controller replaces it after its backoff, under
+        // a new incarnation), and the node's report shows it exited.
+        w.procs[0].ending = Some(9);
+        w.run(1_000);
+        assert!(w.running().is_empty());
+        let exited = |w: &World| {
+            let r = w.report("a");
+            r.copies
+                .iter()
+                .map(|c| (c.copy.clone(), c.phase, c.exit.clone()))
+                .collect::<Vec<_>>()
+        };
+        let before = exited(&w);
+        assert_eq!(before.len(), 1);
+        assert_eq!(before[0].1, Phase::Exited, "{before:?}");
+        // The agent dies, and its state file is lost with it.
+        w.saved = None;
+        let now = w.now;
+        let mut w = w.restart(config("a"));
+        w.run(now + 1_000);
+        assert!(
+            w.starts.is_empty(),
+            "started again in place: {:?}",
+            w.starts
+        );
+        assert_eq!(exited(&w), before, "still the copy that ended, as it ended");
+    }
+
+    #[test]
+    fn the_first_claims_fence_says_how_long_after_the_agents_start_it_came() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        // Restarted at 500 and cut off for its first second.
+        w.cut = Box::new(|t, _| t < 1_500);
+        let mut w = w.restart(config("a"));
+        w.run(1_500);
+        let line = w
+            .log
+            .iter()
+            .find(|l| l.contains("no node lease"))
+            .expect("the fence's line");
+        let (at, said) = line.split_once(' ').unwrap();
+        let at: u64 = at.parse().unwrap();
+        let since = format!("no node lease {}ms after this agent started", at - 500);
+        assert!(said.starts_with(&since), "{line}");
+    }
+
+    #[test]
+    fn each_fence_is_counted_once_for_the_fencings_metric() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        assert_eq!(w.core.fencings(), 0, "none yet");
+        for (from, to) in [(1_000, 2_500), (5_000, 6_500)] {
+            w.cut = Box::new(move |t, _| (from..to).contains(&t));
+            w.run(to + 1_500);
+        }
+        let fences = w
+            .log
+            .iter()
+            .filter(|l| l.contains("fenced, stopping"))
+            .count();
+        assert_eq!(fences, 2, "{:#?}", w.log);
+        assert_eq!(w.core.fencings(), 2);
     }
 
     #[test]

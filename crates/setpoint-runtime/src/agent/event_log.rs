@@ -249,6 +249,24 @@ mod tests {
     }
 
     #[test]
+    fn a_write_that_finds_the_store_lost_for_good_ends_the_agent_and_is_not_retried() {
+        let mut log = EventLog::default();
+        let mut out = Outbox::new();
+        log.copy_event(CopyEventKind::Start, &record(0), 10, "a");
+        log.flush(10, 100, &mut out);
+        let _ = out.drain();
+        let gone = StoreError::Lost("the database file is gone".into());
+        let batch = vec![("first".to_owned(), "x".to_owned())];
+        let w = log.on_written(20, batch.clone(), false, Err(gone.clone()), 100, &mut out);
+        assert!(matches!(&w, Written::Lost(e) if *e == gone), "{w:?}");
+        let outputs = out.drain();
+        assert!(outputs.is_empty(), "nothing to retry: {outputs:?}");
+        // The agent's last flush (while it stops) only logs what became of it.
+        let w = log.on_written(30, batch, true, Err(gone), 100, &mut out);
+        assert!(matches!(w, Written::Done), "{w:?}");
+    }
+
+    #[test]
     fn a_failed_batch_goes_back_in_front_of_what_was_queued_since_unless_it_was_the_last() {
         let mut log = EventLog::default();
         let mut out = Outbox::new();

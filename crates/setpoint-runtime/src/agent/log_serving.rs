@@ -306,4 +306,34 @@ mod tests {
             .count();
         assert_eq!(more, 1);
     }
+
+    #[test]
+    fn an_answer_the_store_failed_is_logged_and_one_the_asker_overtook_is_not() {
+        let mut serving = LogServing::default();
+        let mut out = Outbox::new();
+        let logged = |out: &mut Outbox| -> Vec<String> {
+            out.drain()
+                .into_iter()
+                .filter_map(|o| match o {
+                    AgentOutput::Log(l) => Some(l),
+                    _ => None,
+                })
+                .collect()
+        };
+        // The asker asked again or gave up meanwhile: nothing to say.
+        let overtaken = Err(StoreError::Conflict {
+            key: "/logreq/a/x".into(),
+            expected: 3,
+            found: 4,
+        });
+        serving.on_answered("/logreq/a/x", &overtaken, &mut out);
+        assert!(logged(&mut out).is_empty());
+        // The store failed: the operator is told the answer did not go out.
+        let failed = Err(StoreError::Unavailable("connection refused".into()));
+        serving.on_answered("/logreq/a/y", &failed, &mut out);
+        assert_eq!(
+            logged(&mut out),
+            ["cannot answer a log request: store unavailable: connection refused"]
+        );
+    }
 }

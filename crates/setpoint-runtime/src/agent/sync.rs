@@ -576,6 +576,41 @@ mod tests {
     }
 
     #[test]
+    fn after_a_refused_watch_syncs_read_the_store_until_the_cache_is_read_and_watched_again() {
+        let (store, cfg, mut sync, mut out, _) = cache_read_and_watching();
+        // The store refuses the watch (or does not confirm it in time).
+        let refused = Err(crate::store::StoreError::Unavailable(
+            "too many watches".into(),
+        ));
+        sync.on_cache_watching(0, &refused, &cfg, &mut out);
+        out.drain();
+        // Placed since: a cache that follows nothing would never show it.
+        let key = placement_key("a", "w", 0);
+        store
+            .commit(&Txn::new().put(&key, encode(&assignment(0))))
+            .unwrap();
+        sync.want();
+        assert!(
+            sync.drive(1, 1, &cfg, &mut out).is_none(),
+            "a sync served by a cache that follows nothing"
+        );
+        let sent = out.drain();
+        let Some(AgentOutput::Store { id, .. }) = sent.first() else {
+            panic!("no store read: {sent:?}");
+        };
+        assert!(matches!(out.take(*id), Some(Purpose::Sync { .. })));
+        // The cache is read and watched again a sync period after the refusal, not before.
+        sync.drive_cache(cfg.sync_every_ms - 1, 1, &cfg, &mut out);
+        assert!(out.drain().is_empty(), "read again before a sync period");
+        sync.drive_cache(cfg.sync_every_ms, 1, &cfg, &mut out);
+        let sent = out.drain();
+        let Some(AgentOutput::Store { id, .. }) = sent.first() else {
+            panic!("the cache is not read again: {sent:?}");
+        };
+        assert!(matches!(out.take(*id), Some(Purpose::CacheRead { .. })));
+    }
+
+    #[test]
     fn a_placement_placed_and_removed_in_queued_watch_events_is_never_synced() {
         let (store, cfg, mut sync, mut out, watch) = cache_read_and_watching();
         assert!(sync.drive(1, 1, &cfg, &mut out).is_some(), "the read syncs");

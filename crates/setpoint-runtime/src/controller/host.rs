@@ -1862,6 +1862,39 @@ mod tests {
     }
 
     #[test]
+    fn a_deposed_leader_takes_no_reply_to_its_old_leadership_for_its_own() {
+        let store = store_with(&[spec("w", 1, 200)]);
+        let mut d = Driver::new(cfg("c1"));
+        // Keep-alives are carried out, but their replies are lost: each fails at its deadline
+        // (500 ms after it was sent).
+        d.hook = Some(Box::new(|_, _, p| p != Purpose::Renewal));
+        d.run(&store, 1_050);
+        assert!(d.host.is_leader());
+        assert_eq!(
+            d.count(Purpose::Renewal, |_| true),
+            1,
+            "the keep-alive sent at 1 s is on its way"
+        );
+        // Another controller takes /leader: the next pass's commit finds it taken.
+        let mut usurp = usurp_before_commit(Purpose::Pass);
+        d.hook = Some(Box::new(move |s, r, p| {
+            let delivered = usurp(s, r, p);
+            delivered && p != Purpose::Renewal
+        }));
+        crate::ops::apply(&store, &[spec("w", 2, 200)]).unwrap();
+        d.run(&store, 1_400);
+        assert!(!d.host.is_leader(), "still leads with /leader another's");
+        assert!(d.said("lost the leader lease; following"));
+        // The old leadership's keep-alive fails after the deposition: not this host's concern.
+        d.run(&store, 1_700);
+        assert!(
+            !d.said("cannot renew the lease"),
+            "a renewal of the leadership it lost is reported: {:?}",
+            d.logs
+        );
+    }
+
+    #[test]
     fn a_standby_that_stops_cancels_its_watch_of_the_leader_record() {
         let store = store_with(&[]);
         let mut d = Driver::new(cfg("c1"));
@@ -2197,6 +2230,31 @@ mod tests {
         let mut c = cfg(holder);
         c.watch_cache = true;
         c
+    }
+
+    #[test]
+    fn a_leader_with_a_watch_cache_gives_its_position_for_the_metrics_and_a_standby_none() {
+        let store = store_with(&[spec("w", 2, 200)]);
+        let mut d = Driver::new(cached("c1"));
+        d.run(&store, 500);
+        assert!(d.host.is_leader());
+        assert_eq!(copies(&store), ["w-0", "w-1"]);
+        let created = store
+            .read(&[&crate::model::placements_of("a")])
+            .unwrap()
+            .entries
+            .iter()
+            .map(|e| e.mod_revision)
+            .max()
+            .unwrap();
+        let (at, behind) = d.host.cache_position().expect("a leader with a cache");
+        assert!(at >= created, "at {at}, its own creation at {created}");
+        assert_eq!(behind, 0, "caught up with its own writes");
+        let mut d2 = Driver::new(cached("c2"));
+        d2.now = 500;
+        d2.run(&store, 700);
+        assert!(!d2.host.is_leader());
+        assert_eq!(d2.host.cache_position(), None, "a standby has no cache");
     }
 
     fn direct_pass_reads(d: &Driver) -> usize {

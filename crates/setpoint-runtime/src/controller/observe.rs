@@ -184,4 +184,17 @@ mod tests {
             "copies whose assignment the pass removed, not its delete commands"
         );
     }
+
+    #[test]
+    fn a_pass_whose_backoff_held_copies_back_reports_how_many_for_the_held_back_gauge() {
+        let mut o = Observations::default();
+        o.begin("w", 0);
+        let report = PassReport {
+            held_back: 2,
+            ..Default::default()
+        };
+        o.end("w", 10, &report);
+        let t = o.take();
+        assert_eq!((t[0].outcome, t[0].held_back), (Some("unchanged"), 2));
+    }
 }

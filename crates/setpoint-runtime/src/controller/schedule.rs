@@ -466,6 +466,21 @@ mod tests {
     }
 
     #[test]
+    fn a_late_round_counts_the_whole_periods_it_missed_for_the_skipped_metric() {
+        let mut s = Schedule::default();
+        let mut gen = 1;
+        declare(&mut s, &[stored("w", 1, 1, 100)], 1_000, false, &mut gen);
+        // Run 3 ms late: no round was missed.
+        assert_eq!(s.due(1_003).len(), 1);
+        s.end_pass("w", 1);
+        assert!(s.take_skipped().is_empty(), "3 ms late is no round missed");
+        // Next due at 1 100, run at 1 350: rounds 1 100 and 1 200 are missed.
+        assert_eq!(s.due(1_350).len(), 1);
+        s.end_pass("w", 1);
+        assert_eq!(s.take_skipped(), [("w".to_owned(), 2)]);
+    }
+
+    #[test]
     fn a_changed_key_restarts_the_loop_which_waits_for_its_predecessors_pass() {
         let mut s = Schedule::default();
         let mut gen = 1;
