@@ -93,7 +93,8 @@ pub enum RunError {
 /// One simulated process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProcRecord {
-    /// Its pid, unique in the run.
+    /// Its pid: no other copy's in the run (a `pid-reuse` impostor, kept apart from the copies
+    /// in [`Outcome::impostors`], holds a dead copy's again).
     pub pid: u32,
     /// The host (agent) that started it.
     pub host: usize,
@@ -217,7 +218,7 @@ pub struct Outcome {
     pub events: u64,
     /// The end time.
     pub end_ms: u64,
-    /// Every process.
+    /// Every copy's process (impostors are in `impostors`).
     pub procs: Vec<ProcRecord>,
     /// Commits by controllers that did not hold the leader lease.
     pub unfenced: Vec<UnfencedWrite>,
