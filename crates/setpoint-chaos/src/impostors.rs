@@ -540,6 +540,30 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_model_plants_the_same_impostors_byte_for_byte_from_the_same_seed() {
+        let path = crate::faults::shipped("")
+            .into_iter()
+            .find(|p| p.ends_with("impostors.toml"))
+            .unwrap();
+        let model = crate::faults::load(&path).unwrap();
+        let once = || {
+            let f = |i: usize, r: &Role, now: u64| make(&model, Bugs::default(), 21, i, r, now);
+            let (report, out) = run_checked(&model, 21, model.schedule(21), &f, true);
+            let out = out.unwrap();
+            assert!(report.passed(), "{:?}", report.violations);
+            (out.trace, out.impostors)
+        };
+        let (trace, impostors) = once();
+        assert!(
+            impostors.planted.iter().any(|i| i.kind == Kind::PidReuse)
+                && impostors.planted.iter().any(|i| i.kind == Kind::Child),
+            "seed 21 plants both kinds: {:?}",
+            impostors.planted
+        );
+        assert_eq!((trace, impostors), once());
+    }
+
+    #[test]
     fn with_no_record_to_imitate_the_fault_is_a_plain_restart() {
         // At 0 ms no state file has been written yet.
         let (report, out) = run(&[(0, "pid-reuse"), (0, "impostor")]);
