@@ -84,10 +84,24 @@ impl AgentMachine {
                     AgentOutput::Recover => out.push(Output::Recover),
                     AgentOutput::SaveState(state) => out.push(Output::SaveState(state)),
                     AgentOutput::LeaseKept { sent_ms } => out.push(Output::LeaseKept { sent_ms }),
-                    AgentOutput::Adopt { copy, pid, .. } => out.push(Output::Adopt { copy, pid }),
-                    AgentOutput::StopForeign { pid, grace_ms, .. } => {
-                        out.push(Output::StopForeign { pid, grace_ms })
-                    }
+                    AgentOutput::Adopt {
+                        copy,
+                        pid,
+                        start_ticks,
+                    } => out.push(Output::Adopt {
+                        copy,
+                        pid,
+                        start_ticks,
+                    }),
+                    AgentOutput::StopForeign {
+                        pid,
+                        start_ticks,
+                        grace_ms,
+                    } => out.push(Output::StopForeign {
+                        pid,
+                        start_ticks,
+                        grace_ms,
+                    }),
                     AgentOutput::StopStrays { signal } => out.push(Output::StopStrays {
                         kill: matches!(signal, CopySignal::Kill),
                     }),

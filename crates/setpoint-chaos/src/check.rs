@@ -35,6 +35,10 @@
 //!   its lease, so only a controller that gave it up lets it lapse. Not checked where three
 //!   round trips and two polls last a lease (a leader may not prove its lease in time, and
 //!   steps down as it must), nor on a lossy network;
+//! - **no impostor kept**: a process planted by a `pid-reuse` or `impostor` fault, carrying a
+//!   copy's mark and nonce but not the copy, is never adopted, and is stopped by its agent's
+//!   next recovery within its grace ([`crate::impostors::check`]); the checks above leave such
+//!   processes out;
 //! - **event budget**: a run that exceeds it is a failure of its own ([`crate::RunError`]).
 
 use std::collections::BTreeMap;
@@ -73,11 +77,14 @@ pub enum Check {
     NeedlessStepDown,
     /// The run exceeded its event budget.
     Budget,
+    /// A process carrying a copy's mark that is not the copy (a reused pid, an outliving child)
+    /// was adopted, or outlived its grace after its agent's recovery.
+    ImpostorKept,
 }
 
 impl Check {
     /// Every check, in the order of the enum.
-    pub const ALL: [Check; 12] = [
+    pub const ALL: [Check; 13] = [
         Check::DoubleRun,
         Check::Unfenced,
         Check::LostDeclaration,
@@ -90,6 +97,7 @@ impl Check {
         Check::LeakedWatch,
         Check::NeedlessStepDown,
         Check::Budget,
+        Check::ImpostorKept,
     ];
 
     /// Its name in outputs.
@@ -107,6 +115,7 @@ impl Check {
             Check::LeakedWatch => "leaked-watch",
             Check::NeedlessStepDown => "needless-step-down",
             Check::Budget => "budget",
+            Check::ImpostorKept => "impostor-kept",
         }
     }
 }
@@ -246,6 +255,7 @@ pub fn check(
         v.extend(overshoot(model, out, |w| w.controller));
     }
     protocol(model, schedule, &out.protocol, &mut v);
+    v.extend(crate::impostors::check(&out.impostors, schedule, end));
     v.sort_by_key(|a| (a.at_ms, a.check));
     v
 }
@@ -435,7 +445,9 @@ pub fn protocol(
                 | FaultKind::Hang
                 | FaultKind::Slow
                 | FaultKind::Restart
-                | FaultKind::LoseState => f.host == host,
+                | FaultKind::LoseState
+                | FaultKind::PidReuse
+                | FaultKind::Impostor => f.host == host,
                 FaultKind::Crash
                 | FaultKind::Kill
                 | FaultKind::LeaderChange
@@ -582,6 +594,7 @@ mod tests {
             trace: vec![],
             leaders: vec![],
             protocol: Default::default(),
+            impostors: Default::default(),
         }
     }
 

@@ -52,10 +52,14 @@
 //!                          #   | crash (a process) | leader-change | compaction
 //!                          #   | quorum-loss (the store)
 //!                          #   | redeclare (the operator deletes and re-applies every workload)
+//!                          #   | pid-reuse (an agent restarts and finds a process at a dead
+//!                          #     copy's recorded pid, started later, with its mark and nonce)
+//!                          #   | impostor (an agent restarts and finds a process at another pid
+//!                          #     with a live or dead copy's mark and nonce: an outliving child)
 //! count = 2                # how many per run
 //! target = "agent"         # host faults: agent | controller | any (default any;
 //!                          # restart: default controller; an agent restarts and adopts;
-//!                          # lose-state: agent only)
+//!                          # lose-state, pid-reuse, impostor: agent only)
 //! min_ms = 1000            # a lasting fault (partition, cut-*, stall, pause, hang,
 //! max_ms = 20000           # quorum-loss) lasts uniformly min_ms ..= max_ms
 //! during = "partition"     # optional: each fault of this rule starts inside a fault of this
@@ -212,11 +216,20 @@ pub enum FaultKind {
     /// `network.slow_ms` longer (a congested or lossy path where TCP retransmits), so that its
     /// renewals press on the lease deadlines without failing outright.
     Slow,
+    /// An agent restarts, and a process now holds a dead copy's recorded pid with a later start
+    /// time, carrying that copy's mark and nonce: the kernel reused the pid
+    /// ([`crate::impostors`]). It must be stopped, never adopted. With no such record in the
+    /// state file it is a plain restart; on a controller host (an `[[event]]` only) too.
+    PidReuse,
+    /// An agent restarts, and a process at a pid of its own carries a live or dead copy's mark
+    /// and nonce: a child that inherited the copy's environment ([`crate::impostors`]). It must
+    /// be stopped, never adopted. With no record to imitate it is a plain restart.
+    Impostor,
 }
 
 impl FaultKind {
     /// Every kind, with its name in files.
-    pub const ALL: [(FaultKind, &'static str); 15] = [
+    pub const ALL: [(FaultKind, &'static str); 17] = [
         (FaultKind::Partition, "partition"),
         (FaultKind::CutUp, "cut-up"),
         (FaultKind::CutDown, "cut-down"),
@@ -232,6 +245,8 @@ impl FaultKind {
         (FaultKind::Hang, "hang"),
         (FaultKind::QuorumLoss, "quorum-loss"),
         (FaultKind::Slow, "slow"),
+        (FaultKind::PidReuse, "pid-reuse"),
+        (FaultKind::Impostor, "impostor"),
     ];
 
     /// Its name in files.
@@ -259,8 +274,24 @@ impl FaultKind {
 
     /// Whether it strikes one host.
     pub fn on_host(self) -> bool {
-        (self.lasts() && self != FaultKind::QuorumLoss)
-            || matches!(self, FaultKind::Restart | FaultKind::LoseState)
+        (self.lasts() && self != FaultKind::QuorumLoss) || self.restarts_host()
+    }
+
+    /// Whether it restarts the host's machine: a restart, a loss of the state file, or one of
+    /// the impostor kinds.
+    pub fn restarts_host(self) -> bool {
+        matches!(
+            self,
+            FaultKind::Restart | FaultKind::LoseState | FaultKind::PidReuse | FaultKind::Impostor
+        )
+    }
+
+    /// Whether it strikes agents only (the target is `agent`, or none).
+    fn agent_only(self) -> bool {
+        matches!(
+            self,
+            FaultKind::LoseState | FaultKind::PidReuse | FaultKind::Impostor
+        )
     }
 
     /// Whether it cuts a host off from the store for its duration, so that an agent must
@@ -780,16 +811,18 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
         // that older models draw the schedules they drew.
         let target = if kind == FaultKind::Restart && r.target.is_none() {
             Target::Controller
-        } else if kind == FaultKind::LoseState {
-            // Only an agent keeps a state file to lose.
+        } else if kind.agent_only() {
+            // Only an agent keeps a state file to lose, and a node's processes to find.
             match (&r.target, target) {
                 (None, _) | (_, Target::Agent) => Target::Agent,
                 (Some(t), _) => {
                     return Err(f.at(
                         t.span(),
                         Some(&key("target")),
-                        "a 'lose-state' fault strikes an agent: target agent, or drop 'target'"
-                            .to_owned(),
+                        format!(
+                            "a '{}' fault strikes an agent: target agent, or drop 'target'",
+                            kind.name()
+                        ),
                     ))
                 }
             }

@@ -14,6 +14,8 @@
 //! - [`world`]: the event queue on virtual time, hosts with skewed and drifting clocks and
 //!   pauses, processes, hung store members and quorum loss, the fault schedule; [`run`].
 //! - [`faults`]: fault model files ([`Model`]) and the schedule drawn from a model and a seed.
+//! - [`impostors`]: processes carrying a copy's mark that are not the copy (a reused pid, an
+//!   outliving child), planted at an agent's restart, and the check that none is kept.
 //! - [`node`]: each simulated node's state file and process table, and what a restarted agent
 //!   recovers from them.
 //! - [`adapt`]: the runtime's `Host` and `AgentCore` behind [`Machine`], with the injected bugs.
@@ -29,6 +31,7 @@ pub mod adapt;
 pub mod agree;
 pub mod check;
 pub mod faults;
+pub mod impostors;
 pub mod machine;
 pub mod net;
 pub mod node;

@@ -93,18 +93,23 @@ pub enum Output {
         /// restart.
         nonce: String,
     },
-    /// This live process (by pid) is the copy: the agent adopted it after a restart.
+    /// This live process (by pid and start time) is the copy: the agent adopted it after a restart.
     Adopt {
         /// The copy's identity.
         copy: String,
         /// Its pid.
         pid: u32,
+        /// Its start time in clock ticks: with the pid, it names one process.
+        start_ticks: u64,
     },
     /// Stop a process carrying the agent's mark that is not its own: SIGTERM, SIGKILL after
     /// `grace_ms`. The driver waits for it to end before it carries out anything else.
     StopForeign {
         /// Its pid.
         pid: u32,
+        /// Its start time in clock ticks: a process that holds the pid now but started at
+        /// another time is not signalled.
+        start_ticks: u64,
         /// How long it is given.
         grace_ms: u64,
     },

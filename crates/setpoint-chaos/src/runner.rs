@@ -118,6 +118,7 @@ pub fn run_checked(
                     trace: tail,
                     leaders: Vec::new(),
                     protocol: Default::default(),
+                    impostors: Default::default(),
                 }),
             )
         }

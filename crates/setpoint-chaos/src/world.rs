@@ -93,7 +93,8 @@ pub enum RunError {
 /// One simulated process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProcRecord {
-    /// Its pid, unique in the run.
+    /// Its pid: no other copy's in the run (a `pid-reuse` impostor, kept apart from the copies
+    /// in [`Outcome::impostors`], holds a dead copy's again).
     pub pid: u32,
     /// The host (agent) that started it.
     pub host: usize,
@@ -217,7 +218,7 @@ pub struct Outcome {
     pub events: u64,
     /// The end time.
     pub end_ms: u64,
-    /// Every process.
+    /// Every copy's process (impostors are in `impostors`).
     pub procs: Vec<ProcRecord>,
     /// Commits by controllers that did not hold the leader lease.
     pub unfenced: Vec<UnfencedWrite>,
@@ -234,6 +235,8 @@ pub struct Outcome {
     pub leaders: Vec<(u64, Option<crate::store::Client>)>,
     /// Request ids, watches and leader lease expiries, as seen by the world.
     pub protocol: Protocol,
+    /// The impostors planted (kept apart from `procs`) and the agents' recoveries.
+    pub impostors: crate::impostors::Record,
 }
 
 #[derive(Debug)]
@@ -400,6 +403,9 @@ pub struct World<'a> {
     leaders: Vec<(u64, Option<crate::store::Client>)>,
     protocol: Protocol,
     recent_steps: Vec<u64>,
+    impostors: crate::impostors::Record,
+    /// The processes that are impostors (by index), each with its index in `impostors.planted`.
+    impostor_procs: BTreeMap<usize, usize>,
 }
 
 /// Runs `setup` with machines from `factory`, seeded with `seed`.
@@ -427,6 +433,8 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         leaders: Vec::new(),
         protocol: Protocol::default(),
         recent_steps: vec![0; setup.roles.len()],
+        impostors: Default::default(),
+        impostor_procs: BTreeMap::new(),
     };
     for (key, value) in &setup.declarations {
         w.store
@@ -494,10 +502,24 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         }
     }
     w.now = setup.duration_ms;
+    for (&p, &i) in &w.impostor_procs {
+        w.impostors.planted[i].end_ms = w.procs[p].end_ms;
+    }
+    let procs = if w.impostor_procs.is_empty() {
+        w.procs
+    } else {
+        let impostors = &w.impostor_procs;
+        w.procs
+            .into_iter()
+            .enumerate()
+            .filter(|(p, _)| !impostors.contains_key(p))
+            .map(|(_, r)| r)
+            .collect()
+    };
     Ok(Outcome {
         events: w.events,
         end_ms: setup.duration_ms,
-        procs: w.procs,
+        procs,
         unfenced: w.unfenced,
         deletes: w.deletes,
         cut_leases: w.cut_leases,
@@ -505,6 +527,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         trace: w.trace,
         leaders: w.leaders,
         protocol: w.protocol,
+        impostors: w.impostors,
     })
 }
 
@@ -655,7 +678,17 @@ impl World<'_> {
             slot.inbox.push_back(input);
             return;
         }
+        if let Input::Recovered(found) = &input {
+            let shown = found.records.iter().filter(|r| r.process.is_some()).count()
+                + found.unclaimed.len();
+            self.impostors.recoveries.push(crate::impostors::Recovered {
+                host,
+                at_ms: self.now,
+                listed: shown as u64,
+            });
+        }
         self.recent_steps[host] += 1;
+        let slot = &mut self.slots[host];
         let clock = slot.clock(self.now);
         let outputs = slot.machine.step(clock, input);
         for out in outputs {
@@ -770,7 +803,7 @@ impl World<'_> {
                         let r = &self.procs[p];
                         !setpoint_runtime::agent::kept_while_cut_off(
                             disk,
-                            &crate::node::marked(r.pid, &r.copy, &r.nonce),
+                            &crate::node::marked(r.pid, start_ticks(p), &r.copy, &r.nonce),
                         )
                     })
                     .collect();
@@ -787,31 +820,45 @@ impl World<'_> {
             Output::SaveState(state) => self.slots[host].disk = Some(state),
             Output::LeaseKept { sent_ms } => self.slots[host].lease_file = Some(sent_ms),
             Output::Recover => {
-                let live: Vec<crate::node::Seen> = self
+                let mut live: Vec<crate::node::Seen> = self
                     .strays
                     .iter()
-                    .map(|&p| &self.procs[p])
-                    .filter(|r| r.host == host)
-                    .map(|r| crate::node::Seen {
+                    .map(|&p| (p, &self.procs[p]))
+                    .filter(|(_, r)| r.host == host)
+                    .map(|(p, r)| crate::node::Seen {
                         pid: r.pid,
+                        start_ticks: start_ticks(p),
                         copy: r.copy.clone(),
                         nonce: r.nonce.clone(),
                     })
                     .collect();
+                // In `/proc`'s order: by pid (a reused pid comes before later processes).
+                live.sort_by_key(|s| s.pid);
                 let found = crate::node::recovery(self.slots[host].disk.as_ref(), &live);
                 self.slots[host].recovered = Some(found);
             }
-            Output::Adopt { copy, pid } => match self.node_proc(host, pid) {
+            Output::Adopt {
+                copy,
+                pid,
+                start_ticks,
+            } => match self.node_proc(host, pid, start_ticks) {
                 Some(p) => {
                     self.strays.remove(&p);
                     self.procs[p].adopted = true;
+                    if let Some(&i) = self.impostor_procs.get(&p) {
+                        self.impostors.planted[i].adopted_ms.get_or_insert(self.now);
+                    }
                     self.note(|| format!("host {host} adopts proc {pid} as {copy}"));
                     self.live.insert((host, copy), p);
                 }
                 None => self.note(|| format!("host {host} adopts proc {pid}: no such process")),
             },
-            Output::StopForeign { pid, grace_ms } => {
-                let Some(p) = self.node_proc(host, pid) else {
+            Output::StopForeign {
+                pid,
+                start_ticks,
+                grace_ms,
+            } => {
+                let Some(p) = self.node_proc(host, pid, start_ticks) else {
                     return;
                 };
                 let (after, how) = if self.setup.term_exit_ms <= grace_ms {
@@ -834,11 +881,47 @@ impl World<'_> {
         }
     }
 
-    /// The live process `pid` on `host`'s node, by index.
-    fn node_proc(&self, host: usize, pid: u32) -> Option<usize> {
-        let p = pid.checked_sub(1000)? as usize;
+    /// The live process `pid` started at `ticks` on `host`'s node, by index.
+    fn node_proc(&self, host: usize, pid: u32, ticks: u64) -> Option<usize> {
+        let p = usize::try_from(ticks.checked_sub(1000)?).ok()?;
         let r = self.procs.get(p)?;
-        (r.host == host && r.end_ms.is_none()).then_some(p)
+        (r.pid == pid && r.host == host && r.end_ms.is_none()).then_some(p)
+    }
+
+    /// Plants an impostor of `kind` on `host`'s node, imitating a record of its state file
+    /// drawn at random ([`crate::impostors::plant`]); nothing if no record fits.
+    fn plant(&mut self, host: usize, kind: crate::impostors::Kind) {
+        let Role::Agent(node) = &self.slots[host].role else {
+            return;
+        };
+        let p = self.procs.len();
+        let planted = crate::impostors::plant(
+            kind,
+            host,
+            node,
+            self.slots[host].disk.as_ref(),
+            &self.procs,
+            (self.now, start_ticks(p)),
+            |n| self.rng.uniform(0, n - 1) as usize,
+        );
+        let Some((proc, impostor)) = planted else {
+            self.note(|| format!("host {host}: no record for {} to imitate", kind.name()));
+            return;
+        };
+        self.note(|| {
+            format!(
+                "host {host}: {} proc {} carries the mark of {} (recorded pid {})",
+                kind.name(),
+                impostor.pid,
+                impostor.copy,
+                impostor.of_pid
+            )
+        });
+        self.procs.push(proc);
+        // No agent watches it: a stray to the restarted agent, as an earlier life's copies.
+        self.strays.insert(p);
+        self.impostor_procs.insert(p, self.impostors.planted.len());
+        self.impostors.planted.push(impostor);
     }
 
     /// Schedules process `p` to end at `at` (not before it starts), unless it ends sooner.
@@ -1336,7 +1419,12 @@ impl World<'_> {
                 }
                 self.fan_out(before);
             }
-            FaultKind::Restart | FaultKind::LoseState if start => {
+            FaultKind::Restart
+            | FaultKind::LoseState
+            | FaultKind::PidReuse
+            | FaultKind::Impostor
+                if start =>
+            {
                 let slot = &mut self.slots[host];
                 if f.kind == FaultKind::LoseState {
                     // The state directory is gone; the process table is not.
@@ -1377,6 +1465,9 @@ impl World<'_> {
                         self.strays.insert(p);
                     }
                 }
+                if let Some(kind) = crate::impostors::Kind::of(f.kind) {
+                    self.plant(host, kind);
+                }
                 self.step(host, Input::Tick);
             }
             _ => {}
@@ -1385,6 +1476,12 @@ impl World<'_> {
             self.push(self.now + f.duration_ms, Ev::FaultEnd(i));
         }
     }
+}
+
+/// The start time in clock ticks of process `p` (by index): later for every later process,
+/// and the pid of every copy ([`crate::node`]).
+fn start_ticks(p: usize) -> u64 {
+    1000 + p as u64
 }
 
 fn r_was_up(r: &ProcRecord) -> bool {

@@ -88,6 +88,14 @@ fn bad_fault_models_are_refused_naming_file_line_and_key() {
             "kind = \"restart\"\ncount = 1\ntarget = \"agent\"",
             "kind = \"lose-state\"\ncount = 1\ntarget = \"controller\"",
         ),
+        (
+            "kind = \"restart\"\ncount = 1\ntarget = \"agent\"",
+            "kind = \"pid-reuse\"\ncount = 1\ntarget = \"controller\"",
+        ),
+        (
+            "kind = \"restart\"\ncount = 1\ntarget = \"agent\"",
+            "kind = \"impostor\"\ncount = 1\nmin_ms = 500",
+        ),
         ("target = \"agent\"\n", "target = \"everyone\"\n"),
         ("max_ms = 12000", "max_ms = 500"),
         ("copies = 3", "copies = 3\nreplicas = 2"),
