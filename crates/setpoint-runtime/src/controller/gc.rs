@@ -3,6 +3,14 @@
 //! workload is no longer declared, or declared again under a new uid) and commits it, fenced on
 //! `/leader` like every write of the leader. One collection at a time.
 //!
+//! A collection that fails doubles the wait before the next, up to [`GC_BACKOFF_MAX_MS`], and
+//! one that succeeds restores the second. A collection whose snapshot the watch cache cannot
+//! serve reads every assignment and placement from the store; when the store is too slow to
+//! answer within its deadline, retrying that read every second adds a full read to a store
+//! already behind (114 failed collections in one run at 100,000 copies on a stock etcd that did
+//! not catch up, docs/performance-runtime.md). A Kubernetes controller's work queue backs off an
+//! item that keeps failing the same way.
+//!
 //! What an orphan is, and which ones are held (on a lost node, until their copy is known to have
 //! ended), is [`super::reconcile`]'s rule; this part decides when, and what the outcome means.
 
@@ -12,6 +20,9 @@ use super::verdict::Verdict;
 /// How often the leader collects orphaned assignments, in milliseconds.
 pub const GC_EVERY_MS: u64 = 1_000;
 
+/// The longest wait after failed collections, in milliseconds.
+pub const GC_BACKOFF_MAX_MS: u64 = 32_000;
+
 /// The leader's collector: when it last started, and whether one is in flight.
 #[derive(Debug, Default)]
 pub(super) struct Collector {
@@ -19,13 +30,19 @@ pub(super) struct Collector {
     last_ms: Option<u64>,
     /// A collection is in flight.
     collecting: bool,
+    /// Collections that failed in a row.
+    failures: u32,
 }
 
 impl Collector {
     /// Whether a collection starts now: none in flight, and none started in the last
-    /// [`GC_EVERY_MS`]. If so it is counted as in flight from now.
+    /// [`GC_EVERY_MS`], doubled for each collection that failed in a row (at most
+    /// [`GC_BACKOFF_MAX_MS`]). If so it is counted as in flight from now.
     pub(super) fn due(&mut self, now_ms: u64) -> bool {
-        let due = !self.collecting && self.last_ms.is_none_or(|t| now_ms - t >= GC_EVERY_MS);
+        let wait = GC_EVERY_MS
+            .saturating_mul(1 << self.failures.min(16))
+            .min(GC_BACKOFF_MAX_MS);
+        let due = !self.collecting && self.last_ms.is_none_or(|t| now_ms - t >= wait);
         if due {
             self.collecting = true;
             self.last_ms = Some(now_ms);
@@ -37,6 +54,10 @@ impl Collector {
     /// means for the host.
     pub(super) fn done(&mut self, outcome: Result<Vec<String>, PassError>) -> Verdict {
         self.collecting = false;
+        self.failures = match &outcome {
+            Ok(_) => 0,
+            Err(_) => self.failures.saturating_add(1),
+        };
         match outcome {
             Ok(gone) if !gone.is_empty() => Verdict::Say(format!(
                 "collected orphaned assignments: {}",
@@ -63,6 +84,31 @@ mod tests {
         assert_eq!(c.done(Ok(Vec::new())), Verdict::Quiet);
         assert!(!c.due(1_499));
         assert!(c.due(1_500));
+    }
+
+    #[test]
+    fn failed_collections_double_the_wait_up_to_its_bound_and_a_success_restores_it() {
+        let mut c = Collector::default();
+        let failed = || Err(PassError::Store(StoreError::Unavailable("slow".into())));
+        let mut now = 0;
+        assert!(c.due(now));
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            let _ = c.done(failed());
+            let from = now;
+            now += 1;
+            while !c.due(now) {
+                now += 1;
+            }
+            waits.push(now - from);
+        }
+        assert_eq!(
+            waits,
+            [2_000, 4_000, 8_000, 16_000, 32_000, 32_000, 32_000, 32_000]
+        );
+        assert_eq!(c.done(Ok(Vec::new())), Verdict::Quiet);
+        assert!(!c.due(now + 999));
+        assert!(c.due(now + 1_000), "a success restores the second");
     }
 
     #[test]
