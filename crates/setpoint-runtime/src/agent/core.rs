@@ -946,6 +946,22 @@ mod tests {
     }
 
     impl World {
+        /// No step asked to be woken at its own time (a busy loop); the first five such steps'
+        /// traces otherwise.
+        fn assert_never_busy(&self) {
+            let busy: Vec<&String> = self
+                .busy
+                .iter()
+                .map(|&i| &self.trace[i - 1])
+                .take(5)
+                .collect();
+            assert!(
+                busy.is_empty(),
+                "{} busy steps, first: {busy:#?}",
+                self.busy.len()
+            );
+        }
+
         fn new(store: MemoryStore, cfg: AgentCoreConfig) -> Self {
             Self::on(std::sync::Arc::new(store), cfg)
         }
@@ -1863,12 +1879,7 @@ mod tests {
         w.input(AgentInput::Shutdown);
         w.run_by_wakes(5_000);
         assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
-        let busy: Vec<&String> = w.busy.iter().map(|&i| &w.trace[i - 1]).take(5).collect();
-        assert!(
-            busy.is_empty(),
-            "{} busy steps, first: {busy:#?}",
-            w.busy.len()
-        );
+        w.assert_never_busy();
     }
 
     #[test]
@@ -1945,12 +1956,7 @@ mod tests {
         assert_eq!(w.core.records()[0].phase, Phase::Running);
         // A probe in flight (or passed) is not a reason to wake: a wake at the step's own
         // time is a busy loop for as long as the probe runs.
-        let busy: Vec<&String> = w.busy.iter().map(|&i| &w.trace[i - 1]).take(5).collect();
-        assert!(
-            busy.is_empty(),
-            "{} busy steps, first: {busy:#?}",
-            w.busy.len()
-        );
+        w.assert_never_busy();
     }
 
     #[test]
