@@ -74,7 +74,9 @@ pub fn rollout_copies(view: &WorkloadView<'_>) -> Vec<rollout::Copy> {
         on_ledger: true,
     };
     let mut ledger = view.ledger_copies().peekable();
-    let mut out = Vec::with_capacity(view.assigned_count() + view.ledger_count());
+    // Room for the union of both at once (at most their sum).
+    let room = view.assigned_count() + usize::try_from(view.on_ledger()).unwrap_or(0);
+    let mut out = Vec::with_capacity(room);
     for (n, assigned_generation) in view.assigned_generations() {
         while let Some(m) = ledger.next_if(|&m| m < n) {
             out.push(on_ledger_only(m));

@@ -361,11 +361,6 @@ impl<'s> WorkloadView<'s> {
         self.assigned.len()
     }
 
-    /// How many copies the ledger shows.
-    pub fn ledger_count(&self) -> usize {
-        self.ledger.len()
-    }
-
     /// The copy numbers that have an assignment, each with its assignment's generation, in
     /// number order.
     pub fn assigned_generations(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
@@ -377,11 +372,15 @@ impl<'s> WorkloadView<'s> {
     pub fn exited_assignments(
         &self,
     ) -> impl Iterator<Item = (&'s str, &'s Stored<Assignment>)> + '_ {
-        // Most passes see no copy exited: then no assignment is asked.
-        let any = !self.exited.is_empty();
-        self.assigned
+        // Most passes see no copy exited: then no assignment is walked.
+        let walked = if self.exited.is_empty() {
+            &self.assigned.0[..0]
+        } else {
+            &self.assigned.0[..]
+        };
+        walked
             .iter()
-            .filter(move |(n, h)| any && self.exited.contains(&(*n, h.incarnation)))
+            .filter(|(n, h)| self.exited.contains(&(*n, h.incarnation)))
             .map(|(_, h)| (h.key, h.a))
     }
 
