@@ -19,7 +19,9 @@
 #   STORE (etcd; or sqlite), PORT (23890; +10 for peers), TIMEOUT (600 s a phase),
 #   SKIP_BUILD, BIN (the setpoint binary; target/release/setpoint), ETCD_DIR (where etcd's data
 #   directory goes: a temporary directory on this disk by default; /dev/shm puts it in memory,
-#   where a write's fsync costs nothing, to tell the control plane's bounds from the disk's).
+#   where a write's fsync costs nothing, to tell the control plane's bounds from the disk's),
+#   WRITES (1: also follow every write with `etcdctl watch` (Debian's etcd-client) and print,
+#   for each phase, the puts and the bytes of their values by key prefix: what fills etcd).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -n "${SKIP_BUILD:-}" ] || cargo build --release -q -p setpoint-cli
@@ -40,12 +42,29 @@ echo "# commit: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with 
 echo "# load before: $(uptime | sed 's/.*load average: //')"
 echo "# settings: etcd data in ${ETCD_DIR:-a temporary directory on disk}; store=$kind nodes=$nodes lose=$lose workloads=$workloads copies=$copies steady=${steady}s"
 
+# With WRITES: the watch's lines so far, and the puts and value bytes by key prefix of the
+# lines after line $1 (a watch response is one JSON line; a value is base64, 4 chars a 3 bytes).
+writes_mark() { [ -z "${WRITES:-}" ] || wc -l <"$work/writes.json"; }
+writes_since() {
+  [ -z "${WRITES:-}" ] && return
+  tail -n +$(($1 + 1)) "$work/writes.json" | jq -r '.Events[]? | select(.type == null or .type == 0)
+      | "\(.kv.key | @base64d | split("/")[1]) \(.kv.value // "" | length)"' |
+    awk '{ n[$1]++; b[$1] += $2 * 3 / 4; tn++; tb += $2 * 3 / 4 }
+         END { printf "  writes: %d puts, %.1f MB of values", tn, tb / 1e6
+               for (k in n) printf "; %s %d puts %.1f MB", k, n[k], b[k] / 1e6; print "" }'
+}
 if [ "$kind" = etcd ]; then
   command -v etcd >/dev/null || { echo "error: etcd is not on PATH (apt-get install etcd-server)" >&2; exit 1; }
   start_etcd "$etcd_dir" "$port" "$work/etcd.log"
   store="etcd://127.0.0.1:$port"
   emetric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+  if [ -n "${WRITES:-}" ]; then
+    command -v etcdctl >/dev/null || { echo "error: WRITES needs etcdctl (apt-get install etcd-client)" >&2; exit 1; }
+    ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:$port" watch --prefix / -w json >"$work/writes.json" 2>/dev/null &
+    pids+=("$!")
+  fi
 else
+  [ -z "${WRITES:-}" ] || { echo "error: WRITES follows etcd's writes; it needs STORE=etcd" >&2; exit 2; }
   store="sqlite:$work/store"
   etcd_pid=
 fi
@@ -128,14 +147,18 @@ echo "nodes: $(live_nodes) of $nodes live after $(since "$t0") s"
 
 want=$((workloads * copies))
 h0=$(histogram)
+m=$(writes_mark)
 declare_all "$copies"
 echo "apply: $want copies all live after $(wait_live "$want") s; $(passes_between "$h0" "$(histogram)")"
+writes_since "$m"
 
 if [ -n "$etcd_pid" ]; then
   sleep 5
   h0=$(histogram)
   p0=$(emetric etcd_mvcc_put_total) t0m=$(emetric etcd_mvcc_txn_total) d0=$(emetric etcd_mvcc_delete_total)
+  m=$(writes_mark)
   sleep "$steady"
+  writes_since "$m"
   p1=$(emetric etcd_mvcc_put_total) t1m=$(emetric etcd_mvcc_txn_total) d1=$(emetric etcd_mvcc_delete_total)
   echo "steady ${steady} s: $((p1 - p0)) puts, $((t1m - t0m)) txns, $((d1 - d0)) deletes; $(passes_between "$h0" "$(histogram)"); etcd db $(emetric etcd_mvcc_db_total_size_in_bytes | xargs printf '%.0f') bytes"
 else
@@ -145,14 +168,16 @@ else
 fi
 
 half=$((copies / 2))
-h0=$(histogram)
+h0=$(histogram) m=$(writes_mark)
 declare_all "$half"
 echo "scale w1 $copies -> $half: $(wait_live $((want - copies + half))) s; $(passes_between "$h0" "$(histogram)")"
-h0=$(histogram)
+writes_since "$m"
+h0=$(histogram) m=$(writes_mark)
 declare_all "$copies"
 echo "scale w1 $half -> $copies: $(wait_live "$want") s; $(passes_between "$h0" "$(histogram)")"
+writes_since "$m"
 
-h0=$(histogram)
+h0=$(histogram) m=$(writes_mark)
 kill -9 "$lost_pid"
 t0=$(now)
 # First the lost nodes' copies leave the count (their leases end), then they are replaced.
@@ -167,12 +192,15 @@ else
   fell="live never seen below $want in $(since "$t0") s (replaced between two polls)"
 fi
 echo "lose $lose nodes: $fell; all $want live again after $(wait_live "$want") more s; $(passes_between "$h0" "$(histogram)")"
+writes_since "$m"
 
 echo "peak RSS: controller $(rss "$ctl_pid"), agents $(rss "$kept_pid")${etcd_pid:+, etcd $(rss "$etcd_pid")}"
 if [ -n "$etcd_pid" ]; then
   fs=$(emetric etcd_disk_wal_fsync_duration_seconds_sum) fc=$(emetric etcd_disk_wal_fsync_duration_seconds_count)
   echo "etcd: $fc WAL fsyncs, mean $(echo "1000 * $fs / $fc" | bc -l | xargs printf '%.2f') ms; $(emetric etcd_server_slow_apply_total) slow applies; $(emetric etcd_mvcc_put_total) puts in all"
 fi
+cmetric() { curl -s "http://127.0.0.1:$mport/metrics" | awk -v m="$1" '$1 == m || $1 == m "_total" {print $2}'; }
+echo "watch cache: $(cmetric setpoint_controller_watch_cache_served_reads) reads served, $(cmetric setpoint_controller_watch_cache_passed_through_reads) passed through to the store, $(cmetric setpoint_controller_watch_cache_full_reads) full reads"
 echo "controller lost the leader lease $(grep -c 'lost the leader lease' "$work/controller.log" || true) times"
 echo "fences logged by the agents: $(grep -c 'fenc' "$work/agents-kept.log" || true)"
 echo "# load after: $(uptime | sed 's/.*load average: //')"

@@ -37,7 +37,7 @@ use super::election::{self, Follower, Lease};
 use super::gc::Collector;
 use super::reconcile::{gc_outcome, plan_gc, plan_pass, PassError, PassReport, PassSettings};
 use super::schedule::{self, pass_log_lines, Declarations, Loop, Schedule, MAX_ATTEMPTS};
-use super::serving::{HostCache, Served};
+use super::serving::{CatchUp, HostCache, Served};
 use super::verdict::Verdict;
 use crate::batches::Writes;
 use crate::cache::CacheStats;
@@ -131,6 +131,8 @@ struct Lead {
     compaction: Compactor,
     /// The watch cache, on a store that pushes changes ([`super::serving`]).
     cache: Option<HostCache>,
+    /// The pass and collection reads waiting for the cache to catch up ([`CatchUp`]).
+    catch_up: CatchUp<(StoreRequest, Purpose, Awaiting)>,
 }
 
 /// What the host is now.
@@ -345,6 +347,7 @@ impl Host {
             HostInput::Shutdown => self.on_shutdown(),
         }
         self.expire();
+        self.end_waits();
         self.drive();
         if !self.is_stopped() {
             let wake = self.next_wake();
@@ -381,6 +384,19 @@ impl Host {
     /// ([`HostCache::serve`]): a pass's or a collection's read is answered with its snapshot.
     fn request(&mut self, request: StoreRequest, purpose: Purpose, what: Awaiting) {
         let now = self.now;
+        let wants_snapshot = matches!(what, Awaiting::PassRead { .. } | Awaiting::GcRead);
+        if let Role::Lead(l) = &mut self.role {
+            if wants_snapshot && l.cache.as_ref().is_some_and(HostCache::is_behind) {
+                l.catch_up.wait(now, (request, purpose, what));
+                return;
+            }
+        }
+        self.request_now(request, purpose, what);
+    }
+
+    /// [`Host::request`] without waiting for the cache: served by it, or sent to the store.
+    fn request_now(&mut self, request: StoreRequest, purpose: Purpose, what: Awaiting) {
+        let now = self.now;
         let now_ms = now.saturating_add_signed(self.store_offset);
         let wants_snapshot = matches!(what, Awaiting::PassRead { .. } | Awaiting::GcRead);
         let served = match &mut self.role {
@@ -406,6 +422,26 @@ impl Host {
             (None, what) => {
                 self.send(request, purpose, what);
             }
+        }
+    }
+
+    /// The reads whose wait for the cache ends now ([`CatchUp`]) are served by it, or sent to
+    /// the store.
+    fn end_waits(&mut self) {
+        let now = self.now;
+        let ready = match &mut self.role {
+            Role::Lead(l) => {
+                let behind = l.cache.as_ref().is_some_and(HostCache::is_behind);
+                l.catch_up.ready(now, behind)
+            }
+            _ => return,
+        };
+        for (request, purpose, what) in ready {
+            // A served read may end the leadership: what still waited is the old role's.
+            if !self.is_leader() {
+                return;
+            }
+            self.request_now(request, purpose, what);
         }
     }
 
@@ -511,6 +547,7 @@ impl Host {
             Role::Lead(l) => {
                 at = at.min(l.next_poll_ms);
                 at = at.min(l.loops.next_wake(self.now).unwrap_or(u64::MAX));
+                at = at.min(l.catch_up.next_wake().unwrap_or(u64::MAX));
             }
             _ => {}
         }
@@ -811,6 +848,7 @@ impl Host {
             gc: Collector::default(),
             compaction: Compactor::new(now),
             cache: self.cfg.watch_cache.then(HostCache::new),
+            catch_up: CatchUp::default(),
         }));
     }
 
@@ -2506,7 +2544,9 @@ mod tests {
             ["w-0"],
             "idle rounds on the stale cache write nothing"
         );
-        d.run(&store, 1_700);
+        // The resync's round conflicted; its retry waited for the stalled cache, then read
+        // the store.
+        d.run(&store, 1_700 + super::super::serving::CATCH_UP_MS);
         assert_eq!(
             copies(&store),
             ["w-0", "w-1", "w-2"],
@@ -2528,10 +2568,11 @@ mod tests {
         crate::ops::apply(&store, &[spec("w", 3, 200)]).unwrap();
         let direct = direct_pass_reads(&d);
         let before = d.host.cache_stats().unwrap();
-        d.run(&store, 700);
+        let wait = super::super::serving::CATCH_UP_MS;
+        d.run(&store, 700 + wait);
         // The pass read the stale cache (one copy wanted), and its round's commit conflicted
         // on the declaration: from then on the cache is behind what this host has seen, so
-        // the retry read the store and created the two copies.
+        // the retry waited for it a second, then read the store and created the two copies.
         assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
         assert!(d.said("1 conflicts, retried on fresh state"));
         assert!(
@@ -2541,9 +2582,9 @@ mod tests {
         assert!(d.host.cache_stats().unwrap().passed_through > before.passed_through);
         assert_eq!(copies(&store).len(), 3);
         d.hold_watches = false;
-        d.run(&store, 1_200);
+        d.run(&store, 1_200 + wait);
         let served = d.host.cache_stats().unwrap().served;
-        d.run(&store, 1_600);
+        d.run(&store, 1_600 + wait);
         assert!(
             d.host.cache_stats().unwrap().served > served,
             "the cache serves again"
@@ -2552,7 +2593,8 @@ mod tests {
     }
 
     #[test]
-    fn after_its_own_write_a_pass_reads_the_store_until_the_cache_shows_it_and_never_conflicts() {
+    fn after_its_own_write_a_pass_waits_a_second_for_the_cache_then_reads_the_store_and_never_conflicts(
+    ) {
         let store = store_with(&[spec("w", 1, 200)]);
         let mut d = Driver::new(cached("c1"));
         d.run(&store, 500);
@@ -2563,7 +2605,9 @@ mod tests {
         assert!(d.deliver_watches(&store));
         d.hold_watches = true;
         let direct = direct_pass_reads(&d);
-        d.run(&store, 1_000);
+        let created = d.requests.len();
+        let wait = super::super::serving::CATCH_UP_MS;
+        d.run(&store, 1_000 + 2 * wait);
         assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
         assert!(
             direct_pass_reads(&d) >= direct + 2,
@@ -2571,11 +2615,62 @@ mod tests {
             direct,
             direct_pass_reads(&d)
         );
+        // Each of those reads went to the store only after waiting for the cache.
+        let commits: Vec<u64> = d.requests[created..]
+            .iter()
+            .filter(|(_, r, p)| *p == Purpose::Pass && is_pass_commit(r))
+            .map(|(t, _, _)| *t)
+            .collect();
+        let reads: Vec<u64> = d.requests[created..]
+            .iter()
+            .filter(|(_, r, p)| *p == Purpose::Pass && matches!(r, StoreRequest::Read { .. }))
+            .map(|(t, _, _)| *t)
+            .collect();
+        assert!(!commits.is_empty() && !reads.is_empty());
+        assert!(
+            reads.iter().all(|&r| r >= commits[0] + wait),
+            "a read sent before its wait was over: commits at {commits:?}, reads at {reads:?}"
+        );
         assert!(
             !d.said("conflicts, retried"),
             "a pass acted on a cache older than its own write: {:?}",
             d.logs
         );
+    }
+
+    /// At scale a read sent to the store in place of a cache behind by a moment is every
+    /// assignment, placement and report (serving.rs, `CatchUp`): a pass after this host's own
+    /// write waits for the watch, and is served from the cache as soon as the watch delivers.
+    #[test]
+    fn a_pass_after_its_own_write_waits_for_the_watch_and_never_reads_the_store() {
+        let store = store_with(&[spec("w", 1, 200)]);
+        let mut d = Driver::new(cached("c1"));
+        d.run(&store, 500);
+        crate::ops::apply(&store, &[spec("w", 3, 200)]).unwrap();
+        assert!(d.deliver_watches(&store));
+        d.hold_watches = true;
+        let direct = direct_pass_reads(&d);
+        // The pass at 600 creates the two copies; the one at 800 waits for the stalled watch.
+        d.run(&store, 900);
+        assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+        let served = d.host.cache_stats().unwrap().served;
+        d.run(&store, 1_100);
+        assert_eq!(
+            d.host.cache_stats().unwrap().served,
+            served,
+            "nothing is served while the cache is behind"
+        );
+        // The watch delivers before the wait is over: the waiting pass is served at once.
+        d.hold_watches = false;
+        assert!(d.deliver_watches(&store));
+        assert!(
+            d.host.cache_stats().unwrap().served > served,
+            "the waiting pass was served when the watch caught the cache up"
+        );
+        d.run(&store, 3_000);
+        assert_eq!(direct_pass_reads(&d), direct, "no pass read the store");
+        assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+        assert!(!d.said("conflicts, retried"), "{:?}", d.logs);
     }
 
     #[test]

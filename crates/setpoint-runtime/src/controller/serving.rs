@@ -169,6 +169,13 @@ impl HostCache {
         (self.core.is_live() && self.core.revision() >= self.seen).then(|| self.core.revision())
     }
 
+    /// Whether the cache follows the store but has not caught up with this host's own writes
+    /// and reads yet: a snapshot read then waits for it ([`CatchUp`]) instead of reading the
+    /// store.
+    pub(super) fn is_behind(&self) -> bool {
+        self.core.is_live() && self.core.revision() < self.seen
+    }
+
     /// Whether `txn` writes a key the cache holds.
     pub(super) fn touches(&self, txn: &Txn) -> bool {
         txn.ops.iter().any(|op| match op {
@@ -245,6 +252,60 @@ impl HostCache {
     }
 }
 
+/// How long a pass's or a collection's read waits for a live cache to catch up with this host's
+/// own writes before it reads the store instead: the threaded cache's rule
+/// ([`crate::cache::CachedStore`]), one second.
+pub(super) const CATCH_UP_MS: u64 = 1_000;
+
+/// The snapshot reads waiting for the cache to catch up, each with the time it stops waiting.
+///
+/// Why wait: right after a pass commits, the watch has not yet delivered that commit, so the
+/// cache is behind the host's own write and may not serve the next read (read your writes).
+/// Sending that read to the store instead reads every key of [`Snapshot::PREFIXES`] (at 100,000
+/// copies, every assignment, placement and report), the heaviest read there is, from a store
+/// that the commits just kept busy; the watch brings the same state a moment later at no cost.
+/// So a read of a live cache that is behind waits, up to [`CATCH_UP_MS`], and is served as soon
+/// as a delivery catches the cache up; past that, or when the watch is lost, it goes to the
+/// store as before.
+#[derive(Debug)]
+pub(super) struct CatchUp<T> {
+    waiting: Vec<(u64, T)>,
+}
+
+impl<T> Default for CatchUp<T> {
+    fn default() -> Self {
+        Self {
+            waiting: Vec::new(),
+        }
+    }
+}
+
+impl<T> CatchUp<T> {
+    /// `read` waits from `now` until the cache has caught up, or [`CATCH_UP_MS`] at most.
+    pub(super) fn wait(&mut self, now: u64, read: T) {
+        self.waiting.push((now.saturating_add(CATCH_UP_MS), read));
+    }
+
+    /// The reads that stop waiting at `now`, in the order they began: all of them once the cache
+    /// is no longer behind (caught up, or not live: then they go to the store), else those whose
+    /// wait is over.
+    pub(super) fn ready(&mut self, now: u64, behind: bool) -> Vec<T> {
+        if self.waiting.is_empty() {
+            return Vec::new();
+        }
+        let (go, stay): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(|(until, _)| !behind || *until <= now);
+        self.waiting = stay;
+        go.into_iter().map(|(_, read)| read).collect()
+    }
+
+    /// When the first wait ends, if any read waits.
+    pub(super) fn next_wake(&self) -> Option<u64> {
+        self.waiting.iter().map(|(until, _)| *until).min()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,6 +347,46 @@ mod tests {
         assert_eq!(prefixes.len(), Snapshot::PREFIXES.len());
         c.watching(1);
         c
+    }
+
+    #[test]
+    fn reads_wait_for_the_cache_in_order_and_no_longer_than_their_second() {
+        let mut w = CatchUp::default();
+        assert_eq!(w.next_wake(), None);
+        w.wait(100, "a");
+        w.wait(400, "b");
+        w.wait(250, "c");
+        assert_eq!(w.next_wake(), Some(100 + CATCH_UP_MS));
+        assert!(
+            w.ready(100 + CATCH_UP_MS - 1, true).is_empty(),
+            "still behind"
+        );
+        assert_eq!(
+            w.ready(250 + CATCH_UP_MS, true),
+            ["a", "c"],
+            "their waits are over"
+        );
+        assert_eq!(w.next_wake(), Some(400 + CATCH_UP_MS));
+        w.wait(500, "d");
+        assert_eq!(w.ready(600, false), ["b", "d"], "caught up: all, in order");
+        assert_eq!(w.next_wake(), None);
+        assert!(w.ready(10_000, false).is_empty());
+    }
+
+    #[test]
+    fn a_live_cache_is_behind_until_it_reaches_what_this_host_saw() {
+        let mut c = live();
+        assert!(!c.is_behind());
+        c.saw(9);
+        assert!(c.is_behind());
+        c.apply(9, Vec::new());
+        assert!(!c.is_behind(), "caught up");
+        c.saw(12);
+        c.lose_watch();
+        assert!(
+            !c.is_behind(),
+            "a cache that follows nothing is not behind: reads go to the store"
+        );
     }
 
     #[test]
