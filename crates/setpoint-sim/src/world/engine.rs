@@ -19,7 +19,7 @@ impl Engine<'_> {
         spare.transit.clear();
         for w in self.works.drain(..) {
             if w.copies.capacity() <= KEPT_ENTRIES {
-                spare.works.push((w.copies, w.live, w.shown));
+                spare.works.push((w.copies, w.live, w.shown, w.commanded));
             }
         }
         SPARE.set(spare);
@@ -37,18 +37,21 @@ impl<'s> Engine<'s> {
             .workloads
             .iter()
             .map(|decl| {
-                let (mut copies, mut live, mut shown) = spare.works.pop().unwrap_or_default();
+                let (mut copies, mut live, mut shown, mut commanded) =
+                    spare.works.pop().unwrap_or_default();
                 copies.clear();
                 live.clear();
                 shown.clear();
-                (decl, copies, live, shown)
+                commanded.clear();
+                (decl, copies, live, shown, commanded)
             })
-            .map(|(decl, copies, live, shown)| Work {
+            .map(|(decl, copies, live, shown, commanded)| Work {
                 desired: decl.desired,
                 startup: decl.startup,
                 copies,
                 live,
                 shown,
+                commanded,
                 shown_names: BTreeMap::new(),
                 existing_names: BTreeMap::new(),
                 live_names: BTreeMap::new(),

@@ -8,11 +8,11 @@ impl Engine<'_> {
     /// assignment is gone. Returns whether it was alive.
     #[inline]
     pub(super) fn stop(&mut self, w: usize, id: u64, t: Time) -> bool {
-        let rec = &mut self.works[w].copies[id as usize];
-        rec.commanded = true;
+        let work = &mut self.works[w];
+        work.commanded.insert(id);
         // Most commands of a ledger-driven loop reach copies already dead, whose end the
         // ledger has not heard of yet: nothing more to do for them.
-        !rec.dead && self.kill(w, id, t)
+        !work.copies[id as usize].dead && self.kill(w, id, t)
     }
 
     /// Kills copy `id` of workload `w` at `t`. Returns whether it was alive.

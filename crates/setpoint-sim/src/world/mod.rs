@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use store::{CopySet, EventQueue, Key, Transit};
+use store::{lowest_ones, CopySet, EventQueue, Key, Transit};
 
 use setpoint_core::{
     Action, Batch, Controller, ControllerKind, CopyId, Desired, LedgerView, Name, Time,
@@ -55,8 +55,6 @@ struct CopyRec {
     created: Time,
     /// The generation of the template it was created from.
     generation: u64,
-    /// Whether a delete command reached it (its assignment is gone, in the runtime's terms).
-    commanded: bool,
     /// The node it runs on ([`crate::pipeline`]'s placement); 0 under per-report, which has
     /// no use for it.
     node: u32,
@@ -64,7 +62,7 @@ struct CopyRec {
 
 impl CopyRec {
     /// A copy just created at `created` from template `generation`, on `node`: not started,
-    /// alive, never commanded.
+    /// alive.
     fn fresh(name: Option<Name>, created: Time, generation: u64, node: u32) -> Self {
         Self {
             name,
@@ -73,7 +71,6 @@ impl CopyRec {
             end_arrived: false,
             created,
             generation,
-            commanded: false,
             node,
         }
     }
@@ -220,6 +217,10 @@ struct Work {
     live: CopySet,
     /// Copies the ledger shows, by identity: the oldest first.
     shown: CopySet,
+    /// Copies a delete command reached (their assignment is gone, in the runtime's terms), by
+    /// identity. A set rather than a flag of each record: a pass's delete commands go to the
+    /// oldest copies the ledger shows, and are marked 64 at a time ([`Engine::delete_oldest`]).
+    commanded: CopySet,
     /// How many shown copies carry each name.
     shown_names: BTreeMap<Name, u64>,
     /// Existing copies (starting or running) of each name.
@@ -260,6 +261,12 @@ struct Work {
 }
 
 impl Work {
+    /// The copies the ledger a pass reads shows: frozen in a stale-view window.
+    #[inline]
+    fn ledger(&self) -> &CopySet {
+        self.frozen.as_ref().map_or(&self.shown, |f| &f.shown)
+    }
+
     /// When a report due at `arrival` reaches the ledger: at the end of an outage that holds it.
     fn hold(&self, arrival: Time) -> Time {
         let i = self.outages.partition_point(|&(start, _)| start <= arrival);
@@ -359,7 +366,7 @@ impl LedgerView for View<'_> {
     }
 
     fn commanded(&self, copy: CopyId) -> bool {
-        self.work.copies[copy.0 as usize].commanded
+        self.work.commanded.contains(copy.0)
     }
 
     fn in_flight_copies(&self, batch: Batch) -> Vec<CopyId> {
@@ -721,8 +728,8 @@ fn finish(workload: String, t: &Tally, rounds: u64, duration: Time) -> WorkloadM
 struct Spare {
     queue: EventQueue<Ev>,
     transit: Transit,
-    /// Each workload's copy records and its live and shown sets.
-    works: Vec<(Vec<CopyRec>, CopySet, CopySet)>,
+    /// Each workload's copy records and its live, shown and commanded sets.
+    works: Vec<(Vec<CopyRec>, CopySet, CopySet, CopySet)>,
     /// The buffer of a pass's delete targets.
     targets: Vec<u64>,
 }

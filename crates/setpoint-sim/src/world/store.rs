@@ -122,6 +122,42 @@ impl CopySet {
         }
     }
 
+    /// Word `w` of the bitset: bit `b` is set when identity `64 w + b` is in the set.
+    #[inline]
+    pub(crate) fn word(&self, w: usize) -> u64 {
+        self.words.get(w).copied().unwrap_or(0)
+    }
+
+    /// The first word at or after index `from` with an identity in it, and its index: the
+    /// identities in ascending order, 64 at a time.
+    #[inline]
+    pub(crate) fn next_word(&self, from: usize) -> Option<(usize, u64)> {
+        let mut s = from / 64;
+        let mut bits = *self.summary.get(s)? & (u64::MAX << (from % 64));
+        loop {
+            if bits != 0 {
+                let w = s * 64 + bits.trailing_zeros() as usize;
+                return Some((w, self.words[w]));
+            }
+            s += 1;
+            bits = *self.summary.get(s)?;
+        }
+    }
+
+    /// Adds the identities of `mask`, a word at index `w` ([`CopySet::word`]).
+    #[inline]
+    pub(crate) fn insert_word(&mut self, w: usize, mask: u64) {
+        if mask == 0 {
+            return;
+        }
+        if w >= self.words.len() {
+            self.grow(w);
+        }
+        self.len += (mask & !self.words[w]).count_ones() as usize;
+        self.words[w] |= mask;
+        self.summary[w / 64] |= 1 << (w % 64);
+    }
+
     /// The identities in ascending order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         self.summary
@@ -132,8 +168,21 @@ impl CopySet {
     }
 }
 
+/// The lowest `k` set bits of `bits` (all of them if fewer).
+#[inline]
+pub(crate) fn lowest_ones(bits: u64, k: usize) -> u64 {
+    if bits.count_ones() as usize <= k {
+        return bits;
+    }
+    let mut rest = bits;
+    for _ in 0..k {
+        rest &= rest - 1;
+    }
+    bits & !rest
+}
+
 /// The positions of the set bits of `bits`, lowest first.
-fn ones(mut bits: u64) -> impl Iterator<Item = usize> {
+pub(crate) fn ones(mut bits: u64) -> impl Iterator<Item = usize> {
     std::iter::from_fn(move || {
         (bits != 0).then(|| {
             let b = bits.trailing_zeros() as usize;
@@ -609,7 +658,50 @@ mod tests {
                 prop_assert_eq!(first, want);
             }
             let copy = set.clone();
-            prop_assert_eq!(copy.iter().collect::<Vec<_>>(), model.into_iter().collect::<Vec<_>>());
+            prop_assert_eq!(copy.iter().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
+            // Word by word, from every start: the same identities in the same order.
+            for from in [0, 1, 63, 64, 65, 100, 140, 141] {
+                let mut by_words = Vec::new();
+                let mut w = from;
+                while let Some((i, bits)) = set.next_word(w) {
+                    prop_assert!(i >= from && bits != 0);
+                    prop_assert_eq!(bits, set.word(i));
+                    by_words.extend(ones(bits).map(|b| (i * 64 + b) as u64));
+                    w = i + 1;
+                }
+                let want: Vec<u64> = model.range(from as u64 * 64..).copied().collect();
+                prop_assert_eq!(by_words, want);
+            }
+        }
+
+        /// Adding a word of identities at once is adding each of them.
+        #[test]
+        fn inserting_a_word_inserts_its_identities(
+            ids in prop::collection::vec(0u64..9000, 0..100),
+            words in prop::collection::vec((0usize..150, any::<u64>()), 0..20),
+        ) {
+            let mut set = CopySet::default();
+            let mut model = BTreeSet::new();
+            for id in ids {
+                set.insert(id);
+                model.insert(id);
+            }
+            for (w, mask) in words {
+                set.insert_word(w, mask);
+                model.extend(ones(mask).map(|b| (w * 64 + b) as u64));
+                prop_assert_eq!(set.len(), model.len());
+            }
+            prop_assert_eq!(set.iter().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
+            let mut first = Vec::new();
+            set.first_into(usize::MAX, &mut first);
+            prop_assert_eq!(first, model.into_iter().collect::<Vec<_>>());
+        }
+
+        /// The lowest `k` set bits, against picking them one by one.
+        #[test]
+        fn lowest_ones_are_the_first_k_set_bits(bits in any::<u64>(), k in 0usize..70) {
+            let want = ones(bits).take(k).fold(0u64, |m, b| m | 1 << b);
+            prop_assert_eq!(lowest_ones(bits, k), want);
         }
 
         /// The heap pops in the B-tree map's key order, removed entries left out, also when
