@@ -66,6 +66,28 @@ impl Engine<'_> {
         }
         // Under a delay that draws nothing, the reports of consecutive copies travel in one
         // entry: the queue ends as it would after one report each (`Ev::absorb`).
+        if self.spec.controller.kind != ControllerKind::Named {
+            // No names to count: each run of copies not dead starts in one step, and joins the
+            // live set a word at a time; a start changes nothing a report reads, so the runs'
+            // reports go in the same order as when each copy started alone (issue 24, part 7).
+            let mut id = first;
+            while id < end {
+                let Work { copies, live, .. } = &mut self.works[w];
+                let mut k = 0;
+                for rec in &mut copies[id as usize..end as usize] {
+                    debug_assert!(rec.name.is_none());
+                    if rec.dead {
+                        break;
+                    }
+                    rec.started = true;
+                    k += 1;
+                }
+                live.insert_range(id, id + k);
+                self.report_fixed(w, id, k, false, t);
+                id += k + 1;
+            }
+            return;
+        }
         let mut run = first;
         for id in first..end {
             if !self.start(w, id) {
@@ -253,20 +275,43 @@ impl Engine<'_> {
     pub(super) fn arrive(&mut self, w: usize, first: u64, n: u32, end: bool, made: Time) {
         self.in_transit.arrive(made, u64::from(n));
         let work = &mut self.works[w];
-        for id in first..first + u64::from(n) {
-            let rec = &mut work.copies[id as usize];
-            let name = rec.name;
-            if end {
-                rec.end_arrived = true;
-                if work.shown.remove(id) {
-                    if let Some(name) = name {
-                        decrement(&mut work.shown_names, name);
-                    }
+        if self.spec.controller.kind != ControllerKind::Named {
+            // No names to count: the ledger changes a word at a time (issue 24, part 7).
+            let Work { copies, shown, .. } = &mut *work;
+            let end_id = first + u64::from(n);
+            let mut i = (first / 64) as usize;
+            let mut mask = 0u64;
+            for (id, rec) in (first..end_id).zip(&mut copies[first as usize..end_id as usize]) {
+                debug_assert!(rec.name.is_none());
+                if (id / 64) as usize != i {
+                    change_word(shown, i, mask, end);
+                    i = (id / 64) as usize;
+                    mask = 0;
                 }
-            } else if !rec.end_arrived {
-                work.shown.insert(id);
-                if let Some(name) = name {
-                    *work.shown_names.entry(name).or_insert(0) += 1;
+                if end {
+                    rec.end_arrived = true;
+                    mask |= 1 << (id % 64);
+                } else if !rec.end_arrived {
+                    mask |= 1 << (id % 64);
+                }
+            }
+            change_word(shown, i, mask, end);
+        } else {
+            for id in first..first + u64::from(n) {
+                let rec = &mut work.copies[id as usize];
+                let name = rec.name;
+                if end {
+                    rec.end_arrived = true;
+                    if work.shown.remove(id) {
+                        if let Some(name) = name {
+                            decrement(&mut work.shown_names, name);
+                        }
+                    }
+                } else if !rec.end_arrived {
+                    work.shown.insert(id);
+                    if let Some(name) = name {
+                        *work.shown_names.entry(name).or_insert(0) += 1;
+                    }
                 }
             }
         }
@@ -277,5 +322,16 @@ impl Engine<'_> {
                 other.dirty = true;
             }
         }
+    }
+}
+
+/// Removes the copies of `mask` (word `i`) from the ledger `shown` when their ends arrived
+/// (`end`), otherwise adds them.
+#[inline]
+fn change_word(shown: &mut CopySet, i: usize, mask: u64, end: bool) {
+    if end {
+        shown.remove_word(i, mask);
+    } else {
+        shown.insert_word(i, mask);
     }
 }

@@ -158,6 +158,33 @@ impl CopySet {
         self.summary[w / 64] |= 1 << (w % 64);
     }
 
+    /// Removes the identities of `mask`, a word at index `w` ([`CopySet::word`]).
+    #[inline]
+    pub(crate) fn remove_word(&mut self, w: usize, mask: u64) {
+        let Some(word) = self.words.get_mut(w) else {
+            return;
+        };
+        self.len -= (*word & mask).count_ones() as usize;
+        *word &= !mask;
+        if *word == 0 {
+            self.summary[w / 64] &= !(1 << (w % 64));
+        }
+    }
+
+    /// Adds the identities `lo` to `hi − 1`, a word at a time.
+    #[inline]
+    pub(crate) fn insert_range(&mut self, lo: u64, hi: u64) {
+        let mut id = lo;
+        while id < hi {
+            let w = (id / 64) as usize;
+            let from = id % 64;
+            let to = (hi - (w as u64) * 64).min(64);
+            let mask = (u64::MAX >> (64 - (to - from))) << from;
+            self.insert_word(w, mask);
+            id = (w as u64 + 1) * 64;
+        }
+    }
+
     /// The identities in ascending order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         self.summary
@@ -689,6 +716,39 @@ mod tests {
             for (w, mask) in words {
                 set.insert_word(w, mask);
                 model.extend(ones(mask).map(|b| (w * 64 + b) as u64));
+                prop_assert_eq!(set.len(), model.len());
+            }
+            prop_assert_eq!(set.iter().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
+            let mut first = Vec::new();
+            set.first_into(usize::MAX, &mut first);
+            prop_assert_eq!(first, model.into_iter().collect::<Vec<_>>());
+        }
+
+        /// Ranges and words added and removed at once, against each identity alone.
+        #[test]
+        fn ranges_and_words_change_the_set_as_their_identities(
+            ops in prop::collection::vec((0u8..3, 0u64..5000, 0u64..300, any::<u64>()), 0..60),
+        ) {
+            let mut set = CopySet::default();
+            let mut model = BTreeSet::new();
+            for (op, at, n, mask) in ops {
+                match op {
+                    0 => {
+                        set.insert_range(at, at + n);
+                        model.extend(at..at + n);
+                    }
+                    1 => {
+                        let w = (at / 64) as usize;
+                        set.remove_word(w, mask);
+                        for b in ones(mask) {
+                            model.remove(&((w * 64 + b) as u64));
+                        }
+                    }
+                    _ => {
+                        set.insert(at);
+                        model.insert(at);
+                    }
+                }
                 prop_assert_eq!(set.len(), model.len());
             }
             prop_assert_eq!(set.iter().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
