@@ -233,6 +233,9 @@ impl Engine<'_> {
         let mut skip = usize::try_from(lost).unwrap_or(usize::MAX).min(n);
         let mut take = n - skip;
         let batch = self.fixed_report.is_some() && self.log.is_none();
+        // Without names a kill of a copy on the ledger (alive, so started) only marks it dead
+        // and takes it out of the live set: a word of kills in one step.
+        let words = batch && self.spec.controller.kind != ControllerKind::Named;
         let mut run: (u64, u64) = (0, 0);
         let mut deleted = 0;
         let mut from = 0;
@@ -261,6 +264,25 @@ impl Engine<'_> {
                 work.copies[id as usize].dead != work.live.contains(id)
             }));
             let mut alive = chosen & work.live.word(i);
+            if words && alive != 0 {
+                work.live.remove_word(i, alive);
+                work.dirty = true;
+                deleted += u64::from(alive.count_ones());
+                while alive != 0 {
+                    let id = (i * 64) as u64 + u64::from(alive.trailing_zeros());
+                    alive &= alive - 1;
+                    let rec = &mut self.works[w].copies[id as usize];
+                    debug_assert!(rec.started && rec.name.is_none());
+                    rec.dead = true;
+                    if run.1 > 0 && run.0 + run.1 == id {
+                        run.1 += 1;
+                    } else {
+                        self.report_fixed(w, run.0, run.1, true, t);
+                        run = (id, 1);
+                    }
+                }
+                continue;
+            }
             while alive != 0 {
                 let id = (i * 64) as u64 + u64::from(alive.trailing_zeros());
                 alive &= alive - 1;
