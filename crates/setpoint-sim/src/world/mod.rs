@@ -421,6 +421,9 @@ struct Engine<'s> {
     log: Option<Vec<ReportLog>>,
     /// The copies a pass's delete commands go to (a buffer kept across passes).
     targets: Vec<u64>,
+    /// Containers of earlier runs on this thread not taken by this run's workloads, handed on
+    /// with this run's ([`Engine::recycle`]).
+    spare_works: Vec<(Vec<CopyRec>, CopySet, CopySet, CopySet)>,
     /// Under per-report with a delay model that draws nothing (not random, not empirical):
     /// every report's delay, in whole seconds.
     fixed_report: Option<Time>,
@@ -732,6 +735,9 @@ struct Spare {
     works: Vec<(Vec<CopyRec>, CopySet, CopySet, CopySet)>,
     /// The buffer of a pass's delete targets.
     targets: Vec<u64>,
+    /// The run's vectors of workloads and controllers, emptied.
+    work_list: Vec<Work>,
+    controllers: Vec<Controller>,
 }
 
 /// Containers that grew past this many entries are freed instead of kept.
