@@ -21,7 +21,13 @@ impl Engine<'_> {
         spare.transit.clear();
         for w in self.works.drain(..) {
             if w.copies.capacity() <= KEPT_ENTRIES {
-                spare.works.push((w.copies, w.live, w.shown, w.commanded));
+                spare.works.push(WorkSpare {
+                    copies: w.copies,
+                    live: w.live,
+                    shown: w.shown,
+                    commanded: w.commanded,
+                    ended: w.ended,
+                });
             }
         }
         self.controllers.clear();
@@ -46,21 +52,22 @@ impl<'s> Engine<'s> {
             spec.workloads
                 .iter()
                 .map(|decl| {
-                    let (mut copies, mut live, mut shown, mut commanded) =
-                        spare.works.pop().unwrap_or_default();
-                    copies.clear();
-                    live.clear();
-                    shown.clear();
-                    commanded.clear();
-                    (decl, copies, live, shown, commanded)
+                    let mut kept = spare.works.pop().unwrap_or_default();
+                    kept.copies.clear();
+                    kept.live.clear();
+                    kept.shown.clear();
+                    kept.commanded.clear();
+                    kept.ended.clear();
+                    (decl, kept)
                 })
-                .map(|(decl, copies, live, shown, commanded)| Work {
+                .map(|(decl, kept)| Work {
                     desired: decl.desired,
                     startup: decl.startup,
-                    copies,
-                    live,
-                    shown,
-                    commanded,
+                    copies: kept.copies,
+                    live: kept.live,
+                    shown: kept.shown,
+                    commanded: kept.commanded,
+                    ended: kept.ended,
                     shown_names: BTreeMap::new(),
                     existing_names: BTreeMap::new(),
                     live_names: BTreeMap::new(),

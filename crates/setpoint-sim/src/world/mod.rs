@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use store::{lowest_ones, CopySet, EventQueue, Key, Transit};
+use store::{lowest_ones, range_words, CopySet, EventQueue, Key, Transit};
 
 use setpoint_core::{
     Action, Batch, Controller, ControllerKind, CopyId, Desired, LedgerView, Name, Time,
@@ -48,9 +48,6 @@ struct CopyRec {
     started: bool,
     /// Whether it has died or been deleted.
     dead: bool,
-    /// Whether the report of its end has reached the ledger. A start report that arrives after
-    /// it is dropped: the ledger knows the copy is gone.
-    end_arrived: bool,
     /// When it was created.
     created: Time,
     /// The generation of the template it was created from.
@@ -68,7 +65,6 @@ impl CopyRec {
             name,
             started: false,
             dead: false,
-            end_arrived: false,
             created,
             generation,
             node,
@@ -221,6 +217,11 @@ struct Work {
     /// identity. A set rather than a flag of each record: a pass's delete commands go to the
     /// oldest copies the ledger shows, and are marked 64 at a time ([`Engine::delete_oldest`]).
     commanded: CopySet,
+    /// Copies whose end report has reached the ledger, by identity. A start report that
+    /// arrives after it is dropped: the ledger knows the copy is gone. A set rather than a flag
+    /// of each record: a queue entry's reports reach the ledger a word at a time
+    /// ([`Engine::arrive`]).
+    ended: CopySet,
     /// How many shown copies carry each name.
     shown_names: BTreeMap<Name, u64>,
     /// Existing copies (starting or running) of each name.
@@ -423,7 +424,7 @@ struct Engine<'s> {
     targets: Vec<u64>,
     /// Containers of earlier runs on this thread not taken by this run's workloads, handed on
     /// with this run's ([`Engine::recycle`]).
-    spare_works: Vec<(Vec<CopyRec>, CopySet, CopySet, CopySet)>,
+    spare_works: Vec<WorkSpare>,
     /// Under per-report with a delay model that draws nothing (not random, not empirical):
     /// every report's delay, in whole seconds.
     fixed_report: Option<Time>,
@@ -731,13 +732,23 @@ fn finish(workload: String, t: &Tally, rounds: u64, duration: Time) -> WorkloadM
 struct Spare {
     queue: EventQueue<Ev>,
     transit: Transit,
-    /// Each workload's copy records and its live, shown and commanded sets.
-    works: Vec<(Vec<CopyRec>, CopySet, CopySet, CopySet)>,
+    /// Each workload's copy records and sets.
+    works: Vec<WorkSpare>,
     /// The buffer of a pass's delete targets.
     targets: Vec<u64>,
     /// The run's vectors of workloads and controllers, emptied.
     work_list: Vec<Work>,
     controllers: Vec<Controller>,
+}
+
+/// A workload's containers kept for the next run on the thread ([`Spare`]).
+#[derive(Default)]
+struct WorkSpare {
+    copies: Vec<CopyRec>,
+    live: CopySet,
+    shown: CopySet,
+    commanded: CopySet,
+    ended: CopySet,
 }
 
 /// Containers that grew past this many entries are freed instead of kept.

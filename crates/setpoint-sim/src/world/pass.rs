@@ -427,7 +427,7 @@ fn rollout_copies(view: &View<'_>, named: bool) -> Vec<rollout::Copy> {
     let work = view.work;
     let shown = view.shown();
     let assigned = |id: u64, rec: &CopyRec| {
-        let seen_ending = !rec.started || (rec.end_arrived && !shown.contains(id));
+        let seen_ending = !rec.started || (work.ended.contains(id) && !shown.contains(id));
         !(work.commanded.contains(id) || (rec.dead && seen_ending))
     };
     let mut out: BTreeMap<u64, rollout::Copy> = BTreeMap::new();

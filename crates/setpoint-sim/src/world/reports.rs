@@ -276,38 +276,39 @@ impl Engine<'_> {
         self.in_transit.arrive(made, u64::from(n));
         let work = &mut self.works[w];
         if self.spec.controller.kind != ControllerKind::Named {
-            // No names to count: the ledger changes a word at a time (issue 24, part 7).
-            let Work { copies, shown, .. } = &mut *work;
-            let end_id = first + u64::from(n);
-            let mut i = (first / 64) as usize;
-            let mut mask = 0u64;
-            for (id, rec) in (first..end_id).zip(&mut copies[first as usize..end_id as usize]) {
-                debug_assert!(rec.name.is_none());
-                if (id / 64) as usize != i {
-                    change_word(shown, i, mask, end);
-                    i = (id / 64) as usize;
-                    mask = 0;
-                }
+            // No names to count: the ledger changes a word at a time (issue 24, part 7). The
+            // reports of an entry are all starts or all ends, of distinct copies, so their order
+            // within a word does not matter.
+            let Work { shown, ended, .. } = &mut *work;
+            if n == 1 {
+                // One report an entry, as under a random delay: no word to build.
                 if end {
-                    rec.end_arrived = true;
-                    mask |= 1 << (id % 64);
-                } else if !rec.end_arrived {
-                    mask |= 1 << (id % 64);
+                    ended.insert(first);
+                    shown.remove(first);
+                } else if !ended.contains(first) {
+                    shown.insert(first);
+                }
+            } else {
+                for (i, mask) in range_words(first, first + u64::from(n)) {
+                    if end {
+                        ended.insert_word(i, mask);
+                        shown.remove_word(i, mask);
+                    } else {
+                        shown.insert_word(i, mask & !ended.word(i));
+                    }
                 }
             }
-            change_word(shown, i, mask, end);
         } else {
             for id in first..first + u64::from(n) {
-                let rec = &mut work.copies[id as usize];
-                let name = rec.name;
+                let name = work.copies[id as usize].name;
                 if end {
-                    rec.end_arrived = true;
+                    work.ended.insert(id);
                     if work.shown.remove(id) {
                         if let Some(name) = name {
                             decrement(&mut work.shown_names, name);
                         }
                     }
-                } else if !rec.end_arrived {
+                } else if !work.ended.contains(id) {
                     work.shown.insert(id);
                     if let Some(name) = name {
                         *work.shown_names.entry(name).or_insert(0) += 1;
@@ -322,16 +323,5 @@ impl Engine<'_> {
                 other.dirty = true;
             }
         }
-    }
-}
-
-/// Removes the copies of `mask` (word `i`) from the ledger `shown` when their ends arrived
-/// (`end`), otherwise adds them.
-#[inline]
-fn change_word(shown: &mut CopySet, i: usize, mask: u64, end: bool) {
-    if end {
-        shown.remove_word(i, mask);
-    } else {
-        shown.insert_word(i, mask);
     }
 }

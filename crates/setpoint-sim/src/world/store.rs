@@ -174,14 +174,8 @@ impl CopySet {
     /// Adds the identities `lo` to `hi − 1`, a word at a time.
     #[inline]
     pub(crate) fn insert_range(&mut self, lo: u64, hi: u64) {
-        let mut id = lo;
-        while id < hi {
-            let w = (id / 64) as usize;
-            let from = id % 64;
-            let to = (hi - (w as u64) * 64).min(64);
-            let mask = (u64::MAX >> (64 - (to - from))) << from;
+        for (w, mask) in range_words(lo, hi) {
             self.insert_word(w, mask);
-            id = (w as u64 + 1) * 64;
         }
     }
 
@@ -193,6 +187,22 @@ impl CopySet {
             .flat_map(|(s, &bits)| ones(bits).map(move |b| s * 64 + b))
             .flat_map(|w| ones(self.words[w]).map(move |b| (w * 64 + b) as u64))
     }
+}
+
+/// The identities `lo` to `hi − 1` as words of a bitset ([`CopySet::word`]): each word's
+/// index and the mask of the range's identities in it, in ascending order.
+#[inline]
+pub(crate) fn range_words(lo: u64, hi: u64) -> impl Iterator<Item = (usize, u64)> {
+    let mut id = lo;
+    std::iter::from_fn(move || {
+        (id < hi).then(|| {
+            let w = id / 64;
+            let from = id % 64;
+            let to = (hi - w * 64).min(64);
+            id = (w + 1) * 64;
+            (w as usize, (u64::MAX >> (64 - (to - from))) << from)
+        })
+    })
 }
 
 /// The lowest `k` set bits of `bits` (all of them if fewer).
