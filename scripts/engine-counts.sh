@@ -6,7 +6,8 @@
 # usage: scripts/engine-counts.sh
 # environment:
 #   BASELINE      another setpoint binary (an older build) to count on the same sweeps
-#   SKIP_BUILD=1  use target/release as it is
+#   SKIP_BUILD=1  use the release build as it is
+#   CARGO_TARGET_DIR  where the release build is (default target), as for cargo
 #
 # It prints, in a markdown table:
 #   - instructions per run of the lesson's world at G = 60 (ledger) on the fast engine and on
@@ -40,7 +41,8 @@ ir() {
 }
 per() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {printf "%.0f", (a - b) / n}'; }
 
-EX=target/release/examples/engine_counts
+REL=${CARGO_TARGET_DIR:-target}/release
+EX=$REL/examples/engine_counts
 N=200
 echo "| work | instructions | per |"
 echo "| --- | --- | --- |"
@@ -56,7 +58,7 @@ echo "| general / fast, lesson G = 60 | $(awk -v a="$per_general" -v b="$per_fas
 
 MC=(sweep --delay-model lesson-chain -U 1..=100:9 -B 0..=33:3 --controller ledger,intent,named --runs 100 --summary)
 LESSON=(sweep --delay 0..=199 --period 1..=100 --startup 0..=4 --summary)
-for bin in target/release/setpoint ${BASELINE:+"$BASELINE"}; do
+for bin in "$REL/setpoint" ${BASELINE:+"$BASELINE"}; do
     mc=$(ir "$bin" "${MC[@]}")
     ls=$(ir "$bin" "${LESSON[@]}")
     echo "| Monte Carlo sweep, 43,200 runs ($bin) | $mc | $(per "$mc" 0 43200) a run |"

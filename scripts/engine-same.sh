@@ -6,8 +6,9 @@
 # environment:
 #   BASELINE     the setpoint binary to compare with (required): a release build from before
 #                the change
-#   NEW          the binary under test (default target/release/setpoint)
-#   SKIP_BUILD=1 use target/release/setpoint as it is
+#   NEW          the binary under test (default $CARGO_TARGET_DIR/release/setpoint, or
+#                target/release/setpoint)
+#   SKIP_BUILD=1 use the release build as it is
 #   RUNS         Monte Carlo runs per cell of the large sweeps (default 40)
 #
 # What it compares (every output to a file, then `cmp`):
@@ -31,7 +32,7 @@ RUNS=${RUNS:-40}
 if [ "${SKIP_BUILD:-}" != 1 ] && [ -z "${NEW:-}" ]; then
     cargo build --release --quiet --bin setpoint
 fi
-NEW=${NEW:-target/release/setpoint}
+NEW=${NEW:-${CARGO_TARGET_DIR:-target}/release/setpoint}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 n=0
