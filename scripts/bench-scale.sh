@@ -43,15 +43,18 @@ echo "# load before: $(uptime | sed 's/.*load average: //')"
 echo "# settings: etcd data in ${ETCD_DIR:-a temporary directory on disk}; store=$kind nodes=$nodes lose=$lose workloads=$workloads copies=$copies steady=${steady}s"
 
 # With WRITES: the watch's lines so far, and the puts and value bytes by key prefix of the
-# lines after line $1 (a watch response is one JSON line; a value is base64, 4 chars a 3 bytes).
+# lines after line $1, largest first (a watch response is one JSON line; a value is base64, 4
+# chars a 3 bytes). The watch delivers a little after the commit, so a phase's last writes may
+# count in the next phase.
 writes_mark() { [ -z "${WRITES:-}" ] || wc -l <"$work/writes.json"; }
 writes_since() {
   [ -z "${WRITES:-}" ] && return
   tail -n +$(($1 + 1)) "$work/writes.json" | jq -r '.Events[]? | select(.type == null or .type == 0)
       | "\(.kv.key | @base64d | split("/")[1]) \(.kv.value // "" | length)"' |
-    awk '{ n[$1]++; b[$1] += $2 * 3 / 4; tn++; tb += $2 * 3 / 4 }
-         END { printf "  writes: %d puts, %.1f MB of values", tn, tb / 1e6
-               for (k in n) printf "; %s %d puts %.1f MB", k, n[k], b[k] / 1e6; print "" }'
+    awk '{ n[$1]++; b[$1] += $2 * 3 / 4 } END { for (k in n) printf "%s %d %.1f\n", k, n[k], b[k] / 1e6 }' |
+    sort -k3,3nr -k1,1 |
+    awk '{ tn += $2; tb += $3; l = l sprintf("; %s %d puts %.1f MB", $1, $2, $3) }
+         END { printf "  writes: %d puts, %.1f MB of values%s\n", tn, tb, l }'
 }
 if [ "$kind" = etcd ]; then
   command -v etcd >/dev/null || { echo "error: etcd is not on PATH (apt-get install etcd-server)" >&2; exit 1; }
@@ -158,9 +161,9 @@ if [ -n "$etcd_pid" ]; then
   p0=$(emetric etcd_mvcc_put_total) t0m=$(emetric etcd_mvcc_txn_total) d0=$(emetric etcd_mvcc_delete_total)
   m=$(writes_mark)
   sleep "$steady"
-  writes_since "$m"
   p1=$(emetric etcd_mvcc_put_total) t1m=$(emetric etcd_mvcc_txn_total) d1=$(emetric etcd_mvcc_delete_total)
   echo "steady ${steady} s: $((p1 - p0)) puts, $((t1m - t0m)) txns, $((d1 - d0)) deletes; $(passes_between "$h0" "$(histogram)"); etcd db $(emetric etcd_mvcc_db_total_size_in_bytes | xargs printf '%.0f') bytes"
+  writes_since "$m"
 else
   h0=$(histogram)
   sleep "$steady"
