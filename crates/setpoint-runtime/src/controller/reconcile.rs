@@ -781,12 +781,6 @@ pub fn gc_outcome(
     }
 }
 
-/// Counts, for `get`: desired, on the ledger, pending creations and deletions.
-pub fn ledger_counts(snapshot: &Snapshot, name: &str) -> Option<(u64, u64, u64)> {
-    let v = WorkloadView::new(snapshot, name)?;
-    Some((v.on_ledger(), v.pending_creates(), v.pending_deletes()))
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
