@@ -1460,6 +1460,22 @@ mod tests {
         assert_eq!(phases, [Phase::Exited], "the last report");
     }
 
+    /// A driver reads the lease getters for its metrics and status: once the agent has given
+    /// its node lease up and stopped, they must not show a lease the store no longer has.
+    #[test]
+    fn a_stopped_agent_no_longer_reports_the_lease_it_gave_up() {
+        let store = MemoryStore::new();
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        let lease = w.core.held_lease().expect("the node lease");
+        assert!(!w.core.is_fenced());
+        w.input(AgentInput::Shutdown);
+        w.run(1_000);
+        assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+        assert_eq!(w.core.held_lease(), None, "still reports lease {lease:?}");
+        assert!(w.core.is_fenced());
+    }
+
     #[test]
     fn a_store_lost_for_good_is_said_once_and_the_agent_stops_its_copies_and_exits() {
         let store = MemoryStore::new();

@@ -1970,6 +1970,57 @@ mod tests {
         );
     }
 
+    /// A follower told to stop while its creation of `/leader` is on its way gives that lease
+    /// up with its release; the creation, landing after, belongs to the role it left and must
+    /// not make it revoke the lease a second time. (Only the releasing and stopped roles can
+    /// meet such a late creation: an attempt is in flight at most once per role, and a request
+    /// that timed out is forgotten, so a late reply of one is never handed back.)
+    #[test]
+    fn a_creation_that_lands_after_the_follower_began_to_stop_is_given_up_once() {
+        let store = store_with(&[]);
+        let mut d = Driver::new(cfg("c1"));
+        // The read of /leader, then the grant: the creation is queued ahead of the release.
+        assert!(d.run_one(&store) && d.run_one(&store));
+        d.step(HostInput::Shutdown);
+        d.run(&store, 100);
+        assert_eq!(d.stopped, Some(Ok(())));
+        let revokes: Vec<Purpose> = d
+            .requests
+            .iter()
+            .filter(|(_, r, _)| matches!(r, StoreRequest::Revoke(_)))
+            .map(|(_, _, p)| *p)
+            .collect();
+        assert_eq!(
+            revokes,
+            [Purpose::Release],
+            "the lease is revoked by the release alone: {:?}",
+            d.requests
+        );
+        assert!(Snapshot::load(&store).unwrap().leader.is_none());
+    }
+
+    /// The CLI's `run` and the reality experiments start a controller without a name: it must
+    /// still hold `/leader` under one that says which process holds it (an operator reading
+    /// `/leader` finds the pid), not under an empty name two controllers would share.
+    #[test]
+    fn a_controller_started_without_a_name_holds_the_lease_under_its_pid_and_start_time() {
+        let store = store_with(&[]);
+        let mut d = Driver::new(cfg(&crate::controller::config::default_holder()));
+        d.run(&store, 100);
+        assert!(d.host.is_leader());
+        let holder = Snapshot::load(&store)
+            .unwrap()
+            .leader
+            .expect("a leader record")
+            .value
+            .holder;
+        let parts: Vec<&str> = holder.split('/').collect();
+        assert_eq!(parts.len(), 3, "{holder:?}");
+        assert_eq!(parts[0], "controller", "{holder:?}");
+        assert_eq!(parts[1], std::process::id().to_string(), "{holder:?}");
+        assert!(parts[2].parse::<u32>().is_ok(), "{holder:?}");
+    }
+
     #[test]
     fn the_lease_is_renewed_every_third_of_its_ttl_and_given_up_without_renewal() {
         let store = store_with(&[]);
