@@ -667,6 +667,22 @@ mod tests {
         });
     }
 
+    /// `revision` is what the cache shows (the position its users compare their writes
+    /// against), and a new subscriber starts from it rather than from 0, which would read as
+    /// "moved" at once.
+    #[test]
+    fn a_cache_gives_the_revision_it_shows_and_a_new_subscriber_starts_there() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let cache = Cache::start(Arc::clone(&store), &PREFIXES, Duration::from_millis(5));
+        let rev = store.commit(&Txn::new().put("/a/1", "x")).unwrap();
+        assert!(
+            cache.wait_for(rev, Duration::from_secs(5)),
+            "never caught up"
+        );
+        assert_eq!(cache.revision(), rev);
+        assert_eq!(*cache.subscribe_to(&["/a/"]).borrow(), rev);
+    }
+
     #[test]
     fn a_cache_whose_last_handle_is_dropped_stops_its_thread_and_lets_the_store_go() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());

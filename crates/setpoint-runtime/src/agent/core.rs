@@ -917,6 +917,11 @@ mod tests {
     }
 
     fn assign(store: &MemoryStore, node: &str, n: u64) {
+        assign_cut_off(store, node, n, crate::model::CutOff::Fence);
+    }
+
+    /// [`assign`] with what a cut-off does to the copy.
+    fn assign_cut_off(store: &MemoryStore, node: &str, n: u64, cut_off: crate::model::CutOff) {
         let a = Assignment {
             copy: format!("w-{n}"),
             workload: "w".into(),
@@ -930,7 +935,7 @@ mod tests {
             created_ms: 0,
             env: CopyEnv::default(),
             generation: 0,
-            cut_off: Default::default(),
+            cut_off,
             heartbeat: false,
         };
         let key = placement_key(node, "w", n);
@@ -1394,6 +1399,29 @@ mod tests {
             (last_ok + 900..last_ok + 900 + TICK).contains(&at),
             "{kill_line}"
         );
+    }
+
+    /// The fence's line tells the operator what a cut-off left running: the copies whose
+    /// workloads keep them while cut off, counted apart from those the fence stops.
+    #[test]
+    fn the_fence_says_how_many_copies_it_stops_and_how_many_it_keeps_running() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        assign_cut_off(&store, "a", 1, crate::model::CutOff::Keep);
+        let mut w = World::new(store, config("a"));
+        w.run(1_000);
+        assert_eq!(w.running(), ["w-0", "w-1"]);
+        w.drop = Box::new(|t, r| t >= 1_000 && matches!(r, StoreRequest::KeepAlive(_)));
+        w.run(2_000);
+        assert!(
+            w.log
+                .iter()
+                .any(|l| l
+                    .contains("fenced, stopping 1 copies (SIGTERM); 1 kept running while cut off")),
+            "{:#?}",
+            w.log
+        );
+        assert_eq!(w.running(), ["w-1"]);
     }
 
     #[test]

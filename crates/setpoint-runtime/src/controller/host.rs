@@ -1899,6 +1899,62 @@ mod tests {
         assert!(Snapshot::load(&store).unwrap().leader.is_none());
     }
 
+    /// How a stop ends decides the controller's exit: a lease the store failed to revoke is
+    /// said (a standby waits its TTL) but the stop is clean, while a store lost for good ends
+    /// it with that loss, not a clean "stopped".
+    #[test]
+    fn a_failed_release_is_said_and_stops_cleanly_and_a_lost_store_stops_with_the_loss() {
+        for lost in [false, true] {
+            let store = store_with(&[]);
+            let mut d = Driver::new(cfg("c1"));
+            d.run(&store, 100);
+            assert!(d.host.is_leader());
+            d.hold = Some(Purpose::Release);
+            d.step(HostInput::Shutdown);
+            let (id, request, _) = d.held.pop_front().expect("the revoke of the lease");
+            assert!(matches!(request, StoreRequest::Revoke(_)), "{request:?}");
+            let e = if lost {
+                StoreError::Lost("its file was removed".into())
+            } else {
+                StoreError::Unavailable("no reply".into())
+            };
+            d.step(HostInput::Replied(Replied { id, result: Err(e) }));
+            if lost {
+                assert!(
+                    matches!(d.stopped, Some(Err(StoreError::Lost(_)))),
+                    "{:?}",
+                    d.stopped
+                );
+                assert!(!d.said("cannot give up the lease"), "{:?}", d.logs);
+                assert!(!d.said("stopped"), "{:?}", d.logs);
+            } else {
+                assert_eq!(d.stopped, Some(Ok(())));
+                assert!(
+                    d.said("cannot give up the lease: store unavailable: no reply"),
+                    "{:?}",
+                    d.logs
+                );
+                assert!(d.said("stopped"), "{:?}", d.logs);
+            }
+        }
+    }
+
+    /// `outstanding` is what a driver reads to see the requests still owed a reply: the
+    /// first read of `/leader` at start, and none once the host has stopped (a stop forgets
+    /// whatever was in flight).
+    #[test]
+    fn outstanding_counts_the_requests_owed_a_reply_and_none_once_stopped() {
+        let store = store_with(&[]);
+        let mut d = Driver::new(cfg("c1"));
+        assert_eq!(d.host.outstanding(), 1, "the read of /leader");
+        d.run(&store, 100);
+        assert!(d.host.is_leader());
+        d.step(HostInput::Shutdown);
+        d.run(&store, 200);
+        assert_eq!(d.stopped, Some(Ok(())));
+        assert_eq!(d.host.outstanding(), 0);
+    }
+
     #[test]
     fn a_deposed_leader_takes_no_reply_to_its_old_leadership_for_its_own() {
         let store = store_with(&[spec("w", 1, 200)]);
@@ -1928,6 +1984,50 @@ mod tests {
         assert!(
             !d.said("cannot renew the lease"),
             "a renewal of the leadership it lost is reported: {:?}",
+            d.logs
+        );
+    }
+
+    /// Every change of role gets a term of its own, never one used before: a reply to an
+    /// earlier leadership that arrives after the host was deposed and elected again must not
+    /// be taken for the new leadership's (here its old lease's expiry would depose it).
+    #[test]
+    fn a_reelected_leader_is_not_deposed_by_a_reply_to_its_earlier_leadership() {
+        let store = store_with(&[spec("w", 1, 200)]);
+        let mut d = Driver::new(cfg("c1"));
+        // The keep-alive sent at 1 s waits for its reply (a slow store).
+        d.hold = Some(Purpose::Renewal);
+        d.run(&store, 1_050);
+        assert!(d.host.is_leader());
+        let (id, request, _) = d
+            .held
+            .pop_front()
+            .expect("the first leadership's keep-alive");
+        let StoreRequest::KeepAlive(old) = request else {
+            panic!("{request:?}")
+        };
+        // Another controller takes /leader: the next pass's commit finds it taken.
+        d.hook = Some(usurp_before_commit(Purpose::Pass));
+        crate::ops::apply(&store, &[spec("w", 2, 200)]).unwrap();
+        while d.host.is_leader() && d.now < 1_300 {
+            d.run(&store, d.now + 1);
+        }
+        assert!(!d.host.is_leader(), "never deposed: {:?}", d.logs);
+        // It goes away; this host takes the lease again, with a new one.
+        store.commit(&Txn::new().delete(LEADER)).unwrap();
+        while !d.host.is_leader() && d.now < 1_400 {
+            d.run(&store, d.now + 1);
+        }
+        assert!(d.host.is_leader(), "never elected again: {:?}", d.logs);
+        assert_ne!(store.get(LEADER).unwrap().unwrap().lease, Some(old));
+        // The first leadership's keep-alive is answered now: its lease has expired.
+        d.step(HostInput::Replied(Replied {
+            id,
+            result: Err(StoreError::LeaseExpired(old)),
+        }));
+        assert!(
+            d.host.is_leader(),
+            "deposed by its old lease's expiry: {:?}",
             d.logs
         );
     }
