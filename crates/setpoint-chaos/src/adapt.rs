@@ -49,7 +49,11 @@ impl Machine for HostMachine {
             .into_iter()
             .map(|o| match o {
                 HostOutput::Request { id, request, .. } => Output::Request { id, request },
-                HostOutput::Log { who, line } => Output::Log(format!("{who}: {line}")),
+                // Formatted only if the world keeps a trace.
+                HostOutput::Log { who, line } => Output::Log {
+                    who: Some(who),
+                    line,
+                },
                 HostOutput::Wake(w) => Output::Wake(w.0),
                 HostOutput::Stopped(_) => Output::Stopped,
             })
@@ -62,8 +66,11 @@ pub struct AgentMachine(pub AgentCore);
 
 impl AgentMachine {
     fn map(&mut self, now_ms: u64, input: AgentInput, out: &mut Vec<Output>) {
-        let mut pending = vec![input];
-        while let Some(input) = pending.pop() {
+        // What the adapter answers itself is handed back, last first; most steps need none,
+        // so the first input is not put in the (then unallocated) stack.
+        let mut pending = Vec::new();
+        let mut first = Some(input);
+        while let Some(input) = first.take().or_else(|| pending.pop()) {
             for o in self.0.step(now_ms, input) {
                 match o {
                     AgentOutput::Store { id, request } => out.push(Output::Request { id, request }),
@@ -108,10 +115,13 @@ impl AgentMachine {
                     AgentOutput::Probe { copy, .. } => {
                         pending.push(AgentInput::ProbeDone { copy, ok: true })
                     }
-                    AgentOutput::Log(line) => out.push(Output::Log(line)),
+                    AgentOutput::Log(line) => out.push(Output::Log { who: None, line }),
                     AgentOutput::Stopped(end) => {
                         if let Err(e) = end {
-                            out.push(Output::Log(format!("stopped: {e}")));
+                            out.push(Output::Log {
+                                who: None,
+                                line: format!("stopped: {e}"),
+                            });
                         }
                         out.push(Output::Stopped)
                     }

@@ -137,7 +137,12 @@ pub enum Output {
         kill: bool,
     },
     /// A log line.
-    Log(String),
+    Log {
+        /// Who in the machine wrote it (a controller's loop), if it says.
+        who: Option<String>,
+        /// The line.
+        line: String,
+    },
     /// The machine has stopped for good.
     Stopped,
 }

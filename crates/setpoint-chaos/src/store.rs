@@ -146,17 +146,21 @@ impl SimStore {
 
     /// Reads every key under `prefixes` at the current revision, in key order.
     pub fn read(&self, prefixes: &[String]) -> Read {
+        use std::ops::Bound;
         let mut entries: Vec<Entry> = Vec::new();
         for p in prefixes {
             entries.extend(
                 self.kv
-                    .range(p.clone()..)
+                    .range::<str, _>((Bound::Included(p.as_str()), Bound::Unbounded))
                     .take_while(|(k, _)| k.starts_with(p.as_str()))
                     .map(|(_, e)| e.clone()),
             );
         }
-        entries.sort_by(|a, b| a.key.cmp(&b.key));
-        entries.dedup_by(|a, b| a.key == b.key);
+        // One prefix's range is in key order already, without repeats.
+        if prefixes.len() > 1 {
+            entries.sort_by(|a, b| a.key.cmp(&b.key));
+            entries.dedup_by(|a, b| a.key == b.key);
+        }
         Read {
             revision: self.revision,
             entries,
@@ -179,15 +183,26 @@ impl SimStore {
         for op in &txn.ops {
             match op {
                 Op::Put { key, value, lease } => {
-                    let create_revision = self.kv.get(key).map_or(rev, |e| e.create_revision);
-                    let entry = Entry {
-                        key: key.clone(),
-                        value: value.clone(),
-                        create_revision,
-                        mod_revision: rev,
-                        lease: *lease,
+                    // A key written again keeps its entry (and the value's buffer).
+                    let entry = match self.kv.get_mut(key.as_str()) {
+                        Some(e) => {
+                            e.value.clone_from(value);
+                            e.mod_revision = rev;
+                            e.lease = *lease;
+                            e.clone()
+                        }
+                        None => {
+                            let e = Entry {
+                                key: key.clone(),
+                                value: value.clone(),
+                                create_revision: rev,
+                                mod_revision: rev,
+                                lease: *lease,
+                            };
+                            self.kv.insert(key.clone(), e.clone());
+                            e
+                        }
                     };
-                    self.kv.insert(key.clone(), entry.clone());
                     changes.push(Change {
                         key: key.clone(),
                         entry: Some(entry),

@@ -276,9 +276,39 @@ enum Ev {
 struct Item {
     at: u64,
     seq: u64,
-    /// Boxed: the heap moves items as it sifts, and an event is large (it carries requests
-    /// and replies by value).
-    ev: Box<Ev>,
+    /// Where the event waits in [`Pending`]: the heap moves items as it sifts, and an event is
+    /// large (it carries requests and replies by value), so the heap holds only its place.
+    slot: u32,
+}
+
+/// The events in the queue, each in a slot that is reused once its event is handled: one
+/// allocation for the run instead of one per event.
+#[derive(Default)]
+struct Pending {
+    evs: Vec<Option<Ev>>,
+    free: Vec<u32>,
+}
+
+impl Pending {
+    fn put(&mut self, ev: Ev) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.evs[i as usize] = Some(ev);
+                i
+            }
+            None => {
+                self.evs.push(Some(ev));
+                (self.evs.len() - 1) as u32
+            }
+        }
+    }
+
+    fn take(&mut self, slot: u32) -> Ev {
+        self.free.push(slot);
+        self.evs[slot as usize]
+            .take()
+            .expect("a queued item's slot holds its event")
+    }
 }
 
 impl PartialEq for Item {
@@ -331,11 +361,37 @@ struct Slot {
     /// What a `Recover` found, handed over once the step's other outputs are carried out.
     recovered: Option<setpoint_runtime::agent::Recovery>,
     /// The request ids this life of the host has sent.
-    ids: BTreeSet<ReqId>,
+    ids: SentIds,
     /// The watches this life of the host has cancelled: one whose request is still on the
     /// way (held by a stall, say) is not opened when it arrives, as the cancel behind it on
     /// the same connection would close it at once.
     cancelled: BTreeSet<ReqId>,
+}
+
+/// A set of request ids, in ascending order: a machine numbers its requests upwards, so an id
+/// is nearly always pushed at the end (no tree node to allocate, no search).
+#[derive(Default)]
+struct SentIds(Vec<ReqId>);
+
+impl SentIds {
+    /// Adds `id`; false if it was there already.
+    fn insert(&mut self, id: ReqId) -> bool {
+        if self.0.last().is_none_or(|&last| last < id) {
+            self.0.push(id);
+            return true;
+        }
+        match self.0.binary_search(&id) {
+            Ok(_) => false,
+            Err(at) => {
+                self.0.insert(at, id);
+                true
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
 }
 
 impl Slot {
@@ -383,6 +439,7 @@ pub struct World<'a> {
     seq: u64,
     events: u64,
     queue: BinaryHeap<Item>,
+    pending: Pending,
     rng: WorldRng,
     setup: &'a Setup,
     factory: &'a Factory<'a>,
@@ -415,6 +472,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         seq: 0,
         events: 0,
         queue: BinaryHeap::new(),
+        pending: Pending::default(),
         rng: WorldRng::new(seed),
         setup,
         factory,
@@ -464,7 +522,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
             hold: None,
             held_out: VecDeque::new(),
             recovered: None,
-            ids: BTreeSet::new(),
+            ids: SentIds::default(),
             cancelled: BTreeSet::new(),
         });
     }
@@ -496,7 +554,8 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
             });
         }
         w.now = item.at;
-        w.handle(*item.ev);
+        let ev = w.pending.take(item.slot);
+        w.handle(ev);
         if setup.trace {
             w.note_leader();
         }
@@ -534,10 +593,11 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
 impl World<'_> {
     fn push(&mut self, at: u64, ev: Ev) {
         self.seq += 1;
+        let slot = self.pending.put(ev);
         self.queue.push(Item {
             at,
             seq: self.seq,
-            ev: Box::new(ev),
+            slot,
         });
     }
 
@@ -815,7 +875,10 @@ impl World<'_> {
                     self.end_proc(p, self.now + after, how);
                 }
             }
-            Output::Log(line) => self.note(|| format!("host {host}: {line}")),
+            Output::Log { who, line } => self.note(|| match who {
+                Some(who) => format!("host {host}: {who}: {line}"),
+                None => format!("host {host}: {line}"),
+            }),
             Output::Stopped => self.slots[host].stopped = true,
             Output::SaveState(state) => self.slots[host].disk = Some(state),
             Output::LeaseKept { sent_ms } => self.slots[host].lease_file = Some(sent_ms),
@@ -1211,6 +1274,10 @@ impl World<'_> {
     }
 
     fn check_fence(&mut self, host: usize, holder: Option<Option<usize>>, txn: &Txn) {
+        // A fenced commit (the usual one) needs no key.
+        if holder == Some(Some(host)) {
+            return;
+        }
         let key = txn.ops.iter().find_map(|op| {
             let k = match op {
                 Op::Put { key, .. } | Op::Delete { key } => key,
@@ -1218,15 +1285,13 @@ impl World<'_> {
             (k != LEADER).then(|| k.clone())
         });
         if let Some(key) = key {
-            if holder != Some(Some(host)) {
-                self.note(|| format!("UNFENCED write of {key} by host {host}"));
-                self.unfenced.push(UnfencedWrite {
-                    at_ms: self.now,
-                    host,
-                    holder,
-                    key,
-                });
-            }
+            self.note(|| format!("UNFENCED write of {key} by host {host}"));
+            self.unfenced.push(UnfencedWrite {
+                at_ms: self.now,
+                host,
+                holder,
+                key,
+            });
         }
     }
 
