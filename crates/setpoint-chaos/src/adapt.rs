@@ -35,29 +35,29 @@ pub struct HostMachine(pub Host);
 
 impl Machine for HostMachine {
     fn step(&mut self, now_ms: u64, input: Input) -> Vec<Output> {
+        let mut out = Vec::new();
+        self.step_into(now_ms, input, &mut out);
+        out
+    }
+
+    fn step_into(&mut self, now_ms: u64, input: Input, out: &mut Vec<Output>) {
         let input = match input {
             Input::Tick => HostInput::Tick,
             Input::Replied(r) => HostInput::Replied(r),
             Input::Watch(w) => HostInput::Watch(w),
             Input::Shutdown => HostInput::Shutdown,
-            Input::Started { .. } | Input::Exited { .. } | Input::Recovered(_) => {
-                return Vec::new()
-            }
+            Input::Started { .. } | Input::Exited { .. } | Input::Recovered(_) => return,
         };
-        self.0
-            .step(now_ms, input)
-            .into_iter()
-            .map(|o| match o {
-                HostOutput::Request { id, request, .. } => Output::Request { id, request },
-                // Formatted only if the world keeps a trace.
-                HostOutput::Log { who, line } => Output::Log {
-                    who: Some(who),
-                    line,
-                },
-                HostOutput::Wake(w) => Output::Wake(w.0),
-                HostOutput::Stopped(_) => Output::Stopped,
-            })
-            .collect()
+        out.extend(self.0.step(now_ms, input).into_iter().map(|o| match o {
+            HostOutput::Request { id, request, .. } => Output::Request { id, request },
+            // Formatted only if the world keeps a trace.
+            HostOutput::Log { who, line } => Output::Log {
+                who: Some(who),
+                line,
+            },
+            HostOutput::Wake(w) => Output::Wake(w.0),
+            HostOutput::Stopped(_) => Output::Stopped,
+        }));
     }
 }
 
@@ -143,6 +143,12 @@ impl Machine for AgentMachine {
     }
 
     fn step(&mut self, now_ms: u64, input: Input) -> Vec<Output> {
+        let mut out = Vec::new();
+        self.step_into(now_ms, input, &mut out);
+        out
+    }
+
+    fn step_into(&mut self, now_ms: u64, input: Input, out: &mut Vec<Output>) {
         let input = match input {
             Input::Tick => AgentInput::Tick,
             Input::Replied(r) => AgentInput::Replied(r),
@@ -163,9 +169,7 @@ impl Machine for AgentMachine {
                 },
             },
         };
-        let mut out = Vec::new();
-        self.map(now_ms, input, &mut out);
-        out
+        self.map(now_ms, input, out);
     }
 }
 

@@ -152,6 +152,12 @@ pub trait Machine {
     /// Hands the machine `input` at `now_ms` of its own clock; returns what it asks for.
     fn step(&mut self, now_ms: u64, input: Input) -> Vec<Output>;
 
+    /// As [`Machine::step`], appending the outputs to `out`: the world hands in one buffer for
+    /// the whole run, where `step` returns a fresh vector each time.
+    fn step_into(&mut self, now_ms: u64, input: Input, out: &mut Vec<Output>) {
+        out.extend(self.step(now_ms, input));
+    }
+
     /// Before its first step, a restarted agent is handed what its earlier life wrote down
     /// with [`Output::LeaseKept`], as the real driver reads it from the lease file. Machines
     /// that keep no lease ignore it.

@@ -408,7 +408,18 @@ impl Slot {
 /// drift of `drift_ppm` millionths of `now` (rounded down). Never goes backwards for a drift
 /// above −1,000,000 ppm.
 pub fn host_clock(offset: u64, drift_ppm: i64, now: u64) -> u64 {
-    let drift = (i128::from(now) * i128::from(drift_ppm)).div_euclid(1_000_000);
+    if drift_ppm == 0 {
+        return EPOCH_MS + offset + now;
+    }
+    // In 64 bits when the product fits (always, for runs of under 292 years at ±1,000,000
+    // ppm): a 128-bit division is a call into the compiler's runtime, on every step.
+    let drift = match i64::try_from(now)
+        .ok()
+        .and_then(|n| n.checked_mul(drift_ppm))
+    {
+        Some(p) => i128::from(p.div_euclid(1_000_000)),
+        None => (i128::from(now) * i128::from(drift_ppm)).div_euclid(1_000_000),
+    };
     (i128::from(EPOCH_MS + offset + now) + drift) as u64
 }
 
@@ -416,10 +427,17 @@ pub fn host_clock(offset: u64, drift_ppm: i64, now: u64) -> u64 {
 /// (when a wake the host asked for at `t` on its own clock is due).
 pub fn virtual_at(offset: u64, drift_ppm: i64, t: u64, now: u64) -> u64 {
     let d = t.saturating_sub(EPOCH_MS + offset);
-    let mut v = if drift_ppm == 0 {
-        d
-    } else {
-        (i128::from(d) * 1_000_000 / (1_000_000 + i128::from(drift_ppm))) as u64
+    if drift_ppm == 0 {
+        // The clock reads `EPOCH_MS + offset + v`: `d` is the first time it reads `t`.
+        return d.max(now);
+    }
+    let first = i64::try_from(d)
+        .ok()
+        .and_then(|d| d.checked_mul(1_000_000))
+        .zip(drift_ppm.checked_add(1_000_000));
+    let mut v = match first {
+        Some((p, q)) => (p / q) as u64,
+        None => (i128::from(d) * 1_000_000 / (1_000_000 + i128::from(drift_ppm))) as u64,
     };
     while host_clock(offset, drift_ppm, v) < t {
         v += 1;
@@ -440,6 +458,8 @@ pub struct World<'a> {
     events: u64,
     queue: BinaryHeap<Item>,
     pending: Pending,
+    /// The buffer a machine's step writes its outputs to, empty between steps.
+    outputs: Vec<Output>,
     rng: WorldRng,
     setup: &'a Setup,
     factory: &'a Factory<'a>,
@@ -473,6 +493,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         events: 0,
         queue: BinaryHeap::new(),
         pending: Pending::default(),
+        outputs: Vec::new(),
         rng: WorldRng::new(seed),
         setup,
         factory,
@@ -750,14 +771,16 @@ impl World<'_> {
         self.recent_steps[host] += 1;
         let slot = &mut self.slots[host];
         let clock = slot.clock(self.now);
-        let outputs = slot.machine.step(clock, input);
-        for out in outputs {
+        let mut outputs = std::mem::take(&mut self.outputs);
+        slot.machine.step_into(clock, input, &mut outputs);
+        for out in outputs.drain(..) {
             if self.slots[host].hold.is_some() {
                 self.slots[host].held_out.push_back(out);
             } else {
                 self.output(host, out);
             }
         }
+        self.outputs = outputs;
         // The driver queues the answer to `Recover` behind the outputs of the step that asked.
         if let Some(found) = self.slots[host].recovered.take() {
             self.step(host, Input::Recovered(found));

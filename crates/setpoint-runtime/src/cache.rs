@@ -19,6 +19,7 @@
 //!   pass that lost a race reads the state that beat it instead of losing again.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -177,8 +178,10 @@ impl CacheCore {
         }
         let kv = &self.kv;
         // Disjoint prefixes sorted: their ranges follow each other, so this is key order.
+        // The range `p .. prefix_end(p)`, without building either bound as a string.
         let entries = sorted.into_iter().flat_map(move |p| {
-            kv.range(p.to_string()..crate::store::prefix_end(p))
+            kv.range::<str, _>((Bound::Included(p), Bound::Unbounded))
+                .take_while(move |(k, _)| below_prefix_end(k, p))
                 .map(|(_, e)| e)
         });
         Some((self.revision, entries))
@@ -556,6 +559,21 @@ impl Store for CachedStore {
     }
 }
 
+/// Whether `key` sorts before [`crate::store::prefix_end`]`(prefix)` (the prefix followed by
+/// `\x7f`), comparing in place.
+fn below_prefix_end(key: &str, prefix: &str) -> bool {
+    let (k, p) = (key.as_bytes(), prefix.as_bytes());
+    let n = p.len().min(k.len());
+    match k[..n].cmp(&p[..n]) {
+        std::cmp::Ordering::Less => true,
+        std::cmp::Ordering::Greater => false,
+        // They agree as far as both go: a key no longer than the prefix is before the end;
+        // a longer one is before it if its next byte is below `\x7f` (a key
+        // that is exactly the end is not below it).
+        std::cmp::Ordering::Equal => k.get(p.len()).is_none_or(|&b| b < 0x7f),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -563,6 +581,28 @@ mod tests {
     use crate::testing::EtcdCluster;
 
     const PREFIXES: [&str; 2] = ["/a/", "/b/"];
+
+    #[test]
+    fn below_prefix_end_is_the_string_comparison_with_the_end() {
+        let keys = [
+            "",
+            "/a",
+            "/a/",
+            "/a/b",
+            "/a\u{7f}",
+            "/a\u{7f}x",
+            "/a\u{7e}",
+            "/b",
+            "/a/é",
+            "/",
+        ];
+        for p in ["/a", "/a/", "", "/"] {
+            for k in keys {
+                let want = k < crate::store::prefix_end(p).as_str();
+                assert_eq!(below_prefix_end(k, p), want, "{k:?} under {p:?}");
+            }
+        }
+    }
 
     /// A seeded sequence of writes: puts, deletes and leased puts under the cached prefixes, a
     /// key between them and one after them (which the cache must not show).

@@ -38,14 +38,14 @@ impl LiveRecords {
         if self.in_flight {
             return;
         }
-        let live = copies.live_set();
         if self
             .written
             .as_ref()
-            .is_some_and(|(l, c)| *l == lease && *c == live)
+            .is_some_and(|(l, c)| *l == lease && copies.live_set_is(c))
         {
             return;
         }
+        let live = copies.live_set();
         let record = LiveRecord {
             node: cfg.node.clone(),
             observed_ms: now,

@@ -195,9 +195,7 @@ impl Supervisor {
 
     /// The copies running and ready now, as `/live/{node}` shows them.
     pub(super) fn live_set(&self) -> Vec<LiveCopy> {
-        self.copies
-            .values()
-            .filter(|l| l.record.phase == Phase::Running && !l.record.stopping)
+        self.live()
             .map(|l| LiveCopy {
                 copy: l.record.assignment.copy.clone(),
                 workload: l.record.assignment.workload.clone(),
@@ -207,6 +205,29 @@ impl Supervisor {
                 pid: l.record.pid,
             })
             .collect()
+    }
+
+    /// Whether [`Supervisor::live_set`] would be `set`, without building it: the agent asks on
+    /// every step, and the answer is nearly always yes.
+    pub(super) fn live_set_is(&self, set: &[LiveCopy]) -> bool {
+        let mut live = self.live();
+        set.iter().all(|c| {
+            live.next().is_some_and(|l| {
+                let a = &l.record.assignment;
+                a.copy == c.copy
+                    && a.workload == c.workload
+                    && a.owner_uid == c.owner_uid
+                    && a.n == c.n
+                    && l.record.incarnation == c.incarnation
+                    && l.record.pid == c.pid
+            })
+        }) && live.next().is_none()
+    }
+
+    fn live(&self) -> impl Iterator<Item = &Local> {
+        self.copies
+            .values()
+            .filter(|l| l.record.phase == Phase::Running && !l.record.stopping)
     }
 
     /// Signals every copy that has a process and whose assignment asks for the fence
