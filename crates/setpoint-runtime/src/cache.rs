@@ -171,8 +171,11 @@ impl CacheCore {
             return None;
         }
         let mut sorted: Vec<&'a str> = prefixes.to_vec();
-        sorted.sort_unstable();
-        sorted.dedup();
+        // A caller that sorts once (the snapshot's prefixes) spares the sort on every read.
+        if !prefixes.is_sorted_by(|a, b| a < b) {
+            sorted.sort_unstable();
+            sorted.dedup();
+        }
         if sorted.windows(2).any(|w| w[1].starts_with(w[0])) {
             return None;
         }

@@ -99,8 +99,23 @@ impl HostCache {
                 let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
                 let caught_up = self.core.revision() >= self.seen;
                 let mut borrowed = None;
+                // The snapshot's prefixes in key order (as `entries` would sort them), sorted
+                // once for the process.
+                static SORTED: std::sync::LazyLock<Vec<&str>> = std::sync::LazyLock::new(|| {
+                    let mut p = Snapshot::PREFIXES.to_vec();
+                    p.sort_unstable();
+                    p.dedup();
+                    p
+                });
+                let snapshot_prefixes = refs == Snapshot::PREFIXES;
                 if let Some((revision, entries)) = (caught_up && wants_snapshot)
-                    .then(|| self.core.entries(&refs))
+                    .then(|| {
+                        if snapshot_prefixes {
+                            self.core.entries(&SORTED)
+                        } else {
+                            self.core.entries(&refs)
+                        }
+                    })
                     .flatten()
                 {
                     let core = &self.core;
@@ -116,7 +131,7 @@ impl HostCache {
                         // prefixes at the same revision: the same entries), and the watch
                         // changed these keys since.
                         Some(earlier)
-                            if refs == Snapshot::PREFIXES
+                            if snapshot_prefixes
                                 && self
                                     .dirty
                                     .as_ref()
