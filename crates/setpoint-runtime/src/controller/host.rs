@@ -1583,6 +1583,10 @@ mod tests {
     /// the reply is lost). It may change the store first, as another writer would.
     type Hook = Box<dyn FnMut(&dyn Store, &StoreRequest, Purpose) -> bool>;
 
+    /// Decides, before a request is carried out, whether the store fails it instead (`Some`:
+    /// the request is not carried out and its reply is that error).
+    type Failure = Box<dyn FnMut(&StoreRequest, Purpose) -> Option<StoreError>>;
+
     /// A tiny synchronous driver: virtual time, requests carried out in order on a
     /// [`MemoryStore`], every reply handed back at once.
     struct Driver {
@@ -1594,6 +1598,7 @@ mod tests {
         requests: Vec<(u64, StoreRequest, Purpose)>,
         stopped: Option<Result<(), StoreError>>,
         hook: Option<Hook>,
+        fail: Option<Failure>,
         /// The store after each revision the driver saw: the history a watch starts from.
         history: BTreeMap<Revision, BTreeMap<String, Entry>>,
         /// Open watches: their prefixes and the keys as last delivered.
@@ -1666,6 +1671,7 @@ mod tests {
                 requests: Vec::new(),
                 stopped: None,
                 hook: None,
+                fail: None,
                 history: BTreeMap::new(),
                 watches: BTreeMap::new(),
                 hold_watches: false,
@@ -1750,7 +1756,10 @@ mod tests {
                             self.watches.remove(w);
                             return true;
                         }
-                        other => carry_out(store, other),
+                        other => match self.fail.as_mut().and_then(|f| f(other, purpose)) {
+                            Some(e) => Err(e),
+                            None => carry_out(store, other),
+                        },
                     };
                     let (rev, kv) = everything(store);
                     self.history.entry(rev).or_insert(kv);
@@ -2241,6 +2250,54 @@ mod tests {
     }
 
     #[test]
+    fn rounds_and_deadlines_sooner_than_a_poll_are_acted_on_when_due_not_at_the_next_poll() {
+        // A poll of a second; rounds every 130 ms and requests that time out after 70 ms.
+        let poll_cfg = || {
+            let mut c = cfg("c1");
+            c.controller.poll = Duration::from_millis(1_000);
+            c.request_timeout = Duration::from_millis(70);
+            c
+        };
+        let store = store_with(&[spec("w", 1, 130)]);
+        let mut d = Driver::new(poll_cfg());
+        d.run(&store, 1_000);
+        let reads: Vec<u64> = d
+            .requests
+            .iter()
+            .filter(|(_, r, p)| *p == Purpose::Pass && matches!(r, StoreRequest::Read { .. }))
+            .map(|(t, _, _)| *t)
+            .collect();
+        assert!(reads.len() >= 7, "{reads:?}");
+        let gaps: Vec<u64> = reads.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(
+            gaps.iter().all(|&g| g == 130),
+            "each round on its grid: {reads:?}"
+        );
+        // The wake asked for is the next round, exactly.
+        let next = reads.last().unwrap() + 130;
+        assert_eq!(d.wake, next);
+        // A pass's read whose reply is lost fails at its deadline, 70 ms on, not at a poll.
+        let store = store_with(&[spec("w", 1, 100_000)]);
+        let mut d = Driver::new(poll_cfg());
+        d.hook = Some(Box::new(|_, r, p| {
+            !(p == Purpose::Pass && matches!(r, StoreRequest::Read { .. }))
+        }));
+        d.run(&store, 900);
+        let sent = d
+            .requests
+            .iter()
+            .find(|(_, r, p)| *p == Purpose::Pass && matches!(r, StoreRequest::Read { .. }));
+        let sent = sent.expect("the first round's read").0;
+        let failed: Vec<u64> = d
+            .logs
+            .iter()
+            .filter(|(_, _, l)| l.contains("pass failed: store unavailable: no reply within 70ms"))
+            .map(|(t, _, _)| *t)
+            .collect();
+        assert_eq!(failed, [sent + 70], "{:?}", d.logs);
+    }
+
+    #[test]
     fn a_conflicting_commit_is_retried_on_a_fresh_read() {
         let store = store_with(&[spec("w", 2, 200)]);
         let mut d = Driver::new(cfg("c1"));
@@ -2389,6 +2446,122 @@ mod tests {
             "what the first batch collected: {said:?}"
         );
         assert!(!said[0].contains("w-99"), "only the first batch: {said:?}");
+    }
+
+    /// A leader whose store holds `n` orphaned assignments (`w-0`…), its workload declared
+    /// again under a new uid and node a's report showing none of them running: its next
+    /// collection removes them all, in more than one batch when `n` is over 64.
+    fn leader_with_orphans(n: u64) -> (MemoryStore, Driver) {
+        // Rounds far apart: no pass after the first, so only collections write.
+        let store = store_with(&[spec("w", n, 100_000)]);
+        let mut d = Driver::new(cfg("c1"));
+        d.run(&store, 100);
+        assert_eq!(copies(&store).len() as u64, n);
+        crate::ops::delete(&store, "w").unwrap();
+        crate::ops::apply(&store, &[spec("w", 0, 100_000)]).unwrap();
+        crate::controller::reconcile::tests::report(&store, "a", &[]);
+        (store, d)
+    }
+
+    /// When each collection began: the times of the collector's reads.
+    fn collections(d: &Driver) -> Vec<u64> {
+        d.requests
+            .iter()
+            .filter(|(_, r, p)| *p == Purpose::Gc && matches!(r, StoreRequest::Read { .. }))
+            .map(|(t, _, _)| *t)
+            .collect()
+    }
+
+    #[test]
+    fn a_collection_whose_first_batch_fails_is_said_and_backs_the_collector_off() {
+        let (store, mut d) = leader_with_orphans(1);
+        // The store fails every commit of a collection; nothing lands.
+        d.fail = Some(Box::new(|r, p| {
+            (p == Purpose::Gc && is_pass_commit(r))
+                .then(|| StoreError::Unavailable("the disk is full".into()))
+        }));
+        d.run(&store, 8_000);
+        assert_eq!(copies(&store), ["w-0"], "nothing was collected");
+        let failed = d
+            .logs
+            .iter()
+            .filter(|(_, _, l)| {
+                l == "garbage collection failed: store unavailable: the disk is full"
+            })
+            .count();
+        let t = collections(&d);
+        assert_eq!(
+            failed,
+            t.len() - 1,
+            "each collection but the first, which found no orphan: {:?}",
+            d.logs
+        );
+        assert!(!d.said("collected orphaned assignments"), "{:?}", d.logs);
+        // The first found nothing (before the orphan); each failure since doubles the wait.
+        let waits: Vec<u64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(waits[..3], [1_000, 2_000, 4_000], "{t:?}");
+        assert!(d.host.is_leader());
+        // The store recovers: the next collection removes the orphan and the second returns.
+        d.fail = None;
+        d.run(&store, 20_000);
+        assert!(copies(&store).is_empty());
+        assert!(d.said("collected orphaned assignments: w-0"));
+        let t = collections(&d);
+        let last = t[t.len() - 2..].to_vec();
+        assert_eq!(
+            last[1] - last[0],
+            1_000,
+            "a success restores the second: {t:?}"
+        );
+    }
+
+    #[test]
+    fn a_collection_whose_later_batch_finds_leader_taken_deposes_the_leader_at_once() {
+        let (store, mut d) = leader_with_orphans(100);
+        // Another controller takes /leader between the collection's first and second batch.
+        let mut first = usurp_before_commit(Purpose::Gc);
+        let mut commits = 0;
+        d.hook = Some(Box::new(move |s, r, p| {
+            if p == Purpose::Gc && is_pass_commit(r) {
+                commits += 1;
+                if commits == 2 {
+                    return first(s, r, p);
+                }
+            }
+            true
+        }));
+        d.run(&store, 1_200);
+        assert_eq!(d.count(Purpose::Gc, is_pass_commit), 2, "two batches tried");
+        let left = copies(&store);
+        assert!(
+            !left.is_empty() && left.len() < 100,
+            "the first batch landed: {left:?}"
+        );
+        assert!(!d.host.is_leader(), "it still leads with /leader another's");
+        assert!(d.said("lost the leader lease; following"));
+    }
+
+    #[test]
+    fn a_store_lost_for_good_under_a_later_batch_of_a_collection_stops_the_host() {
+        let (store, mut d) = leader_with_orphans(100);
+        let mut commits = 0;
+        d.fail = Some(Box::new(move |r, p| {
+            if p == Purpose::Gc && is_pass_commit(r) {
+                commits += 1;
+                if commits == 2 {
+                    return Some(StoreError::Lost("its file was removed".into()));
+                }
+            }
+            None
+        }));
+        d.run(&store, 1_200);
+        assert_eq!(d.count(Purpose::Gc, is_pass_commit), 2, "two batches tried");
+        assert!(
+            matches!(d.stopped, Some(Err(StoreError::Lost(_)))),
+            "{:?}",
+            d.stopped
+        );
+        assert!(!d.said("collected orphaned assignments"), "{:?}", d.logs);
     }
 
     #[test]
