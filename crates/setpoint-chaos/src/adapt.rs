@@ -204,6 +204,8 @@ pub fn make(
             // The simulated store pushes changes, as etcd does: the agent keeps its watch
             // cache, as `run_agent` does on etcd.
             cfg.watch_cache = true;
+            // The world keeps no log files and ignores `TendLogs`.
+            cfg.tend_logs = false;
             cfg.report_every_ms = t.report_ms;
             cfg.report_delay_ms = t.report_delay_ms;
             // A restarted agent (a later `now_ms`) draws nonces no earlier life of the node

@@ -48,6 +48,11 @@ pub struct AgentCoreConfig {
     /// Report copies without processes (benchmarks of the control plane): a simulated copy has
     /// pid 0, becomes ready after its startup time, and ends only when it is stopped.
     pub simulate_copies: bool,
+    /// Whether the agent asks its driver to tend the copies' logs
+    /// ([`AgentOutput::TendLogs`](super::AgentOutput::TendLogs), with the set of running copies).
+    /// A driver that keeps no log files (the chaos world) turns it off, so that the set is not
+    /// built every second for nothing; the clocks of log tending run either way.
+    pub tend_logs: bool,
     /// How long the machine waits for a store reply before it counts the request as failed.
     pub request_timeout_ms: u64,
     /// Where new copies' nonces come from.
@@ -82,6 +87,7 @@ impl AgentCoreConfig {
             watch_cache: false,
             lease_ttl_ms: 10_000,
             simulate_copies: false,
+            tend_logs: true,
             request_timeout_ms: 5_000,
             nonces: Nonces::Random,
             started_ms: None,

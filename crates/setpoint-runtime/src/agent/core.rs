@@ -690,7 +690,8 @@ impl AgentCore {
                     }
                 }
                 self.copies.save(&self.cfg, may_save, &mut self.out);
-                if let Some(sweep) = self.logs.due(now) {
+                // The clocks advance whether or not the driver wants the work.
+                if let Some(sweep) = self.logs.due(now).filter(|_| self.cfg.tend_logs) {
                     let running = self.copies.running();
                     self.out.push(AgentOutput::TendLogs { running, sweep });
                 }
