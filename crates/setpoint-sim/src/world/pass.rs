@@ -194,20 +194,7 @@ impl Engine<'_> {
             if work.copies[id as usize].dead {
                 continue;
             }
-            if !batch {
-                deleted += u64::from(self.kill(w, id, t));
-                continue;
-            }
-            let (alive, started) = self.kill_unreported(w, id);
-            deleted += u64::from(alive);
-            if started {
-                if run.1 > 0 && run.0 + run.1 == id {
-                    run.1 += 1;
-                } else {
-                    self.report_fixed(w, run.0, run.1, true, t);
-                    run = (id, 1);
-                }
-            }
+            deleted += u64::from(self.kill_in_run(w, id, batch, &mut run, t));
         }
         self.report_fixed(w, run.0, run.1, true, t);
         self.works[w].tally.deleted += deleted;
@@ -274,36 +261,51 @@ impl Engine<'_> {
                     let rec = &mut self.works[w].copies[id as usize];
                     debug_assert!(rec.started && rec.name.is_none());
                     rec.dead = true;
-                    if run.1 > 0 && run.0 + run.1 == id {
-                        run.1 += 1;
-                    } else {
-                        self.report_fixed(w, run.0, run.1, true, t);
-                        run = (id, 1);
-                    }
+                    self.extend_run(w, &mut run, id, t);
                 }
                 continue;
             }
             while alive != 0 {
                 let id = (i * 64) as u64 + u64::from(alive.trailing_zeros());
                 alive &= alive - 1;
-                if !batch {
-                    deleted += u64::from(self.kill(w, id, t));
-                    continue;
-                }
-                let (was_alive, started) = self.kill_unreported(w, id);
-                deleted += u64::from(was_alive);
-                if started {
-                    if run.1 > 0 && run.0 + run.1 == id {
-                        run.1 += 1;
-                    } else {
-                        self.report_fixed(w, run.0, run.1, true, t);
-                        run = (id, 1);
-                    }
-                }
+                deleted += u64::from(self.kill_in_run(w, id, batch, &mut run, t));
             }
         }
         self.report_fixed(w, run.0, run.1, true, t);
         self.works[w].tally.deleted += deleted;
+    }
+
+    /// Kills copy `id` of workload `w` for a delete, and says whether it was alive. With
+    /// `batch` (a delay that draws nothing, no log) its end is not reported at once but joins
+    /// `run`, the stretch of consecutive copies killed so far whose ends go in one report
+    /// ([`Engine::report_fixed`]); the caller reports the last stretch when it is done.
+    fn kill_in_run(
+        &mut self,
+        w: usize,
+        id: u64,
+        batch: bool,
+        run: &mut (u64, u64),
+        t: Time,
+    ) -> bool {
+        if !batch {
+            return self.kill(w, id, t);
+        }
+        let (alive, started) = self.kill_unreported(w, id);
+        if started {
+            self.extend_run(w, run, id, t);
+        }
+        alive
+    }
+
+    /// Adds the end of copy `id` to `run` (first copy, length): extends it when `id` follows
+    /// it, otherwise reports the run so far and starts a new one at `id`.
+    fn extend_run(&mut self, w: usize, run: &mut (u64, u64), id: u64, t: Time) {
+        if run.1 > 0 && run.0 + run.1 == id {
+            run.1 += 1;
+        } else {
+            self.report_fixed(w, run.0, run.1, true, t);
+            *run = (id, 1);
+        }
     }
 
     /// One delete command of workload `w`: lost if a loss is armed, otherwise carried out by
