@@ -91,10 +91,12 @@ impl Follower {
         self.watch == Some(id)
     }
 
-    /// The watch was not established: poll again, now.
-    pub(super) fn watch_refused(&mut self, now_ms: u64) {
-        self.watch = None;
+    /// The watch was not established, or not said to be in time: poll again, now. Returns the
+    /// watch to cancel: a reply lost on the way (a timeout) leaves the store's side of the
+    /// watch open, and a store that refused it ignores the cancel.
+    pub(super) fn watch_refused(&mut self, now_ms: u64) -> Option<ReqId> {
         self.next_try_ms = now_ms;
+        self.watch.take()
     }
 
     /// The watch delivered `event`. If the lease ended (or the watch is lost), try now; returns
@@ -294,9 +296,14 @@ mod tests {
         let mut f = Follower::new(0);
         f.wait_on_watch(0, 3_000, 25);
         f.watching(3);
-        f.watch_refused(40);
+        assert_eq!(
+            f.watch_refused(40),
+            Some(3),
+            "cancelled: it may be open all the same"
+        );
         assert!(!f.is_watch(3));
         assert_eq!(f.next_wake(), Some(40));
+        assert_eq!(f.watch_refused(41), None, "cancelled once");
     }
 
     #[test]

@@ -627,10 +627,11 @@ impl Host {
             Awaiting::LeaderRead => self.on_leader_read(result),
             Awaiting::FollowWatch => {
                 if !matches!(result, Ok(StoreReply::Watching)) {
-                    // Not established: poll again.
+                    // Not established, or its reply lost (the store's side may be open): cancel
+                    // it and poll again.
                     let now = self.now;
-                    if let Some(f) = self.follower() {
-                        f.watch_refused(now);
+                    if let Some(id) = self.follower().and_then(|f| f.watch_refused(now)) {
+                        self.push_cancel(id);
                     }
                 }
             }
@@ -2061,6 +2062,36 @@ mod tests {
         d2.run(&store, 400);
         assert_eq!(d2.stopped, Some(Ok(())));
         assert!(d2.watches.is_empty(), "its watch is left open at the store");
+        assert!(d.host.is_leader(), "the leader is not disturbed");
+    }
+
+    /// A standby's watch of `/leader` that the store set up but whose reply was lost (a cut of
+    /// a millisecond; seed 66600 of `scenarios/chaos/partitions.toml`) is open at the store when
+    /// the request times out: the standby cancels it before it watches again, so that it holds
+    /// one watch of `/leader`, not one more after every lost reply.
+    #[test]
+    fn a_standby_whose_watch_reply_is_lost_cancels_that_watch_before_watching_again() {
+        let store = store_with(&[]);
+        let mut d = Driver::new(cfg("c1"));
+        d.run(&store, 100);
+        let mut d2 = Driver::new(cached("c2"));
+        d2.now = 100;
+        let mut first = true;
+        d2.hook = Some(Box::new(move |_, r, _| {
+            let lost = first && matches!(r, StoreRequest::Watch { .. });
+            first &= !lost;
+            !lost
+        }));
+        d2.run(&store, 1_500);
+        let watches = d2.count(Purpose::Election, |r| {
+            matches!(r, StoreRequest::Watch { .. })
+        });
+        assert_eq!(watches, 2, "it watched again after the timeout (500 ms)");
+        assert_eq!(
+            d2.watches.len(),
+            1,
+            "the first watch is left open at the store"
+        );
         assert!(d.host.is_leader(), "the leader is not disturbed");
     }
 
