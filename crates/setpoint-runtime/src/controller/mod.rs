@@ -7,8 +7,14 @@
 //! shutdown) to the part it concerns and gathers what the parts ask for into its outputs.
 //!
 //! # Layout
-//! - `host.rs`: [`Host`] itself: its inputs and outputs, the role (follower, leader,
-//!   releasing, stopped) and its term, request ids and deadlines, the leader's poll, routing.
+//! - `host/`: [`Host`] itself. `host/mod.rs` holds its inputs and outputs, the role (follower,
+//!   leader, releasing, stopped) and its term, request ids and deadlines, and the routing of
+//!   replies and watch events; the host's side of each part is a file of its own, each an
+//!   `impl Host` block of the requests that part calls for and the replies routed back to it:
+//!   `leadership.rs` (election, standby, renewal), `poll.rs` (the leader's poll), `passes.rs`
+//!   (declarations and passes), `housekeeping.rs` (garbage collection and compaction) and
+//!   `cache.rs` (the watch cache's read and watch). `host/tests.rs` drives the whole machine on
+//!   a [`MemoryStore`](crate::store::MemoryStore) in virtual time.
 //! - `election.rs`: election and renewal of the `/leader` lease: the follower's attempts and
 //!   standby (with a watch of `/leader` on a store that pushes changes), the leader's
 //!   keep-alives and when its lease counts as lapsed.

@@ -1,0 +1,1701 @@
+use super::*;
+use crate::controller::config::ControllerConfig;
+use crate::machine::carry_out;
+use crate::model::{encode, Leader, Snapshot, WorkloadSpec};
+use crate::store::{Entry, MemoryStore, Store};
+use setpoint_core::ControllerKind;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Decides, before a request is carried out, whether its reply reaches the machine (`false`:
+/// the reply is lost). It may change the store first, as another writer would.
+type Hook = Box<dyn FnMut(&dyn Store, &StoreRequest, Purpose) -> bool>;
+
+/// Decides, before a request is carried out, whether the store fails it instead (`Some`:
+/// the request is not carried out and its reply is that error).
+type Failure = Box<dyn FnMut(&StoreRequest, Purpose) -> Option<StoreError>>;
+
+/// A tiny synchronous driver: virtual time, requests carried out in order on a
+/// [`MemoryStore`], every reply handed back at once.
+struct Driver {
+    host: Host,
+    now: u64,
+    wake: u64,
+    queue: VecDeque<(ReqId, StoreRequest, Purpose)>,
+    logs: Vec<(u64, String, String)>,
+    requests: Vec<(u64, StoreRequest, Purpose)>,
+    stopped: Option<Result<(), StoreError>>,
+    hook: Option<Hook>,
+    fail: Option<Failure>,
+    /// The store after each revision the driver saw: the history a watch starts from.
+    history: BTreeMap<Revision, BTreeMap<String, Entry>>,
+    /// Open watches: their prefixes and the keys as last delivered.
+    watches: BTreeMap<ReqId, (Vec<String>, BTreeMap<String, Entry>)>,
+    /// Watch deliveries are withheld while this is set (a slow watch).
+    hold_watches: bool,
+    /// Requests of this purpose wait in `held` until [`Driver::release`] (a slow call).
+    hold: Option<Purpose>,
+    held: VecDeque<(ReqId, StoreRequest, Purpose)>,
+    /// Set to the driver's time before each step and call: a [`Clocked`] store's clock.
+    clock: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+}
+
+/// A [`MemoryStore`] whose clock is the driver's virtual time (a `MemoryStore` reads the
+/// wall clock), so that two runs of the same history write the same bytes.
+struct Clocked {
+    inner: MemoryStore,
+    now: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Store for Clocked {
+    fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError> {
+        self.inner.read(prefixes)
+    }
+    fn commit(&self, txn: &Txn) -> Result<Revision, StoreError> {
+        self.inner.commit(txn)
+    }
+    fn revision(&self) -> Result<Revision, StoreError> {
+        self.inner.revision()
+    }
+    /// The memory store ends leases on the real clock, while the history runs on the
+    /// virtual one: a lease granted here lasts an hour of real time, so that a machine slow
+    /// enough to take a TTL between two steps cannot end one in one run and not in the
+    /// other (seen at load 20: the two runs re-elected 1 ms apart). Leases end in these
+    /// histories only when revoked.
+    fn grant(&self, _ttl: Duration) -> Result<crate::store::LeaseId, StoreError> {
+        self.inner.grant(Duration::from_secs(3_600))
+    }
+    fn keep_alive(&self, lease: crate::store::LeaseId) -> Result<(), StoreError> {
+        self.inner.keep_alive(lease)
+    }
+    fn revoke(&self, lease: crate::store::LeaseId) -> Result<(), StoreError> {
+        self.inner.revoke(lease)
+    }
+    fn now_ms(&self) -> u64 {
+        1_000_000 + self.now.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// The whole store, by key.
+fn everything(store: &dyn Store) -> (Revision, BTreeMap<String, Entry>) {
+    let read = store.read(&[""]).unwrap();
+    let kv = read
+        .entries
+        .into_iter()
+        .map(|e| (e.key.clone(), e))
+        .collect();
+    (read.revision, kv)
+}
+
+impl Driver {
+    fn new(cfg: HostConfig) -> Self {
+        let host = Host::new(cfg, 0);
+        let mut d = Self {
+            host,
+            now: 0,
+            wake: 0,
+            queue: VecDeque::new(),
+            logs: Vec::new(),
+            requests: Vec::new(),
+            stopped: None,
+            hook: None,
+            fail: None,
+            history: BTreeMap::new(),
+            watches: BTreeMap::new(),
+            hold_watches: false,
+            hold: None,
+            held: VecDeque::new(),
+            clock: None,
+        };
+        d.step(HostInput::Tick);
+        d
+    }
+
+    fn step(&mut self, input: HostInput) {
+        if let Some(c) = &self.clock {
+            c.store(self.now, std::sync::atomic::Ordering::SeqCst);
+        }
+        for out in self.host.step(self.now, input) {
+            match out {
+                HostOutput::Request {
+                    id,
+                    request,
+                    purpose,
+                } => {
+                    self.requests.push((self.now, request.clone(), purpose));
+                    if self.hold == Some(purpose) {
+                        self.held.push_back((id, request, purpose));
+                    } else {
+                        self.queue.push_back((id, request, purpose));
+                    }
+                }
+                HostOutput::Log { who, line } => self.logs.push((self.now, who, line)),
+                HostOutput::Wake(Wake(at)) => {
+                    assert!(at >= self.now, "a wake in the past");
+                    self.wake = at;
+                }
+                HostOutput::Stopped(r) => self.stopped = Some(r),
+            }
+        }
+    }
+
+    /// Carries out what is queued, then steps at each wake, until `until_ms`.
+    fn run(&mut self, store: &dyn Store, until_ms: u64) {
+        loop {
+            while self.run_one(store) {}
+            if !self.hold_watches && self.deliver_watches(store) {
+                continue;
+            }
+            if self.stopped.is_some() || self.now >= until_ms {
+                return;
+            }
+            self.now = self.wake.clamp(self.now + 1, until_ms);
+            self.step(HostInput::Tick);
+        }
+    }
+
+    /// Carries out the held requests now, ahead of the queue, and holds nothing more.
+    fn release(&mut self, store: &dyn Store) {
+        self.hold = None;
+        while let Some(held) = self.held.pop_front() {
+            self.queue.push_front(held);
+            self.run_one(store);
+        }
+    }
+
+    /// Carries out the oldest queued request, if there is one.
+    fn run_one(&mut self, store: &dyn Store) -> bool {
+        {
+            if let Some((id, request, purpose)) = self.queue.pop_front() {
+                let deliver = match self.hook.as_mut() {
+                    Some(h) => h(store, &request, purpose),
+                    None => true,
+                };
+                let (rev, kv) = everything(store);
+                self.history.entry(rev).or_insert(kv);
+                let result = match &request {
+                    StoreRequest::Watch { prefixes, after } => {
+                        let base = self.history.range(..=after).next_back();
+                        let base = base.map(|(_, kv)| kv.clone()).unwrap_or_default();
+                        self.watches.insert(id, (prefixes.clone(), base));
+                        Ok(StoreReply::Watching)
+                    }
+                    StoreRequest::CancelWatch(w) => {
+                        self.watches.remove(w);
+                        return true;
+                    }
+                    other => match self.fail.as_mut().and_then(|f| f(other, purpose)) {
+                        Some(e) => Err(e),
+                        None => carry_out(store, other),
+                    },
+                };
+                let (rev, kv) = everything(store);
+                self.history.entry(rev).or_insert(kv);
+                if deliver {
+                    self.step(HostInput::Replied(Replied { id, result }));
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Delivers to each open watch what changed under its prefixes since its last delivery.
+    /// Returns whether anything was delivered.
+    fn deliver_watches(&mut self, store: &dyn Store) -> bool {
+        let (rev, now) = everything(store);
+        let mut deliveries = Vec::new();
+        for (&id, (prefixes, last)) in self.watches.iter_mut() {
+            let under = |k: &String| prefixes.iter().any(|p| k.starts_with(p.as_str()));
+            let mut changes = Vec::new();
+            for (k, e) in now.iter().filter(|(k, _)| under(k)) {
+                if last.get(k) != Some(e) {
+                    changes.push(crate::store::Change {
+                        key: k.clone(),
+                        entry: Some(e.clone()),
+                    });
+                }
+            }
+            for k in last.keys().filter(|k| under(k) && !now.contains_key(*k)) {
+                changes.push(crate::store::Change {
+                    key: k.clone(),
+                    entry: None,
+                });
+            }
+            *last = now.clone();
+            if !changes.is_empty() {
+                let event = WatchEvent::Changes {
+                    revision: rev,
+                    changes,
+                };
+                deliveries.push(WatchDelivery { watch: id, event });
+            }
+        }
+        let any = !deliveries.is_empty();
+        for d in deliveries {
+            self.step(HostInput::Watch(d));
+        }
+        any
+    }
+
+    fn said(&self, what: &str) -> bool {
+        self.logs.iter().any(|(_, _, l)| l.contains(what))
+    }
+
+    fn count(&self, purpose: Purpose, pred: impl Fn(&StoreRequest) -> bool) -> usize {
+        self.requests
+            .iter()
+            .filter(|(_, r, p)| *p == purpose && pred(r))
+            .count()
+    }
+}
+
+fn cfg(holder: &str) -> HostConfig {
+    let mut c = ControllerConfig::new(holder);
+    c.lease_ttl = Duration::from_secs(3);
+    c.poll = Duration::from_millis(25);
+    let mut h = HostConfig::new(c);
+    h.request_timeout = Duration::from_millis(500);
+    h
+}
+
+fn spec(name: &str, copies: u64, period_ms: u64) -> WorkloadSpec {
+    crate::controller::reconcile::tests::test_spec(name, copies, ControllerKind::Intent, period_ms)
+}
+
+fn store_with(specs: &[WorkloadSpec]) -> MemoryStore {
+    let store = MemoryStore::new();
+    crate::model::node::fake_node(&store, "a").unwrap();
+    crate::ops::apply(&store, specs).unwrap();
+    store
+}
+
+fn copies(store: &MemoryStore) -> Vec<String> {
+    crate::controller::reconcile::tests::names(store)
+}
+
+fn is_pass_commit(r: &StoreRequest) -> bool {
+    matches!(r, StoreRequest::Commit(_))
+}
+
+#[test]
+fn a_host_takes_the_lease_runs_passes_and_gives_the_lease_up_on_shutdown() {
+    let store = store_with(&[spec("w", 2, 200)]);
+    let mut d = Driver::new(cfg("c1"));
+    d.run(&store, 100);
+    assert!(d.host.is_leader());
+    let leader = Snapshot::load(&store)
+        .unwrap()
+        .leader
+        .expect("a leader record");
+    assert_eq!(leader.value.holder, "c1");
+    assert_eq!(d.host.fence(), Some(leader.mod_revision));
+    assert_eq!(copies(&store), ["w-0", "w-1"]);
+    assert!(d.said("became the leader"));
+    // A second host stands by while the first leads, and takes over once it stops.
+    let mut d2 = Driver::new(cfg("c2"));
+    d2.now = 100;
+    d2.run(&store, 300);
+    assert!(!d2.host.is_leader());
+    assert!(d2.said("standby: another controller holds the lease"));
+    d.step(HostInput::Shutdown);
+    d.run(&store, 400);
+    assert_eq!(d.stopped, Some(Ok(())));
+    assert!(d.said("stopped"));
+    assert!(
+        Snapshot::load(&store).unwrap().leader.is_none(),
+        "lease given up"
+    );
+    d2.run(&store, 400);
+    assert!(d2.host.is_leader(), "the standby took over within a poll");
+}
+
+#[test]
+fn a_leader_shutting_down_ignores_what_its_leadership_asked_and_only_gives_the_lease_up() {
+    let store = store_with(&[]);
+    let mut d = Driver::new(cfg("c1"));
+    d.run(&store, 100);
+    assert!(d.host.is_leader());
+    // The keep-alive sent at 1 s is never answered; it fails at its deadline (500 ms),
+    // while the host, told to stop at 1.05 s, waits for its slow revoke.
+    d.hook = Some(Box::new(|_, _, p| p != Purpose::Renewal));
+    d.run(&store, 1_050);
+    assert_eq!(d.count(Purpose::Renewal, |_| true), 1);
+    d.hold = Some(Purpose::Release);
+    d.step(HostInput::Shutdown);
+    d.run(&store, 1_540);
+    assert_eq!(d.stopped, None, "the revoke is still on its way");
+    assert!(
+        !d.said("cannot renew the lease"),
+        "a renewal of the leadership it gave up is reported: {:?}",
+        d.logs
+    );
+    d.release(&store);
+    d.run(&store, 1_600);
+    assert_eq!(d.stopped, Some(Ok(())));
+    assert!(Snapshot::load(&store).unwrap().leader.is_none());
+}
+
+/// How a stop ends decides the controller's exit: a lease the store failed to revoke is
+/// said (a standby waits its TTL) but the stop is clean, while a store lost for good ends
+/// it with that loss, not a clean "stopped".
+#[test]
+fn a_failed_release_is_said_and_stops_cleanly_and_a_lost_store_stops_with_the_loss() {
+    for lost in [false, true] {
+        let store = store_with(&[]);
+        let mut d = Driver::new(cfg("c1"));
+        d.run(&store, 100);
+        assert!(d.host.is_leader());
+        d.hold = Some(Purpose::Release);
+        d.step(HostInput::Shutdown);
+        let (id, request, _) = d.held.pop_front().expect("the revoke of the lease");
+        assert!(matches!(request, StoreRequest::Revoke(_)), "{request:?}");
+        let e = if lost {
+            StoreError::Lost("its file was removed".into())
+        } else {
+            StoreError::Unavailable("no reply".into())
+        };
+        d.step(HostInput::Replied(Replied { id, result: Err(e) }));
+        if lost {
+            assert!(
+                matches!(d.stopped, Some(Err(StoreError::Lost(_)))),
+                "{:?}",
+                d.stopped
+            );
+            assert!(!d.said("cannot give up the lease"), "{:?}", d.logs);
+            assert!(!d.said("stopped"), "{:?}", d.logs);
+        } else {
+            assert_eq!(d.stopped, Some(Ok(())));
+            assert!(
+                d.said("cannot give up the lease: store unavailable: no reply"),
+                "{:?}",
+                d.logs
+            );
+            assert!(d.said("stopped"), "{:?}", d.logs);
+        }
+    }
+}
+
+/// `outstanding` is what a driver reads to see the requests still owed a reply: the
+/// first read of `/leader` at start, and none once the host has stopped (a stop forgets
+/// whatever was in flight).
+#[test]
+fn outstanding_counts_the_requests_owed_a_reply_and_none_once_stopped() {
+    let store = store_with(&[]);
+    let mut d = Driver::new(cfg("c1"));
+    assert_eq!(d.host.outstanding(), 1, "the read of /leader");
+    d.run(&store, 100);
+    assert!(d.host.is_leader());
+    d.step(HostInput::Shutdown);
+    d.run(&store, 200);
+    assert_eq!(d.stopped, Some(Ok(())));
+    assert_eq!(d.host.outstanding(), 0);
+}
+
+#[test]
+fn a_deposed_leader_takes_no_reply_to_its_old_leadership_for_its_own() {
+    let store = store_with(&[spec("w", 1, 200)]);
+    let mut d = Driver::new(cfg("c1"));
+    // Keep-alives are carried out, but their replies are lost: each fails at its deadline
+    // (500 ms after it was sent).
+    d.hook = Some(Box::new(|_, _, p| p != Purpose::Renewal));
+    d.run(&store, 1_050);
+    assert!(d.host.is_leader());
+    assert_eq!(
+        d.count(Purpose::Renewal, |_| true),
+        1,
+        "the keep-alive sent at 1 s is on its way"
+    );
+    // Another controller takes /leader: the next pass's commit finds it taken.
+    let mut usurp = usurp_before_commit(Purpose::Pass);
+    d.hook = Some(Box::new(move |s, r, p| {
+        let delivered = usurp(s, r, p);
+        delivered && p != Purpose::Renewal
+    }));
+    crate::ops::apply(&store, &[spec("w", 2, 200)]).unwrap();
+    d.run(&store, 1_400);
+    assert!(!d.host.is_leader(), "still leads with /leader another's");
+    assert!(d.said("lost the leader lease; following"));
+    // The old leadership's keep-alive fails after the deposition: not this host's concern.
+    d.run(&store, 1_700);
+    assert!(
+        !d.said("cannot renew the lease"),
+        "a renewal of the leadership it lost is reported: {:?}",
+        d.logs
+    );
+}
+
+/// Every change of role gets a term of its own, never one used before: a reply to an
+/// earlier leadership that arrives after the host was deposed and elected again must not
+/// be taken for the new leadership's (here its old lease's expiry would depose it).
+#[test]
+fn a_reelected_leader_is_not_deposed_by_a_reply_to_its_earlier_leadership() {
+    let store = store_with(&[spec("w", 1, 200)]);
+    let mut d = Driver::new(cfg("c1"));
+    // The keep-alive sent at 1 s waits for its reply (a slow store).
+    d.hold = Some(Purpose::Renewal);
+    d.run(&store, 1_050);
+    assert!(d.host.is_leader());
+    let (id, request, _) = d
+        .held
+        .pop_front()
+        .expect("the first leadership's keep-alive");
+    let StoreRequest::KeepAlive(old) = request else {
+        panic!("{request:?}")
+    };
+    // Another controller takes /leader: the next pass's commit finds it taken.
+    d.hook = Some(usurp_before_commit(Purpose::Pass));
+    crate::ops::apply(&store, &[spec("w", 2, 200)]).unwrap();
+    while d.host.is_leader() && d.now < 1_300 {
+        d.run(&store, d.now + 1);
+    }
+    assert!(!d.host.is_leader(), "never deposed: {:?}", d.logs);
+    // It goes away; this host takes the lease again, with a new one.
+    store.commit(&Txn::new().delete(LEADER)).unwrap();
+    while !d.host.is_leader() && d.now < 1_400 {
+        d.run(&store, d.now + 1);
+    }
+    assert!(d.host.is_leader(), "never elected again: {:?}", d.logs);
+    assert_ne!(store.get(LEADER).unwrap().unwrap().lease, Some(old));
+    // The first leadership's keep-alive is answered now: its lease has expired.
+    d.step(HostInput::Replied(Replied {
+        id,
+        result: Err(StoreError::LeaseExpired(old)),
+    }));
+    assert!(
+        d.host.is_leader(),
+        "deposed by its old lease's expiry: {:?}",
+        d.logs
+    );
+}
+
+#[test]
+fn a_standby_that_stops_cancels_its_watch_of_the_leader_record() {
+    let store = store_with(&[]);
+    let mut d = Driver::new(cfg("c1"));
+    d.run(&store, 100);
+    // With a watch cache, a standby waits on a watch of /leader rather than polling.
+    let mut d2 = Driver::new(cached("c2"));
+    d2.now = 100;
+    d2.run(&store, 300);
+    assert!(d2.said("standby: another controller holds the lease"));
+    assert_eq!(d2.watches.len(), 1, "it watches /leader");
+    d2.step(HostInput::Shutdown);
+    d2.run(&store, 400);
+    assert_eq!(d2.stopped, Some(Ok(())));
+    assert!(d2.watches.is_empty(), "its watch is left open at the store");
+    assert!(d.host.is_leader(), "the leader is not disturbed");
+}
+
+/// A standby's watch of `/leader` that the store set up but whose reply was lost (a cut of
+/// a millisecond; seed 66600 of `scenarios/chaos/partitions.toml`) is open at the store when
+/// the request times out: the standby cancels it before it watches again, so that it holds
+/// one watch of `/leader`, not one more after every lost reply.
+#[test]
+fn a_standby_whose_watch_reply_is_lost_cancels_that_watch_before_watching_again() {
+    let store = store_with(&[]);
+    let mut d = Driver::new(cfg("c1"));
+    d.run(&store, 100);
+    let mut d2 = Driver::new(cached("c2"));
+    d2.now = 100;
+    let mut first = true;
+    d2.hook = Some(Box::new(move |_, r, _| {
+        let lost = first && matches!(r, StoreRequest::Watch { .. });
+        first &= !lost;
+        !lost
+    }));
+    d2.run(&store, 1_500);
+    let watches = d2.count(Purpose::Election, |r| {
+        matches!(r, StoreRequest::Watch { .. })
+    });
+    assert_eq!(watches, 2, "it watched again after the timeout (500 ms)");
+    assert_eq!(
+        d2.watches.len(),
+        1,
+        "the first watch is left open at the store"
+    );
+    assert!(d.host.is_leader(), "the leader is not disturbed");
+}
+
+#[test]
+fn a_follower_stopped_while_it_takes_the_lease_gives_that_lease_up() {
+    let store = store_with(&[]);
+    let mut d = Driver::new(cfg("c1"));
+    // The read of /leader, then the grant: the creation of /leader is queued.
+    assert!(d.run_one(&store) && d.run_one(&store));
+    assert!(matches!(
+        d.queue.front(),
+        Some((_, StoreRequest::Commit(_), Purpose::Election))
+    ));
+    d.step(HostInput::Shutdown);
+    d.run(&store, 100);
+    assert_eq!(d.stopped, Some(Ok(())));
+    assert!(!d.host.is_leader());
+    assert!(
+        Snapshot::load(&store).unwrap().leader.is_none(),
+        "the lease lingers"
+    );
+}
+
+/// A follower told to stop while its creation of `/leader` is on its way gives that lease
+/// up with its release; the creation, landing after, belongs to the role it left and must
+/// not make it revoke the lease a second time. (Only the releasing and stopped roles can
+/// meet such a late creation: an attempt is in flight at most once per role, and a request
+/// that timed out is forgotten, so a late reply of one is never handed back.)
+#[test]
+fn a_creation_that_lands_after_the_follower_began_to_stop_is_given_up_once() {
+    let store = store_with(&[]);
+    let mut d = Driver::new(cfg("c1"));
+    // The read of /leader, then the grant: the creation is queued ahead of the release.
+    assert!(d.run_one(&store) && d.run_one(&store));
+    d.step(HostInput::Shutdown);
+    d.run(&store, 100);
+    assert_eq!(d.stopped, Some(Ok(())));
+    let revokes: Vec<Purpose> = d
+        .requests
+        .iter()
+        .filter(|(_, r, _)| matches!(r, StoreRequest::Revoke(_)))
+        .map(|(_, _, p)| *p)
+        .collect();
+    assert_eq!(
+        revokes,
+        [Purpose::Release],
+        "the lease is revoked by the release alone: {:?}",
+        d.requests
+    );
+    assert!(Snapshot::load(&store).unwrap().leader.is_none());
+}
+
+/// The CLI's `run` and the reality experiments start a controller without a name: it must
+/// still hold `/leader` under one that says which process holds it (an operator reading
+/// `/leader` finds the pid), not under an empty name two controllers would share.
+#[test]
+fn a_controller_started_without_a_name_holds_the_lease_under_its_pid_and_start_time() {
+    let store = store_with(&[]);
+    let mut d = Driver::new(cfg(&crate::controller::config::default_holder()));
+    d.run(&store, 100);
+    assert!(d.host.is_leader());
+    let holder = Snapshot::load(&store)
+        .unwrap()
+        .leader
+        .expect("a leader record")
+        .value
+        .holder;
+    let parts: Vec<&str> = holder.split('/').collect();
+    assert_eq!(parts.len(), 3, "{holder:?}");
+    assert_eq!(parts[0], "controller", "{holder:?}");
+    assert_eq!(parts[1], std::process::id().to_string(), "{holder:?}");
+    assert!(parts[2].parse::<u32>().is_ok(), "{holder:?}");
+}
+
+#[test]
+fn the_lease_is_renewed_every_third_of_its_ttl_and_given_up_without_renewal() {
+    let store = store_with(&[]);
+    let mut d = Driver::new(cfg("c1"));
+    d.run(&store, 10_000);
+    let renewals = d.count(Purpose::Renewal, |_| true);
+    // TTL 3 s: one every 1 s (at the first poll at or after it), for 10 s.
+    assert!((9..=10).contains(&renewals), "{renewals}");
+    assert!(d.host.is_leader());
+    // From now on no keep-alive is answered: the host stops acting one TTL after the last
+    // renewal it sent, though the request's own deadline is not over.
+    let mut cfg = cfg("c2");
+    cfg.request_timeout = Duration::from_secs(60);
+    let store = store_with(&[]);
+    let mut d = Driver::new(cfg);
+    d.hook = Some(Box::new(|_, _, p| p != Purpose::Renewal));
+    d.run(&store, 2_900);
+    assert!(d.host.is_leader());
+    d.run(&store, 3_100);
+    assert!(!d.host.is_leader());
+    assert!(d.said("lost the leader lease; following"));
+}
+
+#[test]
+fn a_deposed_leaders_pass_is_refused_by_the_fence() {
+    for fencing_off in [false, true] {
+        let store = store_with(&[spec("w", 1, 200)]);
+        let mut c = cfg("c1");
+        c.bug_fencing_off = fencing_off;
+        let mut d = Driver::new(c);
+        d.run(&store, 100);
+        assert_eq!(copies(&store), ["w-0"]);
+        // Another controller takes /leader between this host's read and its commit (the
+        // store let its lease go, say); the pass then wants two more copies.
+        crate::ops::apply(&store, &[spec("w", 3, 200)]).unwrap();
+        d.hook = Some(usurp_before_commit(Purpose::Pass));
+        d.run(&store, 300);
+        if fencing_off {
+            // The injected bug: the deposed host's write lands.
+            assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+        } else {
+            assert_eq!(copies(&store), ["w-0"], "the deposed leader wrote");
+            assert!(!d.host.is_leader());
+            assert!(d.said("lost the leader lease; following"));
+        }
+    }
+}
+
+#[test]
+fn a_lost_reply_times_out_and_the_machine_carries_on() {
+    let store = store_with(&[spec("w", 2, 200)]);
+    let mut d = Driver::new(cfg("c1"));
+    let mut lose = 1;
+    // The first pass's read is carried out but its reply never comes.
+    d.hook = Some(Box::new(move |_, r, p| {
+        if p == Purpose::Pass && matches!(r, StoreRequest::Read { .. }) && lose > 0 {
+            lose -= 1;
+            return false;
+        }
+        true
+    }));
+    d.run(&store, 400);
+    // Still waiting: at most one pass in flight, so no other round started.
+    assert!(copies(&store).is_empty());
+    assert_eq!(d.count(Purpose::Pass, |_| true), 1);
+    d.run(&store, 1_000);
+    assert!(d.said("pass failed: store unavailable: no reply within 500ms"));
+    assert_eq!(copies(&store), ["w-0", "w-1"]);
+    assert!(d.host.is_leader());
+    // The late reply of a request the machine gave up on is ignored.
+    let before = d.logs.len();
+    d.step(HostInput::Replied(Replied {
+        id: 1,
+        result: Ok(StoreReply::Revision(7)),
+    }));
+    assert_eq!(d.logs.len(), before);
+}
+
+#[test]
+fn loops_start_and_stop_with_the_declarations_and_keep_their_grid() {
+    let store = store_with(&[spec("a", 1, 200), spec("b", 1, 300)]);
+    let mut d = Driver::new(cfg("c1"));
+    d.run(&store, 1_000);
+    assert_eq!(d.host.loops(), ["a", "b"]);
+    let reads = |d: &Driver| -> Vec<u64> {
+        d.requests
+            .iter()
+            .filter(|(_, r, p)| *p == Purpose::Pass && matches!(r, StoreRequest::Read { .. }))
+            .map(|(t, _, _)| *t)
+            .collect()
+    };
+    // Both loops started at the same poll: a's rounds every 200, b's every 300.
+    let t = reads(&d);
+    let start = t[0];
+    let expected: Vec<u64> = {
+        let mut v: Vec<u64> = (0..)
+            .map(|k| start + 200 * k)
+            .take_while(|&x| x <= 1_000)
+            .chain((0..).map(|k| start + 300 * k).take_while(|&x| x <= 1_000))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(t, expected);
+    crate::ops::delete(&store, "b").unwrap();
+    d.run(&store, 1_200);
+    assert_eq!(d.host.loops(), ["a"]);
+    assert!(d.said("b: no longer declared; its loop ends"));
+    crate::ops::apply(&store, &[spec("a", 1, 200), spec("c", 1, 200)]).unwrap();
+    d.run(&store, 1_400);
+    assert_eq!(d.host.loops(), ["a", "c"]);
+    assert!(copies(&store).contains(&"c-0".to_owned()));
+}
+
+#[test]
+fn rounds_and_deadlines_sooner_than_a_poll_are_acted_on_when_due_not_at_the_next_poll() {
+    // A poll of a second; rounds every 130 ms and requests that time out after 70 ms.
+    let poll_cfg = || {
+        let mut c = cfg("c1");
+        c.controller.poll = Duration::from_millis(1_000);
+        c.request_timeout = Duration::from_millis(70);
+        c
+    };
+    let store = store_with(&[spec("w", 1, 130)]);
+    let mut d = Driver::new(poll_cfg());
+    d.run(&store, 1_000);
+    let reads: Vec<u64> = d
+        .requests
+        .iter()
+        .filter(|(_, r, p)| *p == Purpose::Pass && matches!(r, StoreRequest::Read { .. }))
+        .map(|(t, _, _)| *t)
+        .collect();
+    assert!(reads.len() >= 7, "{reads:?}");
+    let gaps: Vec<u64> = reads.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps.iter().all(|&g| g == 130),
+        "each round on its grid: {reads:?}"
+    );
+    // The wake asked for is the next round, exactly.
+    let next = reads.last().unwrap() + 130;
+    assert_eq!(d.wake, next);
+    // A pass's read whose reply is lost fails at its deadline, 70 ms on, not at a poll.
+    let store = store_with(&[spec("w", 1, 100_000)]);
+    let mut d = Driver::new(poll_cfg());
+    d.hook = Some(Box::new(|_, r, p| {
+        !(p == Purpose::Pass && matches!(r, StoreRequest::Read { .. }))
+    }));
+    d.run(&store, 900);
+    let sent = d
+        .requests
+        .iter()
+        .find(|(_, r, p)| *p == Purpose::Pass && matches!(r, StoreRequest::Read { .. }));
+    let sent = sent.expect("the first round's read").0;
+    let failed: Vec<u64> = d
+        .logs
+        .iter()
+        .filter(|(_, _, l)| l.contains("pass failed: store unavailable: no reply within 70ms"))
+        .map(|(t, _, _)| *t)
+        .collect();
+    assert_eq!(failed, [sent + 70], "{:?}", d.logs);
+}
+
+#[test]
+fn a_conflicting_commit_is_retried_on_a_fresh_read() {
+    let store = store_with(&[spec("w", 2, 200)]);
+    let mut d = Driver::new(cfg("c1"));
+    let mut armed = true;
+    // Just before the first pass commits, the declaration changes to 3 copies.
+    d.hook = Some(Box::new(move |s, r, p| {
+        if armed && p == Purpose::Pass && is_pass_commit(r) {
+            armed = false;
+            crate::ops::apply(s, &[spec("w", 3, 200)]).unwrap();
+        }
+        true
+    }));
+    d.run(&store, 100);
+    assert!(d.said("1 conflicts, retried on fresh state"));
+    assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+    assert_eq!(d.count(Purpose::Pass, is_pass_commit), 2);
+}
+
+#[test]
+fn a_pass_that_always_conflicts_gives_up_after_five_attempts_until_its_next_round() {
+    let store = store_with(&[spec("w", 2, 1_000)]);
+    let mut d = Driver::new(cfg("c1"));
+    let mut n = 0u64;
+    d.hook = Some(Box::new(move |s, r, p| {
+        if p == Purpose::Pass && is_pass_commit(r) {
+            n += 1;
+            crate::ops::apply(s, &[spec("w", 2 + n % 2, 1_000)]).unwrap();
+        }
+        true
+    }));
+    d.run(&store, 500);
+    assert_eq!(
+        d.count(Purpose::Pass, is_pass_commit),
+        MAX_ATTEMPTS as usize
+    );
+    assert!(d.said("pass failed: gave up after 5 conflicting attempts"));
+    assert!(copies(&store).is_empty());
+    assert!(d.host.is_leader());
+}
+
+#[test]
+fn orphans_are_collected_every_second_and_the_injected_bug_spares_a_redeclared_ones() {
+    for ignore_uid in [false, true] {
+        let store = store_with(&[spec("w", 1, 100_000)]);
+        let mut c = cfg("c1");
+        c.bug_gc_ignores_owner_uid = ignore_uid;
+        let mut d = Driver::new(c);
+        d.run(&store, 100);
+        assert_eq!(copies(&store), ["w-0"]);
+        // Deleted and declared again: a new uid, so w-0 is an orphan.
+        crate::ops::delete(&store, "w").unwrap();
+        crate::ops::apply(&store, &[spec("w", 0, 100_000)]).unwrap();
+        // Node a's agent reports, from a read that saw w-0's assignment, that nothing runs:
+        // until then the orphan on the live node is held.
+        crate::controller::reconcile::tests::report(&store, "a", &[]);
+        d.run(&store, 1_200);
+        if ignore_uid {
+            assert_eq!(copies(&store), ["w-0"], "the bug keeps the orphan");
+        } else {
+            assert!(copies(&store).is_empty());
+            assert!(d.said("collected orphaned assignments: w-0"));
+        }
+        let sweeps = d.count(Purpose::Gc, |r| matches!(r, StoreRequest::Read { .. }));
+        assert_eq!(sweeps, 2, "one at the first poll, one a second later");
+    }
+}
+
+/// Another controller takes `/leader` just before this host's next request of `purpose`
+/// that is a commit (its lease lapsed at the store, say): the hook of [`Driver`].
+fn usurp_before_commit(purpose: Purpose) -> Hook {
+    let mut armed = true;
+    Box::new(move |s, r, p| {
+        if armed && p == purpose && matches!(r, StoreRequest::Commit(_)) {
+            armed = false;
+            let old = s.get(LEADER).unwrap().unwrap();
+            let lease = s.grant(Duration::from_secs(30)).unwrap();
+            let usurper = Leader {
+                holder: "c2".into(),
+                acquired_ms: 0,
+                ttl_ms: 30_000,
+            };
+            s.commit(&Txn::new().expect(LEADER, old.mod_revision).put_leased(
+                LEADER,
+                encode(&usurper),
+                lease,
+            ))
+            .unwrap();
+        }
+        true
+    })
+}
+
+#[test]
+fn a_leader_whose_collection_finds_leader_taken_collects_nothing_and_steps_down_at_once() {
+    // Rounds far apart: no pass after the first, so only the collection can find out.
+    let store = store_with(&[spec("w", 1, 100_000)]);
+    let mut d = Driver::new(cfg("c1"));
+    d.run(&store, 100);
+    assert_eq!(copies(&store), ["w-0"]);
+    crate::ops::delete(&store, "w").unwrap();
+    crate::ops::apply(&store, &[spec("w", 0, 100_000)]).unwrap();
+    crate::controller::reconcile::tests::report(&store, "a", &[]);
+    d.hook = Some(usurp_before_commit(Purpose::Gc));
+    d.run(&store, 1_200);
+    assert_eq!(
+        d.count(Purpose::Gc, is_pass_commit),
+        1,
+        "one collection tried"
+    );
+    assert_eq!(copies(&store), ["w-0"], "the fence kept the orphan");
+    assert!(!d.host.is_leader(), "it still leads with /leader another's");
+    assert!(d.said("lost the leader lease; following"));
+    assert!(!d.said("collected orphaned assignments"));
+}
+
+#[test]
+fn a_collection_cut_short_after_its_first_batch_says_what_it_collected() {
+    // Enough orphans for more than one transaction (etcd's 128 operations).
+    let store = store_with(&[spec("w", 100, 100_000)]);
+    let mut d = Driver::new(cfg("c1"));
+    d.run(&store, 100);
+    assert_eq!(copies(&store).len(), 100);
+    crate::ops::delete(&store, "w").unwrap();
+    crate::ops::apply(&store, &[spec("w", 0, 100_000)]).unwrap();
+    crate::controller::reconcile::tests::report(&store, "a", &[]);
+    // The second batch lands, but its reply is lost: it fails at its deadline.
+    let mut commits = 0;
+    d.hook = Some(Box::new(move |_, r, p| {
+        if p == Purpose::Gc && matches!(r, StoreRequest::Commit(_)) {
+            commits += 1;
+            return commits != 2;
+        }
+        true
+    }));
+    d.run(&store, 1_700);
+    assert!(d.count(Purpose::Gc, is_pass_commit) >= 2, "several batches");
+    let said: Vec<&String> = d
+        .logs
+        .iter()
+        .map(|(_, _, l)| l)
+        .filter(|l| l.contains("garbage collection") || l.contains("collected orphaned"))
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].starts_with("collected orphaned assignments: w-0, "),
+        "what the first batch collected: {said:?}"
+    );
+    assert!(!said[0].contains("w-99"), "only the first batch: {said:?}");
+}
+
+/// A leader whose store holds `n` orphaned assignments (`w-0`…), its workload declared
+/// again under a new uid and node a's report showing none of them running: its next
+/// collection removes them all, in more than one batch when `n` is over 64.
+fn leader_with_orphans(n: u64) -> (MemoryStore, Driver) {
+    // Rounds far apart: no pass after the first, so only collections write.
+    let store = store_with(&[spec("w", n, 100_000)]);
+    let mut d = Driver::new(cfg("c1"));
+    d.run(&store, 100);
+    assert_eq!(copies(&store).len() as u64, n);
+    crate::ops::delete(&store, "w").unwrap();
+    crate::ops::apply(&store, &[spec("w", 0, 100_000)]).unwrap();
+    crate::controller::reconcile::tests::report(&store, "a", &[]);
+    (store, d)
+}
+
+/// When each collection began: the times of the collector's reads.
+fn collections(d: &Driver) -> Vec<u64> {
+    d.requests
+        .iter()
+        .filter(|(_, r, p)| *p == Purpose::Gc && matches!(r, StoreRequest::Read { .. }))
+        .map(|(t, _, _)| *t)
+        .collect()
+}
+
+#[test]
+fn a_collection_whose_first_batch_fails_is_said_and_backs_the_collector_off() {
+    let (store, mut d) = leader_with_orphans(1);
+    // The store fails every commit of a collection; nothing lands.
+    d.fail = Some(Box::new(|r, p| {
+        (p == Purpose::Gc && is_pass_commit(r))
+            .then(|| StoreError::Unavailable("the disk is full".into()))
+    }));
+    d.run(&store, 8_000);
+    assert_eq!(copies(&store), ["w-0"], "nothing was collected");
+    let failed = d
+        .logs
+        .iter()
+        .filter(|(_, _, l)| l == "garbage collection failed: store unavailable: the disk is full")
+        .count();
+    let t = collections(&d);
+    assert_eq!(
+        failed,
+        t.len() - 1,
+        "each collection but the first, which found no orphan: {:?}",
+        d.logs
+    );
+    assert!(!d.said("collected orphaned assignments"), "{:?}", d.logs);
+    // The first found nothing (before the orphan); each failure since doubles the wait.
+    let waits: Vec<u64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(waits[..3], [1_000, 2_000, 4_000], "{t:?}");
+    assert!(d.host.is_leader());
+    // The store recovers: the next collection removes the orphan and the second returns.
+    d.fail = None;
+    d.run(&store, 20_000);
+    assert!(copies(&store).is_empty());
+    assert!(d.said("collected orphaned assignments: w-0"));
+    let t = collections(&d);
+    let last = t[t.len() - 2..].to_vec();
+    assert_eq!(
+        last[1] - last[0],
+        1_000,
+        "a success restores the second: {t:?}"
+    );
+}
+
+#[test]
+fn a_collection_whose_later_batch_finds_leader_taken_deposes_the_leader_at_once() {
+    let (store, mut d) = leader_with_orphans(100);
+    // Another controller takes /leader between the collection's first and second batch.
+    let mut first = usurp_before_commit(Purpose::Gc);
+    let mut commits = 0;
+    d.hook = Some(Box::new(move |s, r, p| {
+        if p == Purpose::Gc && is_pass_commit(r) {
+            commits += 1;
+            if commits == 2 {
+                return first(s, r, p);
+            }
+        }
+        true
+    }));
+    d.run(&store, 1_200);
+    assert_eq!(d.count(Purpose::Gc, is_pass_commit), 2, "two batches tried");
+    let left = copies(&store);
+    assert!(
+        !left.is_empty() && left.len() < 100,
+        "the first batch landed: {left:?}"
+    );
+    assert!(!d.host.is_leader(), "it still leads with /leader another's");
+    assert!(d.said("lost the leader lease; following"));
+}
+
+#[test]
+fn a_store_lost_for_good_under_a_later_batch_of_a_collection_stops_the_host() {
+    let (store, mut d) = leader_with_orphans(100);
+    let mut commits = 0;
+    d.fail = Some(Box::new(move |r, p| {
+        if p == Purpose::Gc && is_pass_commit(r) {
+            commits += 1;
+            if commits == 2 {
+                return Some(StoreError::Lost("its file was removed".into()));
+            }
+        }
+        None
+    }));
+    d.run(&store, 1_200);
+    assert_eq!(d.count(Purpose::Gc, is_pass_commit), 2, "two batches tried");
+    assert!(
+        matches!(d.stopped, Some(Err(StoreError::Lost(_)))),
+        "{:?}",
+        d.stopped
+    );
+    assert!(!d.said("collected orphaned assignments"), "{:?}", d.logs);
+}
+
+#[test]
+fn old_events_are_compacted_in_batches() {
+    let store = store_with(&[]);
+    let entries: Vec<(String, String)> = (0..700u64)
+        .map(|i| {
+            (
+                crate::events::round_key("w", i, i),
+                format!("{{\"at_ms\":{i}}}"),
+            )
+        })
+        .collect();
+    crate::events::append_all(&store, entries).unwrap();
+    let mut c = cfg("c1");
+    c.controller.event_retention = Duration::from_millis(1_000);
+    let mut d = Driver::new(c);
+    d.run(&store, 1_100);
+    assert!(d.said("compacted the event log: 700 old entries removed"));
+    assert_eq!(
+        d.count(Purpose::Compaction, is_pass_commit),
+        700usize.div_ceil(crate::retention::BATCH) + 1,
+        "batches of what a default etcd takes, and the record"
+    );
+    assert!(store
+        .read(&[crate::events::EVENTS])
+        .unwrap()
+        .entries
+        .is_empty());
+}
+
+fn cached(holder: &str) -> HostConfig {
+    let mut c = cfg(holder);
+    c.watch_cache = true;
+    c
+}
+
+#[test]
+fn a_leader_with_a_watch_cache_gives_its_position_for_the_metrics_and_a_standby_none() {
+    let store = store_with(&[spec("w", 2, 200)]);
+    let mut d = Driver::new(cached("c1"));
+    d.run(&store, 500);
+    assert!(d.host.is_leader());
+    assert_eq!(copies(&store), ["w-0", "w-1"]);
+    let created = store
+        .read(&[&crate::model::placements_of("a")])
+        .unwrap()
+        .entries
+        .iter()
+        .map(|e| e.mod_revision)
+        .max()
+        .unwrap();
+    let (at, behind) = d.host.cache_position().expect("a leader with a cache");
+    assert!(at >= created, "at {at}, its own creation at {created}");
+    assert_eq!(behind, 0, "caught up with its own writes");
+    let mut d2 = Driver::new(cached("c2"));
+    d2.now = 500;
+    d2.run(&store, 700);
+    assert!(!d2.host.is_leader());
+    assert_eq!(d2.host.cache_position(), None, "a standby has no cache");
+}
+
+fn direct_pass_reads(d: &Driver) -> usize {
+    d.count(Purpose::Pass, |r| matches!(r, StoreRequest::Read { .. }))
+}
+
+#[test]
+fn with_a_watch_cache_passes_read_memory_and_wait_for_their_own_writes() {
+    let store = store_with(&[spec("w", 2, 200)]);
+    let mut d = Driver::new(cached("c1"));
+    d.run(&store, 2_000);
+    assert_eq!(copies(&store), ["w-0", "w-1"]);
+    // One full read and one watch; the first pass read the store (the cache was not live
+    // yet), and so did the one after the pass's own write until the watch showed it.
+    assert_eq!(
+        d.count(Purpose::Cache, |r| matches!(r, StoreRequest::Read { .. })),
+        1
+    );
+    assert_eq!(
+        d.count(Purpose::Cache, |r| matches!(r, StoreRequest::Watch { .. })),
+        1
+    );
+    let stats = d.host.cache_stats().unwrap();
+    assert!(stats.served >= 8, "{stats:?}");
+    assert!(direct_pass_reads(&d) <= 2, "{}", direct_pass_reads(&d));
+    assert!(stats.changes > 0, "{stats:?}");
+    // The declarations are read from the cache too: only the first poll, before the cache
+    // was live, asked the store for its revision.
+    assert_eq!(d.count(Purpose::Declarations, |_| true), 1);
+}
+
+/// An `apply` that lands between the cache's first read and the store's answer to the
+/// declarations poll: the revision names the new declaration, but the read of
+/// `/workloads/` (from the cache, still before it) does not hold it. The poll must remember
+/// the revision of what it read, not the one it was told, or the next poll (the cache now
+/// at that revision) finds nothing moved and the declaration is never acted on. CI caught
+/// this: three copies never started on etcd.
+#[test]
+fn a_declaration_applied_while_the_cache_starts_is_still_acted_on() {
+    let store = MemoryStore::new();
+    crate::model::node::fake_node(&store, "a").unwrap();
+    let mut d = Driver::new(cached("c1"));
+    let mut applied = false;
+    d.hook = Some(Box::new(move |store, request, purpose| {
+        if purpose == Purpose::Declarations && matches!(request, StoreRequest::Revision) && !applied
+        {
+            applied = true;
+            crate::ops::apply(store, &[spec("w", 2, 200)]).unwrap();
+        }
+        true
+    }));
+    d.run(&store, 3_000);
+    assert_eq!(copies(&store), ["w-0", "w-1"]);
+}
+
+/// The race CI and a probe on etcd caught (reports on change made it likely: a quiet
+/// store): the declarations read went to the store (the cache was not live yet) and saw a
+/// new workload, then the cache became live at a revision before it, and the loop's first
+/// pass, served from the cache, found the workload absent. The loop was marked dead and
+/// ran no pass again while the workload stayed declared. Now a store read of cached state
+/// holds the cache back until it has caught up (monotonic reads), and a pass that read
+/// from before its declaration existed does not end its loop.
+#[test]
+fn a_pass_never_reads_a_cache_older_than_the_read_that_declared_its_workload() {
+    let store = MemoryStore::new();
+    crate::model::node::fake_node(&store, "a").unwrap();
+    let mut d = Driver::new(cached("c1"));
+    d.hold = Some(Purpose::Cache);
+    let declarations_read = |d: &Driver| {
+        d.queue
+            .iter()
+            .any(|(_, r, p)| *p == Purpose::Declarations && matches!(r, StoreRequest::Read { .. }))
+    };
+    while !declarations_read(&d) {
+        assert!(d.run_one(&store), "the poll asks for /workloads/");
+    }
+    // The cache's full read is answered first, before the apply; the declarations read
+    // after it.
+    d.release(&store);
+    crate::ops::apply(&store, &[spec("w", 2, 200)]).unwrap();
+    d.run(&store, 3_000);
+    assert_eq!(copies(&store), ["w-0", "w-1"]);
+}
+
+/// A converged workload's idle rounds write nothing: its passes read (from the cache)
+/// and commit nothing, until the round resync; with no resync every round commits.
+#[test]
+fn a_steady_loop_commits_nothing_but_its_round_resync() {
+    for (resync_ms, want) in [(1_000u64, 2usize), (0, 20)] {
+        let store = store_with(&[spec("w", 2, 100)]);
+        crate::model::node::fake_node(&store, "a").unwrap();
+        let mut c = cached("c1");
+        c.controller.round_resync = Duration::from_millis(resync_ms);
+        let mut d = Driver::new(c);
+        d.run(&store, 1_000);
+        assert_eq!(copies(&store), ["w-0", "w-1"]);
+        let commits = |d: &Driver| d.count(Purpose::Pass, |r| matches!(r, StoreRequest::Commit(_)));
+        let (before, rev) = (commits(&d), store.revision().unwrap());
+        d.run(&store, 3_000);
+        // 20 rounds in these 2 s: with a 1 s resync, 2 of them write.
+        assert_eq!(commits(&d) - before, want, "resync {resync_ms} ms");
+        assert_eq!(
+            store.revision().unwrap() - rev,
+            want as u64,
+            "resync {resync_ms} ms"
+        );
+    }
+}
+
+/// Skipping the passes that are provably no-ops (`rounds.rs`) changes nothing the
+/// controller writes. Over random histories (declarations of every kind applied and
+/// changed, node reports, nodes lost) two hosts run the same history on the virtual
+/// clock, one skipping and one running every pass; their commits must be the same, at the
+/// same times, byte for byte. The oracle is the host that runs every pass.
+#[test]
+fn skipping_quiet_passes_writes_exactly_what_running_every_pass_writes() {
+    use crate::model::Phase;
+    use proptest::prelude::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    #[derive(Clone, Debug)]
+    enum Event {
+        /// A declaration: kind, copies, period, and which command (a new one rolls out).
+        Apply(usize, u64, u64, bool),
+        Report(bool, u64),
+        /// Copies that failed before they were ready (crash-loop backoff).
+        Crash(bool, u64),
+        Lose(bool),
+        Wait,
+    }
+    let event = prop_oneof![
+        (
+            0usize..4,
+            0u64..4,
+            prop_oneof![Just(100u64), Just(300)],
+            any::<bool>()
+        )
+            .prop_map(|(k, n, p, c)| Event::Apply(k, n, p, c)),
+        (any::<bool>(), 0u64..4).prop_map(|(b, n)| Event::Report(b, n)),
+        (any::<bool>(), 1u64..3).prop_map(|(b, n)| Event::Crash(b, n)),
+        any::<bool>().prop_map(Event::Lose),
+        Just(Event::Wait),
+    ];
+    let kinds = [
+        ControllerKind::Ledger,
+        ControllerKind::Intent,
+        ControllerKind::Named,
+        ControllerKind::Expectations,
+    ];
+    let skipped_somewhere = std::cell::Cell::new(false);
+    proptest!(ProptestConfig::with_cases(64), |(steps in proptest::collection::vec((50u64..1500, event), 1..20))| {
+        let run = |skip: bool| {
+            let clock = Arc::new(AtomicU64::new(0));
+            let store = Clocked { inner: MemoryStore::new(), now: Arc::clone(&clock) };
+            crate::model::node::fake_node(&store, "a").unwrap();
+            let mut c = cached("c1");
+            c.controller.skip_quiet_passes = skip;
+            c.controller.round_resync = Duration::from_millis(2_000);
+            let mut d = Driver::new(c);
+            d.clock = Some(Arc::clone(&clock));
+            let mut t = 0;
+            let mut declared = false;
+            for (dt, e) in &steps {
+                t += dt;
+                d.run(&store, t);
+                clock.store(d.now, Ordering::SeqCst);
+                match e {
+                    Event::Apply(k, n, p, c) => {
+                        let mut spec = crate::controller::reconcile::tests::test_spec("w", *n, kinds[*k], *p);
+                        if *c {
+                            spec.command = vec!["sleep".into(), "7".into()];
+                        }
+                        crate::ops::apply(&store, &[spec]).unwrap();
+                        declared = true;
+                    }
+                    Event::Report(b, n) if declared => {
+                        let node = if *b { "b" } else { "a" };
+                        let copies: Vec<(u64, Phase)> = (0..*n).map(|i| (i, Phase::Running)).collect();
+                        crate::controller::reconcile::tests::report(&store, node, &copies);
+                    }
+                    Event::Crash(b, n) if declared => {
+                        let node = if *b { "b" } else { "a" };
+                        let copies: Vec<(u64, Phase)> = (0..*n).map(|i| (i, Phase::Exited)).collect();
+                        crate::controller::reconcile::tests::report(&store, node, &copies);
+                        // Failed before ready, not killed: a crash that backs off.
+                        let key = crate::model::report_key(node);
+                        let e = store.get(&key).unwrap().unwrap();
+                        let mut r = crate::model::decode::<crate::model::NodeReport>(&e).unwrap().value;
+                        for c in &mut r.copies {
+                            (c.killed, c.ready_ms, c.exit) = (false, None, Some("exit status 1".into()));
+                        }
+                        store.commit(&Txn::new().put(key, encode(&r))).unwrap();
+                    }
+                    Event::Lose(b) => {
+                        let node = if *b { "b" } else { "a" };
+                        if let Some(e) = store.get(&crate::model::node::node_key(node)).unwrap() {
+                            let rec = crate::model::decode::<crate::model::node::NodeRecord>(&e).unwrap();
+                            store.revoke(rec.value.lease).unwrap();
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            d.run(&store, t + 3_000);
+            let commits: Vec<String> = d
+                .requests
+                .iter()
+                .filter_map(|(at, r, p)| match r {
+                    StoreRequest::Commit(txn) => Some(format!("{at} {p:?} {txn:?}")),
+                    _ => None,
+                })
+                .collect();
+            (commits, direct_pass_reads(&d) + d.host.cache_stats().unwrap().served as usize)
+        };
+        let (on, reads_on) = run(true);
+        let (off, reads_off) = run(false);
+        prop_assert_eq!(on, off);
+        prop_assert!(reads_on <= reads_off);
+        if reads_on < reads_off {
+            skipped_somewhere.set(true);
+        }
+    });
+    assert!(
+        skipped_somewhere.get(),
+        "no history skipped a pass: the test saw nothing"
+    );
+}
+
+/// Idle rounds are not written (`rounds.rs`), so a pass on a stale cache meets its
+/// conflict only when its loop writes a round again: at once if every round is written,
+/// and after `round_resync` otherwise.
+#[test]
+fn a_stale_cache_is_found_at_the_next_round_written() {
+    let store = store_with(&[spec("w", 1, 200)]);
+    let mut c = cached("c1");
+    c.controller.round_resync = Duration::from_millis(1_000);
+    let mut d = Driver::new(c);
+    d.run(&store, 500);
+    assert_eq!(copies(&store), ["w-0"]);
+    d.hold_watches = true;
+    crate::ops::apply(&store, &[spec("w", 3, 200)]).unwrap();
+    d.run(&store, 700);
+    assert_eq!(
+        copies(&store),
+        ["w-0"],
+        "idle rounds on the stale cache write nothing"
+    );
+    // The resync's round conflicted; its retry waited for the stalled cache, then read
+    // the store.
+    d.run(&store, 1_700 + super::super::serving::CATCH_UP_MS);
+    assert_eq!(
+        copies(&store),
+        ["w-0", "w-1", "w-2"],
+        "the resync's round conflicted"
+    );
+    assert!(d.said("1 conflicts, retried on fresh state"));
+}
+
+#[test]
+fn a_stale_cache_makes_a_pass_conflict_and_read_the_store() {
+    let store = store_with(&[spec("w", 1, 200)]);
+    let mut c = cached("c1");
+    c.controller.round_resync = Duration::ZERO;
+    let mut d = Driver::new(c);
+    d.run(&store, 500);
+    assert_eq!(copies(&store), ["w-0"]);
+    // The watch stalls; someone else scales the workload up meanwhile.
+    d.hold_watches = true;
+    crate::ops::apply(&store, &[spec("w", 3, 200)]).unwrap();
+    let direct = direct_pass_reads(&d);
+    let before = d.host.cache_stats().unwrap();
+    let wait = super::super::serving::CATCH_UP_MS;
+    d.run(&store, 700 + wait);
+    // The pass read the stale cache (one copy wanted), and its round's commit conflicted
+    // on the declaration: from then on the cache is behind what this host has seen, so
+    // the retry waited for it a second, then read the store and created the two copies.
+    assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+    assert!(d.said("1 conflicts, retried on fresh state"));
+    assert!(
+        direct_pass_reads(&d) > direct,
+        "reads fell back to the store"
+    );
+    assert!(d.host.cache_stats().unwrap().passed_through > before.passed_through);
+    assert_eq!(copies(&store).len(), 3);
+    d.hold_watches = false;
+    d.run(&store, 1_200 + wait);
+    let served = d.host.cache_stats().unwrap().served;
+    d.run(&store, 1_600 + wait);
+    assert!(
+        d.host.cache_stats().unwrap().served > served,
+        "the cache serves again"
+    );
+    assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+}
+
+#[test]
+fn after_its_own_write_a_pass_waits_a_second_for_the_cache_then_reads_the_store_and_never_conflicts(
+) {
+    let store = store_with(&[spec("w", 1, 200)]);
+    let mut d = Driver::new(cached("c1"));
+    d.run(&store, 500);
+    assert_eq!(copies(&store), ["w-0"]);
+    // The scale-up reaches the cache; then the watch stalls, so the cache never shows the
+    // copies the next pass creates.
+    crate::ops::apply(&store, &[spec("w", 3, 200)]).unwrap();
+    assert!(d.deliver_watches(&store));
+    d.hold_watches = true;
+    let direct = direct_pass_reads(&d);
+    let created = d.requests.len();
+    let wait = super::super::serving::CATCH_UP_MS;
+    d.run(&store, 1_000 + 2 * wait);
+    assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+    assert!(
+        direct_pass_reads(&d) >= direct + 2,
+        "the passes after the creation read the store: {} then {}",
+        direct,
+        direct_pass_reads(&d)
+    );
+    // Each of those reads went to the store only after waiting for the cache.
+    let commits: Vec<u64> = d.requests[created..]
+        .iter()
+        .filter(|(_, r, p)| *p == Purpose::Pass && is_pass_commit(r))
+        .map(|(t, _, _)| *t)
+        .collect();
+    let reads: Vec<u64> = d.requests[created..]
+        .iter()
+        .filter(|(_, r, p)| *p == Purpose::Pass && matches!(r, StoreRequest::Read { .. }))
+        .map(|(t, _, _)| *t)
+        .collect();
+    assert!(!commits.is_empty() && !reads.is_empty());
+    assert!(
+        reads.iter().all(|&r| r >= commits[0] + wait),
+        "a read sent before its wait was over: commits at {commits:?}, reads at {reads:?}"
+    );
+    assert!(
+        !d.said("conflicts, retried"),
+        "a pass acted on a cache older than its own write: {:?}",
+        d.logs
+    );
+}
+
+/// At scale a read sent to the store in place of a cache behind by a moment is every
+/// assignment, placement and report (serving.rs, `CatchUp`): a pass after this host's own
+/// write waits for the watch, and is served from the cache as soon as the watch delivers.
+#[test]
+fn a_pass_after_its_own_write_waits_for_the_watch_and_never_reads_the_store() {
+    let store = store_with(&[spec("w", 1, 200)]);
+    let mut d = Driver::new(cached("c1"));
+    d.run(&store, 500);
+    crate::ops::apply(&store, &[spec("w", 3, 200)]).unwrap();
+    assert!(d.deliver_watches(&store));
+    d.hold_watches = true;
+    let direct = direct_pass_reads(&d);
+    // The pass at 600 creates the two copies; the one at 800 waits for the stalled watch.
+    d.run(&store, 900);
+    assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+    let served = d.host.cache_stats().unwrap().served;
+    d.run(&store, 1_100);
+    assert_eq!(
+        d.host.cache_stats().unwrap().served,
+        served,
+        "nothing is served while the cache is behind"
+    );
+    // The watch delivers before the wait is over: the waiting pass is served at once.
+    d.hold_watches = false;
+    assert!(d.deliver_watches(&store));
+    assert!(
+        d.host.cache_stats().unwrap().served > served,
+        "the waiting pass was served when the watch caught the cache up"
+    );
+    d.run(&store, 3_000);
+    assert_eq!(direct_pass_reads(&d), direct, "no pass read the store");
+    assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+    assert!(!d.said("conflicts, retried"), "{:?}", d.logs);
+}
+
+#[test]
+fn a_lost_watch_is_cancelled_and_the_cache_resyncs() {
+    let store = store_with(&[spec("w", 1, 200)]);
+    let mut d = Driver::new(cached("c1"));
+    d.run(&store, 300);
+    let watch = *d.watches.keys().next().expect("a watch");
+    d.step(HostInput::Watch(WatchDelivery {
+        watch,
+        event: WatchEvent::Lost("required revision has been compacted".into()),
+    }));
+    assert!(d
+        .requests
+        .iter()
+        .any(|(_, r, _)| *r == StoreRequest::CancelWatch(watch)));
+    d.run(&store, 600);
+    assert_eq!(
+        d.count(Purpose::Cache, |r| matches!(r, StoreRequest::Read { .. })),
+        2
+    );
+    assert_eq!(
+        d.count(Purpose::Cache, |r| matches!(r, StoreRequest::Watch { .. })),
+        2
+    );
+    assert_eq!(d.watches.len(), 1);
+    assert!(!d.watches.contains_key(&watch));
+    assert_eq!(d.host.cache_stats().unwrap().full_reads, 2);
+    // A delivery of the cancelled watch, late, changes nothing.
+    let before = d.host.cache_stats().unwrap();
+    d.step(HostInput::Watch(WatchDelivery {
+        watch,
+        event: WatchEvent::Changes {
+            revision: 10_000,
+            changes: vec![],
+        },
+    }));
+    assert_eq!(d.host.cache_stats().unwrap(), before);
+}
+
+#[test]
+fn with_wake_on_change_a_changed_declaration_or_a_new_report_runs_a_pass_at_once() {
+    for wake in [false, true] {
+        let store = store_with(&[spec("w", 1, 10_000)]);
+        let mut c = cached("c1");
+        c.controller.wake_on_change = wake;
+        let mut d = Driver::new(c);
+        d.run(&store, 500);
+        assert_eq!(copies(&store), ["w-0"]);
+        crate::ops::apply(&store, &[spec("w", 2, 10_000)]).unwrap();
+        d.run(&store, 1_000);
+        // Without wake-on-change the next pass is the next round, 10 s on.
+        let want: &[&str] = if wake { &["w-0", "w-1"] } else { &["w-0"] };
+        assert_eq!(copies(&store), want, "wake {wake}");
+        let passes = d.count(Purpose::Pass, is_pass_commit);
+        // A node report, through the watch cache, wakes the loop too.
+        crate::model::node::fake_node(&store, "b").unwrap();
+        let report = crate::model::NodeReport {
+            node: "b".into(),
+            observed_ms: 0,
+            reported_ms: 0,
+            agent_pid: 1,
+            synced_revision: u64::MAX,
+            copies: vec![],
+        };
+        store
+            .commit(&Txn::new().put(crate::model::report_key("b"), encode(&report)))
+            .unwrap();
+        d.run(&store, 1_500);
+        let more = d.count(Purpose::Pass, is_pass_commit) - passes;
+        assert_eq!(
+            more > 0,
+            wake,
+            "wake {wake}: {more} passes after the report"
+        );
+    }
+}
+
+/// Two hosts on one store, whose requests are carried out in an order a schedule picks.
+struct Pair {
+    hosts: Vec<Host>,
+    queues: Vec<VecDeque<(ReqId, StoreRequest)>>,
+    wakes: Vec<u64>,
+    now: u64,
+}
+
+impl Pair {
+    fn new() -> Self {
+        let hosts: Vec<Host> = ["c1", "c2"]
+            .iter()
+            .map(|h| {
+                let mut c = cfg(h);
+                // Leases live on the memory store's real clock: long enough never to end
+                // within a test, so every take-over here is by the fence or by shutdown.
+                c.controller.lease_ttl = Duration::from_secs(60);
+                c.request_timeout = Duration::from_millis(300);
+                Host::new(c, 0)
+            })
+            .collect();
+        let mut p = Self {
+            hosts,
+            queues: vec![VecDeque::new(), VecDeque::new()],
+            wakes: vec![0, 0],
+            now: 0,
+        };
+        for i in 0..2 {
+            p.step(i, HostInput::Tick);
+        }
+        p
+    }
+
+    fn step(&mut self, i: usize, input: HostInput) {
+        for out in self.hosts[i].step(self.now, input) {
+            match out {
+                HostOutput::Request { id, request, .. } => self.queues[i].push_back((id, request)),
+                HostOutput::Wake(Wake(at)) => {
+                    assert!(at >= self.now, "a wake in the past");
+                    self.wakes[i] = at;
+                }
+                HostOutput::Stopped(r) => panic!("stopped unasked: {r:?}"),
+                HostOutput::Log { .. } => {}
+            }
+        }
+        // At most: election or (renewal, declarations, collection, compaction, one pass),
+        // plus revokes of leases that lost a race.
+        assert!(self.hosts[i].outstanding() <= 8, "{:?}", self.hosts[i]);
+    }
+
+    /// Carries out host `i`'s oldest (or newest) request; its reply is delivered or lost.
+    fn carry(&mut self, store: &MemoryStore, i: usize, newest: bool, deliver: bool) {
+        let next = if newest {
+            self.queues[i].pop_back()
+        } else {
+            self.queues[i].pop_front()
+        };
+        if let Some((id, request)) = next {
+            let result = carry_out(store, &request);
+            if deliver {
+                self.step(i, HostInput::Replied(Replied { id, result }));
+            }
+        }
+    }
+
+    fn advance(&mut self, ms: u64) {
+        self.now += ms;
+        for i in 0..2 {
+            self.step(i, HostInput::Tick);
+        }
+    }
+
+    /// Runs without faults until `until`: every request answered in order, each host
+    /// stepped at its wake.
+    fn settle(&mut self, store: &MemoryStore, until: u64) {
+        while self.now < until {
+            for i in 0..2 {
+                while !self.queues[i].is_empty() {
+                    self.carry(store, i, false, true);
+                }
+            }
+            let next = self.wakes.iter().copied().min().unwrap_or(until);
+            self.now = next.clamp(self.now + 1, until);
+            for i in 0..2 {
+                if self.wakes[i] <= self.now {
+                    self.step(i, HostInput::Tick);
+                }
+            }
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Whatever order two hosts' requests are carried out in, and whichever replies are
+    /// lost, once the faults stop exactly one host leads and the workload has exactly the
+    /// copies it declares, each created once.
+    #[test]
+    fn after_lost_and_reordered_replies_one_leader_keeps_exactly_the_declared_copies(
+        schedule in proptest::collection::vec((0usize..2, 0u8..8, 1u64..200), 0..300),
+    ) {
+        let store = store_with(&[spec("w", 3, 200)]);
+        let mut p = Pair::new();
+        for (i, action, ms) in schedule {
+            match action {
+                0..=3 => p.carry(&store, i, false, true),
+                4 => p.carry(&store, i, false, false),
+                5 => p.carry(&store, i, true, true),
+                6 => p.carry(&store, i, true, false),
+                _ => p.advance(ms),
+            }
+        }
+        let settled = p.now + 3_000;
+        p.settle(&store, settled);
+        let leaders = p.hosts.iter().filter(|h| h.is_leader()).count();
+        proptest::prop_assert_eq!(leaders, 1);
+        proptest::prop_assert_eq!(copies(&store), ["w-0", "w-1", "w-2"]);
+        let leader = Snapshot::load(&store).unwrap().leader.unwrap();
+        let fence = p.hosts.iter().find_map(|h| h.fence());
+        proptest::prop_assert_eq!(fence, Some(leader.mod_revision));
+    }
+}
+
+#[test]
+fn a_host_can_move_between_threads() {
+    fn send<T: Send + 'static>() {}
+    send::<Host>();
+    send::<HostOutput>();
+}
+
+#[test]
+fn a_deposed_leaders_compaction_removes_nothing() {
+    let store = store_with(&[]);
+    let entries: Vec<(String, String)> = (0..10u64)
+        .map(|i| {
+            (
+                crate::events::round_key("w", i, i),
+                format!("{{\"at_ms\":{i}}}"),
+            )
+        })
+        .collect();
+    crate::events::append_all(&store, entries).unwrap();
+    let mut c = cfg("c1");
+    c.controller.event_retention = Duration::from_millis(1_000);
+    let mut d = Driver::new(c);
+    // Between the compaction's read and its first removal, another controller takes
+    // /leader.
+    d.hook = Some(Box::new(move |s, r, p| {
+        if p == Purpose::Compaction && matches!(r, StoreRequest::Commit(_)) {
+            let old = s.get(LEADER).unwrap().unwrap();
+            let lease = s.grant(Duration::from_secs(30)).unwrap();
+            let usurper = Leader {
+                holder: "c2".into(),
+                acquired_ms: 0,
+                ttl_ms: 30_000,
+            };
+            let _ = s.commit(&Txn::new().expect(LEADER, old.mod_revision).put_leased(
+                LEADER,
+                encode(&usurper),
+                lease,
+            ));
+        }
+        true
+    }));
+    d.run(&store, 1_100);
+    assert_eq!(
+        store.read(&[crate::events::EVENTS]).unwrap().entries.len(),
+        10
+    );
+    assert!(!d.host.is_leader());
+    assert!(d.said("lost the leader lease; following"));
+}
