@@ -124,9 +124,10 @@ pub fn ending_of(snapshot: &Snapshot, a: &Stored<Assignment>) -> Option<Ending> 
 /// One pass's view of its loop record: the stored record brought up to date with the failed
 /// starts this pass collects, and the holds they put on creation.
 #[derive(Clone, Debug)]
-pub struct Gate {
+pub struct Gate<'s> {
     kind: ControllerKind,
-    stored: Option<(Revision, LoopRecord)>,
+    /// The record in the snapshot, borrowed: a pass writes its record only when it differs.
+    stored: Option<(Revision, &'s LoopRecord)>,
     /// The record as this pass leaves it.
     pub record: LoopRecord,
     /// Log lines, one per failed start this pass collected.
@@ -137,17 +138,17 @@ pub struct Gate {
     pub rollout_note: Option<String>,
 }
 
-impl Gate {
+impl<'s> Gate<'s> {
     /// Reads workload `view`'s record from `snapshot` and records every failed start among the
     /// exited copies the pass is about to collect.
-    pub fn prepare(snapshot: &Snapshot, view: &WorkloadView<'_>) -> Self {
+    pub fn prepare(snapshot: &'s Snapshot, view: &WorkloadView<'_>) -> Self {
         let spec = &view.spec.value;
         let stored = snapshot
             .loops
             .get(&spec.name)
-            .map(|s| (s.mod_revision, s.value.clone()));
+            .map(|s| (s.mod_revision, &s.value));
         let mut record = match &stored {
-            Some((_, r)) if r.uid == view.uid() => r.clone(),
+            Some((_, r)) if r.uid == view.uid() => (*r).clone(),
             _ => LoopRecord {
                 uid: view.uid(),
                 ..LoopRecord::default()
@@ -327,7 +328,7 @@ impl Gate {
             ..LoopRecord::default()
         };
         let unchanged = match &self.stored {
-            Some((_, r)) => *r == self.record,
+            Some((_, r)) => **r == self.record,
             None => self.record == blank,
         };
         if unchanged {
