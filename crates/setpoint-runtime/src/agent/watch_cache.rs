@@ -199,7 +199,6 @@ impl WatchCache {
         }
     }
 
-    /// Ends its watch (the machine stops).
     /// The fence came down: nothing read or watched under the lease counts any more, even if
     /// the same lease is revived. A read in flight stays marked as such, so that its reply,
     /// refused for want of a lease, comes before the next read.
