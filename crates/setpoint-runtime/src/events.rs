@@ -30,6 +30,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::decode;
+use crate::model::keys::{key, Part::Num, Part::Text};
 use crate::store::{Revision, Store, StoreError, Txn};
 
 /// The key prefix of the event log.
@@ -199,13 +200,29 @@ pub fn elided_rounds(
 
 /// The key of a pass's round entry.
 pub fn round_key(workload: &str, at_ms: u64, read: Revision) -> String {
-    format!("{EVENTS}{workload}/round/{at_ms:015}-{read:012}")
+    key(&[
+        Text(EVENTS),
+        Text(workload),
+        Text("/round/"),
+        Num(at_ms, 15),
+        Text("-"),
+        Num(read, 12),
+    ])
 }
 
 /// The key of a copy's event. `tag` is the incarnation, except for `create`, where it is the
 /// revision the pass read (the incarnation is not known before the commit).
 pub fn copy_event_key(workload: &str, kind: CopyEventKind, n: u64, tag: Revision) -> String {
-    format!("{EVENTS}{workload}/{}/{n:012}/{tag:012}", kind.name())
+    key(&[
+        Text(EVENTS),
+        Text(workload),
+        Text("/"),
+        Text(kind.name()),
+        Text("/"),
+        Num(n, 12),
+        Text("/"),
+        Num(tag, 12),
+    ])
 }
 
 /// Adds the creation of `key` with `value`, only if it is absent, to `txn`.
@@ -393,6 +410,25 @@ mod tests {
     use super::*;
     use crate::model::encode;
     use crate::store::MemoryStore;
+
+    proptest::proptest! {
+        /// The event keys are what `format!` makes of their parts (the oracle), for any
+        /// workload, time, revision and kind.
+        #[test]
+        fn event_keys_are_what_format_makes_of_their_parts(
+            w in "[a-z0-9-]{1,12}",
+            at in proptest::prop_oneof![0u64..10_000_000, proptest::num::u64::ANY],
+            rev in proptest::num::u64::ANY,
+            kind in 0usize..CopyEventKind::ALL.len(),
+        ) {
+            let kind = CopyEventKind::ALL[kind];
+            proptest::prop_assert_eq!(round_key(&w, at, rev), format!("{EVENTS}{w}/round/{at:015}-{rev:012}"));
+            proptest::prop_assert_eq!(
+                copy_event_key(&w, kind, at, rev),
+                format!("{EVENTS}{w}/{}/{at:012}/{rev:012}", kind.name())
+            );
+        }
+    }
 
     fn ev(at_ms: u64) -> String {
         encode(&CopyEvent {
