@@ -386,6 +386,8 @@ fn run<const TRACED: bool>(
     // The scripted deaths from `deaths[next_death]` on have not struck yet.
     let deaths = spec.deaths;
     let mut next_death = 0usize;
+    // Its second, or [`NEVER`]: kept beside the index, as every visit reads it.
+    let mut next_death_at = deaths.first().map_or(NEVER, |d| d.at);
 
     // Whether a pass could decide differently from the last one. While it is false, every round
     // repeats the last pass, which sent `repeat_commands` delete commands and changed nothing.
@@ -402,9 +404,10 @@ fn run<const TRACED: bool>(
 
         // CA23: scripted deaths come first in a second, and strike the oldest live copies.
         let mut toll = 0u64;
-        while let Some(d) = deaths.get(next_death).filter(|d| d.at == t) {
-            toll = toll.saturating_add(d.count);
+        while next_death_at == t {
+            toll = toll.saturating_add(deaths[next_death].count);
             next_death += 1;
+            next_death_at = deaths.get(next_death).map_or(NEVER, |d| d.at);
         }
         if toll > 0 {
             let killed = world.kill_until(world.dead + toll.min(world.live()), t);
@@ -444,7 +447,6 @@ fn run<const TRACED: bool>(
                         // now, without their passes (perf, issue 3: a third of a sweep's passes
                         // were such repeats).
                         if fast && reads_only_ledger {
-                            let next_death_at = deaths.get(next_death).map_or(NEVER, |d| d.at);
                             let horizon = world
                                 .next_report(delay)
                                 .min(next_death_at)
@@ -519,7 +521,6 @@ fn run<const TRACED: bool>(
         } else {
             world.next_report(delay)
         };
-        let next_death_at = deaths.get(next_death).map_or(NEVER, |d| d.at);
         // The next second at which something other than a batch's start can change.
         let bound = next_death_at
             .min(next_round)
