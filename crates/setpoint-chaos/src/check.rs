@@ -39,6 +39,9 @@
 //!   copy's mark and nonce but not the copy, is never adopted, and is stopped by its agent's
 //!   next recovery within its grace ([`crate::impostors::check`]); the checks above leave such
 //!   processes out;
+//! - **nothing left running by a clean stop**: an agent that stops after a `shutdown` leaves no
+//!   process of its node running, and every host asked to shut down stops within systemd's
+//!   stop timeout ([`crate::shutdowns::check`]);
 //! - **event budget**: a run that exceeds it is a failure of its own ([`crate::RunError`]).
 
 use std::collections::BTreeMap;
@@ -80,11 +83,17 @@ pub enum Check {
     /// A process carrying a copy's mark that is not the copy (a reused pid, an outliving child)
     /// was adopted, or outlived its grace after its agent's recovery.
     ImpostorKept,
+    /// An agent stopped after a shutdown with a process of its node still running
+    /// ([`crate::shutdowns`]).
+    LeftRunning,
+    /// A host asked to shut down had not stopped within the stop timeout
+    /// ([`crate::shutdowns::STOP_TIMEOUT_MS`]).
+    StopTimeout,
 }
 
 impl Check {
     /// Every check, in the order of the enum.
-    pub const ALL: [Check; 13] = [
+    pub const ALL: [Check; 15] = [
         Check::DoubleRun,
         Check::Unfenced,
         Check::LostDeclaration,
@@ -98,6 +107,8 @@ impl Check {
         Check::NeedlessStepDown,
         Check::Budget,
         Check::ImpostorKept,
+        Check::LeftRunning,
+        Check::StopTimeout,
     ];
 
     /// Its name in outputs.
@@ -116,6 +127,8 @@ impl Check {
             Check::NeedlessStepDown => "needless-step-down",
             Check::Budget => "budget",
             Check::ImpostorKept => "impostor-kept",
+            Check::LeftRunning => "left-running",
+            Check::StopTimeout => "stop-timeout",
         }
     }
 }
@@ -256,6 +269,14 @@ pub fn check(
     }
     protocol(model, schedule, &out.protocol, &mut v);
     v.extend(crate::impostors::check(&out.impostors, schedule, end));
+    if !out.shutdowns.stops.is_empty() {
+        let roles = model.roles();
+        let node = |h: usize| match roles.get(h) {
+            Some(crate::machine::Role::Agent(n)) => Some(n.clone()),
+            _ => None,
+        };
+        v.extend(crate::shutdowns::check(&out.shutdowns, &node));
+    }
     v.sort_by_key(|a| (a.at_ms, a.check));
     v
 }
@@ -447,7 +468,8 @@ pub fn protocol(
                 | FaultKind::Restart
                 | FaultKind::LoseState
                 | FaultKind::PidReuse
-                | FaultKind::Impostor => f.host == host,
+                | FaultKind::Impostor
+                | FaultKind::Shutdown => f.host == host,
                 FaultKind::Crash
                 | FaultKind::Kill
                 | FaultKind::LeaderChange
@@ -595,6 +617,7 @@ mod tests {
             leaders: vec![],
             protocol: Default::default(),
             impostors: Default::default(),
+            shutdowns: Default::default(),
         }
     }
 

@@ -56,12 +56,15 @@
 //!                          #     copy's recorded pid, started later, with its mark and nonce)
 //!                          #   | impostor (an agent restarts and finds a process at another pid
 //!                          #     with a live or dead copy's mark and nonce: an outliving child)
+//!                          #   | shutdown (the operator stops a host gracefully and starts it
+//!                          #     again when the fault ends: crate::shutdowns)
 //! count = 2                # how many per run
 //! target = "agent"         # host faults: agent | controller | any (default any;
 //!                          # restart: default controller; an agent restarts and adopts;
+//!                          # shutdown: default agent;
 //!                          # lose-state, pid-reuse, impostor: agent only)
 //! min_ms = 1000            # a lasting fault (partition, cut-*, stall, pause, hang,
-//! max_ms = 20000           # quorum-loss) lasts uniformly min_ms ..= max_ms
+//! max_ms = 20000           # quorum-loss, slow, shutdown) lasts uniformly min_ms ..= max_ms
 //! during = "partition"     # optional: each fault of this rule starts inside a fault of this
 //!                          # lasting kind drawn by an earlier rule (on the same host for a
 //!                          # host fault: a restart inside a partition of its host)
@@ -225,11 +228,17 @@ pub enum FaultKind {
     /// and nonce: a child that inherited the copy's environment ([`crate::impostors`]). It must
     /// be stopped, never adopted. With no record to imitate it is a plain restart.
     Impostor,
+    /// The operator stops the host's agent (or controller) gracefully, as `systemctl stop`
+    /// does: the agent stops its copies with their grace, writes its last report and gives its
+    /// node lease up; when the fault ends the operator starts it again, and it recovers as after
+    /// a restart. One that has not stopped by then is waited for, and killed at systemd's stop
+    /// timeout ([`crate::shutdowns`]).
+    Shutdown,
 }
 
 impl FaultKind {
     /// Every kind, with its name in files.
-    pub const ALL: [(FaultKind, &'static str); 17] = [
+    pub const ALL: [(FaultKind, &'static str); 18] = [
         (FaultKind::Partition, "partition"),
         (FaultKind::CutUp, "cut-up"),
         (FaultKind::CutDown, "cut-down"),
@@ -247,6 +256,7 @@ impl FaultKind {
         (FaultKind::Slow, "slow"),
         (FaultKind::PidReuse, "pid-reuse"),
         (FaultKind::Impostor, "impostor"),
+        (FaultKind::Shutdown, "shutdown"),
     ];
 
     /// Its name in files.
@@ -269,6 +279,7 @@ impl FaultKind {
                 | FaultKind::Hang
                 | FaultKind::QuorumLoss
                 | FaultKind::Slow
+                | FaultKind::Shutdown
         )
     }
 
@@ -811,6 +822,9 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
         // that older models draw the schedules they drew.
         let target = if kind == FaultKind::Restart && r.target.is_none() {
             Target::Controller
+        } else if kind == FaultKind::Shutdown && r.target.is_none() {
+            // The operator's stop is of an agent unless the rule says otherwise.
+            Target::Agent
         } else if kind.agent_only() {
             // Only an agent keeps a state file to lose, and a node's processes to find.
             match (&r.target, target) {
@@ -869,7 +883,7 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
                         Some(&key("during")),
                         format!(
                             "'{}' is an instant: 'during' names a lasting kind (partition, cut-up, \
-                             cut-down, stall, pause, hang, quorum-loss, slow)",
+                             cut-down, stall, pause, hang, quorum-loss, slow, shutdown)",
                             within.name()
                         ),
                     ));
@@ -1258,21 +1272,27 @@ count = 2
     }
 
     #[test]
-    fn a_restart_strikes_controllers_by_default_and_agents_or_any_host_when_asked() {
-        let with = |target: &str| {
+    fn a_restart_strikes_controllers_by_default_a_shutdown_agents_and_either_any_host_when_asked() {
+        let with = |kind: &str, target: &str| {
             let text = format!(
                 "seconds = 60\nsettle = 20\n[cluster]\ncontrollers = 2\nagents = 3\n\
-                 [[workload]]\nname = \"web\"\ncopies = 2\n[[fault]]\nkind = \"restart\"\ncount = 40\n{target}"
+                 [[workload]]\nname = \"web\"\ncopies = 2\n[[fault]]\nkind = \"{kind}\"\ncount = 40\n{target}"
             );
             let m = parse("m.toml", &text).unwrap();
             let hosts: std::collections::BTreeSet<usize> =
                 m.schedule(1).iter().map(|f| f.host).collect();
             hosts
         };
-        assert_eq!(with(""), [0, 1].into());
-        assert_eq!(with("target = \"controller\""), [0, 1].into());
-        assert_eq!(with("target = \"agent\""), [2, 3, 4].into());
-        assert_eq!(with("target = \"any\""), (0..5).collect());
+        for kind in ["restart", "shutdown"] {
+            assert_eq!(with(kind, "target = \"controller\""), [0, 1].into());
+            assert_eq!(with(kind, "target = \"agent\""), [2, 3, 4].into());
+            assert_eq!(with(kind, "target = \"any\""), (0..5).collect());
+        }
+        assert_eq!(with("restart", ""), [0, 1].into());
+        assert_eq!(with("shutdown", ""), [2, 3, 4].into());
+        // A shutdown lasts (the host is down until it ends) and cuts no one off.
+        let s = FaultKind::Shutdown;
+        assert!(s.lasts() && s.on_host() && !s.cuts_off() && !s.restarts_host());
     }
 
     #[test]

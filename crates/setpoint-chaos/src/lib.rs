@@ -16,6 +16,9 @@
 //! - [`faults`]: fault model files ([`Model`]) and the schedule drawn from a model and a seed.
 //! - [`impostors`]: processes carrying a copy's mark that are not the copy (a reused pid, an
 //!   outliving child), planted at an agent's restart, and the check that none is kept.
+//! - [`shutdowns`]: the `shutdown` fault (an operator stops an agent or a controller
+//!   gracefully, then starts it again), what the world saw of each, and the checks that a
+//!   clean stop leaves nothing running and ends in time.
 //! - [`node`]: each simulated node's state file and process table, and what a restarted agent
 //!   recovers from them.
 //! - [`adapt`]: the runtime's `Host` and `AgentCore` behind [`Machine`], with the injected bugs.
@@ -38,6 +41,7 @@ pub mod node;
 pub mod predict;
 pub mod runner;
 pub mod shrink;
+pub mod shutdowns;
 pub mod store;
 pub mod world;
 

@@ -33,8 +33,8 @@ fn event(at_ms: u64, kind: &str, host: usize, duration_ms: u64) -> String {
 }
 
 /// Runs the model's own schedule with the runtime's machines, each agent's passed through
-/// `wrap`, and a trace.
-fn run_with(
+/// `wrap`, and a trace (also for [`crate::shutdowns`]' tests).
+pub(crate) fn run_with(
     model: &Model,
     wrap: fn(Box<dyn Machine>) -> Box<dyn Machine>,
 ) -> (SeedReport, Outcome) {

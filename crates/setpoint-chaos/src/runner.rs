@@ -119,6 +119,7 @@ pub fn run_checked(
                     leaders: Vec::new(),
                     protocol: Default::default(),
                     impostors: Default::default(),
+                    shutdowns: Default::default(),
                 }),
             )
         }

@@ -35,6 +35,8 @@ use setpoint_sim::delay::WorldRng;
 use crate::faults::{Fault, FaultKind};
 use crate::machine::{Exit, Input, Machine, Output, Role};
 use crate::net::{Dir, Net, NetConfig};
+
+mod shutdown;
 use crate::store::SimStore;
 
 /// What every clock adds to virtual time: a plausible "milliseconds since the Unix epoch", so
@@ -237,6 +239,8 @@ pub struct Outcome {
     pub protocol: Protocol,
     /// The impostors planted (kept apart from `procs`) and the agents' recoveries.
     pub impostors: crate::impostors::Record,
+    /// The shutdowns ([`crate::shutdowns`]).
+    pub shutdowns: crate::shutdowns::Record,
 }
 
 #[derive(Debug)]
@@ -483,6 +487,8 @@ pub struct World<'a> {
     impostors: crate::impostors::Record,
     /// The processes that are impostors (by index), each with its index in `impostors.planted`.
     impostor_procs: BTreeMap<usize, usize>,
+    /// The shutdowns under way and done.
+    shutdowns: crate::shutdowns::Tracker,
 }
 
 /// Runs `setup` with machines from `factory`, seeded with `seed`.
@@ -514,6 +520,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         recent_steps: vec![0; setup.roles.len()],
         impostors: Default::default(),
         impostor_procs: BTreeMap::new(),
+        shutdowns: Default::default(),
     };
     for (key, value) in &setup.declarations {
         w.store
@@ -608,6 +615,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         leaders: w.leaders,
         protocol: w.protocol,
         impostors: w.impostors,
+        shutdowns: w.shutdowns.into_record(),
     })
 }
 
@@ -902,7 +910,7 @@ impl World<'_> {
                 Some(who) => format!("host {host}: {who}: {line}"),
                 None => format!("host {host}: {line}"),
             }),
-            Output::Stopped => self.slots[host].stopped = true,
+            Output::Stopped => self.note_stopped(host),
             Output::SaveState(state) => self.slots[host].disk = Some(state),
             Output::LeaseKept { sent_ms } => self.slots[host].lease_file = Some(sent_ms),
             Output::Recover => {
@@ -1513,56 +1521,73 @@ impl World<'_> {
             | FaultKind::Impostor
                 if start =>
             {
-                let slot = &mut self.slots[host];
-                if f.kind == FaultKind::LoseState {
-                    // The state directory is gone; the process table is not.
-                    slot.disk = None;
-                    slot.lease_file = None;
+                if self
+                    .shutdowns
+                    .crash(host, self.now, self.slots[host].stopped)
+                {
+                    self.restart(host, Some(f.kind));
+                } else {
+                    self.note(|| format!("host {host} is shut down: nothing to restart"));
                 }
-                let clock = slot.clock(self.now);
-                slot.machine = (self.factory)(host, &slot.role, clock);
-                if let Some(sent) = slot.lease_file {
-                    slot.machine.inherit_lease(sent);
-                }
-                slot.gen += 1;
-                slot.life += 1;
-                slot.inbox.clear();
-                // Its old connection is gone, and so is whatever it held.
-                slot.held.clear();
-                // A driver waiting on a foreign process is gone too; its outputs with it.
-                if slot.hold.take().is_some() {
-                    slot.paused = slot.paused.saturating_sub(1);
-                }
-                slot.held_out.clear();
-                slot.recovered = None;
-                // What a hung member owed the old life's watches is gone with them.
-                slot.hung_out.clear();
-                self.watches.retain(|(h, _), _| *h != host);
-                self.slots[host].ids.clear();
-                self.slots[host].cancelled.clear();
-                // An agent's processes keep running, watched by no one until the new agent
-                // adopts them (its disk and the process table stay).
-                let mine: Vec<(usize, String)> = self
-                    .live
-                    .keys()
-                    .filter(|(h, _)| *h == host)
-                    .cloned()
-                    .collect();
-                for k in mine {
-                    if let Some(p) = self.live.remove(&k) {
-                        self.strays.insert(p);
-                    }
-                }
-                if let Some(kind) = crate::impostors::Kind::of(f.kind) {
-                    self.plant(host, kind);
-                }
-                self.step(host, Input::Tick);
             }
+            FaultKind::Shutdown if start => self.shut_down(i, host),
+            FaultKind::Shutdown => self.shutdown_over(i, host),
             _ => {}
         }
         if start && f.duration_ms > 0 && f.kind.lasts() {
             self.push(self.now + f.duration_ms, Ev::FaultEnd(i));
         }
+    }
+
+    /// Starts `host`'s machine afresh (a crash and restart by fault `kind`, or the operator's
+    /// start after a shutdown, `None`): a new life, which an agent begins by recovering from
+    /// its node's state file and process table.
+    fn restart(&mut self, host: usize, kind: Option<FaultKind>) {
+        let slot = &mut self.slots[host];
+        slot.stopped = false;
+        if kind == Some(FaultKind::LoseState) {
+            // The state directory is gone; the process table is not.
+            slot.disk = None;
+            slot.lease_file = None;
+        }
+        let clock = slot.clock(self.now);
+        slot.machine = (self.factory)(host, &slot.role, clock);
+        if let Some(sent) = slot.lease_file {
+            slot.machine.inherit_lease(sent);
+        }
+        slot.gen += 1;
+        slot.life += 1;
+        slot.inbox.clear();
+        // Its old connection is gone, and so is whatever it held.
+        slot.held.clear();
+        // A driver waiting on a foreign process is gone too; its outputs with it.
+        if slot.hold.take().is_some() {
+            slot.paused = slot.paused.saturating_sub(1);
+        }
+        slot.held_out.clear();
+        slot.recovered = None;
+        // What a hung member owed the old life's watches is gone with them.
+        slot.hung_out.clear();
+        self.watches.retain(|(h, _), _| *h != host);
+        self.slots[host].ids.clear();
+        self.slots[host].cancelled.clear();
+        // An agent's processes keep running, watched by no one until the new agent
+        // adopts them (its disk and the process table stay).
+        let mine: Vec<(usize, String)> = self
+            .live
+            .keys()
+            .filter(|(h, _)| *h == host)
+            .cloned()
+            .collect();
+        for k in mine {
+            if let Some(p) = self.live.remove(&k) {
+                self.strays.insert(p);
+            }
+        }
+        if let Some(kind) = kind.and_then(crate::impostors::Kind::of) {
+            self.plant(host, kind);
+        }
+        self.step(host, Input::Tick);
     }
 }
 

@@ -166,4 +166,40 @@ mod tests {
             "answered, it may be carried out again if it is still there"
         );
     }
+
+    #[test]
+    fn a_kill_of_a_simulated_copy_ends_it_by_the_agents_hand_and_signals_nothing() {
+        // `--simulate-copies` (the load example): a copy has no process, so its pid is 0. A
+        // kill must still end it, as a commanded death, not be answered "had already ended".
+        let mut cfg = AgentCoreConfig::new("a");
+        cfg.simulate_copies = true;
+        let mut copies = supervisor(vec![record(0, Phase::Running, 0)]);
+        let mut out = Outbox::new();
+        let asked = vec![("k0".to_owned(), request("w-0", 10), 3, None)];
+        Kills::default().carry_out(7, asked, &mut copies, &cfg, &mut out);
+        let outputs = out.drain();
+        assert!(
+            !outputs
+                .iter()
+                .any(|o| matches!(o, AgentOutput::Signal { .. })),
+            "{outputs:?}"
+        );
+        assert!(
+            outputs.iter().any(|o| matches!(o,
+                AgentOutput::Log(l) if l == "kill request for w-0: killed simulated copy on a")),
+            "{outputs:?}"
+        );
+        assert!(
+            copies.get("w-0").unwrap().record.killed,
+            "a commanded death"
+        );
+        // Without simulated copies, a copy with no pid yet has nothing to kill.
+        let mut copies = supervisor(vec![record(0, Phase::Running, 0)]);
+        let asked = vec![("k0".to_owned(), request("w-0", 10), 3, None)];
+        cfg.simulate_copies = false;
+        Kills::default().carry_out(8, asked, &mut copies, &cfg, &mut out);
+        assert!(out.drain().iter().any(|o| matches!(o,
+            AgentOutput::Log(l) if l == "kill request for w-0: w-0 had already ended")));
+        assert!(!copies.get("w-0").unwrap().record.killed);
+    }
 }
