@@ -1010,43 +1010,61 @@ pub(crate) mod tests {
         assert_eq!(r.created, ["w-2", "w-3"]);
     }
 
+    /// A store that hands `before` the number of each commit (from 1, counted in `commits`) and
+    /// the store under it just before the commit, and fails the commit with the error it returns.
+    struct Hooked<F> {
+        inner: MemoryStore,
+        commits: std::sync::atomic::AtomicUsize,
+        before: F,
+    }
+
+    impl<F: Fn(&MemoryStore, usize) -> Option<StoreError> + Send + Sync + 'static> Store for Hooked<F> {
+        fn read(&self, p: &[&str]) -> Result<crate::store::Read, StoreError> {
+            self.inner.read(p)
+        }
+        fn commit(&self, txn: &Txn) -> Result<Revision, StoreError> {
+            let n = 1 + self
+                .commits
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            match (self.before)(&self.inner, n) {
+                Some(e) => Err(e),
+                None => self.inner.commit(txn),
+            }
+        }
+        fn revision(&self) -> Result<Revision, StoreError> {
+            self.inner.revision()
+        }
+        fn grant(&self, t: std::time::Duration) -> Result<u64, StoreError> {
+            self.inner.grant(t)
+        }
+        fn keep_alive(&self, l: u64) -> Result<(), StoreError> {
+            self.inner.keep_alive(l)
+        }
+        fn revoke(&self, l: u64) -> Result<(), StoreError> {
+            self.inner.revoke(l)
+        }
+        fn now_ms(&self) -> u64 {
+            self.inner.now_ms()
+        }
+    }
+
+    fn hooked<F>(before: F) -> Hooked<F> {
+        Hooked {
+            inner: MemoryStore::new(),
+            commits: 0.into(),
+            before,
+        }
+    }
+
     #[test]
     fn a_write_landing_between_read_and_commit_is_retried_inside_run_pass() {
-        /// A store that lets another writer in just before the first commit.
-        struct Racing {
-            inner: MemoryStore,
-            raced: std::sync::atomic::AtomicBool,
-        }
-        impl Store for Racing {
-            fn read(&self, p: &[&str]) -> Result<crate::store::Read, StoreError> {
-                self.inner.read(p)
+        // Another writer gets in just before the first commit.
+        let store = hooked(|inner: &MemoryStore, n| {
+            if n == 1 {
+                declare(inner, 3);
             }
-            fn commit(&self, txn: &Txn) -> Result<Revision, StoreError> {
-                if !self.raced.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                    declare(&self.inner, 3);
-                }
-                self.inner.commit(txn)
-            }
-            fn revision(&self) -> Result<Revision, StoreError> {
-                self.inner.revision()
-            }
-            fn grant(&self, t: std::time::Duration) -> Result<u64, StoreError> {
-                self.inner.grant(t)
-            }
-            fn keep_alive(&self, l: u64) -> Result<(), StoreError> {
-                self.inner.keep_alive(l)
-            }
-            fn revoke(&self, l: u64) -> Result<(), StoreError> {
-                self.inner.revoke(l)
-            }
-            fn now_ms(&self) -> u64 {
-                self.inner.now_ms()
-            }
-        }
-        let store = Racing {
-            inner: MemoryStore::new(),
-            raced: false.into(),
-        };
+            None
+        });
         declare(&store.inner, 2);
         report(&store.inner, "a", &[]);
         let mut c = Controller::new(ControllerKind::Ledger);
@@ -1054,6 +1072,36 @@ pub(crate) mod tests {
         assert_eq!(r.conflicts, 1);
         // The retry read the new declaration (3 copies), not the stale one.
         assert_eq!(r.created, ["w-0", "w-1", "w-2"]);
+    }
+
+    #[test]
+    fn a_collection_cut_short_after_a_batch_landed_returns_what_it_removed() {
+        // 100 orphans: more than one transaction of a default etcd, so two batches; the store
+        // is unavailable for the second.
+        let store = hooked(|_: &MemoryStore, n| {
+            (n == 2).then(|| StoreError::Unavailable("the disk is full".into()))
+        });
+        declare(&store.inner, 100);
+        report(&store.inner, "a", &[]);
+        let mut c = Controller::new(ControllerKind::Ledger);
+        run_pass(&store.inner, "w", &mut c, &SETTINGS).unwrap();
+        assert_eq!(names(&store.inner).len(), 100);
+        store
+            .inner
+            .commit(&Txn::new().delete(workload_key("w")))
+            .unwrap();
+        declare(&store.inner, 0);
+        let removed = collect_orphans(&store, None).unwrap();
+        assert_eq!(store.commits.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert!(!removed.is_empty() && removed.len() < 100, "{removed:?}");
+        let left = names(&store.inner);
+        assert_eq!(left.len() + removed.len(), 100);
+        assert!(
+            removed.iter().all(|r| !left.contains(r)),
+            "it says what it removed"
+        );
+        // The next sweep collects the rest.
+        assert_eq!(collect_orphans(&store.inner, None).unwrap(), left);
     }
 
     #[test]
