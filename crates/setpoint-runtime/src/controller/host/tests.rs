@@ -1699,3 +1699,39 @@ fn a_deposed_leaders_compaction_removes_nothing() {
     assert!(!d.host.is_leader());
     assert!(d.said("lost the leader lease; following"));
 }
+
+/// A pass whose later batch the store fails (unavailable) after an earlier one landed says what
+/// landed and that it was cut short, not that it failed: its creations that landed are counted
+/// as made, and the next pass goes on from there (mutant 308 of docs/chaos.md).
+#[test]
+fn a_pass_cut_short_after_a_batch_landed_says_what_landed_not_a_failure() {
+    let store = store_with(&[spec("w", 100, 100_000)]);
+    let mut d = Driver::new(cfg("c1"));
+    let mut commits = 0;
+    d.fail = Some(Box::new(move |r, p| {
+        if p == Purpose::Pass && is_pass_commit(r) {
+            commits += 1;
+            if commits == 2 {
+                return Some(StoreError::Unavailable("the disk is full".into()));
+            }
+        }
+        None
+    }));
+    d.run(&store, 100);
+    // Three transactions of a default etcd's size; the first landed.
+    assert_eq!(copies(&store).len(), 42, "the first batch landed");
+    assert!(
+        d.said("wrote 1 of its 3 transactions, then: store unavailable: the disk is full; the next pass goes on"),
+        "{:?}",
+        d.logs
+    );
+    assert!(
+        d.said("target 100, counted 0: created w-0, w-1"),
+        "{:?}",
+        d.logs
+    );
+    assert!(d.said("w-40, w-41"), "the last copy that landed is said");
+    assert!(!d.said("w-42"), "no copy that did not land is said");
+    assert!(!d.said("pass failed"), "{:?}", d.logs);
+    assert!(d.host.is_leader());
+}
