@@ -109,9 +109,12 @@ impl AgentMachine {
                         start_ticks,
                         grace_ms,
                     }),
-                    AgentOutput::StopStrays { signal } => out.push(Output::StopStrays {
-                        kill: matches!(signal, CopySignal::Kill),
-                    }),
+                    AgentOutput::StopStrays { signal, spare_kept } => {
+                        out.push(Output::StopStrays {
+                            kill: matches!(signal, CopySignal::Kill),
+                            spare_kept,
+                        })
+                    }
                     AgentOutput::Probe { copy, .. } => {
                         pending.push(AgentInput::ProbeDone { copy, ok: true })
                     }

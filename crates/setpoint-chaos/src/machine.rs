@@ -118,6 +118,9 @@ pub enum Output {
     StopStrays {
         /// SIGKILL rather than SIGTERM.
         kill: bool,
+        /// Spare those the state file shows kept while cut off (the fence does, a shutdown
+        /// does not).
+        spare_kept: bool,
     },
     /// Write the node's state file.
     SaveState(NodeState),

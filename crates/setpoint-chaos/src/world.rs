@@ -881,9 +881,9 @@ impl World<'_> {
                     self.end_proc(p, self.now + after, how);
                 }
             }
-            Output::StopStrays { kill } => {
-                // A copy the last agent here recorded as kept while cut off is spared, by the
-                // runtime's own rule.
+            Output::StopStrays { kill, spare_kept } => {
+                // A copy the last agent here recorded as kept while cut off is spared by the
+                // fence, by the runtime's own rule (not by a shutdown).
                 let disk = self.slots[host].disk.as_ref();
                 let strays: Vec<usize> = self
                     .strays
@@ -892,10 +892,11 @@ impl World<'_> {
                     .filter(|&p| self.procs[p].host == host && self.procs[p].end_ms.is_none())
                     .filter(|&p| {
                         let r = &self.procs[p];
-                        !setpoint_runtime::agent::kept_while_cut_off(
-                            disk,
-                            &crate::node::marked(r.pid, start_ticks(p), &r.copy, &r.nonce),
-                        )
+                        !spare_kept
+                            || !setpoint_runtime::agent::kept_while_cut_off(
+                                disk,
+                                &crate::node::marked(r.pid, start_ticks(p), &r.copy, &r.nonce),
+                            )
                     })
                     .collect();
                 let after = if kill { 0 } else { self.setup.term_exit_ms };

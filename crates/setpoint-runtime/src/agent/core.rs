@@ -51,6 +51,11 @@ use crate::store::{LeaseId, Read, StoreError};
 /// How long shutdown waits beyond the longest grace period, in milliseconds.
 const SHUTDOWN_SLACK_MS: u64 = 2_000;
 
+/// How long what an earlier agent here left running is given between SIGTERM and SIGKILL when
+/// this agent is stopped before it read its state: their own grace is in the state file it has
+/// not read, so the default grace of a workload ([`crate::spec::DEFAULT_GRACE`]).
+const STRAY_GRACE_MS: u64 = 10_000;
+
 /// The node agent as a state machine: see [`crate::agent`] and the docs of its parts.
 #[derive(Debug)]
 pub struct AgentCore {
@@ -261,8 +266,10 @@ impl AgentCore {
             self.reports.wake_times(&mut soonest);
             self.logs.wake_times(&mut soonest);
         }
-        if let Stage::Draining { deadline } = self.life.stage {
-            soonest.at(deadline);
+        match self.life.stage {
+            Stage::Draining { deadline } => soonest.at(deadline),
+            Stage::StoppingStrays { kill_at } => soonest.at(kill_at),
+            _ => {}
         }
         if let Some(t) = self
             .state_read
@@ -316,6 +323,9 @@ impl AgentCore {
                     self.reclaim(now, expired);
                 }
             }
+            // A read of the state that lands after the agent began to stop is not acted on:
+            // it would start recovery in the middle of the shutdown.
+            Purpose::ReadState if self.life.stage != Stage::ReadingState => {}
             Purpose::ReadState => {
                 match self
                     .state_read
@@ -441,7 +451,7 @@ impl AgentCore {
                     ));
                     self.life.stage = Stage::ReadingState;
                     self.state_read.send(now, &self.cfg, &mut self.out);
-                } else {
+                } else if !self.life.leaving() {
                     self.out.ended("rejoin", "");
                     self.out.log(format!("rejoined under lease {lease}"));
                     self.reports.rejoined(now);
@@ -514,7 +524,10 @@ impl AgentCore {
                                  here left running that is not kept while cut off"
             }
         });
-        self.out.push(AgentOutput::StopStrays { signal });
+        self.out.push(AgentOutput::StopStrays {
+            signal,
+            spare_kept: true,
+        });
     }
 
     /// Stops the copies whose `stop_when_cut_off` has passed since the agent was cut off.
@@ -558,7 +571,10 @@ impl AgentCore {
                                  that is not kept while cut off, before its lease can end"
                 .to_owned(),
         });
-        self.out.push(AgentOutput::StopStrays { signal });
+        self.out.push(AgentOutput::StopStrays {
+            signal,
+            spare_kept: true,
+        });
     }
 
     /// Fenced: gives the old lease up and claims the name again under a new one.
@@ -717,6 +733,17 @@ impl AgentCore {
                 self.reports.clear_queue();
                 self.copies.save(&self.cfg, may_save, &mut self.out);
             }
+            Stage::StoppingStrays { kill_at } if now >= kill_at => {
+                self.out.push(AgentOutput::StopStrays {
+                    signal: CopySignal::Kill,
+                    spare_kept: false,
+                });
+                if let Some(e) = self.life.take_lost() {
+                    return self.stop_now(Err(AgentError::Store(e)));
+                }
+                self.life.stage = Stage::Finishing;
+                self.release(now);
+            }
             Stage::Draining { deadline } if self.copies.all_exited() || now >= deadline => {
                 self.copies.mark_dirty();
                 self.copies.save_now(&self.cfg, may_save, &mut self.out);
@@ -757,15 +784,28 @@ impl AgentCore {
 
     fn begin_shutdown(&mut self, now: u64) {
         match self.life.stage {
-            Stage::Draining { .. } | Stage::Finishing | Stage::Stopped => return,
+            Stage::Draining { .. }
+            | Stage::StoppingStrays { .. }
+            | Stage::Finishing
+            | Stage::Stopped => return,
             Stage::Running => {}
             Stage::Claiming | Stage::ReadingState | Stage::Recovering => {
-                // Nothing runs yet.
-                if let Some(e) = self.life.take_lost() {
-                    return self.stop_now(Err(AgentError::Store(e)));
-                }
-                self.life.stage = Stage::Finishing;
-                return self.release(now);
+                // No copy of its own runs yet, but what an earlier agent here left running is
+                // not adopted either (its state is not read): a stop leaves nothing running, so
+                // those get SIGTERM now and SIGKILL after the default grace, kept-while-cut-off
+                // copies too (chaos finding 18: they ran on with no agent).
+                self.out.log(format!(
+                    "shutting down before its state was read: stopping any copy an earlier \
+                     agent here left running (SIGTERM, SIGKILL after {STRAY_GRACE_MS}ms)"
+                ));
+                self.out.push(AgentOutput::StopStrays {
+                    signal: CopySignal::Term,
+                    spare_kept: false,
+                });
+                self.life.stage = Stage::StoppingStrays {
+                    kill_at: now + STRAY_GRACE_MS,
+                };
+                return;
             }
         }
         if !self.life.is_lost() {
@@ -1093,7 +1133,7 @@ mod tests {
                         p.alive = false;
                     }
                 }
-                AgentOutput::StopStrays { signal } => {
+                AgentOutput::StopStrays { signal, .. } => {
                     for p in self.procs.iter_mut().filter(|p| p.alive) {
                         self.signals.push((now, p.copy.clone(), signal));
                         p.ending = Some(match signal {
@@ -1487,6 +1527,66 @@ mod tests {
         assert!(w.running().is_empty(), "left running by the stopped agent");
         let phases: Vec<Phase> = w.report("a").copies.iter().map(|c| c.phase).collect();
         assert_eq!(phases, [Phase::Exited], "the last report");
+    }
+
+    /// Chaos finding 18: an agent restarted while cut off, still trying its first claim, is
+    /// stopped by the operator. What its earlier life left running is not adopted (the state
+    /// is not read), and a stop leaves nothing running: SIGTERM at once, SIGKILL after the
+    /// default grace to what ignores it, then the agent stops.
+    #[test]
+    fn an_agent_stopped_before_its_first_claim_stops_what_an_earlier_agent_left_running() {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        let mut w = World::new(store, config("a"));
+        w.run(500);
+        assert_eq!(w.running(), ["w-0"]);
+        w.cut = Box::new(|_, _| true);
+        // A long node lease: the first-claim fence's own deadlines come after the stop's.
+        let mut long = config("a");
+        long.lease_ttl_ms = 120_000;
+        let mut w = w.restart(long);
+        let stop_at = w.now + 100;
+        w.run(stop_at);
+        w.input(AgentInput::Shutdown);
+        // w-0 ignores SIGTERM.
+        let mut t = w.now;
+        while w.stopped.is_none() && t < stop_at + 3 * STRAY_GRACE_MS {
+            for p in &mut w.procs {
+                if p.ending == Some(15) {
+                    p.ending = None;
+                }
+            }
+            t += TICK;
+            w.run(t);
+        }
+        let to_w0: Vec<(u64, CopySignal)> = w
+            .signals
+            .iter()
+            .filter(|(at, copy, _)| copy == "w-0" && *at >= stop_at)
+            .map(|&(at, _, s)| (at, s))
+            .collect();
+        assert_eq!(
+            to_w0,
+            [
+                (stop_at, CopySignal::Term),
+                (stop_at + STRAY_GRACE_MS, CopySignal::Kill)
+            ],
+            "{:#?}",
+            w.log
+        );
+        assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+        // The SIGKILL went as the agent stopped (the harness runs no more once it has).
+        assert!(
+            w.procs
+                .iter()
+                .filter(|p| p.alive)
+                .all(|p| p.ending == Some(9)),
+            "left running by the stopped agent"
+        );
+        assert!(w
+            .log
+            .iter()
+            .any(|l| l.contains("shutting down before its state was read")));
     }
 
     /// A driver reads the lease getters for its metrics and status: once the agent has given

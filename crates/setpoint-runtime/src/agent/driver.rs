@@ -309,16 +309,18 @@ impl Driver {
                 })
                 .await;
             }
-            AgentOutput::StopStrays { signal } => {
+            AgentOutput::StopStrays { signal, spare_kept } => {
                 let mark = self.mark.clone();
                 let own = crate::sandbox::own_uid();
                 let found = tokio::task::spawn_blocking(move || process::find_marked(&mark))
                     .await
                     .unwrap_or_default();
-                // A copy the last agent here recorded as kept while cut off is spared.
+                // A copy the last agent here recorded as kept while cut off is spared by the
+                // fence, not by a shutdown.
                 let saved = read_node_state(&self.file()).ok().flatten();
                 let fenced = found.into_iter().filter(|m| {
-                    m.uid == own && !super::recovery::kept_while_cut_off(saved.as_ref(), m)
+                    m.uid == own
+                        && !(spare_kept && super::recovery::kept_while_cut_off(saved.as_ref(), m))
                 });
                 for m in fenced {
                     let _ = match signal {

@@ -23,6 +23,9 @@ pub(super) enum Stage {
     Running,
     /// Shutting down: waiting for copies to stop, until the deadline.
     Draining { deadline: u64 },
+    /// Shutting down before its state was read: what an earlier agent here left running got
+    /// SIGTERM; SIGKILL goes at `kill_at`, then the agent stops (chaos finding 18).
+    StoppingStrays { kill_at: u64 },
     /// The last report, the last events, then the revoke.
     Finishing,
     /// Done.
@@ -68,7 +71,10 @@ impl Life {
 
     /// Whether the agent is on its way out (a lost lease is not claimed again).
     pub(super) fn leaving(&self) -> bool {
-        matches!(self.stage, Stage::Draining { .. } | Stage::Finishing)
+        matches!(
+            self.stage,
+            Stage::Draining { .. } | Stage::StoppingStrays { .. } | Stage::Finishing
+        )
     }
 
     /// Records that the store is gone for good; false if it was already recorded.

@@ -155,6 +155,10 @@ pub enum AgentOutput {
     StopStrays {
         /// Which signal.
         signal: CopySignal,
+        /// Spare the copies the state file proves are kept while cut off: true for the
+        /// first-claim fence, false for a shutdown before the state was read, which leaves
+        /// nothing running (as a shutdown of a running agent stops every copy).
+        spare_kept: bool,
     },
     /// Run the copy's readiness command, then answer [`AgentInput::ProbeDone`].
     Probe {
