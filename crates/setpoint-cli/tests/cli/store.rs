@@ -248,6 +248,73 @@ fn an_agent_restarted_while_its_store_is_down_fences_its_earlier_copies_before_t
     );
 }
 
+/// Chaos finding 18 on the real runtime: an agent restarted while its store is down and told
+/// to stop (SIGTERM, as `systemctl stop` does) before it could claim its node stops what its
+/// earlier life left running before it exits, so a stop leaves no copy without an agent:
+/// SIGTERM at once, SIGKILL 10 s later to what ignores it. Before, it said "stopped" at once
+/// and both copies ran on with no agent (seen by hand with the build before the fix).
+#[test]
+fn an_agent_stopped_before_it_could_claim_its_node_leaves_no_copy_running() {
+    let Some(mut etcd) = EtcdCluster::start_or_skip("cli::store::stopped_before_claim", 1) else {
+        return;
+    };
+    let mut d = Rig::on_store(&etcd.url()).deadline(Duration::from_secs(60));
+    let file = d.write(
+        "w.toml",
+        "[[workload]]\nname = \"w\"\ncommand = [\"sleep\", \"300\"]\ncopies = 2\n\
+         controller = \"named\"\nperiod = \"500ms\"\nstartup = \"100ms\"\ngrace = \"500ms\"\n",
+    );
+    // A long node lease: the first-claim fence (3/4 of it) comes long after the stop.
+    let agent = [
+        "agent",
+        "--node",
+        "n1",
+        "--report-every",
+        "200ms",
+        "--node-timeout",
+        "60s",
+    ];
+    d.start("n1", &agent);
+    d.start("controller", &["controller", "--lease-ttl", "1s"]);
+    d.ok(&["apply", "-f", &file]);
+    d.until("2 copies live", |d| {
+        d.marked().len() == 2 && d.get("w")["live"] == 2
+    });
+    d.signal("n1", Signal::KILL);
+    etcd.kill(0);
+    d.start("n1-again", &agent);
+    d.until("the restarted agent trying to claim its node", |d| {
+        d.log("n1-again").contains("cannot claim the node yet")
+    });
+    assert_eq!(d.marked().len(), 2, "the copies outlive their agent");
+    let asked = std::time::Instant::now();
+    d.send("n1-again", Signal::TERM);
+    let status = d.wait_exit_within(
+        "n1-again",
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+    );
+    let took = asked.elapsed();
+    let log = d.log("n1-again");
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(
+        log.contains("shutting down before its state was read"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("fenced"),
+        "the fence did it, not the stop:\n{log}"
+    );
+    // `sleep` ends at SIGTERM: gone when the agent is, which waited out the grace.
+    assert!(
+        d.marked().is_empty(),
+        "left running by the stopped agent: {:?}\n{log}",
+        d.marked()
+    );
+    assert!(took >= Duration::from_secs(10), "stopped in {took:?}");
+    etcd.restart(0).unwrap();
+}
+
 /// Issue 22, item 6: a store outage stops only what must stop. The only etcd member is down
 /// past the agent's fence (3/4 of a 4 s node lease): the `named` copies are fenced, the
 /// `intent` ones with `stop_when_cut_off = "1s"` stop after their wait, and the plain `intent`
