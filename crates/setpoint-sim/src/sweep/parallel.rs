@@ -107,7 +107,7 @@ fn summarize_split(
         .map(|k| {
             let cells = grid.chunk(k, split);
             let mut s = Summary::default();
-            for i in cells.clone() {
+            for (i, cell) in grid.walk(cells.clone()) {
                 // Between two cells: a cell of a long duration runs for seconds in a debug build.
                 if stop() {
                     break;
@@ -121,13 +121,13 @@ fn summarize_split(
                     s.mismatched += u64::from(r.get("lesson_match") == Some(&Value::Bool(false)));
                     s.prediction_mismatched +=
                         u64::from(r.get("prediction_match") == Some(&Value::Bool(false)));
-                } else if let Some(o) = grid.lesson_cell_outcome(i) {
+                } else if let Some(o) = grid.lesson_cell_outcome(&cell) {
                     // The counts need neither the seed nor the row's other columns.
                     s.mismatched += u64::from(!o.lesson_match());
                     s.overshooting += u64::from(o.metrics.overshoot > 0);
                     s.prediction_mismatched += u64::from(!o.prediction_match());
                 } else {
-                    let row = grid.row(i).map_err(cell_err)?;
+                    let row = grid.cell_row(i, cell).map_err(cell_err)?;
                     s.mismatched += u64::from(row.lesson_match == Some(false));
                     s.overshooting += u64::from(row.metrics.overshoot > 0);
                     s.prediction_mismatched += u64::from(row.prediction_match == Some(false));
@@ -171,8 +171,8 @@ fn write_rows_split<W: Write + Send>(
             .map(|k| {
                 let cells = grid.chunk(k, split);
                 let mut text = String::with_capacity(200 * (cells.end - cells.start) as usize);
-                for i in cells.clone() {
-                    grid.write_row(i, format, &mut text)
+                for (i, cell) in grid.walk(cells.clone()) {
+                    grid.write_cell_row(i, cell, format, &mut text)
                         .map_err(|source| SweepError::Cell { cell: i, source })?;
                 }
                 progress(cells.end - cells.start);

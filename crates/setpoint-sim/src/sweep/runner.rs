@@ -16,11 +16,9 @@ use crate::predict::predict_params;
 use crate::scenario::{run, ScenarioError};
 
 impl Grid {
-    /// The outcome of cell `index` if it is a lesson cell.
-    pub(super) fn lesson_cell_outcome(&self, index: u64) -> Option<LessonOutcome> {
-        let cell = self.cell(index);
-        self.is_lesson_cell(&cell)
-            .then(|| self.lesson_outcome(&cell))
+    /// The outcome of `cell` if it is a lesson cell.
+    pub(super) fn lesson_cell_outcome(&self, cell: &Cell) -> Option<LessonOutcome> {
+        self.is_lesson_cell(cell).then(|| self.lesson_outcome(cell))
     }
 
     /// What a lesson cell ([`Self::is_lesson_cell`]) measures, on the fast engine, and what the
@@ -52,7 +50,11 @@ impl Grid {
 
     /// Simulates cell `index` (a single run) and returns its row.
     pub fn row(&self, index: u64) -> Result<SweepRow<'_>, ScenarioError> {
-        let cell = self.cell(index);
+        self.cell_row(index, self.cell(index))
+    }
+
+    /// [`Self::row`] of cell `index`, whose parameters `cell` the caller already has.
+    pub(super) fn cell_row(&self, index: u64, cell: Cell) -> Result<SweepRow<'_>, ScenarioError> {
         let model_text = self.cell_model_text(&cell);
         let seed = self.first_seed(&cell);
         let expectations = cell.controller == ControllerKind::Expectations;
@@ -150,6 +152,17 @@ impl Grid {
         format: RowFormat,
         out: &mut String,
     ) -> Result<(), ScenarioError> {
+        self.write_cell_row(index, self.cell(index), format, out)
+    }
+
+    /// [`Self::write_row`] of cell `index`, whose parameters `cell` the caller already has.
+    pub(super) fn write_cell_row(
+        &self,
+        index: u64,
+        cell: Cell,
+        format: RowFormat,
+        out: &mut String,
+    ) -> Result<(), ScenarioError> {
         if self.spec.runs > 1 {
             let r = self.monte_carlo_row(index)?;
             out.push_str(&match format {
@@ -158,7 +171,7 @@ impl Grid {
             });
             out.push('\n');
         } else {
-            self.row(index)?.write_to(format, out);
+            self.cell_row(index, cell)?.write_to(format, out);
         }
         Ok(())
     }
