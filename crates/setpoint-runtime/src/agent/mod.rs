@@ -6,8 +6,10 @@
 //! routes inputs to them and gathers their outputs (docs/runtime.md, "The agent's parts").
 //!
 //! # Layout
-//! - `core.rs`: [`AgentCore`]: the parts, the routing, the order of a step, what spans parts
-//!   (the fence's signals, shutdown).
+//! - `core/`: [`AgentCore`]: the parts, the routing, the order of a step (`mod.rs`), and what
+//!   spans parts, each an `impl AgentCore` block of its own: `fence.rs` (the claim, renewals,
+//!   the fence's signals, claiming again) and `shutdown.rs` (the drain, the last report, the
+//!   release); the machine's tests in `tests.rs`.
 //! - `lease.rs`: the node claim, renewals and the fence's clock ([`fence_times_ms`]).
 //! - `supervisor.rs`: the copies from start to exit (stops with grace, readiness), the state
 //!   file's writes.

@@ -1,0 +1,1441 @@
+//! A tiny synchronous driver: a [`MemoryStore`], fake processes, virtual time in 5ms ticks,
+//! replies delayed or dropped at will.
+
+use std::collections::VecDeque;
+
+use super::super::{fence_times_ms, renew_every_ms, Ended, FoundRecord, NodeState, Nonces};
+use super::*;
+use crate::events;
+use crate::machine::{carry_out, Replied, ReqId};
+use crate::model::node::{node_key, NodeRecord};
+use crate::model::{encode, placement_key, placements_of, report_key, Assignment, Phase};
+use crate::remote;
+use crate::rules::CopyEnv;
+use crate::store::{MemoryStore, Store, Txn};
+
+const TICK: u64 = 5;
+
+#[derive(Clone, Debug)]
+struct Proc {
+    copy: String,
+    pid: u32,
+    alive: bool,
+    /// A signal arrived: it ends at the next tick.
+    ending: Option<i32>,
+}
+
+/// Which store requests lose their reply, by the time they are sent.
+type Dropper = Box<dyn Fn(u64, &StoreRequest) -> bool>;
+/// How much longer a reply takes, by the request and when it was sent.
+type Slower = Box<dyn Fn(u64, &StoreRequest) -> u64>;
+
+struct World {
+    store: std::sync::Arc<MemoryStore>,
+    core: AgentCore,
+    now: u64,
+    procs: Vec<Proc>,
+    next_pid: u32,
+    /// Starts asked for: (time, copy).
+    starts: Vec<(u64, String)>,
+    /// Signals sent: (time, copy, signal).
+    signals: Vec<(u64, String, CopySignal)>,
+    /// Store requests sent: (time, id, request).
+    sent: Vec<(u64, ReqId, StoreRequest)>,
+    /// Replies on their way: (due, reply).
+    replies: Vec<(u64, Replied)>,
+    /// Which requests lose their reply (they are carried out).
+    drop: Dropper,
+    /// Which requests never reach the store.
+    cut: Dropper,
+    /// From this time on, every request finds the store lost for good.
+    lost_from: Option<u64>,
+    /// How much longer than `delay` each request's reply takes.
+    slow: Slower,
+    delay: u64,
+    saved: Option<NodeState>,
+    /// The lease file, as last written.
+    lease_file: Option<u64>,
+    stopped: Option<Result<(), AgentError>>,
+    log: Vec<String>,
+    /// Every output, as `{now} {output:?}`.
+    trace: Vec<String>,
+    /// The last wake asked for.
+    wake: u64,
+    /// Probes answer this (true: ready).
+    probe_ok: bool,
+    /// How long a probe runs, in milliseconds (0: it answers in the step that asked).
+    probe_ms: u64,
+    /// Probes running: (when they answer, copy).
+    probes: Vec<(u64, String)>,
+    /// Where in the trace a step asked to be woken at the very time it ran: work it left
+    /// undone, or a busy loop.
+    busy: Vec<usize>,
+}
+
+fn config(node: &str) -> AgentCoreConfig {
+    AgentCoreConfig {
+        lease_ttl_ms: 1_000,
+        report_every_ms: 100,
+        sync_every_ms: 50,
+        request_timeout_ms: 300,
+        nonces: Nonces::Counter(7),
+        ..AgentCoreConfig::new(node)
+    }
+}
+
+#[test]
+fn a_jittered_schedule_gives_each_report_its_next_delay() {
+    let fixed = AgentCore::new(config("n"), 0);
+    assert_eq!(
+        (fixed.report_delay_ms(0), fixed.report_delay_ms(100)),
+        (0, 0)
+    );
+    let cfg = AgentCoreConfig {
+        report_delay_ms: 40,
+        report_delays: crate::report_delay::ReportDelays::new(vec![250, 60]),
+        ..config("n")
+    };
+    let core = AgentCore::new(cfg, 0);
+    let got: Vec<u64> = (0..3).map(|k| core.report_delay_ms(k * 100)).collect();
+    assert_eq!(
+        got,
+        [250, 60, 250],
+        "the schedule in turn, not the fixed 40 ms"
+    );
+}
+
+fn assign(store: &MemoryStore, node: &str, n: u64) {
+    assign_cut_off(store, node, n, crate::model::CutOff::Fence);
+}
+
+/// [`assign`] with what a cut-off does to the copy.
+fn assign_cut_off(store: &MemoryStore, node: &str, n: u64, cut_off: crate::model::CutOff) {
+    let a = Assignment {
+        copy: format!("w-{n}"),
+        workload: "w".into(),
+        owner_uid: 1,
+        n,
+        node: node.into(),
+        command: vec!["sleep".into(), "100".into()],
+        startup_ms: 20,
+        readiness: None,
+        grace_ms: 100,
+        created_ms: 0,
+        env: CopyEnv::default(),
+        generation: 0,
+        cut_off,
+        heartbeat: false,
+    };
+    let key = placement_key(node, "w", n);
+    store
+        .commit(&Txn::new().expect(&key, 0).put(&key, encode(&a)))
+        .unwrap();
+}
+
+fn unassign(store: &MemoryStore, node: &str, n: u64) {
+    store
+        .commit(&Txn::new().delete(placement_key(node, "w", n)))
+        .unwrap();
+}
+
+impl World {
+    /// No step asked to be woken at its own time (a busy loop); the first five such steps'
+    /// traces otherwise.
+    fn assert_never_busy(&self) {
+        let busy: Vec<&String> = self
+            .busy
+            .iter()
+            .map(|&i| &self.trace[i - 1])
+            .take(5)
+            .collect();
+        assert!(
+            busy.is_empty(),
+            "{} busy steps, first: {busy:#?}",
+            self.busy.len()
+        );
+    }
+
+    fn new(store: MemoryStore, cfg: AgentCoreConfig) -> Self {
+        Self::on(std::sync::Arc::new(store), cfg)
+    }
+
+    fn on(store: std::sync::Arc<MemoryStore>, cfg: AgentCoreConfig) -> Self {
+        let mut w = World {
+            store,
+            core: AgentCore::new(cfg, 0),
+            now: 0,
+            procs: Vec::new(),
+            next_pid: 100,
+            starts: Vec::new(),
+            signals: Vec::new(),
+            sent: Vec::new(),
+            replies: Vec::new(),
+            drop: Box::new(|_, _| false),
+            lost_from: None,
+            cut: Box::new(|_, _| false),
+            slow: Box::new(|_, _| 0),
+            delay: 0,
+            saved: None,
+            lease_file: None,
+            stopped: None,
+            log: Vec::new(),
+            trace: Vec::new(),
+            wake: 0,
+            probe_ok: true,
+            probe_ms: 0,
+            probes: Vec::new(),
+            busy: Vec::new(),
+        };
+        w.input(AgentInput::Tick);
+        w
+    }
+
+    /// A new agent at the same place, over what the previous one left (its processes, its
+    /// state file, the store).
+    fn restart(self, cfg: AgentCoreConfig) -> Self {
+        let mut core = AgentCore::new(cfg, self.now);
+        if let Some(sent) = self.lease_file {
+            core.inherit_renewal(sent);
+        }
+        let mut w = World {
+            core,
+            starts: Vec::new(),
+            signals: Vec::new(),
+            sent: Vec::new(),
+            replies: Vec::new(),
+            stopped: None,
+            log: Vec::new(),
+            trace: Vec::new(),
+            ..self
+        };
+        w.input(AgentInput::Tick);
+        w
+    }
+
+    fn input(&mut self, input: AgentInput) {
+        let mut inputs = VecDeque::from([input]);
+        while let Some(i) = inputs.pop_front() {
+            for o in self.core.step(self.now, i) {
+                self.carry(o, &mut inputs);
+            }
+        }
+    }
+
+    fn carry(&mut self, o: AgentOutput, inputs: &mut VecDeque<AgentInput>) {
+        let now = self.now;
+        self.trace.push(format!("{now} {o:?}"));
+        match o {
+            AgentOutput::Store { id, request } => {
+                self.sent.push((now, id, request.clone()));
+                if (self.cut)(now, &request) {
+                    return;
+                }
+                let result = match self.lost_from {
+                    Some(t) if now >= t => Err(StoreError::Lost("the database is gone".into())),
+                    _ => carry_out(&*self.store, &request),
+                };
+                if !(self.drop)(now, &request) {
+                    let due = now + self.delay + (self.slow)(now, &request);
+                    self.replies.push((due, Replied { id, result }));
+                }
+            }
+            AgentOutput::Wake(Wake(t)) => {
+                assert!(t >= now, "a wake in the past");
+                if t == now {
+                    self.busy.push(self.trace.len());
+                }
+                self.wake = t;
+            }
+            AgentOutput::Start { copy, .. } => {
+                assert!(!self.core.is_fenced(), "{copy} started while fenced");
+                self.starts.push((now, copy.clone()));
+                self.next_pid += 1;
+                let pid = self.next_pid;
+                self.procs.push(Proc {
+                    copy: copy.clone(),
+                    pid,
+                    alive: true,
+                    ending: None,
+                });
+                inputs.push_back(AgentInput::Started {
+                    copy,
+                    pid,
+                    start_ticks: u64::from(pid) * 10,
+                });
+            }
+            AgentOutput::Adopt { .. } => {}
+            AgentOutput::Signal {
+                copy, pid, signal, ..
+            } => {
+                self.signals.push((now, copy, signal));
+                if let Some(p) = self.procs.iter_mut().find(|p| p.pid == pid && p.alive) {
+                    p.ending = Some(match signal {
+                        CopySignal::Term => 15,
+                        CopySignal::Kill => 9,
+                    });
+                }
+            }
+            AgentOutput::StopForeign { pid, .. } => {
+                if let Some(p) = self.procs.iter_mut().find(|p| p.pid == pid) {
+                    p.alive = false;
+                }
+            }
+            AgentOutput::StopStrays { signal, .. } => {
+                for p in self.procs.iter_mut().filter(|p| p.alive) {
+                    self.signals.push((now, p.copy.clone(), signal));
+                    p.ending = Some(match signal {
+                        CopySignal::Term => 15,
+                        CopySignal::Kill => 9,
+                    });
+                }
+            }
+            AgentOutput::Probe { copy, .. } if self.probe_ms > 0 => {
+                self.probes.push((now + self.probe_ms, copy));
+            }
+            AgentOutput::Probe { copy, .. } => inputs.push_back(AgentInput::ProbeDone {
+                copy,
+                ok: self.probe_ok,
+            }),
+            AgentOutput::Recover => {
+                let records = self
+                    .saved
+                    .clone()
+                    .map(|s| s.copies)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|record| {
+                        let process = self
+                            .procs
+                            .iter()
+                            .find(|p| {
+                                p.alive && p.pid == record.pid && p.copy == record.assignment.copy
+                            })
+                            .map(|p| (p.pid, u64::from(p.pid) * 10));
+                        FoundRecord { record, process }
+                    })
+                    .collect();
+                inputs.push_back(AgentInput::Recovered(Recovery {
+                    records,
+                    unclaimed: Vec::new(),
+                    own_uid: 1,
+                }));
+            }
+            AgentOutput::SaveState(s) => self.saved = Some(s),
+            AgentOutput::LeaseKept { sent_ms } => {
+                assert!(
+                    self.lease_file.is_none_or(|f| f < sent_ms),
+                    "written down once per change, later each time"
+                );
+                self.lease_file = Some(sent_ms);
+            }
+            AgentOutput::TendLogs { .. } | AgentOutput::ReadLog { .. } => {}
+            AgentOutput::Log(line) => self.log.push(format!("{now} {line}")),
+            AgentOutput::Stopped(r) => self.stopped = Some(r),
+        }
+    }
+
+    /// Runs to `until`, a tick at a time.
+    fn run(&mut self, until: u64) {
+        while self.now < until && self.stopped.is_none() {
+            self.tick_at(self.now + TICK);
+        }
+    }
+
+    /// Delivers what is due at `now` (replies, process ends), then a tick.
+    fn tick_at(&mut self, now: u64) {
+        self.now = now;
+        let (due, later): (Vec<_>, Vec<_>) = self.replies.drain(..).partition(|(t, _)| *t <= now);
+        self.replies = later;
+        for (_, r) in due {
+            self.input(AgentInput::Replied(r));
+        }
+        let (done, running): (Vec<_>, Vec<_>) = self.probes.drain(..).partition(|(t, _)| *t <= now);
+        self.probes = running;
+        for (_, copy) in done {
+            let ok = self.probe_ok;
+            self.input(AgentInput::ProbeDone { copy, ok });
+        }
+        let ended: Vec<(String, i32)> = self
+            .procs
+            .iter_mut()
+            .filter(|p| p.alive && p.ending.is_some())
+            .map(|p| {
+                p.alive = false;
+                (p.copy.clone(), p.ending.unwrap_or(0))
+            })
+            .collect();
+        for (copy, s) in ended {
+            self.input(AgentInput::Exited {
+                copy,
+                how: Ended::Signal(s),
+            });
+        }
+        self.input(AgentInput::Tick);
+    }
+
+    /// Runs to `until`, stepping only when something happens: a wake the machine asked
+    /// for, a reply, a process end (1ms after its signal). What a discrete-event world does.
+    fn run_by_wakes(&mut self, until: u64) {
+        while self.stopped.is_none() {
+            let reply = self
+                .replies
+                .iter()
+                .map(|(t, _)| *t)
+                .chain(self.probes.iter().map(|(t, _)| *t))
+                .min();
+            let ending = self
+                .procs
+                .iter()
+                .any(|p| p.alive && p.ending.is_some())
+                .then_some(self.now + 1);
+            let next = [Some(self.wake), reply, ending]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(u64::MAX)
+                .max(self.now + 1);
+            if next > until {
+                self.now = until;
+                return;
+            }
+            self.tick_at(next);
+        }
+    }
+
+    fn running(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .procs
+            .iter()
+            .filter(|p| p.alive)
+            .map(|p| p.copy.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn report(&self, node: &str) -> NodeReport {
+        let e = self.store.get(&report_key(node)).unwrap().unwrap();
+        decode::<NodeReport>(&e).unwrap().value
+    }
+
+    fn renewals_answered(&self) -> Vec<u64> {
+        self.sent
+            .iter()
+            .filter(|(t, _, r)| matches!(r, StoreRequest::KeepAlive(_)) && !(self.drop)(*t, r))
+            .map(|(t, _, _)| *t)
+            .collect()
+    }
+}
+
+#[test]
+fn the_fence_acts_before_the_store_can_expire_the_lease() {
+    let (term, kill) = fence_times_ms(1_000, 4_000);
+    assert_eq!((term, kill), (4_000, 4_600));
+    assert!(kill < 1_000 + 4_000);
+    // Three renewals fit before the SIGTERM: one lost renewal never fences.
+    assert!(renew_every_ms(4_000) * 2 < term - 1_000);
+}
+
+#[test]
+fn each_assignment_starts_once_runs_is_reported_and_stops_when_unassigned() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    assign(&store, "a", 1);
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    assert_eq!(w.running(), ["w-0", "w-1"]);
+    let starts: Vec<&str> = w.starts.iter().map(|(_, c)| c.as_str()).collect();
+    assert_eq!(starts, ["w-0", "w-1"], "each started once");
+    let r = w.report("a");
+    assert!(r.copies.iter().all(|c| c.phase == Phase::Running), "{r:?}");
+    assert!(w.store.get(&node_key("a")).unwrap().is_some());
+    // A copy that dies stays recorded while assigned: it is never started again.
+    w.procs[0].ending = Some(9);
+    w.run(1_000);
+    assert_eq!(w.starts.len(), 2, "{:?}", w.starts);
+    assert_eq!(w.running(), ["w-1"]);
+    // Unassigned: SIGTERM, forgotten once it ended.
+    unassign(&w.store, "a", 1);
+    w.run(1_500);
+    assert!(w.running().is_empty());
+    assert!(w
+        .signals
+        .iter()
+        .any(|(_, c, s)| c == "w-1" && *s == CopySignal::Term));
+    assert_eq!(w.report("a").copies.len(), 1, "w-0 is still assigned");
+    // The event log has the starts, readiness and exits.
+    let log = events::read_log(&*w.store, "w").unwrap();
+    assert!(log.len() >= 6, "{log:?}");
+    // Shutdown: last report, the name given up.
+    w.input(AgentInput::Shutdown);
+    w.run(2_000);
+    assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+    assert!(w.store.get(&node_key("a")).unwrap().is_none());
+}
+
+#[test]
+fn a_batch_of_starts_is_written_twice_nonces_first_then_every_pid() {
+    let store = MemoryStore::new();
+    let mut w = World::new(store, config("a"));
+    w.run(200);
+    for n in 0..5 {
+        assign(&w.store, "a", n);
+    }
+    let before = w.trace.len();
+    // Up to just before the copies become ready (another write, a phase change).
+    w.run(240);
+    let saves: Vec<&String> = w.trace[before..]
+        .iter()
+        .filter(|l| l.contains("SaveState("))
+        .collect();
+    assert_eq!(saves.len(), 2, "{saves:#?}");
+    // The first holds every nonce before any process exists, the second every pid.
+    assert_eq!(saves[0].matches(" pid: 0,").count(), 5, "{}", saves[0]);
+    assert_eq!(saves[1].matches(" pid: 0,").count(), 0, "{}", saves[1]);
+    let first_start = w.trace[before..]
+        .iter()
+        .position(|l| l.contains("Start {"))
+        .unwrap();
+    let first_save = w.trace[before..]
+        .iter()
+        .position(|l| l.contains("SaveState("))
+        .unwrap();
+    assert!(first_save < first_start);
+}
+
+#[test]
+fn a_fenced_agent_whose_old_lease_outlived_a_failed_revoke_takes_its_own_record_over() {
+    // The renewals reach the store but their replies are lost, so the lease lives on at the
+    // store while the agent fences; then its revoke of that lease never arrives. The record
+    // still stands under the old lease when it claims again: that record is its own (as
+    // after a quorum loss, when etcd resets every lease to its full TTL), not a refusal.
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(1_000);
+    assert_eq!(w.running(), ["w-0"]);
+    w.drop =
+        Box::new(|t, r| (1_000..2_000).contains(&t) && matches!(r, StoreRequest::KeepAlive(_)));
+    w.cut = Box::new(|t, r| t < 2_600 && matches!(r, StoreRequest::Revoke(_)));
+    w.run(5_000);
+    assert!(
+        w.stopped.is_none(),
+        "the agent runs on: {:?}\n{:?}",
+        w.stopped,
+        w.log
+    );
+    assert!(
+        !w.log.iter().any(|l| l.contains("cannot rejoin: node")),
+        "{:?}",
+        w.log
+    );
+    assert!(
+        w.log.iter().any(|l| l.contains("rejoined under lease")),
+        "{:?}",
+        w.log
+    );
+}
+
+#[test]
+fn failing_renewals_fence_the_copies_at_three_quarters_and_nine_tenths_of_the_ttl() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(1_000);
+    assert_eq!(w.running(), ["w-0"]);
+    // From 1000ms on, every renewal is lost; the copy ends on SIGTERM.
+    w.drop = Box::new(|t, r| t >= 1_000 && matches!(r, StoreRequest::KeepAlive(_)));
+    w.run(2_500);
+    let last_ok = *w.renewals_answered().last().unwrap();
+    let term = w
+        .signals
+        .iter()
+        .find(|(_, _, s)| *s == CopySignal::Term)
+        .map(|(t, _, _)| *t)
+        .expect("a SIGTERM");
+    let kill = w.signals.iter().find(|(_, _, s)| *s == CopySignal::Kill);
+    assert!(
+        (last_ok + 750..last_ok + 750 + TICK).contains(&term),
+        "SIGTERM at {term}, last renewal sent at {last_ok}"
+    );
+    // The copy ended on SIGTERM: nothing is left to SIGKILL.
+    assert!(kill.is_none(), "{kill:?}");
+    assert!(w.running().is_empty());
+    assert!(
+        w.log
+            .iter()
+            .any(|l| l.contains("fenced, stopping 1 copies")),
+        "{:?}",
+        w.log
+    );
+    assert!(
+        w.log.iter().any(|l| l.contains("fenced: SIGKILL")),
+        "{:?}",
+        w.log
+    );
+    let kill_line = w
+        .log
+        .iter()
+        .find(|l| l.contains("fenced: SIGKILL"))
+        .unwrap();
+    let at: u64 = kill_line.split(' ').next().unwrap().parse().unwrap();
+    assert!(
+        (last_ok + 900..last_ok + 900 + TICK).contains(&at),
+        "{kill_line}"
+    );
+}
+
+/// The fence's line tells the operator what a cut-off left running: the copies whose
+/// workloads keep them while cut off, counted apart from those the fence stops.
+#[test]
+fn the_fence_says_how_many_copies_it_stops_and_how_many_it_keeps_running() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    assign_cut_off(&store, "a", 1, crate::model::CutOff::Keep);
+    let mut w = World::new(store, config("a"));
+    w.run(1_000);
+    assert_eq!(w.running(), ["w-0", "w-1"]);
+    w.drop = Box::new(|t, r| t >= 1_000 && matches!(r, StoreRequest::KeepAlive(_)));
+    w.run(2_000);
+    assert!(
+        w.log.iter().any(
+            |l| l.contains("fenced, stopping 1 copies (SIGTERM); 1 kept running while cut off")
+        ),
+        "{:#?}",
+        w.log
+    );
+    assert_eq!(w.running(), ["w-1"]);
+}
+
+#[test]
+fn a_copy_that_ignores_sigterm_gets_sigkill_at_nine_tenths_of_the_ttl() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(1_000);
+    w.drop = Box::new(|t, r| t >= 1_000 && matches!(r, StoreRequest::KeepAlive(_)));
+    // It ignores SIGTERM: clear its ending whenever it is a SIGTERM.
+    let mut t = 1_000;
+    while t < 2_500 {
+        t += TICK;
+        w.run(t);
+        for p in &mut w.procs {
+            if p.ending == Some(15) {
+                p.ending = None;
+            }
+        }
+    }
+    let last_ok = *w.renewals_answered().last().unwrap();
+    let kill = w
+        .signals
+        .iter()
+        .find(|(_, _, s)| *s == CopySignal::Kill)
+        .map(|(t, _, _)| *t)
+        .expect("a SIGKILL");
+    assert!(
+        (last_ok + 900..last_ok + 900 + TICK).contains(&kill),
+        "{kill} vs {last_ok}"
+    );
+    assert!(w.running().is_empty());
+}
+
+#[test]
+fn a_shutdown_waits_for_its_copies_to_end_and_kills_one_that_ignores_sigterm_before_it_stops() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    assert_eq!(w.running(), ["w-0"]);
+    w.input(AgentInput::Shutdown);
+    // w-0 ignores SIGTERM: its ending is cleared whenever it is a SIGTERM.
+    let mut t = w.now;
+    while w.stopped.is_none() && t < 3_000 {
+        for p in &mut w.procs {
+            if p.ending == Some(15) {
+                p.ending = None;
+            }
+        }
+        t += TICK;
+        w.run(t);
+    }
+    assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+    assert!(
+        w.signals
+            .iter()
+            .any(|(_, copy, s)| copy == "w-0" && *s == CopySignal::Kill),
+        "never killed: {:?}",
+        w.signals
+    );
+    assert!(w.running().is_empty(), "left running by the stopped agent");
+    let phases: Vec<Phase> = w.report("a").copies.iter().map(|c| c.phase).collect();
+    assert_eq!(phases, [Phase::Exited], "the last report");
+}
+
+/// Chaos finding 18: an agent restarted while cut off, still trying its first claim, is
+/// stopped by the operator. What its earlier life left running is not adopted (the state
+/// is not read), and a stop leaves nothing running: SIGTERM at once, SIGKILL after the
+/// default grace to what ignores it, then the agent stops.
+#[test]
+fn an_agent_stopped_before_its_first_claim_stops_what_an_earlier_agent_left_running() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    assert_eq!(w.running(), ["w-0"]);
+    w.cut = Box::new(|_, _| true);
+    // A long node lease: the first-claim fence's own deadlines come after the stop's.
+    let mut long = config("a");
+    long.lease_ttl_ms = 120_000;
+    let mut w = w.restart(long);
+    let stop_at = w.now + 100;
+    w.run(stop_at);
+    w.input(AgentInput::Shutdown);
+    // w-0 ignores SIGTERM.
+    let mut t = w.now;
+    while w.stopped.is_none() && t < stop_at + 3 * STRAY_GRACE_MS {
+        for p in &mut w.procs {
+            if p.ending == Some(15) {
+                p.ending = None;
+            }
+        }
+        t += TICK;
+        w.run(t);
+    }
+    let to_w0: Vec<(u64, CopySignal)> = w
+        .signals
+        .iter()
+        .filter(|(at, copy, _)| copy == "w-0" && *at >= stop_at)
+        .map(|&(at, _, s)| (at, s))
+        .collect();
+    assert_eq!(
+        to_w0,
+        [
+            (stop_at, CopySignal::Term),
+            (stop_at + STRAY_GRACE_MS, CopySignal::Kill)
+        ],
+        "{:#?}",
+        w.log
+    );
+    assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+    // The SIGKILL went as the agent stopped (the harness runs no more once it has).
+    assert!(
+        w.procs
+            .iter()
+            .filter(|p| p.alive)
+            .all(|p| p.ending == Some(9)),
+        "left running by the stopped agent"
+    );
+    assert!(w
+        .log
+        .iter()
+        .any(|l| l.contains("shutting down before its state was read")));
+}
+
+/// A driver reads the lease getters for its metrics and status: once the agent has given
+/// its node lease up and stopped, they must not show a lease the store no longer has.
+#[test]
+fn a_stopped_agent_no_longer_reports_the_lease_it_gave_up() {
+    let store = MemoryStore::new();
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    let lease = w.core.held_lease().expect("the node lease");
+    assert!(!w.core.is_fenced());
+    w.input(AgentInput::Shutdown);
+    w.run(1_000);
+    assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+    assert_eq!(w.core.held_lease(), None, "still reports lease {lease:?}");
+    assert!(w.core.is_fenced());
+}
+
+#[test]
+fn a_store_lost_for_good_is_said_once_and_the_agent_stops_its_copies_and_exits() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    assert_eq!(w.running(), ["w-0"]);
+    w.lost_from = Some(500);
+    w.run(3_000);
+    assert!(
+        matches!(&w.stopped, Some(Err(AgentError::Store(e))) if e.is_lost()),
+        "{:?}",
+        w.stopped
+    );
+    assert!(w.running().is_empty());
+    let lines: Vec<&String> = w
+        .log
+        .iter()
+        .filter(|l| l.contains("stops its copies and exits") || l.contains("shutting down"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(lines[0].ends_with(
+        "store lost: the database is gone; nothing more is read or written through it: \
+         this agent stops its copies and exits"
+    ));
+}
+
+#[test]
+fn the_injected_bug_keeps_copies_running_after_the_lease_is_lost() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let cfg = AgentCoreConfig {
+        bug_no_self_fence: true,
+        ..config("a")
+    };
+    let mut w = World::new(store, cfg);
+    w.run(1_000);
+    w.drop = Box::new(|t, r| t >= 1_000 && matches!(r, StoreRequest::KeepAlive(_)));
+    w.run(2_500);
+    assert!(w.signals.is_empty(), "{:?}", w.signals);
+    assert_eq!(w.running(), ["w-0"], "the bug: the copy outlives the lease");
+}
+
+#[test]
+fn nothing_starts_while_fenced_and_copies_it_fenced_are_not_started_again() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    // Replies take 20ms: sync reads are in flight when the fence comes down.
+    w.delay = 20;
+    w.run(1_000);
+    w.drop =
+        Box::new(|t, r| (1_000..1_600).contains(&t) && matches!(r, StoreRequest::KeepAlive(_)));
+    assign(&w.store, "a", 1);
+    // w-1 is assigned before the fence: it starts (the lease is still held); w-2 while
+    // the agent is fenced.
+    w.run(1_560);
+    assert!(w.core.is_fenced());
+    assign(&w.store, "a", 2);
+    w.run(3_000);
+    let term = w
+        .signals
+        .iter()
+        .find(|(_, _, s)| *s == CopySignal::Term)
+        .map(|(t, _, _)| *t)
+        .unwrap();
+    let rejoined: u64 = w
+        .log
+        .iter()
+        .find(|l| l.contains("rejoined under lease"))
+        .and_then(|l| l.split(' ').next()?.parse().ok())
+        .expect("rejoined");
+    assert!(rejoined > term);
+    assert!(
+        w.starts.iter().all(|(t, _)| *t < term || *t >= rejoined),
+        "a start while fenced: {:?} (fenced {term}..{rejoined})",
+        w.starts
+    );
+    let times = |c: &str| w.starts.iter().filter(|(_, s)| s == c).count();
+    assert_eq!(
+        (times("w-0"), times("w-1"), times("w-2")),
+        (1, 1, 1),
+        "{:?}",
+        w.starts
+    );
+    // The fenced copies stay exited (their assignments still exist): only w-2 runs.
+    assert_eq!(w.running(), ["w-2"], "{:#?}", w.log);
+    assert!(w.core.held_lease().is_some());
+}
+
+#[test]
+fn a_read_sent_under_a_lease_that_was_lost_is_never_acted_on_after_the_rejoin() {
+    let store = MemoryStore::new();
+    let cfg = AgentCoreConfig {
+        request_timeout_ms: 5_000,
+        ..config("a")
+    };
+    let mut w = World::new(store, cfg);
+    w.run(1_000);
+    // Cut off from 1000ms: renewals are lost, and the sync read sent then takes 2s.
+    w.cut = Box::new(|t, r| (1_000..1_600).contains(&t) && matches!(r, StoreRequest::KeepAlive(_)));
+    let placements = placements_of("a");
+    w.slow = Box::new(move |t, r| match r {
+        StoreRequest::Read { prefixes }
+            if prefixes[0] == placements && (1_000..1_900).contains(&t) =>
+        {
+            2_000
+        }
+        _ => 0,
+    });
+    assign(&w.store, "a", 1);
+    w.run(1_200);
+    // While the agent is fenced, the node is lost and its assignment moves elsewhere.
+    unassign(&w.store, "a", 1);
+    w.run(4_000);
+    assert!(
+        w.log.iter().any(|l| l.contains("rejoined under lease")),
+        "{:#?}",
+        w.log
+    );
+    assert!(
+        w.starts.is_empty(),
+        "started from a read of the lost lease: {:?}",
+        w.starts
+    );
+}
+
+#[test]
+fn a_lost_reply_times_out_and_the_read_is_sent_again() {
+    let store = MemoryStore::new();
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    // The next sync read's reply is lost.
+    let placements = placements_of("a");
+    let lost = std::rc::Rc::new(std::cell::Cell::new(None));
+    let seen = std::rc::Rc::clone(&lost);
+    w.drop = Box::new(move |t, r| {
+        let sync = matches!(r, StoreRequest::Read { prefixes } if prefixes[0] == placements);
+        if sync && seen.get().is_none_or(|at| at == t) {
+            seen.set(Some(t));
+            return true;
+        }
+        false
+    });
+    w.run(600);
+    let lost_at = lost.get().expect("a sync read was sent");
+    assign(&w.store, "a", 0);
+    w.run(lost_at + 290);
+    assert!(w.starts.is_empty(), "no read goes out while one is awaited");
+    w.run(lost_at + 400);
+    assert_eq!(
+        w.starts.len(),
+        1,
+        "the read after the deadline starts the copy"
+    );
+}
+
+#[test]
+fn a_failed_read_of_the_nodes_state_is_sent_again_a_sync_period_later_not_sooner() {
+    let store = MemoryStore::new();
+    let mut w = World::new(store, config("a"));
+    let state_read = |r: &StoreRequest| matches!(r, StoreRequest::Read { prefixes } if *prefixes == [placements_of("a"), report_key("a")]);
+    // The first read of the node's state loses its reply: it fails at its deadline.
+    let first = std::rc::Rc::new(std::cell::Cell::new(true));
+    let once = std::rc::Rc::clone(&first);
+    w.drop = Box::new(move |_, r| state_read(r) && once.replace(false));
+    w.run(1_000);
+    let sent: Vec<u64> = w
+        .sent
+        .iter()
+        .filter(|(_, _, r)| state_read(r))
+        .map(|(t, _, _)| *t)
+        .collect();
+    let failed = w
+        .log
+        .iter()
+        .find(|l| {
+            l.contains("cannot read the node's state") && l.ends_with("(retrying every 50 ms)")
+        })
+        .map(|l| l.split(' ').next().unwrap().parse::<u64>().unwrap())
+        .expect("the failure is logged");
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(failed, sent[0] + 300, "at the request's deadline");
+    assert!(
+        (failed + 50..=failed + 50 + TICK).contains(&sent[1]),
+        "sent again at {}, failed at {failed}",
+        sent[1]
+    );
+    assert!(w.core.held_lease().is_some(), "it went on to run");
+}
+
+#[test]
+fn an_agent_cut_off_right_after_taking_its_node_over_stops_an_earlier_agents_copy_by_the_fence() {
+    // Chaos finding 14: restarted, the agent took its node's lease over, and was cut off
+    // before it could read its state: its fence stopped "0 copies", and the earlier agent's
+    // copy ran past the lease's end.
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    assert_eq!(w.running(), ["w-0"]);
+    // From the takeover's commit on, nothing reaches the store: not the state read, not a
+    // renewal.
+    let took = std::rc::Rc::new(std::cell::Cell::new(false));
+    let seen = std::rc::Rc::clone(&took);
+    w.cut = Box::new(move |_, r| {
+        let cut = seen.get();
+        seen.set(cut || matches!(r, StoreRequest::Commit(_)));
+        cut
+    });
+    let mut w = w.restart(config("a"));
+    let restarted = w.now;
+    let ttl = config("a").lease_ttl_ms;
+    w.run(restarted + 3 * ttl);
+    assert!(took.get());
+    assert!(w
+        .log
+        .iter()
+        .any(|l| l.contains("taken over from the previous agent")));
+    // The lease taken over was renewed after the restart, so the store ends it no earlier
+    // than a TTL after it: the SIGTERM comes before, and the copy is gone.
+    let stopped: Vec<(u64, CopySignal)> = w
+        .signals
+        .iter()
+        .filter(|(_, copy, _)| copy == "w-0")
+        .map(|&(t, _, s)| (t, s))
+        .collect();
+    assert!(
+        stopped
+            .iter()
+            .any(|&(t, s)| s == CopySignal::Term && t < restarted + ttl),
+        "{stopped:?} {:#?}",
+        w.log
+    );
+    assert!(w.running().is_empty());
+}
+
+#[test]
+fn a_copy_the_restarted_agents_first_fence_stopped_is_recorded_as_stopped_by_it_not_crashed() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    assert_eq!(w.running(), ["w-0"]);
+    // Restarted at 500 and cut off for its first second: its first claim's fence stops
+    // the earlier agent's copy before the claim holds and the state is read.
+    w.cut = Box::new(|t, _| t < 1_500);
+    let mut w = w.restart(config("a"));
+    w.run(3_000);
+    assert!(w.running().is_empty());
+    let term = w
+        .signals
+        .iter()
+        .find(|(_, copy, s)| copy == "w-0" && *s == CopySignal::Term)
+        .map(|(t, _, _)| *t)
+        .expect("the fence's SIGTERM");
+    assert!(term < 1_500, "signalled before the claim at {term}");
+    let w0 = w
+        .core
+        .records()
+        .into_iter()
+        .find(|r| r.assignment.copy == "w-0")
+        .expect("recorded");
+    assert_eq!(w0.phase, Phase::Exited);
+    assert!(
+        w0.killed,
+        "a commanded death, replaced without backoff: {:?}",
+        w0.exit
+    );
+    assert_eq!(
+        w0.exit.as_deref(),
+        Some("stopped by this agent's fence before its claim")
+    );
+}
+
+#[test]
+fn a_running_agent_that_fences_stops_its_own_copies_and_no_strays() {
+    // Once its state is read, an earlier agent's processes are adopted or stopped: a fence
+    // signals the agent's own copies only.
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    assert_eq!(w.running(), ["w-0"]);
+    w.cut = Box::new(|_, _| true);
+    w.run(2_500);
+    assert!(w
+        .log
+        .iter()
+        .any(|l| l.contains("fenced, stopping 1 copies")));
+    assert!(
+        !w.log.iter().any(|l| l.contains("its state not read yet")),
+        "{:#?}",
+        w.log
+    );
+}
+
+#[test]
+fn a_restarted_agent_adopts_its_live_copies_and_never_restarts_a_dead_one() {
+    let store = MemoryStore::new();
+    for n in 0..3 {
+        assign(&store, "a", n);
+    }
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    assert_eq!(w.running(), ["w-0", "w-1", "w-2"]);
+    let pids: Vec<u32> = w.procs.iter().map(|p| p.pid).collect();
+    let acquired = |w: &World| {
+        let e = w.store.get(&node_key("a")).unwrap().unwrap();
+        decode::<NodeRecord>(&e).unwrap().value.acquired_ms
+    };
+    let tenure = acquired(&w);
+    // The agent dies (no shutdown); w-1 dies while it is down.
+    w.procs[1].alive = false;
+    let now = w.now;
+    let mut w = w.restart(config("a"));
+    w.run(now + 500);
+    assert!(w.starts.is_empty(), "nothing started again: {:?}", w.starts);
+    assert_eq!(w.running(), ["w-0", "w-2"]);
+    assert!(w
+        .log
+        .iter()
+        .any(|l| l.contains("taken over from the previous agent")));
+    // The tenure goes on: the earlier agent's last report counts until this one's lands.
+    assert_eq!(acquired(&w), tenure);
+    assert!(w
+        .log
+        .iter()
+        .any(|l| l.contains(&format!("adopted w-0 (pid {})", pids[0]))));
+    let r = w.report("a");
+    let phases: Vec<(String, Phase, u32)> = r
+        .copies
+        .iter()
+        .map(|c| (c.copy.clone(), c.phase, c.pid))
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            ("w-0".into(), Phase::Running, pids[0]),
+            ("w-1".into(), Phase::Exited, 0),
+            ("w-2".into(), Phase::Running, pids[2]),
+        ]
+    );
+    // An adopted copy that is unassigned is stopped.
+    unassign(&w.store, "a", 2);
+    w.run(now + 1_000);
+    assert_eq!(w.running(), ["w-0"]);
+}
+
+#[test]
+fn driven_only_at_its_wakes_it_runs_copies_and_fences_to_the_millisecond() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    assign(&store, "a", 1);
+    let mut w = World::new(store, config("a"));
+    w.run_by_wakes(1_000);
+    assert_eq!(w.running(), ["w-0", "w-1"]);
+    let r = w.report("a");
+    assert!(r.copies.iter().all(|c| c.phase == Phase::Running), "{r:?}");
+    let steps = w.trace.iter().filter(|l| l.contains("Wake(")).count();
+    assert!(
+        steps < 200,
+        "{steps} steps in a second: it sleeps between timers"
+    );
+    w.drop = Box::new(|t, r| t >= 1_000 && matches!(r, StoreRequest::KeepAlive(_)));
+    w.run_by_wakes(3_000);
+    let last_ok = *w.renewals_answered().last().unwrap();
+    let term = w
+        .signals
+        .iter()
+        .find(|(_, _, s)| *s == CopySignal::Term)
+        .map(|(t, _, _)| *t)
+        .unwrap();
+    assert_eq!(term, last_ok + 750, "SIGTERM at exactly 3/4 of the TTL");
+    assert!(w.running().is_empty());
+}
+
+#[test]
+fn driven_only_at_its_wakes_a_copy_is_ready_at_its_startup_time_to_the_millisecond() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run_by_wakes(1_000);
+    let r = &w.core.records()[0];
+    assert_eq!(r.phase, Phase::Running);
+    assert_eq!(
+        r.ready_ms,
+        Some(r.started_ms + r.assignment.startup_ms),
+        "started at {}",
+        r.started_ms
+    );
+}
+
+#[test]
+fn no_step_asks_to_be_woken_at_its_own_time_fenced_or_waiting_for_replies() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    // Replies take 20ms: syncs and reports wait in flight past their timers.
+    w.delay = 20;
+    w.run_by_wakes(1_000);
+    // Fenced from 3/4 TTL to 9/10 TTL, then rejoined; then a shutdown. The agent is paused
+    // (not stepped) until 600ms after its last good renewal: the renewal it sends then is
+    // due again after the SIGTERM and before the SIGKILL, and must not be waited for.
+    w.cut = Box::new(|t, r| (1_000..1_600).contains(&t) && matches!(r, StoreRequest::KeepAlive(_)));
+    let last_ok = *w.renewals_answered().last().unwrap();
+    w.tick_at(last_ok + 600);
+    w.run_by_wakes(3_000);
+    assert!(
+        w.log.iter().any(|l| l.contains("rejoined under lease")),
+        "{:#?}",
+        w.log
+    );
+    w.input(AgentInput::Shutdown);
+    w.run_by_wakes(5_000);
+    assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+    w.assert_never_busy();
+}
+
+#[test]
+fn the_same_inputs_give_the_same_outputs() {
+    let trace = || {
+        let store = MemoryStore::new();
+        assign(&store, "a", 0);
+        assign(&store, "a", 1);
+        let mut w = World::new(store, config("a"));
+        w.delay = 7;
+        w.run(600);
+        w.drop = Box::new(|t, r| t >= 600 && matches!(r, StoreRequest::KeepAlive(_)));
+        w.run(1_800);
+        w.trace
+    };
+    let (a, b) = (trace(), trace());
+    assert!(a.len() > 20, "{a:?}");
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_copy_with_a_readiness_command_runs_only_once_it_passes() {
+    let store = MemoryStore::new();
+    let a = Assignment {
+        copy: "w-0".into(),
+        workload: "w".into(),
+        owner_uid: 1,
+        n: 0,
+        node: "a".into(),
+        command: vec!["sleep".into(), "100".into()],
+        startup_ms: 0,
+        readiness: Some(vec!["true".into()]),
+        grace_ms: 100,
+        created_ms: 0,
+        env: CopyEnv::default(),
+        generation: 0,
+        cut_off: Default::default(),
+        heartbeat: false,
+    };
+    let key = placement_key("a", "w", 0);
+    store.commit(&Txn::new().put(&key, encode(&a))).unwrap();
+    let mut w = World::new(store, config("a"));
+    w.probe_ok = false;
+    w.run(500);
+    let phase = |w: &World| w.core.records()[0].phase;
+    assert_eq!(phase(&w), Phase::Starting);
+    let probes = w.trace.iter().filter(|l| l.contains("Probe {")).count();
+    // Retried every 100ms, one at a time.
+    assert!((3..=5).contains(&probes), "{probes} probes in 500ms");
+    w.probe_ok = true;
+    w.run(700);
+    assert_eq!(phase(&w), Phase::Running);
+}
+
+#[test]
+fn while_a_readiness_probe_runs_the_agent_is_not_woken_over_and_over() {
+    let store = MemoryStore::new();
+    let a = Assignment {
+        startup_ms: 0,
+        readiness: Some(vec!["check".into()]),
+        ..super::super::fixtures::assignment(0)
+    };
+    let key = placement_key("a", "w", 0);
+    store.commit(&Txn::new().put(&key, encode(&a))).unwrap();
+    let mut w = World::new(store, config("a"));
+    // Each probe runs 300ms; the first ones fail, then they pass.
+    w.probe_ms = 300;
+    w.probe_ok = false;
+    w.run_by_wakes(1_000);
+    let probes = w.trace.iter().filter(|l| l.contains("Probe {")).count();
+    assert!((2..=3).contains(&probes), "{probes} probes in 1s");
+    w.probe_ok = true;
+    w.run_by_wakes(2_000);
+    assert_eq!(w.core.records()[0].phase, Phase::Running);
+    // A probe in flight (or passed) is not a reason to wake: a wake at the step's own
+    // time is a busy loop for as long as the probe runs.
+    w.assert_never_busy();
+}
+
+#[test]
+fn a_copy_the_store_last_heard_of_as_exited_is_not_started_again_after_the_state_file_is_lost() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    assert_eq!(w.running(), ["w-0"]);
+    // w-0 dies; its assignment stays (the controller replaces it after its backoff, under
+    // a new incarnation), and the node's report shows it exited.
+    w.procs[0].ending = Some(9);
+    w.run(1_000);
+    assert!(w.running().is_empty());
+    let exited = |w: &World| {
+        let r = w.report("a");
+        r.copies
+            .iter()
+            .map(|c| (c.copy.clone(), c.phase, c.exit.clone()))
+            .collect::<Vec<_>>()
+    };
+    let before = exited(&w);
+    assert_eq!(before.len(), 1);
+    assert_eq!(before[0].1, Phase::Exited, "{before:?}");
+    // The agent dies, and its state file is lost with it.
+    w.saved = None;
+    let now = w.now;
+    let mut w = w.restart(config("a"));
+    w.run(now + 1_000);
+    assert!(
+        w.starts.is_empty(),
+        "started again in place: {:?}",
+        w.starts
+    );
+    assert_eq!(exited(&w), before, "still the copy that ended, as it ended");
+}
+
+#[test]
+fn the_first_claims_fence_says_how_long_after_the_agents_start_it_came() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    // Restarted at 500 and cut off for its first second.
+    w.cut = Box::new(|t, _| t < 1_500);
+    let mut w = w.restart(config("a"));
+    w.run(1_500);
+    let line = w
+        .log
+        .iter()
+        .find(|l| l.contains("no node lease"))
+        .expect("the fence's line");
+    let (at, said) = line.split_once(' ').unwrap();
+    let at: u64 = at.parse().unwrap();
+    let since = format!("no node lease {}ms after this agent started", at - 500);
+    assert!(said.starts_with(&since), "{line}");
+}
+
+#[test]
+fn each_fence_is_counted_once_for_the_fencings_metric() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    assert_eq!(w.core.fencings(), 0, "none yet");
+    for (from, to) in [(1_000, 2_500), (5_000, 6_500)] {
+        w.cut = Box::new(move |t, _| (from..to).contains(&t));
+        w.run(to + 1_500);
+    }
+    let fences = w
+        .log
+        .iter()
+        .filter(|l| l.contains("fenced, stopping"))
+        .count();
+    assert_eq!(fences, 2, "{:#?}", w.log);
+    assert_eq!(w.core.fencings(), 2);
+}
+
+#[test]
+fn a_kill_request_kills_the_copy_and_its_outcome_is_written_back() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(300);
+    let inc = w.core.records()[0].incarnation;
+    let key = format!("{}w-0", remote::kills_of("a"));
+    let req = remote::KillRequest {
+        copy: "w-0".into(),
+        incarnation: inc,
+        requested_ms: 0,
+        outcome: None,
+    };
+    w.store.commit(&Txn::new().put(&key, encode(&req))).unwrap();
+    w.run(600);
+    assert!(w.running().is_empty());
+    let e = w.store.get(&key).unwrap().unwrap();
+    let answered = decode::<remote::KillRequest>(&e).unwrap().value;
+    assert_eq!(answered.outcome.as_deref(), Some("killed pid 101 on a"));
+    let kills = w
+        .signals
+        .iter()
+        .filter(|(_, _, s)| *s == CopySignal::Kill)
+        .count();
+    assert_eq!(kills, 1, "answered once: {:?}", w.signals);
+}
+
+#[test]
+fn a_rejoin_whose_create_reply_is_lost_still_rejoins_under_its_own_record() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(1_000);
+    // Renewals fail from 1000ms; then the first create of the rejoin loses its reply.
+    let creates = std::rc::Rc::new(std::cell::Cell::new(0));
+    let seen = std::rc::Rc::clone(&creates);
+    let key = node_key("a");
+    w.drop = Box::new(move |t, r| match r {
+        StoreRequest::KeepAlive(_) => (1_000..1_500).contains(&t),
+        StoreRequest::Commit(txn) if t >= 1_000 && txn.compares.iter().any(|c| c.key == key) => {
+            seen.set(seen.get() + 1);
+            seen.get() == 1
+        }
+        _ => false,
+    });
+    w.run(4_000);
+    assert!(creates.get() >= 1);
+    assert!(w.stopped.is_none(), "{:?} {:#?}", w.stopped, w.log);
+    assert!(w.core.held_lease().is_some(), "{:#?}", w.log);
+    assert!(
+        w.log.iter().any(|l| l.contains("rejoined under lease")),
+        "{:#?}",
+        w.log
+    );
+}
+
+#[test]
+fn an_agent_replaced_while_fenced_stops_without_touching_the_new_holders_report() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(1_000);
+    // Cut off: renewals and the rejoin's revoke fail until another agent has the name.
+    w.cut = Box::new(|t, r| {
+        t < 2_500 && matches!(r, StoreRequest::KeepAlive(_) | StoreRequest::Revoke(_))
+    });
+    w.run(1_800);
+    assert!(w.core.is_fenced());
+    // The store expires the old lease; another agent, elsewhere, takes the name.
+    let lease = match w.store.get(&node_key("a")).unwrap() {
+        Some(e) => e.lease.unwrap(),
+        None => panic!("no record"),
+    };
+    w.store.revoke(lease).unwrap();
+    let other = AgentCoreConfig {
+        place: "elsewhere".into(),
+        ..config("a")
+    };
+    let mut them = World::on(std::sync::Arc::clone(&w.store), other);
+    them.run(300);
+    assert!(them.core.held_lease().is_some());
+    let theirs = them.report("a");
+    w.run(5_000);
+    match &w.stopped {
+        Some(Err(AgentError::Replaced(why))) => assert!(why.contains("already held"), "{why}"),
+        other => panic!("{other:?} {:#?}", w.log),
+    }
+    assert_eq!(
+        w.report("a"),
+        theirs,
+        "the replaced agent wrote no last report"
+    );
+    assert!(w.running().is_empty());
+}
+
+#[test]
+fn a_name_held_by_an_agent_elsewhere_is_refused() {
+    let store = MemoryStore::new();
+    let mut first = World::new(store, config("a"));
+    first.run(100);
+    let other = AgentCoreConfig {
+        place: "elsewhere".into(),
+        ..config("a")
+    };
+    let mut w = World::on(std::sync::Arc::clone(&first.store), other);
+    w.run(100);
+    match &w.stopped {
+        Some(Err(e)) => assert!(e.is_refusal(), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    // Another name is free.
+    let b = AgentCoreConfig {
+        place: "elsewhere".into(),
+        ..config("b")
+    };
+    let mut w = World::on(std::sync::Arc::clone(&first.store), b);
+    w.run(100);
+    assert!(w.stopped.is_none() && w.core.held_lease().is_some());
+}
