@@ -171,31 +171,8 @@ fn an_agent_restarted_while_its_store_is_down_fences_its_earlier_copies_before_t
     let Some(mut etcd) = EtcdCluster::start_or_skip("cli::store::restarted_cut_off", 1) else {
         return;
     };
-    let mut d = Rig::on_store(&etcd.url()).deadline(Duration::from_secs(60));
-    let file = d.write(
-        "w.toml",
-        "[[workload]]\nname = \"w\"\ncommand = [\"sleep\", \"300\"]\ncopies = 3\n\
-         controller = \"named\"\nperiod = \"500ms\"\nstartup = \"100ms\"\ngrace = \"500ms\"\n",
-    );
-    let agent = [
-        "agent",
-        "--node",
-        "n1",
-        "--report-every",
-        "200ms",
-        "--node-timeout",
-        "4s",
-    ];
-    d.start("n1", &agent);
-    d.start("controller", &["controller", "--lease-ttl", "1s"]);
-    d.ok(&["apply", "-f", &file]);
-    d.until("3 copies live", |d| {
-        d.marked().len() == 3 && d.get("w")["live"] == 3
-    });
     // The agent dies; its copies run on. Then the store goes, and the agent comes back.
-    d.signal("n1", Signal::KILL);
-    etcd.kill(0);
-    assert_eq!(d.marked().len(), 3, "the copies outlive their agent");
+    let (mut d, agent) = copies_left_by_a_dead_agent_with_the_store_down(&mut etcd, 3, "4s");
     // What the dead agent wrote down: when it sent its last renewal that succeeded.
     let lease_file = d.data_dir_of("n1").join("nodes/n1.lease");
     let renewed: u64 = std::fs::read_to_string(&lease_file)
@@ -248,6 +225,43 @@ fn an_agent_restarted_while_its_store_is_down_fences_its_earlier_copies_before_t
     );
 }
 
+/// A controller and agent `n1` (node lease `node_timeout`) on `etcd` keep `copies` `named` copies
+/// of `sleep 300`; then the agent is SIGKILLed and the only etcd member killed, so its copies run
+/// on with no agent and no store. Returns the rig and the agent's arguments, to start it again.
+fn copies_left_by_a_dead_agent_with_the_store_down(
+    etcd: &mut EtcdCluster,
+    copies: usize,
+    node_timeout: &'static str,
+) -> (Rig, [&'static str; 7]) {
+    let mut d = Rig::on_store(&etcd.url()).deadline(Duration::from_secs(60));
+    let file = d.write(
+        "w.toml",
+        &format!(
+            "[[workload]]\nname = \"w\"\ncommand = [\"sleep\", \"300\"]\ncopies = {copies}\n\
+             controller = \"named\"\nperiod = \"500ms\"\nstartup = \"100ms\"\ngrace = \"500ms\"\n"
+        ),
+    );
+    let agent = [
+        "agent",
+        "--node",
+        "n1",
+        "--report-every",
+        "200ms",
+        "--node-timeout",
+        node_timeout,
+    ];
+    d.start("n1", &agent);
+    d.start("controller", &["controller", "--lease-ttl", "1s"]);
+    d.ok(&["apply", "-f", &file]);
+    d.until(&format!("{copies} copies live"), |d| {
+        d.marked().len() == copies && d.get("w")["live"] == copies
+    });
+    d.signal("n1", Signal::KILL);
+    etcd.kill(0);
+    assert_eq!(d.marked().len(), copies, "the copies outlive their agent");
+    (d, agent)
+}
+
 /// Chaos finding 18 on the real runtime: an agent restarted while its store is down and told
 /// to stop (SIGTERM, as `systemctl stop` does) before it could claim its node stops what its
 /// earlier life left running before it exits, so a stop leaves no copy without an agent:
@@ -258,30 +272,8 @@ fn an_agent_stopped_before_it_could_claim_its_node_leaves_no_copy_running() {
     let Some(mut etcd) = EtcdCluster::start_or_skip("cli::store::stopped_before_claim", 1) else {
         return;
     };
-    let mut d = Rig::on_store(&etcd.url()).deadline(Duration::from_secs(60));
-    let file = d.write(
-        "w.toml",
-        "[[workload]]\nname = \"w\"\ncommand = [\"sleep\", \"300\"]\ncopies = 2\n\
-         controller = \"named\"\nperiod = \"500ms\"\nstartup = \"100ms\"\ngrace = \"500ms\"\n",
-    );
     // A long node lease: the first-claim fence (3/4 of it) comes long after the stop.
-    let agent = [
-        "agent",
-        "--node",
-        "n1",
-        "--report-every",
-        "200ms",
-        "--node-timeout",
-        "60s",
-    ];
-    d.start("n1", &agent);
-    d.start("controller", &["controller", "--lease-ttl", "1s"]);
-    d.ok(&["apply", "-f", &file]);
-    d.until("2 copies live", |d| {
-        d.marked().len() == 2 && d.get("w")["live"] == 2
-    });
-    d.signal("n1", Signal::KILL);
-    etcd.kill(0);
+    let (mut d, agent) = copies_left_by_a_dead_agent_with_the_store_down(&mut etcd, 2, "60s");
     d.start("n1-again", &agent);
     d.until("the restarted agent trying to claim its node", |d| {
         d.log("n1-again").contains("cannot claim the node yet")
