@@ -56,8 +56,8 @@ const SHUTDOWN_SLACK_MS: u64 = 2_000;
 
 /// How long what an earlier agent here left running is given between SIGTERM and SIGKILL when
 /// this agent is stopped before it read its state: their own grace is in the state file it has
-/// not read, so the default grace of a workload ([`crate::spec::DEFAULT_GRACE`]).
-const STRAY_GRACE_MS: u64 = 10_000;
+/// not read, so a workload's default grace ([`crate::spec::DEFAULT_GRACE`], 10 s).
+const STRAY_GRACE_MS: u64 = crate::spec::DEFAULT_GRACE.as_millis() as u64;
 
 /// The node agent as a state machine: see [`crate::agent`] and the docs of its parts.
 #[derive(Debug)]
