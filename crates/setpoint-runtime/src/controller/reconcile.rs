@@ -64,6 +64,9 @@ pub struct PassReport {
     pub delete_commands: u64,
     /// Copies whose assignment a delete command removed.
     pub deleted: Vec<String>,
+    /// Copies a delete command was meant for and not sent to: in flight, on a node that has not
+    /// reported since its agent could have started them ([`start_unknown`]).
+    pub delete_held: Vec<String>,
     /// Assignments removed because their copy had exited.
     pub collected: Vec<String>,
     /// Assignments removed because their node is lost (its lease ended) and they are released.
@@ -363,6 +366,14 @@ pub fn plan_pass(
             }
             let targets = controller.delete_targets(&view, a.size());
             for n in targets.into_iter().map(|c| c.0) {
+                // A copy in flight whose node has not reported since its agent could have read
+                // its assignment may have started unseen: a delete command now could remove a
+                // copy that runs while none is surplus. It is held, and the surplus corrected
+                // on the next pass after that report (chaos finding 19).
+                if start_unknown(snapshot, &view, n) {
+                    report.delete_held.push(copy_name(name, n));
+                    continue;
+                }
                 commanded.push(n);
                 if let Some((key, stored)) = view.assignment(n) {
                     let mark = Mark::at(&txn);
@@ -374,6 +385,7 @@ pub fn plan_pass(
             }
         }
     }
+    report.delete_commands -= report.delete_held.len() as u64;
     report.action = action;
     for (key, stored) in view.exited_assignments() {
         if !report.deleted.contains(&stored.value.copy) {
@@ -445,6 +457,32 @@ pub fn plan_pass(
     plan.txn = txn;
     plan.report = report;
     Ok(plan)
+}
+
+/// Whether copy `n` of the view's workload may have started without any report showing it:
+/// it has an assignment, no report shows it running or starting, and its node's report
+/// in `snapshot` is missing or was observed before the agent had read that assignment
+/// ([`crate::model::NodeReport::synced_revision`] older than the assignment's revision).
+///
+/// A delete command to such a copy is a guess. In chaos finding 19 (lease-pressure seed
+/// 12,459) a new leader counted two copies on a node cut off past its lease as gone and made
+/// two replacements; the node came back, its report showed its copy again, and the surplus of
+/// one went to the newest replacement, which had started 0.7 s before on another node while
+/// that node's report, written before its agent read the assignment, showed nothing: four ran
+/// for four wanted, and one was deleted. Waiting for the report costs a surplus of one for a
+/// report's round trip; the report then shows the copy running (a surplus among running
+/// copies, corrected by the next pass) or, read and not started, free to delete.
+pub fn start_unknown(snapshot: &Snapshot, view: &WorkloadView<'_>, n: u64) -> bool {
+    let Some((_, a)) = view.assignment(n) else {
+        return false;
+    };
+    if view.shows(n) || LedgerView::started(view, setpoint_core::CopyId(n)) {
+        return false;
+    }
+    snapshot
+        .reports
+        .get(&a.value.node)
+        .is_none_or(|r| r.value.synced_revision < a.mod_revision)
 }
 
 /// Adds copy `n`'s event of `kind`, tagged with the revision the pass read, to `txn`.
@@ -838,6 +876,11 @@ pub(crate) mod tests {
     /// Writes node `node`'s report: the given copy numbers of `w`, all in `phase`; the node
     /// holds a lease (it is live) from its first report on.
     pub(crate) fn report(store: &dyn Store, node: &str, copies: &[(u64, Phase)]) {
+        report_synced(store, node, copies, u64::MAX);
+    }
+
+    /// [`report`], observed after a read of the node's placements at revision `synced`.
+    fn report_synced(store: &dyn Store, node: &str, copies: &[(u64, Phase)], synced: Revision) {
         if store
             .get(&crate::model::node::node_key(node))
             .unwrap()
@@ -862,7 +905,7 @@ pub(crate) mod tests {
             observed_ms: store.now_ms(),
             reported_ms: store.now_ms(),
             agent_pid: 1,
-            synced_revision: u64::MAX,
+            synced_revision: synced,
             copies: copies
                 .iter()
                 .map(|&(n, phase)| CopyReport {
@@ -1265,6 +1308,53 @@ pub(crate) mod tests {
         assert_eq!(r.delete_commands, 1, "{r:?}");
         report(&store, "a", &[(0, Phase::Running), (1, Phase::Exited)]);
         store.commit(&txn).unwrap();
+    }
+
+    #[test]
+    fn a_copy_in_flight_is_not_deleted_before_its_node_reports_from_a_read_that_saw_it() {
+        // Chaos finding 19: the surplus is the new leader's four creations, but each node's
+        // report was observed before its agent read them, so any of them may have started
+        // unseen. No delete command goes out until the reports catch up.
+        let store = MemoryStore::new();
+        let mut second = new_leader_made_four_more(&store);
+        let snapshot = Snapshot::load(&store).unwrap();
+        let made = snapshot
+            .assignments
+            .values()
+            .filter(|a| a.value.n >= 4)
+            .map(|a| a.mod_revision)
+            .min()
+            .unwrap();
+        let running_of = |node: &str| -> Vec<(u64, Phase)> {
+            snapshot
+                .assignments
+                .values()
+                .filter(|a| a.value.node == node && a.value.n < 4)
+                .map(|a| (a.value.n, Phase::Running))
+                .collect()
+        };
+        report_synced(&store, "a", &running_of("a"), made - 1);
+        report_synced(&store, "b", &running_of("b"), made - 1);
+        let r = run_pass(&store, "w", &mut second, &SETTINGS).unwrap();
+        assert_eq!((r.delete_commands, r.deleted.len()), (0, 0), "{r:?}");
+        assert_eq!(r.delete_held, ["w-7", "w-6", "w-5", "w-4"]);
+        assert_eq!(names(&store).len(), 8);
+        // Node a has read them and started none; node b has not read them yet.
+        report_synced(&store, "a", &running_of("a"), made);
+        let r = run_pass(&store, "w", &mut second, &SETTINGS).unwrap();
+        let on = |node: &str| -> Vec<String> {
+            snapshot
+                .assignments
+                .values()
+                .filter(|a| a.value.node == node && a.value.n >= 4)
+                .map(|a| a.value.copy.clone())
+                .collect()
+        };
+        let (mut deleted, mut held) = (r.deleted.clone(), r.delete_held.clone());
+        deleted.sort();
+        held.sort();
+        assert_eq!((deleted, held), (on("a"), on("b")), "{r:?}");
+        assert_eq!(r.delete_commands, on("a").len() as u64);
     }
 
     #[test]

@@ -376,9 +376,17 @@ pub fn pass_log_lines(r: &PassReport) -> Vec<String> {
         // Nothing written: the idle reason below says why, once.
         Some(Action::Create { .. }) => None,
         Some(Action::Delete { target, counted }) => Some(format!(
-            "target {target}, counted {counted}: {} delete commands, deleted [{}]",
+            "target {target}, counted {counted}: {} delete commands, deleted [{}]{}",
             r.delete_commands,
-            r.deleted.join(", ")
+            r.deleted.join(", "),
+            if r.delete_held.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", held [{}] until their nodes report (they may have started unseen)",
+                    r.delete_held.join(", ")
+                )
+            }
         )),
         Some(Action::Named {
             target, counted, ..
