@@ -266,7 +266,8 @@ fn copies_left_by_a_dead_agent_with_the_store_down(
 /// to stop (SIGTERM, as `systemctl stop` does) before it could claim its node stops what its
 /// earlier life left running before it exits, so a stop leaves no copy without an agent:
 /// SIGTERM at once, SIGKILL 10 s later to what ignores it. Before, it said "stopped" at once
-/// and both copies ran on with no agent (seen by hand with the build before the fix).
+/// and both copies ran on with no agent (seen by hand with the build before the fix). With
+/// nothing left running, the same stop is immediate.
 #[test]
 fn an_agent_stopped_before_it_could_claim_its_node_leaves_no_copy_running() {
     let Some(mut etcd) = EtcdCluster::start_or_skip("cli::store::stopped_before_claim", 1) else {
@@ -304,6 +305,27 @@ fn an_agent_stopped_before_it_could_claim_its_node_leaves_no_copy_running() {
         d.marked()
     );
     assert!(took >= Duration::from_secs(10), "stopped in {took:?}");
+    // Started again and stopped the same way with nothing left running: the driver signalled
+    // none, so the agent stops at once instead of waiting out the 10 s grace.
+    d.start("n1-third", &agent);
+    d.until("the third agent trying to claim its node", |d| {
+        d.log("n1-third").contains("cannot claim the node yet")
+    });
+    let asked = std::time::Instant::now();
+    d.send("n1-third", Signal::TERM);
+    let status = d.wait_exit_within(
+        "n1-third",
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+    );
+    let took = asked.elapsed();
+    let log = d.log("n1-third");
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(
+        log.contains("shutting down before its state was read"),
+        "{log}"
+    );
+    assert!(took < Duration::from_secs(5), "stopped in {took:?}\n{log}");
     etcd.restart(0).unwrap();
 }
 

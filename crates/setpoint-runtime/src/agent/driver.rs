@@ -322,7 +322,9 @@ impl Driver {
                     m.uid == own
                         && !(spare_kept && super::recovery::kept_while_cut_off(saved.as_ref(), m))
                 });
+                let mut count = 0;
                 for m in fenced {
+                    count += 1;
                     let _ = match signal {
                         CopySignal::Term => process::signal_group(m.pid, Signal::TERM),
                         CopySignal::Kill => {
@@ -330,6 +332,7 @@ impl Driver {
                         }
                     };
                 }
+                inputs.push_back(AgentInput::StraysSignalled { count, spare_kept });
             }
             AgentOutput::Probe { copy, command, env } => {
                 match process::spawn_check(&command, &copy, &env) {

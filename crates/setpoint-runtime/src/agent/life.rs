@@ -25,7 +25,13 @@ pub(super) enum Stage {
     Draining { deadline: u64 },
     /// Shutting down before its state was read: what an earlier agent here left running got
     /// SIGTERM; SIGKILL goes at `kill_at`, then the agent stops (chaos finding 18).
-    StoppingStrays { kill_at: u64 },
+    StoppingStrays {
+        /// When the SIGKILL round goes.
+        kill_at: u64,
+        /// The driver found none to signal ([`AgentInput::StraysSignalled`](super::AgentInput)):
+        /// nothing to wait for.
+        none_left: bool,
+    },
     /// The last report, the last events, then the revoke.
     Finishing,
     /// Done.

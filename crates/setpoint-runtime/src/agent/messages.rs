@@ -90,6 +90,18 @@ pub enum AgentInput {
     },
     /// What the driver found, as asked by [`AgentOutput::Recover`].
     Recovered(Recovery),
+    /// The answer to an [`AgentOutput::StopStrays`]: how many process groups it signalled. A
+    /// shutdown before the state was read that found none stops at once instead of waiting out
+    /// the grace of copies that do not exist. A driver may leave it unsaid: the machine then
+    /// waits the grace out.
+    StraysSignalled {
+        /// How many.
+        count: usize,
+        /// The request's own `spare_kept`, which tells the answer to a shutdown's round
+        /// (`false`) from one to a first-claim fence's (`true`, which spares copies and so
+        /// proves nothing about what a shutdown leaves running).
+        spare_kept: bool,
+    },
     /// Stop: stop every copy, write a last report, give the name up.
     Shutdown,
 }
@@ -146,7 +158,8 @@ pub enum AgentOutput {
         /// How long it is given.
         grace_ms: u64,
     },
-    /// Signal every process group carrying this node's mark and run by the agent's user: the
+    /// Signal every process group carrying this node's mark and run by the agent's user, then
+    /// answer [`AgentInput::StraysSignalled`] (optional): the
     /// copies an earlier agent here left running, while this agent has neither claimed its
     /// node nor recovered them ([`AgentCore`](super::AgentCore)'s first-claim fence), except
     /// those the state file proves are kept while cut off

@@ -229,6 +229,9 @@ impl AgentCore {
                 }
             }
             AgentInput::Shutdown => self.begin_shutdown(now),
+            AgentInput::StraysSignalled { count, spare_kept } => {
+                self.on_strays_signalled(count, spare_kept)
+            }
         }
         self.expire(now);
         self.advance(now);
@@ -271,7 +274,7 @@ impl AgentCore {
         }
         match self.life.stage {
             Stage::Draining { deadline } => soonest.at(deadline),
-            Stage::StoppingStrays { kill_at } => soonest.at(kill_at),
+            Stage::StoppingStrays { kill_at, .. } => soonest.at(kill_at),
             _ => {}
         }
         if let Some(t) = self
@@ -563,11 +566,13 @@ impl AgentCore {
                 self.reports.clear_queue();
                 self.copies.save(&self.cfg, may_save, &mut self.out);
             }
-            Stage::StoppingStrays { kill_at } if now >= kill_at => {
-                self.out.push(AgentOutput::StopStrays {
-                    signal: CopySignal::Kill,
-                    spare_kept: false,
-                });
+            Stage::StoppingStrays { kill_at, none_left } if none_left || now >= kill_at => {
+                if !none_left {
+                    self.out.push(AgentOutput::StopStrays {
+                        signal: CopySignal::Kill,
+                        spare_kept: false,
+                    });
+                }
                 if let Some(e) = self.life.take_lost() {
                     return self.stop_now(Err(AgentError::Store(e)));
                 }

@@ -24,6 +24,15 @@ impl AgentCore {
         self.begin_shutdown(now);
     }
 
+    /// The driver signalled `count` strays: none, in a stop before the state was read, ends the
+    /// wait for them at once, without a SIGKILL round. An answer to a fence's round, which
+    /// spares kept copies, does not count.
+    pub(super) fn on_strays_signalled(&mut self, count: usize, spare_kept: bool) {
+        if let Stage::StoppingStrays { none_left, .. } = &mut self.life.stage {
+            *none_left |= count == 0 && !spare_kept;
+        }
+    }
+
     pub(super) fn begin_shutdown(&mut self, now: u64) {
         match self.life.stage {
             Stage::Draining { .. }
@@ -46,6 +55,7 @@ impl AgentCore {
                 });
                 self.life.stage = Stage::StoppingStrays {
                     kill_at: now + STRAY_GRACE_MS,
+                    none_left: false,
                 };
                 return;
             }

@@ -280,14 +280,17 @@ impl World {
                     p.alive = false;
                 }
             }
-            AgentOutput::StopStrays { signal, .. } => {
+            AgentOutput::StopStrays { signal, spare_kept } => {
+                let mut count = 0;
                 for p in self.procs.iter_mut().filter(|p| p.alive) {
+                    count += 1;
                     self.signals.push((now, p.copy.clone(), signal));
                     p.ending = Some(match signal {
                         CopySignal::Term => 15,
                         CopySignal::Kill => 9,
                     });
                 }
+                inputs.push_back(AgentInput::StraysSignalled { count, spare_kept });
             }
             AgentOutput::Probe { copy, .. } if self.probe_ms > 0 => {
                 self.probes.push((now + self.probe_ms, copy));
@@ -729,6 +732,56 @@ fn an_agent_stopped_before_its_first_claim_stops_what_an_earlier_agent_left_runn
         .log
         .iter()
         .any(|l| l.contains("shutting down before its state was read")));
+}
+
+/// The same stop with nothing left running: the driver signalled none, so the agent stops
+/// at once, not after the default grace, and sends no SIGKILL round. An answer to a fence's
+/// round (which spares kept copies) does not end the wait.
+#[test]
+fn an_agent_stopped_before_its_first_claim_with_no_strays_stops_at_once() {
+    let store = MemoryStore::new();
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    w.cut = Box::new(|_, _| true);
+    let mut long = config("a");
+    long.lease_ttl_ms = 120_000;
+    let mut w = w.restart(long);
+    let stop_at = w.now + 100;
+    w.run(stop_at);
+    w.input(AgentInput::Shutdown);
+    assert!(matches!(w.stopped, Some(Ok(()))), "{:#?}", w.log);
+    assert!(
+        w.signals.iter().all(|&(_, _, s)| s != CopySignal::Kill),
+        "{:?}",
+        w.signals
+    );
+
+    // With a copy left running, a fence's answer of none changes nothing.
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    w.cut = Box::new(|_, _| true);
+    let mut long = config("a");
+    long.lease_ttl_ms = 120_000;
+    let mut w = w.restart(long);
+    let stop_at = w.now + 100;
+    w.run(stop_at);
+    for p in &mut w.procs {
+        p.ending = None;
+    }
+    w.input(AgentInput::Shutdown);
+    for p in &mut w.procs {
+        if p.ending == Some(15) {
+            p.ending = None;
+        }
+    }
+    w.input(AgentInput::StraysSignalled {
+        count: 0,
+        spare_kept: true,
+    });
+    w.run(stop_at + STRAY_GRACE_MS / 2);
+    assert!(w.stopped.is_none(), "{:#?}", w.log);
 }
 
 /// A driver reads the lease getters for its metrics and status: once the agent has given
