@@ -46,7 +46,10 @@ impl Machine for HostMachine {
             Input::Replied(r) => HostInput::Replied(r),
             Input::Watch(w) => HostInput::Watch(w),
             Input::Shutdown => HostInput::Shutdown,
-            Input::Started { .. } | Input::Exited { .. } | Input::Recovered(_) => return,
+            Input::Started { .. }
+            | Input::Exited { .. }
+            | Input::Recovered(_)
+            | Input::StraysSignalled { .. } => return,
         };
         out.extend(self.0.step(now_ms, input).into_iter().map(|o| match o {
             HostOutput::Request { id, request, .. } => Output::Request { id, request },
@@ -158,6 +161,9 @@ impl Machine for AgentMachine {
             Input::Watch(w) => AgentInput::WatchDelivery(w),
             Input::Shutdown => AgentInput::Shutdown,
             Input::Recovered(r) => AgentInput::Recovered(r),
+            Input::StraysSignalled { count, spare_kept } => {
+                AgentInput::StraysSignalled { count, spare_kept }
+            }
             Input::Started { copy, pid } => AgentInput::Started {
                 copy,
                 pid,

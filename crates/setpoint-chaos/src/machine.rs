@@ -48,6 +48,14 @@ pub enum Input {
     Recovered(Recovery),
     /// Stop: the host is shutting down.
     Shutdown,
+    /// How many processes an [`Output::StopStrays`] signalled, with that request's
+    /// `spare_kept`: the driver's answer, queued behind the outputs of the step that asked.
+    StraysSignalled {
+        /// How many.
+        count: usize,
+        /// The request's `spare_kept`.
+        spare_kept: bool,
+    },
 }
 
 /// How a simulated process ended.

@@ -303,6 +303,34 @@ mod tests {
             .any(|l| l.starts_with("    50000 ") && l.contains("fault end Shutdown host 1")));
     }
 
+    /// An agent cut off from its start, still trying its first claim, is stopped: nothing of an
+    /// earlier life runs on its node, the world answers the stray round with none, and the agent
+    /// stops at once rather than after the 10 s grace (finding 18's cost).
+    #[test]
+    fn an_agent_stopped_before_its_first_claim_with_nothing_left_running_stops_at_once() {
+        let events = format!(
+            "[[event]]\nat_ms = 0\nkind = \"partition\"\nhost = 1\nduration_ms = 60000\n{}",
+            shutdown(5_000, 1, 20_000)
+        );
+        let m = model(&events);
+        let (report, out) = run_with(&m, |a| a);
+        assert!(report.passed(), "{:?}", report.violations);
+        let [stop] = &out.shutdowns.stops[..] else {
+            panic!("{:?}", out.shutdowns)
+        };
+        let Some(Ending::Stopped { at_ms, left }) = &stop.ending else {
+            panic!("{stop:?}")
+        };
+        assert!(left.is_empty(), "{left:?}");
+        assert_eq!(*at_ms, 5_000, "{stop:?}");
+        assert!(
+            out.trace
+                .iter()
+                .any(|l| l.contains("host 1")
+                    && l.contains("shutting down before its state was read"))
+        );
+    }
+
     /// An agent that says it has stopped as soon as it is asked to, its copies left running.
     struct Abandons(Box<dyn Machine>);
 

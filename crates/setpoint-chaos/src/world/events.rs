@@ -183,8 +183,8 @@ impl World<'_> {
                         return; // waiting again
                     }
                 }
-                if let Some(found) = self.slots[host].recovered.take() {
-                    self.step(host, Input::Recovered(found));
+                while let Some(answer) = self.slots[host].answers.pop_front() {
+                    self.step(host, answer);
                 }
                 if self.slots[host].paused == 0 {
                     self.flush_inbox(host);

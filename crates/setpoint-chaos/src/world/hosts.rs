@@ -40,8 +40,9 @@ pub(super) struct Slot {
     pub(super) hold: Option<u64>,
     /// The outputs waiting for the hold to end, in order.
     pub(super) held_out: VecDeque<Output>,
-    /// What a `Recover` found, handed over once the step's other outputs are carried out.
-    pub(super) recovered: Option<setpoint_runtime::agent::Recovery>,
+    /// The driver's answers (what a `Recover` found, how many strays a `StopStrays`
+    /// signalled), handed over in order once the step's other outputs are carried out.
+    pub(super) answers: VecDeque<Input>,
     /// The request ids this life of the host has sent.
     pub(super) ids: SentIds,
     /// The watches this life of the host has cancelled: one whose request is still on the
@@ -119,9 +120,10 @@ impl World<'_> {
             }
         }
         self.outputs = outputs;
-        // The driver queues the answer to `Recover` behind the outputs of the step that asked.
-        if let Some(found) = self.slots[host].recovered.take() {
-            self.step(host, Input::Recovered(found));
+        // The driver queues its answers (to `Recover`, to `StopStrays`) behind the outputs of
+        // the step that asked.
+        while let Some(answer) = self.slots[host].answers.pop_front() {
+            self.step(host, answer);
         }
     }
 
@@ -231,6 +233,10 @@ impl World<'_> {
                     .collect();
                 let after = if kill { 0 } else { self.setup.term_exit_ms };
                 let how = Exit::Signal(if kill { 9 } else { 15 });
+                self.slots[host].answers.push_back(Input::StraysSignalled {
+                    count: strays.len(),
+                    spare_kept,
+                });
                 for p in strays {
                     let pid = self.procs[p].pid;
                     self.note(|| format!("host {host} signals stray proc {pid}"));
@@ -260,7 +266,7 @@ impl World<'_> {
                 // In `/proc`'s order: by pid (a reused pid comes before later processes).
                 live.sort_by_key(|s| s.pid);
                 let found = crate::node::recovery(self.slots[host].disk.as_ref(), &live);
-                self.slots[host].recovered = Some(found);
+                self.slots[host].answers.push_back(Input::Recovered(found));
             }
             Output::Adopt {
                 copy,
@@ -332,7 +338,7 @@ impl World<'_> {
             slot.paused = slot.paused.saturating_sub(1);
         }
         slot.held_out.clear();
-        slot.recovered = None;
+        slot.answers.clear();
         // What a hung member owed the old life's watches is gone with them.
         slot.hung_out.clear();
         self.watches.retain(|(h, _), _| *h != host);

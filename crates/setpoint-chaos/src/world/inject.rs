@@ -8,7 +8,6 @@ use crate::machine::{Exit, Input};
 use crate::net::Dir;
 
 impl World<'_> {
-    /// Sends every watch the changes after revision `before`.
     /// Writes a kill request for process `p`'s copy, as `setpoint kill` does: its agent
     /// carries it out when the watch brings it. Nothing if the copy has no assignment.
     fn request_kill(&mut self, p: usize) {

@@ -220,7 +220,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
             lease_file: None,
             hold: None,
             held_out: VecDeque::new(),
-            recovered: None,
+            answers: VecDeque::new(),
             ids: SentIds::default(),
             cancelled: BTreeSet::new(),
         });

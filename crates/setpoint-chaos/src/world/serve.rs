@@ -113,6 +113,7 @@ impl World<'_> {
         self.fan_out(before);
     }
 
+    /// Sends every watch the changes after revision `before`.
     pub(super) fn fan_out(&mut self, before: u64) {
         if self.store.revision() == before || self.watches.is_empty() {
             return;
