@@ -32,6 +32,11 @@ pub(super) struct Collector {
     collecting: bool,
     /// Collections that failed in a row.
     failures: u32,
+    /// The revision of the last snapshot on which a collection found nothing to do: a snapshot
+    /// of the same revision holds the same records, and the plan is a function of them and of
+    /// the leadership's fence alone, so a collection on it finds nothing again and is not
+    /// planned (in a steady state most are: `plan_gc` walked every assignment every second).
+    quiet_at: Option<crate::store::Revision>,
 }
 
 impl Collector {
@@ -48,6 +53,16 @@ impl Collector {
             self.last_ms = Some(now_ms);
         }
         due
+    }
+
+    /// Whether a collection on a snapshot of `revision` is known to find nothing.
+    pub(super) fn known_quiet(&self, revision: crate::store::Revision) -> bool {
+        self.quiet_at == Some(revision)
+    }
+
+    /// A collection planned on a snapshot of `revision` found nothing to do.
+    pub(super) fn quiet(&mut self, revision: crate::store::Revision) {
+        self.quiet_at = Some(revision);
     }
 
     /// The collection in flight ended with `outcome` (the assignments it removed): what that

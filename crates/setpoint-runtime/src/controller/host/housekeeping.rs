@@ -16,7 +16,15 @@ impl Host {
         let fence = self.settings().fence;
         let plan = match snapshot {
             Ok(s) => {
-                let plan = plan_gc(&s, fence, self.cfg.bug_gc_ignores_owner_uid);
+                let known_quiet = self.lead().is_some_and(|l| l.gc.known_quiet(s.revision));
+                let plan = if known_quiet {
+                    Ok(None)
+                } else {
+                    plan_gc(&s, fence, self.cfg.bug_gc_ignores_owner_uid)
+                };
+                if let (Ok(None), Some(l)) = (&plan, self.lead()) {
+                    l.gc.quiet(s.revision);
+                }
                 self.memo = Some(s);
                 plan
             }
