@@ -30,8 +30,15 @@ pub struct Bugs {
     pub no_self_fence: bool,
 }
 
-/// A controller host.
-pub struct HostMachine(pub Host);
+/// A controller host, and the buffer its steps' outputs go through.
+pub struct HostMachine(pub Host, Vec<HostOutput>);
+
+impl HostMachine {
+    /// The machine of `host`.
+    pub fn new(host: Host) -> Self {
+        HostMachine(host, Vec::new())
+    }
+}
 
 impl Machine for HostMachine {
     fn step(&mut self, now_ms: u64, input: Input) -> Vec<Output> {
@@ -51,7 +58,8 @@ impl Machine for HostMachine {
             | Input::Recovered(_)
             | Input::StraysSignalled { .. } => return,
         };
-        out.extend(self.0.step(now_ms, input).into_iter().map(|o| match o {
+        self.0.step_into(now_ms, input, &mut self.1);
+        out.extend(self.1.drain(..).map(|o| match o {
             HostOutput::Request { id, request, .. } => Output::Request { id, request },
             // Formatted only if the world keeps a trace.
             HostOutput::Log { who, line } => Output::Log {
@@ -64,17 +72,24 @@ impl Machine for HostMachine {
     }
 }
 
-/// A node agent.
-pub struct AgentMachine(pub AgentCore);
+/// A node agent, and the buffer its steps' outputs go through.
+pub struct AgentMachine(pub AgentCore, Vec<AgentOutput>);
 
 impl AgentMachine {
+    /// The machine of `agent`.
+    pub fn new(agent: AgentCore) -> Self {
+        AgentMachine(agent, Vec::new())
+    }
+
     fn map(&mut self, now_ms: u64, input: AgentInput, out: &mut Vec<Output>) {
         // What the adapter answers itself is handed back, last first; most steps need none,
         // so the first input is not put in the (then unallocated) stack.
         let mut pending = Vec::new();
         let mut first = Some(input);
         while let Some(input) = first.take().or_else(|| pending.pop()) {
-            for o in self.0.step(now_ms, input) {
+            let mut outputs = std::mem::take(&mut self.1);
+            self.0.step_into(now_ms, input, &mut outputs);
+            for o in outputs.drain(..) {
                 match o {
                     AgentOutput::Store { id, request } => out.push(Output::Request { id, request }),
                     AgentOutput::Wake(w) => out.push(Output::Wake(w.0)),
@@ -139,6 +154,7 @@ impl AgentMachine {
                     }),
                 }
             }
+            self.1 = outputs;
         }
     }
 }
@@ -203,7 +219,7 @@ pub fn make(
             cfg.watch_cache = true;
             cfg.bug_fencing_off = bugs.fencing_off;
             cfg.bug_gc_ignores_owner_uid = bugs.gc_ignores_owner_uid;
-            Box::new(HostMachine(Host::new(cfg, now_ms)))
+            Box::new(HostMachine::new(Host::new(cfg, now_ms)))
         }
         Role::Agent(node) => {
             let mut cfg = AgentCoreConfig::new(node.clone());
@@ -223,7 +239,7 @@ pub fn make(
                 seed.wrapping_mul(64).wrapping_add(index as u64) ^ now_ms.rotate_left(24),
             );
             cfg.bug_no_self_fence = bugs.no_self_fence;
-            Box::new(AgentMachine(AgentCore::new(cfg, now_ms)))
+            Box::new(AgentMachine::new(AgentCore::new(cfg, now_ms)))
         }
     }
 }

@@ -232,7 +232,7 @@ fn chaos_with(cell: &Cell, delays: Vec<u64>) -> Result<ChaosRun, RunError> {
                 cfg.report_delay_ms = t.report_delay_ms;
                 cfg.report_delays = ReportDelays::new(delays.clone());
                 cfg.nonces = Nonces::Counter(i as u64);
-                Box::new(AgentMachine(AgentCore::new(cfg, now)))
+                Box::new(AgentMachine::new(AgentCore::new(cfg, now)))
             }
             Role::Controller => make(&m, Bugs::default(), 1, i, role, now),
         }

@@ -165,9 +165,23 @@ impl AgentCore {
     /// returns what to do, in order. The last output is a [`AgentOutput::Wake`] unless the
     /// machine has stopped.
     pub fn step(&mut self, now_ms: u64, input: AgentInput) -> Vec<AgentOutput> {
+        let mut out = Vec::new();
+        self.step_into(now_ms, input, &mut out);
+        out
+    }
+
+    /// [`Self::step`], appending the outputs to `out`: a driver that steps often keeps one
+    /// buffer and spares an allocation a step.
+    pub fn step_into(&mut self, now_ms: u64, input: AgentInput, out: &mut Vec<AgentOutput>) {
         if self.life.is_stopped() {
-            return Vec::new();
+            return;
         }
+        let lent = self.out.lend(out);
+        self.step_inner(now_ms, input);
+        self.out.give_back(lent, out);
+    }
+
+    fn step_inner(&mut self, now_ms: u64, input: AgentInput) {
         let now = now_ms;
         match input {
             AgentInput::Tick => {}
@@ -242,7 +256,6 @@ impl AgentCore {
             let wake = self.next_wake(now);
             self.out.push(AgentOutput::Wake(Wake(wake)));
         }
-        self.out.drain()
     }
 
     /// Requests past their deadline fail as if the store had said so.
