@@ -54,6 +54,23 @@ def carry(old, new):
     return at
 
 
+def context(lines_, n, k=5):
+    """The stripped lines around line n (1-based), without line n."""
+    lo, hi = max(0, n - 1 - k), min(len(lines_), n + k)
+    return [lines_[j].strip() for j in range(lo, hi) if j != n - 1]
+
+
+def likeness(a, b):
+    """How many lines two neighbourhoods share (as multisets)."""
+    rest = list(b)
+    n = 0
+    for x in a:
+        if x in rest:
+            rest.remove(x)
+            n += 1
+    return n
+
+
 def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
@@ -64,30 +81,54 @@ def main():
             file, line, col, desc = parse(name)
             population.setdefault((file, desc), []).append((line, col, name))
     files = {}
+    new_files = sorted({file for (file, _desc) in population})
+
+    def successors(file):
+        """The files of the new tree that hold an old file's code: itself, or the files under the
+        directory it was split into."""
+        try:
+            open(f"{new_tree}/{file}", encoding="utf-8").close()
+            return [file], False
+        except FileNotFoundError:
+            stem = file[: -len(".rs")] + "/" if file.endswith(".rs") else file + "/"
+            return [f for f in new_files if f.startswith(stem)], True
+
     with open(sample_path, encoding="utf-8") as f:
         for entry in f.read().splitlines():
             index, name = entry.split("\t", 1)
             file, line, col, desc = parse(name)
             if file not in files:
-                old, new = lines(old_tree, file), lines(new_tree, file)
-                files[file] = (old, new, carry(old, new))
-            old, new, at = files[file]
+                old = lines(old_tree, file)
+                succ, moved = successors(file)
+                news = {}
+                for nf in succ:
+                    new = lines(new_tree, nf)
+                    news[nf] = (new, carry(old, new))
+                files[file] = (old, moved, news)
+            old, moved, news = files[file]
             text = old[line - 1].strip()
-            target = at(line)
-            candidates = population.get((file, desc), [])
+            around = context(old, line)
+            candidates = [
+                (nf, c[0], c[1], c[2]) for nf in news for c in population.get((nf, desc), [])
+            ]
             if not candidates:
                 print(f"{index}\t\tnone\t{name}")
                 continue
-            best = min(
-                candidates,
-                key=lambda c: (
-                    new[c[0] - 1].strip() != text,
-                    abs(c[0] - target),
-                    abs(c[1] - col),
-                ),
-            )
-            note = "same-text" if new[best[0] - 1].strip() == text else "other-text"
-            print(f"{index}\t{best[2]}\t{note}\t{name}")
+
+            def key(c):
+                nf, cl, cc, _ = c
+                new, at = news[nf]
+                return (
+                    new[cl - 1].strip() != text,
+                    -likeness(around, context(new, cl)) if moved else 0,
+                    abs(cl - at(line)),
+                    abs(cc - col),
+                )
+
+            best = min(candidates, key=key)
+            new = news[best[0]][0]
+            note = "same-text" if new[best[1] - 1].strip() == text else "other-text"
+            print(f"{index}\t{best[3]}\t{note}\t{name}")
 
 
 if __name__ == "__main__":

@@ -22,9 +22,13 @@
 # them on.
 #
 # The population: every mutant `cargo mutants --list` generates in the controller
-# (crates/setpoint-runtime/src/controller/*.rs), the agent (agent/*.rs), the watch cache
+# (crates/setpoint-runtime/src/controller/**/*.rs), the agent (agent/**/*.rs), the watch cache
 # (cache.rs) and the node model (model/node.rs), except the two tokio drivers
 # (controller/driver.rs, agent/driver.rs), which the chaos world replaces and so never runs.
+# `**`, not `*`: the host and the agent's core are split into files under controller/host/ and
+# agent/core/ (b238e4d, dc2a36f), which `controller/*.rs` and `agent/*.rs` do not match (their
+# tests.rs files are `#[cfg(test)]` modules, which cargo-mutants leaves out). On b6b3cff, where
+# neither directory existed, both globs list the same 1,400.
 #
 # The test of each mutant: the chaos checker over the shipped fault models,
 # `cargo test --profile release -p setpoint-chaos --test models -- --ignored`
@@ -89,7 +93,7 @@ fi
 
 # The population, per file, and the sample.
 nice -n 19 cargo mutants --list --no-config -p setpoint-runtime \
-    -f "$src/controller/*.rs" -f "$src/agent/*.rs" -f "$src/cache.rs" -f "$src/model/node.rs" \
+    -f "$src/controller/**/*.rs" -f "$src/agent/**/*.rs" -f "$src/cache.rs" -f "$src/model/node.rs" \
     -e "$src/controller/driver.rs" -e "$src/agent/driver.rs" >"$out/population.txt"
 {
     echo "population: $(wc -l <"$out/population.txt") mutants"
