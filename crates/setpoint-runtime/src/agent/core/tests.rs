@@ -674,24 +674,35 @@ fn a_shutdown_waits_for_its_copies_to_end_and_kills_one_that_ignores_sigterm_bef
     assert_eq!(phases, [Phase::Exited], "the last report");
 }
 
+/// An agent that ran (copy w-0 if `with_copy`), was cut off and restarted, 100 ms into its new
+/// life, still trying its first claim; and that moment. A long node lease: the first-claim
+/// fence's own deadlines come after a stop's.
+fn restarted_cut_off(with_copy: bool) -> (World, u64) {
+    let store = MemoryStore::new();
+    if with_copy {
+        assign(&store, "a", 0);
+    }
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    if with_copy {
+        assert_eq!(w.running(), ["w-0"]);
+    }
+    w.cut = Box::new(|_, _| true);
+    let mut long = config("a");
+    long.lease_ttl_ms = 120_000;
+    let mut w = w.restart(long);
+    let stop_at = w.now + 100;
+    w.run(stop_at);
+    (w, stop_at)
+}
+
 /// Chaos finding 18: an agent restarted while cut off, still trying its first claim, is
 /// stopped by the operator. What its earlier life left running is not adopted (the state
 /// is not read), and a stop leaves nothing running: SIGTERM at once, SIGKILL after the
 /// default grace to what ignores it, then the agent stops.
 #[test]
 fn an_agent_stopped_before_its_first_claim_stops_what_an_earlier_agent_left_running() {
-    let store = MemoryStore::new();
-    assign(&store, "a", 0);
-    let mut w = World::new(store, config("a"));
-    w.run(500);
-    assert_eq!(w.running(), ["w-0"]);
-    w.cut = Box::new(|_, _| true);
-    // A long node lease: the first-claim fence's own deadlines come after the stop's.
-    let mut long = config("a");
-    long.lease_ttl_ms = 120_000;
-    let mut w = w.restart(long);
-    let stop_at = w.now + 100;
-    w.run(stop_at);
+    let (mut w, stop_at) = restarted_cut_off(true);
     w.input(AgentInput::Shutdown);
     // w-0 ignores SIGTERM.
     let mut t = w.now;
@@ -739,15 +750,7 @@ fn an_agent_stopped_before_its_first_claim_stops_what_an_earlier_agent_left_runn
 /// round (which spares kept copies) does not end the wait.
 #[test]
 fn an_agent_stopped_before_its_first_claim_with_no_strays_stops_at_once() {
-    let store = MemoryStore::new();
-    let mut w = World::new(store, config("a"));
-    w.run(500);
-    w.cut = Box::new(|_, _| true);
-    let mut long = config("a");
-    long.lease_ttl_ms = 120_000;
-    let mut w = w.restart(long);
-    let stop_at = w.now + 100;
-    w.run(stop_at);
+    let (mut w, _) = restarted_cut_off(false);
     w.input(AgentInput::Shutdown);
     assert!(matches!(w.stopped, Some(Ok(()))), "{:#?}", w.log);
     assert!(
@@ -757,19 +760,7 @@ fn an_agent_stopped_before_its_first_claim_with_no_strays_stops_at_once() {
     );
 
     // With a copy left running, a fence's answer of none changes nothing.
-    let store = MemoryStore::new();
-    assign(&store, "a", 0);
-    let mut w = World::new(store, config("a"));
-    w.run(500);
-    w.cut = Box::new(|_, _| true);
-    let mut long = config("a");
-    long.lease_ttl_ms = 120_000;
-    let mut w = w.restart(long);
-    let stop_at = w.now + 100;
-    w.run(stop_at);
-    for p in &mut w.procs {
-        p.ending = None;
-    }
+    let (mut w, stop_at) = restarted_cut_off(true);
     w.input(AgentInput::Shutdown);
     for p in &mut w.procs {
         if p.ending == Some(15) {
