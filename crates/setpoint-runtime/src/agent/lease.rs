@@ -1026,6 +1026,39 @@ mod tests {
         assert_eq!(lease.on_renewed(0, held, 0, expired, &mut out), Some(held));
     }
 
+    /// A rejoin the store does not answer is tried again a renewal period later, not at once
+    /// (mutant 380 of the mutation sample: with `now - every` every tick sent one more request
+    /// to a store already failing).
+    #[test]
+    fn a_failed_rejoin_is_tried_again_a_renewal_period_later() {
+        let store = MemoryStore::new();
+        let mut lease = NodeLease::new(0);
+        let c = cfg("here");
+        assert!(claim(&mut lease, &store, &c, 0).is_some());
+        let held = lease.held().unwrap();
+        lease.reclaim(100, held, false);
+        let mut out = Outbox::new();
+        lease.drive_claim(100, &c, &mut out);
+        let Some(AgentOutput::Store { id, .. }) = out.drain().pop() else {
+            panic!("the rejoin sends nothing");
+        };
+        let _ = out.take(id);
+        let failed = Err(StoreError::Unavailable("cut".into()));
+        assert!(lease.on_claim(100, &c, failed, &mut out).is_none());
+        let every = renew_every_ms(c.lease_ttl_ms);
+        let sent: Vec<u64> = (101..=100 + every)
+            .filter(|&now| {
+                let _ = out.drain();
+                lease.end_pause(now);
+                lease.drive_claim(now, &c, &mut out);
+                out.drain()
+                    .iter()
+                    .any(|o| matches!(o, AgentOutput::Store { .. }))
+            })
+            .collect();
+        assert_eq!(sent.first(), Some(&(100 + every)), "{sent:?}");
+    }
+
     #[test]
     fn the_lease_file_gets_each_later_successful_renewal_once_and_nothing_after_a_fence() {
         let store = MemoryStore::new();

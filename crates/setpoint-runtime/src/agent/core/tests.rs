@@ -83,6 +83,39 @@ fn config(node: &str) -> AgentCoreConfig {
     }
 }
 
+/// A report is written its report delay after the observation it carries, and every later
+/// observation is too: a delay ignored (written at once) or stretched (never written again)
+/// would change what the controller counts and when (mutants 345 and 372 of the mutation
+/// sample, which the chaos checker does not catch).
+#[test]
+fn each_report_is_written_its_delay_after_the_observation_it_carries() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let cfg = AgentCoreConfig {
+        report_delay_ms: 300,
+        ..config("a")
+    };
+    let mut w = World::new(store, cfg);
+    w.run(1_000);
+    assert_eq!(w.running(), ["w-0"]);
+    let first = w.report("a");
+    let phases: Vec<Phase> = first.copies.iter().map(|c| c.phase).collect();
+    assert_eq!(phases, [Phase::Running], "{first:?}");
+    let late = first.reported_ms - first.observed_ms;
+    assert!((300..300 + 2 * TICK).contains(&late), "{first:?}");
+    // The copy exits: the next report carries that, its delay after it was observed.
+    for p in &mut w.procs {
+        p.ending = Some(1);
+    }
+    w.run(2_000);
+    let next = w.report("a");
+    let phases: Vec<Phase> = next.copies.iter().map(|c| c.phase).collect();
+    assert_eq!(phases, [Phase::Exited], "{next:?}");
+    assert!(next.observed_ms >= 1_000, "{next:?}");
+    let late = next.reported_ms - next.observed_ms;
+    assert!((300..300 + 2 * TICK).contains(&late), "{next:?}");
+}
+
 #[test]
 fn a_jittered_schedule_gives_each_report_its_next_delay() {
     let fixed = AgentCore::new(config("n"), 0);
