@@ -904,6 +904,28 @@ mod tests {
         assert!(!s.contains("w-0"));
     }
 
+    /// The agent asks to be woken when the next copy's `stop_when_cut_off` passes: that of a
+    /// copy still running and not yet stopping, not of one that ended (mutant 323 of the
+    /// mutation sample: with the wrong copies the stop comes only at the next wake for another
+    /// reason, up to a second late, which no check of the chaos world bounds).
+    #[test]
+    fn the_next_cut_off_stop_is_the_soonest_of_the_copies_still_running() {
+        use super::super::fixtures::{record, supervisor};
+        use crate::model::CutOff;
+        let mut running = record(0, Phase::Running, 100);
+        running.assignment.cut_off = CutOff::After(1_000);
+        let mut crashed = record(1, Phase::Exited, 101);
+        crashed.exit = Some("exit status 1".into());
+        crashed.assignment.cut_off = CutOff::After(500);
+        let mut fenced = record(2, Phase::Running, 102);
+        fenced.assignment.cut_off = CutOff::Fence;
+        let mut copies = supervisor(vec![running, crashed, fenced]);
+        assert_eq!(copies.next_cut_off_stop(100), Some(1_100));
+        let mut out = Outbox::new();
+        assert_eq!(copies.stop_cut_off(1_100, 100, &mut out), 1);
+        assert_eq!(copies.next_cut_off_stop(100), None, "already stopping");
+    }
+
     #[test]
     fn a_cut_off_stops_the_running_copies_and_leaves_a_crashed_ones_record_a_crash() {
         use super::super::fixtures::{record, supervisor};
