@@ -449,6 +449,34 @@ mod tests {
         (store, cfg, sync, out, watch)
     }
 
+    /// The decoded placements are kept between syncs, by revision: a placement rewritten in
+    /// place (the same key, a new revision) is decoded again, and each sync equals a decoding
+    /// from scratch (mutant 374 of the mutation sample: reusing the old decoding when the
+    /// revision changed ran the superseded assignment; the chaos world never rewrites one).
+    #[test]
+    fn a_placement_rewritten_in_place_is_decoded_again() {
+        let store = MemoryStore::new();
+        let key = placement_key("a", "w", 0);
+        let cfg = AgentCoreConfig::new("a");
+        let mut sync = Sync::new(&cfg, 0);
+        let mut out = Outbox::new();
+        let mut last = None;
+        // The third sync reads an unchanged entry: its decoding is reused.
+        for grace_ms in [3_000, 7_000, 7_000, 1_000] {
+            let mut a = assignment(0);
+            a.grace_ms = grace_ms;
+            if last != Some(grace_ms) {
+                store.commit(&Txn::new().put(&key, encode(&a))).unwrap();
+            }
+            last = Some(grace_ms);
+            let read = read_all(&store);
+            let (fresh, _) = parse_assignments(&read.entries, "a");
+            let (assigned, _, _) = sync.parse(read, &cfg, &mut out);
+            assert_eq!(assigned, fresh);
+            assert_eq!(assigned["w-0"].0.grace_ms, grace_ms);
+        }
+    }
+
     #[test]
     fn a_placement_at_another_key_or_a_bad_kill_request_is_refused_and_logged_once() {
         let store = MemoryStore::new();
