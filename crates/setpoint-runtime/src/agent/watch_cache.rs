@@ -239,6 +239,39 @@ mod tests {
             .count()
     }
 
+    /// The fence ends what the cache holds: it serves nothing under the same lease revived, its
+    /// watch is cancelled, and it reads again before it serves (mutant 351 of the mutation
+    /// sample, `fenced` doing nothing: the world never revives a lease across a fence).
+    #[test]
+    fn after_the_fence_it_serves_nothing_until_it_has_read_again() {
+        let cfg = AgentCoreConfig::new("a");
+        let mut out = Outbox::new();
+        let mut c = WatchCache::new("a", 0);
+        c.drive(0, 7, &cfg, &mut out);
+        let read = crate::store::Read {
+            revision: 3,
+            entries: Vec::new(),
+        };
+        let reply = Ok(StoreReply::Read { read, now_ms: 0 });
+        assert!(c.on_read(10, 7, reply, &cfg, &mut out));
+        let _ = out.drain();
+        assert!(c.serves(7));
+        c.fenced(&mut out);
+        assert!(!c.serves(7), "the same lease revived");
+        assert!(
+            out.drain().iter().any(|o| matches!(
+                o,
+                AgentOutput::Store {
+                    request: StoreRequest::CancelWatch(_),
+                    ..
+                }
+            )),
+            "its watch cancelled"
+        );
+        c.drive(20, 7, &cfg, &mut out);
+        assert_eq!(reads(&mut out), 1, "read again");
+    }
+
     #[test]
     fn a_failed_read_asks_to_be_woken_a_sync_period_later_and_is_read_again_then() {
         let cfg = AgentCoreConfig::new("a");
