@@ -116,6 +116,32 @@ pub struct WatchDelivery {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Wake(pub u64);
 
+/// A machine's outputs of one step, written into its caller's buffer: the machines push onto
+/// their own vector (`own`), and a step of `step_into` lends them the caller's (`theirs`,
+/// with its capacity) when both are empty, so a driver that keeps one buffer allocates
+/// nothing a step. [`Self::lend`] before the step, [`Self::give_back`] after it.
+pub(crate) struct Lent(bool);
+
+impl Lent {
+    /// Swaps the two vectors when both are empty.
+    pub(crate) fn lend<T>(own: &mut Vec<T>, theirs: &mut Vec<T>) -> Lent {
+        let swapped = own.is_empty() && theirs.is_empty();
+        if swapped {
+            std::mem::swap(own, theirs);
+        }
+        Lent(swapped)
+    }
+
+    /// The step's outputs into `theirs`: swapped back if they were lent, else appended.
+    pub(crate) fn give_back<T>(self, own: &mut Vec<T>, theirs: &mut Vec<T>) {
+        if self.0 {
+            std::mem::swap(own, theirs);
+        } else {
+            theirs.append(own);
+        }
+    }
+}
+
 /// Carries out one store request on `store`, synchronously, as a blocking driver does. A
 /// [`StoreRequest::Watch`] or [`StoreRequest::CancelWatch`] is not a one-shot call: the driver
 /// follows watches itself, and this answers them with [`StoreError::Unavailable`].
@@ -200,5 +226,35 @@ pub fn follow_watch(
         if lost {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lent;
+
+    #[test]
+    fn a_lent_buffer_comes_back_with_the_steps_outputs_and_a_full_one_is_appended_to() {
+        // Both empty: the step pushes into the caller's buffer, capacity and all.
+        let (mut own, mut theirs) = (Vec::new(), Vec::<u32>::with_capacity(16));
+        let lent = Lent::lend(&mut own, &mut theirs);
+        assert!(
+            own.capacity() >= 16,
+            "the step works in the caller's buffer"
+        );
+        own.extend([1, 2]);
+        lent.give_back(&mut own, &mut theirs);
+        assert_eq!((own.as_slice(), theirs.as_slice()), (&[][..], &[1, 2][..]));
+        // The caller's buffer holds earlier outputs, or the machine holds some: nothing is
+        // swapped, and the step's outputs follow what was there, in order.
+        let lent = Lent::lend(&mut own, &mut theirs);
+        own.push(3);
+        lent.give_back(&mut own, &mut theirs);
+        assert_eq!(theirs, [1, 2, 3]);
+        let (mut own, mut theirs) = (vec![7], Vec::new());
+        let lent = Lent::lend(&mut own, &mut theirs);
+        own.push(8);
+        lent.give_back(&mut own, &mut theirs);
+        assert_eq!((own.len(), theirs), (0, vec![7, 8]));
     }
 }

@@ -275,25 +275,28 @@ fn an_agent_stopped_before_it_could_claim_its_node_leaves_no_copy_running() {
     };
     // A long node lease: the first-claim fence (3/4 of it) comes long after the stop.
     let (mut d, agent) = copies_left_by_a_dead_agent_with_the_store_down(&mut etcd, 2, "60s");
-    d.start("n1-again", &agent);
-    d.until("the restarted agent trying to claim its node", |d| {
-        d.log("n1-again").contains("cannot claim the node yet")
-    });
-    assert_eq!(d.marked().len(), 2, "the copies outlive their agent");
-    let asked = std::time::Instant::now();
-    d.send("n1-again", Signal::TERM);
-    let status = d.wait_exit_within(
-        "n1-again",
-        Duration::from_secs(20),
-        Duration::from_millis(50),
-    );
-    let took = asked.elapsed();
-    let log = d.log("n1-again");
-    assert!(status.success(), "{status:?}\n{log}");
-    assert!(
-        log.contains("shutting down before its state was read"),
-        "{log}"
-    );
+    // Starts agent `name`, waits until it tries to claim its node (with `left` copies still
+    // running), stops it as systemd does and waits for it to exit cleanly: how long the stop
+    // took, and its log.
+    let stop_before_claim = |d: &mut Rig, name: &str, left: usize| {
+        d.start(name, &agent);
+        d.until(&format!("{name} trying to claim its node"), |d| {
+            d.log(name).contains("cannot claim the node yet")
+        });
+        assert_eq!(d.marked().len(), left, "the copies outlive their agent");
+        let asked = std::time::Instant::now();
+        d.send(name, Signal::TERM);
+        let status = d.wait_exit_within(name, Duration::from_secs(20), Duration::from_millis(50));
+        let took = asked.elapsed();
+        let log = d.log(name);
+        assert!(status.success(), "{status:?}\n{log}");
+        assert!(
+            log.contains("shutting down before its state was read"),
+            "{log}"
+        );
+        (took, log)
+    };
+    let (took, log) = stop_before_claim(&mut d, "n1-again", 2);
     assert!(
         !log.contains("fenced"),
         "the fence did it, not the stop:\n{log}"
@@ -307,24 +310,7 @@ fn an_agent_stopped_before_it_could_claim_its_node_leaves_no_copy_running() {
     assert!(took >= Duration::from_secs(10), "stopped in {took:?}");
     // Started again and stopped the same way with nothing left running: the driver signalled
     // none, so the agent stops at once instead of waiting out the 10 s grace.
-    d.start("n1-third", &agent);
-    d.until("the third agent trying to claim its node", |d| {
-        d.log("n1-third").contains("cannot claim the node yet")
-    });
-    let asked = std::time::Instant::now();
-    d.send("n1-third", Signal::TERM);
-    let status = d.wait_exit_within(
-        "n1-third",
-        Duration::from_secs(20),
-        Duration::from_millis(50),
-    );
-    let took = asked.elapsed();
-    let log = d.log("n1-third");
-    assert!(status.success(), "{status:?}\n{log}");
-    assert!(
-        log.contains("shutting down before its state was read"),
-        "{log}"
-    );
+    let (took, log) = stop_before_claim(&mut d, "n1-third", 0);
     assert!(took < Duration::from_secs(5), "stopped in {took:?}\n{log}");
     etcd.restart(0).unwrap();
 }

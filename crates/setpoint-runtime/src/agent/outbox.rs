@@ -172,23 +172,10 @@ impl Outbox {
         std::mem::take(&mut self.out)
     }
 
-    /// Swaps the outputs with `buffer` when both are empty (a caller's buffer with its
-    /// capacity becomes the one the step pushes onto), and says whether it did.
-    pub(super) fn lend(&mut self, buffer: &mut Vec<AgentOutput>) -> bool {
-        let swapped = buffer.is_empty() && self.out.is_empty();
-        if swapped {
-            std::mem::swap(&mut self.out, buffer);
-        }
-        swapped
-    }
-
-    /// The step's outputs into `buffer`: swapped back if [`Self::lend`] swapped, else appended.
-    pub(super) fn give_back(&mut self, lent: bool, buffer: &mut Vec<AgentOutput>) {
-        if lent {
-            std::mem::swap(&mut self.out, buffer);
-        } else {
-            buffer.append(&mut self.out);
-        }
+    /// The outputs pushed so far, for a step to write into a caller's buffer
+    /// ([`crate::machine::Lent`]).
+    pub(super) fn outputs(&mut self) -> &mut Vec<AgentOutput> {
+        &mut self.out
     }
 }
 

@@ -372,6 +372,7 @@ pub fn plan_pass(
                 // on the next pass after that report (chaos finding 19).
                 if start_unknown(snapshot, &view, n) {
                     report.delete_held.push(copy_name(name, n));
+                    report.delete_commands -= 1;
                     continue;
                 }
                 commanded.push(n);
@@ -385,7 +386,6 @@ pub fn plan_pass(
             }
         }
     }
-    report.delete_commands -= report.delete_held.len() as u64;
     report.action = action;
     for (key, stored) in view.exited_assignments() {
         if !report.deleted.contains(&stored.value.copy) {
@@ -479,10 +479,7 @@ pub fn start_unknown(snapshot: &Snapshot, view: &WorkloadView<'_>, n: u64) -> bo
     if view.shows(n) || LedgerView::started(view, setpoint_core::CopyId(n)) {
         return false;
     }
-    snapshot
-        .reports
-        .get(&a.value.node)
-        .is_none_or(|r| r.value.synced_revision < a.mod_revision)
+    snapshot.unreported_since(&a.value.node, a.mod_revision)
 }
 
 /// Adds copy `n`'s event of `kind`, tagged with the revision the pass read, to `txn`.
@@ -732,11 +729,8 @@ pub fn plan_gc(
         // agent started since (and then, paused, did not report), so removing it would free a
         // name that may be running. Once a report shows the copy alive, the name stays taken by
         // that report (`WorkloadView::name_taken_by_earlier`).
-        let unreported = snapshot.node_live(node)
-            && snapshot
-                .reports
-                .get(node)
-                .is_none_or(|r| r.value.synced_revision < a.mod_revision);
+        let unreported =
+            snapshot.node_live(node) && snapshot.unreported_since(node, a.mod_revision);
         let held = lost_and_maybe_running || unreported;
         if orphan && !held {
             let mark = Mark::at(&txn);
@@ -752,10 +746,7 @@ pub fn plan_gc(
     for (key, g) in &snapshot.ghosts {
         let held = g.names.as_ref().is_some_and(|(node, workload, n)| {
             if snapshot.node_live(node) {
-                snapshot
-                    .reports
-                    .get(node)
-                    .is_none_or(|r| r.value.synced_revision < g.placed.mod_revision)
+                snapshot.unreported_since(node, g.placed.mod_revision)
             } else {
                 let copy = crate::model::view::CopyOf {
                     node,

@@ -515,6 +515,15 @@ impl Snapshot {
             .collect()
     }
 
+    /// Whether no report of `node` comes from a read of its placements at or after `revision`
+    /// (its report is missing, or its `synced_revision` is older): a copy assigned there at
+    /// `revision` may have started without any report showing it.
+    pub fn unreported_since(&self, node: &str, revision: Revision) -> bool {
+        self.reports
+            .get(node)
+            .is_none_or(|r| r.value.synced_revision < revision)
+    }
+
     /// Whether `node` is live: its agent holds its lease (`/nodes/{node}` exists). A node is
     /// lost when its lease expires or is given up, never by a clock of the reader's.
     pub fn node_live(&self, node: &str) -> bool {

@@ -176,9 +176,9 @@ impl AgentCore {
         if self.life.is_stopped() {
             return;
         }
-        let lent = self.out.lend(out);
+        let lent = crate::machine::Lent::lend(self.out.outputs(), out);
         self.step_inner(now_ms, input);
-        self.out.give_back(lent, out);
+        lent.give_back(self.out.outputs(), out);
     }
 
     fn step_inner(&mut self, now_ms: u64, input: AgentInput) {

@@ -336,18 +336,14 @@ impl Host {
     }
 
     /// [`Self::step`], appending the outputs to `out`: a driver that steps often keeps one
-    /// buffer and spares an allocation a step (the simulated world steps a host some 7,000
-    /// times a simulated minute).
+    /// buffer and spares an allocation a step (the simulated world steps a host on every
+    /// reply, watch event and timer).
     pub fn step_into(&mut self, now_ms: u64, input: HostInput, out: &mut Vec<HostOutput>) {
         self.now = self.now.max(now_ms);
         if self.is_stopped() {
             return;
         }
-        // The step pushes onto `self.out`; it works in the caller's buffer when both are empty.
-        let swapped = out.is_empty() && self.out.is_empty();
-        if swapped {
-            std::mem::swap(&mut self.out, out);
-        }
+        let lent = crate::machine::Lent::lend(&mut self.out, out);
         match input {
             HostInput::Tick => {}
             HostInput::Replied(Replied { id, result }) => {
@@ -373,11 +369,7 @@ impl Host {
             let wake = self.next_wake();
             self.out.push(HostOutput::Wake(Wake(wake)));
         }
-        if swapped {
-            std::mem::swap(&mut self.out, out);
-        } else {
-            out.append(&mut self.out);
-        }
+        lent.give_back(&mut self.out, out);
     }
 
     // ---- plumbing ----
