@@ -43,6 +43,23 @@ fn lines<'a>(out: &'a Outcome, from: u64, to: u64, text: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// Both agents (hosts 1 and 2) were cut off at `cut_ms` with their leases, and every copy of
+/// theirs up before then ended before its node's lease ended at the store.
+fn both_agents_fenced_within_their_leases(out: &Outcome, cut_ms: u64) {
+    assert_eq!(
+        out.cut_leases.iter().map(|c| c.host).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    for c in &out.cut_leases {
+        let late = out.procs.iter().find(|p| {
+            p.host == c.host
+                && p.up_ms.is_some_and(|u| u < cut_ms)
+                && p.end_ms.is_none_or(|e| e > c.expires_ms)
+        });
+        assert!(late.is_none(), "{late:?}");
+    }
+}
+
 #[test]
 fn a_hung_member_answers_nothing_and_breaks_no_watch_and_its_agent_still_fences_in_time() {
     // Host 1's member hangs for 3 s (within the lease), then for 15 s (past it).
@@ -78,21 +95,38 @@ fn a_quorum_loss_serves_no_one_expires_no_lease_and_resets_every_lease_after() {
     assert!(!lines(&out, 45_000, 60_000, "store serves").is_empty());
     // Both agents were cut off with their leases, and both fenced within them: every copy up
     // before the loss ended before its node's lease ended at the store.
-    assert_eq!(
-        out.cut_leases.iter().map(|c| c.host).collect::<Vec<_>>(),
-        [1, 2]
-    );
+    both_agents_fenced_within_their_leases(&out, 30_000);
     for c in &out.cut_leases {
         assert!(c.expires_ms <= 40_000, "{c:?}");
-        let late = out.procs.iter().find(|p| {
-            p.host == c.host
-                && p.up_ms.is_some_and(|u| u < 30_000)
-                && p.end_ms.is_none_or(|e| e > c.expires_ms)
-        });
-        assert!(late.is_none(), "{late:?}");
     }
     // No lease expired meanwhile: the controller's leader key was never revoked, so no
     // election followed the loss (the same host leads before and after).
+    assert!(lines(&out, 30_000, 45_000, "commit /leader").is_empty());
+    assert!(report.passed(), "{:?}", report.violations);
+}
+
+#[test]
+fn a_store_that_refuses_answers_every_request_at_once_breaks_every_watch_and_resets_leases() {
+    let m = model(&event(30_000, "refuse", 0, 15_000));
+    let (report, out) = run_traced(&m);
+    assert!(lines(&out, 30_000, 45_000, "store serves").is_empty());
+    assert!(lines(&out, 30_000, 45_000, "unanswered").is_empty());
+    // Every host hears at once: a refusal for each host, the first within a network round
+    // trip of its first request after the store went down.
+    for host in 0..3 {
+        let refused = lines(&out, 30_000, 45_000, &format!("store refuses host {host} "));
+        assert!(!refused.is_empty(), "host {host}");
+    }
+    // Every watch open when it went down broke (the controller's and both agents').
+    let broke = lines(&out, 30_000, 30_001, "watch");
+    for host in 0..3 {
+        let of_host = format!("host {host}'s watch");
+        assert!(broke.iter().any(|l| l.contains(&of_host)), "{broke:?}");
+    }
+    assert!(!lines(&out, 45_000, 60_000, "store serves").is_empty());
+    // Cut off with their leases, the agents fenced within them; no lease expired while the
+    // store was down (so no election after it: no write of /leader).
+    both_agents_fenced_within_their_leases(&out, 30_000);
     assert!(lines(&out, 30_000, 45_000, "commit /leader").is_empty());
     assert!(report.passed(), "{:?}", report.violations);
 }
@@ -106,7 +140,8 @@ fn the_same_seed_gives_the_same_run_byte_for_byte_with_every_new_fault_and_optio
     .unwrap();
     // Shortened, with every new kind and option in play.
     let text = text.replace("seconds = 600\nsettle = 120", "seconds = 120\nsettle = 40")
-        + "\n[[fault]]\nkind = \"hang\"\ncount = 2\nmin_ms = 500\nmax_ms = 12000\n";
+        + "\n[[fault]]\nkind = \"hang\"\ncount = 2\nmin_ms = 500\nmax_ms = 12000\n"
+        + "\n[[fault]]\nkind = \"refuse\"\ncount = 1\nmin_ms = 500\nmax_ms = 12000\n";
     let text = format!("swarm = true\n{text}").replace(
         "skew_max_ms = 250",
         "skew_max_ms = 250\ndrift_max_ppm = 50000",

@@ -46,6 +46,13 @@ pub enum FaultKind {
     /// expires, and when quorum is back a new leader gives every lease its full time to live
     /// again (etcd #9395). Every host is cut off at once.
     QuorumLoss,
+    /// The store is down and refuses connections (a single-member etcd stopped or crashed, and
+    /// restarted when the fault ends): every request is answered at once, a network delay
+    /// later, with `unavailable`, every open watch stream breaks, and no lease expires
+    /// meanwhile (the restarted member gives every lease its full time to live again, as after
+    /// a quorum loss). Every host is cut off at once, but, unlike a quorum loss, told so at
+    /// once: a retry that does not wait is a retry as fast as the network answers.
+    Refuse,
     /// The host's link slows down: every message on it, either way, takes the model's
     /// `network.slow_ms` longer (a congested or lossy path where TCP retransmits), so that its
     /// renewals press on the lease deadlines without failing outright.
@@ -69,7 +76,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, with its name in files.
-    pub const ALL: [(FaultKind, &'static str); 18] = [
+    pub const ALL: [(FaultKind, &'static str); 19] = [
         (FaultKind::Partition, "partition"),
         (FaultKind::CutUp, "cut-up"),
         (FaultKind::CutDown, "cut-down"),
@@ -84,6 +91,7 @@ impl FaultKind {
         (FaultKind::LoseState, "lose-state"),
         (FaultKind::Hang, "hang"),
         (FaultKind::QuorumLoss, "quorum-loss"),
+        (FaultKind::Refuse, "refuse"),
         (FaultKind::Slow, "slow"),
         (FaultKind::PidReuse, "pid-reuse"),
         (FaultKind::Impostor, "impostor"),
@@ -109,6 +117,7 @@ impl FaultKind {
                 | FaultKind::Pause
                 | FaultKind::Hang
                 | FaultKind::QuorumLoss
+                | FaultKind::Refuse
                 | FaultKind::Slow
                 | FaultKind::Shutdown
         )
@@ -116,7 +125,13 @@ impl FaultKind {
 
     /// Whether it strikes one host.
     pub fn on_host(self) -> bool {
-        (self.lasts() && self != FaultKind::QuorumLoss) || self.restarts_host()
+        (self.lasts() && !self.on_store()) || self.restarts_host()
+    }
+
+    /// Whether it strikes the store itself, and so every host at once: a quorum loss or a
+    /// store that refuses connections.
+    pub fn on_store(self) -> bool {
+        matches!(self, FaultKind::QuorumLoss | FaultKind::Refuse)
     }
 
     /// Whether it restarts the host's machine: a restart, a loss of the state file, or one of
@@ -138,7 +153,8 @@ impl FaultKind {
 
     /// Whether it cuts a host off from the store for its duration, so that an agent must
     /// fence itself if it lasts longer than a node lease: a partition, a one-way cut, a
-    /// stall, a hung store member, or (every host at once) a quorum loss.
+    /// stall, a hung store member, or (every host at once) a quorum loss or a store that
+    /// refuses connections.
     pub fn cuts_off(self) -> bool {
         matches!(
             self,
@@ -148,6 +164,7 @@ impl FaultKind {
                 | FaultKind::Stall
                 | FaultKind::Hang
                 | FaultKind::QuorumLoss
+                | FaultKind::Refuse
         )
     }
 }

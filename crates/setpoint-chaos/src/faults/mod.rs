@@ -50,7 +50,8 @@
 //!                          #   | restart (a host)
 //!                          #   | lose-state (an agent restarts without its state file)
 //!                          #   | crash (a process) | leader-change | compaction
-//!                          #   | quorum-loss (the store)
+//!                          #   | quorum-loss (the store: requests unanswered)
+//!                          #   | refuse (the store is down: requests refused at once)
 //!                          #   | redeclare (the operator deletes and re-applies every workload)
 //!                          #   | pid-reuse (an agent restarts and finds a process at a dead
 //!                          #     copy's recorded pid, started later, with its mark and nonce)
@@ -64,7 +65,7 @@
 //!                          # shutdown: default agent;
 //!                          # lose-state, pid-reuse, impostor: agent only)
 //! min_ms = 1000            # a lasting fault (partition, cut-*, stall, pause, hang,
-//! max_ms = 20000           # quorum-loss, slow, shutdown) lasts uniformly min_ms ..= max_ms
+//! max_ms = 20000           # quorum-loss, refuse, slow, shutdown) lasts uniformly min_ms ..= max_ms
 //! during = "partition"     # optional: each fault of this rule starts inside a fault of this
 //!                          # lasting kind drawn by an earlier rule (on the same host for a
 //!                          # host fault: a restart inside a partition of its host)

@@ -365,7 +365,7 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
                         Some(&key("during")),
                         format!(
                             "'{}' is an instant: 'during' names a lasting kind (partition, cut-up, \
-                             cut-down, stall, pause, hang, quorum-loss, slow, shutdown)",
+                             cut-down, stall, pause, hang, quorum-loss, refuse, slow, shutdown)",
                             within.name()
                         ),
                     ));

@@ -1,8 +1,8 @@
 //! The network between the hosts and the store: requests up a host's link, replies and watch
 //! events down it, and the watches a lost event breaks.
 
-use setpoint_runtime::machine::{ReqId, StoreRequest, WatchDelivery};
-use setpoint_runtime::store::WatchEvent;
+use setpoint_runtime::machine::{Replied, ReqId, StoreRequest, WatchDelivery};
+use setpoint_runtime::store::{StoreError, WatchEvent};
 
 use super::{Ev, World, WATCH_BREAK_MS};
 use crate::machine::Input;
@@ -29,6 +29,28 @@ impl World<'_> {
         } else if let Input::Watch(d) = &input {
             self.break_watch(host, d.watch);
         }
+    }
+
+    /// The store went down: every open watch stream breaks.
+    pub(super) fn break_every_watch(&mut self) {
+        let open: Vec<(usize, ReqId)> = self.watches.keys().copied().collect();
+        for (host, watch) in open {
+            self.note(|| format!("store down: host {host}'s watch {watch} breaks"));
+            self.break_watch(host, watch);
+        }
+    }
+
+    /// The store is down: `host`'s request is refused, and the host is told a network delay
+    /// later (as its client's connection attempt fails). A cancel needs no answer.
+    pub(super) fn refuse(&mut self, host: usize, id: ReqId, req: &StoreRequest) {
+        if matches!(req, StoreRequest::CancelWatch(_)) {
+            return;
+        }
+        self.note(|| format!("store refuses host {host} request {id}: down"));
+        let result = Err(StoreError::Unavailable(
+            "connection refused: the store is down".into(),
+        ));
+        self.reply(host, Input::Replied(Replied { id, result }));
     }
 
     /// The watch's stream broke: the store forgets it and the host hears `Lost` later.

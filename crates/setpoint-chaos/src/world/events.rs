@@ -128,6 +128,14 @@ impl World<'_> {
                 if !self.net.up(host, Dir::Up) {
                     return;
                 }
+                if self.refusing > 0 {
+                    // Down: the connection is refused, and the client says so at once (to
+                    // the life that sent it; an earlier life's connection is gone).
+                    if self.slots[host].life == life {
+                        self.refuse(host, id, &req);
+                    }
+                    return;
+                }
                 if self.quorum_lost > 0 || self.slots[host].hung > 0 {
                     // Never answered: no leader to serve it, or a member that hangs.
                     self.note(|| format!("store leaves host {host} request {id} unanswered"));
@@ -148,7 +156,7 @@ impl World<'_> {
                     self.arrive(host, input, local);
                 }
             }
-            Ev::Lessor if self.quorum_lost > 0 => {
+            Ev::Lessor if self.quorum_lost > 0 || self.refusing > 0 => {
                 // No leader, no revocation: leases wait for the new leader's reset.
                 let next = (self.now / 500 + 1) * 500;
                 self.push(next, Ev::Lessor);

@@ -7,7 +7,7 @@ use setpoint_runtime::agent::NodeState;
 use setpoint_runtime::machine::{ReqId, StoreRequest};
 
 use super::procs::start_ticks;
-use super::{host_clock, virtual_at, Ev, ProcRecord, World};
+use super::{host_clock, virtual_at, Ev, ProcRecord, World, BURST_WINDOW_MS};
 use crate::faults::FaultKind;
 use crate::machine::{Exit, Input, Machine, Output, Role};
 
@@ -45,6 +45,8 @@ pub(super) struct Slot {
     pub(super) answers: VecDeque<Input>,
     /// The request ids this life of the host has sent.
     pub(super) ids: SentIds,
+    /// When this life of the host sent its requests of the last [`BURST_WINDOW_MS`].
+    pub(super) recent_sends: VecDeque<u64>,
     /// The watches this life of the host has cancelled: one whose request is still on the
     /// way (held by a stall, say) is not opened when it arrives, as the cancel behind it on
     /// the same connection would close it at once.
@@ -88,6 +90,27 @@ impl Slot {
 }
 
 impl World<'_> {
+    /// Counts a request `host` sends now in its current life's window of the last
+    /// [`BURST_WINDOW_MS`], and keeps the busiest window of each host ([`Protocol::busiest`]).
+    ///
+    /// [`Protocol::busiest`]: super::Protocol::busiest
+    fn note_send(&mut self, host: usize) {
+        let now = self.now;
+        let sent = &mut self.slots[host].recent_sends;
+        while sent.front().is_some_and(|&t| t + BURST_WINDOW_MS <= now) {
+            sent.pop_front();
+        }
+        sent.push_back(now);
+        let count = sent.len() as u64;
+        let busiest = &mut self.protocol.busiest;
+        if busiest.len() <= host {
+            busiest.resize(host + 1, (0, 0));
+        }
+        if count > busiest[host].0 {
+            busiest[host] = (count, now);
+        }
+    }
+
     /// Hands `input` to host `host`, or queues it while the host is paused.
     pub(super) fn step(&mut self, host: usize, input: Input) {
         let slot = &mut self.slots[host];
@@ -148,6 +171,7 @@ impl World<'_> {
 
     pub(super) fn output(&mut self, host: usize, out: Output) {
         if let Output::Request { id, .. } = &out {
+            self.note_send(host);
             if !self.slots[host].ids.insert(*id) {
                 let id = *id;
                 self.note(|| format!("host {host} sends request id {id} again"));
@@ -343,6 +367,7 @@ impl World<'_> {
         slot.hung_out.clear();
         self.watches.retain(|(h, _), _| *h != host);
         self.slots[host].ids.clear();
+        self.slots[host].recent_sends.clear();
         self.slots[host].cancelled.clear();
         // An agent's processes keep running, watched by no one until the new agent
         // adopts them (its disk and the process table stay).

@@ -112,8 +112,24 @@ impl World<'_> {
                     }
                 }
             }
-            // The operator's writes fail while the store has no quorum.
-            FaultKind::Kill | FaultKind::Redeclare if self.quorum_lost > 0 => {}
+            FaultKind::Refuse => {
+                if start {
+                    self.refusing += 1;
+                    if self.refusing == 1 {
+                        self.break_every_watch();
+                    }
+                } else {
+                    self.refusing = self.refusing.saturating_sub(1);
+                    if self.refusing == 0 {
+                        // Restarted: every lease gets its full time to live, as after a
+                        // leader change.
+                        self.store.leader_change(self.now);
+                    }
+                }
+            }
+            // The operator's writes fail while the store has no quorum or is down.
+            FaultKind::Kill | FaultKind::Redeclare if self.quorum_lost > 0 || self.refusing > 0 => {
+            }
             FaultKind::Crash if start => {
                 let live: Vec<usize> = self
                     .live

@@ -12,7 +12,9 @@
 //!   The store's clock has neither: lease expiry is decided on it.
 //! - A hung store member ([`FaultKind::Hang`]) swallows the host's requests and holds its
 //!   watch events until it recovers; a quorum loss ([`FaultKind::QuorumLoss`]) serves no
-//!   request of any host, expires no lease, and resets every lease when it ends.
+//!   request of any host, expires no lease, and resets every lease when it ends; a store that
+//!   refuses connections ([`FaultKind::Refuse`]) does the same, but answers every request at
+//!   once with `unavailable` and breaks every open watch stream when it goes down.
 //! - A paused host is not stepped: its inputs queue and are handed over, in order, when the
 //!   pause ends, followed by a tick. Its processes keep running.
 //! - A process starts `start_ms` after its agent asks, ends `term_exit_ms` after SIGTERM or at
@@ -39,6 +41,7 @@
 //!
 //! [`FaultKind::Hang`]: crate::faults::FaultKind::Hang
 //! [`FaultKind::QuorumLoss`]: crate::faults::FaultKind::QuorumLoss
+//! [`FaultKind::Refuse`]: crate::faults::FaultKind::Refuse
 //! [`WatchEvent::Lost`]: setpoint_runtime::store::WatchEvent::Lost
 
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
@@ -76,6 +79,10 @@ pub const EPOCH_MS: u64 = 1_800_000_000_000;
 
 /// How long a host takes to notice that a watch stream broke, milliseconds.
 pub const WATCH_BREAK_MS: u64 = 1_000;
+
+/// The window in which the check `request-storm` counts a host's store requests,
+/// milliseconds ([`Protocol::busiest`]).
+pub const BURST_WINDOW_MS: u64 = 1_000;
 
 /// Everything a run needs besides the machines.
 #[derive(Clone, Debug)]
@@ -151,6 +158,8 @@ pub struct World<'a> {
     cut_leases: Vec<CutLease>,
     /// How many `quorum-loss` faults hold the store now.
     quorum_lost: u32,
+    /// How many `refuse` faults hold the store down now.
+    refusing: u32,
     trace: Vec<String>,
     leaders: Vec<(u64, Option<crate::store::Client>)>,
     protocol: Protocol,
@@ -185,6 +194,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         deletes: Vec::new(),
         cut_leases: Vec::new(),
         quorum_lost: 0,
+        refusing: 0,
         trace: Vec::new(),
         leaders: Vec::new(),
         protocol: Protocol::default(),
@@ -222,6 +232,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
             held_out: VecDeque::new(),
             answers: VecDeque::new(),
             ids: SentIds::default(),
+            recent_sends: VecDeque::new(),
             cancelled: BTreeSet::new(),
         });
     }

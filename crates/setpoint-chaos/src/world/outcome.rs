@@ -8,7 +8,7 @@ use setpoint_runtime::model::LEADER;
 use setpoint_runtime::store::{Op, Txn};
 
 use super::World;
-use crate::faults::{Fault, FaultKind};
+use crate::faults::Fault;
 use crate::machine::Role;
 use crate::store::SimStore;
 
@@ -103,7 +103,7 @@ pub struct CutLease {
 }
 
 /// What the world saw of the hosts' use of the store, as it happened: the facts the checks
-/// `repeated-request`, `leaked-watch` and `needless-step-down` judge ([`crate::check`]).
+/// `repeated-request`, `leaked-watch`, `request-storm` and `needless-step-down` judge ([`crate::check`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Protocol {
     /// Each request whose id the same life of a host had sent before: (when it was sent,
@@ -116,6 +116,12 @@ pub struct Protocol {
     /// Each time the lessor revoked, on expiry, the lease that held `/leader`: (when,
     /// milliseconds; the controller host whose lease it was).
     pub leader_expiries: Vec<(u64, usize)>,
+    /// For each host (by index), the most store requests one life of it sent within
+    /// [`BURST_WINDOW_MS`], and when that window ended, milliseconds (`(0, 0)` for a host
+    /// that sent none).
+    ///
+    /// [`BURST_WINDOW_MS`]: super::BURST_WINDOW_MS
+    pub busiest: Vec<(u64, u64)>,
 }
 
 /// A watch opened beside an open one of the same host and prefixes ([`Protocol`]).
@@ -182,7 +188,7 @@ impl World<'_> {
     /// Records the node lease of each agent fault `f` (number `i`) cuts off, as the store
     /// holds it now.
     pub(super) fn note_cut_leases(&mut self, i: usize, f: &Fault) {
-        let hosts: Vec<usize> = if f.kind == FaultKind::QuorumLoss {
+        let hosts: Vec<usize> = if f.kind.on_store() {
             (0..self.slots.len()).collect()
         } else {
             vec![f.host]

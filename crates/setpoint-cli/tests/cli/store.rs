@@ -685,3 +685,67 @@ fn etcd_urls_and_files_that_do_not_fit_get_one_line_and_exit_2() {
     let out = r.run(&["get", "--store", "etcd://root:hunter2@h:1"]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("hunter2"));
 }
+
+/// The CPU time (user and system) process `pid` has used, in clock ticks (1/100 s).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command name in parentheses: the state is field 3, utime 14 and stime 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// Chaos finding 20, on a real etcd: an etcd whose database reached its quota (the `NOSPACE`
+/// alarm) refuses every write at once, while lease renewals (keep-alives, not writes) go on, so
+/// no agent fences. A copy that dies then must be written to the live record and the event
+/// log, and both writes are refused. The agent tried each again at its next step, and every
+/// refusal is a step: 417 ticks of CPU in 10 s (42 % of a core, each a round trip to etcd) on
+/// the build before the fix, by hand, for as long as the alarm lasted; 11 after it. etcd's
+/// settings are stock but for a small quota (2 GiB would take minutes to fill).
+#[test]
+fn an_agent_on_a_full_etcd_retries_its_refused_writes_on_a_timer_not_at_once() {
+    let cfg = EtcdClusterConfig {
+        quota_bytes: Some(8 * 1024 * 1024),
+        ..EtcdClusterConfig::stock_timing(1)
+    };
+    let Some(etcd) = EtcdCluster::start_or_skip_with("cli::store::full_etcd_no_storm", &cfg) else {
+        return;
+    };
+    let mut d = Rig::on_store(&etcd.url()).deadline(Duration::from_secs(60));
+    let agent = d.start("n1", &["agent", "--node", "n1"]);
+    d.start("controller", &["controller"]);
+    d.apply(&super::harness::sleeping(
+        "web", 3, "intent", 300, "1s", "0s", "1s",
+    ));
+    d.until("3 copies live", |d| {
+        d.try_get("web").is_some_and(|g| g["live"] == 3)
+    });
+    // Fill etcd until it refuses (bounded: 8 MiB of quota takes a few dozen values of 0.5 MB,
+    // history included).
+    let s = etcd.store();
+    let value = "x".repeat(500_000);
+    let full = (0..200).any(|i| {
+        s.commit(&Txn::new().put(format!("/fill/{}", i % 4), value.clone()))
+            .is_err()
+    });
+    assert!(
+        full,
+        "an 8 MiB quota refuses writes within 200 values of 0.5 MB"
+    );
+    let victim = d.marked().first().expect("a copy runs").pid;
+    let before = cpu_ticks(agent);
+    let _ = signal_group(victim, Signal::KILL);
+    std::thread::sleep(Duration::from_secs(5));
+    let used = cpu_ticks(agent) - before;
+    assert!(
+        d.log("n1").contains("cannot write the live record"),
+        "the agent met the full etcd with a live record to write\n{}",
+        d.logs()
+    );
+    assert!(
+        used <= 50,
+        "the agent used {used} ticks of CPU in 5 s against a full etcd (at most 50, 10 % of a \
+         core): it retries as fast as etcd refuses\n{}",
+        d.logs()
+    );
+}

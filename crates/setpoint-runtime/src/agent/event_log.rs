@@ -3,12 +3,14 @@
 //!
 //! Each entry is created only if absent ([`crate::events::append`]), so a repeat is harmless: a
 //! batch refused because one entry exists already is sent again without it. A batch that fails
-//! otherwise goes back in front of the queue.
+//! otherwise goes back in front of the queue, and is tried again a sync period later, not at
+//! the next step (every reply is a step: a store that refuses at once would otherwise be asked
+//! again as fast as it answers, chaos check `request-storm`).
 //!
 //! It is separate because three parts queue events (the supervisor's starts, readiness and
 //! exits; recovery's exits; the reports' ledger changes) and one rule writes them.
 
-use super::outbox::{Outbox, Purpose};
+use super::outbox::{Outbox, Purpose, Soonest};
 use super::CopyRecord;
 use crate::events::{self, CopyEvent, CopyEventKind};
 use crate::machine::{StoreRequest, StoreResult};
@@ -33,6 +35,8 @@ pub(super) struct EventLog {
     pending: Vec<(String, String)>,
     /// A batch is being written.
     in_flight: bool,
+    /// The last batch failed: the next goes no sooner than this.
+    retry_at: Option<u64>,
 }
 
 impl EventLog {
@@ -70,9 +74,12 @@ impl EventLog {
         self.pending.clear();
     }
 
-    /// Writes what is queued, unless a batch is in flight.
+    /// Writes what is queued, unless a batch is in flight or a failed one's wait runs.
     pub(super) fn flush(&mut self, now: u64, timeout_ms: u64, out: &mut Outbox) {
-        if !self.pending.is_empty() && !self.in_flight {
+        if self.retry_at.is_some_and(|t| now >= t) {
+            self.retry_at = None;
+        }
+        if !self.pending.is_empty() && !self.in_flight && self.retry_at.is_none() {
             let batch = events::take_batch(&mut self.pending);
             self.send(now, batch, false, timeout_ms, out);
         }
@@ -109,7 +116,19 @@ impl EventLog {
         );
     }
 
-    /// After the reply to the write of `batch`.
+    /// When a failed batch is to be tried again, if one is waiting (a wait that ended is
+    /// over: the step that saw it end tried).
+    pub(super) fn wake_times(&self, now: u64, soonest: &mut Soonest) {
+        if let Some(t) = self
+            .retry_at
+            .filter(|&t| !self.in_flight && !self.pending.is_empty() && t > now)
+        {
+            soonest.at(t);
+        }
+    }
+
+    /// After the reply to the write of `batch`; a failure waits `retry_ms` before the next.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_written(
         &mut self,
         now: u64,
@@ -117,9 +136,11 @@ impl EventLog {
         last: bool,
         result: StoreResult,
         timeout_ms: u64,
+        retry_ms: u64,
         out: &mut Outbox,
     ) -> Written {
         self.in_flight = false;
+        self.retry_at = None;
         if result.is_ok() {
             out.ended("events", "the event log is written again");
         }
@@ -149,6 +170,7 @@ impl EventLog {
                 if !last {
                     batch.append(&mut self.pending);
                     self.pending = batch;
+                    self.retry_at = Some(now + retry_ms);
                 } else {
                     self.pending.clear();
                 }
@@ -220,7 +242,7 @@ mod tests {
         log.flush(10, 100, &mut out);
         let (batch, last, result) = carry(&store, &mut out);
         assert!(matches!(
-            log.on_written(10, batch, last, result, 100, &mut out),
+            log.on_written(10, batch, last, result, 100, 100, &mut out),
             Written::Done
         ));
         // The same start again, with another copy's: the repeat is dropped, the other written.
@@ -231,14 +253,14 @@ mod tests {
         let (batch, last, result) = carry(&store, &mut out);
         assert_eq!(batch.len(), 2, "one batch in flight at a time");
         assert!(matches!(
-            log.on_written(20, batch, last, result, 100, &mut out),
+            log.on_written(20, batch, last, result, 100, 100, &mut out),
             Written::Again
         ));
         let (batch, last, result) = carry(&store, &mut out);
         assert_eq!(batch.len(), 1);
         assert!(result.is_ok(), "{result:?}");
         assert!(matches!(
-            log.on_written(20, batch, last, result, 100, &mut out),
+            log.on_written(20, batch, last, result, 100, 100, &mut out),
             Written::Done
         ));
         assert_eq!(events::read_log(&store, "w").unwrap().len(), 2);
@@ -257,13 +279,61 @@ mod tests {
         let _ = out.drain();
         let gone = StoreError::Lost("the database file is gone".into());
         let batch = vec![("first".to_owned(), "x".to_owned())];
-        let w = log.on_written(20, batch.clone(), false, Err(gone.clone()), 100, &mut out);
+        let w = log.on_written(
+            20,
+            batch.clone(),
+            false,
+            Err(gone.clone()),
+            100,
+            100,
+            &mut out,
+        );
         assert!(matches!(&w, Written::Lost(e) if *e == gone), "{w:?}");
         let outputs = out.drain();
         assert!(outputs.is_empty(), "nothing to retry: {outputs:?}");
         // The agent's last flush (while it stops) only logs what became of it.
-        let w = log.on_written(30, batch, true, Err(gone), 100, &mut out);
+        let w = log.on_written(30, batch, true, Err(gone), 100, 100, &mut out);
         assert!(matches!(w, Written::Done), "{w:?}");
+    }
+
+    #[test]
+    fn a_failed_batch_is_tried_again_a_sync_period_later_not_at_the_next_step() {
+        let store = MemoryStore::new();
+        let mut log = EventLog::default();
+        let mut out = Outbox::new();
+        log.copy_event(CopyEventKind::Start, &record(0), 10, "a");
+        log.flush(10, 100, &mut out);
+        let (batch, last, _) = carry(&store, &mut out);
+        let refused = Err(StoreError::Unavailable("refused".into()));
+        log.on_written(12, batch, last, refused, 100, 250, &mut out);
+        // Every reply is a step: no flush before the wait ends sends it again.
+        for now in [12, 13, 200, 261] {
+            log.flush(now, 100, &mut out);
+            let sent = out
+                .drain()
+                .into_iter()
+                .filter(|o| matches!(o, super::super::AgentOutput::Store { .. }));
+            assert_eq!(sent.count(), 0, "at {now}");
+        }
+        let mut soonest = Soonest::new(13);
+        log.wake_times(13, &mut soonest);
+        assert_eq!(soonest.or_a_second(), 262, "woken when the wait ends");
+        // A wait that ended asks for no wake, even where no flush has run since (a fenced
+        // agent flushes nothing): or the machine spins at the ended time.
+        let mut soonest = Soonest::new(300);
+        log.wake_times(300, &mut soonest);
+        assert_eq!(soonest.or_a_second(), 1_300);
+        log.flush(262, 100, &mut out);
+        let (batch, last, result) = carry(&store, &mut out);
+        // In flight: no wake for a retry; written: none either, and the next goes at once.
+        let mut soonest = Soonest::new(263);
+        log.wake_times(263, &mut soonest);
+        assert_eq!(soonest.or_a_second(), 1_263);
+        log.on_written(264, batch, last, result, 100, 250, &mut out);
+        log.copy_event(CopyEventKind::Start, &record(1), 265, "a");
+        log.flush(265, 100, &mut out);
+        let (batch, _, _) = carry(&store, &mut out);
+        assert_eq!(batch.len(), 1);
     }
 
     #[test]
@@ -273,12 +343,12 @@ mod tests {
         log.copy_event(CopyEventKind::Start, &record(1), 20, "a");
         let batch = vec![("first".to_owned(), "x".to_owned())];
         let failed = || Err(StoreError::Unavailable("slow".into()));
-        let w = log.on_written(20, batch.clone(), false, failed(), 100, &mut out);
+        let w = log.on_written(20, batch.clone(), false, failed(), 100, 100, &mut out);
         assert!(matches!(w, Written::Done));
         assert_eq!(log.pending.len(), 2);
         assert_eq!(log.pending[0].0, "first");
         log.clear();
-        let w = log.on_written(20, batch, true, failed(), 100, &mut out);
+        let w = log.on_written(20, batch, true, failed(), 100, 100, &mut out);
         assert!(matches!(w, Written::Done));
         assert!(log.pending.is_empty(), "the last batch is not kept");
     }

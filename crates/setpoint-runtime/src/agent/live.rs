@@ -7,8 +7,12 @@
 //!
 //! It is separate from the reports because it follows other rules: no delay, no compare-and-set,
 //! and only what changed.
+//!
+//! A write that fails is tried again a sync period later (`sync_every_ms`, as the watch cache's
+//! read is), not at the next step: every reply is a step, so a store that refuses at once
+//! would otherwise be asked again as fast as it answers (chaos check `request-storm`).
 
-use super::outbox::{Outbox, Purpose};
+use super::outbox::{Outbox, Purpose, Soonest};
 use super::supervisor::Supervisor;
 use super::AgentCoreConfig;
 use crate::machine::{StoreRequest, StoreResult};
@@ -22,6 +26,8 @@ pub(super) struct LiveRecords {
     written: Option<(LeaseId, Vec<LiveCopy>)>,
     /// A write is in flight.
     in_flight: bool,
+    /// The last write failed: the next goes no sooner than this.
+    retry_at: Option<u64>,
 }
 
 impl LiveRecords {
@@ -35,9 +41,10 @@ impl LiveRecords {
         cfg: &AgentCoreConfig,
         out: &mut Outbox,
     ) {
-        if self.in_flight {
+        if self.in_flight || self.retry_at.is_some_and(|t| now < t) {
             return;
         }
+        self.retry_at = None;
         if self
             .written
             .as_ref()
@@ -64,16 +71,26 @@ impl LiveRecords {
         );
     }
 
-    /// After the reply to the write of `copies` under `lease`.
+    /// When a failed write is to be tried again, if one is waiting (a wait that ended is
+    /// over: the step that saw it end tried, or had nothing to write).
+    pub(super) fn wake_times(&self, now: u64, soonest: &mut Soonest) {
+        if let Some(t) = self.retry_at.filter(|&t| !self.in_flight && t > now) {
+            soonest.at(t);
+        }
+    }
+
+    /// After the reply to the write of `copies` under `lease`; a failure waits `retry_ms`.
     pub(super) fn on_written(
         &mut self,
         now: u64,
         lease: LeaseId,
         copies: Vec<LiveCopy>,
         result: StoreResult,
+        retry_ms: u64,
         out: &mut Outbox,
     ) {
         self.in_flight = false;
+        self.retry_at = result.is_err().then_some(now + retry_ms);
         match result {
             Ok(_) => {
                 out.ended("live", "the live record is written again");
@@ -97,6 +114,63 @@ mod tests {
     use crate::model::Phase;
 
     #[test]
+    fn a_failed_write_is_tried_again_a_sync_period_later_not_at_the_next_step() {
+        let cfg = AgentCoreConfig::new("a");
+        let mut live = LiveRecords::default();
+        let mut out = Outbox::new();
+        let copies = supervisor(vec![record(0, Phase::Running, 100)]);
+        // Publishes at `now`; the id of the write sent, if one was.
+        let try_at = |live: &mut LiveRecords, out: &mut Outbox, now| {
+            live.publish(now, 1, &copies, &cfg, out);
+            out.drain().into_iter().find_map(|o| match o {
+                super::super::AgentOutput::Store { id, .. } => Some(id),
+                _ => None,
+            })
+        };
+        let refused = || Err(crate::store::StoreError::Unavailable("refused".into()));
+        let id = try_at(&mut live, &mut out, 0).expect("the first write goes at once");
+        let Some(Purpose::Live { lease, copies: c }) = out.take(id) else {
+            panic!("a live write")
+        };
+        live.on_written(3, lease, c, refused(), 100, &mut out);
+        // Every reply is a step: none of the steps before the wait ends sends it again.
+        for now in [3, 4, 50, 102] {
+            assert_eq!(try_at(&mut live, &mut out, now), None, "at {now}");
+        }
+        let mut soonest = Soonest::new(4);
+        live.wake_times(4, &mut soonest);
+        assert_eq!(soonest.or_a_second(), 103, "woken when the wait ends");
+        // A wait that ended asks for no wake (or the machine spins at the ended time).
+        let mut soonest = Soonest::new(150);
+        live.wake_times(150, &mut soonest);
+        assert_eq!(soonest.or_a_second(), 1_150);
+        let id = try_at(&mut live, &mut out, 103).expect("tried again when the wait ends");
+        let Some(Purpose::Live { lease, copies: c }) = out.take(id) else {
+            panic!("a live write")
+        };
+        // In flight, and after a success: no wake for a retry.
+        let mut soonest = Soonest::new(104);
+        live.wake_times(104, &mut soonest);
+        assert_eq!(soonest.or_a_second(), 1_104);
+        live.on_written(
+            105,
+            lease,
+            c,
+            Ok(crate::machine::StoreReply::Committed(2)),
+            100,
+            &mut out,
+        );
+        let mut soonest = Soonest::new(106);
+        live.wake_times(106, &mut soonest);
+        assert_eq!(soonest.or_a_second(), 1_106);
+        assert_eq!(
+            try_at(&mut live, &mut out, 106),
+            None,
+            "written: nothing changed"
+        );
+    }
+
+    #[test]
     fn the_live_record_is_written_only_when_the_ready_set_or_the_lease_changes() {
         let cfg = AgentCoreConfig::new("a");
         let mut live = LiveRecords::default();
@@ -118,6 +192,7 @@ mod tests {
                         lease,
                         copies,
                         Ok(crate::machine::StoreReply::Committed(1)),
+                        100,
                         &mut out,
                     );
                 }
@@ -153,7 +228,7 @@ mod tests {
             (30_000, down()),
             (30_100, down()),
         ] {
-            live.on_written(t, 1, Vec::new(), result, &mut out);
+            live.on_written(t, 1, Vec::new(), result, 100, &mut out);
         }
         let lines: Vec<String> = out
             .drain()

@@ -284,6 +284,10 @@ impl AgentCore {
             self.sync.wake_times(self.held_lease(), &mut soonest);
             self.reports.wake_times(&mut soonest);
             self.logs.wake_times(&mut soonest);
+            self.events.wake_times(now, &mut soonest);
+            if self.held_lease().is_some() {
+                self.live.wake_times(now, &mut soonest);
+            }
         }
         match self.life.stage {
             Stage::Draining { deadline } => soonest.at(deadline),
@@ -391,15 +395,21 @@ impl AgentCore {
                 }
             }
             Purpose::Live { lease, copies } => {
+                let retry = self.cfg.sync_every_ms;
                 self.live
-                    .on_written(now, lease, copies, result, &mut self.out)
+                    .on_written(now, lease, copies, result, retry, &mut self.out)
             }
             Purpose::Events { batch, last } => {
-                let timeout = self.cfg.request_timeout_ms;
-                match self
-                    .events
-                    .on_written(now, batch, last, result, timeout, &mut self.out)
-                {
+                let (timeout, retry) = (self.cfg.request_timeout_ms, self.cfg.sync_every_ms);
+                match self.events.on_written(
+                    now,
+                    batch,
+                    last,
+                    result,
+                    timeout,
+                    retry,
+                    &mut self.out,
+                ) {
                     Written::Again => {}
                     Written::Lost(e) => self.lose(now, e),
                     // The rest of the log, a transaction at a time; then the release.
