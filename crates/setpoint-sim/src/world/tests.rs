@@ -663,11 +663,13 @@ mod folded_arrivals {
         /// A run without an observer takes the reports of a second with nothing else to do
         /// before the next round without visiting it (issue 24, part 11); a run with one
         /// visits every such second. Both end with the same outcome, whatever the controller,
-        /// delay, period, startup, workloads and deaths.
+        /// delay (whole seconds, including none, or not), period, startup (fixed or drawn),
+        /// workloads and deaths.
         #[test]
         fn reports_taken_between_visits_change_no_outcome(
             kind in any_kind(),
             delay in prop_oneof![
+                (0u64..40).prop_map(|s| DelayModel::Fixed(s * 1000)),
                 (0u64..40_000).prop_map(DelayModel::Fixed),
                 (0u64..20_000, 0u64..40_000)
                     .prop_map(|(min, d)| DelayModel::Uniform { min, max: min + d }),
@@ -677,6 +679,9 @@ mod folded_arrivals {
             startup in 0u64..15,
             desired in (1u64..12, 1u64..5),
             deaths in prop::collection::vec((0u64..400, 1u64..4), 0..4),
+            startup_model in prop::option::of(
+                (0u64..20_000).prop_map(|max| DelayModel::Uniform { min: 0, max })
+            ),
             seed in 0u64..1000,
         ) {
             let spec = ScenarioSpec {
@@ -692,6 +697,7 @@ mod folded_arrivals {
                     .iter()
                     .map(|&(at, n)| event(at, None, Event::Deaths(Toll::Count(n))))
                     .collect(),
+                startup_model,
                 ..ScenarioSpec::default()
             };
             let scenario = Scenario::new(spec).unwrap();
