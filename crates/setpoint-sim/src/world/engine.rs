@@ -6,34 +6,31 @@ use super::*;
 impl Engine<'_> {
     /// Hands the run's containers to the next run on this thread.
     pub(super) fn recycle(&mut self) {
-        let mut spare = Spare {
-            queue: std::mem::take(&mut self.queue),
-            transit: std::mem::take(&mut self.in_transit),
-            works: std::mem::take(&mut self.spare_works),
-            targets: std::mem::take(&mut self.targets),
-            work_list: Vec::new(),
-            controllers: Vec::new(),
-        };
-        if spare.targets.capacity() > KEPT_ENTRIES {
-            spare.targets = Vec::new();
-        }
-        spare.queue.clear();
-        spare.transit.clear();
-        for w in self.works.drain(..) {
-            if w.copies.capacity() <= KEPT_ENTRIES {
-                spare.works.push(WorkSpare {
-                    copies: w.copies,
-                    live: w.live,
-                    shown: w.shown,
-                    commanded: w.commanded,
-                    ended: w.ended,
-                });
-            }
-        }
         self.controllers.clear();
-        spare.work_list = std::mem::take(&mut self.works);
-        spare.controllers = std::mem::take(&mut self.controllers);
-        SPARE.set(spare);
+        SPARE.with_borrow_mut(|spare| {
+            // Each container is swapped with the empty one the run left there ([`Engine::new`]).
+            std::mem::swap(&mut spare.queue, &mut self.queue);
+            spare.queue.clear();
+            std::mem::swap(&mut spare.transit, &mut self.in_transit);
+            spare.transit.clear();
+            std::mem::swap(&mut spare.works, &mut self.spare_works);
+            if self.targets.capacity() <= KEPT_ENTRIES {
+                std::mem::swap(&mut spare.targets, &mut self.targets);
+            }
+            for w in self.works.drain(..) {
+                if w.copies.capacity() <= KEPT_ENTRIES {
+                    spare.works.push(WorkSpare {
+                        copies: w.copies,
+                        live: w.live,
+                        shown: w.shown,
+                        commanded: w.commanded,
+                        ended: w.ended,
+                    });
+                }
+            }
+            std::mem::swap(&mut spare.work_list, &mut self.works);
+            std::mem::swap(&mut spare.controllers, &mut self.controllers);
+        });
     }
 }
 
@@ -43,8 +40,17 @@ impl<'s> Engine<'s> {
     // a Monte Carlo run, callgrind, issue 24 part 4).
     #[inline(always)]
     pub(super) fn new(spec: &'s ScenarioSpec, seed: u64) -> Self {
-        let mut spare = SPARE.take();
-        // The vectors of the last run on this thread, emptied: one allocation fewer each.
+        // The containers of the last run on this thread, emptied: one allocation fewer each.
+        // Swapped into locals one by one: a `Spare` returned whole was moved with `memcpy`.
+        let mut spare = Spare::default();
+        SPARE.with_borrow_mut(|kept| {
+            std::mem::swap(&mut spare.queue, &mut kept.queue);
+            std::mem::swap(&mut spare.transit, &mut kept.transit);
+            std::mem::swap(&mut spare.works, &mut kept.works);
+            std::mem::swap(&mut spare.targets, &mut kept.targets);
+            std::mem::swap(&mut spare.work_list, &mut kept.work_list);
+            std::mem::swap(&mut spare.controllers, &mut kept.controllers);
+        });
         let mut works = std::mem::take(&mut spare.work_list);
         let mut controllers = std::mem::take(&mut spare.controllers);
         controllers.extend(spec.workloads.iter().map(|_| spec.controller.build()));
@@ -128,20 +134,28 @@ impl<'s> Engine<'s> {
             engine.push(e.at, SCRIPTED, Ev::Scripted(i));
         }
         let outages = |e: &Event| matches!(e, Event::Outage { seconds } if *seconds > 0);
-        if !spec.events.iter().any(|e| outages(&e.event)) {
-            return engine;
+        if spec.events.iter().any(|e| outages(&e.event)) {
+            engine.merge_outages();
         }
+        // One exit, the engine built in place: an early `return engine` moved the 750-byte
+        // engine with `memcpy` every run (callgrind, issue 24 part 11).
+        engine
+    }
+
+    /// Each workload's outage windows, sorted and merged where they overlap.
+    fn merge_outages(&mut self) {
+        let spec = self.spec;
         let mut windows: Vec<Vec<(Time, Time)>> = vec![Vec::new(); spec.workloads.len()];
         for e in &spec.events {
             if let Event::Outage { seconds } = e.event {
                 if seconds > 0 {
-                    for w in engine.targets(e.workload.as_deref()) {
+                    for w in self.targets(e.workload.as_deref()) {
                         windows[w].push((e.at, e.at.saturating_add(seconds)));
                     }
                 }
             }
         }
-        for (work, mut ws) in engine.works.iter_mut().zip(windows) {
+        for (work, mut ws) in self.works.iter_mut().zip(windows) {
             ws.sort_unstable();
             for (start, end) in ws {
                 match work.outages.last_mut() {
@@ -150,7 +164,6 @@ impl<'s> Engine<'s> {
                 }
             }
         }
-        engine
     }
 
     #[inline]
@@ -198,6 +211,20 @@ impl<'s> Engine<'s> {
             next = Some(next.map_or(at, |n| n.min(at)));
         }
         next
+    }
+
+    /// The second of the next visit after one at `t`: the next round at which a workload
+    /// needs a pass or the next queued entry, whichever is first; past the duration, the
+    /// second after it.
+    #[inline(always)]
+    pub(super) fn next_visit(&mut self, t: Time) -> Time {
+        let end = self.spec.duration + 1;
+        let next = match (self.next_round(t), self.queue.next_time()) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => end,
+        };
+        next.min(end)
     }
 
     /// Everything that happens at second `t`, in the documented order.

@@ -6,6 +6,8 @@ use super::*;
 impl Engine<'_> {
     /// The reports of snapshot `f` that reach the ledger at `t`, in their order: those whose
     /// workload's outages hold the snapshot's delivery to `t`.
+    // Not inlined into the drain: see `Engine::scripted`.
+    #[inline(never)]
     pub(super) fn land(&mut self, f: usize, t: Time) {
         let reports = std::mem::take(&mut self.flights[f].reports);
         let at = self.flights[f].at;

@@ -498,6 +498,19 @@ impl<E: Copy> EventQueue<E> {
         self.full[i / 64] >> (i % 64) & 1 == 0
     }
 
+    /// Whether the entries at second `t`, the second of the least entry, are all of the last
+    /// class (`ARRIVE` in [`crate::world`]), as far as the calendar tells without moving:
+    /// `false` when it cannot tell (`t` outside the calendar, or entries removed).
+    #[inline]
+    pub(crate) fn only_last_class_at(&self, t: Time) -> bool {
+        if self.slots.is_empty() || !self.removed.is_empty() || !self.in_calendar(t) {
+            return false;
+        }
+        let i = (t % SLOTS as Time) as usize;
+        let slot = &self.slots[i];
+        self.full[i / 64] >> (i % 64) & 1 == 1 && slot[..CLASSES - 1].iter().all(Fifo::is_empty)
+    }
+
     /// Pops the least entry if it is due at `t`, which is no earlier than any entry.
     #[inline]
     pub(crate) fn pop_at(&mut self, t: Time) -> Option<E> {

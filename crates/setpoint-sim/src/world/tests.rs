@@ -29,6 +29,18 @@ fn lab(spec: ScenarioSpec, seed: u64) -> Outcome {
     run_general(&Scenario::new(spec).unwrap(), seed).unwrap()
 }
 
+/// Any of the five controllers, for the proptests.
+fn any_kind() -> impl proptest::strategy::Strategy<Value = ControllerKind> {
+    use proptest::strategy::Just;
+    proptest::prop_oneof![
+        Just(ControllerKind::Intent),
+        Just(ControllerKind::Ledger),
+        Just(ControllerKind::Expectations),
+        Just(ControllerKind::Gated),
+        Just(ControllerKind::Named),
+    ]
+}
+
 fn event(at: Time, workload: Option<&str>, event: Event) -> TimedEvent {
     TimedEvent {
         at,
@@ -364,13 +376,7 @@ mod rollouts {
             g in 0u64..60,
             period in 1u64..30,
             startup in 0u64..20,
-            kind in prop_oneof![
-                Just(ControllerKind::Intent),
-                Just(ControllerKind::Ledger),
-                Just(ControllerKind::Expectations),
-                Just(ControllerKind::Gated),
-                Just(ControllerKind::Named),
-            ],
+            kind in any_kind(),
         ) {
             let (surge, unavailable) = (Amount::Percent(surge), Amount::Percent(unavailable));
             prop_assume!(!(surge.is_zero() && unavailable.is_zero()));
@@ -643,6 +649,61 @@ mod equivalence {
             run_general_traced(&Scenario::from_lesson(&s), 1, &mut |_, r| slow.push(*r))
                 .unwrap();
             prop_assert_eq!(slow, fast, "per-second traces differ");
+        }
+    }
+}
+
+mod folded_arrivals {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+        /// A run without an observer takes the reports of a second with nothing else to do
+        /// before the next round without visiting it (issue 24, part 11); a run with one
+        /// visits every such second. Both end with the same outcome, whatever the controller,
+        /// delay (whole seconds, including none, or not), period, startup (fixed or drawn),
+        /// workloads and deaths.
+        #[test]
+        fn reports_taken_between_visits_change_no_outcome(
+            kind in any_kind(),
+            delay in prop_oneof![
+                (0u64..40).prop_map(|s| DelayModel::Fixed(s * 1000)),
+                (0u64..40_000).prop_map(DelayModel::Fixed),
+                (0u64..20_000, 0u64..40_000)
+                    .prop_map(|(min, d)| DelayModel::Uniform { min, max: min + d }),
+                Just(DelayModel::lesson_chain()),
+            ],
+            period in 1u64..40,
+            startup in 0u64..15,
+            desired in (1u64..12, 1u64..5),
+            deaths in prop::collection::vec((0u64..400, 1u64..4), 0..4),
+            startup_model in prop::option::of(
+                (0u64..20_000).prop_map(|max| DelayModel::Uniform { min: 0, max })
+            ),
+            seed in 0u64..1000,
+        ) {
+            let spec = ScenarioSpec {
+                period,
+                duration: 400,
+                delay,
+                controller: ControllerSpec::new(kind),
+                workloads: vec![
+                    Workload { name: "a".into(), desired: desired.0, startup },
+                    Workload { name: "b".into(), desired: desired.1, startup: startup / 2 },
+                ],
+                events: deaths
+                    .iter()
+                    .map(|&(at, n)| event(at, None, Event::Deaths(Toll::Count(n))))
+                    .collect(),
+                startup_model,
+                ..ScenarioSpec::default()
+            };
+            let scenario = Scenario::new(spec).unwrap();
+            let folded = run_general(&scenario, seed).unwrap();
+            let visited = run_general_traced(&scenario, seed, &mut |_, _| {}).unwrap();
+            prop_assert_eq!(folded, visited);
         }
     }
 }
