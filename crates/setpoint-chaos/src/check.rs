@@ -38,6 +38,9 @@
 //!   its lease, so only a controller that gave it up lets it lapse. Not checked where three
 //!   round trips and two polls last a lease (a leader may not prove its lease in time, and
 //!   steps down as it must), nor on a lossy network;
+//! - **no needless node loss**: the same for a node's lease and its agent, with the node TTL:
+//!   an agent renews every quarter of its lease, so a lease that lapses with its agent
+//!   unhindered means a renewal timer late by three quarters of a TTL, or none;
 //! - **no impostor kept**: a process planted by a `pid-reuse` or `impostor` fault, carrying a
 //!   copy's mark and nonce but not the copy, is never adopted, and is stopped by its agent's
 //!   next recovery within its grace ([`crate::impostors::check`]); the checks above leave such
@@ -83,6 +86,8 @@ pub enum Check {
     RequestStorm,
     /// The leader's lease expired though nothing kept its controller from renewing it.
     NeedlessStepDown,
+    /// A node's lease expired though nothing kept its agent from renewing it.
+    NeedlessNodeLoss,
     /// The run exceeded its event budget.
     Budget,
     /// A process carrying a copy's mark that is not the copy (a reused pid, an outliving child)
@@ -98,7 +103,7 @@ pub enum Check {
 
 impl Check {
     /// Every check, in the order of the enum.
-    pub const ALL: [Check; 16] = [
+    pub const ALL: [Check; 17] = [
         Check::DoubleRun,
         Check::Unfenced,
         Check::LostDeclaration,
@@ -111,6 +116,7 @@ impl Check {
         Check::LeakedWatch,
         Check::RequestStorm,
         Check::NeedlessStepDown,
+        Check::NeedlessNodeLoss,
         Check::Budget,
         Check::ImpostorKept,
         Check::LeftRunning,
@@ -132,6 +138,7 @@ impl Check {
             Check::LeakedWatch => "leaked-watch",
             Check::RequestStorm => "request-storm",
             Check::NeedlessStepDown => "needless-step-down",
+            Check::NeedlessNodeLoss => "needless-node-loss",
             Check::Budget => "budget",
             Check::ImpostorKept => "impostor-kept",
             Check::LeftRunning => "left-running",
@@ -405,8 +412,8 @@ fn late_fences(model: &Model, schedule: &[Fault], out: &Outcome, v: &mut Vec<Vio
 /// under the limit, and the check does not see it.
 pub const STORM_LIMIT: u64 = 100;
 
-/// The checks `repeated-request`, `leaked-watch`, `request-storm` and `needless-step-down` of
-/// what the world saw of the hosts' requests, watches and leader lease
+/// The checks `repeated-request`, `leaked-watch`, `request-storm`, `needless-step-down` and
+/// `needless-node-loss` of what the world saw of the hosts' requests, watches and leases
 /// ([`crate::world::Protocol`]).
 ///
 /// `needless-step-down`'s window: a lease the lessor revokes at `t` was last renewed at the
@@ -423,7 +430,6 @@ pub fn protocol(
     seen: &crate::world::Protocol,
     v: &mut Vec<Violation>,
 ) {
-    use crate::faults::FaultKind;
     let mut repeated = BTreeMap::new();
     for &(at, host, id) in &seen.repeated_ids {
         repeated.entry(host).or_insert((at, id));
@@ -474,46 +480,7 @@ pub fn protocol(
         return;
     }
     for &(t, host) in &seen.leader_expiries {
-        // A store leader change gives every lease its full TTL again (etcd #9395): a lease
-        // alive at the change was renewed a TTL (and a lessor check) before it, so the
-        // window reaches back from each change inside it.
-        let mut from = t.saturating_sub(ttl + 500 + trip);
-        while let Some(reset) = schedule
-            .iter()
-            .filter(|f| f.kind == FaultKind::LeaderChange && f.at_ms >= from && f.at_ms <= t)
-            .map(|f| f.at_ms)
-            .min()
-        {
-            let earlier = reset.saturating_sub(ttl + 500 + trip);
-            if earlier >= from {
-                break;
-            }
-            from = earlier;
-        }
-        let hindered = schedule.iter().any(|f| {
-            let on_it = match f.kind {
-                FaultKind::QuorumLoss | FaultKind::Refuse => true,
-                FaultKind::Partition
-                | FaultKind::CutUp
-                | FaultKind::CutDown
-                | FaultKind::Stall
-                | FaultKind::Pause
-                | FaultKind::Hang
-                | FaultKind::Slow
-                | FaultKind::Restart
-                | FaultKind::LoseState
-                | FaultKind::PidReuse
-                | FaultKind::Impostor
-                | FaultKind::Shutdown => f.host == host,
-                FaultKind::Crash
-                | FaultKind::Kill
-                | FaultKind::LeaderChange
-                | FaultKind::Compaction
-                | FaultKind::Redeclare => false,
-            };
-            on_it && f.at_ms <= t && f.at_ms + f.duration_ms >= from
-        });
-        if !hindered {
+        if let Some(from) = unhindered_since(schedule, t, host, ttl + 500 + trip) {
             v.push(Violation {
                 check: Check::NeedlessStepDown,
                 at_ms: t,
@@ -525,6 +492,72 @@ pub fn protocol(
             break;
         }
     }
+    // The same for a node lease: an agent renews every quarter of it, so one that lapses with
+    // its agent unhindered was not renewed on time (a timer late by three quarters of a TTL).
+    let node_ttl = model.timing.node_ttl_ms;
+    if proof >= node_ttl {
+        return;
+    }
+    for &(t, host) in &seen.node_expiries {
+        if let Some(from) = unhindered_since(schedule, t, host, node_ttl + 500 + trip) {
+            v.push(Violation {
+                check: Check::NeedlessNodeLoss,
+                at_ms: t,
+                detail: format!(
+                    "the node lease of agent host {host} expired at {t} ms with no fault of that \
+                     host or the store since {from} ms: it stopped renewing it"
+                ),
+            });
+            break;
+        }
+    }
+}
+
+/// The start of the window before a lease's expiry at `t` in which a fault of `host` or of the
+/// store could explain it (`window` back, and further back from each store leader change
+/// inside it), if no fault falls in it; `None` if one does.
+fn unhindered_since(schedule: &[Fault], t: u64, host: usize, window: u64) -> Option<u64> {
+    use crate::faults::FaultKind;
+    // A store leader change gives every lease its full TTL again (etcd #9395): a lease alive
+    // at the change was renewed a TTL (and a lessor check) before it, so the window reaches
+    // back from each change inside it.
+    let mut from = t.saturating_sub(window);
+    while let Some(reset) = schedule
+        .iter()
+        .filter(|f| f.kind == FaultKind::LeaderChange && f.at_ms >= from && f.at_ms <= t)
+        .map(|f| f.at_ms)
+        .min()
+    {
+        let earlier = reset.saturating_sub(window);
+        if earlier >= from {
+            break;
+        }
+        from = earlier;
+    }
+    let hindered = schedule.iter().any(|f| {
+        let on_it = match f.kind {
+            FaultKind::QuorumLoss | FaultKind::Refuse => true,
+            FaultKind::Partition
+            | FaultKind::CutUp
+            | FaultKind::CutDown
+            | FaultKind::Stall
+            | FaultKind::Pause
+            | FaultKind::Hang
+            | FaultKind::Slow
+            | FaultKind::Restart
+            | FaultKind::LoseState
+            | FaultKind::PidReuse
+            | FaultKind::Impostor
+            | FaultKind::Shutdown => f.host == host,
+            FaultKind::Crash
+            | FaultKind::Kill
+            | FaultKind::LeaderChange
+            | FaultKind::Compaction
+            | FaultKind::Redeclare => false,
+        };
+        on_it && f.at_ms <= t && f.at_ms + f.duration_ms >= from
+    });
+    (!hindered).then_some(from)
 }
 
 /// The check `needed-delete`: each removal in `deletes` of a copy that was needed when it
@@ -721,12 +754,6 @@ mod tests {
                 .put(placement_key("node-1", "web", 0), "{}"),
         )
         .unwrap();
-        let fault = |kind, host, at_ms, duration_ms| Fault {
-            at_ms,
-            kind,
-            host,
-            duration_ms,
-        };
         let on_agent = |end| ProcRecord {
             host: 2,
             ..proc(1, "node-1", "web-0", 10, end)
@@ -944,6 +971,16 @@ mod tests {
         assert!(v[0].detail.starts_with("host 1 sent 101 "), "{v:?}");
     }
 
+    /// A fault of the schedule.
+    fn fault(kind: crate::faults::FaultKind, host: usize, at_ms: u64, duration_ms: u64) -> Fault {
+        Fault {
+            at_ms,
+            kind,
+            host,
+            duration_ms,
+        }
+    }
+
     #[test]
     fn a_leader_lease_that_expires_with_its_controller_unhindered_is_a_needless_step_down() {
         use crate::faults::FaultKind;
@@ -956,12 +993,6 @@ mod tests {
         let seen = Protocol {
             leader_expiries: vec![(20_000, 0)],
             ..Protocol::default()
-        };
-        let fault = |kind, host, at_ms, duration_ms| Fault {
-            at_ms,
-            kind,
-            host,
-            duration_ms,
         };
         let judge = |m: &Model, schedule: &[Fault]| {
             let mut v = Vec::new();
@@ -1016,5 +1047,64 @@ mod tests {
             m
         });
         assert_eq!(judge(&lossy.unwrap(), &[]), []);
+    }
+
+    #[test]
+    fn a_node_lease_that_expires_with_its_agent_unhindered_is_a_needless_node_loss() {
+        use crate::faults::FaultKind;
+        use crate::world::Protocol;
+        // Node TTL 10,000 ms (the default), a round trip of at most 10 ms: the window before an
+        // expiry of agent host 2's lease at 40,000 is 29,490 .. 40,000.
+        let text = "[network]\ndelay_ms = 1\njitter_ms = 4\n\
+                    [[workload]]\nname = \"web\"\ncopies = 1\n";
+        let m = parse("m", text).unwrap();
+        let seen = Protocol {
+            node_expiries: vec![(40_000, 2)],
+            ..Protocol::default()
+        };
+        let judge = |schedule: &[Fault]| {
+            let mut v = Vec::new();
+            protocol(&m, schedule, &seen, &mut v);
+            v
+        };
+        let v = judge(&[]);
+        assert_eq!(checks(&v), [Check::NeedlessNodeLoss], "{v:?}");
+        assert!(v[0].detail.contains("agent host 2"), "{v:?}");
+        assert_eq!(v[0].at_ms, 40_000);
+        // Another host's fault, a crash, or a cut of host 2 that ended before the window do
+        // not excuse it.
+        for f in [
+            fault(FaultKind::Partition, 3, 35_000, 3_000),
+            fault(FaultKind::Crash, 2, 35_000, 0),
+            fault(FaultKind::Partition, 2, 20_000, 9_000),
+        ] {
+            assert_eq!(
+                checks(&judge(std::slice::from_ref(&f))),
+                [Check::NeedlessNodeLoss],
+                "{f:?}"
+            );
+        }
+        // A cut, a pause or a restart of host 2, or a store that refuses, within it do.
+        for f in [
+            fault(FaultKind::Partition, 2, 20_000, 10_000),
+            fault(FaultKind::Pause, 2, 39_000, 500),
+            fault(FaultKind::Restart, 2, 31_000, 0),
+            fault(FaultKind::Refuse, 0, 30_000, 100),
+        ] {
+            assert_eq!(checks(&judge(std::slice::from_ref(&f))), [], "{f:?}");
+        }
+        // The leader's expiry is judged apart: only the node check fires here.
+        let both = Protocol {
+            leader_expiries: vec![(40_000, 0)],
+            ..seen.clone()
+        };
+        let mut v = Vec::new();
+        protocol(
+            &m,
+            &[fault(FaultKind::Pause, 2, 39_000, 500)],
+            &both,
+            &mut v,
+        );
+        assert_eq!(checks(&v), [Check::NeedlessStepDown]);
     }
 }

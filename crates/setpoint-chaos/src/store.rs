@@ -101,6 +101,11 @@ impl SimStore {
         self.kv.get(key)
     }
 
+    /// Whether some lease expires by `now_ms` (the lessor's next check revokes it).
+    pub fn any_expired(&self, now_ms: u64) -> bool {
+        self.leases.values().any(|l| l.expires_ms <= now_ms)
+    }
+
     /// The client that was granted `lease`, if the lease is alive.
     pub fn lease_owner(&self, lease: LeaseId) -> Option<Client> {
         self.leases.get(&lease).map(|l| l.owner)

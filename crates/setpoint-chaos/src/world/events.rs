@@ -168,7 +168,13 @@ impl World<'_> {
                     .entry(LEADER)
                     .and_then(|e| e.lease)
                     .and_then(|l| self.store.lease_owner(l).flatten().map(|host| (l, host)));
+                let nodes = self.node_leases_expiring();
                 self.store.advance(self.now);
+                for (lease, host) in nodes {
+                    if self.store.lease_expiry(lease).is_none() {
+                        self.protocol.node_expiries.push((self.now, host));
+                    }
+                }
                 if let Some((lease, host)) = leader {
                     if self.store.lease_expiry(lease).is_none() {
                         self.protocol.leader_expiries.push((self.now, host));

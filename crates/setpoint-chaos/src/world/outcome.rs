@@ -103,7 +103,7 @@ pub struct CutLease {
 }
 
 /// What the world saw of the hosts' use of the store, as it happened: the facts the checks
-/// `repeated-request`, `leaked-watch`, `request-storm` and `needless-step-down` judge ([`crate::check`]).
+/// `repeated-request`, `leaked-watch`, `request-storm`, `needless-step-down` and `needless-node-loss` judge ([`crate::check`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Protocol {
     /// Each request whose id the same life of a host had sent before: (when it was sent,
@@ -116,6 +116,9 @@ pub struct Protocol {
     /// Each time the lessor revoked, on expiry, the lease that held `/leader`: (when,
     /// milliseconds; the controller host whose lease it was).
     pub leader_expiries: Vec<(u64, usize)>,
+    /// Each time the lessor revoked, on expiry, the lease that held a node's key while its
+    /// agent's host was the lease's client: (when, milliseconds; the agent host).
+    pub node_expiries: Vec<(u64, usize)>,
     /// For each host (by index), the most store requests one life of it sent within
     /// [`BURST_WINDOW_MS`], and when that window ended, milliseconds (`(0, 0)` for a host
     /// that sent none).
@@ -183,6 +186,27 @@ impl World<'_> {
             let l = format!("{:>9} {}", self.now, line());
             self.trace.push(l);
         }
+    }
+
+    /// The leases that hold an agent's node key under that agent host's own grant, if the
+    /// lessor's check now revokes any lease: (lease, agent host).
+    pub(super) fn node_leases_expiring(&self) -> Vec<(setpoint_runtime::store::LeaseId, usize)> {
+        if !self.store.any_expired(self.now) {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (host, slot) in self.slots.iter().enumerate() {
+            let Role::Agent(node) = &slot.role else {
+                continue;
+            };
+            let key = setpoint_runtime::model::keys::node_key(node);
+            if let Some(lease) = self.store.entry(&key).and_then(|e| e.lease) {
+                if self.store.lease_owner(lease) == Some(Some(host)) {
+                    out.push((lease, host));
+                }
+            }
+        }
+        out
     }
 
     /// Records the node lease of each agent fault `f` (number `i`) cuts off, as the store
