@@ -14,8 +14,10 @@ that the old line became: the old line is carried through a line diff of the two
 the nearest to the carried line, then the nearest column, is taken.
 
 Output, one line per sample entry: INDEX, the new name, and a note: `same-text` (the mutated
-line's text is identical), `other-text` (it changed: look at it), or `none` (no mutant of that
-file and description: the mutant is gone). Exit status 0; the notes say what to check.
+line's text is identical), `other-text` (it changed: look at it), `renamed` (no mutant of that
+file and description, but the same mutation on a line of the same text in a function of another
+name: the function was renamed or the line moved into another one; look at it), or `none` (no
+such mutant: the mutant is gone). Exit status 0; the notes say what to check.
 """
 
 import difflib
@@ -111,6 +113,22 @@ def main():
             candidates = [
                 (nf, c[0], c[1], c[2]) for nf in news for c in population.get((nf, desc), [])
             ]
+            renamed = False
+            if not candidates and " in " in desc:
+                # The function was renamed, or its line moved into another function (a body
+                # moved into `step_into`, a filter into a helper): the same mutation of a line of
+                # the same text in a function of another name. Same text only: anything else is
+                # not the same mutant.
+                what = desc.rsplit(" in ", 1)[0]
+                candidates = [
+                    (nf, c[0], c[1], c[2])
+                    for (pf, pdesc), cs in population.items()
+                    if pf in news and " in " in pdesc and pdesc.rsplit(" in ", 1)[0] == what
+                    for c in cs
+                    if news[pf][0][c[0] - 1].strip() == text
+                    for nf in [pf]
+                ]
+                renamed = bool(candidates)
             if not candidates:
                 print(f"{index}\t\tnone\t{name}")
                 continue
@@ -128,6 +146,21 @@ def main():
             best = min(candidates, key=key)
             new = news[best[0]][0]
             note = "same-text" if new[best[1] - 1].strip() == text else "other-text"
+            if note == "other-text" and " in " in desc and not renamed:
+                # A mutation inside a function on a line that changed: the mutated operator must
+                # keep a neighbour, its text just before or just after it, or it is another
+                # operator of the same kind (`*c == live` rewritten as a call while `*l == lease`
+                # beside it stayed): the old one is gone.
+                def beside(s, c, k=6):
+                    return s[max(0, c - 1 - k) : c - 1], s[c - 1 : c - 1 + k + 4]
+
+                ob, oa = beside(old[line - 1], col)
+                nb, na = beside(new[best[1] - 1], best[2])
+                if ob != nb and oa != na:
+                    print(f"{index}\t\tnone\t{name}")
+                    continue
+            if renamed:
+                note = "renamed"
             print(f"{index}\t{best[3]}\t{note}\t{name}")
 
 
