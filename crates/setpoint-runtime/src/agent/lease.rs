@@ -983,12 +983,20 @@ mod tests {
             .filter_map(|now| lease.strays_due(now, 1_000))
             .collect();
         assert_eq!(signals, [], "held before 3/4 TTL: the copies are adopted");
+        // Nothing was signalled: a copy the state names and no process shows died by itself
+        // while the agent was down, a crash that backs off (mutant 475 of the sample).
+        assert!(!lease.strays_fenced());
 
         let store = MemoryStore::new();
         let mut lease = NodeLease::new(0);
         lease.inherit(0);
         assert_eq!(lease.strays_due(740, 1_000), None);
+        assert!(!lease.strays_fenced());
         assert_eq!(lease.strays_due(750, 1_000), Some(CopySignal::Term));
+        assert!(
+            lease.strays_fenced(),
+            "the fence signalled: what it finds ended, it stopped"
+        );
         assert_eq!(lease.strays_due(800, 1_000), None, "once");
         assert!(claim(&mut lease, &store, &cfg("here"), 850).is_some());
         // Nothing half-stopped is adopted.

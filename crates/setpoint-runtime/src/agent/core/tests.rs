@@ -116,6 +116,42 @@ fn each_report_is_written_its_delay_after_the_observation_it_carries() {
     assert!((300..300 + 2 * TICK).contains(&late), "{next:?}");
 }
 
+/// The agent's first observation is a report period after the report it writes when it is
+/// ready, and it takes the first delay of a jittered schedule: an observation at the ready
+/// step itself (unwritten, as nothing changed) would take that delay, and shift every later
+/// report's delay against the lab's, where the k-th observation takes the k-th delay (mutant
+/// 428 of the sample, `observe_next_at` → `()`).
+#[test]
+fn the_first_observation_after_ready_waits_a_report_period_and_takes_the_first_delay() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let cfg = AgentCoreConfig {
+        report_every_ms: 1_000,
+        report_delays: crate::report_delay::ReportDelays::new(vec![300, 50]),
+        ..config("a")
+    };
+    let mut w = World::new(store, cfg);
+    w.run(600);
+    assert_eq!(w.running(), ["w-0"]);
+    let at_ready = w.report("a");
+    // The copy started after the report at ready was observed: that is news, which the next
+    // observation, a period later, carries, written its first delay (300 ms) after it.
+    assert!(
+        at_ready.copies.iter().all(|c| c.phase != Phase::Running),
+        "{at_ready:?}"
+    );
+    let observed = at_ready.observed_ms + 1_000;
+    w.run(observed + 300 - TICK);
+    assert_eq!(w.report("a"), at_ready, "not written before its delay");
+    w.run(observed + 300 + 2 * TICK);
+    let next = w.report("a");
+    assert_eq!(next.observed_ms, observed, "{next:?}");
+    assert!(
+        (300..300 + 2 * TICK).contains(&(next.reported_ms - next.observed_ms)),
+        "{next:?}"
+    );
+}
+
 #[test]
 fn a_jittered_schedule_gives_each_report_its_next_delay() {
     let fixed = AgentCore::new(config("n"), 0);
