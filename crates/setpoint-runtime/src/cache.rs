@@ -491,6 +491,10 @@ pub fn cached(
 }
 
 impl Store for CachedStore {
+    fn alarm(&self) -> Result<Option<String>, StoreError> {
+        self.inner.alarm()
+    }
+
     fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError> {
         if prefixes.iter().all(|p| self.cache.covers(p))
             && self

@@ -261,8 +261,27 @@ fn loop_status(
 /// The stored records that did not decode or broke a rule ([`crate::model::trust`]), by key, with
 /// the reason: what `get` and `status` show beside the workloads, which they leave out.
 pub fn problems(store: &dyn Store) -> Result<std::collections::BTreeMap<String, String>, OpError> {
-    Ok(Snapshot::load(store)?.problems)
+    Ok(with_alarm(store, Snapshot::load(store)?.problems))
 }
+
+/// `problems` with the store's alarm, if one is raised, under the key [`STORE_PROBLEM`]. An
+/// alarm the store cannot be asked about (an etcd user without the right to list alarms, an
+/// unanswered call) is left out: `get` and `status` still answer.
+fn with_alarm(
+    store: &dyn Store,
+    mut problems: std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, String> {
+    if let Ok(Some(line)) = store.alarm() {
+        problems.insert(
+            STORE_PROBLEM.to_owned(),
+            format!("{line}; until then no agent can report, so what is shown may be stale"),
+        );
+    }
+    problems
+}
+
+/// The key under which `problems` holds a condition of the whole store ([`Store::alarm`]).
+pub const STORE_PROBLEM: &str = "store";
 
 /// What `get` shows: every workload, or one.
 pub fn get(store: &dyn Store, name: Option<&str>) -> Result<Vec<WorkloadStatus>, OpError> {
@@ -553,7 +572,7 @@ pub fn status(store: &dyn Store) -> Result<Status, OpError> {
             .iter()
             .filter_map(|(n, w)| Some((n.clone(), loop_status(&s, n, w.create_revision).0?)))
             .collect(),
-        problems: s.problems.clone(),
+        problems: with_alarm(store, s.problems.clone()),
     })
 }
 

@@ -703,7 +703,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 /// the build before the fix, by hand, for as long as the alarm lasted; 11 after it. etcd's
 /// settings are stock but for a small quota (2 GiB would take minutes to fill).
 #[test]
-fn an_agent_on_a_full_etcd_retries_its_refused_writes_on_a_timer_not_at_once() {
+fn an_agent_on_a_full_etcd_retries_its_refused_writes_on_a_timer_and_get_says_it_is_full() {
     let cfg = EtcdClusterConfig {
         quota_bytes: Some(8 * 1024 * 1024),
         ..EtcdClusterConfig::stock_timing(1)
@@ -732,6 +732,16 @@ fn an_agent_on_a_full_etcd_retries_its_refused_writes_on_a_timer_not_at_once() {
         full,
         "an 8 MiB quota refuses writes within 200 values of 0.5 MB"
     );
+    // `get` and `status` say that the store refuses writes, and that what they show may be
+    // stale: no agent can report while it does.
+    let get = d.json(&["get", "--format", "json"]);
+    let said = get["problems"]["store"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("is full") && said.contains("alarm disarm") && said.contains("stale"),
+        "{get}"
+    );
+    let status = d.ok(&["status"]);
+    assert!(status.contains("problem store: etcd at "), "{status}");
     let victim = d.marked().first().expect("a copy runs").pid;
     let before = cpu_ticks(agent);
     let _ = signal_group(victim, Signal::KILL);

@@ -261,6 +261,14 @@ pub trait Store: Send + Sync + 'static {
         false
     }
 
+    /// A condition of the whole store under which it refuses every write (etcd's `NOSPACE` or
+    /// `CORRUPT` alarm), as one line that says what frees it; `None` when none holds or the
+    /// store has no such notion. `get` and `status` show it: while it holds, no agent can
+    /// write what it sees, so what they show may be stale.
+    fn alarm(&self) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+
     /// Watches the keys under `prefixes` for changes after revision `after`, if the store can
     /// push them; `None` if it cannot (then a reader polls [`Store::revision`] and reads again,
     /// as [`crate::cache::Cache`] does). [`EtcdStore`] watches; the embedded stores poll.

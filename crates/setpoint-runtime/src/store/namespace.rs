@@ -94,6 +94,10 @@ impl Store for Namespaced {
         })
     }
 
+    fn alarm(&self) -> Result<Option<String>, StoreError> {
+        self.inner.alarm()
+    }
+
     fn revision(&self) -> Result<Revision, StoreError> {
         self.inner.revision()
     }

@@ -120,6 +120,10 @@ impl Store for Reopening {
         self.inner()?.commit(txn)
     }
 
+    fn alarm(&self) -> Result<Option<String>, StoreError> {
+        self.inner()?.alarm()
+    }
+
     fn revision(&self) -> Result<Revision, StoreError> {
         self.inner()?.revision()
     }

@@ -190,6 +190,29 @@ impl Store for EtcdStore {
         )))
     }
 
+    /// etcd's raised alarms (`etcdctl alarm list`): `NOSPACE` and `CORRUPT` each refuse every
+    /// write until an operator disarms them.
+    fn alarm(&self) -> Result<Option<String>, StoreError> {
+        use etcd_client::{AlarmAction, AlarmType};
+        let resp = self.call(true, move |mut c, _| async move {
+            c.alarm(AlarmAction::Get, AlarmType::None, None).await
+        })?;
+        let raised: std::collections::BTreeSet<AlarmType> =
+            resp.alarms().iter().map(|a| a.alarm()).collect();
+        Ok(if raised.contains(&AlarmType::Nospace) {
+            Some(self.full("alarm NOSPACE raised"))
+        } else if raised.contains(&AlarmType::Corrupt) {
+            Some(format!(
+                "etcd at {} raised the CORRUPT alarm: a member's data differs from the others' \
+                 and it refuses every write; see etcd's log, restore the member, then etcdctl \
+                 alarm disarm",
+                self.endpoints
+            ))
+        } else {
+            None
+        })
+    }
+
     fn revision(&self) -> Result<Revision, StoreError> {
         let probe = self.probe.clone();
         let resp = self.call(true, move |mut c, _| {

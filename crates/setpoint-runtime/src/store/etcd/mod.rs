@@ -472,6 +472,16 @@ impl EtcdStore {
         }
     }
 
+    /// That etcd is full, with `why` (its error, or the alarm raised) and what frees it.
+    pub(super) fn full(&self, why: &str) -> String {
+        format!(
+            "etcd at {} is full: its database reached its quota (--quota-backend-bytes, 2 GiB \
+             by default) and it refuses every write ({why}); free it with etcdctl compact, \
+             etcdctl defrag and etcdctl alarm disarm",
+            self.endpoints
+        )
+    }
+
     fn no_answer(&self, last: Option<String>) -> StoreError {
         let last = last.map_or(String::new(), |l| format!(" (last: {l})"));
         StoreError::Unavailable(format!(
@@ -497,12 +507,7 @@ impl EtcdStore {
                 self.endpoints
             ))
         } else if text.contains("database space exceeded") {
-            StoreError::Unavailable(format!(
-                "etcd at {} is full: its database reached its quota (--quota-backend-bytes, \
-                 2 GiB by default) and it refuses every write ({text}); free it with etcdctl \
-                 compact, etcdctl defrag and etcdctl alarm disarm",
-                self.endpoints
-            ))
+            StoreError::Unavailable(self.full(&text))
         } else {
             StoreError::Unavailable(format!("etcd at {}: {text}", self.endpoints))
         }

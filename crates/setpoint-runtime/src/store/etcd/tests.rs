@@ -100,6 +100,7 @@ fn a_full_etcd_is_named_full_with_what_frees_it_and_still_reads() {
     };
     let s = cluster.store();
     s.commit(&Txn::new().put("/kept", "1")).unwrap();
+    assert_eq!(s.alarm().unwrap(), None, "no alarm before it fills");
     let value = "x".repeat(500_000);
     let mut refused = None;
     // Bounded: 2 MiB of quota takes a few dozen values of 0.5 MB (history included).
@@ -117,6 +118,12 @@ fn a_full_etcd_is_named_full_with_what_frees_it_and_still_reads() {
         "{line}"
     );
     assert_eq!(line.lines().count(), 1, "{line}");
+    // The alarm is there to be asked about: `get` and `status` show it.
+    let alarm = s.alarm().unwrap().expect("the NOSPACE alarm is raised");
+    assert!(
+        alarm.contains("is full") && alarm.contains("NOSPACE") && alarm.contains("alarm disarm"),
+        "{alarm}"
+    );
     let kept = s
         .get("/kept")
         .unwrap()
