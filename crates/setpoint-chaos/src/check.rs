@@ -448,7 +448,8 @@ pub fn protocol(
                 at_ms: at,
                 detail: format!(
                     "host {host} sent {count} store requests in the second before {at} ms (at \
-                     most {STORM_LIMIT} expected: a retry waits for a timer, not the store's answer)"
+                     most {STORM_LIMIT} expected: a retry waits for a timer, not the store's \
+                     answer)"
                 ),
             });
         }

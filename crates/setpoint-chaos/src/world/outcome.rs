@@ -103,7 +103,8 @@ pub struct CutLease {
 }
 
 /// What the world saw of the hosts' use of the store, as it happened: the facts the checks
-/// `repeated-request`, `leaked-watch`, `request-storm`, `needless-step-down` and `needless-node-loss` judge ([`crate::check`]).
+/// `repeated-request`, `leaked-watch`, `request-storm`, `needless-step-down` and
+/// `needless-node-loss` judge ([`crate::check`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Protocol {
     /// Each request whose id the same life of a host had sent before: (when it was sent,
