@@ -535,27 +535,10 @@ fn unhindered_since(schedule: &[Fault], t: u64, host: usize, window: u64) -> Opt
         }
         from = earlier;
     }
+    // A fault of the store strikes every host; a host fault (a cut, a pause, a slow link, a
+    // restart of any kind, a shutdown) this one.
     let hindered = schedule.iter().any(|f| {
-        let on_it = match f.kind {
-            FaultKind::QuorumLoss | FaultKind::Refuse => true,
-            FaultKind::Partition
-            | FaultKind::CutUp
-            | FaultKind::CutDown
-            | FaultKind::Stall
-            | FaultKind::Pause
-            | FaultKind::Hang
-            | FaultKind::Slow
-            | FaultKind::Restart
-            | FaultKind::LoseState
-            | FaultKind::PidReuse
-            | FaultKind::Impostor
-            | FaultKind::Shutdown => f.host == host,
-            FaultKind::Crash
-            | FaultKind::Kill
-            | FaultKind::LeaderChange
-            | FaultKind::Compaction
-            | FaultKind::Redeclare => false,
-        };
+        let on_it = f.kind.on_store() || (f.kind.on_host() && f.host == host);
         on_it && f.at_ms <= t && f.at_ms + f.duration_ms >= from
     });
     (!hindered).then_some(from)
