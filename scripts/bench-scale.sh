@@ -21,7 +21,9 @@
 #   directory goes: a temporary directory on this disk by default; /dev/shm puts it in memory,
 #   where a write's fsync costs nothing, to tell the control plane's bounds from the disk's),
 #   WRITES (1: also follow every write with `etcdctl watch` (Debian's etcd-client) and print,
-#   for each phase, the puts and the bytes of their values by key prefix: what fills etcd).
+#   for each phase, the puts and the bytes of their values by key prefix: what fills etcd),
+#   KEEP_LOGS (a directory: the controller's, the agents' and etcd's logs are copied there at
+#   the end; otherwise they go with the temporary directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -n "${SKIP_BUILD:-}" ] || cargo build --release -q -p setpoint-cli
@@ -32,7 +34,8 @@ steady=${STEADY:-30} port=${PORT:-23890} timeout=${TIMEOUT:-600} kind=${STORE:-e
 work=$(mktemp -d /tmp/bench-scale.XXXXXX)
 . scripts/processes.sh
 etcd_dir=${ETCD_DIR:-$work}/bench-scale-etcd.$$
-trap 'stop_all; rm -rf "$work" "$etcd_dir"' EXIT
+keep() { [ -z "${KEEP_LOGS:-}" ] || { mkdir -p "$KEEP_LOGS" && cp "$work"/*.log "$KEEP_LOGS"/ 2>/dev/null; }; }
+trap 'stop_all; keep; rm -rf "$work" "$etcd_dir"' EXIT
 now() { date +%s.%N; }
 since() { echo "$(now) - $1" | bc -l | xargs printf '%.1f'; }
 mport=$((port + 20))

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::store::{
     Change, Entry, LeaseId, Op, Read, Revision, Store, StoreError, Txn, WatchEvent, Watcher,
@@ -490,23 +490,37 @@ pub fn cached(
     (s, Some(cache))
 }
 
-impl Store for CachedStore {
-    fn alarm(&self) -> Result<Option<String>, StoreError> {
-        self.inner.alarm()
-    }
-
-    fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError> {
+impl CachedStore {
+    /// The read of `prefixes` from the cache, once it shows this store's own last write (waiting
+    /// up to [`CATCH_UP`]), or `None` (counted as passed through) when the store must answer.
+    fn cached(&self, prefixes: &[&str]) -> Option<Read> {
         if prefixes.iter().all(|p| self.cache.covers(p))
             && self
                 .cache
                 .wait_for(self.seen.load(Ordering::SeqCst), CATCH_UP)
         {
             if let Some(r) = self.cache.read(prefixes) {
-                return Ok(r);
+                return Some(r);
             }
         }
         self.cache.lock().passed_through();
-        self.inner.read(prefixes)
+        None
+    }
+}
+
+impl Store for CachedStore {
+    fn alarm(&self) -> Result<Option<String>, StoreError> {
+        self.inner.alarm()
+    }
+
+    fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError> {
+        self.cached(prefixes)
+            .map_or_else(|| self.inner.read(prefixes), Ok)
+    }
+
+    fn read_until(&self, prefixes: &[&str], deadline: Instant) -> Result<Read, StoreError> {
+        self.cached(prefixes)
+            .map_or_else(|| self.inner.read_until(prefixes, deadline), Ok)
     }
 
     /// Commits to the store. A commit that wrote a cached key, or a conflict on one, makes the

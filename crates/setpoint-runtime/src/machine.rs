@@ -25,7 +25,7 @@
 //!   (for another input), never later than it can help.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::store::{LeaseId, Read, Revision, Store, StoreError, Txn, WatchEvent};
 
@@ -146,14 +146,30 @@ impl Lent {
 /// [`StoreRequest::Watch`] or [`StoreRequest::CancelWatch`] is not a one-shot call: the driver
 /// follows watches itself, and this answers them with [`StoreError::Unavailable`].
 pub fn carry_out(store: &dyn Store, request: &StoreRequest) -> StoreResult {
+    carry(store, request, None)
+}
+
+/// [`carry_out`] for a machine that gives the request up at `deadline` (its own request
+/// timeout from when it sent it): a paged read then stops paging ([`Store::read_until`]), since
+/// its answer would only be dropped. The tokio drivers carry every request out this way.
+pub fn carry_out_until(
+    store: &dyn Store,
+    request: &StoreRequest,
+    deadline: Instant,
+) -> StoreResult {
+    carry(store, request, Some(deadline))
+}
+
+fn carry(store: &dyn Store, request: &StoreRequest, deadline: Option<Instant>) -> StoreResult {
     Ok(match request {
         StoreRequest::Read { prefixes } => {
             let now_ms = store.now_ms();
             let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-            StoreReply::Read {
-                read: store.read(&refs)?,
-                now_ms,
-            }
+            let read = match deadline {
+                Some(d) => store.read_until(&refs, d)?,
+                None => store.read(&refs)?,
+            };
+            StoreReply::Read { read, now_ms }
         }
         StoreRequest::Commit(txn) => StoreReply::Committed(store.commit(txn)?),
         StoreRequest::Revision => StoreReply::Revision(store.revision()?),

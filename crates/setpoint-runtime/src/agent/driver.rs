@@ -41,7 +41,7 @@ use super::{
     AgentCore, AgentCoreConfig, AgentError, AgentInput, AgentOutput, CopySignal, Ended, Nonces,
     Recovery,
 };
-use crate::machine::{carry_out, follow_watch, Followed, ReqId, StoreRequest};
+use crate::machine::{carry_out_until, follow_watch, Followed, ReqId, StoreRequest};
 use crate::model::node::{self, DirLock};
 use crate::model::{encode, report_key, Assignment, Phase};
 use crate::process::{self, Launch};
@@ -225,9 +225,10 @@ impl Driver {
                 let report = report_key(&self.cfg.node);
                 let (metrics, node) = (self.cfg.metrics.clone(), self.cfg.node.clone());
                 let lags = Arc::clone(&self.lags);
+                let until = std::time::Instant::now() + Duration::from_millis(REQUEST_TIMEOUT_MS);
                 tokio::task::spawn_blocking(move || {
                     let began = std::time::Instant::now();
-                    let result = carry_out(&*store, &request);
+                    let result = carry_out_until(&*store, &request, until);
                     if result.is_ok() && writes(&request, &report) {
                         crate::failpoint::hit("agent-after-report");
                     }

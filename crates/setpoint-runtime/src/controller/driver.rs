@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use super::config::{ControllerConfig, HostConfig};
 use super::history::HistorySchedule;
 use super::host::{Host, HostInput, HostOutput, Purpose};
-use crate::machine::{carry_out, follow_watch, Followed, Replied, ReqId, StoreRequest};
+use crate::machine::{carry_out_until, follow_watch, Followed, Replied, ReqId, StoreRequest};
 use crate::rt::Shutdown;
 use crate::store::{Store, StoreError};
 
@@ -39,6 +39,7 @@ pub async fn run_controller(
     host_cfg.watch_cache = store.watches();
     let started = Instant::now();
     let clock = move || started.elapsed().as_millis() as u64;
+    let request_timeout = host_cfg.request_timeout;
     let mut host = Host::new(host_cfg, clock());
     let (tx, mut rx) = mpsc::unbounded_channel::<HostInput>();
     let mut watches: BTreeMap<ReqId, Arc<AtomicBool>> = BTreeMap::new();
@@ -52,7 +53,16 @@ pub async fn run_controller(
                     id,
                     request,
                     purpose,
-                } => carry_out_async(&store, &tx, &mut watches, id, request, purpose, &metrics),
+                } => {
+                    let until = Instant::now() + request_timeout;
+                    let call = Call {
+                        id,
+                        request,
+                        purpose,
+                        until,
+                    };
+                    carry_out_async(&store, &tx, &mut watches, call, &metrics)
+                }
                 HostOutput::Log { who, line } => {
                     // The fencing token of the leadership the line was said under, if any.
                     let fields = crate::rt::Fields {
@@ -145,17 +155,29 @@ fn count(m: &crate::metrics::ControllerMetrics, host: &mut Host) {
     m.cache_position(host.cache_position());
 }
 
+/// One request of the machine, as the driver carries it out: the machine gives it up at `until`.
+struct Call {
+    id: ReqId,
+    request: StoreRequest,
+    purpose: Purpose,
+    until: Instant,
+}
+
 /// Starts one request of the machine: a one-shot call on a blocking thread, a watch on a thread
 /// of its own, or the end of a watch. One-shot calls are timed into `metrics`.
 fn carry_out_async(
     store: &Arc<dyn Store>,
     tx: &mpsc::UnboundedSender<HostInput>,
     watches: &mut BTreeMap<ReqId, Arc<AtomicBool>>,
-    id: ReqId,
-    request: StoreRequest,
-    purpose: Purpose,
+    call: Call,
     metrics: &crate::metrics::MetricsSink,
 ) {
+    let Call {
+        id,
+        request,
+        purpose,
+        until,
+    } = call;
     match request {
         StoreRequest::CancelWatch(watch) => {
             if let Some(stop) = watches.remove(&watch) {
@@ -196,7 +218,7 @@ fn carry_out_async(
                     crate::failpoint::hit(before);
                 }
                 let began = Instant::now();
-                let result = carry_out(&*store, &request);
+                let result = carry_out_until(&*store, &request, until);
                 if let Some(m) = metrics.get() {
                     m.controller.store_call(
                         crate::metrics::request_kind(&request),

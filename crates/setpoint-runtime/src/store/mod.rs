@@ -42,7 +42,7 @@ pub mod space;
 pub mod sqlite;
 pub mod url;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use etcd::{EtcdOptions, EtcdStore};
 pub use etcd_url::{EtcdFiles, EtcdUrl};
@@ -235,6 +235,18 @@ impl StoreError {
 pub trait Store: Send + Sync + 'static {
     /// Reads every key under each of `prefixes`, all at one revision.
     fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError>;
+
+    /// [`Store::read`] for a caller that stops waiting at `deadline`: a store that reads in
+    /// several requests (etcd's pages) sends none after it and fails with
+    /// [`StoreError::Unavailable`] instead. A machine gives a request up at a deadline of its own
+    /// and may send it again; without this, the read it gave up would go on paging through the
+    /// store, and under load the abandoned reads pile up (each holds its pages in memory and
+    /// loads the store), which is when a read is slow in the first place. A store that reads in
+    /// one request needs nothing more than `read`.
+    fn read_until(&self, prefixes: &[&str], deadline: Instant) -> Result<Read, StoreError> {
+        let _ = deadline;
+        self.read(prefixes)
+    }
 
     /// Applies `txn` if every comparison holds and returns the new revision (the current one if
     /// `txn` writes nothing). Otherwise fails with [`StoreError::Conflict`] and changes nothing.

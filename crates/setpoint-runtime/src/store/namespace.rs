@@ -3,7 +3,7 @@
 //! other's keys. Revisions and leases stay the shared store's.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{Compare, LeaseId, Op, Read, Revision, Store, StoreError, Txn, WatchEvent, Watcher};
 
@@ -42,15 +42,31 @@ impl Namespaced {
     }
 }
 
-impl Store for Namespaced {
-    fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError> {
+impl Namespaced {
+    /// `read` (the inner store's read or read-until) of `prefixes` under this namespace, with the
+    /// namespace taken off the keys read.
+    fn read_with(
+        &self,
+        prefixes: &[&str],
+        read: impl FnOnce(&[&str]) -> Result<Read, StoreError>,
+    ) -> Result<Read, StoreError> {
         let outer: Vec<String> = prefixes.iter().map(|p| self.outer(p)).collect();
         let refs: Vec<&str> = outer.iter().map(String::as_str).collect();
-        let mut read = self.inner.read(&refs)?;
+        let mut read = read(&refs)?;
         for e in &mut read.entries {
             e.key = e.key[self.prefix.len()..].to_owned();
         }
         Ok(read)
+    }
+}
+
+impl Store for Namespaced {
+    fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError> {
+        self.read_with(prefixes, |p| self.inner.read(p))
+    }
+
+    fn read_until(&self, prefixes: &[&str], deadline: Instant) -> Result<Read, StoreError> {
+        self.read_with(prefixes, |p| self.inner.read_until(p, deadline))
     }
 
     fn commit(&self, txn: &Txn) -> Result<Revision, StoreError> {

@@ -116,6 +116,10 @@ impl Store for Reopening {
         self.inner()?.read(prefixes)
     }
 
+    fn read_until(&self, prefixes: &[&str], deadline: Instant) -> Result<Read, StoreError> {
+        self.inner()?.read_until(prefixes, deadline)
+    }
+
     fn commit(&self, txn: &Txn) -> Result<Revision, StoreError> {
         self.inner()?.commit(txn)
     }

@@ -1,6 +1,8 @@
 //! The [`Store`] trait on etcd: reads in pages at one revision, transactions with their
 //! compares, leases, and watches; and the conversions between etcd's key-values and [`Entry`].
 
+use std::time::Instant;
+
 use super::*;
 
 pub(super) fn entry(kv: &KeyValue) -> Result<Entry, StoreError> {
@@ -57,10 +59,23 @@ impl EtcdStore {
     }
 }
 
-impl Store for EtcdStore {
+/// Fails a read whose caller has stopped waiting (its `deadline` has passed), with the keys read
+/// so far.
+fn given_up(deadline: Option<Instant>, keys: usize) -> Result<(), StoreError> {
+    match deadline {
+        Some(d) if Instant::now() >= d => Err(StoreError::Unavailable(format!(
+            "a read given up after {keys} keys: its caller stopped waiting"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+impl EtcdStore {
     /// One read-only transaction of every prefix's first page ([`PAGE_KEYS`] keys each), then
-    /// the rest of each prefix page by page at the first answer's revision.
-    fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError> {
+    /// the rest of each prefix page by page at the first answer's revision; no page is asked
+    /// for once `deadline` has passed.
+    fn read_paged(&self, prefixes: &[&str], deadline: Option<Instant>) -> Result<Read, StoreError> {
+        given_up(deadline, 0)?;
         let limit = self.page_keys;
         let gets: Vec<TxnOp> = prefixes
             .iter()
@@ -92,6 +107,7 @@ impl Store for EtcdStore {
             // Bounded: each page ends past the last key of the one before, and the range is
             // finite at a fixed revision.
             loop {
+                given_up(deadline, entries.len())?;
                 let mut from = std::mem::take(&mut last);
                 from.push(0);
                 let range = GetOptions::new()
@@ -114,6 +130,16 @@ impl Store for EtcdStore {
         entries.sort_by(|a, b| a.key.cmp(&b.key));
         entries.dedup_by(|a, b| a.key == b.key);
         Ok(Read { revision, entries })
+    }
+}
+
+impl Store for EtcdStore {
+    fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError> {
+        self.read_paged(prefixes, None)
+    }
+
+    fn read_until(&self, prefixes: &[&str], deadline: Instant) -> Result<Read, StoreError> {
+        self.read_paged(prefixes, Some(deadline))
     }
 
     fn commit(&self, txn: &Txn) -> Result<Revision, StoreError> {

@@ -25,6 +25,56 @@ fn store(test: &str) -> Option<(EtcdCluster, EtcdStore)> {
 
 crate::store::conformance_tests!(store(module_path!()), Duration::from_secs(1));
 
+/// A paged read whose caller has stopped waiting asks for no further page: it fails as
+/// unavailable, saying how far it got, instead of paging on through the store for an answer
+/// nobody takes; one whose deadline passed before it began sends nothing. A deadline not yet
+/// reached reads everything, as `read` does; the namespace passes the deadline on.
+#[test]
+fn a_paged_read_past_its_callers_deadline_stops_paging() {
+    let Some((cluster, _)) = store("a_paged_read_deadline") else {
+        return;
+    };
+    let s = cluster.store().with_page_keys(7);
+    for first in (0..300).step_by(100) {
+        let mut t = Txn::new();
+        for i in first..first + 100 {
+            t = t.put(format!("/p/{i:03}"), "0");
+        }
+        s.commit(&t).unwrap();
+    }
+    let far = std::time::Instant::now() + Duration::from_secs(600);
+    let whole = s.read_until(&["/p/"], far).unwrap();
+    assert_eq!(whole.entries.len(), 300);
+    assert_eq!(whole, s.read(&["/p/"]).unwrap());
+
+    // 300 pages of one key are 300 requests: far more than 10 ms on any machine.
+    let s = cluster.store().with_page_keys(1);
+    let began = std::time::Instant::now();
+    let e = s
+        .read_until(&["/p/"], began + Duration::from_millis(10))
+        .unwrap_err();
+    let StoreError::Unavailable(why) = &e else {
+        panic!("a read past its deadline is unavailable, not {e:?}");
+    };
+    let got: usize = why
+        .strip_prefix("a read given up after ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the reason says how far it got: {why}"));
+    assert!((1..300).contains(&got), "{why}");
+
+    let past = std::time::Instant::now();
+    let e = s.read_until(&["/p/"], past).unwrap_err();
+    assert!(e.to_string().contains("given up after 0 keys"), "{e}");
+
+    let ns = crate::store::Namespaced::new(Arc::new(cluster.store()), "/p/");
+    let r = ns.read_until(&["0"], far).unwrap();
+    assert_eq!(r.entries.len(), 100);
+    assert_eq!(r.entries[0].key, "000");
+    let e = ns.read_until(&["0"], past).unwrap_err();
+    assert!(e.to_string().contains("given up after 0 keys"), "{e}");
+}
+
 /// A read of more keys than a page is paged at its first page's revision: every key of
 /// every prefix once, in order, none newer than the read's revision, while another client
 /// rewrites the keys between the pages (without the fixed revision, later pages would
