@@ -274,7 +274,7 @@ fn with_alarm(
     if let Ok(Some(line)) = store.alarm() {
         problems.insert(
             STORE_PROBLEM.to_owned(),
-            format!("{line}; until then no agent can report, so what is shown may be stale"),
+            format!("{line}; while it holds, agents may not be able to report, so what is shown may be stale"),
         );
     }
     problems

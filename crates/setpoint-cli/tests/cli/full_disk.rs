@@ -124,6 +124,21 @@ fn a_two_mib_data_directory_keeps_its_log_small_survives_a_full_disk_and_recover
     // (the agents try every 50 ms: hundreds of lines before), and nothing stored is lost.
     let filler = data.join("filler");
     fill(&filler);
+    // `get` and `status`, processes of their own, say the disk is full, where, and that what
+    // they show may be stale: the parts' refused writes are only in their logs.
+    let get = c.json(&["get", "--format", "json"]);
+    let said = get["problems"]["store"].as_str().unwrap_or_default();
+    assert!(
+        said.starts_with("the store's filesystem is full")
+            && said.contains(&data.display().to_string())
+            && said.contains("stale"),
+        "{get}"
+    );
+    let status = c.ok(&["status"]);
+    assert!(
+        status.contains("problem store: the store's filesystem is full"),
+        "{status}"
+    );
     // A command's write either fits in room the log already holds or is refused in the same
     // one line (exit 1), never a panic.
     // Kills, each a write of its own, and whose replacements are writes of new keys (an
@@ -180,6 +195,8 @@ fn a_two_mib_data_directory_keeps_its_log_small_survives_a_full_disk_and_recover
         c.try_get("web")
             .is_some_and(|g| g["live"] == 3 && g["desired"] == 3)
     });
+    let get = c.json(&["get", "--format", "json"]);
+    assert!(get["problems"]["store"].is_null(), "{get}");
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(5) {
         most = most.max(len(&wal));

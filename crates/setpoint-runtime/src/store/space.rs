@@ -61,6 +61,28 @@ pub fn full_message(dir: &Path) -> String {
     )
 }
 
+/// Below this much free space the store's filesystem counts as full for [`alarm`]: sixteen
+/// pages, the least the write-ahead log is ever allowed to grow by before a checkpoint.
+pub const FULL_BELOW: u64 = 16 * PAGE;
+
+/// The store's alarm ([`crate::store::Store::alarm`]) for the filesystem holding `dir`: a line
+/// when it has less than [`FULL_BELOW`] free, `None` otherwise or when it cannot be asked. A
+/// reader sees it as a separate process (`get`, `status`), where the daemons' refused writes
+/// are only in their logs. On such a disk the writes that add records (a new copy's
+/// assignment, an event) are refused; those that rewrite records in place (renewals, reports)
+/// go on while the log holds room for them, so the picture may or may not be stale.
+pub fn alarm(dir: &Path) -> Option<String> {
+    let (_, free) = room(dir)?;
+    (free < FULL_BELOW).then(|| {
+        format!(
+            "{FULL} ({}: {} free): writes that add records (new copies, events) are refused \
+             until space is freed there, and reports may stop too; nothing stored is lost",
+            dir.display(),
+            bytes(free)
+        )
+    })
+}
+
 /// A line for a daemon to log at start when the filesystem holding `dir` is short of room.
 pub fn low_space_note(dir: &Path) -> Option<String> {
     let (total, free) = room(dir)?;

@@ -548,6 +548,11 @@ fn lease_alive(tx: &rusqlite::Transaction<'_>, id: LeaseId) -> Result<bool, Stor
 }
 
 impl Store for SqliteStore {
+    /// A full filesystem under the store ([`space::alarm`]).
+    fn alarm(&self) -> Result<Option<String>, StoreError> {
+        Ok(space::alarm(self.dir()))
+    }
+
     fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError> {
         // On a full disk the sweep cannot write; the read leaves out the keys of expired
         // leases instead, as a read-only handle does, rather than failing too.
