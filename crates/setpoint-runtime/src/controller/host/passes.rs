@@ -230,11 +230,7 @@ impl Host {
                 };
                 if lp.conflicted() {
                     lp.rounds().retried();
-                    self.request(
-                        snapshot_read(),
-                        Purpose::Pass,
-                        Awaiting::PassRead { name, gen },
-                    );
+                    self.request_snapshot(Purpose::Pass, Awaiting::PassRead { name, gen });
                 } else {
                     lp.rounds().lost();
                     let e = PassError::Contended(MAX_ATTEMPTS);

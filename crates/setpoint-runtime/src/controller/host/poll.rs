@@ -69,7 +69,7 @@ impl Host {
                 );
             }
             if collect && self.is_leader() {
-                self.request(snapshot_read(), Purpose::Gc, Awaiting::GcRead);
+                self.request_snapshot(Purpose::Gc, Awaiting::GcRead);
             }
         }
         self.drive_loops();
@@ -106,11 +106,7 @@ impl Host {
             }
             lp.ended_quiet(None);
             self.observed.begin(&name, now);
-            self.request(
-                snapshot_read(),
-                Purpose::Pass,
-                Awaiting::PassRead { name, gen },
-            );
+            self.request_snapshot(Purpose::Pass, Awaiting::PassRead { name, gen });
         }
     }
 }
