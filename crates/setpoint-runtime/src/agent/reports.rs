@@ -65,6 +65,36 @@ pub(super) fn observe(copies: &Supervisor, now: u64, cfg: &AgentCoreConfig) -> N
     }
 }
 
+/// Whether `listed` is the list of copies [`observe`] would give of `copies`: compared in place,
+/// without building the report (most observations are no news, and then nothing is built).
+fn lists(listed: &[CopyReport], copies: &Supervisor) -> bool {
+    if listed.len() != copies.len() {
+        return false;
+    }
+    let mut mine: Vec<&super::state_file::CopyRecord> = copies.iter().map(|l| &l.record).collect();
+    // The order `observe` gives (a stable sort of the same walk).
+    mine.sort_by(|a, b| {
+        (&a.assignment.workload, a.assignment.n).cmp(&(&b.assignment.workload, b.assignment.n))
+    });
+    // Every field `CopyReport`'s equality compares; the numbers before the strings.
+    listed.iter().zip(mine).all(|(c, r)| {
+        c.n == r.assignment.n
+            && c.incarnation == r.incarnation
+            && c.owner_uid == r.assignment.owner_uid
+            && c.phase == r.phase
+            && c.pid == r.pid
+            && c.start_ticks == r.start_ticks
+            && c.started_ms == r.started_ms
+            && c.ready_ms == r.ready_ms
+            && c.exited_ms == r.exited_ms
+            && c.stopping == r.stopping
+            && c.killed == r.killed
+            && c.exit == r.exit
+            && c.copy == r.assignment.copy
+            && c.workload == r.assignment.workload
+    })
+}
+
 /// The reports observed and not written yet, and what the ledger was last told: see the
 /// [module docs](self).
 #[derive(Debug)]
@@ -137,16 +167,44 @@ impl Reports {
         copies: &Supervisor,
         cfg: &AgentCoreConfig,
     ) -> bool {
+        self.news(
+            report.observed_ms,
+            |listed| listed == report.copies.as_slice(),
+            copies,
+            cfg,
+        )
+    }
+
+    /// [`Reports::worth_writing`] of the observation [`observe`] would make of `copies` at
+    /// `now`, without making it: only an observation that is news is built.
+    pub(super) fn worth_observing(
+        &self,
+        now: u64,
+        copies: &Supervisor,
+        cfg: &AgentCoreConfig,
+    ) -> bool {
+        self.news(now, |listed| lists(listed, copies), copies, cfg)
+    }
+
+    /// [`Reports::worth_writing`] of an observation at `observed_ms` whose copies are those
+    /// that `same_copies` says yes to.
+    fn news(
+        &self,
+        observed_ms: u64,
+        same_copies: impl Fn(&[CopyReport]) -> bool,
+        copies: &Supervisor,
+        cfg: &AgentCoreConfig,
+    ) -> bool {
         if self.rejoined_at.is_some() {
             return true;
         }
         let newest = copies.newest_placement();
-        let shows_same = |r: &NodeReport| r.copies == report.copies && r.synced_revision >= newest;
+        let shows_same = |r: &NodeReport| r.synced_revision >= newest && same_copies(&r.copies);
         let Some(written) = &self.written else {
             return !self.pending.as_ref().is_some_and(shows_same);
         };
         if copies.heartbeat()
-            || report.observed_ms >= written.observed_ms.saturating_add(cfg.report_resync_ms)
+            || observed_ms >= written.observed_ms.saturating_add(cfg.report_resync_ms)
         {
             return true;
         }
@@ -656,7 +714,9 @@ mod tests {
             copies.synced_to(1000 + t as u64, *newest);
             assert!(reports.observation_due(now, 100));
             let report = observe(&copies, now, &cfg);
-            if reports.worth_writing(&report, &copies, &cfg) {
+            let news = reports.worth_writing(&report, &copies, &cfg);
+            assert_eq!(reports.worth_observing(now, &copies, &cfg), news);
+            if news {
                 reports.enqueue(now, report, &cfg);
             }
             reports.send_due(now, &cfg, &mut out);
@@ -756,7 +816,9 @@ mod tests {
     ) -> bool {
         let (mut out, mut events) = (Outbox::new(), EventLog::default());
         let report = observe(copies, now, cfg);
-        if reports.worth_writing(&report, copies, cfg) {
+        let news = reports.worth_writing(&report, copies, cfg);
+        assert_eq!(reports.worth_observing(now, copies, cfg), news);
+        if news {
             reports.enqueue(now, report, cfg);
         }
         reports.send_due(now, cfg, &mut out);
