@@ -275,7 +275,7 @@ impl Host {
 
     pub(super) fn pass_done(&mut self, name: &str, report: &PassReport) {
         self.observed.end(name, self.now, report);
-        let who = format!("loop {name}");
+        let who = ["loop ", name].concat();
         if self.conditions.ended(&who) {
             self.log(Some(&who), "passes succeed again");
         }
