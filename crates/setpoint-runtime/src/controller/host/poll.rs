@@ -83,6 +83,10 @@ impl Host {
         for (name, rounds) in l.loops.take_skipped() {
             self.observed.skipped(&name, rounds);
         }
+        if due.is_empty() {
+            // Most steps (every poll, every reply): nothing more to look at.
+            return;
+        }
         // A pass that is provably a no-op is not run (`rounds.rs`): its round is one left out.
         let serving = self
             .cfg
