@@ -674,6 +674,10 @@ impl Supervisor {
     /// disk prove which processes are this agent's. Nothing is written unless `may_save` (the
     /// agent runs or drains).
     pub(super) fn save(&mut self, cfg: &AgentCoreConfig, may_save: bool, out: &mut Outbox) {
+        if !self.dirty || !may_save {
+            // Nothing to write (`save_now` would write nothing): the agent asks every step.
+            return;
+        }
         let simulated = cfg.simulate_copies;
         let starting = self
             .copies
