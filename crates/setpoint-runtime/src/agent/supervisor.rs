@@ -562,7 +562,7 @@ impl Supervisor {
             } else {
                 starts.push(AgentOutput::Start {
                     copy: copy.clone(),
-                    assignment: record.assignment.clone(),
+                    assignment: Box::new(record.assignment.clone()),
                     nonce: record.nonce.clone(),
                 });
             }
