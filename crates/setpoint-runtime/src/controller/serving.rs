@@ -165,9 +165,8 @@ impl HostCache {
                 served
             }
             StoreRequest::Revision => self
-                .core
-                .is_live()
-                .then(|| Served::Reply(StoreReply::Revision(self.core.revision()))),
+                .live_revision()
+                .map(|r| Served::Reply(StoreReply::Revision(r))),
             _ => None,
         }
     }
@@ -230,6 +229,12 @@ impl HostCache {
             .ok()
             .map(|s| (s.revision, BTreeSet::new()));
         Some(snapshot)
+    }
+
+    /// The store's revision as the cache answers it ([`HostCache::serve`] of
+    /// [`StoreRequest::Revision`]): its own, while it is live.
+    pub(super) fn live_revision(&self) -> Option<Revision> {
+        self.core.is_live().then(|| self.core.revision())
     }
 
     /// The revision a snapshot read would be served at now, if the cache would serve it (live

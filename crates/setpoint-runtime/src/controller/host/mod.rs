@@ -430,6 +430,25 @@ impl Host {
         self.ask(Ask::Snapshot, purpose, what);
     }
 
+    /// Asks the store's revision for the poll of the declarations: a live watch cache answers
+    /// it at once, as [`HostCache::serve`] would (then the answer goes straight to
+    /// [`Host::on_revision`], where [`Host::request`] would route it through a pending request
+    /// of this term); else it is sent. The leader asks every poll.
+    fn request_revision(&mut self) {
+        let served = match &self.role {
+            Role::Lead(l) => l.cache.as_ref().and_then(HostCache::live_revision),
+            _ => None,
+        };
+        match served {
+            Some(revision) => self.on_revision(Ok(StoreReply::Revision(revision))),
+            None => self.request(
+                StoreRequest::Revision,
+                Purpose::Declarations,
+                Awaiting::Revision,
+            ),
+        }
+    }
+
     /// [`Host::request`] and [`Host::request_snapshot`]: a pass's or a collection's read waits
     /// while the cache is behind ([`CatchUp`]).
     fn ask(&mut self, ask: Ask, purpose: Purpose, what: Awaiting) {

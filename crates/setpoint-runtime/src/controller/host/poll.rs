@@ -62,11 +62,7 @@ impl Host {
             }
             // Answers from the cache come back at once and may end the leadership.
             if declare && self.is_leader() {
-                self.request(
-                    StoreRequest::Revision,
-                    Purpose::Declarations,
-                    Awaiting::Revision,
-                );
+                self.request_revision();
             }
             if collect && self.is_leader() {
                 self.request_snapshot(Purpose::Gc, Awaiting::GcRead);
