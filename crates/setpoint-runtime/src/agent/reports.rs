@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use super::event_log::{EventLog, Written};
 use super::outbox::{Outbox, Purpose, Soonest};
+use super::state_file::CopyRecord;
 use super::supervisor::Supervisor;
 use super::AgentCoreConfig;
 use crate::events::{self, CopyEvent, CopyEventKind};
@@ -71,28 +72,39 @@ fn lists(listed: &[CopyReport], copies: &Supervisor) -> bool {
     if listed.len() != copies.len() {
         return false;
     }
-    let mut mine: Vec<&super::state_file::CopyRecord> = copies.iter().map(|l| &l.record).collect();
-    // The order `observe` gives (a stable sort of the same walk).
-    mine.sort_by(|a, b| {
-        (&a.assignment.workload, a.assignment.n).cmp(&(&b.assignment.workload, b.assignment.n))
-    });
-    // Every field `CopyReport`'s equality compares; the numbers before the strings.
-    listed.iter().zip(mine).all(|(c, r)| {
-        c.n == r.assignment.n
-            && c.incarnation == r.incarnation
-            && c.owner_uid == r.assignment.owner_uid
-            && c.phase == r.phase
-            && c.pid == r.pid
-            && c.start_ticks == r.start_ticks
-            && c.started_ms == r.started_ms
-            && c.ready_ms == r.ready_ms
-            && c.exited_ms == r.exited_ms
-            && c.stopping == r.stopping
-            && c.killed == r.killed
-            && c.exit == r.exit
-            && c.copy == r.assignment.copy
-            && c.workload == r.assignment.workload
-    })
+    let walk = || copies.iter().map(|l| &l.record);
+    // The order `observe` gives is a stable sort of the same walk by `order`: the walk itself
+    // when it is in that order already (names `w-0` to `w-9`: nearly always), built otherwise.
+    if walk().is_sorted_by(|a, b| order(a) <= order(b)) {
+        return listed.iter().zip(walk()).all(|(c, r)| shows(c, r));
+    }
+    let mut mine: Vec<&CopyRecord> = walk().collect();
+    mine.sort_by(|a, b| order(a).cmp(&order(b)));
+    listed.iter().zip(mine).all(|(c, r)| shows(c, r))
+}
+
+/// The order of a report's copies: by workload, then number.
+fn order(r: &CopyRecord) -> (&str, u64) {
+    (&r.assignment.workload, r.assignment.n)
+}
+
+/// Whether the copy report `c` is what [`observe`] makes of `r`: every field `CopyReport`'s
+/// equality compares, the numbers before the strings.
+fn shows(c: &CopyReport, r: &CopyRecord) -> bool {
+    c.n == r.assignment.n
+        && c.incarnation == r.incarnation
+        && c.owner_uid == r.assignment.owner_uid
+        && c.phase == r.phase
+        && c.pid == r.pid
+        && c.start_ticks == r.start_ticks
+        && c.started_ms == r.started_ms
+        && c.ready_ms == r.ready_ms
+        && c.exited_ms == r.exited_ms
+        && c.stopping == r.stopping
+        && c.killed == r.killed
+        && c.exit == r.exit
+        && c.copy == r.assignment.copy
+        && c.workload == r.assignment.workload
 }
 
 /// The reports observed and not written yet, and what the ledger was last told: see the
