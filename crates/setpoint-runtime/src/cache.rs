@@ -141,9 +141,12 @@ impl CacheCore {
         }
         let mut entries: Vec<Entry> = Vec::new();
         for p in prefixes {
+            // The range `p .. prefix_end(p)`, without building either bound as a string (an
+            // agent's sync reads three prefixes this way).
             entries.extend(
                 self.kv
-                    .range(p.to_string()..crate::store::prefix_end(p))
+                    .range::<str, _>((Bound::Included(*p), Bound::Unbounded))
+                    .take_while(|(k, _)| below_prefix_end(k, p))
                     .map(|(_, e)| e.clone()),
             );
         }

@@ -123,8 +123,10 @@ pub enum AgentOutput {
     Start {
         /// The copy's identity.
         copy: String,
-        /// What to run: command, environment, workload.
-        assignment: Assignment,
+        /// What to run: command, environment, workload. Boxed: unboxed, it made every output as
+        /// large as itself (a few hundred bytes), and every step's outputs are moved through
+        /// buffers; a start is rare.
+        assignment: Box<Assignment>,
         /// The copy's secret nonce, for its environment.
         nonce: String,
     },

@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use super::event_log::{EventLog, Written};
 use super::outbox::{Outbox, Purpose, Soonest};
+use super::state_file::CopyRecord;
 use super::supervisor::Supervisor;
 use super::AgentCoreConfig;
 use crate::events::{self, CopyEvent, CopyEventKind};
@@ -63,6 +64,47 @@ pub(super) fn observe(copies: &Supervisor, now: u64, cfg: &AgentCoreConfig) -> N
         copies: reports,
         synced_revision: copies.synced_revision(),
     }
+}
+
+/// Whether `listed` is the list of copies [`observe`] would give of `copies`: compared in place,
+/// without building the report (most observations are no news, and then nothing is built).
+fn lists(listed: &[CopyReport], copies: &Supervisor) -> bool {
+    if listed.len() != copies.len() {
+        return false;
+    }
+    let walk = || copies.iter().map(|l| &l.record);
+    // The order `observe` gives is a stable sort of the same walk by `order`: the walk itself
+    // when it is in that order already (names `w-0` to `w-9`: nearly always), built otherwise.
+    if walk().is_sorted_by(|a, b| order(a) <= order(b)) {
+        return listed.iter().zip(walk()).all(|(c, r)| shows(c, r));
+    }
+    let mut mine: Vec<&CopyRecord> = walk().collect();
+    mine.sort_by(|a, b| order(a).cmp(&order(b)));
+    listed.iter().zip(mine).all(|(c, r)| shows(c, r))
+}
+
+/// The order of a report's copies: by workload, then number.
+fn order(r: &CopyRecord) -> (&str, u64) {
+    (&r.assignment.workload, r.assignment.n)
+}
+
+/// Whether the copy report `c` is what [`observe`] makes of `r`: every field `CopyReport`'s
+/// equality compares, the numbers before the strings.
+fn shows(c: &CopyReport, r: &CopyRecord) -> bool {
+    c.n == r.assignment.n
+        && c.incarnation == r.incarnation
+        && c.owner_uid == r.assignment.owner_uid
+        && c.phase == r.phase
+        && c.pid == r.pid
+        && c.start_ticks == r.start_ticks
+        && c.started_ms == r.started_ms
+        && c.ready_ms == r.ready_ms
+        && c.exited_ms == r.exited_ms
+        && c.stopping == r.stopping
+        && c.killed == r.killed
+        && c.exit == r.exit
+        && c.copy == r.assignment.copy
+        && c.workload == r.assignment.workload
 }
 
 /// The reports observed and not written yet, and what the ledger was last told: see the
@@ -131,9 +173,40 @@ impl Reports {
     /// it shows other copies than the last report written, or a newer placement than that
     /// report's `synced_revision`, and no report on its way shows the same; or the resync is
     /// due; or a copy asks for every report.
+    // The agent asks `worth_observing` before it builds an observation; the tests ask this of
+    // the built one too, as the oracle of the comparison in place.
+    #[cfg(test)]
     pub(super) fn worth_writing(
         &self,
         report: &NodeReport,
+        copies: &Supervisor,
+        cfg: &AgentCoreConfig,
+    ) -> bool {
+        self.news(
+            report.observed_ms,
+            |listed| listed == report.copies.as_slice(),
+            copies,
+            cfg,
+        )
+    }
+
+    /// [`Reports::worth_writing`] of the observation [`observe`] would make of `copies` at
+    /// `now`, without making it: only an observation that is news is built.
+    pub(super) fn worth_observing(
+        &self,
+        now: u64,
+        copies: &Supervisor,
+        cfg: &AgentCoreConfig,
+    ) -> bool {
+        self.news(now, |listed| lists(listed, copies), copies, cfg)
+    }
+
+    /// [`Reports::worth_writing`] of an observation at `observed_ms` whose copies are those
+    /// that `same_copies` says yes to.
+    fn news(
+        &self,
+        observed_ms: u64,
+        same_copies: impl Fn(&[CopyReport]) -> bool,
         copies: &Supervisor,
         cfg: &AgentCoreConfig,
     ) -> bool {
@@ -141,12 +214,12 @@ impl Reports {
             return true;
         }
         let newest = copies.newest_placement();
-        let shows_same = |r: &NodeReport| r.copies == report.copies && r.synced_revision >= newest;
+        let shows_same = |r: &NodeReport| r.synced_revision >= newest && same_copies(&r.copies);
         let Some(written) = &self.written else {
             return !self.pending.as_ref().is_some_and(shows_same);
         };
         if copies.heartbeat()
-            || report.observed_ms >= written.observed_ms.saturating_add(cfg.report_resync_ms)
+            || observed_ms >= written.observed_ms.saturating_add(cfg.report_resync_ms)
         {
             return true;
         }
@@ -656,7 +729,9 @@ mod tests {
             copies.synced_to(1000 + t as u64, *newest);
             assert!(reports.observation_due(now, 100));
             let report = observe(&copies, now, &cfg);
-            if reports.worth_writing(&report, &copies, &cfg) {
+            let news = reports.worth_writing(&report, &copies, &cfg);
+            assert_eq!(reports.worth_observing(now, &copies, &cfg), news);
+            if news {
                 reports.enqueue(now, report, &cfg);
             }
             reports.send_due(now, &cfg, &mut out);
@@ -756,7 +831,9 @@ mod tests {
     ) -> bool {
         let (mut out, mut events) = (Outbox::new(), EventLog::default());
         let report = observe(copies, now, cfg);
-        if reports.worth_writing(&report, copies, cfg) {
+        let news = reports.worth_writing(&report, copies, cfg);
+        assert_eq!(reports.worth_observing(now, copies, cfg), news);
+        if news {
             reports.enqueue(now, report, cfg);
         }
         reports.send_due(now, cfg, &mut out);

@@ -28,13 +28,26 @@ use crate::store::{Change, Op, Read, Revision, StoreError, Txn};
 
 /// How the watch cache answered a request.
 #[derive(Debug)]
-// A served value is built once and moved straight to its pass: boxing the snapshot buys nothing.
-#[allow(clippy::large_enum_variant)]
 pub(super) enum Served {
     /// The reply the store would have given.
     Reply(StoreReply),
     /// A pass's or a collection's snapshot, built from the cache without copying a reply.
-    Snapshot(Result<Snapshot, StoreError>),
+    /// Boxed: the host asks for the revision every poll, and an unboxed snapshot made every
+    /// answer as large as a snapshot to move; the host's own snapshot reads go through
+    /// [`HostCache::serve_snapshot`], which returns it unboxed.
+    Snapshot(Box<Result<Snapshot, StoreError>>),
+}
+
+/// [`Snapshot::PREFIXES`] in key order (as [`CacheCore::entries`] would sort them), sorted once
+/// for the process.
+fn sorted_snapshot_prefixes() -> &'static [&'static str] {
+    static SORTED: std::sync::LazyLock<Vec<&str>> = std::sync::LazyLock::new(|| {
+        let mut p = Snapshot::PREFIXES.to_vec();
+        p.sort_unstable();
+        p.dedup();
+        p
+    });
+    &SORTED
 }
 
 /// The leader's watch cache: one read of [`Snapshot::PREFIXES`], then a watch from its
@@ -55,17 +68,29 @@ pub(super) struct HostCache {
     /// ([`Snapshot::patched`]). `None` after a full read, or when the keys grew past half the
     /// cache and past 1,024 (then going over every key again costs about as much).
     dirty: Option<(Revision, BTreeSet<String>)>,
+    /// Whether the cache's prefixes cover every one of [`Snapshot::PREFIXES`] (which are
+    /// disjoint): then [`CacheCore::entries`] of them is `Some` exactly while the cache is
+    /// live. Both sets are fixed, so this is asked once instead of at every snapshot read.
+    snapshot_covered: bool,
 }
 
 impl HostCache {
     /// An empty cache of [`Snapshot::PREFIXES`], not live yet.
     pub(super) fn new() -> Self {
+        let core = CacheCore::new(&Snapshot::PREFIXES);
+        let sorted = sorted_snapshot_prefixes();
+        debug_assert!(
+            !sorted.windows(2).any(|w| w[1].starts_with(w[0])),
+            "the snapshot's prefixes are disjoint"
+        );
+        let snapshot_covered = sorted.iter().all(|p| core.covers(p));
         Self {
-            core: CacheCore::new(&Snapshot::PREFIXES),
+            core,
             watch: None,
             reading: false,
             seen: 0,
             dirty: None,
+            snapshot_covered,
         }
     }
 
@@ -97,54 +122,23 @@ impl HostCache {
         match request {
             StoreRequest::Read { prefixes } => {
                 let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+                if wants_snapshot && refs == Snapshot::PREFIXES {
+                    return self
+                        .serve_snapshot(now_ms, memo)
+                        .map(|s| Served::Snapshot(Box::new(s)));
+                }
                 let caught_up = self.core.revision() >= self.seen;
                 let mut borrowed = None;
-                // The snapshot's prefixes in key order (as `entries` would sort them), sorted
-                // once for the process.
-                static SORTED: std::sync::LazyLock<Vec<&str>> = std::sync::LazyLock::new(|| {
-                    let mut p = Snapshot::PREFIXES.to_vec();
-                    p.sort_unstable();
-                    p.dedup();
-                    p
-                });
-                let snapshot_prefixes = refs == Snapshot::PREFIXES;
                 if let Some((revision, entries)) = (caught_up && wants_snapshot)
-                    .then(|| {
-                        if snapshot_prefixes {
-                            self.core.entries(&SORTED)
-                        } else {
-                            self.core.entries(&refs)
-                        }
-                    })
+                    .then(|| self.core.entries(&refs))
                     .flatten()
                 {
-                    let core = &self.core;
                     borrowed = Some(match memo.take() {
                         // Nothing under the cached prefixes changed since the last snapshot:
-                        // it is this read, taken later (a snapshot is its entries and the time
-                        // of the read, nothing else).
+                        // it is this read, taken later.
                         Some(mut same) if same.revision == revision => {
                             same.now_ms = now_ms;
                             Ok(same)
-                        }
-                        // The memo is the last snapshot served (or a store's read of the same
-                        // prefixes at the same revision: the same entries), and the watch
-                        // changed these keys since.
-                        Some(earlier)
-                            if snapshot_prefixes
-                                && self
-                                    .dirty
-                                    .as_ref()
-                                    .is_some_and(|(at, _)| *at == earlier.revision) =>
-                        {
-                            let keys = self.dirty.take().map(|(_, keys)| keys).unwrap_or_default();
-                            Ok(Snapshot::patched(
-                                earlier,
-                                revision,
-                                now_ms,
-                                keys.iter().map(String::as_str),
-                                |k| core.entry(k),
-                            ))
                         }
                         earlier => {
                             Snapshot::from_entries_reusing(revision, entries, now_ms, earlier)
@@ -157,7 +151,7 @@ impl HostCache {
                         .as_ref()
                         .ok()
                         .map(|s| (s.revision, BTreeSet::new()));
-                    Served::Snapshot(snapshot)
+                    Served::Snapshot(Box::new(snapshot))
                 });
                 let served = borrowed.or_else(|| {
                     caught_up
@@ -171,11 +165,76 @@ impl HostCache {
                 served
             }
             StoreRequest::Revision => self
-                .core
-                .is_live()
-                .then(|| Served::Reply(StoreReply::Revision(self.core.revision()))),
+                .live_revision()
+                .map(|r| Served::Reply(StoreReply::Revision(r))),
             _ => None,
         }
+    }
+
+    /// [`HostCache::serve`] of a pass's or a collection's read of [`Snapshot::PREFIXES`]: the
+    /// snapshot, if the serving rule lets the cache answer it (a read of these prefixes is
+    /// never answered as a reply). Asked without the request: the host builds the read's
+    /// prefixes as strings only for a read that goes to the store.
+    pub(super) fn serve_snapshot(
+        &mut self,
+        now_ms: u64,
+        memo: &mut Option<Snapshot>,
+    ) -> Option<Result<Snapshot, StoreError>> {
+        let caught_up = self.core.revision() >= self.seen;
+        // `CacheCore::entries` of the snapshot's prefixes is `Some` exactly when this holds.
+        if !(caught_up && self.core.is_live() && self.snapshot_covered) {
+            if self.snapshot_covered {
+                self.core.passed_through();
+            }
+            return None;
+        }
+        let revision = self.core.revision();
+        let snapshot = match memo.take() {
+            // Nothing under the cached prefixes changed since the last snapshot: it is this
+            // read, taken later (a snapshot is its entries and the time of the read, nothing
+            // else).
+            Some(mut same) if same.revision == revision => {
+                same.now_ms = now_ms;
+                Ok(same)
+            }
+            // The memo is the last snapshot served (or a store's read of the same prefixes at
+            // the same revision: the same entries), and the watch changed these keys since.
+            Some(earlier)
+                if self
+                    .dirty
+                    .as_ref()
+                    .is_some_and(|(at, _)| *at == earlier.revision) =>
+            {
+                let keys = self.dirty.take().map(|(_, keys)| keys).unwrap_or_default();
+                let core = &self.core;
+                Ok(Snapshot::patched(
+                    earlier,
+                    revision,
+                    now_ms,
+                    keys.iter().map(String::as_str),
+                    |k| core.entry(k),
+                ))
+            }
+            earlier => {
+                let (revision, entries) = self
+                    .core
+                    .entries(sorted_snapshot_prefixes())
+                    .expect("a live cache covering the snapshot's prefixes serves them");
+                Snapshot::from_entries_reusing(revision, entries, now_ms, earlier)
+            }
+        };
+        self.core.count_served();
+        self.dirty = snapshot
+            .as_ref()
+            .ok()
+            .map(|s| (s.revision, BTreeSet::new()));
+        Some(snapshot)
+    }
+
+    /// The store's revision as the cache answers it ([`HostCache::serve`] of
+    /// [`StoreRequest::Revision`]): its own, while it is live.
+    pub(super) fn live_revision(&self) -> Option<Revision> {
+        self.core.is_live().then(|| self.core.revision())
     }
 
     /// The revision a snapshot read would be served at now, if the cache would serve it (live
@@ -441,7 +500,8 @@ mod tests {
             prefixes: Snapshot::PREFIXES.iter().map(|p| (*p).to_owned()).collect(),
         };
         match c.serve(&snapshot, true, 77, &mut memo) {
-            Some(Served::Snapshot(Ok(s))) => {
+            Some(Served::Snapshot(s)) if s.is_ok() => {
+                let s = s.unwrap();
                 assert_eq!(s.revision, 5);
                 assert!(s.workloads.contains_key("w"));
             }
@@ -508,7 +568,7 @@ mod tests {
             prefixes: Snapshot::PREFIXES.iter().map(|p| (*p).to_owned()).collect(),
         };
         match c.serve(&read, true, now, memo) {
-            Some(Served::Snapshot(Ok(s))) => s,
+            Some(Served::Snapshot(s)) if s.is_ok() => s.unwrap(),
             other => panic!("{other:?}"),
         }
     }

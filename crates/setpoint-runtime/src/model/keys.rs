@@ -192,6 +192,8 @@ mod tests {
             proptest::prop_assert_eq!(loop_key(&a), format!("{LOOPS}{a}"));
             proptest::prop_assert_eq!(log_requests_of(&a), format!("{LOG_REQUESTS}{a}/"));
             proptest::prop_assert_eq!(log_request_key(&a, &b), format!("{LOG_REQUESTS}{a}/{b}"));
+            proptest::prop_assert_eq!(crate::remote::kills_of(&a), format!("{}{a}/", crate::remote::KILLS));
+            proptest::prop_assert_eq!(crate::remote::live_key(&a), format!("{}{a}", crate::remote::LIVE));
         }
     }
 }

@@ -537,9 +537,19 @@ impl Snapshot {
     ) -> impl Iterator<Item = (&String, &Stored<Assignment>)> + '_ {
         // Bounded by the range's end rather than a prefix test of each key: at 100,000 copies
         // the tests were a tenth of a steady pass.
-        let prefix = format!("{ASSIGNMENTS}{name}/");
-        let end = crate::store::prefix_end(&prefix);
-        self.assignments.range(prefix..end)
+        // Not `format!`: a pass asks at least once (its machinery was a tenth of a small
+        // workload's `WorkloadView::new`). One string holds both bounds: `prefix_end`'s, and
+        // the prefix without its last character.
+        let end = [ASSIGNMENTS, name, "/\u{7f}"].concat();
+        debug_assert_eq!(
+            end,
+            crate::store::prefix_end(&[ASSIGNMENTS, name, "/"].concat())
+        );
+        let prefix = &end[..end.len() - 1];
+        self.assignments.range::<str, _>((
+            std::ops::Bound::Included(prefix),
+            std::ops::Bound::Excluded(&end[..]),
+        ))
     }
 }
 

@@ -575,8 +575,9 @@ impl AgentCore {
                     // Every observation takes its delay, written or not: a jittered schedule
                     // gives the k-th observation the k-th delay, as the lab's does.
                     let due = now + self.report_delay_ms(now);
-                    let report = reports::observe(&self.copies, now, &self.cfg);
-                    if self.reports.worth_writing(&report, &self.copies, &self.cfg) {
+                    // Built only if it is news: most observations of a steady node are not.
+                    if self.reports.worth_observing(now, &self.copies, &self.cfg) {
+                        let report = reports::observe(&self.copies, now, &self.cfg);
                         self.reports.enqueue(due, report, &self.cfg);
                     }
                 }

@@ -138,7 +138,7 @@ struct Lead {
     /// The watch cache, on a store that pushes changes ([`super::serving`]).
     cache: Option<HostCache>,
     /// The pass and collection reads waiting for the cache to catch up ([`CatchUp`]).
-    catch_up: CatchUp<(StoreRequest, Purpose, Awaiting)>,
+    catch_up: CatchUp<(Ask, Purpose, Awaiting)>,
 }
 
 /// What the host is now.
@@ -152,6 +152,27 @@ enum Role {
     Releasing,
     /// Done: nothing more comes out.
     Stopped,
+}
+
+/// A request as the host asks it: a pass's or a collection's snapshot read is built (its nine
+/// prefixes as strings) only if it goes to the store, since the watch cache answers most of
+/// them.
+#[derive(Debug)]
+enum Ask {
+    /// The read of [`Snapshot::PREFIXES`] ([`snapshot_read`]).
+    Snapshot,
+    /// Any other request.
+    Store(StoreRequest),
+}
+
+impl Ask {
+    /// The request to send to the store.
+    fn into_request(self) -> StoreRequest {
+        match self {
+            Ask::Snapshot => snapshot_read(),
+            Ask::Store(request) => request,
+        }
+    }
 }
 
 /// What an outstanding request waits for.
@@ -397,24 +418,78 @@ impl Host {
     }
 
     /// Sends `request`, or answers it at once from the watch cache if the serving rule lets it
-    /// ([`HostCache::serve`]): a pass's or a collection's read is answered with its snapshot.
+    /// ([`HostCache::serve`]).
     fn request(&mut self, request: StoreRequest, purpose: Purpose, what: Awaiting) {
+        self.ask(Ask::Store(request), purpose, what);
+    }
+
+    /// Sends the read of a pass's or a collection's snapshot ([`snapshot_read`]), or answers it
+    /// at once from the watch cache with its snapshot if the serving rule lets it
+    /// ([`HostCache::serve_snapshot`]).
+    fn request_snapshot(&mut self, purpose: Purpose, what: Awaiting) {
+        self.ask(Ask::Snapshot, purpose, what);
+    }
+
+    /// Asks the store's revision for the poll of the declarations: a live watch cache answers
+    /// it at once, as [`HostCache::serve`] would (then the answer goes straight to
+    /// [`Host::on_revision`], where [`Host::request`] would route it through a pending request
+    /// of this term); else it is sent. The leader asks every poll.
+    fn request_revision(&mut self) {
+        let served = match &self.role {
+            Role::Lead(l) => l.cache.as_ref().and_then(HostCache::live_revision),
+            _ => None,
+        };
+        match served {
+            Some(revision) => self.on_revision(Ok(StoreReply::Revision(revision))),
+            None => self.request(
+                StoreRequest::Revision,
+                Purpose::Declarations,
+                Awaiting::Revision,
+            ),
+        }
+    }
+
+    /// [`Host::request`] and [`Host::request_snapshot`]: a pass's or a collection's read waits
+    /// while the cache is behind ([`CatchUp`]).
+    fn ask(&mut self, ask: Ask, purpose: Purpose, what: Awaiting) {
         let now = self.now;
         let wants_snapshot = matches!(what, Awaiting::PassRead { .. } | Awaiting::GcRead);
         if let Role::Lead(l) = &mut self.role {
             if wants_snapshot && l.cache.as_ref().is_some_and(HostCache::is_behind) {
-                l.catch_up.wait(now, (request, purpose, what));
+                l.catch_up.wait(now, (ask, purpose, what));
                 return;
             }
         }
-        self.request_now(request, purpose, what);
+        self.request_now(ask, purpose, what);
     }
 
-    /// [`Host::request`] without waiting for the cache: served by it, or sent to the store.
-    fn request_now(&mut self, request: StoreRequest, purpose: Purpose, what: Awaiting) {
+    /// [`Host::ask`] without waiting for the cache: served by it, or sent to the store.
+    fn request_now(&mut self, ask: Ask, purpose: Purpose, what: Awaiting) {
         let now = self.now;
         let now_ms = now.saturating_add_signed(self.store_offset);
         let wants_snapshot = matches!(what, Awaiting::PassRead { .. } | Awaiting::GcRead);
+        let request = match ask {
+            Ask::Snapshot if wants_snapshot => {
+                let served = match &mut self.role {
+                    Role::Lead(l) => l
+                        .cache
+                        .as_mut()
+                        .and_then(|c| c.serve_snapshot(now_ms, &mut self.memo)),
+                    _ => None,
+                };
+                match (served, what) {
+                    (Some(s), Awaiting::PassRead { name, gen }) => {
+                        self.on_pass_snapshot(s, name, gen)
+                    }
+                    (Some(s), _) => self.on_gc_snapshot(s),
+                    (None, what) => {
+                        self.send(snapshot_read(), purpose, what);
+                    }
+                }
+                return;
+            }
+            ask => ask.into_request(),
+        };
         let served = match &mut self.role {
             Role::Lead(l) => l
                 .cache
@@ -424,9 +499,9 @@ impl Host {
         };
         match (served, what) {
             (Some(Served::Snapshot(s)), Awaiting::PassRead { name, gen }) => {
-                self.on_pass_snapshot(s, name, gen)
+                self.on_pass_snapshot(*s, name, gen)
             }
-            (Some(Served::Snapshot(s)), _) => self.on_gc_snapshot(s),
+            (Some(Served::Snapshot(s)), _) => self.on_gc_snapshot(*s),
             (Some(Served::Reply(reply)), what) => {
                 let p = Pending {
                     deadline_ms: now,
@@ -452,12 +527,12 @@ impl Host {
             }
             _ => return,
         };
-        for (request, purpose, what) in ready {
+        for (ask, purpose, what) in ready {
             // A served read may end the leadership: what still waited is the old role's.
             if !self.is_leader() {
                 return;
             }
-            self.request_now(request, purpose, what);
+            self.request_now(ask, purpose, what);
         }
     }
 

@@ -230,11 +230,7 @@ impl Host {
                 };
                 if lp.conflicted() {
                     lp.rounds().retried();
-                    self.request(
-                        snapshot_read(),
-                        Purpose::Pass,
-                        Awaiting::PassRead { name, gen },
-                    );
+                    self.request_snapshot(Purpose::Pass, Awaiting::PassRead { name, gen });
                 } else {
                     lp.rounds().lost();
                     let e = PassError::Contended(MAX_ATTEMPTS);
@@ -279,7 +275,7 @@ impl Host {
 
     pub(super) fn pass_done(&mut self, name: &str, report: &PassReport) {
         self.observed.end(name, self.now, report);
-        let who = format!("loop {name}");
+        let who = ["loop ", name].concat();
         if self.conditions.ended(&who) {
             self.log(Some(&who), "passes succeed again");
         }

@@ -62,14 +62,10 @@ impl Host {
             }
             // Answers from the cache come back at once and may end the leadership.
             if declare && self.is_leader() {
-                self.request(
-                    StoreRequest::Revision,
-                    Purpose::Declarations,
-                    Awaiting::Revision,
-                );
+                self.request_revision();
             }
             if collect && self.is_leader() {
-                self.request(snapshot_read(), Purpose::Gc, Awaiting::GcRead);
+                self.request_snapshot(Purpose::Gc, Awaiting::GcRead);
             }
         }
         self.drive_loops();
@@ -82,6 +78,10 @@ impl Host {
         let due = l.loops.due(now);
         for (name, rounds) in l.loops.take_skipped() {
             self.observed.skipped(&name, rounds);
+        }
+        if due.is_empty() {
+            // Most steps (every poll, every reply): nothing more to look at.
+            return;
         }
         // A pass that is provably a no-op is not run (`rounds.rs`): its round is one left out.
         let serving = self
@@ -106,11 +106,7 @@ impl Host {
             }
             lp.ended_quiet(None);
             self.observed.begin(&name, now);
-            self.request(
-                snapshot_read(),
-                Purpose::Pass,
-                Awaiting::PassRead { name, gen },
-            );
+            self.request_snapshot(Purpose::Pass, Awaiting::PassRead { name, gen });
         }
     }
 }
