@@ -25,6 +25,20 @@ fn store(test: &str) -> Option<(EtcdCluster, EtcdStore)> {
 
 crate::store::conformance_tests!(store(module_path!()), Duration::from_secs(1));
 
+/// A store of `cluster` whose reads are paged by 7 keys, holding `/p/000` to `/p/299` (written
+/// 100 to a transaction: a stock etcd takes at most 128 operations in one).
+fn paged_store_of_300(cluster: &EtcdCluster) -> EtcdStore {
+    let s = cluster.store().with_page_keys(7);
+    for first in (0..300).step_by(100) {
+        let mut t = Txn::new();
+        for i in first..first + 100 {
+            t = t.put(format!("/p/{i:03}"), "0");
+        }
+        s.commit(&t).unwrap();
+    }
+    s
+}
+
 /// A paged read whose caller has stopped waiting asks for no further page: it fails as
 /// unavailable, saying how far it got, instead of paging on through the store for an answer
 /// nobody takes; one whose deadline passed before it began sends nothing. A deadline not yet
@@ -34,14 +48,7 @@ fn a_paged_read_past_its_callers_deadline_stops_paging() {
     let Some((cluster, _)) = store("a_paged_read_deadline") else {
         return;
     };
-    let s = cluster.store().with_page_keys(7);
-    for first in (0..300).step_by(100) {
-        let mut t = Txn::new();
-        for i in first..first + 100 {
-            t = t.put(format!("/p/{i:03}"), "0");
-        }
-        s.commit(&t).unwrap();
-    }
+    let s = paged_store_of_300(&cluster);
     let far = std::time::Instant::now() + Duration::from_secs(600);
     let whole = s.read_until(&["/p/"], far).unwrap();
     assert_eq!(whole.entries.len(), 300);
@@ -84,14 +91,7 @@ fn a_paged_read_is_one_revisions_while_writes_go_on() {
     let Some((cluster, _)) = store("a_paged_read") else {
         return;
     };
-    let s = cluster.store().with_page_keys(7);
-    for first in (0..300).step_by(100) {
-        let mut t = Txn::new();
-        for i in first..first + 100 {
-            t = t.put(format!("/p/{i:03}"), "0");
-        }
-        s.commit(&t).unwrap();
-    }
+    let s = paged_store_of_300(&cluster);
     let mut t = Txn::new();
     for i in 0..20 {
         t = t.put(format!("/q/{i:02}"), "0");
