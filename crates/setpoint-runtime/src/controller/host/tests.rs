@@ -1182,6 +1182,76 @@ fn a_steady_loop_commits_nothing_but_its_round_resync() {
     }
 }
 
+/// A loop whose crash-loop backoff has run out is quiet again: once the crashed copy's
+/// replacement runs, its idle rounds skip their passes as a loop that never crashed does.
+/// (The backoff entry stays in the loop record for `get`'s restart count; before, any entry
+/// made every later pass count as timed, so one crash cost a pass every period for good.)
+#[test]
+fn a_loop_whose_backoff_has_run_out_skips_its_quiet_passes_again() {
+    use crate::controller::reconcile::tests::report;
+    use crate::model::Phase;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let clock = Arc::new(AtomicU64::new(0));
+    let store = Clocked {
+        inner: MemoryStore::new(),
+        now: Arc::clone(&clock),
+    };
+    crate::model::node::fake_node(&store, "a").unwrap();
+    let mut d = Driver::new(cached("c1"));
+    d.clock = Some(Arc::clone(&clock));
+    let mut w = spec("w", 2, 100);
+    w.backoff.initial_ms = 500;
+    crate::ops::apply(&store, &[w]).unwrap();
+    let mut run_to = |d: &mut Driver, until: u64| {
+        let mut t = d.now;
+        while t < until {
+            t += 50;
+            d.run(&store, t);
+            clock.store(d.now, Ordering::SeqCst);
+        }
+    };
+    let assigned = |store: &Clocked| -> Vec<u64> {
+        let s = crate::model::Snapshot::load(store).unwrap();
+        s.assignments.values().map(|a| a.value.n).collect()
+    };
+    run_to(&mut d, 1_000);
+    assert_eq!(assigned(&store), [0, 1]);
+    report(&store, "a", &[(0, Phase::Running), (1, Phase::Running)]);
+    run_to(&mut d, 2_000);
+    // Copy 0 fails before it is ready: a crash that backs off (500 ms).
+    report(&store, "a", &[(0, Phase::Exited), (1, Phase::Running)]);
+    let key = crate::model::report_key("a");
+    let e = store.get(&key).unwrap().unwrap();
+    let mut r = crate::model::decode::<crate::model::NodeReport>(&e)
+        .unwrap()
+        .value;
+    for c in r.copies.iter_mut().filter(|c| c.n == 0) {
+        (c.killed, c.ready_ms, c.exit) = (false, None, Some("exit status 1".into()));
+    }
+    store.commit(&Txn::new().put(key, encode(&r))).unwrap();
+    run_to(&mut d, 4_000);
+    let now = assigned(&store);
+    assert_eq!(now.len(), 2, "replaced after the backoff: {now:?}");
+    assert!(!now.contains(&0), "{now:?}");
+    let running: Vec<(u64, Phase)> = now.iter().map(|&n| (n, Phase::Running)).collect();
+    report(&store, "a", &running);
+    run_to(&mut d, 5_000);
+    let loops = crate::model::Snapshot::load(&store).unwrap().loops;
+    assert_eq!(loops["w"].value.backoff["w"].restarts, 1, "the entry stays");
+    // 20 rounds in the next 2 s, on an unchanged store: each skips its pass.
+    d.host.take_passes();
+    let rev = store.revision().unwrap();
+    run_to(&mut d, 7_000);
+    assert_eq!(store.revision().unwrap(), rev, "nothing written");
+    let outcomes: Vec<_> = d.host.take_passes().iter().map(|p| p.outcome).collect();
+    assert!(outcomes.len() >= 19, "{outcomes:?}");
+    assert!(
+        outcomes.iter().all(|o| *o == Some("skipped")),
+        "quiet rounds ran passes: {outcomes:?}"
+    );
+}
+
 /// Skipping the passes that are provably no-ops (`rounds.rs`) changes nothing the
 /// controller writes. Over random histories (declarations of every kind applied and
 /// changed, node reports, nodes lost) two hosts run the same history on the virtual
