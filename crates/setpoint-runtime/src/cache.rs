@@ -1026,6 +1026,7 @@ mod tests {
         let cached = CachedStore::new(Arc::clone(&store), Arc::clone(&cache));
         assert!(cache.wait_for(r0, Duration::from_secs(5)), "never read");
         knobs.watching(1);
+        assert!(cache.is_live());
         let calls = knobs.revision_calls.load(Ordering::SeqCst);
         assert_eq!(cached.revision().unwrap(), r0);
         assert_eq!(
