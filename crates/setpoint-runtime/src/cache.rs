@@ -1181,7 +1181,7 @@ mod tests {
         cached.keep_alive(lease).unwrap();
         cached.revoke(lease).unwrap();
         assert!(matches!(
-            store.keep_alive(lease),
+            cached.keep_alive(lease),
             Err(StoreError::LeaseExpired(_))
         ));
         assert!(format!("{:?}", *cache).contains("\"/a/\""), "{cache:?}");
