@@ -788,6 +788,429 @@ mod tests {
         );
     }
 
+    /// The store's clock as [`Pushing`] tells it, far from any real clock.
+    const CLOCK_MS: u64 = 1_234_567_890_123;
+
+    /// What a [`Pushing`] store does and has been asked, shared with its watches.
+    #[derive(Default)]
+    struct Knobs {
+        inner: MemoryStore,
+        /// Whether it pushes changes (else the cache polls its revision).
+        pushes: bool,
+        /// Reads fail while this is above 0, each counting it down.
+        failing_reads: AtomicU64,
+        /// When each read was asked for.
+        reads: Mutex<Vec<std::time::Instant>>,
+        /// While set, reads wait (a resync that takes its time).
+        held: Mutex<bool>,
+        released: Condvar,
+        /// While set, watches deliver nothing (a watch running late).
+        watch_held: AtomicBool,
+        /// Watches started before the count reached its value now are lost.
+        losses: AtomicU64,
+        /// Calls of `revision`: round trips.
+        revision_calls: AtomicU64,
+        /// What `compact_history` was asked.
+        compacted: Mutex<Vec<Revision>>,
+        /// Watches started.
+        watches: AtomicU64,
+    }
+
+    impl Knobs {
+        fn hold_reads(&self, hold: bool) {
+            *self.held.lock().unwrap() = hold;
+            self.released.notify_all();
+        }
+
+        fn reads(&self) -> Vec<std::time::Instant> {
+            self.reads.lock().unwrap().clone()
+        }
+
+        /// Waits until the cache has started its `n`th watch: a change committed before would
+        /// fall between its read and its watch, and be read again.
+        fn watching(&self, n: u64) {
+            eventually("the cache watches", || {
+                self.watches.load(Ordering::SeqCst) >= n
+            });
+        }
+    }
+
+    /// A [`MemoryStore`] that pushes changes as etcd does (its watch compares the store with
+    /// what it last delivered), whose reads can fail or wait, whose watches can be lost or run
+    /// late, and whose clock is [`CLOCK_MS`]: the drivers' threaded cache without an etcd.
+    struct Pushing(Arc<Knobs>);
+
+    impl Pushing {
+        fn start(pushes: bool, failing_reads: u64) -> (Arc<dyn Store>, Arc<Knobs>) {
+            let knobs = Arc::new(Knobs {
+                pushes,
+                failing_reads: AtomicU64::new(failing_reads),
+                ..Knobs::default()
+            });
+            (Arc::new(Pushing(Arc::clone(&knobs))), knobs)
+        }
+    }
+
+    impl Store for Pushing {
+        fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError> {
+            let k = &self.0;
+            k.reads.lock().unwrap().push(std::time::Instant::now());
+            let mut held = k.held.lock().unwrap();
+            while *held {
+                held = k.released.wait(held).unwrap();
+            }
+            drop(held);
+            let fail = k
+                .failing_reads
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            if fail.is_ok() {
+                return Err(StoreError::Unavailable("refused by the test".into()));
+            }
+            k.inner.read(prefixes)
+        }
+        fn commit(&self, txn: &Txn) -> Result<Revision, StoreError> {
+            self.0.inner.commit(txn)
+        }
+        fn revision(&self) -> Result<Revision, StoreError> {
+            self.0.revision_calls.fetch_add(1, Ordering::SeqCst);
+            self.0.inner.revision()
+        }
+        fn grant(&self, ttl: Duration) -> Result<LeaseId, StoreError> {
+            self.0.inner.grant(ttl)
+        }
+        fn keep_alive(&self, lease: LeaseId) -> Result<(), StoreError> {
+            self.0.inner.keep_alive(lease)
+        }
+        fn revoke(&self, lease: LeaseId) -> Result<(), StoreError> {
+            self.0.inner.revoke(lease)
+        }
+        fn now_ms(&self) -> u64 {
+            CLOCK_MS
+        }
+        fn watches(&self) -> bool {
+            self.0.pushes
+        }
+        fn alarm(&self) -> Result<Option<String>, StoreError> {
+            Ok(Some("NOSPACE (the test's)".into()))
+        }
+        fn compact_history(&self, before: Revision) -> Result<(), StoreError> {
+            self.0.compacted.lock().unwrap().push(before);
+            Ok(())
+        }
+        fn watch(
+            &self,
+            prefixes: &[&str],
+            after: Revision,
+        ) -> Option<Result<Box<dyn Watcher>, StoreError>> {
+            if !self.0.pushes {
+                return None;
+            }
+            let prefixes: Vec<String> = prefixes.iter().map(|p| (*p).to_owned()).collect();
+            let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+            let now = self.0.inner.read(&refs).unwrap();
+            self.0.watches.fetch_add(1, Ordering::SeqCst);
+            Some(Ok(Box::new(Diffing {
+                knobs: Arc::clone(&self.0),
+                generation: self.0.losses.load(Ordering::SeqCst),
+                // A store that moved since `after` lost the history in between.
+                gap: now.revision != after,
+                at: now.revision,
+                kv: now
+                    .entries
+                    .into_iter()
+                    .map(|e| (e.key.clone(), e))
+                    .collect(),
+                prefixes,
+            })))
+        }
+    }
+
+    /// [`Pushing`]'s watch: each `next` delivers what changed under its prefixes since the last.
+    struct Diffing {
+        knobs: Arc<Knobs>,
+        generation: u64,
+        gap: bool,
+        prefixes: Vec<String>,
+        at: Revision,
+        kv: BTreeMap<String, Entry>,
+    }
+
+    impl Watcher for Diffing {
+        fn next(&mut self, wait: Duration) -> WatchEvent {
+            if self.gap || self.knobs.losses.load(Ordering::SeqCst) > self.generation {
+                return WatchEvent::Lost("lost by the test".into());
+            }
+            std::thread::sleep(wait.min(Duration::from_millis(1)));
+            if self.knobs.watch_held.load(Ordering::SeqCst) {
+                return WatchEvent::Idle;
+            }
+            let refs: Vec<&str> = self.prefixes.iter().map(String::as_str).collect();
+            let now = self.knobs.inner.read(&refs).unwrap();
+            let kv: BTreeMap<String, Entry> = now
+                .entries
+                .into_iter()
+                .map(|e| (e.key.clone(), e))
+                .collect();
+            let mut changes: Vec<Change> = kv
+                .iter()
+                .filter(|(k, e)| self.kv.get(*k) != Some(*e))
+                .map(|(k, e)| Change {
+                    key: k.clone(),
+                    entry: Some(e.clone()),
+                })
+                .collect();
+            changes.extend(
+                self.kv
+                    .keys()
+                    .filter(|k| !kv.contains_key(*k))
+                    .map(|k| Change {
+                        key: k.clone(),
+                        entry: None,
+                    }),
+            );
+            if changes.is_empty() || now.revision == self.at {
+                return WatchEvent::Idle;
+            }
+            self.at = now.revision;
+            self.kv = kv;
+            WatchEvent::Changes {
+                revision: now.revision,
+                changes,
+            }
+        }
+    }
+
+    /// Waits (bounded, not timed) until `cond` holds.
+    fn eventually(what: &str, cond: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !cond() {
+            assert!(std::time::Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A store that refuses reads must not be asked as fast as it answers: the cache waits 50 ms
+    /// after the first failed full read, then twice as long after each next one.
+    #[test]
+    fn a_cache_whose_reads_fail_waits_twice_as_long_after_each_failure_before_it_reads_again() {
+        let (store, knobs) = Pushing::start(true, 3);
+        let cache = Cache::start(Arc::clone(&store), &PREFIXES, Duration::from_millis(5));
+        assert!(cache.wait_for(0, Duration::from_secs(5)), "never read");
+        let reads = knobs.reads();
+        assert_eq!(reads.len(), 4, "three refused, one read");
+        for (i, want_ms) in [50, 100, 200].into_iter().enumerate() {
+            let gap = reads[i + 1] - reads[i];
+            assert!(
+                gap >= Duration::from_millis(want_ms),
+                "read {} came {gap:?} after a failure, not {want_ms} ms",
+                i + 2
+            );
+        }
+        assert_eq!(cache.stats().full_reads, 1);
+    }
+
+    /// A store that cannot push is asked for its revision every poll period, and read again
+    /// only once that moved.
+    #[test]
+    fn a_polled_cache_reads_the_store_again_only_when_its_revision_moved() {
+        let (store, knobs) = Pushing::start(false, 0);
+        store.commit(&Txn::new().put("/a/1", "x")).unwrap();
+        let cache = Cache::start(Arc::clone(&store), &PREFIXES, Duration::from_millis(1));
+        assert!(cache.wait_for(1, Duration::from_secs(5)), "never read");
+        eventually("ten polls", || {
+            knobs.revision_calls.load(Ordering::SeqCst) >= 10
+        });
+        assert_eq!(knobs.reads().len(), 1, "read again with nothing changed");
+        let stats = cache.stats();
+        assert_eq!((stats.full_reads, stats.keys_read), (1, 1), "{stats:?}");
+        let rev = store.commit(&Txn::new().put("/b/2", "y")).unwrap();
+        assert!(
+            cache.wait_for(rev, Duration::from_secs(5)),
+            "never read again"
+        );
+        assert_eq!(cache.read(&PREFIXES).unwrap().entries.len(), 2);
+        let stats = cache.stats();
+        assert_eq!((stats.full_reads, stats.keys_read), (2, 3), "{stats:?}");
+    }
+
+    /// Once its watch is lost the cache may have missed changes: it serves nothing, and a
+    /// [`CachedStore`] asks the store for the revision, until its next full read is done.
+    #[test]
+    fn a_cache_that_lost_its_watch_is_not_live_until_it_has_read_everything_again() {
+        let (store, knobs) = Pushing::start(true, 0);
+        let r0 = store.commit(&Txn::new().put("/a/1", "x")).unwrap();
+        let cache = Cache::start(Arc::clone(&store), &PREFIXES, Duration::from_millis(5));
+        let cached = CachedStore::new(Arc::clone(&store), Arc::clone(&cache));
+        assert!(cache.wait_for(r0, Duration::from_secs(5)), "never read");
+        knobs.watching(1);
+        assert!(cache.is_live());
+        let calls = knobs.revision_calls.load(Ordering::SeqCst);
+        assert_eq!(cached.revision().unwrap(), r0);
+        assert_eq!(
+            knobs.revision_calls.load(Ordering::SeqCst),
+            calls,
+            "a live cache gives its revision without a round trip"
+        );
+
+        knobs.hold_reads(true);
+        knobs.losses.fetch_add(1, Ordering::SeqCst);
+        // A change the lost watch never delivers.
+        let r1 = store.commit(&Txn::new().delete("/a/1")).unwrap();
+        eventually("the cache is not live", || !cache.is_live());
+        assert!(cache.read(&PREFIXES).is_none(), "served while not live");
+        assert_eq!(cached.revision().unwrap(), r1, "the store's revision");
+        eventually("the resync's read waits", || knobs.reads().len() == 2);
+
+        knobs.hold_reads(false);
+        assert!(cache.wait_for(r1, Duration::from_secs(5)), "no resync");
+        assert!(cached.read(&PREFIXES).unwrap().entries.is_empty());
+        assert_eq!(cache.stats().full_reads, 2);
+    }
+
+    /// Each revision the watch brings wakes whoever waits for it: [`Cache::wait_for`], every
+    /// [`Cache::subscribe`]r, and the [`Cache::subscribe_to`]rs whose prefixes changed (all of
+    /// them after a resync, which may hide any change). A delivery is applied, not read again.
+    #[test]
+    fn a_cache_wakes_its_waiters_and_the_subscribers_of_what_changed() {
+        let (store, knobs) = Pushing::start(true, 0);
+        // Subscribed before the first read, which wakes every subscriber to prefixes.
+        knobs.hold_reads(true);
+        let cache = Cache::start(Arc::clone(&store), &PREFIXES, Duration::from_millis(5));
+        let mut all = cache.subscribe();
+        let mut a = cache.subscribe_to(&["/a/"]);
+        let mut b = cache.subscribe_to(&["/b/"]);
+        knobs.hold_reads(false);
+        assert!(cache.wait_for(0, Duration::from_secs(5)), "never read");
+        eventually("the first read wakes every subscriber to prefixes", || {
+            a.has_changed().unwrap() && b.has_changed().unwrap()
+        });
+        a.mark_unchanged();
+        b.mark_unchanged();
+        assert!(!all.has_changed().unwrap(), "the revision did not move");
+        knobs.watching(1);
+
+        let waiter = {
+            let cache = Arc::clone(&cache);
+            std::thread::spawn(move || {
+                let t0 = std::time::Instant::now();
+                (cache.wait_for(1, Duration::from_secs(10)), t0.elapsed())
+            })
+        };
+        let r1 = store.commit(&Txn::new().put("/a/1", "x")).unwrap();
+        let (woken, after) = waiter.join().unwrap();
+        assert!(
+            woken && after < Duration::from_secs(5),
+            "woken after {after:?}"
+        );
+        // The subscribers are told just after the waiters are woken.
+        eventually("the subscribers of /a/ see it", || {
+            *all.borrow() == r1 && *a.borrow() == r1
+        });
+        assert!(all.has_changed().unwrap() && a.has_changed().unwrap());
+        all.mark_unchanged();
+        a.mark_unchanged();
+        assert!(!b.has_changed().unwrap(), "woken by a change elsewhere");
+
+        let r2 = store.commit(&Txn::new().put("/b/1", "y")).unwrap();
+        eventually("the subscribers of /b/ see it", || {
+            *all.borrow() == r2 && *b.borrow() == r2
+        });
+        assert!(all.has_changed().unwrap() && b.has_changed().unwrap());
+        all.mark_unchanged();
+        b.mark_unchanged();
+        assert!(!a.has_changed().unwrap(), "woken by a change elsewhere");
+        let stats = cache.stats();
+        assert_eq!((stats.full_reads, stats.changes), (1, 2), "{stats:?}");
+
+        knobs.losses.fetch_add(1, Ordering::SeqCst);
+        eventually("a resync wakes every subscriber to prefixes", || {
+            a.has_changed().unwrap() && b.has_changed().unwrap()
+        });
+        assert_eq!(cache.stats().full_reads, 2);
+        assert!(!all.has_changed().unwrap(), "the revision did not move");
+    }
+
+    /// A read after a commit of a cached key, or after a conflict on one, shows that write:
+    /// it waits for the cache to show it (here the watch runs late). A commit of other keys
+    /// alone makes no read wait.
+    #[test]
+    fn a_read_through_the_cached_store_shows_the_write_it_committed_or_lost_to() {
+        let (store, knobs) = Pushing::start(true, 0);
+        let cache = Cache::start(Arc::clone(&store), &PREFIXES, Duration::from_millis(5));
+        let cached = CachedStore::new(Arc::clone(&store), Arc::clone(&cache));
+        assert!(cache.wait_for(0, Duration::from_secs(5)), "never read");
+        knobs.watching(1);
+        let late_watch = |knobs: &Arc<Knobs>| {
+            knobs.watch_held.store(true, Ordering::SeqCst);
+            let knobs = Arc::clone(knobs);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                knobs.watch_held.store(false, Ordering::SeqCst);
+            })
+        };
+
+        let late = late_watch(&knobs);
+        let rev = cached.commit(&Txn::new().put("/a/1", "mine")).unwrap();
+        let read = cached.read(&PREFIXES).unwrap();
+        assert_eq!((read.revision, read.entries.len()), (rev, 1), "{read:?}");
+        late.join().unwrap();
+
+        let late = late_watch(&knobs);
+        let theirs = store.commit(&Txn::new().put("/b/1", "theirs")).unwrap();
+        let lost = cached.commit(&Txn::new().expect("/b/1", 0).put("/b/1", "mine"));
+        assert!(matches!(lost, Err(StoreError::Conflict { .. })), "{lost:?}");
+        let e = cached.get("/b/1").unwrap().expect("the write that won");
+        assert_eq!((e.value.as_str(), e.mod_revision), ("theirs", theirs));
+        late.join().unwrap();
+
+        let before = cache.stats();
+        knobs.watch_held.store(true, Ordering::SeqCst);
+        cached.commit(&Txn::new().put("/z/report", "r")).unwrap();
+        cached.read(&PREFIXES).unwrap();
+        let stats = cache.stats();
+        assert_eq!(
+            (stats.served, stats.passed_through),
+            (before.served + 1, before.passed_through),
+            "{stats:?}"
+        );
+        // A prefix the cache does not hold is read from the store.
+        assert_eq!(cached.get("/z/report").unwrap().unwrap().value, "r");
+        assert_eq!(cache.stats().passed_through, before.passed_through + 1);
+        knobs.watch_held.store(false, Ordering::SeqCst);
+    }
+
+    /// Only the cached prefixes' reads come from the cache: the clock, alarms, leases and
+    /// compaction are the store's.
+    #[test]
+    fn the_cached_store_passes_the_clock_alarms_leases_and_compaction_to_the_store() {
+        let (store, knobs) = Pushing::start(true, 0);
+        let (cached, cache) = cached(&store, &PREFIXES);
+        let cache = cache.expect("a store that pushes gets a cache");
+        assert!(cache.wait_for(0, Duration::from_secs(5)), "never read");
+        assert_eq!(cached.now_ms(), CLOCK_MS);
+        assert_eq!(
+            cached.alarm().unwrap().as_deref(),
+            Some("NOSPACE (the test's)")
+        );
+        cached.compact_history(7).unwrap();
+        assert_eq!(*knobs.compacted.lock().unwrap(), [7]);
+        let lease = cached.grant(Duration::from_secs(30)).unwrap();
+        cached.keep_alive(lease).unwrap();
+        cached.revoke(lease).unwrap();
+        assert!(matches!(
+            cached.keep_alive(lease),
+            Err(StoreError::LeaseExpired(_))
+        ));
+        assert!(format!("{:?}", *cache).contains("\"/a/\""), "{cache:?}");
+        let own = CachedStore::new(Arc::clone(&store), Arc::clone(&cache));
+        assert!(std::ptr::eq(own.cache(), &**cache));
+        // An embedded store is read directly: no cache.
+        let memory: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let (direct, none) = super::cached(&memory, &PREFIXES);
+        assert!(none.is_none());
+        assert!(Arc::ptr_eq(&direct, &memory));
+    }
+
     /// etcd's history is the oracle: a read at the cache's revision.
     fn read_at(store: &EtcdStore, rev: Revision) -> Read {
         let mut client = store.client();

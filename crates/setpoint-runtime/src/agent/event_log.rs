@@ -233,6 +233,62 @@ mod tests {
         (batch, last, carry_out(store, &request))
     }
 
+    /// An `exit` says `commanded` exactly when its copy was being stopped (a delete command):
+    /// any other exit is a death, in `setpoint events` and in the lab's measurements. Only a
+    /// `start` gives the pid and only an `exit` how it ended.
+    #[test]
+    fn an_exit_is_commanded_exactly_when_its_copy_was_being_stopped() {
+        for kind in CopyEventKind::ALL {
+            for stopping in [false, true] {
+                let mut r = record(3);
+                r.stopping = stopping;
+                r.exit = Some("signal 15".into());
+                let mut log = EventLog::default();
+                log.copy_event(kind, &r, 10, "a");
+                let want = CopyEvent {
+                    at_ms: 10,
+                    node: "a".into(),
+                    pid: (kind == CopyEventKind::Start).then_some(42),
+                    commanded: kind == CopyEventKind::Exit && stopping,
+                    how: (kind == CopyEventKind::Exit).then(|| "signal 15".into()),
+                };
+                assert_eq!(
+                    log.pending,
+                    [(events::copy_event_key("w", kind, 3, 5), encode(&want))],
+                    "{kind:?}, stopping: {stopping}"
+                );
+            }
+        }
+    }
+
+    /// At shutdown what is queued goes out as the last batch (the caller gives the node lease
+    /// up once it is written); with nothing queued the caller goes on at once.
+    #[test]
+    fn the_last_flush_writes_what_is_queued_as_the_last_batch() {
+        let store = MemoryStore::new();
+        let mut log = EventLog::default();
+        let mut out = Outbox::new();
+        let mut r = record(0);
+        r.exit = Some("signal 9".into());
+        log.copy_event(CopyEventKind::Exit, &r, 10, "a");
+        assert!(log.finish(10, 100, &mut out), "something to write");
+        let (batch, last, result) = carry(&store, &mut out);
+        assert!(last);
+        assert_eq!(batch.len(), 1);
+        assert!(matches!(
+            log.on_written(11, batch, last, result, 100, 100, &mut out),
+            Written::Done
+        ));
+        let logged = events::read_log(&store, "w").unwrap();
+        assert!(
+            matches!(&logged[..], [events::Logged::Copy { kind: CopyEventKind::Exit, event, .. }] if !event.commanded),
+            "{logged:?}"
+        );
+        let _ = out.drain();
+        assert!(!log.finish(12, 100, &mut out), "nothing left");
+        assert!(out.drain().is_empty(), "nothing sent");
+    }
+
     #[test]
     fn a_batch_with_an_entry_written_before_is_sent_again_without_it() {
         let store = MemoryStore::new();

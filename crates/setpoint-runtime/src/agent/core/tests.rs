@@ -1552,3 +1552,64 @@ fn a_name_held_by_an_agent_elsewhere_is_refused() {
     w.run(100);
     assert!(w.stopped.is_none() && w.core.held_lease().is_some());
 }
+
+/// The copy event log to its end: the exit of a copy stopped because its assignment went says
+/// `commanded`, the exit of one that died on its own does not, and the exits of a shutdown's
+/// own stops are written before the node lease is given up (mutants 432, 446 and 488 of the
+/// mutation sample: no chaos check reads the event log).
+#[test]
+fn exits_are_logged_as_commanded_only_when_unassigned_and_a_shutdown_logs_its_own_before_the_release(
+) {
+    let store = MemoryStore::new();
+    for n in 0..3 {
+        assign(&store, "a", n);
+    }
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    assert_eq!(w.running(), ["w-0", "w-1", "w-2"]);
+    unassign(&w.store, "a", 1);
+    for p in w.procs.iter_mut().filter(|p| p.copy == "w-2") {
+        p.ending = Some(9);
+    }
+    w.run(1_000);
+    assert!(!w.running().contains(&"w-1".to_owned()));
+    w.input(AgentInput::Shutdown);
+    w.run(3_000);
+    assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+
+    let exits: Vec<(u64, crate::store::Revision, bool)> = events::read_log(&*w.store, "w")
+        .unwrap()
+        .into_iter()
+        .filter_map(|l| match l {
+            events::Logged::Copy {
+                kind: events::CopyEventKind::Exit,
+                n,
+                incarnation,
+                event,
+            } => Some((n, incarnation, event.commanded)),
+            _ => None,
+        })
+        .collect();
+    let of = |n: u64| -> Vec<bool> { exits.iter().filter(|e| e.0 == n).map(|e| e.2).collect() };
+    assert_eq!(of(1), [true], "unassigned: {exits:?}");
+    assert_eq!(of(2).first(), Some(&false), "died: {exits:?}");
+    assert_eq!(of(0), [false], "stopped by the shutdown: {exits:?}");
+
+    let release = w
+        .sent
+        .iter()
+        .position(|(_, _, r)| matches!(r, StoreRequest::Revoke(_)))
+        .expect("the node lease given up");
+    let last_events = w
+        .sent
+        .iter()
+        .rposition(|(_, _, r)| match r {
+            StoreRequest::Commit(t) => t.ops.iter().any(|op| match op {
+                crate::store::Op::Put { key, .. } => key.starts_with(events::EVENTS),
+                crate::store::Op::Delete { .. } => false,
+            }),
+            _ => false,
+        })
+        .expect("events written");
+    assert!(last_events < release, "events written after the release");
+}
