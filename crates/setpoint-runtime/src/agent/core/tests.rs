@@ -1157,8 +1157,9 @@ fn a_running_agent_that_fences_stops_its_own_copies_and_no_strays() {
     );
 }
 
-#[test]
-fn a_restarted_agent_adopts_its_live_copies_and_never_restarts_a_dead_one() {
+/// An agent on node `a` running the three copies `w-0` to `w-2` assigned to it, half a second
+/// after its start.
+fn three_running() -> World {
     let store = MemoryStore::new();
     for n in 0..3 {
         assign(&store, "a", n);
@@ -1166,6 +1167,12 @@ fn a_restarted_agent_adopts_its_live_copies_and_never_restarts_a_dead_one() {
     let mut w = World::new(store, config("a"));
     w.run(500);
     assert_eq!(w.running(), ["w-0", "w-1", "w-2"]);
+    w
+}
+
+#[test]
+fn a_restarted_agent_adopts_its_live_copies_and_never_restarts_a_dead_one() {
+    let mut w = three_running();
     let pids: Vec<u32> = w.procs.iter().map(|p| p.pid).collect();
     let acquired = |w: &World| {
         let e = w.store.get(&node_key("a")).unwrap().unwrap();
@@ -1560,13 +1567,7 @@ fn a_name_held_by_an_agent_elsewhere_is_refused() {
 #[test]
 fn exits_are_logged_as_commanded_only_when_unassigned_and_a_shutdown_logs_its_own_before_the_release(
 ) {
-    let store = MemoryStore::new();
-    for n in 0..3 {
-        assign(&store, "a", n);
-    }
-    let mut w = World::new(store, config("a"));
-    w.run(500);
-    assert_eq!(w.running(), ["w-0", "w-1", "w-2"]);
+    let mut w = three_running();
     unassign(&w.store, "a", 1);
     for p in w.procs.iter_mut().filter(|p| p.copy == "w-2") {
         p.ending = Some(9);
