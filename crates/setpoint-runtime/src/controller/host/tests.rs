@@ -1203,7 +1203,7 @@ fn a_loop_whose_backoff_has_run_out_skips_its_quiet_passes_again() {
     let mut w = spec("w", 2, 100);
     w.backoff.initial_ms = 500;
     crate::ops::apply(&store, &[w]).unwrap();
-    let mut run_to = |d: &mut Driver, until: u64| {
+    let run_to = |d: &mut Driver, until: u64| {
         let mut t = d.now;
         while t < until {
             t += 50;
