@@ -843,6 +843,37 @@ fn usurp_before_commit(purpose: Purpose) -> Hook {
     })
 }
 
+/// A pass whose commit finds `/leader` another's steps down at that reply, as a collection
+/// does (the test below): it does not take the conflict for a lost race and read again
+/// (mutant 559 of the mutation sample, `key == LEADER` → `false` in `Host::on_pass_commit`:
+/// the step-down came a read later, from the retry's snapshot, or at the next renewal).
+#[test]
+fn a_leader_whose_pass_commit_finds_leader_taken_steps_down_at_that_reply() {
+    let store = store_with(&[]);
+    let mut d = Driver::new(cfg("c1"));
+    d.run(&store, 1_050);
+    assert!(d.host.is_leader());
+    d.hook = Some(usurp_before_commit(Purpose::Pass));
+    crate::ops::apply(&store, &[spec("w", 2, 200)]).unwrap();
+    while d.host.is_leader() && d.now < 2_000 {
+        d.run(&store, d.now + 1);
+    }
+    assert!(!d.host.is_leader(), "never deposed: {:?}", d.logs);
+    assert!(d.said("lost the leader lease; following"));
+    let passes: Vec<&StoreRequest> = d
+        .requests
+        .iter()
+        .filter(|(_, _, p)| *p == Purpose::Pass)
+        .map(|(_, r, _)| r)
+        .collect();
+    assert!(
+        matches!(passes.last(), Some(StoreRequest::Commit(_))),
+        "a pass request after the commit that met the usurper: {passes:?}"
+    );
+    assert_eq!(d.count(Purpose::Pass, is_pass_commit), 1);
+    assert!(copies(&store).is_empty(), "the fence kept the creation out");
+}
+
 #[test]
 fn a_leader_whose_collection_finds_leader_taken_collects_nothing_and_steps_down_at_once() {
     // Rounds far apart: no pass after the first, so only the collection can find out.
