@@ -109,10 +109,11 @@ fn ten_thousand_fresh_copies_are_created_on_a_stock_etcd() {
 }
 
 /// A store that refuses, as too big, every transaction of more than `max_ops` operations, as
-/// an etcd run with a `--max-txn-ops` below its default does.
-struct Refusing {
-    inner: crate::store::MemoryStore,
-    max_ops: usize,
+/// an etcd run with a `--max-txn-ops` below its default does (with 0, every write: reads and
+/// leases go on).
+pub(crate) struct Refusing {
+    pub(crate) inner: crate::store::MemoryStore,
+    pub(crate) max_ops: usize,
 }
 
 impl Store for Refusing {

@@ -167,6 +167,40 @@ mod tests {
         );
     }
 
+    /// An answer that meets a conflict (the request was answered before, or is gone) is a
+    /// normal end and passes in silence; any other failure is logged. Mutant 556 of the
+    /// mutation sample logged the conflicts too.
+    #[test]
+    fn a_conflicting_answer_passes_in_silence_and_a_failed_one_is_logged() {
+        let mut kills = Kills::default();
+        let mut out = Outbox::new();
+        let conflict = StoreError::Conflict {
+            key: "k0".into(),
+            expected: 3,
+            found: 0,
+        };
+        kills.answering.insert("k0".into());
+        kills.on_answered("k0", &Err(conflict), &mut out);
+        assert!(out.drain().is_empty());
+        assert!(!kills.answering.contains("k0"), "no longer in flight");
+        kills.answering.insert("k1".into());
+        let down = StoreError::Unavailable("etcd is down".into());
+        kills.on_answered("k1", &Err(down), &mut out);
+        let logged: Vec<String> = out
+            .drain()
+            .into_iter()
+            .filter_map(|o| match o {
+                AgentOutput::Log(l) => Some(l),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            logged,
+            ["cannot answer a kill request: store unavailable: etcd is down"]
+        );
+        assert!(kills.answering.is_empty());
+    }
+
     #[test]
     fn a_kill_of_a_simulated_copy_ends_it_by_the_agents_hand_and_signals_nothing() {
         // `--simulate-copies` (the load example): a copy has no process, so its pid is 0. A

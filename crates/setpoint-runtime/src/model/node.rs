@@ -292,6 +292,28 @@ pub fn fake_node(store: &dyn Store, node: &str) -> Result<LeaseId, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only a compare-and-set that fails is a race to try again; a store that fails the write
+    /// is its own error, so the operator is told what is wrong with the store, not to retry
+    /// (mutant 564 of the mutation sample called every failure contended).
+    #[test]
+    fn forget_says_contended_only_for_a_race_and_passes_a_stores_failure_through() {
+        // b has reported once (what forget reads is only that the report is there).
+        let store = crate::store::MemoryStore::new();
+        store
+            .commit(&Txn::new().put(report_key("b"), "{}"))
+            .unwrap();
+        let refusing = crate::stock_etcd_tests::Refusing {
+            inner: store,
+            max_ops: 0,
+        };
+        let err = forget(&refusing, "b").unwrap_err();
+        assert!(
+            matches!(&err, ForgetError::Store(StoreError::TooBig(_))),
+            "{err}"
+        );
+        assert!(!err.is_refusal());
+    }
     #[test]
     fn a_lock_on_the_data_directory_refuses_a_second_holder_until_dropped() {
         let dir = tempfile::tempdir().unwrap();

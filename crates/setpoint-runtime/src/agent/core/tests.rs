@@ -67,6 +67,8 @@ struct World {
     probe_ms: u64,
     /// Probes running: (when they answer, copy).
     probes: Vec<(u64, String)>,
+    /// Starts are asked for but not answered: the test answers them (`AgentInput::Started`).
+    hold_starts: bool,
     /// Where in the trace a step asked to be woken at the very time it ran: work it left
     /// undone, or a busy loop.
     busy: Vec<usize>,
@@ -253,6 +255,7 @@ impl World {
             probe_ok: true,
             probe_ms: 0,
             probes: Vec::new(),
+            hold_starts: false,
             busy: Vec::new(),
         };
         w.input(AgentInput::Tick);
@@ -318,6 +321,9 @@ impl World {
             AgentOutput::Start { copy, .. } => {
                 assert!(!self.core.is_fenced(), "{copy} started while fenced");
                 self.starts.push((now, copy.clone()));
+                if self.hold_starts {
+                    return;
+                }
                 self.next_pid += 1;
                 let pid = self.next_pid;
                 self.procs.push(Proc {
@@ -1361,6 +1367,81 @@ fn while_a_readiness_probe_runs_the_agent_is_not_woken_over_and_over() {
     // A probe in flight (or passed) is not a reason to wake: a wake at the step's own
     // time is a busy loop for as long as the probe runs.
     w.assert_never_busy();
+}
+
+/// A failed readiness probe is tried again `READINESS_RETRY_MS` later because the agent asks
+/// to be woken then, not because something else happens to step it: with syncs, reports and
+/// renewals seconds apart, a copy whose probe starts passing is ready within one retry
+/// (mutant 507 of the mutation sample, no wake for the next probe, made it wait for the next
+/// sync, a sync period late).
+#[test]
+fn driven_only_at_its_wakes_a_failed_probe_is_tried_again_at_its_retry_time() {
+    let store = MemoryStore::new();
+    let a = Assignment {
+        startup_ms: 0,
+        readiness: Some(vec!["check".into()]),
+        ..super::super::fixtures::assignment(0)
+    };
+    let key = placement_key("a", "w", 0);
+    store.commit(&Txn::new().put(&key, encode(&a))).unwrap();
+    let cfg = AgentCoreConfig {
+        lease_ttl_ms: 30_000,
+        report_every_ms: 10_000,
+        sync_every_ms: 10_000,
+        ..config("a")
+    };
+    let mut w = World::new(store, cfg);
+    w.probe_ok = false;
+    w.run_by_wakes(1_000);
+    let probes = w.trace.iter().filter(|l| l.contains("Probe {")).count();
+    assert!((9..=11).contains(&probes), "{probes} probes in 1s");
+    w.probe_ok = true;
+    w.run_by_wakes(3_000);
+    let r = &w.core.records()[0];
+    assert_eq!(r.phase, Phase::Running);
+    let ready = r.ready_ms.expect("ready");
+    assert!(
+        (1_000..=1_000 + super::super::supervisor::READINESS_RETRY_MS).contains(&ready),
+        "ready at {ready}"
+    );
+}
+
+/// A process whose start is answered after its agent fenced is killed in that step: the fence's
+/// own SIGKILL round passed it by, as it had no pid then (mutant 551 of the mutation sample,
+/// `||` → `&&` in the step's "fenced or stopping", let it run until the next fence or stop).
+#[test]
+fn a_process_that_comes_up_after_its_agent_fenced_is_killed_at_once() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.hold_starts = true;
+    while w.starts.is_empty() && w.now < 1_000 {
+        w.run(w.now + 10);
+    }
+    assert_eq!(w.starts.len(), 1, "the start asked for");
+    w.cut = Box::new(|_, r| matches!(r, StoreRequest::KeepAlive(_)));
+    while !w.core.is_fenced() && w.now < 3_000 {
+        w.run(w.now + 10);
+    }
+    assert!(w.core.is_fenced(), "never fenced: {:#?}", w.log);
+    assert!(
+        w.signals.is_empty(),
+        "nothing to signal yet: {:?}",
+        w.signals
+    );
+    w.input(AgentInput::Started {
+        copy: "w-0".into(),
+        pid: 4_242,
+        start_ticks: 42_420,
+    });
+    assert!(!w.signals.is_empty(), "not killed");
+    assert!(
+        w.signals
+            .iter()
+            .all(|(t, c, s)| *t == w.now && c == "w-0" && matches!(s, CopySignal::Kill)),
+        "{:?}",
+        w.signals
+    );
 }
 
 #[test]
