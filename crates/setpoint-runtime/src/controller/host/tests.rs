@@ -11,8 +11,9 @@ use std::time::Duration;
 /// the reply is lost). It may change the store first, as another writer would.
 type Hook = Box<dyn FnMut(&dyn Store, &StoreRequest, Purpose) -> bool>;
 
-/// Decides, before a request is carried out, whether the store fails it instead (`Some`:
-/// the request is not carried out and its reply is that error).
+/// Decides, before a request (a watch too, not a cancellation) is carried out, whether the
+/// store fails it instead (`Some`: the request is not carried out and its reply is that
+/// error).
 type Failure = Box<dyn FnMut(&StoreRequest, Purpose) -> Option<StoreError>>;
 
 /// A tiny synchronous driver: virtual time, requests carried out in order on a
@@ -173,21 +174,23 @@ impl Driver {
                 };
                 let (rev, kv) = everything(store);
                 self.history.entry(rev).or_insert(kv);
-                let result = match &request {
-                    StoreRequest::Watch { prefixes, after } => {
+                let failed = match &request {
+                    StoreRequest::CancelWatch(_) => None,
+                    other => self.fail.as_mut().and_then(|f| f(other, purpose)),
+                };
+                let result = match (&request, failed) {
+                    (_, Some(e)) => Err(e),
+                    (StoreRequest::Watch { prefixes, after }, None) => {
                         let base = self.history.range(..=after).next_back();
                         let base = base.map(|(_, kv)| kv.clone()).unwrap_or_default();
                         self.watches.insert(id, (prefixes.clone(), base));
                         Ok(StoreReply::Watching)
                     }
-                    StoreRequest::CancelWatch(w) => {
+                    (StoreRequest::CancelWatch(w), None) => {
                         self.watches.remove(w);
                         return true;
                     }
-                    other => match self.fail.as_mut().and_then(|f| f(other, purpose)) {
-                        Some(e) => Err(e),
-                        None => carry_out(store, other),
-                    },
+                    (other, None) => carry_out(store, other),
                 };
                 let (rev, kv) = everything(store);
                 self.history.entry(rev).or_insert(kv);
@@ -1104,6 +1107,35 @@ fn a_leader_with_a_watch_cache_gives_its_position_for_the_metrics_and_a_standby_
     d2.run(&store, 700);
     assert!(!d2.host.is_leader());
     assert_eq!(d2.host.cache_position(), None, "a standby has no cache");
+}
+
+/// A leader whose watch request fails reads everything again and watches again: a cache left
+/// live at its read without a watch would never see another writer's change (mutant 527 of
+/// the mutation sample, `Host::on_cache_watch` → `()`; the world answers a watch request at
+/// once, so the chaos checker hardly reaches it).
+#[test]
+fn a_leader_whose_cache_watch_fails_reads_again_and_watches_again() {
+    let store = store_with(&[spec("w", 2, 200)]);
+    let mut d = Driver::new(cached("c1"));
+    let mut first = true;
+    d.fail = Some(Box::new(move |r, p| {
+        let fails = first && p == Purpose::Cache && matches!(r, StoreRequest::Watch { .. });
+        first &= !fails;
+        fails.then(|| StoreError::Unavailable("etcd is down".into()))
+    }));
+    d.run(&store, 2_000);
+    let is_read = |r: &StoreRequest| matches!(r, StoreRequest::Read { .. });
+    let is_watch = |r: &StoreRequest| matches!(r, StoreRequest::Watch { .. });
+    assert_eq!(d.count(Purpose::Cache, is_watch), 2, "watched again");
+    assert_eq!(d.count(Purpose::Cache, is_read), 2, "read again first");
+    assert_eq!(d.watches.len(), 1);
+    // Another writer's change reaches the cache through the watch.
+    crate::ops::apply(&store, &[spec("v", 1, 200)]).unwrap();
+    d.run(&store, 3_000);
+    assert_eq!(
+        d.host.cache_position().map(|(at, _)| at),
+        Some(store.revision().unwrap())
+    );
 }
 
 fn direct_pass_reads(d: &Driver) -> usize {
