@@ -307,6 +307,8 @@ impl Supervisor {
             if let Some(l) = self.copies.get_mut(copy) {
                 l.kill_at_ms = Some(now);
                 l.record.killed = true;
+                // The SIGKILL goes below: the grace round must not send another.
+                l.killed = true;
             }
             out.push(AgentOutput::Signal {
                 copy: copy.to_owned(),

@@ -1406,9 +1406,11 @@ fn driven_only_at_its_wakes_a_failed_probe_is_tried_again_at_its_retry_time() {
     );
 }
 
-/// A process whose start is answered after its agent fenced is killed in that step: the fence's
-/// own SIGKILL round passed it by, as it had no pid then (mutant 551 of the mutation sample,
-/// `||` → `&&` in the step's "fenced or stopping", let it run until the next fence or stop).
+/// A process whose start is answered after its agent fenced is killed in that step, once: the
+/// fence's own SIGKILL round passed it by, as it had no pid then (mutant 551 of the mutation
+/// sample, `||` → `&&` in the step's "fenced or stopping", let it run until the next fence or
+/// stop; before 2026-12-07 the grace round sent a second SIGKILL and logged that the copy had
+/// outlived its grace period).
 #[test]
 fn a_process_that_comes_up_after_its_agent_fenced_is_killed_at_once() {
     let store = MemoryStore::new();
@@ -1429,18 +1431,35 @@ fn a_process_that_comes_up_after_its_agent_fenced_is_killed_at_once() {
         "nothing to signal yet: {:?}",
         w.signals
     );
+    w.procs.push(Proc {
+        copy: "w-0".into(),
+        pid: 4_242,
+        alive: true,
+        ending: None,
+    });
     w.input(AgentInput::Started {
         copy: "w-0".into(),
         pid: 4_242,
         start_ticks: 42_420,
     });
-    assert!(!w.signals.is_empty(), "not killed");
     assert!(
+        matches!(
+            w.signals.as_slice(),
+            [(t, c, CopySignal::Kill)] if *t == w.now && c == "w-0"
+        ),
+        "one SIGKILL, now: {:?}",
         w.signals
+    );
+    // Once: the grace round does not take it for a stop that outlived its grace; it ends.
+    w.run(w.now + 500);
+    assert!(w.running().is_empty());
+    assert_eq!(w.signals.len(), 1, "{:?}", w.signals);
+    assert!(
+        !w.log
             .iter()
-            .all(|(t, c, s)| *t == w.now && c == "w-0" && matches!(s, CopySignal::Kill)),
-        "{:?}",
-        w.signals
+            .any(|l| l.contains("outlived its grace period")),
+        "{:#?}",
+        w.log
     );
 }
 
