@@ -186,16 +186,8 @@ mod tests {
         kills.answering.insert("k1".into());
         let down = StoreError::Unavailable("etcd is down".into());
         kills.on_answered("k1", &Err(down), &mut out);
-        let logged: Vec<String> = out
-            .drain()
-            .into_iter()
-            .filter_map(|o| match o {
-                AgentOutput::Log(l) => Some(l),
-                _ => None,
-            })
-            .collect();
         assert_eq!(
-            logged,
+            out.drain_logs(),
             ["cannot answer a kill request: store unavailable: etcd is down"]
         );
         assert!(kills.answering.is_empty());

@@ -230,14 +230,7 @@ mod tests {
         ] {
             live.on_written(t, 1, Vec::new(), result, 100, &mut out);
         }
-        let lines: Vec<String> = out
-            .drain()
-            .into_iter()
-            .filter_map(|o| match o {
-                super::super::AgentOutput::Log(l) => Some(l),
-                _ => None,
-            })
-            .collect();
+        let lines = out.drain_logs();
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert_eq!(lines[1], "the live record is written again");
         assert_eq!(lines[0], lines[2]);

@@ -311,15 +311,7 @@ mod tests {
     fn an_answer_the_store_failed_is_logged_and_one_the_asker_overtook_is_not() {
         let mut serving = LogServing::default();
         let mut out = Outbox::new();
-        let logged = |out: &mut Outbox| -> Vec<String> {
-            out.drain()
-                .into_iter()
-                .filter_map(|o| match o {
-                    AgentOutput::Log(l) => Some(l),
-                    _ => None,
-                })
-                .collect()
-        };
+        let logged = Outbox::drain_logs;
         // The asker asked again or gave up meanwhile: nothing to say.
         let overtaken = Err(StoreError::Conflict {
             key: "/logreq/a/x".into(),

@@ -172,6 +172,18 @@ impl Outbox {
         std::mem::take(&mut self.out)
     }
 
+    /// The log lines of the step, in order, leaving no output.
+    #[cfg(test)]
+    pub(super) fn drain_logs(&mut self) -> Vec<String> {
+        self.drain()
+            .into_iter()
+            .filter_map(|o| match o {
+                AgentOutput::Log(l) => Some(l),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The outputs pushed so far, for a step to write into a caller's buffer
     /// ([`crate::machine::Lent`]).
     pub(super) fn outputs(&mut self) -> &mut Vec<AgentOutput> {
@@ -251,15 +263,7 @@ mod tests {
     #[test]
     fn a_repeating_condition_is_logged_when_it_begins_and_ends() {
         let mut o = Outbox::new();
-        let logged = |o: &mut Outbox| -> Vec<String> {
-            std::mem::take(&mut o.out)
-                .into_iter()
-                .filter_map(|x| match x {
-                    AgentOutput::Log(l) => Some(l),
-                    _ => None,
-                })
-                .collect()
-        };
+        let logged = Outbox::drain_logs;
         for t in 0..5 {
             o.failed(t, "report", "cannot report: full".into());
         }

@@ -649,10 +649,7 @@ mod tests {
         ] {
             let report = observe(&copies, t, &cfg);
             reports.on_written(t, report, false, result, &cfg, &mut out, &mut events);
-            lines.extend(out.drain().into_iter().filter_map(|o| match o {
-                AgentOutput::Log(l) => Some(l),
-                _ => None,
-            }));
+            lines.extend(out.drain_logs());
         }
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert!(lines[0].starts_with("cannot report: "), "{lines:?}");
@@ -682,14 +679,7 @@ mod tests {
             &mut events,
         );
         assert!(matches!(&w, Written::Lost(e) if *e == gone), "{w:?}");
-        let lines: Vec<_> = out
-            .drain()
-            .into_iter()
-            .filter_map(|o| match o {
-                AgentOutput::Log(l) => Some(l),
-                _ => None,
-            })
-            .collect();
+        let lines = out.drain_logs();
         assert!(lines.is_empty(), "nothing to retry: {lines:?}");
         // The agent's last report (while it stops) only logs what became of it.
         let report = observe(&copies, 100, &cfg);

@@ -411,16 +411,6 @@ mod tests {
         }
     }
 
-    fn logs(out: &mut Outbox) -> Vec<String> {
-        out.drain()
-            .into_iter()
-            .filter_map(|o| match o {
-                AgentOutput::Log(l) => Some(l),
-                _ => None,
-            })
-            .collect()
-    }
-
     /// An agent `a` with the watch cache on an empty store: its cache read under lease 1 at
     /// time 0, answered, and the watch that follows asked for (its id returned).
     fn cache_read_and_watching() -> (
@@ -495,7 +485,7 @@ mod tests {
             let (assigned, kills, _) = sync.parse(read_all(&store), &cfg, &mut out);
             assert_eq!(assigned.keys().collect::<Vec<_>>(), ["w-0"]);
             assert!(kills.is_empty());
-            let lines = logs(&mut out);
+            let lines = out.drain_logs();
             if round == 0 {
                 assert_eq!(lines.len(), 2, "{lines:?}");
                 assert!(lines[0].contains("not at its own key"), "{lines:?}");

@@ -1344,8 +1344,9 @@ fn a_copy_with_a_readiness_command_runs_only_once_it_passes() {
     assert_eq!(phase(&w), Phase::Running);
 }
 
-#[test]
-fn while_a_readiness_probe_runs_the_agent_is_not_woken_over_and_over() {
+/// A store holding one assignment to node `a`, `w-0`, with a readiness command and no startup
+/// time: only its probe makes it ready.
+fn one_probed_copy() -> MemoryStore {
     let store = MemoryStore::new();
     let a = Assignment {
         startup_ms: 0,
@@ -1354,7 +1355,12 @@ fn while_a_readiness_probe_runs_the_agent_is_not_woken_over_and_over() {
     };
     let key = placement_key("a", "w", 0);
     store.commit(&Txn::new().put(&key, encode(&a))).unwrap();
-    let mut w = World::new(store, config("a"));
+    store
+}
+
+#[test]
+fn while_a_readiness_probe_runs_the_agent_is_not_woken_over_and_over() {
+    let mut w = World::new(one_probed_copy(), config("a"));
     // Each probe runs 300ms; the first ones fail, then they pass.
     w.probe_ms = 300;
     w.probe_ok = false;
@@ -1376,21 +1382,13 @@ fn while_a_readiness_probe_runs_the_agent_is_not_woken_over_and_over() {
 /// sync, a sync period late).
 #[test]
 fn driven_only_at_its_wakes_a_failed_probe_is_tried_again_at_its_retry_time() {
-    let store = MemoryStore::new();
-    let a = Assignment {
-        startup_ms: 0,
-        readiness: Some(vec!["check".into()]),
-        ..super::super::fixtures::assignment(0)
-    };
-    let key = placement_key("a", "w", 0);
-    store.commit(&Txn::new().put(&key, encode(&a))).unwrap();
     let cfg = AgentCoreConfig {
         lease_ttl_ms: 30_000,
         report_every_ms: 10_000,
         sync_every_ms: 10_000,
         ..config("a")
     };
-    let mut w = World::new(store, cfg);
+    let mut w = World::new(one_probed_copy(), cfg);
     w.probe_ok = false;
     w.run_by_wakes(1_000);
     let probes = w.trace.iter().filter(|l| l.contains("Probe {")).count();
