@@ -322,11 +322,16 @@ fn late_fences(model: &Model, schedule: &[Fault], out: &Outcome, v: &mut Vec<Vio
             continue;
         };
         for host in hosts {
+            // Never before the cut began: a cut that starts after the lease's recorded end (a
+            // lease a quorum loss froze past its expiry, which the store does not revoke) is
+            // not what kept a copy up before it (swarm seeds 8,766 and 79,603: a copy killed
+            // 10 s before a 1 ms partition was blamed on it). An earlier cut judges that time.
             let deadline = out
                 .cut_leases
                 .iter()
                 .find(|c| c.fault == i && c.host == host)
-                .map_or(cut.at_ms + ttl, |c| c.expires_ms);
+                .map_or(cut.at_ms + ttl, |c| c.expires_ms)
+                .max(cut.at_ms);
             if cut.at_ms + cut.duration_ms <= deadline {
                 continue;
             }
@@ -767,6 +772,40 @@ mod tests {
             let v = check(&m, &faults, &declared, &outcome(late.clone(), s.clone()));
             assert!(!checks(&v).contains(&Check::LateFence), "{faults:?}: {v:?}");
         }
+    }
+
+    /// A cut that begins after the node lease's recorded end (frozen by a quorum loss, which
+    /// revokes nothing) judges only copies still up when it begins: swarm seeds 8,766 and
+    /// 79,603 blamed a 1 ms partition for a copy killed 10 s before it.
+    #[test]
+    fn a_cut_after_the_leases_recorded_end_judges_only_copies_up_when_it_began() {
+        use crate::faults::FaultKind;
+        let text = "[cluster]\ncontrollers = 2\nnode_ttl_ms = 4000\n\
+                    [[workload]]\nname = \"web\"\ncopies = 1\n";
+        let m = parse("m", text).unwrap();
+        // The lease the store held when the partition began had ended at 5 s.
+        let cut = [fault(FaultKind::Partition, 2, 20_000, 1)];
+        let judge = |end| {
+            let mut out = outcome(
+                vec![ProcRecord {
+                    host: 2,
+                    ..proc(1, "node-1", "web-0", 10, Some(end))
+                }],
+                SimStore::new(),
+            );
+            out.cut_leases.push(crate::world::CutLease {
+                fault: 0,
+                host: 2,
+                expires_ms: 5_000,
+                lease: 1,
+                until_ms: 20_001,
+            });
+            let mut v = Vec::new();
+            late_fences(&m, &cut, &out, &mut v);
+            checks(&v)
+        };
+        assert_eq!(judge(10_000), [], "ended 10 s before the cut");
+        assert_eq!(judge(20_500), [Check::LateFence], "up when the cut began");
     }
 
     #[test]
