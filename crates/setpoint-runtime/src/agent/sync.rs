@@ -61,6 +61,10 @@ pub(super) struct Sync {
     /// The sync read in flight was sent before the fence came down: never acted on, even if
     /// the rejoin revives the same lease ([`Sync::fenced`]).
     void_read: bool,
+    /// The revision of the newest read a sync acted on. No sync acts on an older one: a view
+    /// older than one acted on may show assignments since removed (and copies since stopped
+    /// and forgotten), and a copy started from it runs beside its replacement elsewhere.
+    acted: Revision,
 }
 
 impl Sync {
@@ -76,6 +80,7 @@ impl Sync {
             parsed: BTreeMap::new(),
             refused_keys: BTreeSet::new(),
             void_read: false,
+            acted: 0,
         }
     }
 
@@ -123,8 +128,12 @@ impl Sync {
         }
     }
 
+    /// Whether the watch cache can serve a sync under `lease`: it can, and it is not behind
+    /// the newest read a sync acted on (a direct read while the cache was catching up).
     fn cache_serves(&self, lease: LeaseId) -> bool {
-        self.cache.as_ref().is_some_and(|c| c.serves(lease))
+        self.cache
+            .as_ref()
+            .is_some_and(|c| c.serves(lease) && c.revision() >= self.acted)
     }
 
     /// Syncs if one is due under `lease`, held now: from the watch cache when it can serve (the
@@ -153,6 +162,7 @@ impl Sync {
             let read = self.cache.as_mut().and_then(|c| c.read(&refs));
             if let Some(read) = read {
                 self.cache_synced_ms = now;
+                self.acted = self.acted.max(read.revision);
                 return Some(read);
             }
         }
@@ -196,7 +206,8 @@ impl Sync {
     }
 
     /// What the sync read's reply gives, once the caller has checked it may act on it: the read,
-    /// or the store's loss for good (the agent must stop). A failure is logged once.
+    /// or the store's loss for good (the agent must stop). A failure is logged once. A read
+    /// older than a view already acted on gives nothing.
     pub(super) fn on_reply(
         &mut self,
         now: u64,
@@ -206,6 +217,15 @@ impl Sync {
         match result {
             Ok(StoreReply::Read { read, .. }) => {
                 out.ended("sync", "the store answers again");
+                if read.revision < self.acted {
+                    // Older than a view already acted on (a store member behind the one that
+                    // served that view): passed over; the next sync reads again.
+                    return None;
+                }
+                self.acted = read.revision;
+                if let Some(c) = &mut self.cache {
+                    c.vouched_by(&read);
+                }
                 Some(Ok(read))
             }
             Ok(_) => None,
@@ -591,6 +611,146 @@ mod tests {
         sync.want();
         assert!(sync.drive(3 + WATCH_SETTLE_MS, 1, &cfg, &mut out).is_some());
         assert!(out.drain().is_empty(), "no store read");
+    }
+
+    /// The next output, a store request: its id (taken out of the outbox) and the request.
+    fn sent(out: &mut Outbox) -> (crate::machine::ReqId, StoreRequest) {
+        let Some(AgentOutput::Store { id, request }) = out.drain().pop() else {
+            panic!("no store request");
+        };
+        let _ = out.take(id);
+        (id, request)
+    }
+
+    /// No sync acts on an older view than one a sync acted on. A watch cache whose full read
+    /// was sent before a read of the store that was acted on, and answered after it (to an
+    /// agent paused between the two), serves no sync until its watch has brought it up to that
+    /// read; meanwhile syncs read the store. Swarm seed 82,058 of 100,000: an agent whose state
+    /// was lost, paused 1.9 s, acted on its direct read and then on its cache's older one,
+    /// started three copies removed in between, and `web-1` ran on two nodes for 100 ms.
+    #[test]
+    fn no_sync_acts_on_an_older_view_than_one_it_acted_on() {
+        let store = MemoryStore::new();
+        let key = placement_key("a", "w", 0);
+        store
+            .commit(&Txn::new().put(&key, encode(&assignment(0))))
+            .unwrap();
+        let cfg = AgentCoreConfig {
+            watch_cache: true,
+            ..AgentCoreConfig::new("a")
+        };
+        let mut sync = Sync::new(&cfg, 0);
+        let mut out = Outbox::new();
+        // The cache's full read, carried out now: it shows w-0 placed.
+        sync.drive_cache(0, 1, &cfg, &mut out);
+        let (_, request) = sent(&mut out);
+        let old = carry_out(&store, &request);
+        // w-0 is removed; a sync reads the store and acts on it.
+        let removed = store.commit(&Txn::new().delete(&key)).unwrap();
+        assert!(sync.drive(1, 1, &cfg, &mut out).is_none());
+        let (_, request) = sent(&mut out);
+        sync.replied();
+        let Some(Ok(read)) = sync.on_reply(1, carry_out(&store, &request), &mut out) else {
+            panic!("the sync read is acted on");
+        };
+        assert!(read.entries.is_empty());
+        // Only now the cache's older read arrives: live, but behind the view acted on.
+        sync.on_cache_read(2, 1, old, &cfg, &mut out);
+        let (watch, _) = sent(&mut out);
+        assert!(
+            sync.drive(3, 1, &cfg, &mut out).is_none(),
+            "a sync served the older view, with w-0 placed"
+        );
+        let (_, request) = sent(&mut out);
+        assert!(matches!(request, StoreRequest::Read { .. }), "{request:?}");
+        sync.replied();
+        // The watch brings the removal: the cache is at the view acted on and serves again.
+        let event = WatchEvent::Changes {
+            revision: removed,
+            changes: vec![Change { key, entry: None }],
+        };
+        sync.on_watch(4, WatchDelivery { watch, event }, &cfg, &mut out);
+        sync.want();
+        let read = sync
+            .drive(4 + WATCH_SETTLE_MS, 1, &cfg, &mut out)
+            .expect("served by the cache");
+        assert!(read.entries.is_empty());
+        assert!(out.drain().is_empty(), "no store read");
+    }
+
+    /// A read of the store older than a view acted on is passed over (a store member behind
+    /// the one that served that view).
+    #[test]
+    fn a_sync_read_older_than_a_view_acted_on_is_passed_over() {
+        let store = MemoryStore::new();
+        let cfg = AgentCoreConfig::new("a");
+        let mut sync = Sync::new(&cfg, 0);
+        let mut out = Outbox::new();
+        let prefixes = vec![placements_of("a"), remote::kills_of("a")];
+        let read = || {
+            carry_out(
+                &store,
+                &StoreRequest::Read {
+                    prefixes: prefixes.clone(),
+                },
+            )
+        };
+        let before = read();
+        store
+            .commit(&Txn::new().put(placement_key("a", "w", 0), encode(&assignment(0))))
+            .unwrap();
+        assert!(matches!(sync.on_reply(0, read(), &mut out), Some(Ok(_))));
+        assert!(sync.on_reply(1, before, &mut out).is_none());
+        assert!(
+            matches!(sync.on_reply(2, read(), &mut out), Some(Ok(_))),
+            "the same view again"
+        );
+    }
+
+    /// A cache behind a read of the store that was acted on, but holding exactly what it found
+    /// (nothing changed under the node's keys since the cache's revision), is vouched for by
+    /// that read: it moves up to its revision and serves the next sync, rather than leaving
+    /// every sync to read the store until the node's keys next change. A delivery up to that
+    /// revision, still on its way, is passed over.
+    #[test]
+    fn a_read_of_the_store_that_finds_what_the_cache_holds_brings_the_cache_up_to_it() {
+        let (store, cfg, mut sync, mut out, watch) = cache_read_and_watching();
+        // Others write elsewhere: the store moves on, the node's keys do not.
+        let elsewhere = store.commit(&Txn::new().put("/workloads/x", "{}")).unwrap();
+        let prefixes: Vec<String> = [
+            placements_of("a"),
+            remote::kills_of("a"),
+            log_requests_of("a"),
+        ]
+        .into();
+        let direct = carry_out(&store, &StoreRequest::Read { prefixes });
+        assert!(matches!(sync.on_reply(1, direct, &mut out), Some(Ok(_))));
+        sync.want();
+        let read = sync
+            .drive(2, 1, &cfg, &mut out)
+            .expect("served by the cache");
+        assert_eq!(read.revision, elsewhere);
+        assert!(out.drain().is_empty(), "no store read");
+        // A late delivery that ends at or below it is passed over (here a placement no store
+        // ever held under this node at that revision: applied, it would show).
+        let other = MemoryStore::new();
+        let key = placement_key("a", "w", 0);
+        other
+            .commit(&Txn::new().put(&key, encode(&assignment(0))))
+            .unwrap();
+        let entry = read_all(&other).entries.into_iter().next();
+        assert!(entry.is_some());
+        let event = WatchEvent::Changes {
+            revision: elsewhere,
+            changes: vec![Change { key, entry }],
+        };
+        sync.on_watch(3, WatchDelivery { watch, event }, &cfg, &mut out);
+        sync.want();
+        let read = sync
+            .drive(3 + WATCH_SETTLE_MS, 1, &cfg, &mut out)
+            .expect("served by the cache");
+        assert_eq!(read.revision, elsewhere);
+        assert!(read.entries.is_empty(), "{:?}", read.entries);
     }
 
     #[test]

@@ -68,6 +68,38 @@ impl WatchCache {
         self.core.read(prefixes)
     }
 
+    /// The revision it is at.
+    pub(super) fn revision(&self) -> Revision {
+        self.core.revision()
+    }
+
+    /// A read of the store at `read.revision`, of the cache's own prefixes, was acted on. If the
+    /// cache holds exactly what that read found (every key, at the same modification revision),
+    /// it is at that revision too: it moves up to it, and the watch's deliveries up to it, if any
+    /// are still on their way, are passed over ([`WatchCache::on_watch`]): they end where it
+    /// already is. Without this, a cache behind a read that was acted on could serve no sync
+    /// until its node's keys next changed ([`super::sync`]: a sync never acts on an older
+    /// view than one it acted on).
+    pub(super) fn vouched_by(&mut self, read: &Read) {
+        if !self.core.is_live() || read.revision <= self.core.revision() {
+            return;
+        }
+        let prefixes: Vec<&str> = self.core.prefixes().iter().map(String::as_str).collect();
+        let Some((_, held)) = self.core.entries(&prefixes) else {
+            return;
+        };
+        let held: Vec<(&str, Revision)> = held.map(|e| (e.key.as_str(), e.mod_revision)).collect();
+        let mut found: Vec<(&str, Revision)> = read
+            .entries
+            .iter()
+            .map(|e| (e.key.as_str(), e.mod_revision))
+            .collect();
+        found.sort_unstable();
+        if held == found {
+            self.core.apply(read.revision, Vec::new());
+        }
+    }
+
     /// A sync read the store instead.
     pub(super) fn passed_through(&mut self) {
         self.core.passed_through();
@@ -180,6 +212,8 @@ impl WatchCache {
                 self.lost(now, cfg, out);
                 false
             }
+            // Changes up to a revision a read has shown it holds already (`vouched_by`).
+            WatchEvent::Changes { revision, .. } if revision <= self.core.revision() => false,
             WatchEvent::Changes { revision, changes } => {
                 self.core.apply(revision, changes);
                 true
