@@ -80,6 +80,10 @@ pub(super) struct Supervisor {
     copies: BTreeMap<String, Local>,
     /// The copies changed since the state file was last written.
     dirty: bool,
+    /// The live record's generation (see [`Supervisor::live_set_still`]) that
+    /// [`Supervisor::live_set`] was last found equal to; cleared by every change to a copy (to
+    /// its record, or a copy added or forgotten), or by the call that makes one.
+    live_same: Option<u64>,
     /// How many counter nonces were handed out ([`Nonces::Counter`]).
     nonce_counter: u64,
     /// The revision of the newest read of the node's placements acted on
@@ -97,6 +101,7 @@ impl Supervisor {
         Self {
             copies: BTreeMap::new(),
             dirty: true,
+            live_same: None,
             nonce_counter: 0,
             synced: 0,
             newest_placement: 0,
@@ -133,6 +138,7 @@ impl Supervisor {
     /// `copy` is being ended by setpoint on purpose (a kill request, the fence): a commanded
     /// death, not a crash.
     pub(super) fn mark_killed(&mut self, copy: &str) {
+        self.live_same = None;
         if let Some(l) = self.copies.get_mut(copy) {
             l.record.killed = true;
             self.dirty = true;
@@ -142,6 +148,7 @@ impl Supervisor {
     /// Ends simulated copy `copy` as `setpoint kill` does a real one: a commanded death, at the
     /// next tend (it has no process to signal).
     pub(super) fn kill_simulated(&mut self, copy: &str, now: u64) {
+        self.live_same = None;
         if let Some(l) = self.copies.get_mut(copy) {
             l.record.killed = true;
             l.kill_at_ms = Some(l.kill_at_ms.map_or(now, |at| at.min(now)));
@@ -156,6 +163,7 @@ impl Supervisor {
 
     /// Takes `copy` into the agent's hands as `local` (recovery).
     pub(super) fn insert(&mut self, copy: String, local: Local) {
+        self.live_same = None;
         self.copies.insert(copy, local);
     }
 
@@ -225,6 +233,19 @@ impl Supervisor {
         }) && live.next().is_none()
     }
 
+    /// [`Supervisor::live_set_is`] of `set`, the live record of generation `gen` (a number its
+    /// writer moves whenever it writes another set), answered without walking the copies if it
+    /// was yes for that generation and no copy changed since. The agent asks on every step, and
+    /// the answer is nearly always that same yes.
+    pub(super) fn live_set_still(&mut self, gen: u64, set: &[LiveCopy]) -> bool {
+        if self.live_same == Some(gen) {
+            return true;
+        }
+        let same = self.live_set_is(set);
+        self.live_same = same.then_some(gen);
+        same
+    }
+
     fn live(&self) -> impl Iterator<Item = &Local> {
         self.copies
             .values()
@@ -241,6 +262,7 @@ impl Supervisor {
         no_self_fence: bool,
         out: &mut Outbox,
     ) -> usize {
+        self.live_same = None;
         let targets: Vec<(String, u32, u64)> = self
             .copies
             .iter()
@@ -280,6 +302,7 @@ impl Supervisor {
         out: &mut Outbox,
         events: &mut EventLog,
     ) {
+        self.live_same = None;
         let Some(l) = self.copies.get_mut(copy) else {
             // Forgotten meanwhile: nobody wants it.
             out.push(AgentOutput::Signal {
@@ -339,6 +362,7 @@ impl Supervisor {
         out: &mut Outbox,
         events: &mut EventLog,
     ) {
+        self.live_same = None;
         let Some(l) = self.copies.get_mut(copy) else {
             return;
         };
@@ -366,6 +390,7 @@ impl Supervisor {
         out: &mut Outbox,
         events: &mut EventLog,
     ) -> bool {
+        self.live_same = None;
         let Some(l) = self.copies.get_mut(copy) else {
             return false;
         };
@@ -387,6 +412,7 @@ impl Supervisor {
 
     /// A readiness probe of `copy` finished: ready if `ok`, else tried again later.
     pub(super) fn on_probe_done(&mut self, now: u64, copy: &str, ok: bool) {
+        self.live_same = None;
         if let Some(l) = self.copies.get_mut(copy) {
             l.probing = false;
             if ok {
@@ -469,6 +495,11 @@ impl Supervisor {
                 self.dirty = true;
             }
         }
+        // A record changed (a copy ready, or a simulated one ended) only with an event; the
+        // rest (probes, SIGKILLs) is not on the record.
+        if !happened.is_empty() {
+            self.live_same = None;
+        }
         for line in lines {
             out.log(line);
         }
@@ -509,6 +540,7 @@ impl Supervisor {
             if exited {
                 self.copies.remove(&copy);
                 self.dirty = true;
+                self.live_same = None;
             } else {
                 self.begin_stop(&copy, grace, now, out);
             }
@@ -547,6 +579,7 @@ impl Supervisor {
         if batch.is_empty() {
             return;
         }
+        self.live_same = None;
         let simulated = cfg.simulate_copies;
         let mut starts = Vec::with_capacity(batch.len());
         for (a, incarnation) in batch {
@@ -577,6 +610,7 @@ impl Supervisor {
 
     /// Stops `copy`: SIGTERM now (if its process is known), SIGKILL after `grace_ms`.
     pub(super) fn begin_stop(&mut self, copy: &str, grace_ms: u64, now: u64, out: &mut Outbox) {
+        self.live_same = None;
         let Some(l) = self.copies.get_mut(copy) else {
             return;
         };

@@ -569,7 +569,7 @@ impl AgentCore {
                 }
                 if let Some(lease) = self.held_lease() {
                     self.live
-                        .publish(now, lease, &self.copies, &self.cfg, &mut self.out);
+                        .publish(now, lease, &mut self.copies, &self.cfg, &mut self.out);
                 }
                 if self.reports.observation_due(now, self.cfg.report_every_ms) {
                     // Every observation takes its delay, written or not: a jittered schedule
