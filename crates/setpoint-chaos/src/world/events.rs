@@ -119,14 +119,29 @@ impl Ord for Item {
 
 impl World<'_> {
     pub(super) fn push(&mut self, at: u64, ev: Ev) {
-        self.seq += 1;
-        let due = match ev {
-            Ev::Wake { host, gen } => Due::Wake {
+        match ev {
+            Ev::Wake { host, gen } => self.push_wake(at, host, gen),
+            ev => {
+                let slot = self.pending.put(ev);
+                self.queue_due(at, Due::Slot(slot));
+            }
+        }
+    }
+
+    /// [`World::push`] of [`Ev::Wake`], without building the event: every step of a machine
+    /// asks for one.
+    pub(super) fn push_wake(&mut self, at: u64, host: usize, gen: u64) {
+        self.queue_due(
+            at,
+            Due::Wake {
                 host: host as u32,
                 gen,
             },
-            ev => Due::Slot(self.pending.put(ev)),
-        };
+        );
+    }
+
+    fn queue_due(&mut self, at: u64, due: Due) {
+        self.seq += 1;
         self.queue.push(Item {
             at,
             seq: self.seq,

@@ -13,7 +13,7 @@
 //! would otherwise be asked again as fast as it answers (chaos check `request-storm`).
 
 use super::outbox::{Outbox, Purpose, Soonest};
-use super::supervisor::Supervisor;
+use super::supervisor::{Kept, Supervisor};
 use super::AgentCoreConfig;
 use crate::machine::{StoreRequest, StoreResult};
 use crate::remote::{self, LiveCopy, LiveRecord};
@@ -25,7 +25,7 @@ pub(super) struct LiveRecords {
     /// The lease and copies of the last write that succeeded.
     written: Option<(LeaseId, Vec<LiveCopy>)>,
     /// Moves with every successful write: the generation of `written`
-    /// ([`Supervisor::live_set_still`]).
+    /// ([`Supervisor::still`]).
     written_gen: u64,
     /// A write is in flight.
     in_flight: bool,
@@ -49,11 +49,9 @@ impl LiveRecords {
         }
         self.retry_at = None;
         let gen = self.written_gen;
-        if self
-            .written
-            .as_ref()
-            .is_some_and(|(l, c)| *l == lease && copies.live_set_still(gen, c))
-        {
+        if self.written.as_ref().is_some_and(|(l, c)| {
+            *l == lease && copies.still(Kept::Live, gen, |s| s.live_set_is(c))
+        }) {
             return;
         }
         let live = copies.live_set();

@@ -80,10 +80,11 @@ pub(super) struct Supervisor {
     copies: BTreeMap<String, Local>,
     /// The copies changed since the state file was last written.
     dirty: bool,
-    /// The live record's generation (see [`Supervisor::live_set_still`]) that
-    /// [`Supervisor::live_set`] was last found equal to; cleared by every change to a copy (to
-    /// its record, or a copy added or forgotten), or by the call that makes one.
-    live_same: Option<u64>,
+    /// For each comparison of the copies with a record kept elsewhere ([`Kept`]), the
+    /// generation of that record they were last found to show ([`Supervisor::still`]);
+    /// cleared by every change to a copy (to its record, or a copy added or forgotten), or by
+    /// the call that makes one.
+    same: [Option<u64>; 2],
     /// How many counter nonces were handed out ([`Nonces::Counter`]).
     nonce_counter: u64,
     /// The revision of the newest read of the node's placements acted on
@@ -95,13 +96,23 @@ pub(super) struct Supervisor {
     newest_placement: Revision,
 }
 
+/// A record kept outside the supervisor that the agent compares its copies with, again and
+/// again ([`Supervisor::still`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Kept {
+    /// The live record last written ([`super::live`]).
+    Live = 0,
+    /// The copies of a node report, written or on its way ([`super::reports`]).
+    Listed = 1,
+}
+
 impl Supervisor {
     /// No copies yet; the state file is due to be written.
     pub(super) fn new() -> Self {
         Self {
             copies: BTreeMap::new(),
             dirty: true,
-            live_same: None,
+            same: [None; 2],
             nonce_counter: 0,
             synced: 0,
             newest_placement: 0,
@@ -138,7 +149,7 @@ impl Supervisor {
     /// `copy` is being ended by setpoint on purpose (a kill request, the fence): a commanded
     /// death, not a crash.
     pub(super) fn mark_killed(&mut self, copy: &str) {
-        self.live_same = None;
+        self.changed();
         if let Some(l) = self.copies.get_mut(copy) {
             l.record.killed = true;
             self.dirty = true;
@@ -148,7 +159,7 @@ impl Supervisor {
     /// Ends simulated copy `copy` as `setpoint kill` does a real one: a commanded death, at the
     /// next tend (it has no process to signal).
     pub(super) fn kill_simulated(&mut self, copy: &str, now: u64) {
-        self.live_same = None;
+        self.changed();
         if let Some(l) = self.copies.get_mut(copy) {
             l.record.killed = true;
             l.kill_at_ms = Some(l.kill_at_ms.map_or(now, |at| at.min(now)));
@@ -163,7 +174,7 @@ impl Supervisor {
 
     /// Takes `copy` into the agent's hands as `local` (recovery).
     pub(super) fn insert(&mut self, copy: String, local: Local) {
-        self.live_same = None;
+        self.changed();
         self.copies.insert(copy, local);
     }
 
@@ -233,17 +244,24 @@ impl Supervisor {
         }) && live.next().is_none()
     }
 
-    /// [`Supervisor::live_set_is`] of `set`, the live record of generation `gen` (a number its
-    /// writer moves whenever it writes another set), answered without walking the copies if it
-    /// was yes for that generation and no copy changed since. The agent asks on every step, and
+    /// Whether the copies still show the record of generation `gen` that `kept` names (a
+    /// number its keeper moves whenever it keeps another record), as `same` compares them:
+    /// answered without `same` if they showed it when last asked and no copy changed since.
+    /// The agent asks on every step (the live record) and every observation (the report), and
     /// the answer is nearly always that same yes.
-    pub(super) fn live_set_still(&mut self, gen: u64, set: &[LiveCopy]) -> bool {
-        if self.live_same == Some(gen) {
+    pub(super) fn still(&mut self, kept: Kept, gen: u64, same: impl FnOnce(&Self) -> bool) -> bool {
+        if self.same[kept as usize] == Some(gen) {
             return true;
         }
-        let same = self.live_set_is(set);
-        self.live_same = same.then_some(gen);
-        same
+        let yes = same(self);
+        self.same[kept as usize] = yes.then_some(gen);
+        yes
+    }
+
+    /// A copy changes (or is added or forgotten): nothing remembered by [`Supervisor::still`]
+    /// holds any more.
+    fn changed(&mut self) {
+        self.same = [None; 2];
     }
 
     fn live(&self) -> impl Iterator<Item = &Local> {
@@ -262,7 +280,7 @@ impl Supervisor {
         no_self_fence: bool,
         out: &mut Outbox,
     ) -> usize {
-        self.live_same = None;
+        self.changed();
         let targets: Vec<(String, u32, u64)> = self
             .copies
             .iter()
@@ -302,7 +320,7 @@ impl Supervisor {
         out: &mut Outbox,
         events: &mut EventLog,
     ) {
-        self.live_same = None;
+        self.changed();
         let Some(l) = self.copies.get_mut(copy) else {
             // Forgotten meanwhile: nobody wants it.
             out.push(AgentOutput::Signal {
@@ -362,7 +380,7 @@ impl Supervisor {
         out: &mut Outbox,
         events: &mut EventLog,
     ) {
-        self.live_same = None;
+        self.changed();
         let Some(l) = self.copies.get_mut(copy) else {
             return;
         };
@@ -390,7 +408,7 @@ impl Supervisor {
         out: &mut Outbox,
         events: &mut EventLog,
     ) -> bool {
-        self.live_same = None;
+        self.changed();
         let Some(l) = self.copies.get_mut(copy) else {
             return false;
         };
@@ -412,7 +430,7 @@ impl Supervisor {
 
     /// A readiness probe of `copy` finished: ready if `ok`, else tried again later.
     pub(super) fn on_probe_done(&mut self, now: u64, copy: &str, ok: bool) {
-        self.live_same = None;
+        self.changed();
         if let Some(l) = self.copies.get_mut(copy) {
             l.probing = false;
             if ok {
@@ -498,7 +516,7 @@ impl Supervisor {
         // A record changed (a copy ready, or a simulated one ended) only with an event; the
         // rest (probes, SIGKILLs) is not on the record.
         if !happened.is_empty() {
-            self.live_same = None;
+            self.changed();
         }
         for line in lines {
             out.log(line);
@@ -540,7 +558,7 @@ impl Supervisor {
             if exited {
                 self.copies.remove(&copy);
                 self.dirty = true;
-                self.live_same = None;
+                self.changed();
             } else {
                 self.begin_stop(&copy, grace, now, out);
             }
@@ -579,7 +597,7 @@ impl Supervisor {
         if batch.is_empty() {
             return;
         }
-        self.live_same = None;
+        self.changed();
         let simulated = cfg.simulate_copies;
         let mut starts = Vec::with_capacity(batch.len());
         for (a, incarnation) in batch {
@@ -610,7 +628,7 @@ impl Supervisor {
 
     /// Stops `copy`: SIGTERM now (if its process is known), SIGKILL after `grace_ms`.
     pub(super) fn begin_stop(&mut self, copy: &str, grace_ms: u64, now: u64, out: &mut Outbox) {
-        self.live_same = None;
+        self.changed();
         let Some(l) = self.copies.get_mut(copy) else {
             return;
         };

@@ -576,7 +576,10 @@ impl AgentCore {
                     // gives the k-th observation the k-th delay, as the lab's does.
                     let due = now + self.report_delay_ms(now);
                     // Built only if it is news: most observations of a steady node are not.
-                    if self.reports.worth_observing(now, &self.copies, &self.cfg) {
+                    if self
+                        .reports
+                        .worth_observing(now, &mut self.copies, &self.cfg)
+                    {
                         let report = reports::observe(&self.copies, now, &self.cfg);
                         self.reports.enqueue(due, report, &self.cfg);
                     }
