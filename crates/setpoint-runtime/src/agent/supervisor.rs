@@ -249,6 +249,10 @@ impl Supervisor {
     /// answered without `same` if they showed it when last asked and no copy changed since.
     /// The agent asks on every step (the live record) and every observation (the report), and
     /// the answer is nearly always that same yes.
+    ///
+    /// The generations of one `kept` must come from one keeper for the supervisor's whole life
+    /// (a second keeper numbering from 0 again could be taken for the first): `AgentCore` makes
+    /// its supervisor, its `LiveRecords` and its `Reports` together and never replaces them.
     pub(super) fn still(&mut self, kept: Kept, gen: u64, same: impl FnOnce(&Self) -> bool) -> bool {
         if self.same[kept as usize] == Some(gen) {
             return true;
