@@ -59,16 +59,21 @@ impl Machine for HostMachine {
             | Input::StraysSignalled { .. } => return,
         };
         self.0.step_into(now_ms, input, &mut self.1);
-        out.extend(self.1.drain(..).map(|o| match o {
-            HostOutput::Request { id, request, .. } => Output::Request { id, request },
-            // Formatted only if the world keeps a trace.
-            HostOutput::Log { who, line } => Output::Log {
-                who: Some(who),
-                line,
-            },
-            HostOutput::Wake(w) => Output::Wake(w.0),
-            HostOutput::Stopped(_) => Output::Stopped,
-        }));
+        // A plain loop: `extend` over the mapped drain cost about a hundred instructions a step
+        // for the one or two outputs most steps have.
+        out.reserve(self.1.len());
+        for o in self.1.drain(..) {
+            out.push(match o {
+                HostOutput::Request { id, request, .. } => Output::Request { id, request },
+                // Formatted only if the world keeps a trace.
+                HostOutput::Log { who, line } => Output::Log {
+                    who: Some(who),
+                    line,
+                },
+                HostOutput::Wake(w) => Output::Wake(w.0),
+                HostOutput::Stopped(_) => Output::Stopped,
+            });
+        }
     }
 }
 

@@ -48,9 +48,25 @@ pub(super) enum Ev {
 pub(super) struct Item {
     pub(super) at: u64,
     seq: u64,
-    /// Where the event waits in [`Pending`]: the heap moves items as it sifts, and an event is
-    /// large (it carries requests and replies by value), so the heap holds only its place.
-    pub(super) slot: u32,
+    /// What comes due: a host's wake, carried in the item itself, or an event waiting in
+    /// [`Pending`].
+    pub(super) due: Due,
+}
+
+/// What a queued [`Item`] stands for. A wake is most of the queue's traffic (every step of a
+/// machine asks for one) and small, so it is carried by value; any other event is large (it
+/// carries requests and replies by value) and the heap moves items as it sifts, so the heap
+/// holds only its place.
+pub(super) enum Due {
+    /// [`Ev::Wake`], without a slot.
+    Wake {
+        /// The host.
+        host: u32,
+        /// Its wake generation when asked.
+        gen: u64,
+    },
+    /// The event in this slot of [`Pending`].
+    Slot(u32),
 }
 
 /// The events in the queue, each in a slot that is reused once its event is handled: one
@@ -103,13 +119,45 @@ impl Ord for Item {
 
 impl World<'_> {
     pub(super) fn push(&mut self, at: u64, ev: Ev) {
+        match ev {
+            Ev::Wake { host, gen } => self.push_wake(at, host, gen),
+            ev => {
+                let slot = self.pending.put(ev);
+                self.queue_due(at, Due::Slot(slot));
+            }
+        }
+    }
+
+    /// [`World::push`] of [`Ev::Wake`], without building the event: every step of a machine
+    /// asks for one.
+    pub(super) fn push_wake(&mut self, at: u64, host: usize, gen: u64) {
+        self.queue_due(
+            at,
+            Due::Wake {
+                host: host as u32,
+                gen,
+            },
+        );
+    }
+
+    fn queue_due(&mut self, at: u64, due: Due) {
         self.seq += 1;
-        let slot = self.pending.put(ev);
         self.queue.push(Item {
             at,
             seq: self.seq,
-            slot,
+            due,
         });
+    }
+
+    /// The event `due` stands for, taken out of [`Pending`] if it waits there.
+    pub(super) fn take(&mut self, due: Due) -> Ev {
+        match due {
+            Due::Wake { host, gen } => Ev::Wake {
+                host: host as usize,
+                gen,
+            },
+            Due::Slot(slot) => self.pending.take(slot),
+        }
     }
 
     pub(super) fn handle(&mut self, ev: Ev) {

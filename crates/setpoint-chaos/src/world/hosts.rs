@@ -198,7 +198,7 @@ impl World<'_> {
                 slot.gen += 1;
                 let at = slot.virtual_at(t, self.now);
                 let gen = slot.gen;
-                self.push(at, Ev::Wake { host, gen });
+                self.push_wake(at, host, gen);
             }
             Output::Start {
                 copy,

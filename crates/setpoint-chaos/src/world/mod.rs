@@ -264,7 +264,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
             });
         }
         w.now = item.at;
-        let ev = w.pending.take(item.slot);
+        let ev = w.take(item.due);
         w.handle(ev);
         if setup.trace {
             w.note_leader();

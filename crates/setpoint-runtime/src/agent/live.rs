@@ -13,7 +13,7 @@
 //! would otherwise be asked again as fast as it answers (chaos check `request-storm`).
 
 use super::outbox::{Outbox, Purpose, Soonest};
-use super::supervisor::Supervisor;
+use super::supervisor::{Kept, Supervisor};
 use super::AgentCoreConfig;
 use crate::machine::{StoreRequest, StoreResult};
 use crate::remote::{self, LiveCopy, LiveRecord};
@@ -24,6 +24,9 @@ use crate::store::LeaseId;
 pub(super) struct LiveRecords {
     /// The lease and copies of the last write that succeeded.
     written: Option<(LeaseId, Vec<LiveCopy>)>,
+    /// Moves with every successful write: the generation of `written`
+    /// ([`Supervisor::still`]).
+    written_gen: u64,
     /// A write is in flight.
     in_flight: bool,
     /// The last write failed: the next goes no sooner than this.
@@ -37,7 +40,7 @@ impl LiveRecords {
         &mut self,
         now: u64,
         lease: LeaseId,
-        copies: &Supervisor,
+        copies: &mut Supervisor,
         cfg: &AgentCoreConfig,
         out: &mut Outbox,
     ) {
@@ -45,11 +48,10 @@ impl LiveRecords {
             return;
         }
         self.retry_at = None;
-        if self
-            .written
-            .as_ref()
-            .is_some_and(|(l, c)| *l == lease && copies.live_set_is(c))
-        {
+        let gen = self.written_gen;
+        if self.written.as_ref().is_some_and(|(l, c)| {
+            *l == lease && copies.still(Kept::Live, gen, |s| s.live_set_is(c))
+        }) {
             return;
         }
         let live = copies.live_set();
@@ -95,6 +97,7 @@ impl LiveRecords {
             Ok(_) => {
                 out.ended("live", "the live record is written again");
                 self.written = Some((lease, copies));
+                self.written_gen += 1;
             }
             Err(e) => {
                 out.failed(
@@ -118,10 +121,10 @@ mod tests {
         let cfg = AgentCoreConfig::new("a");
         let mut live = LiveRecords::default();
         let mut out = Outbox::new();
-        let copies = supervisor(vec![record(0, Phase::Running, 100)]);
+        let mut copies = supervisor(vec![record(0, Phase::Running, 100)]);
         // Publishes at `now`; the id of the write sent, if one was.
-        let try_at = |live: &mut LiveRecords, out: &mut Outbox, now| {
-            live.publish(now, 1, &copies, &cfg, out);
+        let mut try_at = |live: &mut LiveRecords, out: &mut Outbox, now| {
+            live.publish(now, 1, &mut copies, &cfg, out);
             out.drain().into_iter().find_map(|o| match o {
                 super::super::AgentOutput::Store { id, .. } => Some(id),
                 _ => None,
@@ -175,7 +178,7 @@ mod tests {
         let cfg = AgentCoreConfig::new("a");
         let mut live = LiveRecords::default();
         let mut out = Outbox::new();
-        let mut write = |live: &mut LiveRecords, lease, copies: &Supervisor| {
+        let mut write = |live: &mut LiveRecords, lease, copies: &mut Supervisor| {
             live.publish(0, lease, copies, &cfg, &mut out);
             let ids: Vec<_> = out
                 .drain()
@@ -199,18 +202,40 @@ mod tests {
             }
             ids.len()
         };
-        let one = supervisor(vec![
+        let mut one = supervisor(vec![
             record(0, Phase::Running, 100),
             record(1, Phase::Starting, 101),
         ]);
-        assert_eq!(write(&mut live, 1, &one), 1);
-        assert_eq!(write(&mut live, 1, &one), 0, "unchanged");
-        assert_eq!(write(&mut live, 2, &one), 1, "a new lease");
-        let two = supervisor(vec![
-            record(0, Phase::Running, 100),
-            record(1, Phase::Running, 101),
-        ]);
-        assert_eq!(write(&mut live, 2, &two), 1, "w-1 became ready");
+        assert_eq!(write(&mut live, 1, &mut one), 1);
+        assert_eq!(write(&mut live, 1, &mut one), 0, "unchanged");
+        assert_eq!(write(&mut live, 2, &mut one), 1, "a new lease");
+        assert_eq!(write(&mut live, 2, &mut one), 0, "unchanged again");
+        // The same copies, changed in place by the agent's own steps: a yes remembered from
+        // before must not hide the change.
+        let mut events = crate::agent::event_log::EventLog::default();
+        let mut steps = Outbox::new();
+        one.tend(5, &cfg, &mut steps, &mut events);
+        assert_eq!(write(&mut live, 2, &mut one), 0, "w-1 not ready yet");
+        one.tend(20, &cfg, &mut steps, &mut events);
+        assert_eq!(write(&mut live, 2, &mut one), 1, "w-1 became ready");
+        assert_eq!(write(&mut live, 2, &mut one), 0, "unchanged");
+        one.on_exited(
+            30,
+            "w-0",
+            crate::agent::Ended::Code(1),
+            "a",
+            &mut steps,
+            &mut events,
+        );
+        assert_eq!(write(&mut live, 2, &mut one), 1, "w-0 ended");
+        assert_eq!(write(&mut live, 2, &mut one), 0, "unchanged");
+        one.begin_stop("w-1", 100, 40, &mut steps);
+        assert_eq!(write(&mut live, 2, &mut one), 1, "w-1 stopping");
+        // Other copies (the test's; an agent has one set): what they hold is compared afresh.
+        let mut two = supervisor(vec![record(1, Phase::Starting, 101)]);
+        assert_eq!(write(&mut live, 2, &mut two), 0, "the same (empty) set");
+        let mut three = supervisor(vec![record(0, Phase::Running, 100)]);
+        assert_eq!(write(&mut live, 2, &mut three), 1, "another set");
     }
 
     #[test]

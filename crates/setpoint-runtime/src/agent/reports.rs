@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, VecDeque};
 use super::event_log::{EventLog, Written};
 use super::outbox::{Outbox, Purpose, Soonest};
 use super::state_file::CopyRecord;
-use super::supervisor::Supervisor;
+use super::supervisor::{Kept, Supervisor};
 use super::AgentCoreConfig;
 use crate::events::{self, CopyEvent, CopyEventKind};
 use crate::machine::{StoreReply, StoreRequest, StoreResult};
@@ -133,6 +133,12 @@ pub(super) struct Reports {
     /// With reports on change, the newest report queued or in flight, until its write is
     /// answered: an observation that shows the same is on its way already.
     pending: Option<NodeReport>,
+    /// The generations of `written` and `pending` ([`Supervisor::still`]): each moves on to a
+    /// new number from `gens` whenever another report is kept there.
+    written_gen: u64,
+    pending_gen: u64,
+    /// The last generation handed out.
+    gens: u64,
     /// The agent claimed its node again at this time, and no report written since: the ledger
     /// counts only a report written under the lease held now (`model::view`), so the next one
     /// is news even if it shows what the last one did (chaos finding 15).
@@ -152,6 +158,9 @@ impl Reports {
             unanswered: 0,
             written: None,
             pending: None,
+            written_gen: 0,
+            pending_gen: 0,
+            gens: 0,
             rejoined_at: None,
         }
     }
@@ -159,6 +168,20 @@ impl Reports {
     /// The agent holds its node again, under a new lease, since `now`: see `rejoined_at`.
     pub(super) fn rejoined(&mut self, now: u64) {
         self.rejoined_at = Some(now);
+    }
+
+    /// Keeps `report` as the last one written, as a new generation.
+    fn keep_written(&mut self, report: Option<NodeReport>) {
+        self.written = report;
+        self.gens += 1;
+        self.written_gen = self.gens;
+    }
+
+    /// Keeps `report` as the one on its way, as a new generation.
+    fn keep_pending(&mut self, report: NodeReport) {
+        self.pending = Some(report);
+        self.gens += 1;
+        self.pending_gen = self.gens;
     }
 
     /// Drops the observations not written yet (fenced or shutting down).
@@ -179,12 +202,12 @@ impl Reports {
     pub(super) fn worth_writing(
         &self,
         report: &NodeReport,
-        copies: &Supervisor,
+        copies: &mut Supervisor,
         cfg: &AgentCoreConfig,
     ) -> bool {
         self.news(
             report.observed_ms,
-            |listed| listed == report.copies.as_slice(),
+            |_, _, listed| listed == report.copies.as_slice(),
             copies,
             cfg,
         )
@@ -195,35 +218,53 @@ impl Reports {
     pub(super) fn worth_observing(
         &self,
         now: u64,
-        copies: &Supervisor,
+        copies: &mut Supervisor,
         cfg: &AgentCoreConfig,
     ) -> bool {
-        self.news(now, |listed| lists(listed, copies), copies, cfg)
+        // The comparison of the copies with a report kept here is remembered by its
+        // generation until a copy changes: most observations of a steady node compare the
+        // same copies with the same report.
+        self.news(
+            now,
+            |copies, gen, listed| copies.still(Kept::Listed, gen, |s| lists(listed, s)),
+            copies,
+            cfg,
+        )
     }
 
     /// [`Reports::worth_writing`] of an observation at `observed_ms` whose copies are those
-    /// that `same_copies` says yes to.
+    /// that `same_copies` says yes to (given the report's generation and its copies).
     fn news(
         &self,
         observed_ms: u64,
-        same_copies: impl Fn(&[CopyReport]) -> bool,
-        copies: &Supervisor,
+        mut same_copies: impl FnMut(&mut Supervisor, u64, &[CopyReport]) -> bool,
+        copies: &mut Supervisor,
         cfg: &AgentCoreConfig,
     ) -> bool {
         if self.rejoined_at.is_some() {
             return true;
         }
         let newest = copies.newest_placement();
-        let shows_same = |r: &NodeReport| r.synced_revision >= newest && same_copies(&r.copies);
+        let mut shows_same = |copies: &mut Supervisor, gen: u64, r: &NodeReport| {
+            r.synced_revision >= newest && same_copies(copies, gen, &r.copies)
+        };
+        let pending_gen = self.pending_gen;
         let Some(written) = &self.written else {
-            return !self.pending.as_ref().is_some_and(shows_same);
+            return !self
+                .pending
+                .as_ref()
+                .is_some_and(|p| shows_same(copies, pending_gen, p));
         };
         if copies.heartbeat()
             || observed_ms >= written.observed_ms.saturating_add(cfg.report_resync_ms)
         {
             return true;
         }
-        !shows_same(written) && !self.pending.as_ref().is_some_and(shows_same)
+        !shows_same(copies, self.written_gen, written)
+            && !self
+                .pending
+                .as_ref()
+                .is_some_and(|p| shows_same(copies, pending_gen, p))
     }
 
     /// Resumes after a restart: the last report in the store is at `rev`, and the ledger still
@@ -237,7 +278,7 @@ impl Reports {
         events: &mut EventLog,
     ) {
         self.rev = rev;
-        self.written = before.cloned();
+        self.keep_written(before.cloned());
         if let Some(before) = before {
             // The ledger still shows what the last agent reported.
             self.log_ledger_changes(before, now, node, events);
@@ -262,7 +303,7 @@ impl Reports {
     /// Queues `report`, to be written at `due`.
     pub(super) fn enqueue(&mut self, due: u64, report: NodeReport, cfg: &AgentCoreConfig) {
         if cfg.report_resync_ms > 0 {
-            self.pending = Some(report.clone());
+            self.keep_pending(report.clone());
         }
         self.queue.push_back((due, report));
     }
@@ -300,7 +341,7 @@ impl Reports {
         self.unanswered += 1;
         self.in_flight = true;
         if cfg.report_resync_ms > 0 && self.queue.is_empty() {
-            self.pending = Some(report.clone());
+            self.keep_pending(report.clone());
         }
         out.send(
             now,
@@ -349,7 +390,7 @@ impl Reports {
                     .as_ref()
                     .is_none_or(|w| w.observed_ms <= report.observed_ms)
                 {
-                    self.written = Some(report);
+                    self.keep_written(Some(report));
                 }
             }
             Ok(_) => {}
@@ -719,8 +760,8 @@ mod tests {
             copies.synced_to(1000 + t as u64, *newest);
             assert!(reports.observation_due(now, 100));
             let report = observe(&copies, now, &cfg);
-            let news = reports.worth_writing(&report, &copies, &cfg);
-            assert_eq!(reports.worth_observing(now, &copies, &cfg), news);
+            let news = reports.worth_writing(&report, &mut copies, &cfg);
+            assert_eq!(reports.worth_observing(now, &mut copies, &cfg), news);
             if news {
                 reports.enqueue(now, report, &cfg);
             }
@@ -814,7 +855,7 @@ mod tests {
     /// (failed if `fails`): whether a write was sent.
     fn one_period(
         reports: &mut Reports,
-        copies: &Supervisor,
+        copies: &mut Supervisor,
         cfg: &AgentCoreConfig,
         now: u64,
         fails: bool,
@@ -850,16 +891,16 @@ mod tests {
             report_resync_ms: 1_000_000,
             ..AgentCoreConfig::new("a")
         };
-        let copies = supervisor(vec![record(0, Phase::Exited, 100)]);
+        let mut copies = supervisor(vec![record(0, Phase::Exited, 100)]);
         let mut reports = Reports::new(0);
-        assert!(one_period(&mut reports, &copies, &cfg, 0, false));
-        assert!(!one_period(&mut reports, &copies, &cfg, 100, false));
+        assert!(one_period(&mut reports, &mut copies, &cfg, 0, false));
+        assert!(!one_period(&mut reports, &mut copies, &cfg, 100, false));
         reports.rejoined(150);
         // The first write after the rejoin fails: the next observation is still news.
-        assert!(one_period(&mut reports, &copies, &cfg, 200, true));
-        assert!(one_period(&mut reports, &copies, &cfg, 300, false));
+        assert!(one_period(&mut reports, &mut copies, &cfg, 200, true));
+        assert!(one_period(&mut reports, &mut copies, &cfg, 300, false));
         assert_eq!(reports.written.as_ref().unwrap().reported_ms, 300);
-        assert!(!one_period(&mut reports, &copies, &cfg, 400, false));
+        assert!(!one_period(&mut reports, &mut copies, &cfg, 400, false));
     }
 
     #[test]

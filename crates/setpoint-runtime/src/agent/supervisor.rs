@@ -80,6 +80,11 @@ pub(super) struct Supervisor {
     copies: BTreeMap<String, Local>,
     /// The copies changed since the state file was last written.
     dirty: bool,
+    /// For each comparison of the copies with a record kept elsewhere ([`Kept`]), the
+    /// generation of that record they were last found to show ([`Supervisor::still`]);
+    /// cleared by every change to a copy (to its record, or a copy added or forgotten), or by
+    /// the call that makes one.
+    same: [Option<u64>; 2],
     /// How many counter nonces were handed out ([`Nonces::Counter`]).
     nonce_counter: u64,
     /// The revision of the newest read of the node's placements acted on
@@ -91,12 +96,23 @@ pub(super) struct Supervisor {
     newest_placement: Revision,
 }
 
+/// A record kept outside the supervisor that the agent compares its copies with, again and
+/// again ([`Supervisor::still`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Kept {
+    /// The live record last written ([`super::live`]).
+    Live = 0,
+    /// The copies of a node report, written or on its way ([`super::reports`]).
+    Listed = 1,
+}
+
 impl Supervisor {
     /// No copies yet; the state file is due to be written.
     pub(super) fn new() -> Self {
         Self {
             copies: BTreeMap::new(),
             dirty: true,
+            same: [None; 2],
             nonce_counter: 0,
             synced: 0,
             newest_placement: 0,
@@ -133,6 +149,7 @@ impl Supervisor {
     /// `copy` is being ended by setpoint on purpose (a kill request, the fence): a commanded
     /// death, not a crash.
     pub(super) fn mark_killed(&mut self, copy: &str) {
+        self.changed();
         if let Some(l) = self.copies.get_mut(copy) {
             l.record.killed = true;
             self.dirty = true;
@@ -142,6 +159,7 @@ impl Supervisor {
     /// Ends simulated copy `copy` as `setpoint kill` does a real one: a commanded death, at the
     /// next tend (it has no process to signal).
     pub(super) fn kill_simulated(&mut self, copy: &str, now: u64) {
+        self.changed();
         if let Some(l) = self.copies.get_mut(copy) {
             l.record.killed = true;
             l.kill_at_ms = Some(l.kill_at_ms.map_or(now, |at| at.min(now)));
@@ -156,6 +174,7 @@ impl Supervisor {
 
     /// Takes `copy` into the agent's hands as `local` (recovery).
     pub(super) fn insert(&mut self, copy: String, local: Local) {
+        self.changed();
         self.copies.insert(copy, local);
     }
 
@@ -225,6 +244,30 @@ impl Supervisor {
         }) && live.next().is_none()
     }
 
+    /// Whether the copies still show the record of generation `gen` that `kept` names (a
+    /// number its keeper moves whenever it keeps another record), as `same` compares them:
+    /// answered without `same` if they showed it when last asked and no copy changed since.
+    /// The agent asks on every step (the live record) and every observation (the report), and
+    /// the answer is nearly always that same yes.
+    ///
+    /// The generations of one `kept` must come from one keeper for the supervisor's whole life
+    /// (a second keeper numbering from 0 again could be taken for the first): `AgentCore` makes
+    /// its supervisor, its `LiveRecords` and its `Reports` together and never replaces them.
+    pub(super) fn still(&mut self, kept: Kept, gen: u64, same: impl FnOnce(&Self) -> bool) -> bool {
+        if self.same[kept as usize] == Some(gen) {
+            return true;
+        }
+        let yes = same(self);
+        self.same[kept as usize] = yes.then_some(gen);
+        yes
+    }
+
+    /// A copy changes (or is added or forgotten): nothing remembered by [`Supervisor::still`]
+    /// holds any more.
+    fn changed(&mut self) {
+        self.same = [None; 2];
+    }
+
     fn live(&self) -> impl Iterator<Item = &Local> {
         self.copies
             .values()
@@ -241,6 +284,7 @@ impl Supervisor {
         no_self_fence: bool,
         out: &mut Outbox,
     ) -> usize {
+        self.changed();
         let targets: Vec<(String, u32, u64)> = self
             .copies
             .iter()
@@ -280,6 +324,7 @@ impl Supervisor {
         out: &mut Outbox,
         events: &mut EventLog,
     ) {
+        self.changed();
         let Some(l) = self.copies.get_mut(copy) else {
             // Forgotten meanwhile: nobody wants it.
             out.push(AgentOutput::Signal {
@@ -341,6 +386,7 @@ impl Supervisor {
         out: &mut Outbox,
         events: &mut EventLog,
     ) {
+        self.changed();
         let Some(l) = self.copies.get_mut(copy) else {
             return;
         };
@@ -368,6 +414,7 @@ impl Supervisor {
         out: &mut Outbox,
         events: &mut EventLog,
     ) -> bool {
+        self.changed();
         let Some(l) = self.copies.get_mut(copy) else {
             return false;
         };
@@ -389,6 +436,7 @@ impl Supervisor {
 
     /// A readiness probe of `copy` finished: ready if `ok`, else tried again later.
     pub(super) fn on_probe_done(&mut self, now: u64, copy: &str, ok: bool) {
+        self.changed();
         if let Some(l) = self.copies.get_mut(copy) {
             l.probing = false;
             if ok {
@@ -471,6 +519,11 @@ impl Supervisor {
                 self.dirty = true;
             }
         }
+        // A record changed (a copy ready, or a simulated one ended) only with an event; the
+        // rest (probes, SIGKILLs) is not on the record.
+        if !happened.is_empty() {
+            self.changed();
+        }
         for line in lines {
             out.log(line);
         }
@@ -511,6 +564,7 @@ impl Supervisor {
             if exited {
                 self.copies.remove(&copy);
                 self.dirty = true;
+                self.changed();
             } else {
                 self.begin_stop(&copy, grace, now, out);
             }
@@ -549,6 +603,7 @@ impl Supervisor {
         if batch.is_empty() {
             return;
         }
+        self.changed();
         let simulated = cfg.simulate_copies;
         let mut starts = Vec::with_capacity(batch.len());
         for (a, incarnation) in batch {
@@ -579,6 +634,7 @@ impl Supervisor {
 
     /// Stops `copy`: SIGTERM now (if its process is known), SIGKILL after `grace_ms`.
     pub(super) fn begin_stop(&mut self, copy: &str, grace_ms: u64, now: u64, out: &mut Outbox) {
+        self.changed();
         let Some(l) = self.copies.get_mut(copy) else {
             return;
         };

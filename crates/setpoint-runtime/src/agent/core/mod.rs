@@ -569,14 +569,17 @@ impl AgentCore {
                 }
                 if let Some(lease) = self.held_lease() {
                     self.live
-                        .publish(now, lease, &self.copies, &self.cfg, &mut self.out);
+                        .publish(now, lease, &mut self.copies, &self.cfg, &mut self.out);
                 }
                 if self.reports.observation_due(now, self.cfg.report_every_ms) {
                     // Every observation takes its delay, written or not: a jittered schedule
                     // gives the k-th observation the k-th delay, as the lab's does.
                     let due = now + self.report_delay_ms(now);
                     // Built only if it is news: most observations of a steady node are not.
-                    if self.reports.worth_observing(now, &self.copies, &self.cfg) {
+                    if self
+                        .reports
+                        .worth_observing(now, &mut self.copies, &self.cfg)
+                    {
                         let report = reports::observe(&self.copies, now, &self.cfg);
                         self.reports.enqueue(due, report, &self.cfg);
                     }

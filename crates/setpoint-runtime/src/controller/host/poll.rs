@@ -76,12 +76,14 @@ impl Host {
         let now = self.now;
         let Some(l) = self.lead() else { return };
         let due = l.loops.due(now);
+        if due.is_empty() {
+            // Most steps (every poll, every reply): nothing more to look at. Nor are there
+            // skipped rounds to take: only `due` counts them, for a loop it starts, and they
+            // are taken right after.
+            return;
+        }
         for (name, rounds) in l.loops.take_skipped() {
             self.observed.skipped(&name, rounds);
-        }
-        if due.is_empty() {
-            // Most steps (every poll, every reply): nothing more to look at.
-            return;
         }
         // A pass that is provably a no-op is not run (`rounds.rs`): its round is one left out.
         let serving = self
