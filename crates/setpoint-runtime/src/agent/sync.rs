@@ -538,8 +538,9 @@ mod tests {
         assert_eq!(out.drain().len(), 1, "wanted: at once");
     }
 
-    #[test]
-    fn the_watch_cache_serves_only_under_the_lease_it_was_read_under() {
+    /// An agent `a` with the watch cache, nothing read yet, on a store where `w-0` is placed
+    /// on it (its placement's key returned).
+    fn placed_with_a_cache() -> (MemoryStore, String, AgentCoreConfig, Sync, Outbox) {
         let store = MemoryStore::new();
         let key = placement_key("a", "w", 0);
         store
@@ -549,8 +550,13 @@ mod tests {
             watch_cache: true,
             ..AgentCoreConfig::new("a")
         };
-        let mut sync = Sync::new(&cfg, 0);
-        let mut out = Outbox::new();
+        let sync = Sync::new(&cfg, 0);
+        (store, key, cfg, sync, Outbox::new())
+    }
+
+    #[test]
+    fn the_watch_cache_serves_only_under_the_lease_it_was_read_under() {
+        let (store, _, cfg, mut sync, mut out) = placed_with_a_cache();
         sync.drive_cache(0, 1, &cfg, &mut out);
         let Some(AgentOutput::Store { id, request }) = out.drain().pop() else {
             panic!("no cache read");
@@ -630,17 +636,7 @@ mod tests {
     /// started three copies removed in between, and `web-1` ran on two nodes for 100 ms.
     #[test]
     fn no_sync_acts_on_an_older_view_than_one_it_acted_on() {
-        let store = MemoryStore::new();
-        let key = placement_key("a", "w", 0);
-        store
-            .commit(&Txn::new().put(&key, encode(&assignment(0))))
-            .unwrap();
-        let cfg = AgentCoreConfig {
-            watch_cache: true,
-            ..AgentCoreConfig::new("a")
-        };
-        let mut sync = Sync::new(&cfg, 0);
-        let mut out = Outbox::new();
+        let (store, key, cfg, mut sync, mut out) = placed_with_a_cache();
         // The cache's full read, carried out now: it shows w-0 placed.
         sync.drive_cache(0, 1, &cfg, &mut out);
         let (_, request) = sent(&mut out);
