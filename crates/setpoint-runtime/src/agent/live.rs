@@ -99,6 +99,8 @@ impl LiveRecords {
                 self.written = Some((lease, copies));
                 self.written_gen += 1;
             }
+            // The core ends the agent: nothing is retried on a store gone for good.
+            Err(e) if e.is_lost() => {}
             Err(e) => {
                 out.failed(
                     now,

@@ -185,6 +185,26 @@ mod tests {
         );
     }
 
+    /// A pass that lost its commit to another writer and won on fresh state still counts the
+    /// lost attempts for the conflicts metric, as a failed pass does (mutant 576 of the mutation
+    /// sample counted only failed passes' conflicts).
+    #[test]
+    fn a_pass_that_wrote_after_conflicts_reports_them_for_the_conflicts_metric() {
+        let mut o = Observations::default();
+        o.begin("w", 0);
+        let report = PassReport {
+            created: vec!["w-3".into()],
+            conflicts: 2,
+            ..Default::default()
+        };
+        o.end("w", 10, &report);
+        o.begin("v", 10);
+        o.failed("v", 20, 5);
+        let t = o.take();
+        let seen: Vec<(Option<&str>, u64)> = t.iter().map(|p| (p.outcome, p.conflicts)).collect();
+        assert_eq!(seen, [(Some("wrote"), 2), (Some("failed"), 5)]);
+    }
+
     #[test]
     fn a_pass_whose_backoff_held_copies_back_reports_how_many_for_the_held_back_gauge() {
         let mut o = Observations::default();

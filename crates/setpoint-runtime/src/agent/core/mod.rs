@@ -326,6 +326,28 @@ impl AgentCore {
         purpose: Purpose,
         result: StoreResult,
     ) {
+        // A store lost for good (only SQLite says so: its file removed) ends a running agent
+        // whichever answer says so, not only the answers whose part acts on it (a sync, a
+        // report, the event log): a kill's or a log's answer, the live record, the watch
+        // cache, a renewal. Every later request would find it lost too; waiting for one of
+        // those only delays the exit. `lose` says it once.
+        let lost = match &result {
+            Err(e) if e.is_lost() => Some(e.clone()),
+            _ => None,
+        };
+        self.route_result(now, id, purpose, result);
+        if let Some(e) = lost.filter(|_| self.life.is_running()) {
+            self.lose(now, e);
+        }
+    }
+
+    fn route_result(
+        &mut self,
+        now: u64,
+        id: crate::machine::ReqId,
+        purpose: Purpose,
+        result: StoreResult,
+    ) {
         match purpose {
             Purpose::Claim => {
                 if self.lease.awaits(id) {

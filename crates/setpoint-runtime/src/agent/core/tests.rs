@@ -49,6 +49,9 @@ struct World {
     cut: Dropper,
     /// From this time on, every request finds the store lost for good.
     lost_from: Option<u64>,
+    /// The request of this index (in `sent`) finds the store lost for good (and the others
+    /// not: each answer is tested for what it does alone).
+    lose_nth: Option<usize>,
     /// How much longer than `delay` each request's reply takes.
     slow: Slower,
     delay: u64,
@@ -231,7 +234,14 @@ impl World {
     }
 
     fn on(store: std::sync::Arc<MemoryStore>, cfg: AgentCoreConfig) -> Self {
-        let mut w = World {
+        let mut w = Self::unstarted(store, cfg);
+        w.input(AgentInput::Tick);
+        w
+    }
+
+    /// The world before the agent's first step: to set up what its first requests meet.
+    fn unstarted(store: std::sync::Arc<MemoryStore>, cfg: AgentCoreConfig) -> Self {
+        World {
             store,
             core: AgentCore::new(cfg, 0),
             now: 0,
@@ -243,6 +253,7 @@ impl World {
             replies: Vec::new(),
             drop: Box::new(|_, _| false),
             lost_from: None,
+            lose_nth: None,
             cut: Box::new(|_, _| false),
             slow: Box::new(|_, _| 0),
             delay: 0,
@@ -257,9 +268,7 @@ impl World {
             probes: Vec::new(),
             hold_starts: false,
             busy: Vec::new(),
-        };
-        w.input(AgentInput::Tick);
-        w
+        }
     }
 
     /// A new agent at the same place, over what the previous one left (its processes, its
@@ -302,9 +311,12 @@ impl World {
                 if (self.cut)(now, &request) {
                     return;
                 }
-                let result = match self.lost_from {
-                    Some(t) if now >= t => Err(StoreError::Lost("the database is gone".into())),
-                    _ => carry_out(&*self.store, &request),
+                let lost = self.lost_from.is_some_and(|t| now >= t)
+                    || self.lose_nth == Some(self.sent.len() - 1);
+                let result = if lost {
+                    Err(StoreError::Lost("the database is gone".into()))
+                } else {
+                    carry_out(&*self.store, &request)
                 };
                 if !(self.drop)(now, &request) {
                     let due = now + self.delay + (self.slow)(now, &request);
@@ -728,6 +740,8 @@ fn a_shutdown_waits_for_its_copies_to_end_and_kills_one_that_ignores_sigterm_bef
     // w-0 ignores SIGTERM: its ending is cleared whenever it is a SIGTERM.
     let mut t = w.now;
     while w.stopped.is_none() && t < 3_000 {
+        // The driver's question "is it done?" says no until the machine said `Stopped`.
+        assert!(!w.core.is_stopped(), "done at {t} before it said so");
         for p in &mut w.procs {
             if p.ending == Some(15) {
                 p.ending = None;
@@ -737,6 +751,7 @@ fn a_shutdown_waits_for_its_copies_to_end_and_kills_one_that_ignores_sigterm_bef
         w.run(t);
     }
     assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+    assert!(w.core.is_stopped());
     assert!(
         w.signals
             .iter()
@@ -1023,22 +1038,34 @@ fn a_lost_reply_times_out_and_the_read_is_sent_again() {
     );
 }
 
+/// Whether `r` is node `a`'s read of its state (its placements and its last report).
+fn is_state_read(r: &StoreRequest) -> bool {
+    matches!(r, StoreRequest::Read { prefixes } if *prefixes == [placements_of("a"), report_key("a")])
+}
+
+/// The first read of node `a`'s state loses its reply (it fails at its deadline).
+fn lose_the_first_state_read(w: &mut World) {
+    let first = std::cell::Cell::new(true);
+    w.drop = Box::new(move |_, r| is_state_read(r) && first.replace(false));
+}
+
+/// When each read of node `a`'s state was sent.
+fn state_reads(w: &World) -> Vec<u64> {
+    w.sent
+        .iter()
+        .filter(|(_, _, r)| is_state_read(r))
+        .map(|(t, _, _)| *t)
+        .collect()
+}
+
 #[test]
 fn a_failed_read_of_the_nodes_state_is_sent_again_a_sync_period_later_not_sooner() {
     let store = MemoryStore::new();
     let mut w = World::new(store, config("a"));
-    let state_read = |r: &StoreRequest| matches!(r, StoreRequest::Read { prefixes } if *prefixes == [placements_of("a"), report_key("a")]);
     // The first read of the node's state loses its reply: it fails at its deadline.
-    let first = std::rc::Rc::new(std::cell::Cell::new(true));
-    let once = std::rc::Rc::clone(&first);
-    w.drop = Box::new(move |_, r| state_read(r) && once.replace(false));
+    lose_the_first_state_read(&mut w);
     w.run(1_000);
-    let sent: Vec<u64> = w
-        .sent
-        .iter()
-        .filter(|(_, _, r)| state_read(r))
-        .map(|(t, _, _)| *t)
-        .collect();
+    let sent = state_reads(&w);
     let failed = w
         .log
         .iter()
@@ -1711,4 +1738,315 @@ fn exits_are_logged_as_commanded_only_when_unassigned_and_a_shutdown_logs_its_ow
         })
         .expect("events written");
     assert!(last_events < release, "events written after the release");
+}
+
+/// The times at which the agent sent a commit that writes a key starting with `prefix`.
+fn writes_to(w: &World, prefix: &str) -> Vec<u64> {
+    w.sent
+        .iter()
+        .filter(|(_, _, r)| match r {
+            StoreRequest::Commit(t) => t.ops.iter().any(
+                |op| matches!(op, crate::store::Op::Put { key, .. } if key.starts_with(prefix)),
+            ),
+            _ => false,
+        })
+        .map(|(t, _, _)| *t)
+        .collect()
+}
+
+/// When the fence's first SIGTERM went out.
+fn first_term(w: &World) -> Option<u64> {
+    w.signals
+        .iter()
+        .find(|(_, _, s)| *s == CopySignal::Term)
+        .map(|(t, _, _)| *t)
+}
+
+/// When the fence's first SIGTERM went out, and when the agent rejoined (from its log line).
+fn fenced_window(w: &World) -> (u64, u64) {
+    let rejoined = w
+        .log
+        .iter()
+        .find(|l| l.contains("rejoined under lease"))
+        .and_then(|l| l.split(' ').next()?.parse().ok())
+        .expect("rejoined");
+    (first_term(w).expect("fenced"), rejoined)
+}
+
+/// An agent with nothing else to do for a minute (no sync, report or log sweep due) and
+/// stepped only at the times it asks for still renews its lease every quarter of the TTL, and
+/// once the renewals go unanswered sends SIGTERM at exactly three quarters of the TTL after the
+/// last one answered: the held lease's own times wake it (mutant 572 of the mutation sample,
+/// the held lease's arm left out of `NodeLease::wake_times`, passed every test whose agent had
+/// a sync or a report due every 50 or 100 ms to wake it in time).
+#[test]
+fn driven_only_at_its_wakes_a_held_lease_wakes_it_for_each_renewal_and_for_its_fence() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let cfg = AgentCoreConfig {
+        report_every_ms: 60_000,
+        sync_every_ms: 60_000,
+        tend_logs: false,
+        ..config("a")
+    };
+    let mut w = World::new(store, cfg);
+    w.run_by_wakes(3_000);
+    assert_eq!(w.running(), ["w-0"]);
+    let renewals = w.renewals_answered();
+    let gaps: Vec<u64> = renewals.windows(2).map(|p| p[1] - p[0]).collect();
+    assert!(
+        renewals.len() >= 10 && gaps.iter().all(|g| *g == renew_every_ms(1_000)),
+        "renewals at {renewals:?}"
+    );
+    w.drop = Box::new(|t, r| t >= 3_001 && matches!(r, StoreRequest::KeepAlive(_)));
+    w.run_by_wakes(6_000);
+    let last_ok = *w.renewals_answered().last().unwrap();
+    assert_eq!(
+        first_term(&w),
+        Some(last_ok + 750),
+        "SIGTERM at exactly 3/4 of the TTL"
+    );
+}
+
+/// A failed read of the node's state at start is sent again one sync period after it failed,
+/// also when the agent is stepped only at the times it asks for: the retry's time is one of
+/// them (mutant 655 of the mutation sample left it out while the agent reads its state, so the
+/// retry waited for the next renewal).
+#[test]
+fn driven_only_at_its_wakes_a_failed_read_of_the_nodes_state_is_sent_again_a_sync_period_later() {
+    let store = MemoryStore::new();
+    let cfg = AgentCoreConfig {
+        lease_ttl_ms: 30_000,
+        tend_logs: false,
+        ..config("a")
+    };
+    let mut w = World::new(store, cfg);
+    lose_the_first_state_read(&mut w);
+    w.run_by_wakes(2_000);
+    let sent = state_reads(&w);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(
+        sent[1],
+        sent[0] + 300 + 50,
+        "the deadline, then a sync period"
+    );
+    assert!(w.core.held_lease().is_some(), "it went on to run");
+}
+
+/// A fenced agent writes no report and no event until it rejoins: it holds no lease, and what
+/// it would say ("stopping") is the fence's doing, which its first report after the rejoin
+/// tells (mutant 598 of the mutation sample ran the running arm while fenced: observations
+/// were taken and written, and events flushed, with no lease held).
+#[test]
+fn a_fenced_agent_writes_no_report_and_no_event_until_it_rejoins() {
+    let mut w = three_running();
+    let from = w.now;
+    w.cut = Box::new(move |t, r| {
+        (from..from + 1_200).contains(&t) && matches!(r, StoreRequest::KeepAlive(_))
+    });
+    w.run(from + 4_000);
+    let (term, rejoined) = fenced_window(&w);
+    assert!(w.running().is_empty(), "the fence stopped them");
+    for prefix in [report_key("a"), events::EVENTS.to_owned()] {
+        let times = writes_to(&w, &prefix);
+        assert!(
+            times.iter().all(|t| *t < term || *t >= rejoined),
+            "{prefix} written while fenced ({term}..{rejoined}): {times:?}"
+        );
+        assert!(
+            times.iter().any(|t| *t >= rejoined),
+            "{prefix} written again after the rejoin: {times:?}"
+        );
+    }
+}
+
+/// An observation queued before the fence (waiting out its report delay) is never written after
+/// the rejoin: it shows copies running that the fence has since stopped, and the controller
+/// would count them (mutant 596 of the mutation sample kept the queue through the fence).
+/// Every report written from the fence on shows the stopped copies as stopped.
+#[test]
+fn an_observation_queued_before_the_fence_is_never_written_after_the_rejoin() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let cfg = AgentCoreConfig {
+        report_delay_ms: 400,
+        ..config("a")
+    };
+    let mut w = World::new(store, cfg);
+    w.run(1_000);
+    assert_eq!(w.running(), ["w-0"]);
+    w.cut = Box::new(|t, r| (1_000..2_200).contains(&t) && matches!(r, StoreRequest::KeepAlive(_)));
+    // News just before the fence: w-1 starts, and its observations wait out the delay.
+    w.run(1_300);
+    assign(&w.store, "a", 1);
+    let mut seen = Vec::new();
+    while w.now < 5_000 {
+        w.run(w.now + TICK);
+        let r = w.report("a");
+        if seen.last() != Some(&r.reported_ms) {
+            seen.push(r.reported_ms);
+            let running: Vec<&str> = r
+                .copies
+                .iter()
+                .filter(|c| c.phase == Phase::Running || c.phase == Phase::Starting)
+                .map(|c| c.copy.as_str())
+                .collect();
+            let term = first_term(&w);
+            assert!(
+                term.is_none_or(|term| r.reported_ms < term) || running.is_empty(),
+                "a report written at {} after the fence at {term:?} shows {running:?} running",
+                r.reported_ms
+            );
+        }
+    }
+    let (term, rejoined) = fenced_window(&w);
+    assert!(
+        w.starts.iter().any(|(t, c)| c == "w-1" && *t + 100 < term),
+        "w-1 observed before the fence: {:?}",
+        w.starts
+    );
+    assert!(
+        seen.iter().any(|t| *t >= rejoined),
+        "a report after the rejoin at {rejoined}: {seen:?}"
+    );
+}
+
+/// While fenced, the state file is saved as the fence's stops end: an agent restarted before
+/// the rejoin reads them as stopped by its predecessor, not as copies that were running
+/// (mutant 618 of the mutation sample left the fenced agent's state unsaved until it rejoined).
+#[test]
+fn a_fenced_agent_saves_the_stops_of_its_fence_before_it_rejoins() {
+    let mut w = three_running();
+    let from = w.now;
+    w.cut = Box::new(move |t, _| t >= from);
+    w.run(from + 3_000);
+    assert!(w.core.is_fenced());
+    assert!(w.running().is_empty(), "the fence stopped them");
+    let saved = w.saved.clone().expect("a state file");
+    let phases: Vec<(String, Phase)> = saved
+        .copies
+        .iter()
+        .map(|c| (c.assignment.copy.clone(), c.phase))
+        .collect();
+    assert!(
+        phases.iter().all(|(_, p)| *p == Phase::Exited),
+        "saved while fenced: {phases:?}"
+    );
+}
+
+/// What a request is about: its kind and the first folder of each key or prefix it names.
+fn request_topic(r: &StoreRequest) -> String {
+    let d = format!("{r:?}");
+    let kind = d
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or_default();
+    let mut folders: Vec<&str> = d
+        .split('"')
+        .filter(|k| k.starts_with('/') && !k.contains('\\'))
+        .filter_map(|k| k.split('/').nth(1))
+        .collect();
+    folders.dedup();
+    format!("{kind} {}", folders.join(" "))
+}
+
+/// A store lost for good (its file removed: only SQLite says so) ends the agent with that loss,
+/// its copies stopped, whichever of its requests finds it: the claim's, a renewal, the state
+/// read at start, a sync's read, a report, the event log, the live record, a kill's answer. An
+/// agent that took it for a passing failure would retry forever against a store that is gone
+/// (mutant 625 of the mutation sample, the state read's `Lost` taken for a failure, passed
+/// every test). The requests tried are the first of each kind and topic in a run that makes
+/// them all.
+#[test]
+fn a_store_lost_for_good_ends_the_agent_whichever_request_finds_it() {
+    for watch_cache in [false, true] {
+        let run = |lose_nth: Option<usize>| {
+            let store = MemoryStore::new();
+            assign(&store, "a", 0);
+            let cfg = AgentCoreConfig {
+                request_timeout_ms: 100,
+                watch_cache,
+                ..config("a")
+            };
+            let mut w = World::unstarted(std::sync::Arc::new(store), cfg);
+            w.lose_nth = lose_nth;
+            w.input(AgentInput::Tick);
+            w.run(600);
+            if w.stopped.is_none() {
+                // A kill request for w-0, then w-0 unassigned and w-1 assigned.
+                let key = format!("{}w-0", remote::kills_of("a"));
+                let req = remote::KillRequest {
+                    copy: "w-0".into(),
+                    incarnation: w.core.records()[0].incarnation,
+                    requested_ms: 0,
+                    outcome: None,
+                };
+                w.store.commit(&Txn::new().put(&key, encode(&req))).unwrap();
+                w.run(900);
+                unassign(&w.store, "a", 0);
+                assign(&w.store, "a", 1);
+                w.run(2_000);
+            }
+            w
+        };
+        let w = run(None);
+        assert!(w.stopped.is_none(), "{:?}", w.stopped);
+        let mut firsts: std::collections::BTreeMap<String, usize> = Default::default();
+        // A watch's cancellation is not waited for: its answer goes nowhere.
+        for (i, (_, _, r)) in w.sent.iter().enumerate() {
+            if !matches!(r, StoreRequest::CancelWatch(_)) {
+                firsts.entry(request_topic(r)).or_insert(i);
+            }
+        }
+        let topics: Vec<&String> = firsts.keys().collect();
+        for want in [
+            "nodes",
+            "placements",
+            "reports",
+            "events",
+            "live",
+            "kills",
+            "KeepAlive",
+        ] {
+            assert!(
+                topics.iter().any(|t| t.contains(want)),
+                "no {want}: {topics:?}"
+            );
+        }
+        for (topic, n) in &firsts {
+            let w = run(Some(*n));
+            let lost = |e: &StoreError| e.is_lost();
+            assert!(
+            match &w.stopped {
+                Some(Err(AgentError::Store(e))) => lost(e),
+                Some(Err(AgentError::Node(crate::model::node::NodeError::Store(e)))) => lost(e),
+                _ => false,
+            },
+            "{topic} (request {n}, watch cache {watch_cache}) found the store lost: {:?}; {:#?}",
+            w.stopped,
+            w.log
+        );
+            assert!(w.running().is_empty(), "{topic}: its copies left running");
+            // At that answer, not at a later request's.
+            let sent = w.sent[*n].0;
+            let said: Option<u64> = w
+                .log
+                .iter()
+                .filter(|l| l.contains("store lost"))
+                .chain(w.trace.iter().filter(|l| l.contains(" Stopped(")))
+                .filter_map(|l| l.split(' ').next()?.parse().ok())
+                .min();
+            assert!(
+                said.is_some_and(|t| t <= sent + 2 * TICK),
+                "{topic} sent at {sent}, the loss said at {said:?}: {:#?}",
+                w.log
+            );
+            // Nor is the loss taken for a passing failure on the way: nothing says "retrying".
+            assert!(
+                !w.log.iter().any(|l| l.contains("retrying")),
+                "{topic}: {:#?}",
+                w.log
+            );
+        }
+    }
 }

@@ -1868,3 +1868,85 @@ fn a_pass_cut_short_after_a_batch_landed_says_what_landed_not_a_failure() {
     assert!(!d.said("pass failed"), "{:?}", d.logs);
     assert!(d.host.is_leader());
 }
+
+/// The kind of a request, for telling requests apart by what they do.
+fn request_kind(r: &StoreRequest) -> String {
+    let d = format!("{r:?}");
+    d.split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A store lost for good (its file removed: only SQLite says so) stops the host with that
+/// loss whichever of its requests finds it: the election's, a renewal, the declarations, a
+/// pass's read or commit, a collection's, a compaction's, the watch cache's read or watch. A
+/// host that took it for a passing failure would retry forever against a store that is gone
+/// (mutants 625 and 642 of the mutation sample, a `Lost` taken for a failure in one place
+/// each, passed every test; the chaos world never loses its store). The requests tried are
+/// the first of each kind and purpose in a run that does all of these.
+#[test]
+fn a_store_lost_for_good_stops_the_host_whichever_request_finds_it() {
+    for cache in [false, true] {
+        let run = |lose_at: Option<usize>| {
+            let store = store_with(&[spec("w", 3, 100)]);
+            // An orphan for the collector: an assignment whose workload is gone.
+            crate::ops::apply(&store, &[spec("gone", 1, 100_000)]).unwrap();
+            let mut c = cfg("c1");
+            c.watch_cache = cache;
+            c.controller.event_retention = Duration::from_millis(1_000);
+            let mut d = Driver::new(c);
+            let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+            let log = std::rc::Rc::clone(&seen);
+            d.fail = Some(Box::new(move |r, p| {
+                let mut log = log.borrow_mut();
+                log.push((request_kind(r), p));
+                (Some(log.len() - 1) == lose_at)
+                    .then(|| StoreError::Lost("its file was removed".into()))
+            }));
+            d.run(&store, 300);
+            if lose_at.is_none() {
+                crate::ops::delete(&store, "gone").unwrap();
+            }
+            d.run(&store, 6_000);
+            let seen = seen.borrow().clone();
+            (d, seen)
+        };
+        let (d, seen) = run(None);
+        assert!(d.stopped.is_none(), "{:?}", d.stopped);
+        let mut firsts: BTreeMap<(String, String), usize> = BTreeMap::new();
+        for (i, (kind, p)) in seen.iter().enumerate() {
+            firsts.entry((kind.clone(), format!("{p:?}"))).or_insert(i);
+        }
+        let kinds: Vec<&(String, String)> = firsts.keys().collect();
+        let purposes = [
+            "Election",
+            "Renewal",
+            "Declarations",
+            "Pass",
+            "Gc",
+            "Compaction",
+            "Cache",
+        ];
+        for want in &purposes[..if cache { 7 } else { 6 }] {
+            assert!(
+                kinds.iter().any(|(_, p)| p == want),
+                "no {want} request: {kinds:?}"
+            );
+        }
+        for ((kind, purpose), i) in &firsts {
+            let (mut d, _) = run(Some(*i));
+            assert!(
+                matches!(d.stopped, Some(Err(StoreError::Lost(_)))),
+                "{kind} ({purpose}, cache {cache}) found the store lost: {:?}; {:?}",
+                d.stopped,
+                d.logs.last()
+            );
+            // Stopped for good: later steps ask the store for nothing.
+            let sent = d.requests.len();
+            d.now += 10_000;
+            d.step(HostInput::Tick);
+            assert_eq!(d.requests.len(), sent, "{kind} ({purpose}): asked for more");
+        }
+    }
+}
