@@ -406,8 +406,11 @@ impl Host {
         if self.is_stopped() {
             return;
         }
-        if matches!(input, HostInput::Tick) && self.quiet_tick(out) {
-            return;
+        if matches!(input, HostInput::Tick) {
+            if let Some(wake) = self.quiet_tick(now_ms) {
+                out.push(HostOutput::Wake(wake));
+                return;
+            }
         }
         let lent = crate::machine::Lent::lend(&mut self.out, out);
         match input {
@@ -439,34 +442,39 @@ impl Host {
         lent.give_back(&mut self.out, out);
     }
 
-    /// A tick at `self.now` that provably does nothing but move the leader's poll on its grid
-    /// ([`Quiet`]): moves it, as the poll would (the next a period after this one), and asks for
-    /// the wake the whole step would ask for. Returns whether it was one; if not, nothing
-    /// changed and the tick takes the whole step. Most of a steady leader's steps are such
-    /// ticks: its poll every `poll`, with nothing due.
-    fn quiet_tick(&mut self, out: &mut Vec<HostOutput>) -> bool {
-        let Some(q) = self.quiet else { return false };
-        let now = self.now;
+    /// A tick at `now_ms` that provably does nothing but move the leader's poll on its grid
+    /// (nothing due by then, as the last step left things: no deadline, no round, no renewal,
+    /// collection or compaction, the declarations unmoved in the watch cache): moves it, as the
+    /// poll would (the next a period after this one), and returns the wake the whole step would
+    /// ask for, its only output. `None` if the tick is not such
+    /// a one: then nothing changed, and it takes the whole step. Most of a steady leader's
+    /// steps are such ticks: its poll every `poll`, with nothing due.
+    ///
+    /// [`Host::step_into`] tries it on every tick; a driver that steps often may call it
+    /// first, and step with [`HostInput::Tick`] only if it returns `None`.
+    pub fn quiet_tick(&mut self, now_ms: u64) -> Option<Wake> {
+        let q = self.quiet?;
+        let now = self.now.max(now_ms);
         if now >= q.until_ms {
-            return false;
+            return None;
         }
         let poll = self.cfg.poll_ms();
         let Role::Lead(l) = &mut self.role else {
-            return false;
+            return None;
         };
         if now >= l.next_poll_ms {
             if now >= q.poll_until_ms {
-                return false;
+                return None;
             }
             l.next_poll_ms = now + poll;
         }
-        let wake = q.wake_ms.min(l.next_poll_ms).max(now);
-        out.push(HostOutput::Wake(Wake(wake)));
+        self.now = now;
+        let wake = Wake(q.wake_ms.min(l.next_poll_ms).max(now));
         #[cfg(test)]
         {
             self.quiet_answered += 1;
         }
-        true
+        Some(wake)
     }
 
     // ---- plumbing ----
