@@ -75,6 +75,10 @@ impl Machine for HostMachine {
             });
         }
     }
+
+    fn quiet_tick(&mut self, now_ms: u64) -> Option<u64> {
+        self.0.quiet_tick(now_ms).map(|w| w.0)
+    }
 }
 
 /// A node agent, and the buffer its steps' outputs go through.

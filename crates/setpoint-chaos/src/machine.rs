@@ -169,6 +169,15 @@ pub trait Machine {
         out.extend(self.step(now_ms, input));
     }
 
+    /// A tick at `now_ms` that the machine answers with nothing but its next wake, without the
+    /// step: returns that wake (its clock), having done exactly what `step_into(now_ms,
+    /// Input::Tick)` would (whose only output would be `Output::Wake` of it). `None`: nothing
+    /// done; the tick takes the step. The world tries it on every tick; machines without such
+    /// ticks keep this default.
+    fn quiet_tick(&mut self, _now_ms: u64) -> Option<u64> {
+        None
+    }
+
     /// Before its first step, a restarted agent is handed what its earlier life wrote down
     /// with [`Output::LeaseKept`], as the real driver reads it from the lease file. Machines
     /// that keep no lease ignore it.

@@ -133,6 +133,14 @@ impl World<'_> {
         self.recent_steps[host] += 1;
         let slot = &mut self.slots[host];
         let clock = slot.clock(self.now);
+        if matches!(input, Input::Tick) && slot.hold.is_none() {
+            // A leader's poll with nothing due, most of its ticks: its only output is its wake,
+            // carried out as the step's would be (no answer can be queued behind it).
+            if let Some(at) = slot.machine.quiet_tick(clock) {
+                self.output(host, Output::Wake(at));
+                return;
+            }
+        }
         let mut outputs = std::mem::take(&mut self.outputs);
         slot.machine.step_into(clock, input, &mut outputs);
         for out in outputs.drain(..) {

@@ -59,6 +59,16 @@ impl Compactor {
         due
     }
 
+    /// From when [`Self::due`] would say yes, with events kept for `retention_ms`, as things
+    /// stand: never while a compaction is in flight. It changes nothing.
+    pub(super) fn due_at(&self, retention_ms: u64) -> u64 {
+        if self.compacting {
+            return u64::MAX;
+        }
+        let every = retention::COMPACT_EVERY_MS.min(retention_ms);
+        self.last_ms.saturating_add(every).max(self.not_before_ms)
+    }
+
     /// The compaction's read gave `plan`. The next read waits until the oldest event kept has
     /// outlived `retention_ms` (a store time, turned into this host's by `store_offset`, the
     /// store's clock minus this host's). Returns the batches fenced at `fence`, and how many

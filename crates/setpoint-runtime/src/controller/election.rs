@@ -204,6 +204,21 @@ impl Lease {
         due
     }
 
+    /// From when [`Self::lapsed`] holds, as things stand (the last renewal is never later than
+    /// the host's clock).
+    pub(super) fn lapses_at(&self, ttl_ms: u64) -> u64 {
+        self.renewed_ms.saturating_add(ttl_ms)
+    }
+
+    /// From when [`Self::renewal_due`] would say yes, as things stand: never while a
+    /// keep-alive is in flight. It changes nothing.
+    pub(super) fn renewal_due_at(&self, ttl_ms: u64) -> u64 {
+        if self.renewing {
+            return u64::MAX;
+        }
+        self.renewed_ms.saturating_add(ttl_ms / 3)
+    }
+
     /// The keep-alive sent at `sent_ms` was answered.
     pub(super) fn kept_alive(&mut self, sent_ms: u64) {
         self.renewing = false;

@@ -44,15 +44,31 @@ impl Collector {
     /// [`GC_EVERY_MS`], doubled for each collection that failed in a row (at most
     /// [`GC_BACKOFF_MAX_MS`]). If so it is counted as in flight from now.
     pub(super) fn due(&mut self, now_ms: u64) -> bool {
-        let wait = GC_EVERY_MS
-            .saturating_mul(1 << self.failures.min(16))
-            .min(GC_BACKOFF_MAX_MS);
+        let wait = self.wait_ms();
         let due = !self.collecting && self.last_ms.is_none_or(|t| now_ms - t >= wait);
         if due {
             self.collecting = true;
             self.last_ms = Some(now_ms);
         }
         due
+    }
+
+    /// From when [`Self::due`] would say yes, as things stand: never while a collection is in
+    /// flight. It changes nothing.
+    pub(super) fn due_at(&self) -> u64 {
+        match (self.collecting, self.last_ms) {
+            (true, _) => u64::MAX,
+            (false, None) => 0,
+            (false, Some(t)) => t.saturating_add(self.wait_ms()),
+        }
+    }
+
+    /// The wait after the last collection started: [`GC_EVERY_MS`], doubled for each that
+    /// failed in a row, at most [`GC_BACKOFF_MAX_MS`].
+    fn wait_ms(&self) -> u64 {
+        GC_EVERY_MS
+            .saturating_mul(1 << self.failures.min(16))
+            .min(GC_BACKOFF_MAX_MS)
     }
 
     /// Whether a collection on a snapshot of `revision` is known to find nothing.

@@ -296,6 +296,13 @@ impl Declarations {
         start
     }
 
+    /// Whether a poll would find nothing to do if the store is at `revision`: one is in flight
+    /// (so none starts), or `/workloads/` was last read at `revision` (so the poll ends at
+    /// [`Self::moved`]). It changes nothing.
+    pub(super) fn idle_at(&self, revision: Option<Revision>) -> bool {
+        self.declaring || (revision.is_some() && self.seen_revision == revision)
+    }
+
     /// The store is at `revision`. Returns whether `/workloads/` must be read; if not (nothing
     /// moved since the last read) the poll ends.
     pub(super) fn moved(&mut self, revision: Revision) -> bool {

@@ -274,12 +274,18 @@ impl HostCache {
     /// Whether a full read starts now: the cache has no watch and no read in flight. If so it
     /// stops serving until the read is done.
     pub(super) fn start_read(&mut self) -> bool {
-        if self.reading || self.watch.is_some() {
+        if !self.would_start_read() {
             return false;
         }
         self.reading = true;
         self.core.set_live(false);
         true
+    }
+
+    /// Whether [`Self::start_read`] would start a read now: none is in flight and no watch is
+    /// open. It changes nothing.
+    pub(super) fn would_start_read(&self) -> bool {
+        !(self.reading || self.watch.is_some())
     }
 
     /// The full read ended: with `read` if it succeeded (the cache is live from it, and returns

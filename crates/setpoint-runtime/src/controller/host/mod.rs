@@ -22,7 +22,10 @@
 //!   with [`StoreError::Unavailable`], and its late reply, if any, is ignored. A lost reply
 //!   never wedges the machine;
 //! - **the poll** of the leader: every `poll` it starts whatever is due (a cache read, a
-//!   compaction, a renewal, the declarations, a collection, in that order), then the passes;
+//!   compaction, a renewal, the declarations, a collection, in that order), then the passes.
+//!   A tick that provably does nothing but move the poll on its grid (nothing due, the
+//!   declarations unmoved in the watch cache) is answered without the step, with the wake the
+//!   step would ask for ([`Quiet`]): most of a steady leader's steps are such ticks;
 //! - **the memo**: the last snapshot a pass or a collection read, whose unchanged values the
 //!   next one reuses instead of decoding them again ([`Snapshot::from_read_reusing`]);
 //! - **shutdown**: a leader revokes its lease (so another controller takes over at once) and
@@ -139,6 +142,25 @@ struct Lead {
     cache: Option<HostCache>,
     /// The pass and collection reads waiting for the cache to catch up ([`CatchUp`]).
     catch_up: CatchUp<(Ask, Purpose, Awaiting)>,
+}
+
+/// What a leader's tick would do, as it stood after its last step: a tick that provably does
+/// nothing but move the poll on its grid is answered without the step ([`Host::quiet_tick`]).
+/// The host's state changes only in its steps, so until the next one only the clock moves, and
+/// every rule a tick applies is a threshold on the clock: each threshold is kept here.
+#[derive(Clone, Copy, Debug)]
+struct Quiet {
+    /// A tick before this does nothing but its poll: no request is past its deadline
+    /// ([`Host::expire`]), no read's wait for the cache ends ([`Host::end_waits`]), the lease
+    /// has not lapsed, and no loop is due ([`Host::drive_loops`]).
+    until_ms: u64,
+    /// A poll before this does nothing (its compaction, renewal and collection are not due;
+    /// the declarations are read at the cache's revision, or a poll of them is in flight; the
+    /// cache needs no read; the store is not failing, so no recovery is said) but set the
+    /// next poll a period on.
+    poll_until_ms: u64,
+    /// The wake the step asks for besides its next poll ([`Host::next_wake`]).
+    wake_ms: u64,
 }
 
 /// What the host is now.
@@ -268,6 +290,14 @@ pub struct Host {
     problems_said: BTreeMap<String, String>,
     /// The passes ended, for the driver's metrics ([`Host::take_passes`]).
     observed: super::observe::Observations,
+    /// What a tick would do, as the last step left the leader ([`Quiet`]); `None`: a tick takes
+    /// the whole step.
+    quiet: Option<Quiet>,
+    /// Whether quiet ticks are answered without the step (a test turns it off to compare).
+    quiet_ticks: bool,
+    /// How many ticks were answered so, for the tests.
+    #[cfg(test)]
+    quiet_answered: u64,
 }
 
 impl Host {
@@ -289,6 +319,10 @@ impl Host {
             store_offset: 0,
             out: Vec::new(),
             observed: Default::default(),
+            quiet: None,
+            quiet_ticks: true,
+            #[cfg(test)]
+            quiet_answered: 0,
         }
     }
 
@@ -296,6 +330,14 @@ impl Host {
     /// driver's metrics count. Taking them changes nothing the host does.
     pub fn take_passes(&mut self) -> Vec<super::PassObservation> {
         self.observed.take()
+    }
+
+    /// Answers quiet ticks with the whole step too ([`Quiet`]): what a host did before they
+    /// were answered without it, for a test to compare with.
+    #[cfg(test)]
+    fn without_quiet_ticks(mut self) -> Self {
+        self.quiet_ticks = false;
+        self
     }
 
     /// Whether this host acts as the leader now.
@@ -364,6 +406,12 @@ impl Host {
         if self.is_stopped() {
             return;
         }
+        if matches!(input, HostInput::Tick) {
+            if let Some(wake) = self.quiet_tick(now_ms) {
+                out.push(HostOutput::Wake(wake));
+                return;
+            }
+        }
         let lent = crate::machine::Lent::lend(&mut self.out, out);
         match input {
             HostInput::Tick => {}
@@ -386,11 +434,47 @@ impl Host {
         self.expire();
         self.end_waits();
         self.drive();
+        self.quiet = None;
         if !self.is_stopped() {
             let wake = self.next_wake();
             self.out.push(HostOutput::Wake(Wake(wake)));
         }
         lent.give_back(&mut self.out, out);
+    }
+
+    /// A tick at `now_ms` that provably does nothing but move the leader's poll on its grid
+    /// (nothing due by then, as the last step left things: no deadline, no round, no renewal,
+    /// collection or compaction, the declarations unmoved in the watch cache): moves it, as the
+    /// poll would (the next a period after this one), and returns the wake the whole step would
+    /// ask for, its only output. `None` if the tick is not such
+    /// a one: then nothing changed, and it takes the whole step. Most of a steady leader's
+    /// steps are such ticks: its poll every `poll`, with nothing due.
+    ///
+    /// [`Host::step_into`] tries it on every tick; a driver that steps often may call it
+    /// first, and step with [`HostInput::Tick`] only if it returns `None`.
+    pub fn quiet_tick(&mut self, now_ms: u64) -> Option<Wake> {
+        let q = self.quiet?;
+        let now = self.now.max(now_ms);
+        if now >= q.until_ms {
+            return None;
+        }
+        let poll = self.cfg.poll_ms();
+        let Role::Lead(l) = &mut self.role else {
+            return None;
+        };
+        if now >= l.next_poll_ms {
+            if now >= q.poll_until_ms {
+                return None;
+            }
+            l.next_poll_ms = now + poll;
+        }
+        self.now = now;
+        let wake = Wake(q.wake_ms.min(l.next_poll_ms).max(now));
+        #[cfg(test)]
+        {
+            self.quiet_answered += 1;
+        }
+        Some(wake)
     }
 
     // ---- plumbing ----
@@ -628,7 +712,9 @@ impl Host {
         }
     }
 
-    fn next_wake(&self) -> u64 {
+    /// When to be stepped next. For a leader it also notes what a tick until then would do
+    /// ([`Quiet`]).
+    fn next_wake(&mut self) -> u64 {
         let mut at = u64::MAX;
         for p in self.pending.values() {
             at = at.min(p.deadline_ms);
@@ -636,9 +722,23 @@ impl Host {
         match &self.role {
             Role::Follow(f) => at = at.min(f.next_wake().unwrap_or(u64::MAX)),
             Role::Lead(l) => {
-                at = at.min(l.next_poll_ms);
                 at = at.min(l.loops.next_wake(self.now).unwrap_or(u64::MAX));
-                at = at.min(l.catch_up.next_wake().unwrap_or(u64::MAX));
+                let waits = l.catch_up.next_wake();
+                at = at.min(waits.unwrap_or(u64::MAX));
+                // Waits end all at once when the cache is not behind. A wait is only begun
+                // while it is, and what stops it being so (a lost watch) comes before
+                // `end_waits` in the step: this keeps the rule whole, not a case seen.
+                let waits_on_time =
+                    waits.is_none() || l.cache.as_ref().is_some_and(HostCache::is_behind);
+                if self.quiet_ticks && waits_on_time {
+                    let ttl = self.cfg.ttl_ms();
+                    self.quiet = Some(Quiet {
+                        until_ms: at.min(l.lease.lapses_at(ttl)),
+                        poll_until_ms: self.poll_quiet_until(l),
+                        wake_ms: at,
+                    });
+                }
+                at = at.min(l.next_poll_ms);
             }
             _ => {}
         }
@@ -647,6 +747,25 @@ impl Host {
             at = self.now + self.cfg.poll_ms();
         }
         at.max(self.now)
+    }
+
+    /// Until when a poll of leader `l` does nothing, as things stand ([`Quiet::poll_until_ms`],
+    /// [`Host::drive_lead`]): 0 if the poll has work whenever it comes (the declarations to
+    /// ask the store for or to read, the cache to read, a recovery to say).
+    fn poll_quiet_until(&self, l: &Lead) -> u64 {
+        let cache = l.cache.as_ref();
+        let declarations_idle = l
+            .declarations
+            .idle_at(cache.and_then(HostCache::live_revision))
+            && !self.conditions.failing(STORE);
+        if !declarations_idle || cache.is_some_and(HostCache::would_start_read) {
+            return 0;
+        }
+        let retention = super::config::millis(self.cfg.controller.event_retention);
+        l.compaction
+            .due_at(retention)
+            .min(l.lease.renewal_due_at(self.cfg.ttl_ms()))
+            .min(l.gc.due_at())
     }
 
     // ---- inputs ----

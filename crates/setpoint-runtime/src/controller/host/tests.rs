@@ -39,6 +39,8 @@ struct Driver {
     held: VecDeque<(ReqId, StoreRequest, Purpose)>,
     /// Set to the driver's time before each step and call: a [`Clocked`] store's clock.
     clock: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    /// Every step: when, what it was handed, and everything it asked for, in order.
+    steps: Vec<(u64, String, Vec<HostOutput>)>,
 }
 
 /// A [`MemoryStore`] whose clock is the driver's virtual time (a `MemoryStore` reads the
@@ -107,6 +109,7 @@ impl Driver {
             hold: None,
             held: VecDeque::new(),
             clock: None,
+            steps: Vec::new(),
         };
         d.step(HostInput::Tick);
         d
@@ -116,7 +119,10 @@ impl Driver {
         if let Some(c) = &self.clock {
             c.store(self.now, std::sync::atomic::Ordering::SeqCst);
         }
-        for out in self.host.step(self.now, input) {
+        let what = format!("{input:?}");
+        let outputs = self.host.step(self.now, input);
+        self.steps.push((self.now, what, outputs.clone()));
+        for out in outputs {
             match out {
                 HostOutput::Request {
                     id,
@@ -1433,6 +1439,182 @@ fn skipping_quiet_passes_writes_exactly_what_running_every_pass_writes() {
         skipped_somewhere.get(),
         "no history skipped a pass: the test saw nothing"
     );
+}
+
+/// A leader's tick that provably does nothing but move its poll on the grid is answered
+/// without the step ([`Quiet`]): histories of declarations, reports, lost watches, a store that
+/// fails, and keep-alives whose replies are lost (so the lease lapses and the host is elected
+/// again), stepped at the host's own wakes, are run twice, with quiet ticks answered so and
+/// with every tick taking the whole step (as before). Every step must ask for exactly the same
+/// things: the same requests at the same times, the same logs, the same wakes. A rule of the
+/// poll left out of [`Quiet`] (the renewal's, say) makes a quiet tick skip that work, and this
+/// fails.
+#[test]
+fn quiet_ticks_answered_without_the_step_do_exactly_what_the_whole_step_does() {
+    use crate::model::Phase;
+    use proptest::prelude::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    #[derive(Clone, Debug)]
+    enum Event {
+        /// A declaration: copies and period.
+        Apply(u64, u64),
+        /// A node's report of its first copies running.
+        Report(bool, u64),
+        /// The cache's watch is lost.
+        LoseWatch,
+        /// Until the next event the store fails every request; the watch is lost too if set.
+        StoreDown(bool),
+        /// Until the next event no reply arrives: to keep-alives only, or to any request.
+        RepliesLost(bool),
+        Wait,
+    }
+    let event = prop_oneof![
+        (0u64..4, prop_oneof![Just(100u64), Just(700), Just(5_000)])
+            .prop_map(|(n, p)| Event::Apply(n, p)),
+        (any::<bool>(), 0u64..4).prop_map(|(b, n)| Event::Report(b, n)),
+        Just(Event::LoseWatch),
+        any::<bool>().prop_map(Event::StoreDown),
+        any::<bool>().prop_map(Event::RepliesLost),
+        Just(Event::Wait),
+        Just(Event::Wait),
+    ];
+    let quiet_ticks = std::cell::Cell::new(0u64);
+    // A TTL of 4 s renews every 1.33 s, off the collections' second; a request timeout of 60 s
+    // leaves a keep-alive whose reply is lost in flight past the lease's lapse.
+    let config = (any::<bool>(), prop_oneof![Just(500u64), Just(60_000)]);
+    proptest!(ProptestConfig::with_cases(128), |((wake_on_change, timeout_ms) in config, steps in proptest::collection::vec((1u64..6_000, event), 1..16))| {
+        let run = |quiet: bool| {
+            let clock = Arc::new(AtomicU64::new(0));
+            let store = Clocked { inner: MemoryStore::new(), now: Arc::clone(&clock) };
+            crate::model::node::fake_node(&store, "a").unwrap();
+            let mut c = cached("c1");
+            c.controller.lease_ttl = Duration::from_secs(4);
+            c.controller.event_retention = Duration::from_millis(2_500);
+            c.controller.wake_on_change = wake_on_change;
+            c.request_timeout = Duration::from_millis(timeout_ms);
+            let mut d = Driver::new(c);
+            if !quiet {
+                let host = std::mem::replace(&mut d.host, Host::new(cached("x"), 0));
+                d.host = host.without_quiet_ticks();
+            }
+            d.clock = Some(Arc::clone(&clock));
+            let mut t = 0;
+            let mut declared = false;
+            for (dt, e) in &steps {
+                t += dt;
+                d.run(&store, t);
+                clock.store(d.now, Ordering::SeqCst);
+                d.fail = None;
+                d.hook = None;
+                match e {
+                    Event::Apply(n, p) => {
+                        let spec = crate::controller::reconcile::tests::test_spec("w", *n, ControllerKind::Named, *p);
+                        crate::ops::apply(&store, &[spec]).unwrap();
+                        declared = true;
+                    }
+                    Event::Report(b, n) if declared => {
+                        let node = if *b { "b" } else { "a" };
+                        let copies: Vec<(u64, Phase)> = (0..*n).map(|i| (i, Phase::Running)).collect();
+                        crate::controller::reconcile::tests::report(&store, node, &copies);
+                    }
+                    Event::LoseWatch | Event::StoreDown(_) => {
+                        if let Event::StoreDown(_) = e {
+                            d.fail = Some(Box::new(|_, _| Some(StoreError::Unavailable("down".into()))));
+                        }
+                        let watch = d.watches.keys().next().copied();
+                        if let (Some(watch), Event::LoseWatch | Event::StoreDown(true)) = (watch, e) {
+                            d.watches.remove(&watch);
+                            d.step(HostInput::Watch(WatchDelivery {
+                                watch,
+                                event: WatchEvent::Lost("compacted".into()),
+                            }));
+                        }
+                    }
+                    Event::RepliesLost(all) => {
+                        let all = *all;
+                        d.hook = Some(Box::new(move |_, _, p| !all && p != Purpose::Renewal));
+                    }
+                    Event::Report(..) | Event::Wait => {}
+                }
+            }
+            d.fail = None;
+            d.hook = None;
+            d.run(&store, t + 5_000);
+            (d.steps, d.host.quiet_answered)
+        };
+        let (quiet, answered) = run(true);
+        let (whole, none) = run(false);
+        prop_assert_eq!(none, 0);
+        prop_assert_eq!(quiet.len(), whole.len());
+        for (q, w) in quiet.iter().zip(&whole) {
+            prop_assert_eq!(q, w);
+        }
+        quiet_ticks.set(quiet_ticks.get() + answered);
+    });
+    // Most ticks of a steady leader are quiet: the test must have seen them.
+    assert!(
+        quiet_ticks.get() > 1_000,
+        "{} quiet ticks",
+        quiet_ticks.get()
+    );
+}
+
+/// Two states of a leader that the histories above seldom reach, set by hand (a full step
+/// after each, so that what a tick would do is worked out afresh): the store's failure not yet
+/// said to be over (a revision request failed, and the cache came back before the next one),
+/// and a cache without a watch or a read while a poll of the declarations is in flight (its
+/// reply slow). The next poll says that the store answers again, or reads the cache again: it
+/// is no quiet tick.
+#[test]
+fn a_poll_that_would_say_the_store_answers_or_read_the_cache_is_no_quiet_tick() {
+    for case in ["store failing", "cache without a watch"] {
+        let run = |quiet: bool| {
+            let clock = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let store = Clocked {
+                inner: MemoryStore::new(),
+                now: std::sync::Arc::clone(&clock),
+            };
+            crate::model::node::fake_node(&store, "a").unwrap();
+            crate::ops::apply(&store, &[spec("w", 1, 5_000)]).unwrap();
+            let mut d = Driver::new(cached("c1"));
+            if !quiet {
+                let host = std::mem::replace(&mut d.host, Host::new(cached("x"), 0));
+                d.host = host.without_quiet_ticks();
+            }
+            d.clock = Some(clock);
+            d.run(&store, 2_010);
+            let now = d.now;
+            let Role::Lead(l) = &mut d.host.role else {
+                panic!("a leader")
+            };
+            if case == "store failing" {
+                let line = "cannot read the store: down".to_owned();
+                assert!(d.host.conditions.failed(now, STORE, line).is_some());
+            } else {
+                assert!(l.declarations.start(), "no poll of them in flight");
+                let watch = l.cache.as_mut().unwrap().lose_watch().expect("a watch");
+                d.watches.remove(&watch);
+            }
+            d.step(HostInput::Watch(WatchDelivery {
+                watch: 1_000_000,
+                event: WatchEvent::Idle,
+            }));
+            d.run(&store, 2_500);
+            (d.steps, d.logs, d.host.quiet_answered)
+        };
+        let (quiet, logs, answered) = run(true);
+        let (whole, _, _) = run(false);
+        assert!(answered > 0, "{case}");
+        assert_eq!(quiet.len(), whole.len(), "{case}");
+        for (q, w) in quiet.iter().zip(&whole) {
+            assert_eq!(q, w, "{case}");
+        }
+        if case == "store failing" {
+            assert!(logs.iter().any(|(_, _, l)| l == "the store answers again"));
+        }
+    }
 }
 
 /// Idle rounds are not written (`rounds.rs`), so a pass on a stale cache meets its
