@@ -619,6 +619,30 @@ mod tests {
         assert!(out.drain().is_empty(), "no store read");
     }
 
+    /// While the watch cache serves, a sync with nothing changed is due `CACHE_RESYNC_MS` after
+    /// the last one it served, not a sync period later: between changes, which run a sync at
+    /// once, the agent sleeps (mutant 628 of the mutation sample made every sync period a sync
+    /// the cache answered with the same view, and the agent never slept longer). Under a lease
+    /// the cache does not serve, syncs read the store every period.
+    #[test]
+    fn while_the_watch_cache_serves_a_sync_is_due_a_cache_resync_later_not_a_sync_period() {
+        let (_store, cfg, mut sync, mut out, _watch) = cache_read_and_watching();
+        sync.on_cache_watching(0, &Ok(StoreReply::Watching), &cfg, &mut out);
+        assert!(sync.drive(1, 1, &cfg, &mut out).is_some(), "served");
+        assert!(out.drain().is_empty(), "no store read");
+        let due = |sync: &Sync, lease| {
+            let mut soonest = Soonest::new(1);
+            sync.wake_times(Some(lease), &mut soonest);
+            soonest.or_a_second()
+        };
+        assert_eq!(due(&sync, 1), 1 + CACHE_RESYNC_MS);
+        assert_eq!(due(&sync, 2), 1 + cfg.sync_every_ms);
+        assert!(sync
+            .drive(1 + cfg.sync_every_ms, 1, &cfg, &mut out)
+            .is_none());
+        assert!(out.drain().is_empty(), "nothing due a sync period on");
+    }
+
     /// The next output, a store request: its id (taken out of the outbox) and the request.
     fn sent(out: &mut Outbox) -> (crate::machine::ReqId, StoreRequest) {
         let Some(AgentOutput::Store { id, request }) = out.drain().pop() else {
