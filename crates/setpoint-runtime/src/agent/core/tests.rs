@@ -2050,3 +2050,44 @@ fn a_store_lost_for_good_ends_the_agent_whichever_request_finds_it() {
         }
     }
 }
+
+/// A shutdown waits for its copies for their longest grace and 2 s more, not for ever: a copy
+/// that outlives even its SIGKILL (a process stuck in the kernel) does not keep the agent from
+/// stopping past that deadline (mutant 592 of the mutation sample made the deadline
+/// `(now + grace) × 2 s`, decades away; the chaos world's processes always end on SIGKILL).
+#[test]
+fn a_shutdown_gives_up_on_a_copy_that_outlives_its_sigkill_at_its_grace_and_two_seconds() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    assert_eq!(w.running(), ["w-0"]);
+    let asked = w.now;
+    w.input(AgentInput::Shutdown);
+    let mut t = w.now;
+    while w.stopped.is_none() && t < asked + 10_000 {
+        // w-0 ends on no signal at all.
+        for p in &mut w.procs {
+            p.ending = None;
+        }
+        t += TICK;
+        w.run(t);
+    }
+    assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+    let stopped: u64 = w
+        .trace
+        .iter()
+        .find(|l| l.contains(" Stopped("))
+        .and_then(|l| l.split(' ').next()?.parse().ok())
+        .unwrap();
+    // The fixture's grace is 100 ms: the drain's deadline is 2.1 s after the shutdown.
+    assert!(
+        (asked + 2_100..=asked + 2_100 + 2 * TICK).contains(&stopped),
+        "asked at {asked}, stopped at {stopped}"
+    );
+    assert_eq!(
+        w.running(),
+        ["w-0"],
+        "still there: nothing more an agent can do"
+    );
+}
