@@ -20,9 +20,9 @@ pub(super) enum Purpose {
     Claim,
     /// A renewal of `lease`, sent at `sent` ([`super::lease`]).
     Renew { lease: LeaseId, sent: u64 },
-    /// The read of the node's assignments and last report before recovery
-    /// ([`super::recovery`]).
-    ReadState,
+    /// The read of the node's assignments and last report before recovery, sent under this
+    /// lease ([`super::recovery`]).
+    ReadState { lease: LeaseId },
     /// A sync read sent under this lease ([`super::sync`]).
     Sync { lease: LeaseId },
     /// A report ([`super::reports`]); `last` at shutdown.

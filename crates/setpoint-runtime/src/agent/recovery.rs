@@ -21,7 +21,7 @@ use crate::events::CopyEventKind;
 use crate::machine::{StoreReply, StoreRequest, StoreResult};
 use crate::model::{placements_of, report_key, NodeReport, Phase};
 use crate::process::{self, Marked};
-use crate::store::{Entry, StoreError};
+use crate::store::{Entry, LeaseId, StoreError};
 
 /// The grace period given to a foreign process found carrying the agent's mark, in milliseconds.
 pub const UNKNOWN_GRACE_MS: u64 = 1_000;
@@ -48,15 +48,21 @@ pub(super) struct StateRead {
 }
 
 impl StateRead {
-    /// Sends the read.
-    pub(super) fn send(&mut self, now: u64, cfg: &AgentCoreConfig, out: &mut Outbox) {
+    /// Sends the read, under `lease` (the node lease held now).
+    pub(super) fn send(
+        &mut self,
+        now: u64,
+        lease: LeaseId,
+        cfg: &AgentCoreConfig,
+        out: &mut Outbox,
+    ) {
         self.retry = None;
         let node = &cfg.node;
         let prefixes = vec![placements_of(node), report_key(node)];
         out.send(
             now,
             StoreRequest::Read { prefixes },
-            Purpose::ReadState,
+            Purpose::ReadState { lease },
             cfg.request_timeout_ms,
         );
     }
@@ -64,6 +70,13 @@ impl StateRead {
     /// When a failed read is to be sent again.
     pub(super) fn retry_at(&self) -> Option<u64> {
         self.retry
+    }
+
+    /// The read's answer came after the lease it was sent under was lost: it is not acted on,
+    /// and the read is sent again, at once, once a lease is held (a fenced agent starts nothing:
+    /// the node may have been lost meanwhile and its copies placed elsewhere).
+    pub(super) fn void(&mut self, now: u64) {
+        self.retry = Some(now);
     }
 
     /// After the read's reply.

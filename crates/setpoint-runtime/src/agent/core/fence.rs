@@ -39,7 +39,7 @@ impl AgentCore {
                         }
                     ));
                     self.life.stage = Stage::ReadingState;
-                    self.state_read.send(now, &self.cfg, &mut self.out);
+                    self.state_read.send(now, lease, &self.cfg, &mut self.out);
                 } else if !self.life.leaving() {
                     self.out.ended("rejoin", "");
                     self.out.log(format!("rejoined under lease {lease}"));

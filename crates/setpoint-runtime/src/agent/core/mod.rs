@@ -297,7 +297,7 @@ impl AgentCore {
         if let Some(t) = self
             .state_read
             .retry_at()
-            .filter(|_| self.life.stage == Stage::ReadingState)
+            .filter(|_| self.life.stage == Stage::ReadingState && self.held_lease().is_some())
         {
             soonest.at(t);
         }
@@ -370,8 +370,12 @@ impl AgentCore {
             }
             // A read of the state that lands after the agent began to stop is not acted on:
             // it would start recovery in the middle of the shutdown.
-            Purpose::ReadState if self.life.stage != Stage::ReadingState => {}
-            Purpose::ReadState => {
+            Purpose::ReadState { .. } if self.life.stage != Stage::ReadingState => {}
+            // Sent under a lease since lost (fenced while it was on its way): never acted on.
+            Purpose::ReadState { lease } if self.held_lease() != Some(lease) => {
+                self.state_read.void(now)
+            }
+            Purpose::ReadState { .. } => {
                 match self
                     .state_read
                     .on_read(now, result, &self.cfg, &mut self.out)
@@ -569,10 +573,12 @@ impl AgentCore {
         {
             self.sync.want();
         }
-        if self.life.stage == Stage::ReadingState
-            && self.state_read.retry_at().is_some_and(|t| now >= t)
-        {
-            self.state_read.send(now, &self.cfg, &mut self.out);
+        // Only under a held lease: a fenced agent reads its state again once it rejoins.
+        if let Some(lease) = self.held_lease().filter(|_| {
+            self.life.stage == Stage::ReadingState
+                && self.state_read.retry_at().is_some_and(|t| now >= t)
+        }) {
+            self.state_read.send(now, lease, &self.cfg, &mut self.out);
         }
         let may_save = self.life.may_save();
         match self.life.stage.clone() {
