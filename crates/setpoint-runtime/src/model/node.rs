@@ -293,6 +293,22 @@ pub fn fake_node(store: &dyn Store, node: &str) -> Result<LeaseId, StoreError> {
 mod tests {
     use super::*;
 
+    /// `forget` of a node the store never knew, or of a live one, is the operator's mistake
+    /// (the CLI exits 2 and says what is accepted); a race or a store that fails is not (exit
+    /// 1) (mutant 721 of the mutation sample took every error for a failure).
+    #[test]
+    fn forgetting_an_unknown_or_a_live_node_is_a_refusal_and_a_race_or_a_store_failure_is_not() {
+        let store = crate::store::MemoryStore::new();
+        let unknown = forget(&store, "nobody").unwrap_err();
+        assert!(matches!(unknown, ForgetError::Unknown(_)), "{unknown:?}");
+        fake_node(&store, "a").unwrap();
+        let live = forget(&store, "a").unwrap_err();
+        assert!(matches!(live, ForgetError::Live { .. }), "{live:?}");
+        assert!(unknown.is_refusal() && live.is_refusal());
+        assert!(!ForgetError::Contended("a".into()).is_refusal());
+        assert!(!ForgetError::Store(StoreError::Unavailable("down".into())).is_refusal());
+    }
+
     /// Only a compare-and-set that fails is a race to try again; a store that fails the write
     /// is its own error, so the operator is told what is wrong with the store, not to retry
     /// (mutant 564 of the mutation sample called every failure contended).
