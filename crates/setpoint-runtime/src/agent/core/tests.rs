@@ -1496,18 +1496,42 @@ fn a_process_that_comes_up_after_its_agent_fenced_is_killed_at_once() {
     );
 }
 
-#[test]
-fn a_copy_the_store_last_heard_of_as_exited_is_not_started_again_after_the_state_file_is_lost() {
+/// Copy `w-0` ran on node `a` and died; its assignment stays (the controller replaces it after
+/// its backoff, under a new incarnation), and the node's report shows it exited.
+fn a_copy_that_died_and_was_reported_exited() -> World {
     let store = MemoryStore::new();
     assign(&store, "a", 0);
     let mut w = World::new(store, config("a"));
     w.run(500);
     assert_eq!(w.running(), ["w-0"]);
-    // w-0 dies; its assignment stays (the controller replaces it after its backoff, under
-    // a new incarnation), and the node's report shows it exited.
     w.procs[0].ending = Some(9);
     w.run(1_000);
     assert!(w.running().is_empty());
+    w
+}
+
+/// The other side of the test above: an incarnation of the copy assigned after the report that
+/// showed the old one exited is started, state file or not (mutant 715 of the mutation sample
+/// kept every copy the last report showed exited, whatever its incarnation, so the new one was
+/// recorded exited with the old one's end and never started: the controller then replaced it
+/// for a death it never had).
+#[test]
+fn a_copy_assigned_again_after_the_report_that_showed_it_exited_starts_after_the_state_file_is_lost(
+) {
+    let mut w = a_copy_that_died_and_was_reported_exited();
+    w.saved = None;
+    // The controller replaces it in place: a new incarnation of w-0 on this node.
+    unassign(&w.store, "a", 0);
+    assign(&w.store, "a", 0);
+    let now = w.now;
+    let mut w = w.restart(config("a"));
+    w.run(now + 1_000);
+    assert_eq!(w.running(), ["w-0"], "{:?}", w.starts);
+}
+
+#[test]
+fn a_copy_the_store_last_heard_of_as_exited_is_not_started_again_after_the_state_file_is_lost() {
+    let mut w = a_copy_that_died_and_was_reported_exited();
     let exited = |w: &World| {
         let r = w.report("a");
         r.copies
