@@ -2312,3 +2312,48 @@ fn an_agent_fenced_while_it_reads_its_state_starts_nothing_until_it_rejoins() {
         assert_eq!(w.running(), ["w-0"]);
     }
 }
+
+/// A copy whose start has not been answered yet (no pid) is neither ready at its startup time
+/// nor ended by a stop in that window: it is stopped once its process is there, and only its
+/// process's end ends it (mutant 703 of the mutation sample handled such a copy as a simulated
+/// one, ready with no process).
+#[test]
+fn a_copy_stopped_while_its_start_is_under_way_is_ended_only_by_its_process_ending() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.hold_starts = true;
+    while w.starts.is_empty() && w.now < 1_000 {
+        w.run(w.now + TICK);
+    }
+    assert_eq!(w.starts.len(), 1, "the start asked for");
+    let phase = |w: &World| w.core.records().first().map(|r| r.phase);
+    // Past its startup time, with no process yet: not ready.
+    w.run(w.now + 500);
+    assert_eq!(phase(&w), Some(Phase::Starting), "ready with no process");
+    unassign(&w.store, "a", 0);
+    w.run(w.now + 500);
+    assert_ne!(
+        phase(&w),
+        Some(Phase::Exited),
+        "ended before its process was there"
+    );
+    // The process comes up now: it is stopped, and its end ends the copy.
+    w.procs.push(Proc {
+        copy: "w-0".into(),
+        pid: 4_343,
+        alive: true,
+        ending: None,
+    });
+    w.input(AgentInput::Started {
+        copy: "w-0".into(),
+        pid: 4_343,
+        start_ticks: 43_430,
+    });
+    w.run(w.now + 500);
+    assert!(w.running().is_empty(), "left running: {:?}", w.signals);
+    assert!(
+        w.signals.iter().any(|(_, c, _)| c == "w-0"),
+        "never signalled"
+    );
+}
