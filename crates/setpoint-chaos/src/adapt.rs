@@ -173,6 +173,10 @@ impl Machine for AgentMachine {
         self.0.inherit_renewal(renewal_sent_ms);
     }
 
+    fn quiet_tick(&mut self, now_ms: u64) -> Option<u64> {
+        self.0.quiet_tick(now_ms).map(|w| w.0)
+    }
+
     fn step(&mut self, now_ms: u64, input: Input) -> Vec<Output> {
         let mut out = Vec::new();
         self.step_into(now_ms, input, &mut out);

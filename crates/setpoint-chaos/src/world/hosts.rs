@@ -134,8 +134,9 @@ impl World<'_> {
         let slot = &mut self.slots[host];
         let clock = slot.clock(self.now);
         if matches!(input, Input::Tick) && slot.hold.is_none() {
-            // A leader's poll with nothing due, most of its ticks: its only output is its wake,
-            // carried out as the step's would be (no answer can be queued behind it).
+            // A leader's poll with nothing due, or an agent's tick that only moves its clocks
+            // (most ticks of either): its only output is its wake, carried out as the step's
+            // would be (no answer can be queued behind it).
             if let Some(at) = slot.machine.quiet_tick(clock) {
                 self.output(host, Output::Wake(at));
                 return;

@@ -116,6 +116,17 @@ impl EventLog {
         );
     }
 
+    /// For a tick answered without the step: when [`EventLog::flush`] would act (a retry's
+    /// wait ends; 0: entries wait and nothing holds them back), `u64::MAX` if not before an
+    /// input.
+    pub(super) fn quiet_until(&self) -> u64 {
+        match self.retry_at {
+            Some(t) => t,
+            None if !self.pending.is_empty() && !self.in_flight => 0,
+            None => u64::MAX,
+        }
+    }
+
     /// When a failed batch is to be tried again, if one is waiting (a wait that ended is
     /// over: the step that saw it end tried).
     pub(super) fn wake_times(&self, now: u64, soonest: &mut Soonest) {

@@ -764,6 +764,25 @@ impl NodeLease {
         }
     }
 
+    /// For a tick answered without the step ([`super::core`]'s quiet ticks): the soonest time
+    /// at which a tick acts on the lease (its next renewal, or the fence's SIGTERM), counted
+    /// whether or not a renewal may go out; `None` if a tick may act at any time (the name is
+    /// not held, the fence came down, or the first claim's fence is not done).
+    pub(super) fn quiet_until(&self) -> Option<u64> {
+        match self.state {
+            LeaseSt::Held {
+                termed: false,
+                ok_sent,
+                ttl_ms,
+                next_renewal,
+                ..
+            } if self.strays == StraysFenced::Done => {
+                Some(next_renewal.min(fence_times_ms(ok_sent, ttl_ms).0))
+            }
+            _ => None,
+        }
+    }
+
     /// The times this part must be stepped at: a claim's pause or next request, the next
     /// renewal, the fence's next act.
     pub(super) fn wake_times(&self, now: u64, soonest: &mut Soonest, ttl_ms: u64) {

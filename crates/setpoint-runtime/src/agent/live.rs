@@ -73,6 +73,16 @@ impl LiveRecords {
         );
     }
 
+    /// For a tick answered without the step: when [`LiveRecords::publish`] would next look at
+    /// the copies (a failed write's retry), `u64::MAX` if not before an input (a write in flight,
+    /// or the copies found the same as the record written, which only a step can change).
+    pub(super) fn quiet_until(&self) -> u64 {
+        match self.retry_at {
+            Some(t) if !self.in_flight => t,
+            _ => u64::MAX,
+        }
+    }
+
     /// When a failed write is to be tried again, if one is waiting (a wait that ended is
     /// over: the step that saw it end tried, or had nothing to write).
     pub(super) fn wake_times(&self, now: u64, soonest: &mut Soonest) {

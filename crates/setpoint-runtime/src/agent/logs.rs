@@ -41,6 +41,11 @@ impl LogTending {
         Some(sweep)
     }
 
+    /// When the logs are next to be tended ([`LogTending::due`]).
+    pub(super) fn next_at(&self) -> u64 {
+        self.next_logs
+    }
+
     /// The next time the logs are to be tended.
     pub(super) fn wake_times(&self, soonest: &mut Soonest) {
         soonest.at(self.next_logs);

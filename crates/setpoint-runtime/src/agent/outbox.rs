@@ -209,6 +209,11 @@ impl Soonest {
         self.t = self.t.min(at.max(self.now));
     }
 
+    /// The soonest time offered (clamped to `now`), if any was.
+    pub(super) fn offered(&self) -> Option<u64> {
+        (self.t != u64::MAX).then_some(self.t)
+    }
+
     /// The soonest time offered, or a second from now if none was.
     pub(super) fn or_a_second(&self) -> u64 {
         if self.t == u64::MAX {

@@ -465,6 +465,20 @@ impl Reports {
         self.shown = shown;
     }
 
+    /// When the next observation is due ([`Reports::observation_due`]).
+    pub(super) fn observation_at(&self) -> u64 {
+        self.next_report
+    }
+
+    /// For a tick answered without the step: when [`Reports::send_due`] would write the first
+    /// queued report (`u64::MAX`: not before an input).
+    pub(super) fn quiet_until(&self) -> u64 {
+        match self.queue.front() {
+            Some((due, _)) if !self.in_flight => *due,
+            _ => u64::MAX,
+        }
+    }
+
     /// The times this part must be stepped at: the next observation, and the first queued
     /// report's time unless a report is in flight.
     pub(super) fn wake_times(&self, soonest: &mut Soonest) {

@@ -760,6 +760,22 @@ impl Supervisor {
         out.push(AgentOutput::SaveState(state));
     }
 
+    /// For a tick answered without the step: the soonest time at which [`Supervisor::tend`]
+    /// acts on a copy of real processes ([`Supervisor::wake_times`]), 0 if it would at once (a
+    /// probe that succeeded and a copy not promoted yet), `u64::MAX` if never before an input.
+    pub(super) fn quiet_until(&self) -> u64 {
+        let mut soonest = Soonest::new(0);
+        self.wake_times(false, &mut soonest);
+        let at_once = self.copies.values().any(|l| {
+            !l.exited() && l.record.phase == Phase::Starting && l.kill_at_ms.is_none() && l.probe_ok
+        });
+        if at_once {
+            0
+        } else {
+            soonest.offered().unwrap_or(u64::MAX)
+        }
+    }
+
     /// The times the copies must be looked at: a stop's SIGKILL, a promotion, a probe.
     pub(super) fn wake_times(&self, simulated: bool, soonest: &mut Soonest) {
         for l in self.copies.values().filter(|l| !l.exited()) {

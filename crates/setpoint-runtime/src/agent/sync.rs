@@ -367,6 +367,21 @@ impl Sync {
         }
     }
 
+    /// For a tick answered without the step: the soonest time at which a tick under `held` (the
+    /// lease held now) syncs or starts the cache's read (0: at once); `u64::MAX` while a sync
+    /// read is in flight (neither is driven until it answers).
+    pub(super) fn quiet_until(&self, held: LeaseId) -> u64 {
+        if self.in_flight {
+            return u64::MAX;
+        }
+        let cache = self
+            .cache
+            .as_ref()
+            .and_then(|c| c.acts_from(held))
+            .unwrap_or(u64::MAX);
+        self.next_sync_ms(Some(held)).min(cache)
+    }
+
     /// The times this part must be stepped at, under `held` (the lease held now), while the agent
     /// runs unfenced: the next sync and the cache's retry, unless a sync read is in flight.
     pub(super) fn wake_times(&self, held: Option<LeaseId>, soonest: &mut Soonest) {

@@ -115,6 +115,13 @@ impl WatchCache {
         (!self.reading && self.watch.is_none()).then_some(self.retry_ms)
     }
 
+    /// From when [`WatchCache::drive`] under `lease` starts a read, if it would before an
+    /// input: for a tick answered without the step.
+    pub(super) fn acts_from(&self, lease: LeaseId) -> Option<u64> {
+        let idle = self.reading || (self.lease == Some(lease) && self.watch.is_some());
+        (!idle).then_some(self.retry_ms)
+    }
+
     /// Starts the full read if it needs one: none yet, its watch was lost, or it was read under
     /// another lease than `lease`, held now.
     pub(super) fn drive(

@@ -90,6 +90,14 @@ pub struct AgentCore {
     /// How many times the agent fenced itself (SIGTERM to every copy for want of a renewal),
     /// for the driver's metrics.
     fencings: u64,
+    /// Until when a tick only moves the log and observation clocks, as the last step left the
+    /// agent ([`AgentCore::quiet_tick`]); `None`: a tick takes the whole step.
+    quiet_until: Option<u64>,
+    /// Whether quiet ticks are answered without the step (a test turns it off to compare).
+    quiet_ticks: bool,
+    /// How many ticks were answered without the step (for the tests).
+    #[cfg(test)]
+    quiet_answered: u64,
 }
 
 impl AgentCore {
@@ -116,8 +124,20 @@ impl AgentCore {
             events: EventLog::default(),
             logs: LogTending::new(now_ms),
             fencings: 0,
+            quiet_until: None,
+            quiet_ticks: true,
+            #[cfg(test)]
+            quiet_answered: 0,
             cfg,
         }
+    }
+
+    /// Answers quiet ticks with the whole step too ([`AgentCore::quiet_tick`]): what an agent
+    /// did before they were answered without it.
+    #[cfg(test)]
+    fn without_quiet_ticks(mut self) -> Self {
+        self.quiet_ticks = false;
+        self
     }
 
     /// Hands the machine, before its first step, what an earlier agent at this place wrote
@@ -176,9 +196,96 @@ impl AgentCore {
         if self.life.is_stopped() {
             return;
         }
+        if matches!(input, AgentInput::Tick) {
+            if let Some(wake) = self.quiet_tick(now_ms) {
+                out.push(AgentOutput::Wake(wake));
+                return;
+            }
+        }
+        self.quiet_until = None;
         let lent = crate::machine::Lent::lend(self.out.outputs(), out);
         self.step_inner(now_ms, input);
         lent.give_back(self.out.outputs(), out);
+    }
+
+    /// A tick at `now_ms` that provably does nothing but move the agent's clocks: before any
+    /// time at which a part acts (as the last step left them: a request's deadline, the next
+    /// renewal or the fence, a sync or the cache's read, a copy's promotion, probe or SIGKILL,
+    /// a `stop_when_cut_off`, a queued report, a live record's or events' retry, the logs when
+    /// the driver tends them), where an observation of the copies, if due, is no news. Does
+    /// what the step would (the log clock moves on, and an observation due takes its report
+    /// delay and sets the next one) and returns the wake the step would ask for, its only
+    /// output. `None` if the tick is not such a one: then nothing changed, and it takes the
+    /// whole step. Most of a steady agent's ticks are such ones: its observation every report
+    /// period, with nothing new, and its log clock.
+    ///
+    /// [`AgentCore::step_into`] tries it on every tick; a driver that steps often may call it
+    /// first, and step with [`AgentInput::Tick`] only if it returns `None`.
+    pub fn quiet_tick(&mut self, now_ms: u64) -> Option<Wake> {
+        let until = self.quiet_until?;
+        let now = now_ms;
+        if now >= until || self.life.is_stopped() {
+            return None;
+        }
+        let observe = now >= self.reports.observation_at();
+        // Asked first: a yes (news to report) takes the step, which asks it again, in the same
+        // state (only the comparison's memory of a yes is kept; it changes no answer).
+        if observe
+            && self
+                .reports
+                .worth_observing(now, &mut self.copies, &self.cfg)
+        {
+            return None;
+        }
+        // What the step does, in its order ([`AgentCore::advance`]): the log clock (the
+        // driver's work is not wanted, or `until` is before it), then the observation.
+        let _ = self.logs.due(now);
+        if self.reports.observation_due(now, self.cfg.report_every_ms) {
+            let _ = self.report_delay_ms(now);
+        }
+        #[cfg(test)]
+        {
+            self.quiet_answered += 1;
+        }
+        Some(Wake(self.next_wake(now)))
+    }
+
+    /// After a step at `now`: until when a tick does nothing but what
+    /// [`AgentCore::quiet_tick`] does, if the agent runs unfenced under its lease (else a tick
+    /// takes the step). Every threshold on the clock a tick applies in [`AgentCore::expire`]
+    /// and [`AgentCore::advance`], taken whether or not its work could go out now (a time in
+    /// the past, or 0, makes no tick quiet), besides the observation and the log clock when
+    /// the driver does not tend logs, which `quiet_tick` moves itself.
+    fn tick_quiet_until(&self, now: u64) -> Option<u64> {
+        if !self.quiet_ticks
+            || !self.life.is_running()
+            || self.cfg.simulate_copies
+            || self.is_fenced()
+        {
+            return None;
+        }
+        let held = self.held_lease()?;
+        let mut until = self.lease.quiet_until()?;
+        until = until.min(self.out.deadlines().min().unwrap_or(u64::MAX));
+        match self.lease.cut_off_since(self.cfg.lease_ttl_ms) {
+            Some(since) if now < since => until = until.min(since),
+            Some(since) => {
+                if let Some(t) = self.copies.next_cut_off_stop(since) {
+                    until = until.min(t);
+                }
+            }
+            None => {}
+        }
+        until = until
+            .min(self.copies.quiet_until())
+            .min(self.sync.quiet_until(held))
+            .min(self.reports.quiet_until())
+            .min(self.live.quiet_until())
+            .min(self.events.quiet_until());
+        if self.cfg.tend_logs {
+            until = until.min(self.logs.next_at());
+        }
+        Some(until)
     }
 
     fn step_inner(&mut self, now_ms: u64, input: AgentInput) {
@@ -255,6 +362,7 @@ impl AgentCore {
         if !self.life.is_stopped() {
             let wake = self.next_wake(now);
             self.out.push(AgentOutput::Wake(Wake(wake)));
+            self.quiet_until = self.tick_quiet_until(now).filter(|&t| t > now);
         }
     }
 

@@ -47,6 +47,8 @@ struct World {
     drop: Dropper,
     /// Which requests never reach the store.
     cut: Dropper,
+    /// Which requests the store refuses at once, as unavailable (and does not carry out).
+    refuse: Dropper,
     /// From this time on, every request finds the store lost for good.
     lost_from: Option<u64>,
     /// The request of this index (in `sent`) finds the store lost for good (and the others
@@ -257,6 +259,7 @@ impl World {
             lost_from: None,
             lose_nth: None,
             cut: Box::new(|_, _| false),
+            refuse: Box::new(|_, _| false),
             slow: Box::new(|_, _| 0),
             delay: 0,
             saved: None,
@@ -318,6 +321,8 @@ impl World {
                     || self.lose_nth == Some(self.sent.len() - 1);
                 let result = if lost {
                     Err(StoreError::Lost("the database is gone".into()))
+                } else if (self.refuse)(now, &request) {
+                    Err(StoreError::Unavailable("refused".into()))
                 } else {
                     carry_out(&*self.store, &request)
                 };
@@ -2355,5 +2360,192 @@ fn a_copy_stopped_while_its_start_is_under_way_is_ended_only_by_its_process_endi
     assert!(
         w.signals.iter().any(|(_, c, _)| c == "w-0"),
         "never signalled"
+    );
+}
+
+/// Random histories of an agent (assignments placed and removed, with and without a readiness
+/// command or a `stop_when_cut_off`; copies that end; requests cut, replies lost or slow, to
+/// every request or to renewals only; the store lost for good), run twice: with the ticks that
+/// do nothing but move the agent's clocks answered without the step ([`AgentCore::quiet_tick`])
+/// and with every tick taking the whole step (as before). Time runs by ticks every 5 ms (most
+/// of them before anything is due) or by the wakes the agent asks for (most at a time when
+/// something is: the observation, the log clock). Every step must give exactly the same
+/// outputs at the same times. A threshold left out of `tick_quiet_until` (the renewal's, say)
+/// makes a quiet tick skip that work, and this fails.
+#[test]
+fn quiet_ticks_answered_without_the_step_do_exactly_what_the_whole_step_does() {
+    use crate::model::CutOff;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Event {
+        /// Copy `w-n` placed here: plain, with a readiness command, or kept 300 ms while cut
+        /// off.
+        Assign(u64, u8),
+        Unassign(u64),
+        /// Every running process ends.
+        End,
+        /// Until the next event requests never reach the store: renewals only, or all.
+        Cut(bool),
+        /// Until the next event replies are lost: to renewals only, or to all.
+        Drop(bool),
+        /// Until the next event replies take this much longer.
+        Slow(u64),
+        /// Every running process ends, and until the next event the store refuses writes of
+        /// the live record (or of the event log) at once, and sync reads are slow.
+        Refuse(bool),
+        /// Probes fail until the next event.
+        ProbesFail,
+        /// The store is lost for good from now on.
+        Lost,
+        Wait,
+    }
+    let event = prop_oneof![
+        (0u64..3, 0u8..3).prop_map(|(n, k)| Event::Assign(n, k)),
+        (0u64..3).prop_map(Event::Unassign),
+        Just(Event::End),
+        any::<bool>().prop_map(Event::Cut),
+        any::<bool>().prop_map(Event::Drop),
+        prop_oneof![Just(40u64), Just(400)].prop_map(Event::Slow),
+        any::<bool>().prop_map(Event::Refuse),
+        Just(Event::ProbesFail),
+        Just(Event::Lost),
+        Just(Event::Wait),
+        Just(Event::Wait),
+        Just(Event::Wait),
+    ];
+    // (watch cache, jittered report delays, logs tended, resync after 700 ms, probes take 30 ms)
+    let configs = (
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+    );
+    let quiet_ticks = std::cell::Cell::new(0u64);
+    proptest!(ProptestConfig::with_cases(192), |(
+        (watch_cache, jitter, tend_logs, resync, slow_probes) in configs,
+        steps in proptest::collection::vec((1u64..1_500, any::<bool>(), event), 1..14),
+    )| {
+        let run = |quiet: bool| {
+            let store = std::sync::Arc::new(MemoryStore::new());
+            let mut cfg = AgentCoreConfig {
+                watch_cache,
+                tend_logs,
+                report_delay_ms: 20,
+                ..config("a")
+            };
+            if jitter {
+                cfg.report_delays = crate::report_delay::ReportDelays::new(vec![30, 5, 70]);
+            }
+            if resync {
+                cfg.report_resync_ms = 700;
+            }
+            let mut w = World::unstarted(std::sync::Arc::clone(&store), cfg.clone());
+            if !quiet {
+                w.core = AgentCore::new(cfg, 0).without_quiet_ticks();
+            }
+            w.probe_ms = if slow_probes { 30 } else { 0 };
+            w.input(AgentInput::Tick);
+            let mut t = 0;
+            for (dt, by_wakes, e) in &steps {
+                t += dt;
+                if *by_wakes {
+                    w.run_by_wakes(t);
+                } else {
+                    w.run(t);
+                }
+                w.cut = Box::new(|_, _| false);
+                w.drop = Box::new(|_, _| false);
+                w.refuse = Box::new(|_, _| false);
+                w.slow = Box::new(|_, _| 0);
+                w.probe_ok = true;
+                match e {
+                    Event::Assign(n, kind) => {
+                        let cut_off = if *kind == 2 { CutOff::After(300) } else { CutOff::Fence };
+                        let key = placement_key("a", "w", *n);
+                        let a = Assignment {
+                            copy: format!("w-{n}"),
+                            workload: "w".into(),
+                            owner_uid: 1,
+                            n: *n,
+                            node: "a".into(),
+                            command: vec!["sleep".into(), "100".into()],
+                            startup_ms: 20,
+                            readiness: (*kind == 1).then(|| vec!["true".into()]),
+                            grace_ms: 100,
+                            created_ms: 0,
+                            env: CopyEnv::default(),
+                            generation: 0,
+                            cut_off,
+                            heartbeat: false,
+                        };
+                        if store.get(&key).unwrap().is_none() {
+                            store
+                                .commit(&Txn::new().expect(&key, 0).put(&key, encode(&a)))
+                                .unwrap();
+                        }
+                    }
+                    Event::Unassign(n) => unassign(&store, "a", *n),
+                    Event::End => {
+                        for p in w.procs.iter_mut().filter(|p| p.alive) {
+                            p.ending = Some(1);
+                        }
+                    }
+                    Event::Cut(all) => {
+                        let all = *all;
+                        w.cut = Box::new(move |_, r| all || matches!(r, StoreRequest::KeepAlive(_)));
+                    }
+                    Event::Drop(all) => {
+                        let all = *all;
+                        w.drop = Box::new(move |_, r| all || matches!(r, StoreRequest::KeepAlive(_)));
+                    }
+                    Event::Slow(ms) => {
+                        let ms = *ms;
+                        w.slow = Box::new(move |_, _| ms);
+                    }
+                    Event::Refuse(live) => {
+                        let prefix = if *live { "/live/" } else { "/events/" };
+                        w.refuse = Box::new(move |_, r| match r {
+                            StoreRequest::Commit(t) => t.ops.iter().any(|op| match op {
+                                crate::store::Op::Put { key, .. } => key.starts_with(prefix),
+                                _ => false,
+                            }),
+                            _ => false,
+                        });
+                        // Syncs answer late: their period is no step that retries the write.
+                        w.slow = Box::new(|_, r| if matches!(r, StoreRequest::Read { .. }) { 30 } else { 0 });
+                        // Something to write: the copies end.
+                        for p in w.procs.iter_mut().filter(|p| p.alive) {
+                            p.ending = Some(1);
+                        }
+                    }
+                    Event::ProbesFail => w.probe_ok = false,
+                    Event::Lost => w.lost_from = Some(w.now),
+                    Event::Wait => {}
+                }
+            }
+            w.cut = Box::new(|_, _| false);
+            w.drop = Box::new(|_, _| false);
+            w.refuse = Box::new(|_, _| false);
+            w.slow = Box::new(|_, _| 0);
+            w.run_by_wakes(t + 2_000);
+            w.run(t + 3_000);
+            (w.trace, w.core.quiet_answered)
+        };
+        let (quiet, answered) = run(true);
+        let (whole, none) = run(false);
+        prop_assert_eq!(none, 0);
+        for (i, (q, w)) in quiet.iter().zip(&whole).enumerate() {
+            prop_assert_eq!(q, w, "output {} differs; before it: {:#?}", i, &whole[i.saturating_sub(6)..i]);
+        }
+        prop_assert_eq!(quiet.len(), whole.len());
+        quiet_ticks.set(quiet_ticks.get() + answered);
+    });
+    // Most ticks of a steady agent are quiet: the test must have seen them.
+    assert!(
+        quiet_ticks.get() > 10_000,
+        "{} quiet ticks",
+        quiet_ticks.get()
     );
 }
