@@ -744,11 +744,7 @@ fn a_copy_that_ignores_sigterm_gets_sigkill_at_nine_tenths_of_the_ttl() {
 
 #[test]
 fn a_shutdown_waits_for_its_copies_to_end_and_kills_one_that_ignores_sigterm_before_it_stops() {
-    let store = MemoryStore::new();
-    assign(&store, "a", 0);
-    let mut w = World::new(store, config("a"));
-    w.run(500);
-    assert_eq!(w.running(), ["w-0"]);
+    let mut w = one_running();
     w.input(AgentInput::Shutdown);
     // w-0 ignores SIGTERM: its ending is cleared whenever it is a SIGTERM.
     let mut t = w.now;
@@ -896,11 +892,7 @@ fn a_stopped_agent_no_longer_reports_the_lease_it_gave_up() {
 
 #[test]
 fn a_store_lost_for_good_is_said_once_and_the_agent_stops_its_copies_and_exits() {
-    let store = MemoryStore::new();
-    assign(&store, "a", 0);
-    let mut w = World::new(store, config("a"));
-    w.run(500);
-    assert_eq!(w.running(), ["w-0"]);
+    let mut w = one_running();
     w.lost_from = Some(500);
     w.run(3_000);
     assert!(
@@ -1102,11 +1094,7 @@ fn an_agent_cut_off_right_after_taking_its_node_over_stops_an_earlier_agents_cop
     // Chaos finding 14: restarted, the agent took its node's lease over, and was cut off
     // before it could read its state: its fence stopped "0 copies", and the earlier agent's
     // copy ran past the lease's end.
-    let store = MemoryStore::new();
-    assign(&store, "a", 0);
-    let mut w = World::new(store, config("a"));
-    w.run(500);
-    assert_eq!(w.running(), ["w-0"]);
+    let mut w = one_running();
     // From the takeover's commit on, nothing reaches the store: not the state read, not a
     // renewal.
     let took = std::rc::Rc::new(std::cell::Cell::new(false));
@@ -1145,11 +1133,7 @@ fn an_agent_cut_off_right_after_taking_its_node_over_stops_an_earlier_agents_cop
 
 #[test]
 fn a_copy_the_restarted_agents_first_fence_stopped_is_recorded_as_stopped_by_it_not_crashed() {
-    let store = MemoryStore::new();
-    assign(&store, "a", 0);
-    let mut w = World::new(store, config("a"));
-    w.run(500);
-    assert_eq!(w.running(), ["w-0"]);
+    let mut w = one_running();
     // Restarted at 500 and cut off for its first second: its first claim's fence stops
     // the earlier agent's copy before the claim holds and the state is read.
     w.cut = Box::new(|t, _| t < 1_500);
@@ -1185,11 +1169,7 @@ fn a_copy_the_restarted_agents_first_fence_stopped_is_recorded_as_stopped_by_it_
 fn a_running_agent_that_fences_stops_its_own_copies_and_no_strays() {
     // Once its state is read, an earlier agent's processes are adopted or stopped: a fence
     // signals the agent's own copies only.
-    let store = MemoryStore::new();
-    assign(&store, "a", 0);
-    let mut w = World::new(store, config("a"));
-    w.run(500);
-    assert_eq!(w.running(), ["w-0"]);
+    let mut w = one_running();
     w.cut = Box::new(|_, _| true);
     w.run(2_500);
     assert!(w
@@ -1205,6 +1185,16 @@ fn a_running_agent_that_fences_stops_its_own_copies_and_no_strays() {
 
 /// An agent on node `a` running the three copies `w-0` to `w-2` assigned to it, half a second
 /// after its start.
+/// Copy `w-0` running on node `a`, 500 ms in.
+fn one_running() -> World {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    assert_eq!(w.running(), ["w-0"]);
+    w
+}
+
 fn three_running() -> World {
     let store = MemoryStore::new();
     for n in 0..3 {
@@ -1504,11 +1494,7 @@ fn a_process_that_comes_up_after_its_agent_fenced_is_killed_at_once() {
 /// Copy `w-0` ran on node `a` and died; its assignment stays (the controller replaces it after
 /// its backoff, under a new incarnation), and the node's report shows it exited.
 fn a_copy_that_died_and_was_reported_exited() -> World {
-    let store = MemoryStore::new();
-    assign(&store, "a", 0);
-    let mut w = World::new(store, config("a"));
-    w.run(500);
-    assert_eq!(w.running(), ["w-0"]);
+    let mut w = one_running();
     w.procs[0].ending = Some(9);
     w.run(1_000);
     assert!(w.running().is_empty());
@@ -2094,11 +2080,7 @@ fn a_store_lost_for_good_ends_the_agent_whichever_request_finds_it() {
 /// `(now + grace) × 2 s`, decades away; the chaos world's processes always end on SIGKILL).
 #[test]
 fn a_shutdown_gives_up_on_a_copy_that_outlives_its_sigkill_at_its_grace_and_two_seconds() {
-    let store = MemoryStore::new();
-    assign(&store, "a", 0);
-    let mut w = World::new(store, config("a"));
-    w.run(500);
-    assert_eq!(w.running(), ["w-0"]);
+    let mut w = one_running();
     let asked = w.now;
     w.input(AgentInput::Shutdown);
     let mut t = w.now;
