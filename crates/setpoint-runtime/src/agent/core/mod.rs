@@ -267,16 +267,8 @@ impl AgentCore {
         let held = self.held_lease()?;
         let mut until = self.lease.quiet_until()?;
         until = until.min(self.out.deadlines().min().unwrap_or(u64::MAX));
-        match self.lease.cut_off_since(self.cfg.lease_ttl_ms) {
-            Some(since) if now < since => until = until.min(since),
-            Some(since) => {
-                if let Some(t) = self.copies.next_cut_off_stop(since) {
-                    until = until.min(t);
-                }
-            }
-            None => {}
-        }
         until = until
+            .min(self.next_cut_off_time(now).unwrap_or(u64::MAX))
             .min(self.copies.quiet_until())
             .min(self.sync.quiet_until(held))
             .min(self.reports.quiet_until())
@@ -411,18 +403,21 @@ impl AgentCore {
         }
         self.copies
             .wake_times(self.cfg.simulate_copies, &mut soonest);
-        // While renewals succeed the copies are not scanned: the step at `since` (when the
-        // next renewal is overdue) finds whether any `stop_when_cut_off` timer runs.
-        match self.lease.cut_off_since(self.cfg.lease_ttl_ms) {
-            Some(since) if now < since => soonest.at(since),
-            Some(since) => {
-                if let Some(t) = self.copies.next_cut_off_stop(since) {
-                    soonest.at(t);
-                }
-            }
-            None => {}
+        if let Some(t) = self.next_cut_off_time(now) {
+            soonest.at(t);
         }
         soonest.or_a_second()
+    }
+
+    /// When the cut-off rule next acts: while renewals succeed the copies are not scanned, and
+    /// the step at `since` (when the next renewal is overdue) finds whether any
+    /// `stop_when_cut_off` timer runs; after it, that timer's time.
+    fn next_cut_off_time(&self, now: u64) -> Option<u64> {
+        match self.lease.cut_off_since(self.cfg.lease_ttl_ms) {
+            Some(since) if now < since => Some(since),
+            Some(since) => self.copies.next_cut_off_stop(since),
+            None => None,
+        }
     }
 
     // ----- routing replies -----
