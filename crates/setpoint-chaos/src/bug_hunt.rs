@@ -73,6 +73,8 @@ fn gc_ignoring_the_owner_uid_is_found_after_a_redeclaration() {
     let mut m = model();
     m.faults.push(crate::faults::FaultRule {
         during: None,
+        after: None,
+        within_ms: 0,
         kind: crate::faults::FaultKind::Redeclare,
         count: 1,
         target: crate::faults::Target::Any,

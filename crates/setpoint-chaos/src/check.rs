@@ -50,7 +50,7 @@
 //!   stop timeout ([`crate::shutdowns::check`]);
 //! - **event budget**: a run that exceeds it is a failure of its own ([`crate::RunError`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use setpoint_runtime::model::placement_key;
 
@@ -99,11 +99,14 @@ pub enum Check {
     /// A host asked to shut down had not stopped within the stop timeout
     /// ([`crate::shutdowns::STOP_TIMEOUT_MS`]).
     StopTimeout,
+    /// An agent started a `named` copy while the store did not hold its node's key under an
+    /// unexpired lease granted to that agent's life.
+    UnleasedStart,
 }
 
 impl Check {
     /// Every check, in the order of the enum.
-    pub const ALL: [Check; 17] = [
+    pub const ALL: [Check; 18] = [
         Check::DoubleRun,
         Check::Unfenced,
         Check::LostDeclaration,
@@ -121,6 +124,7 @@ impl Check {
         Check::ImpostorKept,
         Check::LeftRunning,
         Check::StopTimeout,
+        Check::UnleasedStart,
     ];
 
     /// Its name in outputs.
@@ -143,6 +147,7 @@ impl Check {
             Check::ImpostorKept => "impostor-kept",
             Check::LeftRunning => "left-running",
             Check::StopTimeout => "stop-timeout",
+            Check::UnleasedStart => "unleased-start",
         }
     }
 }
@@ -417,8 +422,8 @@ fn late_fences(model: &Model, schedule: &[Fault], out: &Outcome, v: &mut Vec<Vio
 /// under the limit, and the check does not see it.
 pub const STORM_LIMIT: u64 = 100;
 
-/// The checks `repeated-request`, `leaked-watch`, `request-storm`, `needless-step-down` and
-/// `needless-node-loss` of what the world saw of the hosts' requests, watches and leases
+/// The checks `repeated-request`, `leaked-watch`, `request-storm`, `unleased-start`,
+/// `needless-step-down` and `needless-node-loss` of what the world saw of the hosts' requests, watches and leases
 /// ([`crate::world::Protocol`]).
 ///
 /// `needless-step-down`'s window: a lease the lessor revokes at `t` was last renewed at the
@@ -471,6 +476,28 @@ pub fn protocol(
                 d.open
             ),
         });
+    }
+    // An agent starts a `named` copy only while it can prove it holds its node's lease (issue
+    // 22: "an agent that cannot prove it holds its node lease fences its `named` copies"), and
+    // it proves it from renewals the store answered, so the store still holds that lease, for
+    // that life of the agent, when the copy starts. A counted controller's copy may be
+    // restarted by an agent cut off from the store (it keeps its work running, as a kubelet
+    // does), so only `named` starts are judged.
+    let named: BTreeSet<&str> = model
+        .workloads
+        .iter()
+        .filter(|w| w.controller == setpoint_core::ControllerKind::Named)
+        .map(|w| w.name.as_str())
+        .collect();
+    let mut unleased_hosts = BTreeSet::new();
+    for u in &seen.unleased_starts {
+        if named.contains(u.workload.as_str()) && unleased_hosts.insert(u.host) {
+            v.push(Violation {
+                check: Check::UnleasedStart,
+                at_ms: u.at_ms,
+                detail: format!("agent host {} started {} while {}", u.host, u.copy, u.why),
+            });
+        }
     }
     let ttl = model.timing.leader_ttl_ms;
     let trip = 2 * (model.net.delay_ms + model.net.jitter_ms);
@@ -992,6 +1019,50 @@ mod tests {
         assert_eq!(checks(&v), [Check::RequestStorm], "{v:?}");
         assert_eq!(v[0].at_ms, 61_000);
         assert!(v[0].detail.starts_with("host 1 sent 101 "), "{v:?}");
+    }
+
+    #[test]
+    fn a_named_copy_started_without_its_nodes_lease_is_an_unleased_start() {
+        use crate::world::{Protocol, UnleasedStart};
+        let text = "[[workload]]\nname = \"web\"\ncontroller = \"named\"\ncopies = 2\n\
+                    [[workload]]\nname = \"api\"\ncontroller = \"intent\"\ncopies = 2\n";
+        let m = parse("m", text).unwrap();
+        let start = |at_ms, host, workload: &str| UnleasedStart {
+            at_ms,
+            host,
+            copy: format!("{workload}-0"),
+            workload: workload.into(),
+            why: "/nodes/node-1's lease 7 expired at 900 ms".into(),
+        };
+        // A counted controller's copy restarted by an agent cut off from the store is legal.
+        let seen = Protocol {
+            unleased_starts: vec![start(1_000, 3, "api")],
+            ..Protocol::default()
+        };
+        let mut v = Vec::new();
+        protocol(&m, &[], &seen, &mut v);
+        assert!(v.is_empty(), "{v:?}");
+        // A `named` one is not; one violation a host, the first.
+        let seen = Protocol {
+            unleased_starts: vec![
+                start(1_000, 3, "api"),
+                start(2_000, 3, "web"),
+                start(2_500, 3, "web"),
+                start(3_000, 4, "web"),
+            ],
+            ..Protocol::default()
+        };
+        protocol(&m, &[], &seen, &mut v);
+        assert_eq!(
+            checks(&v),
+            [Check::UnleasedStart, Check::UnleasedStart],
+            "{v:?}"
+        );
+        assert_eq!((v[0].at_ms, v[1].at_ms), (2_000, 3_000));
+        assert_eq!(
+            v[0].detail,
+            "agent host 3 started web-0 while /nodes/node-1's lease 7 expired at 900 ms"
+        );
     }
 
     /// A fault of the schedule.

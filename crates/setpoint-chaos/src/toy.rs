@@ -444,6 +444,116 @@ copies = 6
         );
     }
 
+    /// An agent that takes its node's lease (3 s, never renewed) and starts a `web` copy at
+    /// each of the given times after it was made.
+    struct Starter {
+        node: String,
+        made: u64,
+        starts: Vec<(u64, &'static str)>,
+        req: Requests,
+    }
+
+    impl Machine for Starter {
+        fn step(&mut self, now: u64, input: Input) -> Vec<Output> {
+            let mut out = Vec::new();
+            if let Input::Replied(r) = input {
+                if let Ok(StoreReply::Granted(l)) = r.result {
+                    let key = format!("/nodes/{}", self.node);
+                    let txn = Txn::new().put_leased(key, "{}", l);
+                    self.req
+                        .send(now, Pending::Claim, StoreRequest::Commit(txn), &mut out);
+                }
+            }
+            if self.req.next == 0 {
+                let ttl = Duration::from_millis(TTL);
+                self.req
+                    .send(now, Pending::Grant, StoreRequest::Grant { ttl }, &mut out);
+            }
+            while let Some(&(at, copy)) = self.starts.first() {
+                if now < self.made + at {
+                    out.push(Output::Wake(self.made + at));
+                    break;
+                }
+                self.starts.remove(0);
+                out.push(Output::Start {
+                    copy: copy.into(),
+                    workload: "web".into(),
+                    nonce: String::new(),
+                });
+            }
+            out
+        }
+    }
+
+    #[test]
+    fn the_world_records_a_start_without_this_lifes_unexpired_node_lease() {
+        // Host 2 starts web-90 under its lease and web-91 after the lease (3 s) ended; host 3
+        // starts web-92 under its lease, is restarted at 2 s and at once starts web-93 while
+        // its node is held under the first life's lease. Only web-91 and web-93 are unleased.
+        let m = parse(
+            "toy.toml",
+            &MODEL.replace("copies = 6", "controller = \"named\"\ncopies = 6"),
+        )
+        .unwrap();
+        let lives = std::cell::Cell::new(0);
+        let agents = |i: usize, role: &Role, now: u64| -> Box<dyn Machine> {
+            let starts = match i {
+                2 => vec![(1_000, "web-90"), (8_000, "web-91")],
+                3 => {
+                    lives.set(lives.get() + 1);
+                    if lives.get() % 2 == 1 {
+                        vec![(1_000, "web-92")]
+                    } else {
+                        vec![(0, "web-93")]
+                    }
+                }
+                _ => return toys(true, true)(i, role, now),
+            };
+            let Role::Agent(node) = role else {
+                unreachable!()
+            };
+            Box::new(Starter {
+                node: node.clone(),
+                made: now,
+                starts,
+                req: Requests::default(),
+            })
+        };
+        let restart = Fault {
+            at_ms: 2_000,
+            kind: FaultKind::Restart,
+            host: 3,
+            duration_ms: 0,
+        };
+        let s = setup(&m, 1, vec![restart.clone()], false);
+        let out = run(&s, &agents, 1).unwrap();
+        let seen: Vec<(usize, &str, &str)> = out
+            .protocol
+            .unleased_starts
+            .iter()
+            .map(|u| (u.host, u.copy.as_str(), u.why.as_str()))
+            .collect();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert_eq!((seen[0].0, seen[0].1), (3, "web-93"), "{seen:?}");
+        assert!(
+            seen[0].2.contains("host 3's life 0, not this life's (1)"),
+            "{seen:?}"
+        );
+        assert_eq!((seen[1].0, seen[1].1), (2, "web-91"), "{seen:?}");
+        assert!(
+            seen[1].2.contains("expired at") || seen[1].2.contains("not held"),
+            "{seen:?}"
+        );
+        let r = run_checked(&m, 1, vec![restart], &agents, false).0;
+        let unleased: Vec<u64> = r
+            .violations
+            .iter()
+            .filter(|v| v.check == Check::UnleasedStart)
+            .map(|v| v.at_ms)
+            .collect();
+        assert_eq!(unleased.len(), 2, "{:?}", r.violations);
+    }
+
     #[test]
     fn a_controller_without_fencing_writes_after_losing_the_lease_across_a_pause() {
         let m = model();

@@ -69,6 +69,10 @@
 //! during = "partition"     # optional: each fault of this rule starts inside a fault of this
 //!                          # lasting kind drawn by an earlier rule (on the same host for a
 //!                          # host fault: a restart inside a partition of its host)
+//! after = "restart"        # optional, instead of `during`: each fault of this rule starts
+//! within_ms = 200          # within within_ms (default 1000) after a fault of this instant
+//!                          # kind drawn by an earlier rule (on the same host for a host
+//!                          # fault: a partition in an agent's first 200 ms after a restart)
 //!
 //! [[event]]                # an explicit schedule (shrinking writes one); when present the
 //! at_ms = 12000            # [[fault]] tables are not drawn from
@@ -208,6 +212,11 @@ pub struct FaultRule {
     /// Each fault of this rule starts inside a fault of this lasting kind drawn by an earlier
     /// rule (on that fault's host, for a host fault); `None`: anywhere in the run.
     pub during: Option<FaultKind>,
+    /// Each fault of this rule starts within `within_ms` after a fault of this instant kind
+    /// drawn by an earlier rule (on that fault's host, for a host fault); `None`: anywhere.
+    pub after: Option<FaultKind>,
+    /// The window after an `after` fault, milliseconds (0 without `after`).
+    pub within_ms: u64,
 }
 
 /// One fault of a schedule.

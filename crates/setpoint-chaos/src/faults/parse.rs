@@ -383,6 +383,53 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
                 Some(within)
             }
         };
+        let after = match &r.after {
+            None => None,
+            Some(a) => {
+                let before = f.kind(a, &key("after"))?;
+                if before.lasts() {
+                    return Err(f.at(
+                        a.span(),
+                        Some(&key("after")),
+                        format!(
+                            "'{}' lasts: 'after' names an instant (restart, lose-state, \
+                             pid-reuse, impostor, crash, kill, leader-change, compaction, \
+                             redeclare); for a lasting kind use 'during'",
+                            before.name()
+                        ),
+                    ));
+                }
+                if during.is_some() {
+                    return Err(f.at(
+                        a.span(),
+                        Some(&key("after")),
+                        "a rule draws 'during' one fault or 'after' one: drop one of them",
+                    ));
+                }
+                if !faults.iter().any(|e: &FaultRule| e.kind == before) {
+                    return Err(f.at(
+                        a.span(),
+                        Some(&key("after")),
+                        format!(
+                            "no earlier [[fault]] rule draws a '{}': declare it above this one",
+                            before.name()
+                        ),
+                    ));
+                }
+                Some(before)
+            }
+        };
+        let within_ms = match (&r.within_ms, after) {
+            (Some(w), None) => {
+                return Err(f.at(
+                    w.span(),
+                    Some(&key("within_ms")),
+                    "'within_ms' is the window of 'after': add 'after', or drop 'within_ms'",
+                ))
+            }
+            (_, None) => 0,
+            (w, Some(_)) => f.opt(w, &key("within_ms"), 1, MAX_SECONDS * 1000, 1000)?,
+        };
         faults.push(FaultRule {
             kind,
             count: f.int(&r.count, &key("count"), 0, MAX_COUNT)?,
@@ -390,6 +437,8 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
             min_ms,
             max_ms,
             during,
+            after,
+            within_ms,
         });
     }
     let hosts = controllers + agents;

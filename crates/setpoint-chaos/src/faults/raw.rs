@@ -80,6 +80,8 @@ pub(super) struct RawFault {
     pub(super) min_ms: Option<Spanned<i64>>,
     pub(super) max_ms: Option<Spanned<i64>>,
     pub(super) during: Option<Spanned<String>>,
+    pub(super) after: Option<Spanned<String>>,
+    pub(super) within_ms: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]

@@ -42,7 +42,9 @@ impl Model {
             };
             // The windows a `during` rule may strike in: the faults of that kind drawn so
             // far, on a host this rule may strike (any, for a fault that strikes the store).
-            let windows: Vec<Fault> = match rule.during {
+            // An `after` rule's windows are the first `within_ms` after each fault of that
+            // instant kind, cut to end by the settle window.
+            let windows: Vec<Fault> = match rule.during.or(rule.after) {
                 None => Vec::new(),
                 Some(k) => out
                     .iter()
@@ -50,10 +52,17 @@ impl Model {
                         w.kind == k
                             && (!rule.kind.on_host() || !k.on_host() || hosts.contains(&w.host))
                     })
-                    .cloned()
+                    .map(|w| Fault {
+                        duration_ms: if rule.after.is_some() {
+                            rule.within_ms.min(last - w.at_ms.min(last))
+                        } else {
+                            w.duration_ms
+                        },
+                        ..w.clone()
+                    })
                     .collect(),
             };
-            if rule.during.is_some() && windows.is_empty() {
+            if (rule.during.is_some() || rule.after.is_some()) && windows.is_empty() {
                 continue;
             }
             for _ in 0..rule.count {

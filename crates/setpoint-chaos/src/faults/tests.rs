@@ -326,3 +326,98 @@ fn clocks_drift_within_the_models_bound_and_not_at_all_by_default() {
         "m.toml:8: cluster.drift_max_ppm: 300000 is out of range: accepted 0 to 200000"
     );
 }
+
+const AFTER: &str = r#"
+seconds = 600
+settle = 120
+[cluster]
+controllers = 2
+agents = 3
+[[workload]]
+name = "web"
+copies = 2
+[[fault]]
+kind = "restart"
+count = 4
+target = "agent"
+[[fault]]
+kind = "partition"
+count = 4
+target = "any"
+min_ms = 8000
+max_ms = 14000
+after = "restart"
+within_ms = 50
+"#;
+
+#[test]
+fn an_after_rule_strikes_within_its_window_after_a_fault_of_its_kind_on_that_faults_host() {
+    let m = parse("m.toml", AFTER).unwrap();
+    let last = 480_000;
+    for seed in 1..40 {
+        let s = m.schedule(seed);
+        let restarts: Vec<&Fault> = s.iter().filter(|f| f.kind == FaultKind::Restart).collect();
+        assert_eq!(restarts.len(), 4);
+        let cuts: Vec<&Fault> = s
+            .iter()
+            .filter(|f| f.kind == FaultKind::Partition)
+            .collect();
+        assert_eq!(cuts.len(), 4, "seed {seed}");
+        for c in cuts {
+            assert!(
+                restarts
+                    .iter()
+                    .any(|r| r.host == c.host && (r.at_ms..=r.at_ms + 50).contains(&c.at_ms)),
+                "{seed}: {c:?} is not within 50 ms after a restart of its host: {s:?}"
+            );
+            assert!(c.at_ms + c.duration_ms <= last, "{seed}: {c:?}");
+            assert!((1..=14_000).contains(&c.duration_ms), "{seed}: {c:?}");
+        }
+    }
+    // Without the restarts' rule switched on (a count of 0) nothing is drawn after them.
+    let none = parse(
+        "m.toml",
+        &AFTER.replace(
+            "count = 4\ntarget = \"agent\"",
+            "count = 0\ntarget = \"agent\"",
+        ),
+    )
+    .unwrap();
+    assert!(none.schedule(1).is_empty());
+    for (from, to, said) in [
+        (
+            "after = \"restart\"",
+            "after = \"pause\"",
+            "m.toml:20: fault[2].after: 'pause' lasts: 'after' names an instant",
+        ),
+        (
+            "after = \"restart\"",
+            "after = \"crash\"",
+            "m.toml:20: fault[2].after: no earlier [[fault]] rule draws a 'crash'",
+        ),
+        (
+            "after = \"restart\"\n",
+            "",
+            "m.toml:20: fault[2].within_ms: 'within_ms' is the window of 'after'",
+        ),
+        (
+            "within_ms = 50",
+            "within_ms = 0",
+            "m.toml:21: fault[2].within_ms: 0 is out of range",
+        ),
+    ] {
+        let bad = AFTER.replace(from, to);
+        assert!(err(&bad).starts_with(said), "{to}: {}", err(&bad));
+    }
+    let both = AFTER
+        .replace(
+            "[[fault]]\nkind = \"partition\"",
+            "[[fault]]\nkind = \"pause\"\ncount = 1\n[[fault]]\nkind = \"partition\"",
+        )
+        .replace("within_ms = 50", "within_ms = 50\nduring = \"pause\"");
+    assert!(
+        err(&both).contains("fault[3].after: a rule draws 'during' one fault or 'after' one"),
+        "{}",
+        err(&both)
+    );
+}

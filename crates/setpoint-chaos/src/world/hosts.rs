@@ -7,7 +7,7 @@ use setpoint_runtime::agent::NodeState;
 use setpoint_runtime::machine::{ReqId, StoreRequest};
 
 use super::procs::start_ticks;
-use super::{host_clock, virtual_at, Ev, ProcRecord, World, BURST_WINDOW_MS};
+use super::{host_clock, virtual_at, Ev, ProcRecord, UnleasedStart, World, BURST_WINDOW_MS};
 use crate::faults::FaultKind;
 use crate::machine::{Exit, Input, Machine, Output, Role};
 
@@ -178,6 +178,31 @@ impl World<'_> {
         self.step(host, Input::Tick);
     }
 
+    /// Why agent `host` does not hold `node`'s lease at the store now, if it does not: the
+    /// node's key must be held under a lease granted to this life of the host, not expired.
+    fn unleased(&self, host: usize, node: &str) -> Option<String> {
+        let key = setpoint_runtime::model::keys::node_key(node);
+        let Some(lease) = self.store.entry(&key).and_then(|e| e.lease) else {
+            return Some(format!("{key} is not held under a lease"));
+        };
+        let life = self.slots[host].life;
+        if self.lease_lives.get(&lease) != Some(&life) {
+            let whose = match (self.store.lease_owner(lease), self.lease_lives.get(&lease)) {
+                (Some(Some(h)), Some(l)) => format!("host {h}'s life {l}"),
+                (Some(Some(h)), None) => format!("host {h}'s (not a live request's)"),
+                _ => "no agent's".to_string(),
+            };
+            return Some(format!(
+                "{key} is held under lease {lease}, {whose}, not this life's ({life})"
+            ));
+        }
+        match self.store.lease_expiry(lease) {
+            Some(x) if self.now < x => None,
+            Some(x) => Some(format!("{key}'s lease {lease} expired at {x} ms")),
+            None => Some(format!("{key}'s lease {lease} is gone")),
+        }
+    }
+
     pub(super) fn output(&mut self, host: usize, out: Output) {
         if let Output::Request { id, .. } = &out {
             self.note_send(host);
@@ -221,6 +246,15 @@ impl World<'_> {
                     Role::Agent(n) => n.clone(),
                     Role::Controller => String::new(),
                 };
+                if let Some(why) = self.unleased(host, &node) {
+                    self.protocol.unleased_starts.push(UnleasedStart {
+                        at_ms: self.now,
+                        host,
+                        copy: copy.clone(),
+                        workload: workload.clone(),
+                        why,
+                    });
+                }
                 let p = self.procs.len();
                 let start_at = self.now + self.setup.start_ms;
                 self.procs.push(ProcRecord {

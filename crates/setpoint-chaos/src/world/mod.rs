@@ -68,6 +68,7 @@ mod shutdown;
 pub use clock::{host_clock, virtual_at};
 pub use outcome::{
     CutLease, DeleteRecord, DuplicateWatch, Outcome, ProcRecord, Protocol, UnfencedWrite,
+    UnleasedStart,
 };
 
 use events::{Ev, Item, Pending};
@@ -156,6 +157,8 @@ pub struct World<'a> {
     unfenced: Vec<UnfencedWrite>,
     deletes: Vec<DeleteRecord>,
     cut_leases: Vec<CutLease>,
+    /// The life of its host each lease was granted to (by a request of that life).
+    lease_lives: BTreeMap<setpoint_runtime::store::LeaseId, u64>,
     /// How many `quorum-loss` faults hold the store now.
     quorum_lost: u32,
     /// How many `refuse` faults hold the store down now.
@@ -193,6 +196,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         unfenced: Vec::new(),
         deletes: Vec::new(),
         cut_leases: Vec::new(),
+        lease_lives: BTreeMap::new(),
         quorum_lost: 0,
         refusing: 0,
         trace: Vec::new(),

@@ -103,8 +103,8 @@ pub struct CutLease {
 }
 
 /// What the world saw of the hosts' use of the store, as it happened: the facts the checks
-/// `repeated-request`, `leaked-watch`, `request-storm`, `needless-step-down` and
-/// `needless-node-loss` judge ([`crate::check`]).
+/// `repeated-request`, `leaked-watch`, `request-storm`, `needless-step-down`,
+/// `needless-node-loss` and `unleased-start` judge ([`crate::check`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Protocol {
     /// Each request whose id the same life of a host had sent before: (when it was sent,
@@ -126,6 +126,25 @@ pub struct Protocol {
     ///
     /// [`BURST_WINDOW_MS`]: super::BURST_WINDOW_MS
     pub busiest: Vec<(u64, u64)>,
+    /// Each copy an agent host started while the store did not hold its node's key under an
+    /// unexpired lease granted to that life of the host; `unleased-start` judges the `named`
+    /// ones.
+    pub unleased_starts: Vec<UnleasedStart>,
+}
+
+/// A copy started by an agent that did not hold its node's lease at the store ([`Protocol`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnleasedStart {
+    /// When, milliseconds.
+    pub at_ms: u64,
+    /// The agent host.
+    pub host: usize,
+    /// The copy.
+    pub copy: String,
+    /// Its workload.
+    pub workload: String,
+    /// What the store held instead.
+    pub why: String,
 }
 
 /// A watch opened beside an open one of the same host and prefixes ([`Protocol`]).

@@ -34,11 +34,13 @@ impl World<'_> {
                 r.map(StoreReply::Committed)
             }
             StoreRequest::Revision => Ok(StoreReply::Revision(self.store.revision())),
-            StoreRequest::Grant { ttl } => Ok(StoreReply::Granted(self.store.grant(
-                now,
-                ttl.as_millis() as u64,
-                Some(host),
-            ))),
+            StoreRequest::Grant { ttl } => {
+                let lease = self.store.grant(now, ttl.as_millis() as u64, Some(host));
+                if !stale {
+                    self.lease_lives.insert(lease, self.slots[host].life);
+                }
+                Ok(StoreReply::Granted(lease))
+            }
             StoreRequest::KeepAlive(l) => {
                 let kept = self.store.keep_alive(now, l);
                 if kept.is_ok() {
