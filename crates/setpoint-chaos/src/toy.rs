@@ -536,7 +536,7 @@ copies = 6
         assert_eq!(seen.len(), 2, "{seen:?}");
         assert_eq!((seen[0].0, seen[0].1), (3, "web-93"), "{seen:?}");
         assert!(
-            seen[0].2.contains("host 3's life 0, not this life's (1)"),
+            seen[0].2.contains("host 3's life 0, not this life (1)"),
             "{seen:?}"
         );
         assert_eq!((seen[1].0, seen[1].1), (2, "web-91"), "{seen:?}");

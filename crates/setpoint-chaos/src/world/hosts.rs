@@ -179,7 +179,8 @@ impl World<'_> {
     }
 
     /// Why agent `host` does not hold `node`'s lease at the store now, if it does not: the
-    /// node's key must be held under a lease granted to this life of the host, not expired.
+    /// node's key must be held under a lease this life of the host was granted or renewed, not
+    /// expired.
     fn unleased(&self, host: usize, node: &str) -> Option<String> {
         let key = setpoint_runtime::model::keys::node_key(node);
         let Some(lease) = self.store.entry(&key).and_then(|e| e.lease) else {
@@ -189,11 +190,11 @@ impl World<'_> {
         if self.lease_lives.get(&lease) != Some(&life) {
             let whose = match (self.store.lease_owner(lease), self.lease_lives.get(&lease)) {
                 (Some(Some(h)), Some(l)) => format!("host {h}'s life {l}"),
-                (Some(Some(h)), None) => format!("host {h}'s (not a live request's)"),
+                (Some(Some(h)), None) => format!("no live request of host {h}"),
                 _ => "no agent's".to_string(),
             };
             return Some(format!(
-                "{key} is held under lease {lease}, {whose}, not this life's ({life})"
+                "{key} is held under lease {lease}, last proved by {whose}, not this life ({life})"
             ));
         }
         match self.store.lease_expiry(lease) {

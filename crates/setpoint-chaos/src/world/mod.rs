@@ -157,7 +157,8 @@ pub struct World<'a> {
     unfenced: Vec<UnfencedWrite>,
     deletes: Vec<DeleteRecord>,
     cut_leases: Vec<CutLease>,
-    /// The life of its host each lease was granted to (by a request of that life).
+    /// The latest life of its host that proved each lease: was granted it, or renewed it (a
+    /// restarted agent takes its node's lease over so), by a request of that life.
     lease_lives: BTreeMap<setpoint_runtime::store::LeaseId, u64>,
     /// How many `quorum-loss` faults hold the store now.
     quorum_lost: u32,

@@ -45,6 +45,10 @@ impl World<'_> {
                 let kept = self.store.keep_alive(now, l);
                 if kept.is_ok() {
                     self.note_late_renewal(host, l);
+                    // A restarted agent takes its node's lease over by renewing it.
+                    if !stale {
+                        self.lease_lives.insert(l, self.slots[host].life);
+                    }
                 }
                 kept.map(|()| StoreReply::KeptAlive)
             }
