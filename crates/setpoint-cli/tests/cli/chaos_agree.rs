@@ -74,30 +74,34 @@ fn the_simulated_runtime_measures_what_the_real_one_measures_on_the_lessons_cell
     let lab = rows(&chaos, "lab");
     assert_eq!(sim.len(), 4, "{chaos}");
 
-    let real = c.json(&[
-        "experiment",
-        "lesson",
-        "--real",
-        "--time-scale",
-        "0.02",
-        "--delay",
-        "10,30",
-        "--controller",
-        "ledger,intent",
-        "--jobs",
-        "4",
-        "--format",
-        "json",
-    ]);
-    let cells = real["cells"].as_array().unwrap();
-    assert_eq!(cells.len(), 4, "{real}");
-    for cell in cells {
+    let real = real_cells(&c, "10,30", "ledger,intent", "4");
+    assert_eq!(real.len(), 4, "{real:?}");
+    for cell in real {
         let key = (
             cell["controller"].as_str().unwrap().to_owned(),
             cell["delay"].as_u64().unwrap(),
         );
-        let m = &cell["measured"]["metrics"];
         let s = &sim.iter().find(|(k, _)| *k == key).unwrap().1;
+        let differs = |cell: &Value| {
+            let m = &cell["measured"]["metrics"];
+            COUNTS.iter().any(|k| m[k] != s[k])
+        };
+        // A real cell runs beside three others on a machine that may be loaded (a CI run
+        // beside the whole workspace's tests, or a developer's machine with other work): its
+        // pipeline is the machine's, and a load of 10 on two cores once moved a round past a
+        // tie's margin (ledger G = 10: 9 delete commands against 8, 2026-12-07). A cell that
+        // differs runs once more, alone, in a fresh data directory; a real difference differs
+        // again.
+        let cell = if differs(&cell) {
+            eprintln!("{key:?} differs from the simulated run: {cell}; running it again alone");
+            let again = Rig::new();
+            let mut cells = real_cells(&again, &key.1.to_string(), &key.0, "1");
+            assert_no_copy_left(&again, &[format!("{}-g{}", key.0, key.1)]);
+            cells.remove(0)
+        } else {
+            cell
+        };
+        let m = &cell["measured"]["metrics"];
         for k in COUNTS {
             assert_eq!(m[k], s[k], "{key:?} {k}: real {m} chaos {s}");
         }
@@ -131,9 +135,36 @@ fn the_simulated_runtime_measures_what_the_real_one_measures_on_the_lessons_cell
     assert_eq!(at_tie(&sim, 10, "created"), 16);
     assert_eq!(at_tie(&lab, 30, "delete_commands"), 32);
     assert_eq!(at_tie(&sim, 30, "delete_commands"), 48);
-    // Every cell's agent stopped every copy it started.
-    for cell in ["ledger-g10", "ledger-g30", "intent-g10", "intent-g30"] {
-        let nodes = c.data_dir().join(cell).join("nodes");
+    assert_no_copy_left(
+        &c,
+        &["ledger-g10", "ledger-g30", "intent-g10", "intent-g30"].map(String::from),
+    );
+}
+
+/// The cells of `experiment lesson --real` at the test's time scale.
+fn real_cells(rig: &Rig, delays: &str, controllers: &str, jobs: &str) -> Vec<Value> {
+    let real = rig.json(&[
+        "experiment",
+        "lesson",
+        "--real",
+        "--time-scale",
+        "0.02",
+        "--delay",
+        delays,
+        "--controller",
+        controllers,
+        "--jobs",
+        jobs,
+        "--format",
+        "json",
+    ]);
+    real["cells"].as_array().unwrap().clone()
+}
+
+/// Every cell's agent stopped every copy it started.
+fn assert_no_copy_left(rig: &Rig, cells: &[String]) {
+    for cell in cells {
+        let nodes = rig.data_dir().join(cell).join("nodes");
         let mark = nodes.canonicalize().unwrap().join("node-1");
         assert!(find_marked(&mark.display().to_string()).is_empty());
     }
