@@ -1491,6 +1491,130 @@ fn a_process_that_comes_up_after_its_agent_fenced_is_killed_at_once() {
     );
 }
 
+/// A copy whose process could not start (`AgentInput::StartFailed`: no such command, a bad
+/// directory) is recorded exited with the reason, shown exited in the node's report, logged,
+/// written as a start and an exit to the event log, and not started again while its assignment
+/// stays: the controller decides (mutant 739 of the mutation sample ignored the failure, so the
+/// copy stayed "starting" for ever, unreported, and nothing replaced it).
+#[test]
+fn a_copy_that_cannot_start_is_reported_exited_with_its_reason_and_not_retried() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.hold_starts = true;
+    while w.starts.is_empty() && w.now < 1_000 {
+        w.run(w.now + 10);
+    }
+    assert_eq!(w.starts.len(), 1, "the start asked for");
+    w.input(AgentInput::StartFailed {
+        copy: "w-0".into(),
+        why: "no such file or directory".into(),
+    });
+    w.run(w.now + 3_000);
+    assert_eq!(w.starts.len(), 1, "started again: {:?}", w.starts);
+    let r = w.core.records();
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0].phase, Phase::Exited, "{r:?}");
+    assert_eq!(
+        r[0].exit.as_deref(),
+        Some("failed to start: no such file or directory")
+    );
+    let shown = w.report("a").copies;
+    assert!(
+        shown.len() == 1 && shown[0].copy == "w-0" && shown[0].phase == Phase::Exited,
+        "{shown:?}"
+    );
+    assert!(
+        w.log
+            .iter()
+            .any(|l| l.contains("cannot start w-0: no such file or directory")),
+        "{:#?}",
+        w.log
+    );
+    let kinds: Vec<events::CopyEventKind> = events::read_log(&*w.store, "w")
+        .unwrap()
+        .into_iter()
+        .filter_map(|l| match l {
+            events::Logged::Copy { kind, n: 0, .. } => Some(kind),
+            _ => None,
+        })
+        .collect();
+    // The log is read in key order, the kinds' names sorted.
+    assert_eq!(
+        kinds,
+        [events::CopyEventKind::Exit, events::CopyEventKind::Start],
+        "{kinds:?}"
+    );
+}
+
+/// A restarted agent takes the ledger as the last report left it: it writes no second `seen`
+/// entry to the event log for a copy the earlier agent's report already showed running, nor
+/// tries to (mutant 774 of the mutation sample kept the entries `resume` computes against an
+/// empty ledger: every restart sent each running copy's `seen` entry again, which the store
+/// refuses as existing).
+#[test]
+fn a_restarted_agent_logs_no_second_seen_entry_for_a_copy_the_last_report_showed() {
+    // When each `seen` entry of w-0 says it was seen (one key an incarnation: a second entry
+    // overwrites the first).
+    let seen = |w: &World| -> Vec<u64> {
+        events::read_log(&*w.store, "w")
+            .unwrap()
+            .into_iter()
+            .filter_map(|l| match l {
+                events::Logged::Copy {
+                    kind: events::CopyEventKind::Seen,
+                    n: 0,
+                    event,
+                    ..
+                } => Some(event.at_ms),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut w = one_running();
+    w.run(3_000);
+    assert_eq!(w.report("a").copies[0].phase, Phase::Running);
+    let first = seen(&w);
+    assert_eq!(
+        first.len(),
+        1,
+        "the first report showed w-0 running: {first:?}"
+    );
+    let mut w = w.restart(config("a"));
+    let restarted = w.now;
+    w.run(restarted + 3_000);
+    assert_eq!(
+        w.running(),
+        ["w-0"],
+        "adopted, not restarted: {:?}",
+        w.starts
+    );
+    assert!(w.starts.is_empty(), "{:?}", w.starts);
+    assert_eq!(
+        seen(&w),
+        first,
+        "seen again after the restart at {restarted}"
+    );
+    // Nor does it try: the log's entries are created only if absent, so a second `seen` entry
+    // would be a write the store refuses, one a copy at every restart.
+    let event_writes: Vec<u64> = w
+        .sent
+        .iter()
+        .filter(|(_, _, r)| match r {
+            StoreRequest::Commit(txn) => txn.ops.iter().any(|op| match op {
+                crate::store::Op::Put { key, .. } => key.starts_with(events::EVENTS),
+                _ => false,
+            }),
+            _ => false,
+        })
+        .map(|(t, _, _)| *t)
+        .collect();
+    assert!(
+        event_writes.is_empty(),
+        "event log writes after the restart: {event_writes:?}"
+    );
+}
+
 /// Copy `w-0` ran on node `a` and died; its assignment stays (the controller replaces it after
 /// its backoff, under a new incarnation), and the node's report shows it exited.
 fn a_copy_that_died_and_was_reported_exited() -> World {
