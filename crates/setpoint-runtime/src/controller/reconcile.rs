@@ -966,6 +966,73 @@ pub(crate) mod tests {
         );
     }
 
+    /// A pass whose creations take several transactions, and whose third commit fails with a
+    /// passing error (a store that does not answer in time) after two landed, reports what
+    /// landed and why it stopped, and returns: the next pass goes on (mutant 758 of the
+    /// mutation sample made such a pass an error, which the report then never showed, so the
+    /// copies of the two landed transactions were not counted as created).
+    #[test]
+    fn a_pass_whose_later_transaction_fails_reports_what_landed_and_why_it_stopped() {
+        struct FailsThird {
+            inner: MemoryStore,
+            commits: std::sync::atomic::AtomicUsize,
+        }
+        impl Store for FailsThird {
+            fn read(&self, p: &[&str]) -> Result<crate::store::Read, StoreError> {
+                self.inner.read(p)
+            }
+            fn commit(&self, txn: &Txn) -> Result<Revision, StoreError> {
+                let n = self
+                    .commits
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if n == 2 {
+                    return Err(StoreError::Unavailable("deadline exceeded".into()));
+                }
+                self.inner.commit(txn)
+            }
+            fn revision(&self) -> Result<Revision, StoreError> {
+                self.inner.revision()
+            }
+            fn grant(&self, ttl: std::time::Duration) -> Result<crate::store::LeaseId, StoreError> {
+                self.inner.grant(ttl)
+            }
+            fn keep_alive(&self, lease: crate::store::LeaseId) -> Result<(), StoreError> {
+                self.inner.keep_alive(lease)
+            }
+            fn revoke(&self, lease: crate::store::LeaseId) -> Result<(), StoreError> {
+                self.inner.revoke(lease)
+            }
+            fn now_ms(&self) -> u64 {
+                self.inner.now_ms()
+            }
+        }
+        let inner = MemoryStore::new();
+        declare_kind(&inner, 300, ControllerKind::Intent);
+        report(&inner, "a", &[]);
+        report(&inner, "b", &[]);
+        let store = FailsThird {
+            inner,
+            commits: 0.into(),
+        };
+        let mut c = Controller::new(ControllerKind::Intent);
+        let r = run_pass(&store, "w", &mut c, &SETTINGS).expect("the pass returns its report");
+        let stopped = r.stopped.as_deref().unwrap_or_default();
+        assert!(
+            stopped.starts_with("wrote 2 of its ") && stopped.contains("deadline exceeded"),
+            "{stopped:?}"
+        );
+        let landed = names(&store);
+        assert!(!landed.is_empty() && landed.len() < 300, "{}", landed.len());
+        let mut created = r.created.clone();
+        created.sort();
+        let mut landed_sorted = landed.clone();
+        landed_sorted.sort();
+        assert_eq!(
+            created, landed_sorted,
+            "the report counts what landed, no more"
+        );
+    }
+
     #[test]
     fn each_assignment_is_indexed_under_its_node_and_leaves_the_index_with_it() {
         let store = MemoryStore::new();
