@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use super::super::{fence_times_ms, renew_every_ms, Ended, FoundRecord, NodeState, Nonces};
 use super::*;
 use crate::events;
-use crate::machine::{carry_out, Replied, ReqId};
+use crate::machine::{carry_out, Replied, ReqId, StoreReply};
 use crate::model::node::{node_key, NodeRecord};
 use crate::model::{encode, placement_key, placements_of, report_key, Assignment, Phase};
 use crate::remote;
@@ -74,6 +74,9 @@ struct World {
     probes: Vec<(u64, String)>,
     /// Starts are asked for but not answered: the test answers them (`AgentInput::Started`).
     hold_starts: bool,
+    /// A watch is set up (answered `Watching`; nothing is ever delivered on it) and a cancel
+    /// is taken without a reply, as a store that watches does; otherwise both are refused.
+    answer_watches: bool,
     /// Where in the trace a step asked to be woken at the very time it ran: work it left
     /// undone, or a busy loop.
     busy: Vec<usize>,
@@ -272,6 +275,7 @@ impl World {
             probe_ms: 0,
             probes: Vec::new(),
             hold_starts: false,
+            answer_watches: false,
             busy: Vec::new(),
             stubborn: Vec::new(),
         }
@@ -317,12 +321,17 @@ impl World {
                 if (self.cut)(now, &request) {
                     return;
                 }
+                if self.answer_watches && matches!(request, StoreRequest::CancelWatch(_)) {
+                    return;
+                }
                 let lost = self.lost_from.is_some_and(|t| now >= t)
                     || self.lose_nth == Some(self.sent.len() - 1);
                 let result = if lost {
                     Err(StoreError::Lost("the database is gone".into()))
                 } else if (self.refuse)(now, &request) {
                     Err(StoreError::Unavailable("refused".into()))
+                } else if self.answer_watches && matches!(request, StoreRequest::Watch { .. }) {
+                    Ok(StoreReply::Watching)
                 } else {
                     carry_out(&*self.store, &request)
                 };
@@ -1613,6 +1622,37 @@ fn a_restarted_agent_logs_no_second_seen_entry_for_a_copy_the_last_report_showed
         event_writes.is_empty(),
         "event log writes after the restart: {event_writes:?}"
     );
+}
+
+/// A watch cache that is live under the lease held reads the store and opens its watch once,
+/// and serves the syncs from then on, until its watch is lost or the lease changes (mutant 753
+/// of the mutation sample took "read under the lease held, watching" for the opposite: the
+/// cache read the store and watched again at every step, cancelling the watch before).
+#[test]
+fn a_live_watch_cache_reads_and_watches_once_while_its_watch_and_lease_hold() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let cfg = AgentCoreConfig {
+        watch_cache: true,
+        ..config("a")
+    };
+    let mut w = World::new(store, cfg);
+    w.answer_watches = true;
+    w.run(5_000);
+    assert_eq!(w.running(), ["w-0"]);
+    let watches: Vec<u64> = w
+        .sent
+        .iter()
+        .filter(|(_, _, r)| matches!(r, StoreRequest::Watch { .. }))
+        .map(|(t, _, _)| *t)
+        .collect();
+    assert_eq!(watches.len(), 1, "watches opened at {watches:?}");
+    let cancels = w
+        .sent
+        .iter()
+        .filter(|(_, _, r)| matches!(r, StoreRequest::CancelWatch(_)))
+        .count();
+    assert_eq!(cancels, 0);
 }
 
 /// Copy `w-0` ran on node `a` and died; its assignment stays (the controller replaces it after
