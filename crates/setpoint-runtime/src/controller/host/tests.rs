@@ -1251,6 +1251,69 @@ fn a_steady_loop_commits_nothing_but_its_round_resync() {
     }
 }
 
+/// A pass served by the leader's watch cache reads the store's clock as the host last learnt
+/// it from a read (its offset to the host's own clock), so every round event says when the
+/// pass read in store time, whoever served it (mutant 787 of the mutation sample added the
+/// host's clock to the offset instead of taking it away: every served pass read the store's
+/// time about twice over, which its round events and its copies' ages then carried).
+#[test]
+fn a_pass_served_by_the_cache_reads_the_stores_clock_through_the_hosts_offset() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let clock = Arc::new(AtomicU64::new(0));
+    let store = Clocked {
+        inner: MemoryStore::new(),
+        now: Arc::clone(&clock),
+    };
+    crate::model::node::fake_node(&store, "a").unwrap();
+    let mut d = Driver::new(cached("c1"));
+    d.clock = Some(Arc::clone(&clock));
+    crate::ops::apply(&store, &[spec("w", 2, 100)]).unwrap();
+    // The cache's first read is answered at 700 ms (a slow call): the host learns the store's
+    // clock from a read answered after its own clock moved on.
+    d.hold = Some(Purpose::Cache);
+    let mut t = 0;
+    while t < 4_000 {
+        t += 50;
+        if t == 700 {
+            d.release(&store);
+        }
+        if t == 3_000 {
+            // Scaled up well after the cache is live: that pass is served and writes.
+            crate::ops::apply(&store, &[spec("w", 4, 100)]).unwrap();
+        }
+        d.run(&store, t);
+        clock.store(d.now, Ordering::SeqCst);
+    }
+    let rounds: Vec<u64> = crate::events::read_log(&store, "w")
+        .unwrap()
+        .into_iter()
+        .filter_map(|l| match l {
+            crate::events::Logged::Round(r) => Some(r.at_ms),
+            _ => None,
+        })
+        .collect();
+    assert!(!rounds.is_empty(), "no round written");
+    // The store's clock is 1,000,000 ms ahead of the host's, which ran 0 .. 4,000; the
+    // scale-up's pass read after 3,000.
+    assert!(
+        rounds
+            .iter()
+            .all(|&at| (1_000_000..=1_004_000).contains(&at)),
+        "round events not in store time: {rounds:?}"
+    );
+    assert!(
+        rounds.iter().any(|&at| at >= 1_003_000),
+        "the scale-up's round: {rounds:?}"
+    );
+    let served = d.count(Purpose::Pass, |r| matches!(r, StoreRequest::Read { .. }));
+    let passes = d.host.take_passes().len();
+    assert!(
+        passes > served,
+        "no pass served by the cache: {passes} passes, {served} reads"
+    );
+}
+
 /// A loop whose crash-loop backoff has run out is quiet again: once the crashed copy's
 /// replacement runs, its idle rounds skip their passes as a loop that never crashed does.
 /// (The backoff entry stays in the loop record for `get`'s restart count; before, any entry
