@@ -1655,6 +1655,41 @@ fn a_live_watch_cache_reads_and_watches_once_while_its_watch_and_lease_hold() {
     assert_eq!(cancels, 0);
 }
 
+/// The first sync comes a sync period after the agent is ready, not at once: recovery has just
+/// read the node's placements (mutant 783 of the mutation sample left the sync's first time
+/// unset, so a second read of the same placements went out in the step that made it ready).
+#[test]
+fn the_first_sync_comes_a_sync_period_after_the_agent_is_ready() {
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let cfg = AgentCoreConfig {
+        sync_every_ms: 400,
+        ..config("a")
+    };
+    let mut w = World::new(store, cfg);
+    w.run(2_000);
+    let ready: u64 = w
+        .log
+        .iter()
+        .find(|l| l.contains("ready with"))
+        .and_then(|l| l.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("never ready: {:#?}", w.log));
+    let syncs: Vec<u64> = w
+        .sent
+        .iter()
+        .filter(|(_, _, r)| {
+            matches!(r, StoreRequest::Read { prefixes } if prefixes.first() == Some(&placements_of("a")))
+                && !is_state_read(r)
+        })
+        .map(|(t, _, _)| *t)
+        .collect();
+    assert_eq!(
+        syncs.first(),
+        Some(&(ready + 400)),
+        "ready at {ready}: {syncs:?}"
+    );
+}
+
 /// Copy `w-0` ran on node `a` and died; its assignment stays (the controller replaces it after
 /// its backoff, under a new incarnation), and the node's report shows it exited.
 fn a_copy_that_died_and_was_reported_exited() -> World {
