@@ -1690,6 +1690,47 @@ fn the_first_sync_comes_a_sync_period_after_the_agent_is_ready() {
     );
 }
 
+/// A restarted agent that takes its node's lease over and finds the store lost for good in the
+/// answer to that take-over ends, as at any other request: it does not take the loss for a
+/// record that changed under it and retry for ever (mutant 782 of the mutation sample took
+/// every failed take-over for a conflict: the agent retried, then reported "kept changing",
+/// and waited to claim again with its copies unwatched by anyone who could stop it).
+#[test]
+fn a_store_lost_for_good_at_the_take_over_of_the_nodes_lease_ends_the_restarted_agent() {
+    let take_over = |w: &World| {
+        w.sent.iter().position(|(_, _, r)| match r {
+            StoreRequest::Commit(txn) => txn
+                .ops
+                .iter()
+                .any(|op| matches!(op, crate::store::Op::Put { key, .. } if *key == node_key("a"))),
+            _ => false,
+        })
+    };
+    let restarted = |lose_nth: Option<usize>| {
+        let mut w = one_running();
+        w.run(1_000);
+        let mut w = w.restart(config("a"));
+        w.lose_nth = lose_nth;
+        let from = w.now;
+        w.run(from + 2_000);
+        w
+    };
+    let w = restarted(None);
+    assert!(w.stopped.is_none(), "{:?}", w.stopped);
+    assert_eq!(w.running(), ["w-0"], "adopted");
+    let n = take_over(&w).unwrap_or_else(|| panic!("no take-over: {:#?}", w.sent));
+    let w = restarted(Some(n));
+    assert!(
+        matches!(
+            &w.stopped,
+            Some(Err(AgentError::Node(crate::model::node::NodeError::Store(e)))) if e.is_lost()
+        ) || matches!(&w.stopped, Some(Err(AgentError::Store(e))) if e.is_lost()),
+        "take-over {n}: {:?}; {:#?}",
+        w.stopped,
+        w.log
+    );
+}
+
 /// Copy `w-0` ran on node `a` and died; its assignment stays (the controller replaces it after
 /// its backoff, under a new incarnation), and the node's report shows it exited.
 fn a_copy_that_died_and_was_reported_exited() -> World {
