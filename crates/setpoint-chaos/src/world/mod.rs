@@ -39,7 +39,8 @@
 //! - `serve.rs`: the store's side: serving a request, fanning out the changes to the watches;
 //! - `inject.rs`: the faults of the schedule, started and ended;
 //! - `shutdown.rs`: the world's side of the `shutdown` fault;
-//! - `outcome.rs`: what a run leaves for the checks, and its recording as the run goes.
+//! - `outcome.rs`: what a run leaves for the checks, and its recording as the run goes;
+//! - `removals.rs`: the facts of each assignment a controller removes, for the checks.
 //!
 //! [`FaultKind::Hang`]: crate::faults::FaultKind::Hang
 //! [`FaultKind::QuorumLoss`]: crate::faults::FaultKind::QuorumLoss
@@ -65,6 +66,7 @@ mod inject;
 mod outcome;
 mod procs;
 mod queue;
+mod removals;
 mod serve;
 mod shutdown;
 
@@ -172,6 +174,8 @@ pub struct World<'a> {
     impostor_procs: BTreeMap<usize, usize>,
     /// The shutdowns under way and done.
     shutdowns: crate::shutdowns::Tracker,
+    /// Store values decoded for the records of removed assignments.
+    decoded: removals::Decoded,
 }
 
 /// Runs `setup` with machines from `factory`, seeded with `seed`.
@@ -204,6 +208,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         impostors: Default::default(),
         impostor_procs: BTreeMap::new(),
         shutdowns: Default::default(),
+        decoded: Default::default(),
     };
     for (key, value) in &setup.declarations {
         w.store
