@@ -47,6 +47,7 @@ pub(super) enum Ev {
 /// machine asks for one) and small, so it is carried by value; any other event is large (it
 /// carries requests and replies by value) and the queue moves items (into its lists' nodes,
 /// through its heap as it sifts), so the queue holds only its place.
+#[derive(Clone, Copy)]
 pub(super) enum Due {
     /// [`Ev::Wake`], without a slot.
     Wake {

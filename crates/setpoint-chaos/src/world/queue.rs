@@ -18,8 +18,9 @@ pub(super) const WINDOW: u64 = 1 << 10;
 
 const NONE: u32 = u32::MAX;
 
-/// A queue of `T`, in (time, sequence) order: see the [module docs](self).
-pub(super) struct Queue<T> {
+/// A queue of `T`, in (time, sequence) order: see the [module docs](self). `T` is small and
+/// plain (a wake, or the slot of a larger event), so it is copied in and out of its node.
+pub(super) struct Queue<T: Copy> {
     /// The next sequence number.
     seq: u64,
     /// The lists cover `base .. base + WINDOW`: `base` is the last time taken out from them.
@@ -38,7 +39,7 @@ pub(super) struct Queue<T> {
 
 struct Node<T> {
     at: u64,
-    item: Option<T>,
+    item: T,
     next: u32,
 }
 
@@ -66,7 +67,7 @@ impl<T> Ord for Far<T> {
     }
 }
 
-impl<T> Default for Queue<T> {
+impl<T: Copy> Default for Queue<T> {
     fn default() -> Self {
         Self {
             seq: 0,
@@ -81,9 +82,10 @@ impl<T> Default for Queue<T> {
     }
 }
 
-impl<T> Queue<T> {
+impl<T: Copy> Queue<T> {
     /// Puts `item` in, due at `at`: it comes out after every item due earlier, and after every
     /// item due at `at` put in before it.
+    #[inline]
     pub(super) fn push(&mut self, at: u64, item: T) {
         self.seq += 1;
         if at >= self.base && at - self.base < WINDOW {
@@ -98,6 +100,7 @@ impl<T> Queue<T> {
     }
 
     /// Takes out the earliest item, with its time.
+    #[inline]
     pub(super) fn pop(&mut self) -> Option<(u64, T)> {
         // An item of the heap due before `base` comes first (the lists hold nothing before it).
         if self.far.peek().is_some_and(|f| f.at < self.base) {
@@ -133,10 +136,11 @@ impl<T> Queue<T> {
     }
 
     /// Appends `item`, due at `at` within the window, to its list.
+    #[inline]
     fn link(&mut self, at: u64, item: T) {
         let node = Node {
             at,
-            item: Some(item),
+            item,
             next: NONE,
         };
         let n = if self.free == NONE {
@@ -160,10 +164,11 @@ impl<T> Queue<T> {
     }
 
     /// Takes out the first item of list `i`.
+    #[inline]
     fn unlink(&mut self, i: usize) -> (u64, T) {
         let n = self.heads[i];
         let node = &mut self.nodes[n as usize];
-        let (at, item, next) = (node.at, node.item.take(), node.next);
+        let (at, item, next) = (node.at, node.item, node.next);
         node.next = self.free;
         self.free = n;
         self.heads[i] = next;
@@ -171,11 +176,12 @@ impl<T> Queue<T> {
             self.tails[i] = NONE;
             self.bits[i / 64] &= !(1 << (i % 64));
         }
-        (at, item.expect("a linked node holds its item"))
+        (at, item)
     }
 
     /// The list of the earliest item in the window, if any: the first non-empty list from
     /// `base`'s, going round.
+    #[inline]
     fn first_list(&self) -> Option<usize> {
         let words = self.bits.len();
         let start = (self.base % WINDOW) as usize;
