@@ -106,6 +106,12 @@ impl SimStore {
         self.leases.values().any(|l| l.expires_ms <= now_ms)
     }
 
+    /// Whether the lessor's checks due up to `now_ms` ([`SimStore::advance`]) revoke nothing: no
+    /// lease is past its deadline. Then they write nothing and end no lease.
+    pub fn checks_revoke_nothing(&self, now_ms: u64) -> bool {
+        !self.any_expired(now_ms)
+    }
+
     /// The client that was granted `lease`, if the lease is alive.
     pub fn lease_owner(&self, lease: LeaseId) -> Option<Client> {
         self.leases.get(&lease).map(|l| l.owner)
@@ -446,6 +452,67 @@ pub fn conformance_case_names() -> BTreeSet<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Random leases (granted, kept alive, holding keys or not) and lessor checks: whenever
+    /// [`SimStore::checks_revoke_nothing`] says so, the checks write nothing, end no lease and
+    /// move no deadline (the world then skips the rest of its lessor's event). Saying so with a
+    /// lease past its deadline (an off-by-one at the deadline, say) fails it.
+    #[test]
+    fn checks_said_to_revoke_nothing_change_nothing() {
+        use proptest::prelude::*;
+        #[derive(Clone, Debug)]
+        enum Op {
+            /// A lease with this TTL, holding a key or not.
+            Grant(u64, bool),
+            /// Keeps lease `n` alive.
+            Keep(u64),
+            /// Time moves on this much.
+            Wait(u64),
+            /// The lessor's next check comes due (the world's event for it), or a check at any
+            /// time.
+            Check(bool),
+        }
+        // Times in steps of 50 ms: deadlines fall on the checks' times (every 500 ms) often.
+        let op = prop_oneof![
+            (1u64..30, any::<bool>()).prop_map(|(t, k)| Op::Grant(50 * t, k)),
+            (1u64..6).prop_map(Op::Keep),
+            (0u64..12).prop_map(|d| Op::Wait(50 * d)),
+            any::<bool>().prop_map(Op::Check),
+        ];
+        proptest!(ProptestConfig::with_cases(512), |(ops in proptest::collection::vec(op, 1..60))| {
+            let mut s = SimStore::new();
+            let mut now = 0;
+            for op in ops {
+                match op {
+                    Op::Grant(ttl, key) => {
+                        let l = s.grant(now, ttl, None);
+                        if key {
+                            s.commit(&Txn::new().put_leased(format!("/k{l}"), "v", l)).unwrap();
+                        }
+                    }
+                    Op::Keep(l) => {
+                        let _ = s.keep_alive(now, l);
+                    }
+                    Op::Wait(d) => now += d,
+                    Op::Check(due) => {
+                        if due {
+                            now = now.max(s.next_check_ms());
+                        }
+                        let leases = |s: &SimStore| {
+                            (1..=s.next_lease).map(|l| s.lease_expiry(l)).collect::<Vec<_>>()
+                        };
+                        if s.checks_revoke_nothing(now) {
+                            let before = (s.revision(), leases(&s));
+                            prop_assert!(s.advance(now).is_empty());
+                            prop_assert_eq!((s.revision(), leases(&s)), before);
+                        } else {
+                            s.advance(now);
+                        }
+                    }
+                }
+            }
+        });
+    }
 
     fn p(s: &[&str]) -> Vec<String> {
         s.iter().map(|x| x.to_string()).collect()

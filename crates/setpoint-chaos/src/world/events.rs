@@ -1,8 +1,6 @@
 //! The event queue: the events a run schedules, kept in (time, sequence) order, and what the
 //! world does when each comes due.
 
-use std::cmp::Ordering;
-
 use setpoint_runtime::machine::{ReqId, StoreRequest};
 use setpoint_runtime::model::LEADER;
 
@@ -45,18 +43,11 @@ pub(super) enum Ev {
     },
 }
 
-pub(super) struct Item {
-    pub(super) at: u64,
-    seq: u64,
-    /// What comes due: a host's wake, carried in the item itself, or an event waiting in
-    /// [`Pending`].
-    pub(super) due: Due,
-}
-
-/// What a queued [`Item`] stands for. A wake is most of the queue's traffic (every step of a
+/// What a queued item stands for. A wake is most of the queue's traffic (every step of a
 /// machine asks for one) and small, so it is carried by value; any other event is large (it
-/// carries requests and replies by value) and the heap moves items as it sifts, so the heap
-/// holds only its place.
+/// carries requests and replies by value) and the queue moves items (into its lists' nodes,
+/// through its heap as it sifts), so the queue holds only its place.
+#[derive(Clone, Copy)]
 pub(super) enum Due {
     /// [`Ev::Wake`], without a slot.
     Wake {
@@ -99,24 +90,6 @@ impl Pending {
     }
 }
 
-impl PartialEq for Item {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Item {}
-impl PartialOrd for Item {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Item {
-    // Reversed: BinaryHeap is a max-heap and the earliest event must come out first.
-    fn cmp(&self, o: &Self) -> Ordering {
-        (o.at, o.seq).cmp(&(self.at, self.seq))
-    }
-}
-
 impl World<'_> {
     pub(super) fn push(&mut self, at: u64, ev: Ev) {
         match ev {
@@ -141,12 +114,7 @@ impl World<'_> {
     }
 
     fn queue_due(&mut self, at: u64, due: Due) {
-        self.seq += 1;
-        self.queue.push(Item {
-            at,
-            seq: self.seq,
-            due,
-        });
+        self.queue.push(at, due);
     }
 
     /// The event `due` stands for, taken out of [`Pending`] if it waits there.
@@ -207,6 +175,13 @@ impl World<'_> {
             Ev::Lessor if self.quorum_lost > 0 || self.refusing > 0 => {
                 // No leader, no revocation: leases wait for the new leader's reset.
                 let next = (self.now / 500 + 1) * 500;
+                self.push(next, Ev::Lessor);
+            }
+            Ev::Lessor if self.store.checks_revoke_nothing(self.now) => {
+                // Nothing to revoke (most checks, one every half second): the checks pass with
+                // no lease expired, nothing is written, no leader's or node's lease ends.
+                self.store.advance(self.now);
+                let next = self.store.next_check_ms();
                 self.push(next, Ev::Lessor);
             }
             Ev::Lessor => {

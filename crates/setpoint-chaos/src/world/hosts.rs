@@ -138,7 +138,7 @@ impl World<'_> {
             // (most ticks of either): its only output is its wake, carried out as the step's
             // would be (no answer can be queued behind it).
             if let Some(at) = slot.machine.quiet_tick(clock) {
-                self.output(host, Output::Wake(at));
+                self.wake(host, at);
                 return;
             }
         }
@@ -204,6 +204,16 @@ impl World<'_> {
         }
     }
 
+    /// Carries out `host`'s [`Output::Wake`] at `t` on its clock: the wake it asked for before
+    /// is superseded (it still comes due, and is passed over).
+    fn wake(&mut self, host: usize, t: u64) {
+        let slot = &mut self.slots[host];
+        slot.gen += 1;
+        let at = slot.virtual_at(t, self.now);
+        let gen = slot.gen;
+        self.push_wake(at, host, gen);
+    }
+
     pub(super) fn output(&mut self, host: usize, out: Output) {
         if let Output::Request { id, .. } = &out {
             self.note_send(host);
@@ -228,13 +238,7 @@ impl World<'_> {
             Output::Request { id, request } => {
                 self.send_up(host, id, request);
             }
-            Output::Wake(t) => {
-                let slot = &mut self.slots[host];
-                slot.gen += 1;
-                let at = slot.virtual_at(t, self.now);
-                let gen = slot.gen;
-                self.push_wake(at, host, gen);
-            }
+            Output::Wake(t) => self.wake(host, t),
             Output::Start {
                 copy,
                 workload,

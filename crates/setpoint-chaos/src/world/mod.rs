@@ -28,6 +28,8 @@
 //! # Parts
 //! One [`World`] holds the run; each file adds one part of it, in an `impl World` of its own:
 //! - `events.rs`: the event queue, in (time, sequence) order, and what each event does;
+//! - `queue.rs`: that order kept cheaply: a list per millisecond of the next second, a heap for
+//!   the rest;
 //! - `clock.rs`: the hosts' clocks, with their skew and drift;
 //! - `hosts.rs`: the hosts, a machine each: stepping it, carrying out its outputs, restarting
 //!   it;
@@ -37,14 +39,15 @@
 //! - `serve.rs`: the store's side: serving a request, fanning out the changes to the watches;
 //! - `inject.rs`: the faults of the schedule, started and ended;
 //! - `shutdown.rs`: the world's side of the `shutdown` fault;
-//! - `outcome.rs`: what a run leaves for the checks, and its recording as the run goes.
+//! - `outcome.rs`: what a run leaves for the checks, and its recording as the run goes;
+//! - `removals.rs`: the facts of each assignment a controller removes, for the checks.
 //!
 //! [`FaultKind::Hang`]: crate::faults::FaultKind::Hang
 //! [`FaultKind::QuorumLoss`]: crate::faults::FaultKind::QuorumLoss
 //! [`FaultKind::Refuse`]: crate::faults::FaultKind::Refuse
 //! [`WatchEvent::Lost`]: setpoint_runtime::store::WatchEvent::Lost
 
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use setpoint_runtime::machine::ReqId;
 use setpoint_runtime::store::Txn;
@@ -62,6 +65,8 @@ mod hosts;
 mod inject;
 mod outcome;
 mod procs;
+mod queue;
+mod removals;
 mod serve;
 mod shutdown;
 
@@ -71,8 +76,9 @@ pub use outcome::{
     UnleasedStart,
 };
 
-use events::{Ev, Item, Pending};
+use events::{Due, Ev, Pending};
 use hosts::{SentIds, Slot};
+use queue::Queue;
 
 /// What every clock adds to virtual time: a plausible "milliseconds since the Unix epoch", so
 /// that nothing in the machines subtracts below zero.
@@ -137,9 +143,8 @@ pub type Factory<'a> = dyn Fn(usize, &Role, u64) -> Box<dyn Machine> + 'a;
 /// A world in the middle of a run.
 pub struct World<'a> {
     now: u64,
-    seq: u64,
     events: u64,
-    queue: BinaryHeap<Item>,
+    queue: Queue<Due>,
     pending: Pending,
     /// The buffer a machine's step writes its outputs to, empty between steps.
     outputs: Vec<Output>,
@@ -173,15 +178,16 @@ pub struct World<'a> {
     impostor_procs: BTreeMap<usize, usize>,
     /// The shutdowns under way and done.
     shutdowns: crate::shutdowns::Tracker,
+    /// Store values decoded for the records of removed assignments.
+    decoded: removals::Decoded,
 }
 
 /// Runs `setup` with machines from `factory`, seeded with `seed`.
 pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, RunError> {
     let mut w = World {
         now: 0,
-        seq: 0,
         events: 0,
-        queue: BinaryHeap::new(),
+        queue: Queue::default(),
         pending: Pending::default(),
         outputs: Vec::new(),
         rng: WorldRng::new(seed),
@@ -207,6 +213,7 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
         impostors: Default::default(),
         impostor_procs: BTreeMap::new(),
         shutdowns: Default::default(),
+        decoded: Default::default(),
     };
     for (key, value) in &setup.declarations {
         w.store
@@ -248,8 +255,8 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
     for i in 0..w.slots.len() {
         w.step(i, Input::Tick);
     }
-    while let Some(item) = w.queue.pop() {
-        if item.at > setup.duration_ms {
+    while let Some((at, due)) = w.queue.pop() {
+        if at > setup.duration_ms {
             break;
         }
         w.events += 1;
@@ -263,13 +270,13 @@ pub fn run(setup: &Setup, factory: &Factory<'_>, seed: u64) -> Result<Outcome, R
             let from = w.trace.len().saturating_sub(300);
             return Err(RunError::Budget {
                 budget: setup.event_budget,
-                at_ms: item.at,
+                at_ms: at,
                 busiest,
                 tail: w.trace.split_off(from),
             });
         }
-        w.now = item.at;
-        let ev = w.take(item.due);
+        w.now = at;
+        let ev = w.take(due);
         w.handle(ev);
         if setup.trace {
             w.note_leader();

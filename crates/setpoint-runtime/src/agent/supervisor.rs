@@ -543,7 +543,7 @@ impl Supervisor {
     /// Starts what is assigned and not started; stops what runs and is no longer assigned.
     pub(super) fn sync(
         &mut self,
-        assigned: Assigned,
+        assigned: &Assigned,
         now: u64,
         may_save: bool,
         cfg: &AgentCoreConfig,
@@ -571,9 +571,9 @@ impl Supervisor {
         }
         // A name assigned again waits until its earlier copy has stopped and been forgotten.
         let batch: Vec<(Assignment, Revision)> = assigned
-            .into_iter()
-            .filter(|(copy, _)| !self.copies.contains_key(copy))
-            .map(|(_, a)| a)
+            .iter()
+            .filter(|(copy, _)| !self.copies.contains_key(*copy))
+            .map(|(_, a)| a.clone())
             .collect();
         self.start_all(batch, now, may_save, cfg, out, events);
     }
@@ -851,7 +851,7 @@ mod tests {
     fn a_batch_is_recorded_with_its_nonces_before_any_start_and_each_copy_starts_once() {
         let (cfg, mut out, mut events) = (cfg(), Outbox::new(), EventLog::default());
         let mut s = Supervisor::new();
-        s.sync(assigned(&[0, 1]), 0, true, &cfg, &mut out, &mut events);
+        s.sync(&assigned(&[0, 1]), 0, true, &cfg, &mut out, &mut events);
         assert_eq!(kinds(&mut out), ["save 2", "start w-0", "start w-1"]);
         let nonces: Vec<String> = s.records().into_iter().map(|r| r.nonce).collect();
         assert_eq!(
@@ -867,11 +867,11 @@ mod tests {
         s.on_started(6, "w-1", 101, 1, false, true, &cfg, &mut out, &mut events);
         assert_eq!(kinds(&mut out), ["log started w-1 (pid 101)", "save 2"]);
         // Assigned again: nothing starts; an exit while assigned is never restarted.
-        s.sync(assigned(&[0, 1]), 10, true, &cfg, &mut out, &mut events);
+        s.sync(&assigned(&[0, 1]), 10, true, &cfg, &mut out, &mut events);
         assert!(kinds(&mut out).is_empty());
         assert!(!s.on_exited(20, "w-0", Ended::Code(1), "a", &mut out, &mut events));
         assert_eq!(kinds(&mut out), ["log w-0 ended: exit status 1"]);
-        s.sync(assigned(&[0, 1]), 30, true, &cfg, &mut out, &mut events);
+        s.sync(&assigned(&[0, 1]), 30, true, &cfg, &mut out, &mut events);
         assert!(kinds(&mut out).is_empty(), "nothing started again");
         s.save(&cfg, true, &mut out);
         assert_eq!(kinds(&mut out), ["save 2"], "the exit is recorded");
@@ -882,10 +882,10 @@ mod tests {
     fn stopping_w0() -> (AgentCoreConfig, Outbox, EventLog, Supervisor) {
         let (cfg, mut out, mut events) = (cfg(), Outbox::new(), EventLog::default());
         let mut s = Supervisor::new();
-        s.sync(assigned(&[0]), 0, true, &cfg, &mut out, &mut events);
+        s.sync(&assigned(&[0]), 0, true, &cfg, &mut out, &mut events);
         s.on_started(0, "w-0", 100, 1, false, true, &cfg, &mut out, &mut events);
         let _ = kinds(&mut out);
-        s.sync(assigned(&[]), 50, true, &cfg, &mut out, &mut events);
+        s.sync(&assigned(&[]), 50, true, &cfg, &mut out, &mut events);
         assert_eq!(kinds(&mut out), ["log stopping w-0 (pid 100)", "Term w-0"]);
         (cfg, out, events, s)
     }
@@ -919,7 +919,7 @@ mod tests {
         let (cfg, mut out, mut events, mut s) = stopping_w0();
         // Every later sync still finds it unassigned: its stop is under way, not begun again
         // (a second SIGTERM, and a SIGKILL put off by each sync, for a copy that ignores SIGTERM).
-        s.sync(assigned(&[]), 120, true, &cfg, &mut out, &mut events);
+        s.sync(&assigned(&[]), 120, true, &cfg, &mut out, &mut events);
         assert!(kinds(&mut out).is_empty());
         let mut soonest = Soonest::new(120);
         s.wake_times(false, &mut soonest);
@@ -935,7 +935,7 @@ mod tests {
     fn a_copy_runs_after_its_startup_time_and_a_start_while_fenced_is_killed_at_once() {
         let (cfg, mut out, mut events) = (cfg(), Outbox::new(), EventLog::default());
         let mut s = Supervisor::new();
-        s.sync(assigned(&[0, 1]), 0, true, &cfg, &mut out, &mut events);
+        s.sync(&assigned(&[0, 1]), 0, true, &cfg, &mut out, &mut events);
         s.on_started(0, "w-0", 100, 1, false, true, &cfg, &mut out, &mut events);
         s.on_started(0, "w-1", 101, 1, true, true, &cfg, &mut out, &mut events);
         let outputs = kinds(&mut out);
@@ -965,9 +965,9 @@ mod tests {
     fn a_copy_unassigned_while_its_start_is_under_way_gets_sigterm_once_its_pid_is_known() {
         let (cfg, mut out, mut events) = (cfg(), Outbox::new(), EventLog::default());
         let mut s = Supervisor::new();
-        s.sync(assigned(&[0]), 0, true, &cfg, &mut out, &mut events);
+        s.sync(&assigned(&[0]), 0, true, &cfg, &mut out, &mut events);
         assert_eq!(kinds(&mut out), ["save 1", "start w-0"]);
-        s.sync(assigned(&[]), 1, true, &cfg, &mut out, &mut events);
+        s.sync(&assigned(&[]), 1, true, &cfg, &mut out, &mut events);
         assert_eq!(
             kinds(&mut out),
             ["log stopping w-0 (pid 0)"],

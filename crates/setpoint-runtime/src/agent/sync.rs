@@ -36,6 +36,59 @@ pub(crate) type Assigned = BTreeMap<String, (Assignment, Revision)>;
 /// refused.
 type Parsed = Result<(Assignment, Revision), String>;
 
+/// What a sync read gives ([`Sync::parse`]): the node's assignments, its kill and log requests
+/// still to answer, and the newest placement's `mod_revision`.
+#[derive(Debug, Default)]
+pub(super) struct Parse {
+    /// The read's entries, each key with its `mod_revision`, in key order. A read with the same
+    /// keys at the same revisions holds the same entries (the store gives every write a new
+    /// revision), so it gives this same parse: it is not parsed again.
+    seen: Vec<(String, Revision)>,
+    /// The newest `mod_revision` among the placements read (0: none).
+    pub(super) newest: Revision,
+    /// The assignments, by copy identity.
+    pub(super) assigned: Assigned,
+    /// The kill requests still to carry out.
+    pub(super) kills: Vec<Kill>,
+    /// The log requests still to answer.
+    pub(super) logs: Vec<Asked>,
+}
+
+impl Parse {
+    /// Whether `entries` (a read's, in key order) are the keys this parse was made from, each at
+    /// the same `mod_revision`.
+    fn made_from<'a>(&self, entries: impl IntoIterator<Item = &'a Entry>) -> bool {
+        let mut seen = self.seen.iter();
+        for e in entries {
+            match seen.next() {
+                Some((key, rev)) if *rev == e.mod_revision && *key == e.key => {}
+                _ => return false,
+            }
+        }
+        seen.next().is_none()
+    }
+}
+
+/// What a due sync found ([`Sync::drive`]).
+#[derive(Debug)]
+pub(super) enum Synced {
+    /// A read to act on (the watch cache's, copied).
+    Read(Read),
+    /// The watch cache at this revision holds what the last parse was made from, key for key at
+    /// the same revisions: act on [`Sync::last`] again.
+    Unchanged(Revision),
+}
+
+impl Synced {
+    /// The revision of the view synced.
+    pub(super) fn revision(&self) -> Revision {
+        match self {
+            Synced::Read(read) => read.revision,
+            Synced::Unchanged(revision) => *revision,
+        }
+    }
+}
+
 /// The sync's schedule, its read in flight and what it has parsed: see the
 /// [module docs](self).
 #[derive(Debug)]
@@ -56,6 +109,10 @@ pub(super) struct Sync {
     /// The placements decoded and checked, by key, with the `mod_revision` they were read at:
     /// an entry unchanged since the last sync is not decoded again.
     parsed: BTreeMap<String, (Revision, Parsed)>,
+    /// The last read parsed and what it gave; a read of the same entries is not parsed again.
+    last: Parse,
+    /// The synced prefixes: the node's placements, kill requests and log requests.
+    prefixes: [String; 3],
     /// Store entries refused as forged or damaged, by key, so each is logged once.
     refused_keys: BTreeSet<String>,
     /// The sync read in flight was sent before the fence came down: never acted on, even if
@@ -78,6 +135,12 @@ impl Sync {
             cache: cfg.watch_cache.then(|| WatchCache::new(&cfg.node, now)),
             cache_synced_ms: now,
             parsed: BTreeMap::new(),
+            last: Parse::default(),
+            prefixes: [
+                placements_of(&cfg.node),
+                remote::kills_of(&cfg.node),
+                log_requests_of(&cfg.node),
+            ],
             refused_keys: BTreeSet::new(),
             void_read: false,
             acted: 0,
@@ -136,15 +199,15 @@ impl Sync {
             .is_some_and(|c| c.serves(lease) && c.revision() >= self.acted)
     }
 
-    /// Syncs if one is due under `lease`, held now: from the watch cache when it can serve (the
-    /// read is returned, to be acted on at once), else by a read of the store.
+    /// Syncs if one is due under `lease`, held now: from the watch cache when it can serve (what
+    /// it found is returned, to be acted on at once), else by a read of the store.
     pub(super) fn drive(
         &mut self,
         now: u64,
         lease: LeaseId,
         cfg: &AgentCoreConfig,
         out: &mut Outbox,
-    ) -> Option<Read> {
+    ) -> Option<Synced> {
         if now < self.next_sync_ms(Some(lease)) {
             return None;
         }
@@ -152,33 +215,29 @@ impl Sync {
         self.settling = None;
         self.next_sync = now + cfg.sync_every_ms;
         if self.cache_serves(lease) {
-            let node = &cfg.node;
-            let prefixes = [
-                placements_of(node),
-                remote::kills_of(node),
-                log_requests_of(node),
-            ];
-            let refs: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-            let read = self.cache.as_mut().and_then(|c| c.read(&refs));
-            if let Some(read) = read {
+            let [a, b, c] = &self.prefixes;
+            let refs = [a.as_str(), b.as_str(), c.as_str()];
+            let cache = self.cache.as_mut().expect("the cache serves");
+            // Most syncs it serves (every CACHE_RESYNC_MS) find what the last one parsed.
+            let served = match cache.holds(&refs, |held| self.last.made_from(held)) {
+                Some(revision) => Some(Synced::Unchanged(revision)),
+                None => cache.read(&refs).map(Synced::Read),
+            };
+            if let Some(synced) = served {
                 self.cache_synced_ms = now;
-                self.acted = self.acted.max(read.revision);
-                return Some(read);
+                self.acted = self.acted.max(synced.revision());
+                return Some(synced);
             }
         }
         if let Some(c) = &mut self.cache {
             c.passed_through();
         }
         self.in_flight = true;
-        let node = &cfg.node;
-        let prefixes = vec![
-            placements_of(node),
-            remote::kills_of(node),
-            log_requests_of(node),
-        ];
         out.send(
             now,
-            StoreRequest::Read { prefixes },
+            StoreRequest::Read {
+                prefixes: self.prefixes.to_vec(),
+            },
             Purpose::Sync { lease },
             cfg.request_timeout_ms,
         );
@@ -243,20 +302,35 @@ impl Sync {
         }
     }
 
-    /// The assignments and kill requests in a read of the node's placements and kill requests;
-    /// refused entries are logged once.
-    pub(super) fn parse(
-        &mut self,
-        read: Read,
-        cfg: &AgentCoreConfig,
-        out: &mut Outbox,
-    ) -> (Assigned, Vec<Kill>, Vec<Asked>) {
+    /// The assignments, kill and log requests in a read of the node's placements, kill and log
+    /// requests; refused entries are logged once. A read of the same entries as the last one
+    /// parsed gives that parse again, without parsing.
+    pub(super) fn parse(&mut self, read: Read, cfg: &AgentCoreConfig, out: &mut Outbox) -> &Parse {
+        if !self.last.made_from(&read.entries) {
+            self.last = self.parse_afresh(read, cfg, out);
+        }
+        &self.last
+    }
+
+    /// What the last read parsed gave ([`Synced::Unchanged`]).
+    pub(super) fn last(&self) -> &Parse {
+        &self.last
+    }
+
+    /// [`Sync::parse`] of a read of other entries than the last.
+    fn parse_afresh(&mut self, read: Read, cfg: &AgentCoreConfig, out: &mut Outbox) -> Parse {
         let node = &cfg.node;
+        let seen = read
+            .entries
+            .iter()
+            .map(|e| (e.key.clone(), e.mod_revision))
+            .collect();
         let placements = placements_of(node);
         let (placed, asked): (Vec<Entry>, Vec<Entry>) = read
             .entries
             .into_iter()
             .partition(|e| e.key.starts_with(&placements));
+        let newest = placed.iter().map(|e| e.mod_revision).max().unwrap_or(0);
         let (assigned, mut forged) = self.parse_placed(&placed, node);
         // A kill request that does not decode is skipped (`pending_kills`): logged once here.
         let kills_prefix = remote::kills_of(node);
@@ -272,7 +346,13 @@ impl Sync {
         self.log_refused(forged, out);
         let kills = remote::pending_kills(&asked, node);
         let logs = crate::log_requests::pending(&asked, node);
-        (assigned, kills, logs)
+        Parse {
+            seen,
+            newest,
+            assigned,
+            kills,
+            logs,
+        }
     }
 
     /// [`parse_assignments`], decoding only the entries that changed since the last sync.
@@ -438,6 +518,19 @@ mod tests {
     use crate::model::{encode, placement_key};
     use crate::store::{Change, MemoryStore, Store, Txn, WatchEvent};
 
+    /// What the agent acts on for `synced` ([`super::super::core`]'s `on_sync_read`).
+    fn act<'s>(
+        sync: &'s mut Sync,
+        synced: Synced,
+        cfg: &AgentCoreConfig,
+        out: &mut Outbox,
+    ) -> &'s Parse {
+        match synced {
+            Synced::Read(read) => sync.parse(read, cfg, out),
+            Synced::Unchanged(_) => sync.last(),
+        }
+    }
+
     fn read_all(store: &MemoryStore) -> Read {
         let prefixes = vec![placements_of("a"), remote::kills_of("a")];
         match carry_out(store, &StoreRequest::Read { prefixes }) {
@@ -496,8 +589,8 @@ mod tests {
             last = Some(grace_ms);
             let read = read_all(&store);
             let (fresh, _) = parse_assignments(&read.entries, "a");
-            let (assigned, _, _) = sync.parse(read, &cfg, &mut out);
-            assert_eq!(assigned, fresh);
+            let assigned = &sync.parse(read, &cfg, &mut out).assigned;
+            assert_eq!(*assigned, fresh);
             assert_eq!(assigned["w-0"].0.grace_ms, grace_ms);
         }
     }
@@ -517,9 +610,9 @@ mod tests {
         let mut sync = Sync::new(&cfg, 0);
         let mut out = Outbox::new();
         for round in 0..2 {
-            let (assigned, kills, _) = sync.parse(read_all(&store), &cfg, &mut out);
-            assert_eq!(assigned.keys().collect::<Vec<_>>(), ["w-0"]);
-            assert!(kills.is_empty());
+            let parse = sync.parse(read_all(&store), &cfg, &mut out);
+            assert_eq!(parse.assigned.keys().collect::<Vec<_>>(), ["w-0"]);
+            assert!(parse.kills.is_empty());
             let lines = out.drain_logs();
             if round == 0 {
                 assert_eq!(lines.len(), 2, "{lines:?}");
@@ -592,10 +685,10 @@ mod tests {
             "{watch:?}"
         );
         // Served from the cache under lease 1, at once (the read made a sync due)...
-        let read = sync
+        let synced = sync
             .drive(1, 1, &cfg, &mut out)
             .expect("served by the cache");
-        assert_eq!(read.entries.len(), 1);
+        assert_eq!(act(&mut sync, synced, &cfg, &mut out).assigned.len(), 1);
         assert!(out.drain().is_empty(), "no store read");
         // ...but under another lease a sync reads the store.
         sync.want();
@@ -706,10 +799,10 @@ mod tests {
         };
         sync.on_watch(4, WatchDelivery { watch, event }, &cfg, &mut out);
         sync.want();
-        let read = sync
+        let synced = sync
             .drive(4 + WATCH_SETTLE_MS, 1, &cfg, &mut out)
             .expect("served by the cache");
-        assert!(read.entries.is_empty());
+        assert!(act(&mut sync, synced, &cfg, &mut out).assigned.is_empty());
         assert!(out.drain().is_empty(), "no store read");
     }
 
@@ -761,10 +854,10 @@ mod tests {
         let direct = carry_out(&store, &StoreRequest::Read { prefixes });
         assert!(matches!(sync.on_reply(1, direct, &mut out), Some(Ok(_))));
         sync.want();
-        let read = sync
+        let synced = sync
             .drive(2, 1, &cfg, &mut out)
             .expect("served by the cache");
-        assert_eq!(read.revision, elsewhere);
+        assert_eq!(synced.revision(), elsewhere);
         assert!(out.drain().is_empty(), "no store read");
         // A late delivery that ends at or below it is passed over (here a placement no store
         // ever held under this node at that revision: applied, it would show).
@@ -781,11 +874,12 @@ mod tests {
         };
         sync.on_watch(3, WatchDelivery { watch, event }, &cfg, &mut out);
         sync.want();
-        let read = sync
+        let synced = sync
             .drive(3 + WATCH_SETTLE_MS, 1, &cfg, &mut out)
             .expect("served by the cache");
-        assert_eq!(read.revision, elsewhere);
-        assert!(read.entries.is_empty(), "{:?}", read.entries);
+        assert_eq!(synced.revision(), elsewhere);
+        let assigned = &act(&mut sync, synced, &cfg, &mut out).assigned;
+        assert!(assigned.is_empty(), "{assigned:?}");
     }
 
     #[test]
@@ -852,11 +946,199 @@ mod tests {
         let mut soonest = Soonest::new(50);
         sync.wake_times(Some(1), &mut soonest);
         assert_eq!(soonest.or_a_second(), 50 + WATCH_SETTLE_MS);
-        let read = sync
+        let synced = sync
             .drive(50 + WATCH_SETTLE_MS, 1, &cfg, &mut out)
             .expect("served by the cache once the events settled");
-        let (assigned, _, _) = sync.parse(read, &cfg, &mut out);
+        let assigned = &act(&mut sync, synced, &cfg, &mut out).assigned;
         assert!(assigned.is_empty(), "w-3 is gone: {assigned:?}");
         assert!(out.drain().is_empty(), "no store read");
+    }
+
+    /// A read of the node's placements, kill and log requests, as a sync reads them.
+    fn read_synced(store: &MemoryStore) -> Read {
+        let prefixes = vec![
+            placements_of("a"),
+            remote::kills_of("a"),
+            log_requests_of("a"),
+        ];
+        match carry_out(store, &StoreRequest::Read { prefixes }) {
+            Ok(StoreReply::Read { read, .. }) => read,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Random histories of the node's keys (placements put, rewritten in place, put at another
+    /// copy's key or damaged, removed; kill and log requests, open, answered or damaged; writes
+    /// under another node's keys), synced after every change or with nothing changed, from the
+    /// watch cache or by reads of the store. Every sync must act on exactly what its read gives
+    /// parsed from scratch (`parse_assignments`, `pending_kills`, `log_requests::pending`, the
+    /// newest placement's revision), whether it was parsed, taken from the last parse for the
+    /// same entries ([`Sync::parse`]), or served as unchanged by the cache ([`Synced::Unchanged`]).
+    /// A sync that reused the last parse for other entries (a revision or a key left out of the
+    /// comparison, say) fails it.
+    #[test]
+    fn every_sync_acts_on_what_its_read_gives_parsed_from_scratch() {
+        use crate::log_requests::{LogAnswer, LogRequest};
+        use crate::model::keys::log_request_key;
+        use proptest::prelude::*;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            /// `w-n` placed, or rewritten in place, with this grace.
+            Place(u64, u64),
+            /// `w-n`'s assignment put at `w-(n+3)`'s key.
+            Misplace(u64),
+            /// A value that does not decode at `w-n`'s key.
+            Damage(u64),
+            Remove(u64),
+            /// A kill request for `w-n`, answered or not.
+            Kill(u64, bool),
+            /// A kill request that does not decode.
+            BadKill,
+            /// A log request for `w-n`, answered or not.
+            Ask(u64, bool),
+            /// A log request that does not decode.
+            BadAsk,
+            /// A placement on another node.
+            Elsewhere(u64),
+            /// Nothing written: the next sync reads what the last one did.
+            Nothing,
+        }
+        let op = prop_oneof![
+            (0u64..3, prop_oneof![Just(100u64), Just(200)]).prop_map(|(n, g)| Op::Place(n, g)),
+            (0u64..3).prop_map(Op::Misplace),
+            (0u64..3).prop_map(Op::Damage),
+            (0u64..3).prop_map(Op::Remove),
+            (0u64..2, any::<bool>()).prop_map(|(n, a)| Op::Kill(n, a)),
+            Just(Op::BadKill),
+            (0u64..2, any::<bool>()).prop_map(|(n, a)| Op::Ask(n, a)),
+            Just(Op::BadAsk),
+            (0u64..2).prop_map(Op::Elsewhere),
+            Just(Op::Nothing),
+            Just(Op::Nothing),
+        ];
+        let unchanged = std::cell::Cell::new(0u64);
+        proptest!(ProptestConfig::with_cases(128), |(
+            cached in any::<bool>(),
+            ops in proptest::collection::vec(op, 1..24),
+        )| {
+            let (store, cfg, mut sync, mut out, watch) = if cached {
+                cache_read_and_watching()
+            } else {
+                let cfg = AgentCoreConfig::new("a");
+                let sync = Sync::new(&cfg, 0);
+                (MemoryStore::new(), cfg, sync, Outbox::new(), 0)
+            };
+            for (i, op) in ops.into_iter().enumerate() {
+                let now = 10 * (i as u64 + 1);
+                let before = read_synced(&store);
+                let kill = |n: u64, answered: bool| remote::KillRequest {
+                    copy: format!("w-{n}"),
+                    incarnation: 1,
+                    requested_ms: 0,
+                    outcome: answered.then(|| "killed pid 7".to_owned()),
+                };
+                let ask = |n: u64, answered: bool| LogRequest {
+                    copy: format!("w-{n}"),
+                    from: 0,
+                    tail: None,
+                    max_bytes: 100,
+                    requested_ms: 0,
+                    answer: answered.then(|| LogAnswer {
+                        from: 0,
+                        hex: String::new(),
+                        len: 0,
+                        running: true,
+                        missing: false,
+                        error: None,
+                    }),
+                };
+                let txn = match op {
+                    Op::Place(n, grace_ms) => {
+                        let mut a = assignment(n);
+                        a.grace_ms = grace_ms;
+                        Some(Txn::new().put(placement_key("a", "w", n), encode(&a)))
+                    }
+                    Op::Misplace(n) => {
+                        Some(Txn::new().put(placement_key("a", "w", n + 3), encode(&assignment(n))))
+                    }
+                    Op::Damage(n) => Some(Txn::new().put(placement_key("a", "w", n), "{not json")),
+                    Op::Remove(n) => Some(Txn::new().delete(placement_key("a", "w", n))),
+                    Op::Kill(n, answered) => Some(Txn::new().put(
+                        format!("{}k{n}", remote::kills_of("a")),
+                        encode(&kill(n, answered)),
+                    )),
+                    Op::BadKill => Some(Txn::new().put(format!("{}bad", remote::kills_of("a")), "{")),
+                    Op::Ask(n, answered) => Some(Txn::new().put(
+                        log_request_key("a", &format!("r{n}")),
+                        encode(&ask(n, answered)),
+                    )),
+                    Op::BadAsk => Some(Txn::new().put(log_request_key("a", "bad"), "[")),
+                    Op::Elsewhere(n) => {
+                        Some(Txn::new().put(placement_key("b", "w", n), encode(&assignment(n))))
+                    }
+                    Op::Nothing => None,
+                };
+                if let Some(txn) = txn {
+                    store.commit(&txn).unwrap();
+                }
+                let read = read_synced(&store);
+                if cached && read.revision > before.revision {
+                    // The watch's event for the write: the keys read that changed or went.
+                    let old: BTreeMap<&str, &Entry> =
+                        before.entries.iter().map(|e| (e.key.as_str(), e)).collect();
+                    let mut changes: Vec<Change> = read
+                        .entries
+                        .iter()
+                        .filter(|e| old.get(e.key.as_str()).is_none_or(|o| *o != *e))
+                        .map(|e| Change { key: e.key.clone(), entry: Some(e.clone()) })
+                        .collect();
+                    changes.extend(
+                        old.keys()
+                            .filter(|k| !read.entries.iter().any(|e| e.key == **k))
+                            .map(|k| Change { key: (*k).to_owned(), entry: None }),
+                    );
+                    let event = WatchEvent::Changes { revision: read.revision, changes };
+                    sync.on_watch(now, WatchDelivery { watch, event }, &cfg, &mut out);
+                }
+                let later = now + WATCH_SETTLE_MS;
+                sync.want();
+                let parse = match sync.drive(later, 1, &cfg, &mut out) {
+                    Some(synced) => {
+                        prop_assert!(cached, "only the cache serves at once");
+                        if matches!(synced, Synced::Unchanged(_)) {
+                            unchanged.set(unchanged.get() + 1);
+                        }
+                        act(&mut sync, synced, &cfg, &mut out)
+                    }
+                    None => {
+                        prop_assert!(!cached, "the cache serves");
+                        let Some(AgentOutput::Store { id, request }) = out.drain().pop() else {
+                            panic!("no sync read");
+                        };
+                        let _ = out.take(id);
+                        sync.replied();
+                        let Some(Ok(read)) = sync.on_reply(later, carry_out(&store, &request), &mut out)
+                        else {
+                            panic!("the read failed");
+                        };
+                        act(&mut sync, Synced::Read(read), &cfg, &mut out)
+                    }
+                };
+                let placed: Vec<Entry> = read
+                    .entries
+                    .iter()
+                    .filter(|e| e.key.starts_with(&placements_of("a")))
+                    .cloned()
+                    .collect();
+                let newest = placed.iter().map(|e| e.mod_revision).max().unwrap_or(0);
+                prop_assert_eq!(&parse.assigned, &parse_assignments(&placed, "a").0, "step {}", i);
+                prop_assert_eq!(&parse.kills, &remote::pending_kills(&read.entries, "a"));
+                prop_assert_eq!(&parse.logs, &crate::log_requests::pending(&read.entries, "a"));
+                prop_assert_eq!(parse.newest, newest);
+                out.drain_logs();
+            }
+        });
+        assert!(unchanged.get() > 0, "no sync was served as unchanged");
     }
 }

@@ -17,7 +17,7 @@ use crate::cache::CacheCore;
 use crate::machine::{ReqId, StoreReply, StoreRequest, StoreResult, WatchDelivery};
 use crate::model::placements_of;
 use crate::remote;
-use crate::store::{LeaseId, Read, Revision, WatchEvent};
+use crate::store::{Entry, LeaseId, Read, Revision, WatchEvent};
 
 /// How often an agent whose watch cache serves syncs them anyway, with nothing changed, in
 /// milliseconds: a safety net, not the way changes arrive.
@@ -66,6 +66,23 @@ impl WatchCache {
     /// What it holds under `prefixes`, if it can answer.
     pub(super) fn read(&mut self, prefixes: &[&str]) -> Option<Read> {
         self.core.read(prefixes)
+    }
+
+    /// Whether what it holds under `prefixes` (its entries in key order) passes `same`, if it can
+    /// answer: then its revision, counted as a read served as [`WatchCache::read`] counts one.
+    /// `None` if it does not pass, or the cache cannot answer this way.
+    pub(super) fn holds<F>(&mut self, prefixes: &[&str], same: F) -> Option<Revision>
+    where
+        F: FnOnce(&mut dyn Iterator<Item = &Entry>) -> bool,
+    {
+        let (revision, mut held) = self.core.entries(prefixes)?;
+        let same = same(&mut held);
+        drop(held);
+        if !same {
+            return None;
+        }
+        self.core.count_served();
+        Some(revision)
     }
 
     /// The revision it is at.

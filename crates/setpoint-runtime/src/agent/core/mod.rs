@@ -43,13 +43,13 @@ use super::outbox::{Outbox, Purpose, Soonest};
 use super::recovery::{self, StateRead, StateReadOutcome};
 use super::reports::{self, Reports};
 use super::supervisor::Supervisor;
-use super::sync::Sync;
+use super::sync::{Sync, Synced};
 use super::{
     AgentCoreConfig, AgentError, AgentInput, AgentOutput, CopyRecord, CopySignal, Recovery,
 };
 use crate::machine::{StoreRequest, StoreResult, Wake};
-use crate::model::{decode, placements_of, NodeReport};
-use crate::store::{LeaseId, Read, StoreError};
+use crate::model::{decode, NodeReport};
+use crate::store::{LeaseId, StoreError};
 
 /// How long shutdown waits beyond the longest grace period, in milliseconds.
 const SHUTDOWN_SLACK_MS: u64 = 2_000;
@@ -501,7 +501,7 @@ impl AgentCore {
                     return;
                 }
                 match self.sync.on_reply(now, result, &mut self.out) {
-                    Some(Ok(read)) => self.on_sync_read(now, read),
+                    Some(Ok(read)) => self.on_sync_read(now, Synced::Read(read)),
                     Some(Err(e)) => self.lose(now, e),
                     None => {}
                 }
@@ -577,30 +577,31 @@ impl AgentCore {
     // ----- sync -----
 
     /// Acts on a read of the node's placements and kill requests.
-    fn on_sync_read(&mut self, now: u64, read: Read) {
+    fn on_sync_read(&mut self, now: u64, synced: Synced) {
+        let (revision, parse) = match synced {
+            Synced::Read(read) => (
+                read.revision,
+                self.sync.parse(read, &self.cfg, &mut self.out),
+            ),
+            Synced::Unchanged(revision) => (revision, self.sync.last()),
+        };
         // The newest placement read is news for a report only with reports on change.
         let newest = if self.cfg.report_resync_ms > 0 {
-            let placements = placements_of(&self.cfg.node);
-            read.entries
-                .iter()
-                .filter(|e| e.key.starts_with(&placements))
-                .map(|e| e.mod_revision)
-                .max()
-                .unwrap_or(0)
+            parse.newest
         } else {
             0
         };
-        self.copies.synced_to(read.revision, newest);
-        let (assigned, kills, logs) = self.sync.parse(read, &self.cfg, &mut self.out);
+        self.copies.synced_to(revision, newest);
         let may_save = self.life.may_save();
         self.copies.sync(
-            assigned,
+            &parse.assigned,
             now,
             may_save,
             &self.cfg,
             &mut self.out,
             &mut self.events,
         );
+        let (kills, logs) = (parse.kills.clone(), parse.logs.clone());
         self.kills
             .carry_out(now, kills, &mut self.copies, &self.cfg, &mut self.out);
         self.log_serving
@@ -635,7 +636,7 @@ impl AgentCore {
         self.life.stage = Stage::Running;
         let may_save = self.life.may_save();
         self.copies.sync(
-            assigned,
+            &assigned,
             now,
             may_save,
             &self.cfg,
@@ -688,8 +689,8 @@ impl AgentCore {
             Stage::Running if !self.is_fenced() => {
                 if let Some(lease) = self.held_lease().filter(|_| !self.sync.in_flight()) {
                     self.sync.drive_cache(now, lease, &self.cfg, &mut self.out);
-                    if let Some(read) = self.sync.drive(now, lease, &self.cfg, &mut self.out) {
-                        self.on_sync_read(now, read);
+                    if let Some(synced) = self.sync.drive(now, lease, &self.cfg, &mut self.out) {
+                        self.on_sync_read(now, synced);
                     }
                 }
                 self.copies.save(&self.cfg, may_save, &mut self.out);
