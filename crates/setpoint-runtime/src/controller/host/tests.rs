@@ -1251,6 +1251,24 @@ fn a_steady_loop_commits_nothing_but_its_round_resync() {
     }
 }
 
+/// A [`Clocked`] store with a fake node `a`, and a driver of host `c1` with the watch cache
+/// whose steps set that store's clock.
+fn clocked_leader() -> (
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+    Clocked,
+    Driver,
+) {
+    let clock = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let store = Clocked {
+        inner: MemoryStore::new(),
+        now: std::sync::Arc::clone(&clock),
+    };
+    crate::model::node::fake_node(&store, "a").unwrap();
+    let mut d = Driver::new(cached("c1"));
+    d.clock = Some(std::sync::Arc::clone(&clock));
+    (clock, store, d)
+}
+
 /// A pass served by the leader's watch cache reads the store's clock as the host last learnt
 /// it from a read (its offset to the host's own clock), so every round event says when the
 /// pass read in store time, whoever served it (mutant 787 of the mutation sample added the
@@ -1258,16 +1276,8 @@ fn a_steady_loop_commits_nothing_but_its_round_resync() {
 /// time about twice over, which its round events and its copies' ages then carried).
 #[test]
 fn a_pass_served_by_the_cache_reads_the_stores_clock_through_the_hosts_offset() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
-    let clock = Arc::new(AtomicU64::new(0));
-    let store = Clocked {
-        inner: MemoryStore::new(),
-        now: Arc::clone(&clock),
-    };
-    crate::model::node::fake_node(&store, "a").unwrap();
-    let mut d = Driver::new(cached("c1"));
-    d.clock = Some(Arc::clone(&clock));
+    use std::sync::atomic::Ordering;
+    let (clock, store, mut d) = clocked_leader();
     crate::ops::apply(&store, &[spec("w", 2, 100)]).unwrap();
     // The cache's first read is answered at 700 ms (a slow call): the host learns the store's
     // clock from a read answered after its own clock moved on.
@@ -1322,16 +1332,8 @@ fn a_pass_served_by_the_cache_reads_the_stores_clock_through_the_hosts_offset() 
 fn a_loop_whose_backoff_has_run_out_skips_its_quiet_passes_again() {
     use crate::controller::reconcile::tests::report;
     use crate::model::Phase;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
-    let clock = Arc::new(AtomicU64::new(0));
-    let store = Clocked {
-        inner: MemoryStore::new(),
-        now: Arc::clone(&clock),
-    };
-    crate::model::node::fake_node(&store, "a").unwrap();
-    let mut d = Driver::new(cached("c1"));
-    d.clock = Some(Arc::clone(&clock));
+    use std::sync::atomic::Ordering;
+    let (clock, store, mut d) = clocked_leader();
     let mut w = spec("w", 2, 100);
     w.backoff.initial_ms = 500;
     crate::ops::apply(&store, &[w]).unwrap();
