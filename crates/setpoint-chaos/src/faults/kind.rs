@@ -123,6 +123,17 @@ impl FaultKind {
         )
     }
 
+    /// The names of the kinds that last (`true`) or are instants (`false`), in file order,
+    /// joined by ", ": what `during` and `after` accept, for their error messages.
+    pub(super) fn names_that_last(lasting: bool) -> String {
+        Self::ALL
+            .iter()
+            .filter(|(k, _)| k.lasts() == lasting)
+            .map(|(_, n)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Whether it strikes one host.
     pub fn on_host(self) -> bool {
         (self.lasts() && !self.on_store()) || self.restarts_host()

@@ -364,9 +364,9 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
                         d.span(),
                         Some(&key("during")),
                         format!(
-                            "'{}' is an instant: 'during' names a lasting kind (partition, cut-up, \
-                             cut-down, stall, pause, hang, quorum-loss, refuse, slow, shutdown)",
-                            within.name()
+                            "'{}' is an instant: 'during' names a lasting kind ({})",
+                            within.name(),
+                            FaultKind::names_that_last(true)
                         ),
                     ));
                 }
@@ -392,10 +392,10 @@ pub fn parse(label: &str, text: &str) -> Result<Model, ModelError> {
                         a.span(),
                         Some(&key("after")),
                         format!(
-                            "'{}' lasts: 'after' names an instant (restart, lose-state, \
-                             pid-reuse, impostor, crash, kill, leader-change, compaction, \
-                             redeclare); for a lasting kind use 'during'",
-                            before.name()
+                            "'{}' lasts: 'after' names an instant ({}); for a lasting kind use \
+                             'during'",
+                            before.name(),
+                            FaultKind::names_that_last(false)
                         ),
                     ));
                 }
