@@ -723,6 +723,9 @@ impl Host {
             Role::Follow(f) => at = at.min(f.next_wake().unwrap_or(u64::MAX)),
             Role::Lead(l) => {
                 at = at.min(l.loops.next_wake(self.now).unwrap_or(u64::MAX));
+                // The lease's lapse: the leader steps down then, not at its next poll.
+                let ttl = self.cfg.ttl_ms();
+                at = at.min(l.lease.lapses_at(ttl));
                 let waits = l.catch_up.next_wake();
                 at = at.min(waits.unwrap_or(u64::MAX));
                 // Waits end all at once when the cache is not behind. A wait is only begun
@@ -731,9 +734,8 @@ impl Host {
                 let waits_on_time =
                     waits.is_none() || l.cache.as_ref().is_some_and(HostCache::is_behind);
                 if self.quiet_ticks && waits_on_time {
-                    let ttl = self.cfg.ttl_ms();
                     self.quiet = Some(Quiet {
-                        until_ms: at.min(l.lease.lapses_at(ttl)),
+                        until_ms: at,
                         poll_until_ms: self.poll_quiet_until(l),
                         wake_ms: at,
                     });

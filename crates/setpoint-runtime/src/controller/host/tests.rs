@@ -620,6 +620,32 @@ fn the_lease_is_renewed_every_third_of_its_ttl_and_given_up_without_renewal() {
     assert!(d.said("lost the leader lease; following"));
 }
 
+/// A leader whose keep-alives go unanswered steps down at the very millisecond its lease
+/// lapses, a TTL after the last renewal it sent, not at its next poll: the lapse is among its
+/// wakes. Found by `driven_only_at_its_wakes_a_host_does_what_a_millisecond_clock_does`: with a
+/// TTL of 900 ms, off the 40 ms poll's grid, a leader cut off from the store at 320 ms lapsed
+/// at 1,220 ms; stepped every millisecond it stepped down then, stepped at its wakes only at
+/// its next poll, 1,240 ms: up to a poll more as the leader, though the store may have let its
+/// lease go and another controller taken it.
+#[test]
+fn a_leader_whose_renewals_go_unanswered_steps_down_when_its_lease_lapses_not_at_its_next_poll() {
+    let mut c = cfg("c1");
+    // Lapses at 3,010 ms, between the polls of 3,000 and 3,025 ms.
+    c.controller.lease_ttl = Duration::from_millis(3_010);
+    c.request_timeout = Duration::from_secs(60);
+    let store = store_with(&[]);
+    let mut d = Driver::new(c);
+    d.hook = Some(Box::new(|_, _, p| p != Purpose::Renewal));
+    d.run(&store, 4_000);
+    let down: Vec<u64> = d
+        .logs
+        .iter()
+        .filter(|(_, _, l)| l == "lost the leader lease; following")
+        .map(|&(t, _, _)| t)
+        .collect();
+    assert_eq!(down, [3_010]);
+}
+
 #[test]
 fn a_deposed_leaders_pass_is_refused_by_the_fence() {
     for fencing_off in [false, true] {
