@@ -2223,3 +2223,575 @@ fn a_store_lost_for_good_stops_the_host_whichever_request_finds_it() {
         }
     }
 }
+
+/// A [`MemoryStore`] whose leases end on the world's virtual clock (a `MemoryStore` ends them
+/// on the real one): a leader that stops renewing loses `/leader` its TTL after its last
+/// keep-alive reached the store, at the same virtual millisecond in every run.
+struct VirtualLeases {
+    inner: MemoryStore,
+    now: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Each live lease's TTL and when it ends, in the world's milliseconds.
+    ends: std::sync::Mutex<BTreeMap<crate::store::LeaseId, (u64, u64)>>,
+}
+
+impl VirtualLeases {
+    fn now(&self) -> u64 {
+        self.now.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// When the next lease ends, if one is live.
+    fn next_end(&self) -> Option<u64> {
+        self.ends
+            .lock()
+            .unwrap()
+            .values()
+            .map(|&(_, end)| end)
+            .min()
+    }
+
+    /// Ends the leases whose time is up (their keys go): whether any did.
+    fn end_due(&self) -> bool {
+        let now = self.now();
+        let due: Vec<crate::store::LeaseId> = {
+            let mut ends = self.ends.lock().unwrap();
+            let due: Vec<_> = ends
+                .iter()
+                .filter(|(_, &(_, end))| end <= now)
+                .map(|(&id, _)| id)
+                .collect();
+            for id in &due {
+                ends.remove(id);
+            }
+            due
+        };
+        for &id in &due {
+            self.inner.revoke(id).unwrap();
+        }
+        !due.is_empty()
+    }
+}
+
+impl Store for VirtualLeases {
+    fn read(&self, prefixes: &[&str]) -> Result<Read, StoreError> {
+        self.inner.read(prefixes)
+    }
+    fn commit(&self, txn: &Txn) -> Result<Revision, StoreError> {
+        self.inner.commit(txn)
+    }
+    fn revision(&self) -> Result<Revision, StoreError> {
+        self.inner.revision()
+    }
+    fn grant(&self, ttl: Duration) -> Result<crate::store::LeaseId, StoreError> {
+        // An hour on the real clock: only `end_due` ends it.
+        let id = self.inner.grant(Duration::from_secs(3_600))?;
+        let ttl = crate::controller::config::millis(ttl);
+        let end = self.now() + ttl;
+        self.ends.lock().unwrap().insert(id, (ttl, end));
+        Ok(id)
+    }
+    fn keep_alive(&self, lease: crate::store::LeaseId) -> Result<(), StoreError> {
+        let now = self.now();
+        match self.ends.lock().unwrap().get_mut(&lease) {
+            Some((ttl, end)) => {
+                *end = now + *ttl;
+                Ok(())
+            }
+            None => Err(StoreError::LeaseExpired(lease)),
+        }
+    }
+    fn revoke(&self, lease: crate::store::LeaseId) -> Result<(), StoreError> {
+        self.ends.lock().unwrap().remove(&lease);
+        self.inner.revoke(lease)
+    }
+    fn now_ms(&self) -> u64 {
+        1_000_000 + self.now()
+    }
+}
+
+/// Two controller hosts on one store whose leases end on virtual time, every request carried
+/// out when it is sent and its reply handed back `delay` later, watches delivered as the store
+/// changes: the world of [`driven_only_at_its_wakes_a_host_does_what_a_millisecond_clock_does`].
+/// It runs either a millisecond at a time, every host ticked at each, or only at the times
+/// something happens: a wake a host asked for, a reply or a watch delivery due, a lease's end,
+/// a happening of the test's, a pause's end.
+struct Hosts {
+    store: VirtualLeases,
+    cfgs: Vec<HostConfig>,
+    hosts: Vec<Host>,
+    now: u64,
+    /// The last wake each host asked for.
+    wakes: Vec<u64>,
+    /// Replies on their way, in the order their requests were sent: (due, host, reply).
+    replies: Vec<(u64, usize, Replied)>,
+    /// How long a reply takes.
+    delay: u64,
+    /// Until when each host's requests never reach the store (and get no reply).
+    cut_until: Vec<u64>,
+    /// Until when each host is paused: not stepped; its replies and watch deliveries wait.
+    paused_until: Vec<u64>,
+    /// The store after each revision the world saw: the history a watch starts from.
+    history: BTreeMap<Revision, BTreeMap<String, Entry>>,
+    /// Open watches, by host and id.
+    watches: BTreeMap<(usize, ReqId), OpenWatch>,
+    /// The store or the watches changed since the watches were last looked at.
+    dirty: bool,
+    /// Until when no watch delivers anything.
+    watches_held_until: u64,
+    /// Whether the hosts are stepped every millisecond: then every tick takes the whole step
+    /// ([`Host::without_quiet_ticks`]), so that every rule of a tick is applied at every
+    /// millisecond, not only those [`Quiet`] keeps.
+    every_ms: bool,
+    /// Times the world looks at whatever the hosts ask: the end of a pause, the millisecond
+    /// after a happening (its changes are delivered to the watches then).
+    pokes: std::collections::BTreeSet<u64>,
+    /// Every output but the wakes, as `{ms} {host} {output:?}`.
+    acts: Vec<String>,
+}
+
+/// A watch's prefixes and the keys under them as last delivered.
+type OpenWatch = (Vec<String>, BTreeMap<String, Entry>);
+
+/// What happens to the world of two hosts at a time, in
+/// [`driven_only_at_its_wakes_a_host_does_what_a_millisecond_clock_does`]. A target `true`
+/// is the leader (`c1` if there is none), `false` the first host that is not (`c1` if none).
+#[derive(Clone, Debug)]
+enum HostHappening {
+    /// Workload `w` declared with this many copies and this period.
+    Declare(u64, u64),
+    /// Workload `w` no longer declared: its copies are collected.
+    Undeclare,
+    /// Node `b` (or `a`) reports its first copies running.
+    Report(bool, u64),
+    /// Node `b` (or `a`) is lost: its lease is revoked, its record goes.
+    LoseNode(bool),
+    /// The target's requests never reach the store from now until `ms` later.
+    Cut(bool, u64),
+    /// The target is not stepped from now until `ms` later (a stalled process).
+    Pause(bool, u64),
+    /// The target's watches are lost.
+    LoseWatch(bool),
+    /// The target shuts down.
+    Shutdown(bool),
+    /// Every host that stopped starts again, anew.
+    Restart,
+    /// Replies take this long from now on.
+    Delay(u64),
+    /// No watch delivers anything from now until `ms` later (a slow watch): a leader's cache
+    /// falls behind its own writes, and its passes wait for it.
+    HoldWatches(u64),
+}
+
+fn host_happening() -> impl proptest::strategy::Strategy<Value = HostHappening> {
+    use proptest::prelude::*;
+    prop_oneof![
+        2 => (0u64..4, proptest::sample::select(vec![100u64, 250, 700]))
+            .prop_map(|(n, p)| HostHappening::Declare(n, p)),
+        1 => Just(HostHappening::Undeclare),
+        1 => (any::<bool>(), 0u64..4).prop_map(|(b, n)| HostHappening::Report(b, n)),
+        1 => any::<bool>().prop_map(HostHappening::LoseNode),
+        2 => (any::<bool>(), 100u64..2_500).prop_map(|(l, ms)| HostHappening::Cut(l, ms)),
+        1 => (any::<bool>(), 100u64..2_500).prop_map(|(l, ms)| HostHappening::Pause(l, ms)),
+        1 => any::<bool>().prop_map(HostHappening::LoseWatch),
+        1 => any::<bool>().prop_map(HostHappening::Shutdown),
+        1 => Just(HostHappening::Restart),
+        1 => proptest::sample::select(vec![0u64, 1, 4, 30]).prop_map(HostHappening::Delay),
+        2 => (100u64..2_500).prop_map(HostHappening::HoldWatches),
+    ]
+}
+
+impl Hosts {
+    /// Hosts of `cfgs`, the first starting at 0, the others `stagger` ms apart, on a store with
+    /// node `a` and workload `w` (two copies, every 250 ms) declared.
+    fn new(cfgs: Vec<HostConfig>, stagger: u64, delay: u64, every_ms: bool) -> Self {
+        let store = VirtualLeases {
+            inner: MemoryStore::new(),
+            now: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            ends: Default::default(),
+        };
+        crate::model::node::fake_node(&store, "a").unwrap();
+        crate::ops::apply(&store, &[spec("w", 2, 250)]).unwrap();
+        let starts: Vec<u64> = (0..cfgs.len() as u64).map(|i| i * stagger).collect();
+        let hosts = cfgs
+            .iter()
+            .zip(&starts)
+            .map(|(c, &s)| Self::host(c, s, every_ms))
+            .collect();
+        let n = cfgs.len();
+        let mut w = Self {
+            store,
+            cfgs,
+            hosts,
+            now: 0,
+            wakes: starts.clone(),
+            replies: Vec::new(),
+            delay,
+            cut_until: vec![0; n],
+            paused_until: starts.clone(),
+            history: BTreeMap::new(),
+            watches: BTreeMap::new(),
+            dirty: false,
+            watches_held_until: 0,
+            every_ms,
+            pokes: starts.into_iter().collect(),
+            acts: Vec::new(),
+        };
+        w.changed();
+        w.at(0);
+        w
+    }
+
+    /// A host of `cfg` started at `now`: stepped every millisecond, without quiet ticks.
+    fn host(cfg: &HostConfig, now: u64, every_ms: bool) -> Host {
+        let host = Host::new(cfg.clone(), now);
+        if every_ms {
+            host.without_quiet_ticks()
+        } else {
+            host
+        }
+    }
+
+    fn paused(&self, i: usize) -> bool {
+        self.now < self.paused_until[i]
+    }
+
+    fn step(&mut self, i: usize, input: HostInput) {
+        let now = self.now;
+        for o in self.hosts[i].step(now, input) {
+            if let HostOutput::Wake(Wake(t)) = o {
+                assert!(t >= now, "a wake in the past");
+                self.wakes[i] = t;
+                continue;
+            }
+            self.acts
+                .push(format!("{now} {} {o:?}", self.cfgs[i].controller.holder));
+            if let HostOutput::Request { id, request, .. } = o {
+                self.send(i, id, request);
+            }
+        }
+    }
+
+    /// Carries `request` of host `i` out now; its reply is due `delay` later.
+    fn send(&mut self, i: usize, id: ReqId, request: StoreRequest) {
+        if self.now < self.cut_until[i] {
+            return;
+        }
+        let result = match &request {
+            StoreRequest::Watch { prefixes, after } => {
+                let base = self.history.range(..=*after).next_back();
+                let base = base.map(|(_, kv)| kv.clone()).unwrap_or_default();
+                self.watches.insert((i, id), (prefixes.clone(), base));
+                self.dirty = true;
+                Ok(StoreReply::Watching)
+            }
+            StoreRequest::CancelWatch(w) => {
+                self.watches.remove(&(i, *w));
+                return;
+            }
+            other => carry_out(&self.store, other),
+        };
+        self.changed();
+        self.replies
+            .push((self.now + self.delay, i, Replied { id, result }));
+    }
+
+    /// Notes the store's new revision, if it moved, in the history the watches start from.
+    fn changed(&mut self) {
+        let rev = self.store.revision().unwrap();
+        if self.history.contains_key(&rev) {
+            return;
+        }
+        let (rev, kv) = everything(&self.store);
+        self.history.insert(rev, kv);
+        self.dirty = true;
+    }
+
+    /// Delivers to each open watch of a host not paused what changed under its prefixes since
+    /// its last delivery. Returns whether anything was delivered.
+    fn deliver_watches(&mut self) -> bool {
+        if self.now < self.watches_held_until || !std::mem::take(&mut self.dirty) {
+            return false;
+        }
+        let (rev, now) = everything(&self.store);
+        let mut deliveries = Vec::new();
+        for (&(i, id), (prefixes, last)) in self.watches.iter_mut() {
+            if self.now < self.paused_until[i] {
+                continue;
+            }
+            let under = |k: &String| prefixes.iter().any(|p| k.starts_with(p.as_str()));
+            let mut changes = Vec::new();
+            for (k, e) in now.iter().filter(|(k, _)| under(k)) {
+                if last.get(k) != Some(e) {
+                    changes.push(crate::store::Change {
+                        key: k.clone(),
+                        entry: Some(e.clone()),
+                    });
+                }
+            }
+            for k in last.keys().filter(|k| under(k) && !now.contains_key(*k)) {
+                changes.push(crate::store::Change {
+                    key: k.clone(),
+                    entry: None,
+                });
+            }
+            last.clone_from(&now);
+            if !changes.is_empty() {
+                let event = WatchEvent::Changes {
+                    revision: rev,
+                    changes,
+                };
+                deliveries.push((i, WatchDelivery { watch: id, event }));
+            }
+        }
+        let any = !deliveries.is_empty();
+        for (i, d) in deliveries {
+            self.step(i, HostInput::Watch(d));
+        }
+        any
+    }
+
+    /// Hands out the replies and watch deliveries due now, and those they bring about.
+    fn deliver(&mut self) {
+        loop {
+            let now = self.now;
+            let due = self
+                .replies
+                .iter()
+                .position(|&(t, i, _)| t <= now && now >= self.paused_until[i]);
+            if let Some(k) = due {
+                let (_, i, r) = self.replies.remove(k);
+                self.step(i, HostInput::Replied(r));
+                continue;
+            }
+            if !self.deliver_watches() {
+                return;
+            }
+        }
+    }
+
+    /// The world at `t`: leases end, replies and watches are delivered, and the hosts are
+    /// ticked (each one, or only those whose wake has come).
+    fn at(&mut self, t: u64) {
+        self.now = t;
+        self.store.now.store(t, std::sync::atomic::Ordering::SeqCst);
+        if self.store.end_due() {
+            self.changed();
+        }
+        if self.paused_until.contains(&t) || self.watches_held_until == t {
+            self.dirty = true;
+        }
+        self.deliver();
+        for i in 0..self.hosts.len() {
+            if !self.paused(i) && (self.every_ms || self.wakes[i] <= t) {
+                self.step(i, HostInput::Tick);
+                self.deliver();
+            }
+        }
+    }
+
+    /// When something next happens: a wake asked for, a reply due, a lease's end, a poke.
+    fn next_event(&self) -> u64 {
+        let wakes = (0..self.hosts.len())
+            .filter(|&i| !self.hosts[i].is_stopped())
+            .map(|i| self.wakes[i].max(self.paused_until[i]));
+        let replies = self
+            .replies
+            .iter()
+            .map(|&(t, i, _)| t.max(self.paused_until[i]));
+        let pokes = self.pokes.range(self.now + 1..).next().copied();
+        wakes
+            .chain(replies)
+            .chain(self.store.next_end())
+            .chain(pokes)
+            .min()
+            .unwrap_or(u64::MAX)
+            .max(self.now + 1)
+    }
+
+    /// Runs to `until`: every millisecond, or only when something happens.
+    fn run(&mut self, until: u64) {
+        loop {
+            let next = if self.every_ms {
+                self.now + 1
+            } else {
+                self.next_event()
+            };
+            if next > until {
+                self.now = until;
+                return;
+            }
+            self.at(next);
+        }
+    }
+
+    /// The target host: the leader if `leader` and there is one, else the first other one.
+    fn target(&self, leader: bool) -> usize {
+        let is = |i: &usize| self.hosts[*i].is_leader() == leader;
+        (0..self.hosts.len()).find(is).unwrap_or(0)
+    }
+
+    fn happen(&mut self, h: &HostHappening) {
+        let now = self.now;
+        self.store
+            .now
+            .store(now, std::sync::atomic::Ordering::SeqCst);
+        let node = |b: bool| if b { "b" } else { "a" };
+        match *h {
+            HostHappening::Declare(n, period) => {
+                let spec = crate::controller::reconcile::tests::test_spec(
+                    "w",
+                    n,
+                    ControllerKind::Named,
+                    period,
+                );
+                crate::ops::apply(&self.store, &[spec]).unwrap();
+            }
+            HostHappening::Undeclare => {
+                let _ = crate::ops::delete(&self.store, "w");
+            }
+            HostHappening::Report(b, n) => {
+                if self
+                    .store
+                    .get(&crate::model::workload_key("w"))
+                    .unwrap()
+                    .is_none()
+                {
+                    return self.happened();
+                }
+                let copies: Vec<(u64, crate::model::Phase)> =
+                    (0..n).map(|i| (i, crate::model::Phase::Running)).collect();
+                crate::controller::reconcile::tests::report(&self.store, node(b), &copies);
+            }
+            HostHappening::LoseNode(b) => {
+                let key = crate::model::node::node_key(node(b));
+                if let Some(e) = self.store.get(&key).unwrap() {
+                    let rec = crate::model::decode::<crate::model::node::NodeRecord>(&e).unwrap();
+                    self.store.revoke(rec.value.lease).unwrap();
+                }
+            }
+            HostHappening::Cut(leader, ms) => {
+                let i = self.target(leader);
+                self.cut_until[i] = now + ms;
+            }
+            HostHappening::Pause(leader, ms) => {
+                let i = self.target(leader);
+                self.paused_until[i] = self.paused_until[i].max(now + ms);
+                self.pokes.insert(self.paused_until[i]);
+            }
+            HostHappening::LoseWatch(leader) => {
+                let i = self.target(leader);
+                if !self.paused(i) {
+                    let lost: Vec<ReqId> = self
+                        .watches
+                        .keys()
+                        .filter(|(h, _)| *h == i)
+                        .map(|&(_, id)| id)
+                        .collect();
+                    for watch in lost {
+                        self.watches.remove(&(i, watch));
+                        let event = WatchEvent::Lost("compacted".into());
+                        self.step(i, HostInput::Watch(WatchDelivery { watch, event }));
+                    }
+                }
+            }
+            HostHappening::Shutdown(leader) => {
+                let i = self.target(leader);
+                if !self.paused(i) {
+                    self.step(i, HostInput::Shutdown);
+                }
+            }
+            HostHappening::Restart => {
+                for i in 0..self.hosts.len() {
+                    if self.hosts[i].is_stopped() {
+                        self.hosts[i] = Self::host(&self.cfgs[i], now, self.every_ms);
+                        self.replies.retain(|&(_, h, _)| h != i);
+                        self.watches.retain(|&(h, _), _| h != i);
+                        self.wakes[i] = now;
+                        self.paused_until[i] = now + 1;
+                    }
+                }
+            }
+            HostHappening::Delay(ms) => self.delay = ms,
+            HostHappening::HoldWatches(ms) => {
+                self.watches_held_until = now + ms;
+                self.pokes.insert(now + ms);
+            }
+        }
+        self.happened();
+    }
+
+    /// After a happening: its changes are delivered a millisecond later.
+    fn happened(&mut self) {
+        self.changed();
+        self.pokes.insert(self.now + 1);
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Two controller hosts competing for the lease, stepped only at the times they ask for
+    /// ([`HostOutput::Wake`]) and at their replies and watch deliveries, do exactly what they
+    /// do stepped every millisecond, at the same milliseconds: every timer that can make a
+    /// host act (an election attempt, a standby's look once a TTL, a request's deadline, the
+    /// leader's poll, its rounds, its renewals, collections and compactions, its lease's
+    /// lapse, a read's wait for the cache) is among its wakes. The histories: elections, and
+    /// failovers when a leader is cut off from the store, paused, shut down or loses its
+    /// watches; restarts; the workload declared, changed, undeclared (collected), reported;
+    /// a node lost; slow watches; replies instant or slow; each host's every output but its
+    /// wakes compared. The millisecond clock's hosts take the whole step at every tick
+    /// ([`Host::without_quiet_ticks`]): a timer left out of the wakes and of [`Quiet`] alike
+    /// would otherwise be late in both runs (the rounds' wake, deleted, was).
+    ///
+    /// A wake left out shows as an act at a later millisecond: mutant 785 of the mutation
+    /// sample deleted the follower's arm of [`Host::next_wake`], so a follower or standby
+    /// asked for no wake at its next election attempt and was stepped only at its next reply,
+    /// deadline or a poll after its last step (a failover attempt up to a reply's delay late),
+    /// and passed every test. This test found the leader's lapse missing from the wakes too
+    /// (`a_leader_whose_renewals_go_unanswered_steps_down_when_its_lease_lapses_not_at_its_next_poll`).
+    /// The agent's counterpart is
+    /// `agent::core::tests::driven_only_at_its_wakes_it_does_what_a_millisecond_clock_does`.
+    #[test]
+    fn driven_only_at_its_wakes_a_host_does_what_a_millisecond_clock_does(
+        ttl_ms in proptest::sample::select(vec![900u64, 1_300, 3_000]),
+        poll_ms in proptest::sample::select(vec![25u64, 40, 110]),
+        timeout_ms in proptest::sample::select(vec![150u64, 400, 5_000]),
+        watch_cache: bool,
+        wake_on_change: bool,
+        stagger in 0u64..60,
+        delay in proptest::sample::select(vec![0u64, 3, 17]),
+        schedule in proptest::collection::vec((1u64..700, host_happening()), 1..8),
+    ) {
+        let cfgs: Vec<HostConfig> = ["c1", "c2"]
+            .iter()
+            .map(|h| {
+                let mut c = cfg(h);
+                c.watch_cache = watch_cache;
+                c.controller.lease_ttl = Duration::from_millis(ttl_ms);
+                c.controller.poll = Duration::from_millis(poll_ms);
+                c.controller.event_retention = Duration::from_millis(600);
+                c.controller.wake_on_change = wake_on_change;
+                c.request_timeout = Duration::from_millis(timeout_ms);
+                c
+            })
+            .collect();
+        let run = |every_ms: bool| {
+            let mut w = Hosts::new(cfgs.clone(), stagger, delay, every_ms);
+            let mut at = 0;
+            for (gap, h) in &schedule {
+                at += gap;
+                w.run(at);
+                w.happen(h);
+            }
+            w.run(at + 3_000);
+            w.acts
+        };
+        let (a, b) = (run(false), run(true));
+        let first = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+        proptest::prop_assert!(
+            a == b,
+            "first difference at {first}: by wakes {:?}, every ms {:?}",
+            a.get(first),
+            b.get(first)
+        );
+    }
+}
