@@ -17,7 +17,7 @@ use crate::controller::{run_controller, ControllerConfig};
 use crate::model::loops::IdleReason;
 use crate::model::{placements_of, Snapshot};
 use crate::rt::shutdown_pair;
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 use crate::testing::EtcdCluster;
 
 /// Declares a fresh `intent` workload of `copies` copies on a default etcd with two fake nodes,
@@ -108,51 +108,12 @@ fn ten_thousand_fresh_copies_are_created_on_a_stock_etcd() {
     a_fresh_workload_is_created_whole("ten_thousand_fresh_copies", 10_000, Duration::from_secs(30));
 }
 
-/// A store that refuses, as too big, every transaction of more than `max_ops` operations, as
-/// an etcd run with a `--max-txn-ops` below its default does (with 0, every write: reads and
-/// leases go on).
-pub(crate) struct Refusing {
-    pub(crate) inner: crate::store::MemoryStore,
-    pub(crate) max_ops: usize,
-}
-
-impl Store for Refusing {
-    fn read(&self, prefixes: &[&str]) -> Result<crate::store::Read, StoreError> {
-        self.inner.read(prefixes)
-    }
-    fn commit(&self, txn: &crate::store::Txn) -> Result<crate::store::Revision, StoreError> {
-        if crate::store::limits::txn_ops(txn) > self.max_ops {
-            return Err(StoreError::TooBig(
-                "etcd at test refused a transaction as too big (etcdserver: too many \
-                 operations in txn request)"
-                    .into(),
-            ));
-        }
-        self.inner.commit(txn)
-    }
-    fn revision(&self) -> Result<crate::store::Revision, StoreError> {
-        self.inner.revision()
-    }
-    fn grant(&self, ttl: Duration) -> Result<crate::store::LeaseId, StoreError> {
-        self.inner.grant(ttl)
-    }
-    fn keep_alive(&self, lease: crate::store::LeaseId) -> Result<(), StoreError> {
-        self.inner.keep_alive(lease)
-    }
-    fn revoke(&self, lease: crate::store::LeaseId) -> Result<(), StoreError> {
-        self.inner.revoke(lease)
-    }
-    fn now_ms(&self) -> u64 {
-        self.inner.now_ms()
-    }
-}
-
 #[test]
 fn a_write_refused_as_too_big_is_the_reason_get_and_status_show() {
-    let store: Arc<dyn Store> = Arc::new(Refusing {
-        inner: crate::store::MemoryStore::new(),
-        max_ops: 20,
-    });
+    let store: Arc<dyn Store> = Arc::new(crate::testing::refusing(
+        crate::store::MemoryStore::new(),
+        20,
+    ));
     crate::model::node::fake_node(&*store, "n1").unwrap();
     crate::ops::apply(&*store, &[test_spec("w", 10, ControllerKind::Intent, 100)]).unwrap();
     let loop_revision = || {

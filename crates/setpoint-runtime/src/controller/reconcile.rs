@@ -815,6 +815,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::model::{report_key, CopyReport, NodeReport, Phase, WorkloadSpec};
     use crate::store::MemoryStore;
+    use crate::testing::FailingCommits;
     use setpoint_core::ControllerKind;
 
     /// A workload of `copies` copies of `sleep 60` kept by `kind` every `period_ms`, starting
@@ -973,47 +974,13 @@ pub(crate) mod tests {
     /// copies of the two landed transactions were not counted as created).
     #[test]
     fn a_pass_whose_later_transaction_fails_reports_what_landed_and_why_it_stopped() {
-        struct FailsThird {
-            inner: MemoryStore,
-            commits: std::sync::atomic::AtomicUsize,
-        }
-        impl Store for FailsThird {
-            fn read(&self, p: &[&str]) -> Result<crate::store::Read, StoreError> {
-                self.inner.read(p)
-            }
-            fn commit(&self, txn: &Txn) -> Result<Revision, StoreError> {
-                let n = self
-                    .commits
-                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                if n == 2 {
-                    return Err(StoreError::Unavailable("deadline exceeded".into()));
-                }
-                self.inner.commit(txn)
-            }
-            fn revision(&self) -> Result<Revision, StoreError> {
-                self.inner.revision()
-            }
-            fn grant(&self, ttl: std::time::Duration) -> Result<crate::store::LeaseId, StoreError> {
-                self.inner.grant(ttl)
-            }
-            fn keep_alive(&self, lease: crate::store::LeaseId) -> Result<(), StoreError> {
-                self.inner.keep_alive(lease)
-            }
-            fn revoke(&self, lease: crate::store::LeaseId) -> Result<(), StoreError> {
-                self.inner.revoke(lease)
-            }
-            fn now_ms(&self) -> u64 {
-                self.inner.now_ms()
-            }
-        }
         let inner = MemoryStore::new();
         declare_kind(&inner, 300, ControllerKind::Intent);
         report(&inner, "a", &[]);
         report(&inner, "b", &[]);
-        let store = FailsThird {
-            inner,
-            commits: 0.into(),
-        };
+        let store = FailingCommits::new(inner, |_: &MemoryStore, n, _: &Txn| {
+            (n == 3).then(|| StoreError::Unavailable("deadline exceeded".into()))
+        });
         let mut c = Controller::new(ControllerKind::Intent);
         let r = run_pass(&store, "w", &mut c, &SETTINGS).expect("the pass returns its report");
         let stopped = r.stopped.as_deref().unwrap_or_default();
@@ -1111,56 +1078,10 @@ pub(crate) mod tests {
         assert_eq!(r.created, ["w-2", "w-3"]);
     }
 
-    /// A store that hands `before` the number of each commit (from 1, counted in `commits`) and
-    /// the store under it just before the commit, and fails the commit with the error it returns.
-    struct Hooked<F> {
-        inner: MemoryStore,
-        commits: std::sync::atomic::AtomicUsize,
-        before: F,
-    }
-
-    impl<F: Fn(&MemoryStore, usize) -> Option<StoreError> + Send + Sync + 'static> Store for Hooked<F> {
-        fn read(&self, p: &[&str]) -> Result<crate::store::Read, StoreError> {
-            self.inner.read(p)
-        }
-        fn commit(&self, txn: &Txn) -> Result<Revision, StoreError> {
-            let n = 1 + self
-                .commits
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            match (self.before)(&self.inner, n) {
-                Some(e) => Err(e),
-                None => self.inner.commit(txn),
-            }
-        }
-        fn revision(&self) -> Result<Revision, StoreError> {
-            self.inner.revision()
-        }
-        fn grant(&self, t: std::time::Duration) -> Result<u64, StoreError> {
-            self.inner.grant(t)
-        }
-        fn keep_alive(&self, l: u64) -> Result<(), StoreError> {
-            self.inner.keep_alive(l)
-        }
-        fn revoke(&self, l: u64) -> Result<(), StoreError> {
-            self.inner.revoke(l)
-        }
-        fn now_ms(&self) -> u64 {
-            self.inner.now_ms()
-        }
-    }
-
-    fn hooked<F>(before: F) -> Hooked<F> {
-        Hooked {
-            inner: MemoryStore::new(),
-            commits: 0.into(),
-            before,
-        }
-    }
-
     #[test]
     fn a_write_landing_between_read_and_commit_is_retried_inside_run_pass() {
         // Another writer gets in just before the first commit.
-        let store = hooked(|inner: &MemoryStore, n| {
+        let store = FailingCommits::new(MemoryStore::new(), |inner: &MemoryStore, n, _: &Txn| {
             if n == 1 {
                 declare(inner, 3);
             }
@@ -1179,7 +1100,7 @@ pub(crate) mod tests {
     fn a_collection_cut_short_after_a_batch_landed_returns_what_it_removed() {
         // 100 orphans: more than one transaction of a default etcd, so two batches; the store
         // is unavailable for the second.
-        let store = hooked(|_: &MemoryStore, n| {
+        let store = FailingCommits::new(MemoryStore::new(), |_: &MemoryStore, n, _: &Txn| {
             (n == 2).then(|| StoreError::Unavailable("the disk is full".into()))
         });
         declare(&store.inner, 100);
@@ -1193,7 +1114,7 @@ pub(crate) mod tests {
             .unwrap();
         declare(&store.inner, 0);
         let removed = collect_orphans(&store, None).unwrap();
-        assert_eq!(store.commits.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(store.commits(), 2);
         assert!(!removed.is_empty() && removed.len() < 100, "{removed:?}");
         let left = names(&store.inner);
         assert_eq!(left.len() + removed.len(), 100);

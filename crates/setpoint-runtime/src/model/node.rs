@@ -319,10 +319,7 @@ mod tests {
         store
             .commit(&Txn::new().put(report_key("b"), "{}"))
             .unwrap();
-        let refusing = crate::stock_etcd_tests::Refusing {
-            inner: store,
-            max_ops: 0,
-        };
+        let refusing = crate::testing::refusing(store, 0);
         let err = forget(&refusing, "b").unwrap_err();
         assert!(
             matches!(&err, ForgetError::Store(StoreError::TooBig(_))),

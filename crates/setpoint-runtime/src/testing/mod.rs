@@ -21,11 +21,18 @@
 //!   checks), and killed by pid when the guard is dropped.
 //! - [`Wait`] and [`wait_until`]: the one bounded wait, in polls and in time, that says what it
 //!   waited for when it gives up.
+//! - `FailingCommits` (`failing.rs`, this crate's unit tests only): a memory store whose
+//!   commits fail by a test's rule (`refusing`: over a number of operations, as etcd's
+//!   `--max-txn-ops` does).
 
 mod etcd;
+#[cfg(test)]
+mod failing;
 mod marks;
 
 pub use etcd::*;
+#[cfg(test)]
+pub(crate) use failing::{refusing, FailingCommits};
 pub use marks::*;
 
 use std::time::{Duration, Instant};
