@@ -90,6 +90,32 @@ fn everything(store: &dyn Store) -> (Revision, BTreeMap<String, Entry>) {
     (read.revision, kv)
 }
 
+/// What a watch of `prefixes` delivers to move its reader from `last` to `now`: each key under
+/// them whose entry is new or changed, then each one gone.
+fn changes_under(
+    prefixes: &[String],
+    last: &BTreeMap<String, Entry>,
+    now: &BTreeMap<String, Entry>,
+) -> Vec<crate::store::Change> {
+    let under = |k: &String| prefixes.iter().any(|p| k.starts_with(p.as_str()));
+    let mut changes = Vec::new();
+    for (k, e) in now.iter().filter(|(k, _)| under(k)) {
+        if last.get(k) != Some(e) {
+            changes.push(crate::store::Change {
+                key: k.clone(),
+                entry: Some(e.clone()),
+            });
+        }
+    }
+    for k in last.keys().filter(|k| under(k) && !now.contains_key(*k)) {
+        changes.push(crate::store::Change {
+            key: k.clone(),
+            entry: None,
+        });
+    }
+    changes
+}
+
 impl Driver {
     fn new(cfg: HostConfig) -> Self {
         let host = Host::new(cfg, 0);
@@ -215,22 +241,7 @@ impl Driver {
         let (rev, now) = everything(store);
         let mut deliveries = Vec::new();
         for (&id, (prefixes, last)) in self.watches.iter_mut() {
-            let under = |k: &String| prefixes.iter().any(|p| k.starts_with(p.as_str()));
-            let mut changes = Vec::new();
-            for (k, e) in now.iter().filter(|(k, _)| under(k)) {
-                if last.get(k) != Some(e) {
-                    changes.push(crate::store::Change {
-                        key: k.clone(),
-                        entry: Some(e.clone()),
-                    });
-                }
-            }
-            for k in last.keys().filter(|k| under(k) && !now.contains_key(*k)) {
-                changes.push(crate::store::Change {
-                    key: k.clone(),
-                    entry: None,
-                });
-            }
+            let changes = changes_under(prefixes, last, &now);
             *last = now.clone();
             if !changes.is_empty() {
                 let event = WatchEvent::Changes {
@@ -2517,22 +2528,7 @@ impl Hosts {
             if self.now < self.paused_until[i] {
                 continue;
             }
-            let under = |k: &String| prefixes.iter().any(|p| k.starts_with(p.as_str()));
-            let mut changes = Vec::new();
-            for (k, e) in now.iter().filter(|(k, _)| under(k)) {
-                if last.get(k) != Some(e) {
-                    changes.push(crate::store::Change {
-                        key: k.clone(),
-                        entry: Some(e.clone()),
-                    });
-                }
-            }
-            for k in last.keys().filter(|k| under(k) && !now.contains_key(*k)) {
-                changes.push(crate::store::Change {
-                    key: k.clone(),
-                    entry: None,
-                });
-            }
+            let changes = changes_under(prefixes, last, &now);
             last.clone_from(&now);
             if !changes.is_empty() {
                 let event = WatchEvent::Changes {
