@@ -356,6 +356,46 @@ fn a_leader_shutting_down_ignores_what_its_leadership_asked_and_only_gives_the_l
     assert!(Snapshot::load(&store).unwrap().leader.is_none());
 }
 
+/// A follower told to stop while its claim of `/leader` is on its way gives the lease it is
+/// taking up and never leads: the claim's reply, coming after the stop, answers a role it no
+/// longer has. Were its term not moved on (mutant 843 of the mutation sample: `term += 1` →
+/// `term *= 1` in `Host::on_shutdown`), that reply would make it the leader for the moment
+/// before its revoke lands, its first poll's requests sent.
+#[test]
+fn a_follower_stopped_while_its_claim_is_on_its_way_never_leads() {
+    let store = store_with(&[]);
+    let mut d = Driver::new(cfg("c1"));
+    // The read of `/leader` and the grant are answered; the claim itself is held.
+    d.hold = Some(Purpose::Election);
+    for _ in 0..10 {
+        while d.run_one(&store) {}
+        match d.held.front() {
+            Some((_, StoreRequest::Commit(_), _)) => break,
+            Some(_) => {
+                let answered = d.held.pop_front().unwrap();
+                d.queue.push_back(answered);
+            }
+            None => d.step(HostInput::Tick),
+        }
+    }
+    let (_, claim, _) = d.held.front().expect("the claim, held");
+    assert!(matches!(claim, StoreRequest::Commit(_)), "{claim:?}");
+    let before = d.requests.len();
+    d.step(HostInput::Shutdown);
+    d.release(&store);
+    d.run(&store, 1_000);
+    assert_eq!(d.stopped, Some(Ok(())));
+    assert!(!d.said("became the leader"), "{:?}", d.logs);
+    let after: Vec<Purpose> = d.requests[before..].iter().map(|(_, _, p)| *p).collect();
+    assert!(
+        after
+            .iter()
+            .all(|p| matches!(p, Purpose::Election | Purpose::Release)),
+        "{after:?}"
+    );
+    assert!(Snapshot::load(&store).unwrap().leader.is_none());
+}
+
 /// How a stop ends decides the controller's exit: a lease the store failed to revoke is
 /// said (a standby waits its TTL) but the stop is clean, while a store lost for good ends
 /// it with that loss, not a clean "stopped".
@@ -629,6 +669,31 @@ fn the_lease_is_renewed_every_third_of_its_ttl_and_given_up_without_renewal() {
     d.run(&store, 3_100);
     assert!(!d.host.is_leader());
     assert!(d.said("lost the leader lease; following"));
+}
+
+/// A `/leader` under no lease (written straight into the store: no controller's) holds no one
+/// back: the first claim replaces it, compared against that value, and the host leads under its
+/// own lease. Were the claim made against absence (mutant 847 of the mutation sample: `forged`
+/// → 0), it would conflict at every poll and no controller would ever lead while the record
+/// stood. The real binaries' counterpart is `cli::hostile`'s forged leader.
+#[test]
+fn a_forged_lease_less_leader_record_is_replaced_by_the_first_claim() {
+    let store = store_with(&[]);
+    let forged = Leader {
+        holder: "forged".into(),
+        acquired_ms: 0,
+        ttl_ms: 1,
+    };
+    store
+        .commit(&Txn::new().put(LEADER, encode(&forged)))
+        .unwrap();
+    let mut d = Driver::new(cfg("c1"));
+    d.run(&store, 1_000);
+    assert!(d.host.is_leader(), "{:?}", d.logs);
+    let e = store.get(LEADER).unwrap().expect("a /leader record");
+    assert!(e.lease.is_some(), "{e:?}");
+    let holder = crate::model::decode::<Leader>(&e).unwrap().value.holder;
+    assert_ne!(holder, "forged");
 }
 
 /// A leader whose keep-alives go unanswered steps down at the very millisecond its lease
