@@ -164,4 +164,32 @@ mod tests {
         let e = read_node_state(&path).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidData, "{e}");
     }
+
+    /// Every node's state file is read, in node order; the lease files beside them, files of
+    /// other kinds and a state file that does not parse are passed over. Mutant 855 of the
+    /// mutation sample (`x == "json"` → `x != "json"`) read only the others: the local
+    /// `kill`'s fault injection, the agents' log sweep, `logs --follow` and the real lesson's
+    /// readiness would find no copy at all.
+    #[test]
+    fn every_nodes_state_file_is_read_in_node_order_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        for node in ["n2", "n1"] {
+            let state = NodeState {
+                node: node.into(),
+                agent_pid: 7,
+                copies: Vec::new(),
+            };
+            let text = serde_json::to_string(&state).unwrap();
+            std::fs::write(state_file(dir.path(), node), text).unwrap();
+            std::fs::write(lease_file(dir.path(), node), "1800000020006\n").unwrap();
+        }
+        std::fs::write(dir.path().join("notes.txt"), "{}").unwrap();
+        std::fs::write(dir.path().join("n3.json"), "{").unwrap();
+        let nodes: Vec<String> = read_all_node_states(dir.path())
+            .into_iter()
+            .map(|s| s.node)
+            .collect();
+        assert_eq!(nodes, ["n1", "n2"]);
+        assert!(read_all_node_states(&dir.path().join("absent")).is_empty());
+    }
 }
