@@ -585,6 +585,43 @@ fn each_assignment_starts_once_runs_is_reported_and_stops_when_unassigned() {
     assert!(w.store.get(&node_key("a")).unwrap().is_none());
 }
 
+/// A sync read on its way when the agent is told to stop is never acted on: the shutdown
+/// drains what runs, and an assignment that read brings is not started on the way out. Mutant
+/// 871 of the mutation sample (`||` → `&&` in `AgentCore::route_result`'s sync guard) acted on
+/// it: a copy started while its agent was draining, with no agent left to watch it.
+#[test]
+fn a_sync_read_answered_after_the_shutdown_began_starts_nothing() {
+    let is_sync_read = |r: &StoreRequest| matches!(r, StoreRequest::Read { prefixes } if prefixes.first() == Some(&placements_of("a")) && !is_state_read(r));
+    let store = MemoryStore::new();
+    assign(&store, "a", 0);
+    let mut w = World::new(store, config("a"));
+    w.run(500);
+    assert_eq!(w.running(), ["w-0"]);
+    // The drain lasts `w-0`'s grace (100 ms, SIGTERM ignored); each sync read's answer comes
+    // 40 ms after it is sent, inside the drain.
+    w.stubborn.push("w-0".into());
+    w.slow = Box::new(move |_, r| if is_sync_read(r) { 40 } else { 0 });
+    assign(&w.store, "a", 1);
+    let before = w.sent.len();
+    for _ in 0..1_000 {
+        if w.sent[before..].iter().any(|(_, _, r)| is_sync_read(r)) {
+            break;
+        }
+        let next = w.now + 1;
+        w.tick_at(next);
+    }
+    assert!(
+        w.sent[before..].iter().any(|(_, _, r)| is_sync_read(r)),
+        "a sync read sent within a second"
+    );
+    assert!(!w.starts.iter().any(|(_, c)| c == "w-1"), "{:?}", w.starts);
+    w.input(AgentInput::Shutdown);
+    let end = w.now + 2_000;
+    w.run(end);
+    assert!(matches!(w.stopped, Some(Ok(()))), "{:?}", w.stopped);
+    assert!(!w.starts.iter().any(|(_, c)| c == "w-1"), "{:?}", w.starts);
+}
+
 #[test]
 fn a_batch_of_starts_is_written_twice_nonces_first_then_every_pid() {
     let store = MemoryStore::new();
