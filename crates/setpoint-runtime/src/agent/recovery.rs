@@ -477,6 +477,39 @@ mod tests {
         assert_eq!(found.own_uid, 7);
     }
 
+    /// A copy whose start was under way (no pid recorded) is found by a marked process only if
+    /// that process has its identity, the agent's user id and its nonce, all three: a process
+    /// of that name with another nonce (an earlier incarnation's, or an impostor's) or under
+    /// another user is not it, and is left to the rebuild to stop. Mutant 886 of the mutation
+    /// sample (`&&` → `||` after the identity) took any process of that name for the copy.
+    #[test]
+    fn a_start_under_way_is_found_only_by_its_identity_user_and_nonce_together() {
+        let saved = NodeState {
+            node: "a".into(),
+            agent_pid: 1,
+            copies: vec![record(1, Phase::Starting, 0)],
+        };
+        let strangers = [
+            marked(140, "w-1", Some("nonce-0"), 7),
+            marked(141, "w-1", None, 7),
+            marked(142, "w-1", Some("nonce-1"), 8),
+            marked(143, "w-9", Some("nonce-1"), 7),
+        ];
+        for stranger in &strangers {
+            let found = recovery_from(Some(saved.clone()), vec![stranger.clone()], 7, |_, _, _| {
+                false
+            });
+            assert_eq!(found.records[0].process, None, "{stranger:?}");
+            assert_eq!(found.unclaimed.len(), 1, "{stranger:?}");
+        }
+        let mut all = strangers.to_vec();
+        all.push(marked(101, "w-1", Some("nonce-1"), 7));
+        let found = recovery_from(Some(saved), all, 7, |_, _, _| false);
+        assert_eq!(found.records[0].process, Some((101, 1_010)));
+        let unclaimed: Vec<u32> = found.unclaimed.iter().map(|m| m.pid).collect();
+        assert_eq!(unclaimed, [140, 141, 142, 143]);
+    }
+
     /// A real node: a copy's children inherit its environment (its mark and nonce), and a
     /// child that left the copy's process group can outlive it. Neither is ever the copy.
     #[test]
