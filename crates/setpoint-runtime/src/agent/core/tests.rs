@@ -1768,6 +1768,74 @@ fn a_store_lost_for_good_at_the_take_over_of_the_nodes_lease_ends_the_restarted_
     );
 }
 
+/// A restarted agent whose take-over of its node's lease meets a record that changed since it
+/// read it (another write between the read and the take-over) reads again at once, as at any
+/// conflict of a claim, and holds the lease a moment later: it does not take the conflict for
+/// a store that cannot answer and wait a renewal period, its copies unwatched meanwhile.
+/// Mutant 892 of the mutation sample (the take-over's conflict guard → `false`) did, and said
+/// "cannot claim the node yet".
+#[test]
+fn a_take_over_that_meets_a_changed_record_claims_again_at_once() {
+    let is_take_over = |r: &StoreRequest| match r {
+        StoreRequest::Commit(txn) => txn
+            .ops
+            .iter()
+            .any(|op| matches!(op, crate::store::Op::Put { key, .. } if *key == node_key("a"))),
+        _ => false,
+    };
+    let mut w = one_running();
+    w.run(1_000);
+    let mut w = w.restart(config("a"));
+    // The claim's keep-alive is answered 50 ms late; meanwhile the node's record is written
+    // again, under its lease, so the take-over's comparison fails.
+    w.slow = Box::new(|_, r| {
+        if matches!(r, StoreRequest::KeepAlive(_)) {
+            50
+        } else {
+            0
+        }
+    });
+    let start = w.now;
+    while !w
+        .sent
+        .iter()
+        .any(|(_, _, r)| matches!(r, StoreRequest::KeepAlive(_)))
+    {
+        assert!(w.now < start + 1_000, "no keep-alive: {:#?}", w.sent);
+        let next = w.now + 1;
+        w.tick_at(next);
+    }
+    let e = w
+        .store
+        .get(&node_key("a"))
+        .unwrap()
+        .expect("the node's record");
+    let lease = e.lease.expect("held under a lease");
+    w.store
+        .commit(&Txn::new().put_leased(node_key("a"), e.value.clone(), lease))
+        .unwrap();
+    w.run(start + 2_000);
+    let take_overs: Vec<u64> = w
+        .sent
+        .iter()
+        .filter(|(_, _, r)| is_take_over(r))
+        .map(|&(t, _, _)| t)
+        .collect();
+    assert_eq!(take_overs.len(), 2, "{take_overs:?}");
+    assert!(
+        take_overs[1] - take_overs[0] < 150,
+        "claimed again at once, not a renewal period later: {take_overs:?}; {:#?}",
+        w.log
+    );
+    assert!(
+        !w.log.iter().any(|l| l.contains("cannot claim")),
+        "{:#?}",
+        w.log
+    );
+    assert!(w.stopped.is_none(), "{:?}", w.stopped);
+    assert_eq!(w.running(), ["w-0"], "adopted");
+}
+
 /// Copy `w-0` ran on node `a` and died; its assignment stays (the controller replaces it after
 /// its backoff, under a new incarnation), and the node's report shows it exited.
 fn a_copy_that_died_and_was_reported_exited() -> World {
