@@ -322,6 +322,21 @@ impl NodeLease {
         }
     }
 
+    /// Whether the fence is due at `now` and has not come down yet: the step's
+    /// [`NodeLease::keep`] brings it down, and until then [`NodeLease::held`] still names the
+    /// lease. What the step would act on before that (a sync's answer) must not be.
+    pub(super) fn fence_due(&self, now: u64) -> bool {
+        match self.state {
+            LeaseSt::Held {
+                ok_sent,
+                ttl_ms,
+                termed: false,
+                ..
+            } => now >= fence_times_ms(ok_sent, ttl_ms).0,
+            _ => false,
+        }
+    }
+
     /// The lease held now, fenced or not: the one to give up at shutdown.
     pub(super) fn holding(&self) -> Option<LeaseId> {
         match self.state {

@@ -494,10 +494,15 @@ impl AgentCore {
             }
             Purpose::Sync { lease } => {
                 let voided = self.sync.replied();
-                if voided || !self.life.is_running() || self.held_lease() != Some(lease) {
+                if voided
+                    || !self.life.is_running()
+                    || self.held_lease() != Some(lease)
+                    || self.lease.fence_due(now)
+                {
                     // Read before the fence or the shutdown, or under a lease since lost (the
                     // node may have been lost meanwhile and its names given to other nodes):
-                    // never acted on.
+                    // never acted on. Nor one answered at the millisecond the fence is due,
+                    // which this step's `advance` brings down after the answer is handled.
                     return;
                 }
                 match self.sync.on_reply(now, result, &mut self.out) {

@@ -2883,3 +2883,43 @@ fn quiet_ticks_answered_without_the_step_do_exactly_what_the_whole_step_does() {
         quiet_ticks.get()
     );
 }
+
+/// A sync's answer that comes at the very millisecond the fence is due is not acted on: the
+/// fence comes down in that step (after the answer is handled), so a copy started from the
+/// answer would start as the agent fences. Found by
+/// `quiet_ticks_answered_without_the_step_do_exactly_what_the_whole_step_does` (a random case
+/// of a CI rehearsal, shrunk to these four steps): with a watch cache, renewals cut from 2,453
+/// to 2,959 ms and `w-0` assigned at 2,959 ms, the sync read sent at 3,014 ms was answered at
+/// 3,015 ms, the fence's time, and `w-0` started in the step that fenced. The world's `Start`
+/// arm asserts that nothing starts while fenced; `w-0` starts after the rejoin.
+#[test]
+fn a_sync_answered_at_the_fences_millisecond_starts_nothing() {
+    let store = std::sync::Arc::new(MemoryStore::new());
+    let cfg = AgentCoreConfig {
+        watch_cache: true,
+        tend_logs: false,
+        report_delay_ms: 20,
+        ..config("a")
+    };
+    let mut w = World::unstarted(std::sync::Arc::clone(&store), cfg);
+    w.input(AgentInput::Tick);
+    w.run(1_691);
+    w.run_by_wakes(2_453);
+    w.cut = Box::new(|_, r| matches!(r, StoreRequest::KeepAlive(_)));
+    w.run(2_959);
+    w.cut = Box::new(|_, _| false);
+    assign(&store, "a", 0);
+    w.run_by_wakes(4_959);
+    w.run(5_959);
+    assert!(
+        w.log.iter().any(|l| l.contains("fenced, stopping")),
+        "the agent fenced: {:#?}",
+        w.log
+    );
+    assert_eq!(
+        w.running(),
+        ["w-0"],
+        "started after the rejoin: {:?}",
+        w.starts
+    );
+}
