@@ -671,7 +671,7 @@ impl NodeLease {
         };
         let mut keep = Keep::default();
         let (term_at, kill_at) = fence_times_ms(ok_sent, ttl_ms);
-        if !termed && now >= term_at {
+        if self.fence_due(now) {
             if let LeaseSt::Held { termed, .. } = &mut self.state {
                 *termed = true;
             }
